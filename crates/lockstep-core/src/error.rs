@@ -1,0 +1,153 @@
+//! Errors, grouped by operation and by who is at fault.
+//!
+//! Errors caused by the remote (bad bytes, a misbehaving peer) are apart
+//! from errors caused by the caller (API misuse, an invalid configuration),
+//! so a game can drop a bad peer without confusing it with its own bug.
+
+use crate::wire::WireError;
+use crate::{PeerId, PlayerId, Tick};
+
+/// A session could not be created from this configuration (caller error).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The local peer is not in the roster.
+    #[error("the local {0} is not in the roster")]
+    LocalNotInRoster(PeerId),
+    /// Two roster entries share a peer id.
+    #[error("{0} appears twice in the roster")]
+    DuplicatePeer(PeerId),
+    /// Two peers play the same seat.
+    #[error("{0} is played by two peers")]
+    DuplicateSeat(PlayerId),
+    /// A seat number past the protocol's limit.
+    #[error("{seat} is past the limit of {max} seats")]
+    TooManySeats {
+        /// The offending seat.
+        seat: PlayerId,
+        /// The limit.
+        max: usize,
+    },
+    /// Nobody plays: a session needs at least one seat.
+    #[error("the roster has no seated player")]
+    NoPlayers,
+    /// A configuration value is out of range.
+    #[error("invalid configuration: {0}")]
+    Invalid(&'static str),
+}
+
+/// Why [`commit_local`](crate::MeshSession::commit_local) refused an input.
+///
+/// Refusals other than [`CommitError::InputTooLarge`] are backpressure, not
+/// failures: keep the input and offer it again next frame.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CommitError {
+    /// The session is paused; commits resume with the pause.
+    #[error("the session is paused (freezing on frame {frame})")]
+    Paused {
+        /// The freeze frame.
+        frame: Tick,
+    },
+    /// The local peer is too far ahead of the slowest peer.
+    #[error("{lead} ticks ahead of the slowest peer, limit {limit}")]
+    TooFarAhead {
+        /// How far the next commit would be ahead.
+        lead: u32,
+        /// The configured limit.
+        limit: u32,
+    },
+    /// An observer has no seat to commit for.
+    #[error("observers do not commit inputs")]
+    Observer,
+    /// The local seat was abandoned by the other players.
+    #[error("the local seat was abandoned from tick {from}")]
+    Abandoned {
+        /// The first tick the seat is empty.
+        from: Tick,
+    },
+    /// The input's encoding exceeds the configured maximum.
+    #[error("input encodes to {len} bytes, limit {max}")]
+    InputTooLarge {
+        /// The encoded size.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The tick counter reached `u32::MAX`.
+    #[error("the session has run out of tick numbers")]
+    TickSpaceExhausted,
+}
+
+/// Why a received datagram was rejected. The session's state is unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DatagramError {
+    /// The bytes are malformed or from an incompatible build (peer fault).
+    #[error("malformed datagram: {0}")]
+    Wire(#[from] WireError),
+    /// The datagram came from a peer this session does not know.
+    #[error("datagram from unknown {0}")]
+    UnknownPeer(PeerId),
+    /// Well-formed, but breaks this session's rules (peer fault): an input
+    /// larger than the configured limit, a seat that does not exist, ...
+    #[error("protocol violation: {0}")]
+    Violation(&'static str),
+}
+
+/// Why a pause could not be requested.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PauseError {
+    /// Observers watch; they do not pause the game for the players.
+    #[error("observers cannot pause")]
+    Observer,
+    /// The local seat was abandoned.
+    #[error("the local seat was abandoned")]
+    Abandoned,
+}
+
+/// Why an abandonment could not be requested.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AbandonError {
+    /// No peer plays that seat.
+    #[error("{0} has no player")]
+    NoSuchPlayer(PlayerId),
+    /// A session cannot abandon its own seat.
+    #[error("cannot abandon the local seat")]
+    Local,
+    /// The seat is already abandoned.
+    #[error("{player} was already abandoned from tick {from}")]
+    AlreadyAbandoned {
+        /// The seat.
+        player: PlayerId,
+        /// The first empty tick.
+        from: Tick,
+    },
+    /// Observers have no say in who plays.
+    #[error("observers cannot abandon players")]
+    Observer,
+}
+
+/// Why a checksum report was refused (caller error).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChecksumError {
+    /// The tick has not been run yet.
+    #[error("tick {tick} has not been run (next tick is {next})")]
+    NotRun {
+        /// The tick reported.
+        tick: Tick,
+        /// The session's next tick.
+        next: Tick,
+    },
+    /// Checksums must be reported for ascending ticks.
+    #[error("tick {tick} is not after the last reported tick {last}")]
+    NotAscending {
+        /// The tick reported.
+        tick: Tick,
+        /// The previous report.
+        last: Tick,
+    },
+}

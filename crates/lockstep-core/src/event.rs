@@ -1,0 +1,80 @@
+//! Things a game may want to show or log.
+
+use crate::{PeerId, PlayerId, Tick};
+use core::time::Duration;
+
+/// Something that happened in a session, drained with `poll_event`.
+///
+/// Events are information: a game may ignore every one of them and the
+/// session still works. Everything the simulation must act on is in the
+/// frame stream instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// Nothing has arrived from this peer for a while.
+    Interrupted {
+        /// The silent peer.
+        peer: PeerId,
+        /// The seat it plays, if any.
+        player: Option<PlayerId>,
+        /// How long it has been silent.
+        silent_for: Duration,
+    },
+    /// An interrupted peer was heard from again.
+    Recovered {
+        /// The peer.
+        peer: PeerId,
+        /// The seat it plays, if any.
+        player: Option<PlayerId>,
+    },
+    /// A pause was called (here or by a peer); commits stop and the
+    /// simulation will rest on `frame`. Repeated when an earlier proposal
+    /// moves the frame.
+    Paused {
+        /// The freeze frame.
+        frame: Tick,
+    },
+    /// The pause was lifted.
+    Resumed {
+        /// The frame the pause was to freeze on.
+        frame: Tick,
+    },
+    /// Someone asked for this player to be abandoned; its inputs are no
+    /// longer accepted and a decision follows.
+    AbandonRequested {
+        /// The seat.
+        player: PlayerId,
+    },
+    /// The player was abandoned: its seat is empty from `from` on, in every
+    /// peer's frame stream (where a [`SystemEvent::Abandoned`](crate::SystemEvent)
+    /// marks the tick).
+    Abandoned {
+        /// The seat.
+        player: PlayerId,
+        /// The first empty tick.
+        from: Tick,
+    },
+    /// An abandonment decision arrived that contradicts what this session
+    /// already ran: its stream may differ from the others' from `decided` on.
+    /// Only possible when the deciding peer itself failed mid-decision.
+    AbandonConflict {
+        /// The seat.
+        player: PlayerId,
+        /// The tick this session holds.
+        kept: Tick,
+        /// The tick received.
+        received: Tick,
+    },
+    /// A peer's state checksum differs from ours for the same tick: the two
+    /// simulations diverged at or before `tick`. Reported once per peer.
+    Desync {
+        /// The tick compared.
+        tick: Tick,
+        /// The peer that differs.
+        peer: PeerId,
+        /// Our checksum.
+        local: u64,
+        /// Theirs.
+        remote: u64,
+    },
+}

@@ -1,0 +1,144 @@
+//! The confirmed frame stream: what every machine runs, identically.
+
+use crate::input::Input;
+use crate::{PlayerId, Tick};
+use xxhash_rust::xxh3::Xxh3;
+
+/// Something that changes who plays, carried in the frame stream so that it
+/// takes effect at the same tick on every machine.
+///
+/// Membership is game state: a ship spawns when its seat joins and leaves
+/// when it is abandoned, at exactly the same tick everywhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum SystemEvent {
+    /// A player took this seat; its inputs appear from this frame on.
+    Joined {
+        /// The seat.
+        player: PlayerId,
+    },
+    /// The player stopped sending and was given up on: from this frame on
+    /// the seat's entry is `None` on every machine. What takes over the
+    /// seat (an AI, nothing) is the game's decision.
+    Abandoned {
+        /// The seat.
+        player: PlayerId,
+    },
+}
+
+impl SystemEvent {
+    /// The seat the event is about.
+    pub const fn player(&self) -> PlayerId {
+        match *self {
+            Self::Joined { player } | Self::Abandoned { player } => player,
+        }
+    }
+}
+
+/// One confirmed tick: every seat's input and the system events that take
+/// effect at it.
+///
+/// `inputs[p.index()]` is seat `p`'s input, or `None` when the seat has no
+/// player at this tick (never taken, or abandoned). Two machines that
+/// confirmed the same tick hold equal frames.
+///
+/// ```
+/// use lockstep_core::{Frame, PlayerId, Tick};
+/// let frame = Frame { tick: Tick::new(7), inputs: vec![Some(3u8), None], events: vec![] };
+/// assert_eq!(frame.input(PlayerId(0)), Some(&3));
+/// assert_eq!(frame.input(PlayerId(1)), None);
+/// assert_eq!(frame.input(PlayerId(9)), None);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Frame<I> {
+    /// The tick this frame is for.
+    pub tick: Tick,
+    /// One entry per seat, in seat order.
+    pub inputs: Vec<Option<I>>,
+    /// Membership and other system changes taking effect at this tick, in
+    /// the order they apply.
+    pub events: Vec<SystemEvent>,
+}
+
+impl<I> Frame<I> {
+    /// The input of `player`, if the seat is occupied at this tick.
+    pub fn input(&self, player: PlayerId) -> Option<&I> {
+        self.inputs.get(player.index()).and_then(Option::as_ref)
+    }
+
+    /// Occupied seats and their inputs, in seat order.
+    pub fn players(&self) -> impl Iterator<Item = (PlayerId, &I)> + '_ {
+        self.inputs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| Some((PlayerId(u16::try_from(i).ok()?), v.as_ref()?)))
+    }
+}
+
+/// A running hash of a confirmed frame stream.
+///
+/// Two machines whose streams hash equal ran the same ticks with the same
+/// inputs. The hash is xxh3-64 over each frame's canonical encoding (see
+/// [`wire::encode_frame`](crate::wire::encode_frame)), stable across runs,
+/// builds and platforms.
+///
+/// ```
+/// use lockstep_core::{Frame, StreamHash, Tick};
+/// let mut a = StreamHash::new();
+/// let mut b = StreamHash::new();
+/// let f = Frame { tick: Tick::ZERO, inputs: vec![Some(1u32)], events: vec![] };
+/// a.push(&f);
+/// b.push(&f);
+/// assert_eq!(a.value(), b.value());
+/// assert_eq!(a.frames(), 1);
+/// ```
+#[derive(Clone)]
+pub struct StreamHash {
+    hasher: Xxh3,
+    frames: u64,
+    scratch: Vec<u8>,
+}
+
+impl std::fmt::Debug for StreamHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamHash")
+            .field("frames", &self.frames)
+            .field("value", &format_args!("{:016x}", self.value()))
+            .finish()
+    }
+}
+
+impl Default for StreamHash {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl StreamHash {
+    /// The hash of the empty stream.
+    pub fn new() -> Self {
+        Self {
+            hasher: Xxh3::new(),
+            frames: 0,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Folds the next frame in.
+    pub fn push<I: Input>(&mut self, frame: &Frame<I>) {
+        self.scratch.clear();
+        crate::wire::encode_frame(frame, &mut self.scratch);
+        self.hasher.update(&self.scratch);
+        self.frames += 1;
+    }
+
+    /// The hash of every frame pushed so far.
+    pub fn value(&self) -> u64 {
+        self.hasher.digest()
+    }
+
+    /// How many frames were pushed.
+    pub fn frames(&self) -> u64 {
+        self.frames
+    }
+}

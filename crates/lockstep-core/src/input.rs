@@ -1,0 +1,161 @@
+//! The per-seat, per-tick value a game feeds the engine.
+
+use core::fmt;
+
+/// Why bytes could not be turned back into an input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InputDecodeError {
+    /// The encoding has a fixed size and these bytes are not that size.
+    #[error("input encoding is {got} bytes, expected {expected}")]
+    WrongLength {
+        /// The size the type encodes to.
+        expected: usize,
+        /// The size received.
+        got: usize,
+    },
+    /// The bytes are the right size but do not name a valid value.
+    #[error("invalid input encoding: {0}")]
+    Invalid(&'static str),
+}
+
+/// One seat's input for one tick.
+///
+/// The engine never looks inside an input: it stores, sends, compares and
+/// hands it back. What it needs is a neutral value ([`Default`]: no buttons,
+/// sticks centred, no commands), equality, and a byte codec that round-trips
+/// exactly (`decode(encode(x)) == x`) and is the same on every machine.
+///
+/// Continuous controls and discrete commands are both inputs: a game with a
+/// command list per tick uses a type holding that list.
+///
+/// ```
+/// use lockstep_core::{Input, InputDecodeError};
+///
+/// #[derive(Clone, PartialEq, Eq, Default, Debug)]
+/// struct Pad { buttons: u8, stick: i8 }
+///
+/// impl Input for Pad {
+///     fn encode(&self, out: &mut Vec<u8>) {
+///         out.extend_from_slice(&[self.buttons, self.stick as u8]);
+///     }
+///     fn decode(bytes: &[u8]) -> Result<Self, InputDecodeError> {
+///         match bytes {
+///             [b, s] => Ok(Pad { buttons: *b, stick: *s as i8 }),
+///             _ => Err(InputDecodeError::WrongLength { expected: 2, got: bytes.len() }),
+///         }
+///     }
+/// }
+///
+/// let mut buf = Vec::new();
+/// Pad { buttons: 3, stick: -7 }.encode(&mut buf);
+/// assert_eq!(Pad::decode(&buf), Ok(Pad { buttons: 3, stick: -7 }));
+/// ```
+pub trait Input: Clone + Eq + Default + fmt::Debug + 'static {
+    /// Appends this input's encoding to `out`.
+    fn encode(&self, out: &mut Vec<u8>);
+
+    /// Decodes an input from exactly `bytes` (the whole slice is the input).
+    ///
+    /// Bytes come from the network: return an error, never panic.
+    fn decode(bytes: &[u8]) -> Result<Self, InputDecodeError>;
+}
+
+macro_rules! int_input {
+    ($($t:ty),*) => {$(
+        impl Input for $t {
+            fn encode(&self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+
+            fn decode(bytes: &[u8]) -> Result<Self, InputDecodeError> {
+                let arr = bytes.try_into().map_err(|_| InputDecodeError::WrongLength {
+                    expected: size_of::<$t>(),
+                    got: bytes.len(),
+                })?;
+                Ok(<$t>::from_le_bytes(arr))
+            }
+        }
+    )*};
+}
+
+int_input!(u8, u16, u32, u64, i8, i16, i32, i64);
+
+impl Input for () {
+    fn encode(&self, _out: &mut Vec<u8>) {}
+
+    fn decode(bytes: &[u8]) -> Result<Self, InputDecodeError> {
+        if bytes.is_empty() {
+            Ok(())
+        } else {
+            Err(InputDecodeError::WrongLength {
+                expected: 0,
+                got: bytes.len(),
+            })
+        }
+    }
+}
+
+impl Input for bool {
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.push(u8::from(*self));
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self, InputDecodeError> {
+        match bytes {
+            [0] => Ok(false),
+            [1] => Ok(true),
+            [_] => Err(InputDecodeError::Invalid("bool must be 0 or 1")),
+            _ => Err(InputDecodeError::WrongLength {
+                expected: 1,
+                got: bytes.len(),
+            }),
+        }
+    }
+}
+
+/// Raw bytes, for games that encode inputs themselves (a command list, say).
+impl Input for Vec<u8> {
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self);
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self, InputDecodeError> {
+        Ok(bytes.to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip<I: Input>(v: I) {
+        let mut buf = Vec::new();
+        v.encode(&mut buf);
+        assert_eq!(I::decode(&buf), Ok(v));
+    }
+
+    #[test]
+    fn primitives_round_trip() {
+        round_trip(0xABu8);
+        round_trip(-5i16);
+        round_trip(u32::MAX);
+        round_trip(i64::MIN);
+        round_trip(());
+        round_trip(true);
+        round_trip(vec![1u8, 2, 3]);
+    }
+
+    #[test]
+    fn wrong_sizes_are_errors() {
+        assert_eq!(
+            u32::decode(&[1, 2, 3]),
+            Err(InputDecodeError::WrongLength {
+                expected: 4,
+                got: 3
+            })
+        );
+        assert!(bool::decode(&[7]).is_err());
+        assert!(<()>::decode(&[0]).is_err());
+    }
+}

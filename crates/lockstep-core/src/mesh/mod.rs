@@ -1,0 +1,1524 @@
+//! The mesh topology: every peer talks to every peer, no server.
+//!
+//! Each peer stamps its local input `delay` ticks ahead and sends it to every
+//! other peer; a tick is confirmed once every seated player's input for it is
+//! in hand. See [`MeshSession`] for the rules and the call order.
+
+mod store;
+
+use crate::checksum::{Checksums, Mismatch, RemoteChecksums};
+use crate::endpoint::{Endpoint, Transmit};
+use crate::error::{
+    AbandonError, ChecksumError, CommitError, ConfigError, DatagramError, PauseError,
+};
+use crate::frame::SystemEvent;
+use crate::pause::{PauseAgreement, PauseChange};
+use crate::wire::{self, Echo, FrameRef, InputRun, MeshPacket};
+use crate::{Event, Frame, Input, Instant, PeerId, PlayerId, Tick};
+use core::ops::Range;
+use core::time::Duration;
+use std::collections::{BTreeSet, VecDeque};
+use store::{Cell, Slot, Store};
+
+/// A run of inputs encoded into the scratch buffer: seat, first tick, byte
+/// ranges.
+type PendingRun = (PlayerId, Tick, Vec<Range<usize>>);
+/// A frame encoded into the scratch buffer: tick, per-seat byte ranges,
+/// events.
+type PendingFrame = (Tick, Vec<Option<Range<usize>>>, Vec<SystemEvent>);
+
+/// Most events held for the game before the oldest are dropped.
+const EVENT_QUEUE_CAP: usize = 1024;
+
+/// Tuning for a [`MeshSession`]. Every peer of a session must use the same
+/// `delay` and `max_lead`.
+///
+/// ```
+/// use lockstep_core::MeshConfig;
+/// use std::time::Duration;
+/// let config = MeshConfig {
+///     delay: 3,
+///     abandon_after: Some(Duration::from_secs(5)),
+///     ..MeshConfig::default()
+/// };
+/// assert_eq!(config.max_datagram, 1200);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MeshConfig {
+    /// Input delay in ticks: input committed now runs `delay` ticks later,
+    /// which is the time the network has to deliver it. The first `delay`
+    /// ticks run on neutral input so play starts at once.
+    pub delay: u32,
+    /// How many ticks a peer may commit beyond `delay` ahead of the slowest
+    /// peer before [`MeshSession::commit_local`] refuses. Bounds every
+    /// buffer; at least 1.
+    pub max_lead: u32,
+    /// The largest datagram to send, in bytes. 1200 fits the path MTU of
+    /// practically every internet route.
+    pub max_datagram: usize,
+    /// The largest encoded input accepted, from the game or from a peer.
+    pub max_input_len: usize,
+    /// How often unacknowledged data is resent to a peer.
+    pub resend_interval: Duration,
+    /// How often an idle peer is sent a packet anyway, so it knows we live.
+    pub keepalive_interval: Duration,
+    /// Silence after which [`Event::Interrupted`] is raised.
+    pub interrupt_after: Duration,
+    /// Silence after which a player is abandoned automatically; `None`
+    /// leaves it to the game to call [`MeshSession::abandon`].
+    pub abandon_after: Option<Duration>,
+    /// How many frames are kept for an observer that has fallen behind.
+    pub observer_window: u32,
+    /// How many checksums are held, per peer and locally.
+    pub checksum_window: usize,
+}
+
+impl Default for MeshConfig {
+    fn default() -> Self {
+        Self {
+            delay: 2,
+            max_lead: 8,
+            max_datagram: 1200,
+            max_input_len: 256,
+            resend_interval: Duration::from_millis(30),
+            keepalive_interval: Duration::from_millis(250),
+            interrupt_after: Duration::from_millis(1000),
+            abandon_after: Some(Duration::from_secs(10)),
+            observer_window: 256,
+            checksum_window: 128,
+        }
+    }
+}
+
+impl MeshConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |cond: bool, why| {
+            if cond {
+                Err(ConfigError::Invalid(why))
+            } else {
+                Ok(())
+            }
+        };
+        bad(self.max_lead == 0, "max_lead must be at least 1")?;
+        bad(self.delay > 1024, "delay over 1024 ticks")?;
+        bad(self.max_lead > 4096, "max_lead over 4096 ticks")?;
+        bad(
+            self.max_datagram < 256 || self.max_datagram > wire::MAX_DATAGRAM_LEN,
+            "max_datagram must be between 256 and 65507 bytes",
+        )?;
+        bad(
+            self.max_input_len == 0 || self.max_input_len > wire::MAX_INPUT_LEN,
+            "max_input_len must be between 1 and 1024 bytes",
+        )?;
+        bad(
+            self.max_input_len + 128 > self.max_datagram,
+            "max_datagram must leave room for a maximum-size input",
+        )?;
+        bad(
+            self.resend_interval.is_zero(),
+            "resend_interval must be positive",
+        )?;
+        bad(
+            self.keepalive_interval.is_zero(),
+            "keepalive_interval must be positive",
+        )?;
+        bad(
+            self.observer_window == 0,
+            "observer_window must be positive",
+        )?;
+        bad(
+            self.checksum_window == 0,
+            "checksum_window must be positive",
+        )
+    }
+}
+
+/// Who takes part in a mesh session: each peer, and the seat it plays
+/// (observers play none).
+///
+/// ```
+/// use lockstep_core::{PeerId, PlayerId, Roster};
+/// let roster = Roster::new()
+///     .player(PeerId(10), PlayerId(0))
+///     .player(PeerId(11), PlayerId(1))
+///     .observer(PeerId(20));
+/// assert_eq!(roster.members().len(), 3);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Roster {
+    members: Vec<(PeerId, Option<PlayerId>)>,
+}
+
+impl Roster {
+    /// An empty roster.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a peer playing `seat`.
+    pub fn player(mut self, peer: PeerId, seat: PlayerId) -> Self {
+        self.members.push((peer, Some(seat)));
+        self
+    }
+
+    /// Adds a peer that watches.
+    pub fn observer(mut self, peer: PeerId) -> Self {
+        self.members.push((peer, None));
+        self
+    }
+
+    /// Every member and its seat, in insertion order.
+    pub fn members(&self) -> &[(PeerId, Option<PlayerId>)] {
+        &self.members
+    }
+}
+
+/// Numbers describing a session, for HUDs, logs and tests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MeshStats {
+    /// The next tick to run (frames run so far).
+    pub next_tick: Tick,
+    /// The tick the next local input will be stamped for.
+    pub next_commit: Tick,
+    /// Frames handed to the game.
+    pub frames: u64,
+    /// Times the next frame had to wait on a remote player.
+    pub stalls: u64,
+    /// Total time spent waiting on remote players.
+    pub stalled_for: Duration,
+    /// Commits refused (lead limit or pause).
+    pub commits_refused: u64,
+    /// Datagrams sent.
+    pub datagrams_sent: u64,
+    /// Bytes sent.
+    pub bytes_sent: u64,
+    /// Datagrams received (accepted or not).
+    pub datagrams_received: u64,
+    /// Bytes received.
+    pub bytes_received: u64,
+    /// Datagrams rejected as malformed or from unknown peers.
+    pub datagrams_rejected: u64,
+    /// Inputs received that were not needed: duplicates, ticks already run.
+    pub inputs_redundant: u64,
+    /// Inputs refused: too far in the future, for a frozen or foreign seat.
+    pub inputs_refused: u64,
+    /// Events dropped because the game did not drain them.
+    pub events_dropped: u64,
+    /// Ticks held in the input store.
+    pub buffered_ticks: usize,
+    /// Checksums held (local and received).
+    pub buffered_checksums: usize,
+    /// Per remote peer.
+    pub peers: Vec<PeerStats>,
+}
+
+/// What a session knows about one remote peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PeerStats {
+    /// The peer.
+    pub peer: PeerId,
+    /// Its seat, if it plays.
+    pub player: Option<PlayerId>,
+    /// Its next tick, as last reported.
+    pub next_tick: Tick,
+    /// Smoothed round-trip time, once measured.
+    pub rtt: Option<Duration>,
+    /// When it was last heard from.
+    pub last_heard: Option<Instant>,
+}
+
+#[derive(Debug, Clone)]
+struct Seat {
+    /// The peer playing this seat.
+    peer: Option<PeerId>,
+    /// The first tick the seat is empty: abandoned, or never taken.
+    empty_from: Option<Tick>,
+}
+
+#[derive(Debug, Clone)]
+struct Peer {
+    id: PeerId,
+    seat: Option<PlayerId>,
+    next_tick: Tick,
+    /// Per seat: the lowest tick of that seat's input this peer lacks, as it
+    /// last told us.
+    acks: Vec<Option<Tick>>,
+    /// The seats it wants abandoned, as of its latest packet.
+    wanted: Vec<PlayerId>,
+    last_heard: Option<Instant>,
+    interrupted: bool,
+    last_sent: Option<Instant>,
+    flush: bool,
+    ack_pending: bool,
+    /// Its latest clock stamp and when we got it.
+    stamp: Option<(u32, Instant)>,
+    rtt: Option<Duration>,
+    checks: RemoteChecksums,
+}
+
+/// One peer's side of a peer-to-peer lockstep session.
+///
+/// The session is a state machine without I/O: it never reads a clock or
+/// touches a socket. The caller feeds it datagrams and the time, and drains
+/// the datagrams it wants sent, the frames ready to run and the events worth
+/// showing.
+///
+/// ```text
+///          commit_local(input)           advance() -> Frame
+///   game ───────────────────────▶ ┌─────────────┐ ─────────────────▶ game.step
+///                                 │ MeshSession │
+///   net ──handle_datagram(from)─▶ │             │ ──poll_transmit──▶ net
+///   clock ─handle_timeout(now)──▶ └─────────────┘ ──poll_event────▶ HUD
+/// ```
+///
+/// # One loop iteration
+///
+/// 1. `handle_datagram` for every datagram received;
+/// 2. `handle_timeout(now)`;
+/// 3. `commit_local(input)` when a tick of input is due (a refusal is
+///    backpressure: offer the input again next time);
+/// 4. `advance()` until it returns `None`, running each frame in order and
+///    reporting checksums with `report_checksum`;
+/// 5. `poll_transmit` until `None`, sending each datagram;
+/// 6. `poll_event` until `None` (optional);
+/// 7. sleep until `poll_timeout()` or the next datagram.
+///
+/// # The rules
+///
+/// * Input is stamped `delay` ticks ahead; the first `delay` ticks run on
+///   neutral input. A tick runs only when every seated player's input for it
+///   is known: a missing input stalls, it is never guessed, and
+///   [`awaiting`](Self::awaiting) names who the tick waits on.
+/// * Commits are bounded: more than `delay + max_lead` ticks ahead of the
+///   slowest peer, or while paused, `commit_local` refuses.
+/// * Every packet carries the sender's position and, per seat, the lowest
+///   tick it still lacks; each peer resends from there (never a fixed
+///   window), as much as fits one datagram. Any loss short of a partition
+///   costs latency, not a stall forever.
+/// * Duplicates and late copies never change a decided tick; inputs for ticks
+///   already run are dropped, and so are inputs further ahead than any peer
+///   still in step could have committed, so nothing a peer sends can grow
+///   memory.
+/// * History is pruned as soon as every peer has it, also while stalled.
+/// * Observers receive confirmed frames from the lowest live seat, run the
+///   same frames, commit nothing and are waited for by nobody.
+/// * Pause and resume follow the agreement rules of the pause module: the
+///   earliest proposed freeze frame wins however messages interleave.
+/// * Abandoning a silent player: peers stop taking its input and report how
+///   far they hold it; the lowest live seat collects every report, gets the
+///   inputs some peer holds and it lacks, and declares the seat empty from
+///   the first tick nobody holds. No peer can have run past that tick, so
+///   every stream stays identical; the decision travels in every packet
+///   until every peer has it, and the frame at that tick carries
+///   [`SystemEvent::Abandoned`].
+///
+/// # Example
+///
+/// ```
+/// use lockstep_core::{Instant, MeshConfig, MeshSession, PeerId, PlayerId, Roster};
+///
+/// let roster = Roster::new().player(PeerId(0), PlayerId(0)).player(PeerId(1), PlayerId(1));
+/// let now = Instant::ZERO;
+/// let mut a = MeshSession::<u8>::new(MeshConfig::default(), roster.clone(), PeerId(0), now)?;
+/// let mut b = MeshSession::<u8>::new(MeshConfig::default(), roster, PeerId(1), now)?;
+///
+/// // The primed ticks run at once.
+/// assert!(a.advance().is_some());
+/// assert!(a.advance().is_some());
+/// // Tick 2 waits for both players.
+/// assert!(a.advance().is_none());
+/// assert_eq!(a.awaiting(), vec![PlayerId(0), PlayerId(1)]);
+///
+/// a.commit_local(7)?;
+/// b.commit_local(9)?;
+/// // Deliver a's packets to b and b's to a (a transport would do this).
+/// let mut buf = Vec::new();
+/// while let Some(t) = a.poll_transmit(&mut buf) {
+///     b.handle_datagram(PeerId(0), &buf[..t.len], now)?;
+/// }
+/// while let Some(t) = b.poll_transmit(&mut buf) {
+///     a.handle_datagram(PeerId(1), &buf[..t.len], now)?;
+/// }
+/// let frame = a.advance().expect("both inputs are in");
+/// assert_eq!(frame.inputs, vec![Some(7), Some(9)]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct MeshSession<I: Input> {
+    config: MeshConfig,
+    local: PeerId,
+    local_seat: Option<PlayerId>,
+    seats: Vec<Seat>,
+    peers: Vec<Peer>,
+    store: Store<I>,
+    next_tick: Tick,
+    next_commit: Tick,
+    started: Instant,
+    now: Instant,
+    pause: PauseAgreement,
+    checks: Checksums,
+    /// Seats this peer wants abandoned and whose own input it no longer takes.
+    wanted: BTreeSet<PlayerId>,
+    /// Every abandonment decided, in the order learned.
+    decisions: Vec<(PlayerId, Tick)>,
+    events: VecDeque<Event>,
+    stats: MeshStats,
+    stall_started: Option<Instant>,
+    cursor: usize,
+    scratch: Vec<u8>,
+}
+
+impl<I: Input> MeshSession<I> {
+    /// A session for the peer `local` of `roster`, starting at `now`.
+    ///
+    /// Every peer of the session must be created with the same roster and the
+    /// same `delay` and `max_lead`.
+    pub fn new(
+        config: MeshConfig,
+        roster: Roster,
+        local: PeerId,
+        now: Instant,
+    ) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let mut seen_peers = BTreeSet::new();
+        let mut seen_seats = BTreeSet::new();
+        let mut width = 0usize;
+        for &(peer, seat) in roster.members() {
+            if !seen_peers.insert(peer) {
+                return Err(ConfigError::DuplicatePeer(peer));
+            }
+            if let Some(s) = seat {
+                if s.index() >= wire::MAX_SEATS {
+                    return Err(ConfigError::TooManySeats {
+                        seat: s,
+                        max: wire::MAX_SEATS,
+                    });
+                }
+                if !seen_seats.insert(s) {
+                    return Err(ConfigError::DuplicateSeat(s));
+                }
+                width = width.max(s.index() + 1);
+            }
+        }
+        if width == 0 {
+            return Err(ConfigError::NoPlayers);
+        }
+        let local_seat = match roster.members().iter().find(|(p, _)| *p == local) {
+            Some((_, seat)) => *seat,
+            None => return Err(ConfigError::LocalNotInRoster(local)),
+        };
+        let mut seats = vec![
+            Seat {
+                peer: None,
+                empty_from: Some(Tick::ZERO),
+            };
+            width
+        ];
+        for &(peer, seat) in roster.members() {
+            if let Some(s) = seat {
+                seats[s.index()] = Seat {
+                    peer: Some(peer),
+                    empty_from: None,
+                };
+            }
+        }
+        let peers = roster
+            .members()
+            .iter()
+            .filter(|(p, _)| *p != local)
+            .map(|&(id, seat)| Peer {
+                id,
+                seat,
+                next_tick: Tick::ZERO,
+                acks: vec![None; width],
+                wanted: Vec::new(),
+                last_heard: None,
+                interrupted: false,
+                last_sent: None,
+                flush: false,
+                ack_pending: false,
+                stamp: None,
+                rtt: None,
+                checks: RemoteChecksums::default(),
+            })
+            .collect();
+        let mut session = Self {
+            checks: Checksums::new(config.checksum_window),
+            next_commit: Tick::new(config.delay),
+            config,
+            local,
+            local_seat,
+            seats,
+            peers,
+            store: Store::new(),
+            next_tick: Tick::ZERO,
+            started: now,
+            now,
+            pause: PauseAgreement::default(),
+            wanted: BTreeSet::new(),
+            decisions: Vec::new(),
+            events: VecDeque::new(),
+            stats: MeshStats::default(),
+            stall_started: None,
+            cursor: 0,
+            scratch: Vec::new(),
+        };
+        // Prime the opening ticks so play starts at once instead of waiting a
+        // round trip for input nobody could have sent yet.
+        for t in 0..session.config.delay {
+            let seats = &session.seats;
+            if let Some(slot) = session.store.ensure(Tick::new(t), |t| new_slot(seats, t)) {
+                for cell in &mut slot.cells {
+                    if cell.is_unknown() {
+                        *cell = Cell::Known(I::default());
+                    }
+                }
+            }
+        }
+        // Tick 0 always exists: it carries the opening membership events.
+        let seats = &session.seats;
+        session.store.ensure(Tick::ZERO, |t| new_slot(seats, t));
+        Ok(session)
+    }
+
+    // ----- getters -------------------------------------------------------
+
+    /// The next frame to run: every frame before it has been handed out.
+    pub fn frame(&self) -> Tick {
+        self.next_tick
+    }
+
+    /// The tick the next committed input will be stamped for.
+    pub fn next_commit(&self) -> Tick {
+        self.next_commit
+    }
+
+    /// The local peer.
+    pub fn local(&self) -> PeerId {
+        self.local
+    }
+
+    /// The seat the local peer plays, if it plays one.
+    pub fn seat(&self) -> Option<PlayerId> {
+        self.local_seat
+    }
+
+    /// Whether the local peer watches rather than plays.
+    pub fn watching(&self) -> bool {
+        self.local_seat.is_none()
+    }
+
+    /// How many seats each frame has.
+    pub fn seat_count(&self) -> usize {
+        self.seats.len()
+    }
+
+    /// The session's configuration.
+    pub fn config(&self) -> &MeshConfig {
+        &self.config
+    }
+
+    /// Which players the next frame is still waiting on. Empty means it can
+    /// run (or the session is frozen by a pause). Read-only, so a HUD may ask
+    /// every render frame.
+    pub fn awaiting(&self) -> Vec<PlayerId> {
+        if self.frozen() {
+            return Vec::new();
+        }
+        let slot = self.store.get(self.next_tick);
+        (0..self.seats.len())
+            .filter(|&i| match slot {
+                Some(s) => s.cells.get(i).is_some_and(Cell::is_unknown),
+                None => !self.seat_empty_at(i, self.next_tick),
+            })
+            .filter_map(seat_id)
+            .collect()
+    }
+
+    /// Whether a pause has been called. Commits stop at once; the simulation
+    /// keeps running until it reaches [`pause_frame`](Self::pause_frame).
+    pub fn paused(&self) -> bool {
+        self.pause.frame().is_some()
+    }
+
+    /// Whether the simulation has come to rest on the pause frame: the moment
+    /// the picture stops moving.
+    pub fn frozen(&self) -> bool {
+        self.pause.frame() == Some(self.next_tick)
+    }
+
+    /// The frame the session freezes on, while paused.
+    pub fn pause_frame(&self) -> Option<Tick> {
+        self.pause.frame()
+    }
+
+    /// The frame of the latest pause lifted, if any ever was.
+    pub fn lifted_pause(&self) -> Option<Tick> {
+        self.pause.lifted()
+    }
+
+    /// Every abandonment this session knows of: the seat and the first tick
+    /// it is empty.
+    pub fn abandoned(&self) -> &[(PlayerId, Tick)] {
+        &self.decisions
+    }
+
+    /// Counters and per-peer figures.
+    pub fn stats(&self) -> MeshStats {
+        let mut s = self.stats.clone();
+        s.next_tick = self.next_tick;
+        s.next_commit = self.next_commit;
+        s.buffered_ticks = self.store.len();
+        s.buffered_checksums =
+            self.checks.len() + self.peers.iter().map(|p| p.checks.len()).sum::<usize>();
+        s.peers = self
+            .peers
+            .iter()
+            .map(|p| PeerStats {
+                peer: p.id,
+                player: p.seat,
+                next_tick: p.next_tick,
+                rtt: p.rtt,
+                last_heard: p.last_heard,
+            })
+            .collect();
+        s
+    }
+
+    /// The most ticks the input store can hold with this configuration,
+    /// whatever peers send: the slowest live player is at most
+    /// `delay + max_lead` behind, observers at most `observer_window`, and
+    /// nothing is accepted more than `delay + max_lead` ahead.
+    pub fn buffer_bound(&self) -> usize {
+        let lead = (self.config.delay + self.config.max_lead) as usize;
+        lead + lead.max(self.config.observer_window as usize) + 2
+    }
+
+    // ----- mutators ------------------------------------------------------
+
+    /// Commits the local input for the next tick and schedules it to every
+    /// peer. Returns the tick it will run on.
+    ///
+    /// A refusal is backpressure, not an error to report: keep the input and
+    /// offer it again next frame (see [`CommitError`]).
+    pub fn commit_local(&mut self, input: I) -> Result<Tick, CommitError> {
+        let Some(seat) = self.local_seat else {
+            return Err(CommitError::Observer);
+        };
+        if let Some(from) = self.seats[seat.index()].empty_from {
+            return Err(CommitError::Abandoned { from });
+        }
+        if let Some(frame) = self.pause.frame() {
+            self.stats.commits_refused += 1;
+            return Err(CommitError::Paused { frame });
+        }
+        let limit = self.config.delay + self.config.max_lead;
+        let lead = self.next_commit.since(self.min_live_next());
+        if lead >= limit {
+            self.stats.commits_refused += 1;
+            return Err(CommitError::TooFarAhead { lead, limit });
+        }
+        self.scratch.clear();
+        input.encode(&mut self.scratch);
+        if self.scratch.len() > self.config.max_input_len {
+            return Err(CommitError::InputTooLarge {
+                len: self.scratch.len(),
+                max: self.config.max_input_len,
+            });
+        }
+        let tick = self.next_commit;
+        let after = tick.next().ok_or(CommitError::TickSpaceExhausted)?;
+        let seats = &self.seats;
+        let slot = self
+            .store
+            .ensure(tick, |t| new_slot(seats, t))
+            .ok_or(CommitError::TickSpaceExhausted)?;
+        slot.cells[seat.index()] = Cell::Known(input);
+        self.next_commit = after;
+        for p in self.peers.iter_mut().filter(|p| p.seat.is_some()) {
+            p.flush = true;
+        }
+        Ok(tick)
+    }
+
+    /// The next confirmed frame, if every input for it is known. Frames come
+    /// out in tick order, each exactly once; run every one.
+    ///
+    /// `None` means "not yet": a missing input (see
+    /// [`awaiting`](Self::awaiting)) or the pause frame.
+    pub fn advance(&mut self) -> Option<Frame<I>> {
+        if self.frozen() {
+            return None;
+        }
+        let tick = self.next_tick;
+        let Some(slot) = self.store.get(tick).filter(|s| s.complete()) else {
+            let local_ready = match self.local_seat {
+                None => true,
+                Some(s) => self
+                    .store
+                    .cell(tick, s.index())
+                    .is_some_and(|c| !c.is_unknown()),
+            };
+            if local_ready && self.stall_started.is_none() {
+                self.stall_started = Some(self.now);
+                self.stats.stalls += 1;
+            }
+            return None;
+        };
+        let frame = slot.to_frame(tick);
+        let next = tick.next()?;
+        self.next_tick = next;
+        self.stats.frames += 1;
+        if let Some(since) = self.stall_started.take() {
+            self.stats.stalled_for += self.now - since;
+        }
+        if self.is_feeder() {
+            for p in self.peers.iter_mut().filter(|p| p.seat.is_none()) {
+                p.flush = true;
+            }
+        }
+        self.prune();
+        Some(frame)
+    }
+
+    /// Calls a pause. Commits stop at once, the peers are told, and the
+    /// simulation will rest on the returned frame. If an earlier pause is
+    /// already in flight, that one wins and its frame is returned.
+    pub fn request_pause(&mut self) -> Result<Tick, PauseError> {
+        let Some(seat) = self.local_seat else {
+            return Err(PauseError::Observer);
+        };
+        if self.seats[seat.index()].empty_from.is_some() {
+            return Err(PauseError::Abandoned);
+        }
+        let change = self.pause.request(self.next_commit);
+        self.note_pause_change(change);
+        self.flush_all();
+        Ok(self.pause.frame().unwrap_or(self.next_commit))
+    }
+
+    /// Lifts the pause and lets commits flow again; the peers are told.
+    /// Returns the frame the lifted pause was to freeze on, or `None` if
+    /// there was no pause. Safe to call when not paused.
+    pub fn resume(&mut self) -> Option<Tick> {
+        let change = self.pause.resume();
+        self.note_pause_change(change);
+        self.flush_all();
+        match change {
+            PauseChange::Lifted(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// Asks for a player who has stopped sending to be given up on.
+    ///
+    /// Any peer may ask; the lowest live seat decides. The seat's input is no
+    /// longer taken, every peer reports how far it holds it, and the seat is
+    /// declared empty from the first tick nobody holds (so no peer has run
+    /// past it). [`Event::Abandoned`] and a [`SystemEvent::Abandoned`] in the
+    /// frame stream follow once decided. Unlike a protocol where one machine
+    /// relays everything, a mesh peer cannot pick the tick itself: another
+    /// peer may already hold, and have run, later inputs of the player.
+    pub fn abandon(&mut self, player: PlayerId) -> Result<(), AbandonError> {
+        let Some(me) = self.local_seat else {
+            return Err(AbandonError::Observer);
+        };
+        if player == me {
+            return Err(AbandonError::Local);
+        }
+        let seat = self
+            .seats
+            .get(player.index())
+            .filter(|s| s.peer.is_some())
+            .ok_or(AbandonError::NoSuchPlayer(player))?;
+        if let Some(from) = seat.empty_from {
+            return Err(AbandonError::AlreadyAbandoned { player, from });
+        }
+        self.want(player);
+        self.try_decide();
+        Ok(())
+    }
+
+    /// Reports the game's state hash after running `tick`. Peers compare;
+    /// a mismatch raises [`Event::Desync`]. Ticks must ascend; reporting
+    /// every tick or every Nth is the game's choice (the same on every peer).
+    pub fn report_checksum(&mut self, tick: Tick, hash: u64) -> Result<(), ChecksumError> {
+        if tick >= self.next_tick {
+            return Err(ChecksumError::NotRun {
+                tick,
+                next: self.next_tick,
+            });
+        }
+        if let Some(last) = self.checks.latest().filter(|l| tick <= *l) {
+            return Err(ChecksumError::NotAscending { tick, last });
+        }
+        let mut found = Vec::new();
+        self.checks.report(
+            tick,
+            hash,
+            self.peers.iter_mut().map(|p| &mut p.checks),
+            |i, m| found.push((i, m)),
+        );
+        for (i, m) in found {
+            let peer = self.peers[i].id;
+            self.push_desync(peer, m);
+        }
+        Ok(())
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    // ----- network side --------------------------------------------------
+
+    /// Takes a datagram from `from`, received at `now`.
+    ///
+    /// A rejected datagram leaves the session exactly as it was.
+    pub fn handle_datagram(
+        &mut self,
+        from: PeerId,
+        datagram: &[u8],
+        now: Instant,
+    ) -> Result<(), DatagramError> {
+        self.now = self.now.max(now);
+        self.stats.datagrams_received += 1;
+        self.stats.bytes_received += datagram.len() as u64;
+        match self.take_datagram(from, datagram) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.stats.datagrams_rejected += 1;
+                Err(e)
+            }
+        }
+    }
+
+    fn take_datagram(&mut self, from: PeerId, datagram: &[u8]) -> Result<(), DatagramError> {
+        let idx = self
+            .peers
+            .iter()
+            .position(|p| p.id == from)
+            .ok_or(DatagramError::UnknownPeer(from))?;
+        let packet = MeshPacket::decode_datagram(datagram)?;
+        // Validate and decode everything before changing any state.
+        let width = self.seats.len();
+        let mut inputs = Vec::new();
+        for run in &packet.inputs {
+            if run.seat.index() >= width {
+                return Err(DatagramError::Violation(
+                    "input for a seat that does not exist",
+                ));
+            }
+            for (k, bytes) in run.inputs.iter().enumerate() {
+                if bytes.len() > self.config.max_input_len {
+                    return Err(DatagramError::Violation("input over the size limit"));
+                }
+                let input = I::decode(bytes).map_err(wire::WireError::from)?;
+                inputs.push((run.seat, run.start.saturating_add(k as u32), input));
+            }
+        }
+        let mut frames = Vec::new();
+        for f in &packet.frames {
+            if f.inputs.len() != width {
+                return Err(DatagramError::Violation(
+                    "frame with the wrong number of seats",
+                ));
+            }
+            frames.push(f.to_frame::<I>()?);
+        }
+        if packet
+            .acks
+            .iter()
+            .chain(&packet.decisions)
+            .any(|(s, _)| s.index() >= width)
+            || packet.wanted.iter().any(|s| s.index() >= width)
+        {
+            return Err(DatagramError::Violation("seat that does not exist"));
+        }
+
+        let now = self.now;
+        let sender_seat = self.peers[idx].seat;
+        let local_player = self.local_seat.is_some();
+        {
+            let p = &mut self.peers[idx];
+            p.last_heard = Some(now);
+            if p.interrupted {
+                p.interrupted = false;
+                let (peer, player) = (p.id, p.seat);
+                self.push_event(Event::Recovered { peer, player });
+            }
+        }
+        let p = &mut self.peers[idx];
+        p.next_tick = p.next_tick.max(packet.next_tick);
+        if let Some(echo) = packet.echo {
+            let rtt = (now.as_millis() as u32)
+                .wrapping_sub(echo.stamp)
+                .wrapping_sub(echo.held_ms);
+            if rtt < 60_000 {
+                let sample = Duration::from_millis(u64::from(rtt));
+                p.rtt = Some(match p.rtt {
+                    None => sample,
+                    Some(old) => (old * 7 + sample) / 8,
+                });
+            }
+        }
+        p.stamp = Some((packet.stamp, now));
+        for &(seat, tick) in &packet.acks {
+            let a = &mut p.acks[seat.index()];
+            *a = Some(a.map_or(tick, |old| old.max(tick)));
+        }
+        if let Some(t) = packet.checksum_ack {
+            p.checks.acked = Some(p.checks.acked.map_or(t, |old| old.max(t)));
+        }
+        if !packet.checksums.is_empty() {
+            p.ack_pending = true;
+            let found = self.checks.receive(
+                &mut p.checks,
+                &packet.checksums,
+                self.config.checksum_window,
+            );
+            if let Some(m) = found {
+                self.push_desync(from, m);
+            }
+        }
+
+        // Control state that must reach everyone.
+        if let Some(f) = packet.pause {
+            let change = self.pause.receive_pause(f, self.next_tick);
+            self.note_pause_change(change);
+        }
+        if let Some(f) = packet.lifted {
+            let change = self.pause.receive_resume(f, self.next_tick);
+            self.note_pause_change(change);
+        }
+        if sender_seat.is_some() && local_player {
+            self.peers[idx].wanted.clone_from(&packet.wanted);
+            for &seat in &packet.wanted {
+                if self.seats[seat.index()].peer.is_some() {
+                    self.want(seat);
+                }
+            }
+            for &(seat, tick) in &packet.decisions {
+                self.apply_decision(seat, tick);
+            }
+        }
+
+        // Inputs.
+        if local_player && sender_seat.is_some() {
+            let horizon = self.horizon();
+            let mut fresh = false;
+            for (seat, tick, input) in inputs {
+                let s = &self.seats[seat.index()];
+                let own = Some(seat) == sender_seat;
+                let target = self.wanted.contains(&seat) || s.empty_from.is_some();
+                if Some(seat) == self.local_seat
+                    || (own && self.wanted.contains(&seat))
+                    || (!own && !target)
+                    || s.empty_from.is_some_and(|e| tick >= e)
+                    || tick >= horizon
+                {
+                    self.stats.inputs_refused += 1;
+                    continue;
+                }
+                if tick < self.next_tick {
+                    self.stats.inputs_redundant += 1;
+                    continue;
+                }
+                let seats = &self.seats;
+                match self.store.ensure(tick, |t| new_slot(seats, t)) {
+                    Some(slot) if slot.cells[seat.index()].is_unknown() => {
+                        slot.cells[seat.index()] = Cell::Known(input);
+                        fresh = true;
+                    }
+                    _ => self.stats.inputs_redundant += 1,
+                }
+            }
+            if fresh {
+                self.peers[idx].ack_pending = true;
+            }
+        } else if !inputs.is_empty() {
+            self.stats.inputs_refused += inputs.len() as u64;
+        }
+
+        // Confirmed frames, for observers.
+        if !local_player && sender_seat.is_some() {
+            let end = self.next_tick.saturating_add(self.config.observer_window);
+            for frame in frames {
+                if frame.tick < self.next_tick || frame.tick >= end {
+                    self.stats.inputs_redundant += 1;
+                    continue;
+                }
+                let seats = &self.seats;
+                if let Some(slot) = self.store.ensure(frame.tick, |t| new_slot(seats, t)) {
+                    if slot.complete() {
+                        continue;
+                    }
+                    slot.cells = frame
+                        .inputs
+                        .into_iter()
+                        .map(|c| c.map_or(Cell::Empty, Cell::Known))
+                        .collect();
+                    slot.events = frame.events;
+                    slot.events.sort();
+                    slot.events.dedup();
+                }
+            }
+        }
+        self.try_decide();
+        Ok(())
+    }
+
+    /// Lets due timers fire: resends, keepalives, silence detection and
+    /// automatic abandonment.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+        let now = self.now;
+        let mut silent_seats = Vec::new();
+        for i in 0..self.peers.len() {
+            if self.send_due(i) <= now {
+                self.peers[i].flush = true;
+            }
+            let (id, seat, heard, interrupted) = {
+                let p = &self.peers[i];
+                (p.id, p.seat, p.last_heard, p.interrupted)
+            };
+            let silent = now - heard.unwrap_or(self.started);
+            if !interrupted && silent >= self.config.interrupt_after {
+                self.peers[i].interrupted = true;
+                self.push_event(Event::Interrupted {
+                    peer: id,
+                    player: seat,
+                    silent_for: silent,
+                });
+            }
+            if let (Some(after), Some(seat)) = (self.config.abandon_after, seat) {
+                if silent >= after && self.can_auto_abandon(seat) {
+                    silent_seats.push(seat);
+                }
+            }
+        }
+        for seat in silent_seats {
+            self.want(seat);
+        }
+        self.try_decide();
+    }
+
+    /// Writes the next datagram to send into `buf`.
+    pub fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let n = self.peers.len();
+        for k in 0..n {
+            let i = (self.cursor + k) % n;
+            if self.peers[i].flush {
+                self.cursor = (i + 1) % n;
+                buf.clear();
+                self.build_packet(i, buf);
+                let p = &mut self.peers[i];
+                p.flush = false;
+                p.ack_pending = false;
+                p.last_sent = Some(self.now);
+                self.stats.datagrams_sent += 1;
+                self.stats.bytes_sent += buf.len() as u64;
+                return Some(Transmit {
+                    destination: p.id,
+                    len: buf.len(),
+                });
+            }
+        }
+        None
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) next needs calling.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        let mut consider = |t: Instant| next = Some(next.map_or(t, |n| n.min(t)));
+        for i in 0..self.peers.len() {
+            consider(self.send_due(i));
+            let p = &self.peers[i];
+            let heard = p.last_heard.unwrap_or(self.started);
+            if !p.interrupted {
+                consider(heard + self.config.interrupt_after);
+            }
+            if let (Some(after), Some(seat)) = (self.config.abandon_after, p.seat) {
+                if self.can_auto_abandon(seat) {
+                    consider(heard + after);
+                }
+            }
+        }
+        next
+    }
+
+    // ----- internals -----------------------------------------------------
+
+    fn push_event(&mut self, ev: Event) {
+        if self.events.len() >= EVENT_QUEUE_CAP {
+            self.events.pop_front();
+            self.stats.events_dropped += 1;
+        }
+        self.events.push_back(ev);
+    }
+
+    fn push_desync(&mut self, peer: PeerId, m: Mismatch) {
+        self.push_event(Event::Desync {
+            tick: m.tick,
+            peer,
+            local: m.local,
+            remote: m.remote,
+        });
+    }
+
+    fn note_pause_change(&mut self, change: PauseChange) {
+        match change {
+            PauseChange::None => {}
+            PauseChange::Began(frame) | PauseChange::Moved(frame) => {
+                self.push_event(Event::Paused { frame });
+                self.flush_all();
+            }
+            PauseChange::Lifted(frame) => {
+                self.push_event(Event::Resumed { frame });
+                self.flush_all();
+            }
+        }
+    }
+
+    fn flush_all(&mut self) {
+        for p in &mut self.peers {
+            p.flush = true;
+        }
+    }
+
+    fn seat_empty_at(&self, seat: usize, tick: Tick) -> bool {
+        self.seats[seat].empty_from.is_some_and(|e| e <= tick)
+    }
+
+    /// Whether `seat` is played, not abandoned and not wanted abandoned.
+    fn seat_live(&self, seat: PlayerId) -> bool {
+        let s = &self.seats[seat.index()];
+        s.peer.is_some() && s.empty_from.is_none() && !self.wanted.contains(&seat)
+    }
+
+    fn live_seats(&self) -> impl Iterator<Item = PlayerId> + '_ {
+        (0..self.seats.len())
+            .filter_map(seat_id)
+            .filter(|s| self.seat_live(*s))
+    }
+
+    fn can_auto_abandon(&self, seat: PlayerId) -> bool {
+        self.local_seat
+            .is_some_and(|me| me != seat && self.seats[me.index()].empty_from.is_none())
+            && self.seat_live(seat)
+    }
+
+    /// The lowest next tick among live players, this one included.
+    fn min_live_next(&self) -> Tick {
+        self.peers
+            .iter()
+            .filter(|p| p.seat.is_some_and(|s| self.seat_live(s)))
+            .map(|p| p.next_tick)
+            .fold(self.next_tick, Tick::min)
+    }
+
+    /// Inputs at or after this tick cannot come from a peer in step with us.
+    fn horizon(&self) -> Tick {
+        self.next_tick
+            .saturating_add(self.config.delay + self.config.max_lead)
+    }
+
+    /// Whether this peer sends confirmed frames to observers: the lowest
+    /// live seat does.
+    fn is_feeder(&self) -> bool {
+        self.local_seat.is_some() && self.live_seats().next() == self.local_seat
+    }
+
+    /// The lowest tick of `seat`'s input not held, from the next tick on.
+    fn contiguous(&self, seat: PlayerId) -> Tick {
+        let mut t = self.next_tick;
+        while self
+            .store
+            .cell(t, seat.index())
+            .is_some_and(|c| !c.is_unknown())
+        {
+            match t.next() {
+                Some(n) => t = n,
+                None => break,
+            }
+        }
+        t
+    }
+
+    fn prune(&mut self) {
+        let window = self.config.observer_window;
+        let mut floor = self.next_tick;
+        if self.local_seat.is_some() {
+            for p in &self.peers {
+                let keep = match p.seat {
+                    Some(s) if self.seat_live(s) => p.next_tick,
+                    Some(_) => continue,
+                    None => p.next_tick.max(self.next_tick.saturating_sub(window)),
+                };
+                floor = floor.min(keep);
+            }
+        }
+        self.store.prune_below(floor);
+        self.checks.prune(self.peers.iter().map(|p| &p.checks));
+    }
+
+    fn send_due(&self, i: usize) -> Instant {
+        let p = &self.peers[i];
+        match p.last_sent {
+            None => self.started,
+            Some(t) if self.has_news(p) => t + self.config.resend_interval,
+            Some(t) => t + self.config.keepalive_interval,
+        }
+    }
+
+    /// Whether `p` may lack something only we can tell it.
+    fn has_news(&self, p: &Peer) -> bool {
+        if p.ack_pending
+            || self.pause.frame().is_some()
+            || self.checks.unacked(&p.checks).next().is_some()
+        {
+            return true;
+        }
+        if self.local_seat.is_none() {
+            return false;
+        }
+        if p.seat.is_none() {
+            return self.is_feeder() && p.next_tick < self.next_tick;
+        }
+        let unacked_own = self.local_seat.is_some_and(|s| {
+            p.acks[s.index()].unwrap_or(p.next_tick).max(p.next_tick) < self.next_commit
+        });
+        unacked_own
+            || !self.wanted.is_empty()
+            || self.decisions.iter().any(|(_, t)| *t >= p.next_tick)
+    }
+
+    fn want(&mut self, seat: PlayerId) {
+        if self.seats[seat.index()].empty_from.is_some() || !self.wanted.insert(seat) {
+            return;
+        }
+        self.push_event(Event::AbandonRequested { player: seat });
+        for p in self.peers.iter_mut().filter(|p| p.seat.is_some()) {
+            p.flush = true;
+        }
+    }
+
+    /// If this peer decides for a wanted seat and every live peer has
+    /// reported, declares the seat empty from the first tick nobody holds.
+    fn try_decide(&mut self) {
+        let Some(me) = self.local_seat else { return };
+        if !self.seat_live(me) {
+            return;
+        }
+        let targets: Vec<PlayerId> = self.wanted.iter().copied().filter(|&c| c != me).collect();
+        for c in targets {
+            if self.live_seats().next() != Some(me) {
+                return;
+            }
+            let mut highest = Tick::ZERO;
+            let mut ready = true;
+            for s in self.live_seats().filter(|&s| s != me) {
+                let report = self
+                    .peers
+                    .iter()
+                    .find(|p| p.seat == Some(s))
+                    .filter(|p| p.wanted.contains(&c))
+                    .and_then(|p| p.acks[c.index()]);
+                match report {
+                    Some(t) => highest = highest.max(t),
+                    None => {
+                        ready = false;
+                        break;
+                    }
+                }
+            }
+            let own = self.contiguous(c);
+            if ready && own >= highest {
+                self.apply_decision(c, own);
+            }
+        }
+    }
+
+    fn apply_decision(&mut self, seat: PlayerId, from: Tick) {
+        let i = seat.index();
+        if self.seats[i].peer.is_none() {
+            return;
+        }
+        if let Some(kept) = self.seats[i].empty_from {
+            if kept != from {
+                self.push_event(Event::AbandonConflict {
+                    player: seat,
+                    kept,
+                    received: from,
+                });
+            }
+            return;
+        }
+        if from < self.next_tick {
+            // We already ran past the tick: only possible if the decider
+            // failed mid-decision. Apply from here on and say so.
+            self.push_event(Event::AbandonConflict {
+                player: seat,
+                kept: self.next_tick,
+                received: from,
+            });
+        }
+        let effective = from.max(self.next_tick);
+        self.seats[i].empty_from = Some(effective);
+        self.decisions.push((seat, from));
+        self.wanted.remove(&seat);
+        for (tick, slot) in self.store.iter_from_mut(effective) {
+            slot.cells[i] = Cell::Empty;
+            if tick == effective {
+                slot.add_event(SystemEvent::Abandoned { player: seat });
+            }
+        }
+        self.push_event(Event::Abandoned {
+            player: seat,
+            from: effective,
+        });
+        self.flush_all();
+    }
+
+    /// Encodes the packet for peer `i` into `buf`, within the datagram budget.
+    fn build_packet(&mut self, i: usize, buf: &mut Vec<u8>) {
+        let p = &self.peers[i];
+        let now = self.now;
+        let mut packet = MeshPacket {
+            next_tick: self.next_tick,
+            stamp: now.as_millis() as u32,
+            echo: p.stamp.map(|(stamp, at)| Echo {
+                stamp,
+                held_ms: u32::try_from((now - at).as_millis()).unwrap_or(u32::MAX),
+            }),
+            pause: self.pause.frame(),
+            lifted: self.pause.lifted(),
+            checksum_ack: p.checks.received,
+            checksums: self.checks.unacked(&p.checks).collect(),
+            ..MeshPacket::default()
+        };
+        // Seats whose input we may still need forwarded, or forward.
+        let targets: Vec<(PlayerId, Option<Tick>)> = self
+            .wanted
+            .iter()
+            .map(|&c| (c, None))
+            .chain(
+                self.decisions
+                    .iter()
+                    .filter(|(_, t)| *t >= self.next_tick.min(p.next_tick))
+                    .map(|&(c, t)| (c, Some(t))),
+            )
+            .filter(|(c, _)| Some(*c) != self.local_seat)
+            .collect();
+        if self.local_seat.is_some() && p.seat.is_some() {
+            if let Some(s) = p.seat {
+                packet.acks.push((s, self.contiguous(s)));
+            }
+            for &(c, _) in &targets {
+                if Some(c) != p.seat {
+                    packet.acks.push((c, self.contiguous(c)));
+                }
+            }
+            packet.wanted = self.wanted.iter().copied().collect();
+            packet.decisions = self
+                .decisions
+                .iter()
+                .filter(|(c, t)| *t >= p.next_tick || p.seat == Some(*c))
+                .copied()
+                .collect();
+        }
+        if self.local_seat.is_none() {
+            // Observers only tell players where they are.
+            packet.pause = None;
+            packet.lifted = None;
+        }
+
+        let mut budget = self.config.max_datagram.saturating_sub(packet.head_len());
+        self.scratch.clear();
+        let mut runs: Vec<PendingRun> = Vec::new();
+        let mut frames: Vec<PendingFrame> = Vec::new();
+        let (p_seat, p_next) = (p.seat, p.next_tick);
+        let resume_from = |seat: PlayerId| p.acks[seat.index()].unwrap_or(p_next).max(p_next);
+        let own_from = self.local_seat.map(resume_from);
+        let target_from: Vec<Tick> = targets.iter().map(|&(c, _)| resume_from(c)).collect();
+        if let (Some(me), Some(from), Some(_)) = (self.local_seat, own_from, p_seat) {
+            self.encode_run(me, from, self.next_commit, &mut budget, &mut runs);
+            for (&(c, decided), &from) in targets.iter().zip(&target_from) {
+                if Some(c) == p_seat {
+                    continue;
+                }
+                let mut end = self.contiguous(c);
+                if let Some(d) = decided {
+                    end = end.min(d);
+                }
+                self.encode_run(c, from, end, &mut budget, &mut runs);
+            }
+        } else if p_seat.is_none() && self.is_feeder() {
+            self.encode_frames(p_next, &mut budget, &mut frames);
+        }
+
+        let scratch = &self.scratch;
+        packet.inputs = runs
+            .iter()
+            .map(|(seat, start, ranges)| InputRun {
+                seat: *seat,
+                start: *start,
+                inputs: ranges.iter().map(|r| &scratch[r.clone()]).collect(),
+            })
+            .collect();
+        packet.frames = frames
+            .into_iter()
+            .map(|(tick, cells, events)| FrameRef {
+                tick,
+                inputs: cells.into_iter().map(|c| c.map(|r| &scratch[r])).collect(),
+                events,
+            })
+            .collect();
+        packet.encode(buf);
+        debug_assert!(buf.len() <= self.config.max_datagram, "packet over budget");
+    }
+
+    /// Encodes known inputs of `seat` for `from..end` into the scratch
+    /// buffer, as many as the budget allows.
+    fn encode_run(
+        &mut self,
+        seat: PlayerId,
+        from: Tick,
+        end: Tick,
+        budget: &mut usize,
+        runs: &mut Vec<PendingRun>,
+    ) {
+        let from = from.max(self.store.base());
+        let header = MeshPacket::run_header_cost(seat, from);
+        if from >= end || *budget < header {
+            return;
+        }
+        let mut ranges = Vec::new();
+        let mut spent = header;
+        let mut t = from;
+        while t < end && ranges.len() < 1000 {
+            let Some(Cell::Known(input)) = self.store.cell(t, seat.index()) else {
+                break;
+            };
+            let at = self.scratch.len();
+            input.encode(&mut self.scratch);
+            let len = self.scratch.len() - at;
+            let cost = MeshPacket::input_cost(len);
+            if spent + cost > *budget {
+                self.scratch.truncate(at);
+                break;
+            }
+            spent += cost;
+            ranges.push(at..at + len);
+            let Some(n) = t.next() else { break };
+            t = n;
+        }
+        if !ranges.is_empty() {
+            *budget -= spent;
+            runs.push((seat, from, ranges));
+        }
+    }
+
+    /// Encodes confirmed frames from `from` on, as many as fit.
+    fn encode_frames(&mut self, from: Tick, budget: &mut usize, frames: &mut Vec<PendingFrame>) {
+        let mut t = from.max(self.store.base());
+        // The frame list header: count and first tick.
+        let mut spent = 3 + wire::codec::varint_len(u64::from(t.get()));
+        while t < self.next_tick && frames.len() < 1000 {
+            let Some(slot) = self.store.get(t) else { break };
+            let mut cost = 1 + wire::codec::varint_len(slot.cells.len() as u64);
+            let mut cells = Vec::with_capacity(slot.cells.len());
+            let mark = self.scratch.len();
+            for c in &slot.cells {
+                match c {
+                    Cell::Known(input) => {
+                        let at = self.scratch.len();
+                        input.encode(&mut self.scratch);
+                        let len = self.scratch.len() - at;
+                        cost += 1 + MeshPacket::input_cost(len);
+                        cells.push(Some(at..at + len));
+                    }
+                    Cell::Empty | Cell::Unknown => {
+                        cost += 1;
+                        cells.push(None);
+                    }
+                }
+            }
+            cost += 1 + slot.events.len() * 4;
+            if spent + cost > *budget {
+                self.scratch.truncate(mark);
+                break;
+            }
+            spent += cost;
+            frames.push((t, cells, slot.events.clone()));
+            let Some(n) = t.next() else { break };
+            t = n;
+        }
+        if !frames.is_empty() {
+            *budget = budget.saturating_sub(spent);
+        }
+    }
+}
+
+impl<I: Input> Endpoint for MeshSession<I> {
+    type Error = DatagramError;
+
+    fn handle_datagram(
+        &mut self,
+        from: PeerId,
+        datagram: &[u8],
+        now: Instant,
+    ) -> Result<(), DatagramError> {
+        Self::handle_datagram(self, from, datagram, now)
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        Self::handle_timeout(self, now);
+    }
+
+    fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
+        Self::poll_transmit(self, buf)
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        Self::poll_timeout(self)
+    }
+}
+
+fn seat_id(i: usize) -> Option<PlayerId> {
+    u16::try_from(i).ok().map(PlayerId)
+}
+
+/// A fresh slot for `tick`: unknown for seats in play, empty otherwise, with
+/// the membership events that take effect at that tick.
+fn new_slot<I: Clone>(seats: &[Seat], tick: Tick) -> Slot<I> {
+    let mut slot = Slot {
+        cells: seats
+            .iter()
+            .map(|s| {
+                if s.empty_from.is_some_and(|e| e <= tick) {
+                    Cell::Empty
+                } else {
+                    Cell::Unknown
+                }
+            })
+            .collect(),
+        events: Vec::new(),
+    };
+    for (i, s) in seats.iter().enumerate() {
+        let Some(player) = seat_id(i) else { continue };
+        if s.peer.is_none() {
+            continue;
+        }
+        if tick == Tick::ZERO {
+            slot.add_event(SystemEvent::Joined { player });
+        }
+        if s.empty_from == Some(tick) {
+            slot.add_event(SystemEvent::Abandoned { player });
+        }
+    }
+    slot
+}

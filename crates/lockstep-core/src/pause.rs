@@ -1,0 +1,194 @@
+//! Pause agreement: one freeze frame everywhere, however messages interleave.
+//!
+//! A pause stops commits; the simulation then runs until it reaches the
+//! *freeze frame* and rests there. A pause proposal names the proposer's next
+//! commit tick: nobody can have run that frame (it needs the proposer's input,
+//! which now will not come), so every peer can still stop on it.
+//!
+//! Rules, applied to every pause and resume a peer hears, its own included:
+//!
+//! * the earliest proposed freeze frame wins, so two players pausing at once
+//!   converge on one frame whatever order their messages arrive in;
+//! * a pause naming a frame already simulated here is an echo of a pause that
+//!   is over (somebody committed past it) and is dropped;
+//! * a pause naming a frame at or below the latest lifted one is an echo of a
+//!   lifted pause and is dropped;
+//! * a resume lifts whatever pause is in flight here, unless it is news of a
+//!   pause this peer already knows was lifted, or of a pause that ended
+//!   before this peer's current position: a peer that had not yet heard the
+//!   earliest proposal is resuming the same pause under a later number.
+//!
+//! Lifting records the highest frame proposed during the pause, so late
+//! echoes of every proposal that took part are recognised as stale.
+
+use crate::Tick;
+
+/// What changed when a pause or resume was applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PauseChange {
+    /// Nothing: a duplicate, a stale echo, or a later proposal.
+    None,
+    /// A pause began, freezing on this frame.
+    Began(Tick),
+    /// The pause in flight moved to an earlier frame.
+    Moved(Tick),
+    /// The pause was lifted; it was to freeze on this frame.
+    Lifted(Tick),
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PauseAgreement {
+    /// The frame the current pause freezes on.
+    frame: Option<Tick>,
+    /// The highest frame proposed during the current pause.
+    highest: Option<Tick>,
+    /// The highest frame of any lifted pause.
+    lifted: Option<Tick>,
+}
+
+impl PauseAgreement {
+    pub(crate) fn frame(&self) -> Option<Tick> {
+        self.frame
+    }
+
+    pub(crate) fn lifted(&self) -> Option<Tick> {
+        self.lifted
+    }
+
+    fn merge(&mut self, proposal: Tick) -> PauseChange {
+        self.highest = Some(self.highest.map_or(proposal, |h| h.max(proposal)));
+        match self.frame {
+            None => {
+                self.frame = Some(proposal);
+                PauseChange::Began(proposal)
+            }
+            Some(f) if proposal < f => {
+                self.frame = Some(proposal);
+                PauseChange::Moved(proposal)
+            }
+            Some(_) => PauseChange::None,
+        }
+    }
+
+    /// A local pause proposing `proposal` (the local next commit tick).
+    pub(crate) fn request(&mut self, proposal: Tick) -> PauseChange {
+        self.merge(proposal)
+    }
+
+    /// A peer's pause freezing on `frame`; `next_tick` is the next frame this
+    /// peer will simulate.
+    pub(crate) fn receive_pause(&mut self, frame: Tick, next_tick: Tick) -> PauseChange {
+        if frame < next_tick || self.lifted.is_some_and(|l| frame <= l) {
+            return PauseChange::None;
+        }
+        self.merge(frame)
+    }
+
+    /// Lifts the local pause, if any.
+    pub(crate) fn resume(&mut self) -> PauseChange {
+        match self.frame.take() {
+            None => PauseChange::None,
+            Some(f) => {
+                let top = self.highest.take().unwrap_or(f);
+                self.lifted = Some(self.lifted.map_or(top, |l| l.max(top)));
+                PauseChange::Lifted(f)
+            }
+        }
+    }
+
+    /// A peer lifted the pause that was to freeze on `frame`.
+    pub(crate) fn receive_resume(&mut self, frame: Tick, next_tick: Tick) -> PauseChange {
+        if self.lifted.is_some_and(|l| frame <= l) {
+            return PauseChange::None;
+        }
+        self.lifted = Some(frame);
+        match self.frame {
+            // The lifted pause ended before this peer's position, so the pause
+            // in flight here was proposed after it: keep it.
+            Some(_) if frame < next_tick => PauseChange::None,
+            Some(_) => self.resume(),
+            None => PauseChange::None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(n: u32) -> Tick {
+        Tick::new(n)
+    }
+
+    #[test]
+    fn earliest_proposal_wins_in_any_order() {
+        let mut a = PauseAgreement::default();
+        assert_eq!(a.request(t(12)), PauseChange::Began(t(12)));
+        assert_eq!(a.receive_pause(t(10), t(5)), PauseChange::Moved(t(10)));
+        assert_eq!(a.receive_pause(t(11), t(5)), PauseChange::None);
+        let mut b = PauseAgreement::default();
+        assert_eq!(b.receive_pause(t(10), t(5)), PauseChange::Began(t(10)));
+        assert_eq!(b.request(t(12)), PauseChange::None);
+        assert_eq!(a.frame(), b.frame());
+    }
+
+    #[test]
+    fn pause_for_an_already_simulated_frame_is_an_echo() {
+        let mut a = PauseAgreement::default();
+        assert_eq!(a.receive_pause(t(9), t(10)), PauseChange::None);
+        assert_eq!(a.frame(), None);
+        // Resting exactly on the frame is not past it.
+        assert_eq!(a.receive_pause(t(10), t(10)), PauseChange::Began(t(10)));
+    }
+
+    #[test]
+    fn echoes_of_a_lifted_pause_are_dropped() {
+        let mut a = PauseAgreement::default();
+        a.request(t(12));
+        a.receive_pause(t(10), t(5));
+        assert_eq!(a.resume(), PauseChange::Lifted(t(10)));
+        // Both proposals that took part are now stale.
+        assert_eq!(a.lifted(), Some(t(12)));
+        assert_eq!(a.receive_pause(t(10), t(5)), PauseChange::None);
+        assert_eq!(a.receive_pause(t(12), t(5)), PauseChange::None);
+        // A genuinely new pause later on is honoured.
+        assert_eq!(a.receive_pause(t(20), t(15)), PauseChange::Began(t(20)));
+    }
+
+    #[test]
+    fn resume_under_a_different_number_lifts_the_same_pause() {
+        // b proposed 12 before hearing a's 10; a resumes "10".
+        let mut b = PauseAgreement::default();
+        b.request(t(12));
+        assert_eq!(b.receive_resume(t(10), t(8)), PauseChange::Lifted(t(12)));
+        assert_eq!(b.frame(), None);
+        // a's late pause echo is now stale at b.
+        assert_eq!(b.receive_pause(t(10), t(8)), PauseChange::None);
+    }
+
+    #[test]
+    fn stale_resume_does_not_lift_a_newer_pause() {
+        let mut a = PauseAgreement::default();
+        a.request(t(10));
+        a.resume();
+        a.request(t(30));
+        // The old resume is repeated: already known.
+        assert_eq!(a.receive_resume(t(10), t(25)), PauseChange::None);
+        assert_eq!(a.frame(), Some(t(30)));
+        // A resume of a pause that ended before our position is old news too.
+        let mut b = PauseAgreement::default();
+        b.request(t(30));
+        assert_eq!(b.receive_resume(t(12), t(20)), PauseChange::None);
+        assert_eq!(b.frame(), Some(t(30)));
+        assert_eq!(b.lifted(), Some(t(12)));
+    }
+
+    #[test]
+    fn resume_when_not_paused_is_harmless() {
+        let mut a = PauseAgreement::default();
+        assert_eq!(a.resume(), PauseChange::None);
+        assert_eq!(a.receive_resume(t(4), t(1)), PauseChange::None);
+        assert_eq!(a.lifted(), Some(t(4)));
+        assert_eq!(a.frame(), None);
+    }
+}

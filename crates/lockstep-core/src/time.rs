@@ -1,0 +1,101 @@
+//! Time as a value.
+//!
+//! The core never reads a clock. Every method that needs to know the time
+//! takes an [`Instant`] from the caller, which makes sessions reproducible
+//! under a virtual clock and portable to targets without `std::time`.
+
+use core::fmt;
+use core::ops::{Add, AddAssign, Sub};
+use core::time::Duration;
+
+/// A point in time, in microseconds since an origin the caller chooses.
+///
+/// Only differences between instants mean anything; a game usually takes
+/// the process start as the origin.
+///
+/// ```
+/// use lockstep_core::Instant;
+/// use std::time::Duration;
+/// let t = Instant::from_millis(1_000);
+/// assert_eq!(t + Duration::from_millis(5), Instant::from_millis(1_005));
+/// assert_eq!(Instant::from_millis(1_005) - t, Duration::from_millis(5));
+/// // Subtracting a later instant saturates to zero rather than panicking.
+/// assert_eq!(t - Instant::from_millis(2_000), Duration::ZERO);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Instant {
+    micros: u64,
+}
+
+impl Instant {
+    /// The origin.
+    pub const ZERO: Self = Self { micros: 0 };
+
+    /// `micros` microseconds after the origin.
+    pub const fn from_micros(micros: u64) -> Self {
+        Self { micros }
+    }
+
+    /// `millis` milliseconds after the origin.
+    pub const fn from_millis(millis: u64) -> Self {
+        Self {
+            micros: millis.saturating_mul(1_000),
+        }
+    }
+
+    /// Microseconds since the origin.
+    pub const fn as_micros(self) -> u64 {
+        self.micros
+    }
+
+    /// Milliseconds since the origin (rounded down).
+    pub const fn as_millis(self) -> u64 {
+        self.micros / 1_000
+    }
+
+    /// The time from `earlier` to `self`, or zero if `earlier` is later.
+    pub const fn saturating_duration_since(self, earlier: Self) -> Duration {
+        Duration::from_micros(self.micros.saturating_sub(earlier.micros))
+    }
+
+    /// `self + d`, or `None` on overflow.
+    pub fn checked_add(self, d: Duration) -> Option<Self> {
+        let d = u64::try_from(d.as_micros()).ok()?;
+        self.micros.checked_add(d).map(Self::from_micros)
+    }
+}
+
+impl Add<Duration> for Instant {
+    type Output = Self;
+
+    /// Saturates at the far end of time instead of overflowing.
+    fn add(self, d: Duration) -> Self {
+        self.checked_add(d).unwrap_or(Self::from_micros(u64::MAX))
+    }
+}
+
+impl AddAssign<Duration> for Instant {
+    fn add_assign(&mut self, d: Duration) {
+        *self = *self + d;
+    }
+}
+
+impl Sub for Instant {
+    type Output = Duration;
+
+    /// Saturates to zero if `rhs` is later.
+    fn sub(self, rhs: Self) -> Duration {
+        self.saturating_duration_since(rhs)
+    }
+}
+
+impl fmt::Debug for Instant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Instant({}.{:06}s)",
+            self.micros / 1_000_000,
+            self.micros % 1_000_000
+        )
+    }
+}

@@ -1,0 +1,213 @@
+//! The canonical encoding of a confirmed frame.
+//!
+//! ```text
+//! frame  := tick:varint body
+//! body   := seats:varint cell*seats events:varint event*events
+//! cell   := 0x00                       seat empty at this tick
+//!         | 0x01 len:varint bytes      the seat's input, as Input::encode
+//! event  := 0x01 player:varint         Joined
+//!         | 0x02 player:varint         Abandoned
+//! ```
+//!
+//! The encoding is what [`StreamHash`](crate::StreamHash) hashes, so it is
+//! fixed for a protocol version.
+
+use super::WireError;
+use super::codec::{Reader, put_len_prefixed, put_tick, put_varint};
+use crate::frame::{Frame, SystemEvent};
+use crate::input::Input;
+use crate::{PlayerId, Tick};
+
+const CELL_EMPTY: u8 = 0;
+const CELL_INPUT: u8 = 1;
+const EVENT_JOINED: u8 = 1;
+const EVENT_ABANDONED: u8 = 2;
+
+/// Most system events one frame may carry on the wire.
+pub(crate) const MAX_EVENTS: usize = 256;
+
+/// Appends the canonical encoding of `frame`.
+pub fn encode_frame<I: Input>(frame: &Frame<I>, out: &mut Vec<u8>) {
+    put_tick(out, frame.tick);
+    put_body(out, frame.inputs.iter().map(Option::as_ref), &frame.events);
+}
+
+/// One seat's entry in a frame body, typed or already encoded.
+pub(crate) trait Cell {
+    fn put(&self, out: &mut Vec<u8>);
+}
+
+impl<I: Input> Cell for Option<&I> {
+    fn put(&self, out: &mut Vec<u8>) {
+        match self {
+            None => out.push(CELL_EMPTY),
+            Some(input) => {
+                out.push(CELL_INPUT);
+                put_len_prefixed(out, |o| input.encode(o));
+            }
+        }
+    }
+}
+
+impl Cell for Option<&[u8]> {
+    fn put(&self, out: &mut Vec<u8>) {
+        match self {
+            None => out.push(CELL_EMPTY),
+            Some(bytes) => {
+                out.push(CELL_INPUT);
+                put_varint(out, bytes.len() as u64);
+                out.extend_from_slice(bytes);
+            }
+        }
+    }
+}
+
+/// Appends a frame body (everything but the tick).
+pub(crate) fn put_body<C: Cell>(
+    out: &mut Vec<u8>,
+    cells: impl ExactSizeIterator<Item = C>,
+    events: &[SystemEvent],
+) {
+    put_varint(out, cells.len() as u64);
+    for cell in cells {
+        cell.put(out);
+    }
+    put_varint(out, events.len() as u64);
+    for ev in events {
+        put_event(out, ev);
+    }
+}
+
+pub(crate) fn put_event(out: &mut Vec<u8>, ev: &SystemEvent) {
+    let tag = match ev {
+        SystemEvent::Joined { .. } => EVENT_JOINED,
+        SystemEvent::Abandoned { .. } => EVENT_ABANDONED,
+    };
+    out.push(tag);
+    put_varint(out, u64::from(ev.player().0));
+}
+
+pub(crate) fn read_event(r: &mut Reader<'_>) -> Result<SystemEvent, WireError> {
+    let tag = r.u8()?;
+    let player = read_player(r)?;
+    match tag {
+        EVENT_JOINED => Ok(SystemEvent::Joined { player }),
+        EVENT_ABANDONED => Ok(SystemEvent::Abandoned { player }),
+        _ => Err(WireError::Invalid("unknown system event")),
+    }
+}
+
+pub(crate) fn read_player(r: &mut Reader<'_>) -> Result<PlayerId, WireError> {
+    let v = r.varint()?;
+    match u16::try_from(v) {
+        Ok(p) if usize::from(p) < super::MAX_SEATS => Ok(PlayerId(p)),
+        _ => Err(WireError::Invalid("seat out of range")),
+    }
+}
+
+/// A decoded frame whose inputs are still bytes (the game's input type
+/// decodes them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameRef<'a> {
+    /// The tick.
+    pub tick: Tick,
+    /// One entry per seat: the encoded input, or `None` for an empty seat.
+    pub inputs: Vec<Option<&'a [u8]>>,
+    /// System events at this tick.
+    pub events: Vec<SystemEvent>,
+}
+
+impl<'a> FrameRef<'a> {
+    /// Decodes one canonical frame from exactly `bytes`.
+    pub fn decode(bytes: &'a [u8]) -> Result<Self, WireError> {
+        let mut r = Reader::new(bytes);
+        let tick = r.tick()?;
+        let f = Self::read_body(&mut r, tick)?;
+        r.finish()?;
+        Ok(f)
+    }
+
+    pub(crate) fn read_body(r: &mut Reader<'a>, tick: Tick) -> Result<Self, WireError> {
+        let seats = r.count("seat", super::MAX_SEATS, 1)?;
+        let mut inputs = Vec::with_capacity(seats);
+        for _ in 0..seats {
+            match r.u8()? {
+                CELL_EMPTY => inputs.push(None),
+                CELL_INPUT => {
+                    let len = r.len("input length", super::MAX_INPUT_LEN)?;
+                    inputs.push(Some(r.bytes(len)?));
+                }
+                _ => return Err(WireError::Invalid("unknown frame cell")),
+            }
+        }
+        let n = r.count("event", MAX_EVENTS, 2)?;
+        let mut events = Vec::with_capacity(n);
+        for _ in 0..n {
+            events.push(read_event(r)?);
+        }
+        Ok(Self {
+            tick,
+            inputs,
+            events,
+        })
+    }
+
+    /// Decodes the inputs as `I`, giving the frame the game runs.
+    pub fn to_frame<I: Input>(&self) -> Result<Frame<I>, WireError> {
+        let inputs = self
+            .inputs
+            .iter()
+            .map(|c| c.map(I::decode).transpose())
+            .collect::<Result<_, _>>()?;
+        Ok(Frame {
+            tick: self.tick,
+            inputs,
+            events: self.events.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip() {
+        let f = Frame {
+            tick: Tick::new(123_456),
+            inputs: vec![Some(vec![1u8, 2, 3]), None, Some(vec![0; 200])],
+            events: vec![
+                SystemEvent::Joined {
+                    player: PlayerId(2),
+                },
+                SystemEvent::Abandoned {
+                    player: PlayerId(1),
+                },
+            ],
+        };
+        let mut buf = Vec::new();
+        encode_frame(&f, &mut buf);
+        let back = FrameRef::decode(&buf).and_then(|r| r.to_frame::<Vec<u8>>());
+        assert_eq!(back, Ok(f));
+    }
+
+    #[test]
+    fn bad_frames_are_typed_errors() {
+        assert_eq!(FrameRef::decode(&[]), Err(WireError::Truncated));
+        // One seat with an unknown cell tag.
+        assert_eq!(
+            FrameRef::decode(&[0, 1, 9]),
+            Err(WireError::Invalid("unknown frame cell"))
+        );
+        // An event naming seat 70000.
+        assert_eq!(
+            FrameRef::decode(&[0, 0, 1, 1, 0xf0, 0xa2, 0x04]),
+            Err(WireError::Invalid("seat out of range"))
+        );
+        // Trailing junk.
+        assert_eq!(
+            FrameRef::decode(&[0, 0, 0, 5]),
+            Err(WireError::TrailingBytes(1))
+        );
+    }
+}
