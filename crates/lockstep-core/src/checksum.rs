@@ -35,11 +35,24 @@ pub(crate) struct RemoteChecksums {
     pending: BTreeMap<Tick, u64>,
     /// Whether a mismatch was already reported for this remote.
     pub(crate) diverged: bool,
+    /// The remote's checksums from this tick on describe a stream nobody
+    /// else runs (its seat was abandoned there): not compared.
+    ignore_from: Option<Tick>,
 }
 
 impl RemoteChecksums {
     pub(crate) fn len(&self) -> usize {
         self.pending.len()
+    }
+
+    /// Stops comparing checksums for `tick` and later.
+    pub(crate) fn ignore_from(&mut self, tick: Tick) {
+        self.ignore_from = Some(self.ignore_from.map_or(tick, |t| t.min(tick)));
+        self.pending.retain(|t, _| *t < tick);
+    }
+
+    fn ignored(&self, tick: Tick) -> bool {
+        self.ignore_from.is_some_and(|t| tick >= t)
     }
 }
 
@@ -113,6 +126,9 @@ impl Checksums {
                 continue;
             }
             remote.received = Some(tick);
+            if remote.ignored(tick) {
+                continue;
+            }
             match self.local.binary_search_by_key(&tick, |(t, _)| *t) {
                 Ok(i) => {
                     let local = self.local[i].1;

@@ -84,7 +84,7 @@ impl Default for MeshConfig {
             keepalive_interval: Duration::from_millis(250),
             interrupt_after: Duration::from_millis(1000),
             abandon_after: Some(Duration::from_secs(10)),
-            observer_window: 256,
+            observer_window: 1024,
             checksum_window: 128,
         }
     }
@@ -250,6 +250,8 @@ struct Peer {
     last_heard: Option<Instant>,
     interrupted: bool,
     last_sent: Option<Instant>,
+    /// Our next tick as of the last packet sent to it.
+    told_next: Tick,
     flush: bool,
     ack_pending: bool,
     /// Its latest clock stamp and when we got it.
@@ -302,8 +304,9 @@ struct Peer {
 ///   still in step could have committed, so nothing a peer sends can grow
 ///   memory.
 /// * History is pruned as soon as every peer has it, also while stalled.
-/// * Observers receive confirmed frames from the lowest live seat, run the
-///   same frames, commit nothing and are waited for by nobody.
+/// * Observers receive confirmed frames from the lowest live seat, once every
+///   live player has run them, run the same frames, commit nothing and are
+///   waited for by nobody.
 /// * Pause and resume follow the agreement rules of the pause module: the
 ///   earliest proposed freeze frame wins however messages interleave.
 /// * Abandoning a silent player: peers stop taking its input and report how
@@ -437,6 +440,7 @@ impl<I: Input> MeshSession<I> {
                 last_heard: None,
                 interrupted: false,
                 last_sent: None,
+                told_next: Tick::ZERO,
                 flush: false,
                 ack_pending: false,
                 stamp: None,
@@ -537,8 +541,9 @@ impl<I: Input> MeshSession<I> {
             .collect()
     }
 
-    /// Whether a pause has been called. Commits stop at once; the simulation
-    /// keeps running until it reaches [`pause_frame`](Self::pause_frame).
+    /// Whether a pause has been called. Commits for the freeze frame and
+    /// later stop at once; the simulation keeps running until it reaches
+    /// [`pause_frame`](Self::pause_frame).
     pub fn paused(&self) -> bool {
         self.pause.frame().is_some()
     }
@@ -610,7 +615,9 @@ impl<I: Input> MeshSession<I> {
         if let Some(from) = self.seats[seat.index()].empty_from {
             return Err(CommitError::Abandoned { from });
         }
-        if let Some(frame) = self.pause.frame() {
+        // Inputs before the freeze frame are still owed: the frame before it
+        // cannot run without them.
+        if let Some(frame) = self.pause.frame().filter(|f| self.next_commit >= *f) {
             self.stats.commits_refused += 1;
             return Err(CommitError::Paused { frame });
         }
@@ -669,6 +676,19 @@ impl<I: Input> MeshSession<I> {
         };
         let frame = slot.to_frame(tick);
         let next = tick.next()?;
+        if self.local_seat.is_none() {
+            // Observers learn membership from the frames themselves.
+            for ev in &frame.events {
+                if let SystemEvent::Abandoned { player } = *ev {
+                    if let Some(seat) = self.seats.get_mut(player.index()) {
+                        seat.empty_from = Some(tick);
+                    }
+                    self.ignore_checksums_of(player, tick);
+                    self.decisions.push((player, tick));
+                    self.push_event(Event::Abandoned { player, from: tick });
+                }
+            }
+        }
         self.next_tick = next;
         self.stats.frames += 1;
         if let Some(since) = self.stall_started.take() {
@@ -683,7 +703,8 @@ impl<I: Input> MeshSession<I> {
         Some(frame)
     }
 
-    /// Calls a pause. Commits stop at once, the peers are told, and the
+    /// Calls a pause. The peers are told, commits for the returned frame and
+    /// later stop (inputs still owed for earlier frames are taken), and the
     /// simulation will rest on the returned frame. If an earlier pause is
     /// already in flight, that one wins and its frame is returned.
     pub fn request_pause(&mut self) -> Result<Tick, PauseError> {
@@ -1019,6 +1040,7 @@ impl<I: Input> MeshSession<I> {
                 p.flush = false;
                 p.ack_pending = false;
                 p.last_sent = Some(self.now);
+                p.told_next = self.next_tick;
                 self.stats.datagrams_sent += 1;
                 self.stats.bytes_sent += buf.len() as u64;
                 return Some(Transmit {
@@ -1051,6 +1073,14 @@ impl<I: Input> MeshSession<I> {
     }
 
     // ----- internals -----------------------------------------------------
+
+    /// An abandoned player's checksums from `from` on describe a stream
+    /// nobody else runs.
+    fn ignore_checksums_of(&mut self, seat: PlayerId, from: Tick) {
+        for p in self.peers.iter_mut().filter(|p| p.seat == Some(seat)) {
+            p.checks.ignore_from(from);
+        }
+    }
 
     fn push_event(&mut self, ev: Event) {
         if self.events.len() >= EVENT_QUEUE_CAP {
@@ -1176,7 +1206,10 @@ impl<I: Input> MeshSession<I> {
 
     /// Whether `p` may lack something only we can tell it.
     fn has_news(&self, p: &Peer) -> bool {
+        // Our progress is news: a peer held back by the lead limit waits
+        // for it.
         if p.ack_pending
+            || p.told_next < self.next_tick
             || self.pause.frame().is_some()
             || self.checks.unacked(&p.checks).next().is_some()
         {
@@ -1186,7 +1219,7 @@ impl<I: Input> MeshSession<I> {
             return false;
         }
         if p.seat.is_none() {
-            return self.is_feeder() && p.next_tick < self.next_tick;
+            return self.is_feeder() && p.next_tick < self.min_live_next();
         }
         let unacked_own = self.local_seat.is_some_and(|s| {
             p.acks[s.index()].unwrap_or(p.next_tick).max(p.next_tick) < self.next_commit
@@ -1268,6 +1301,7 @@ impl<I: Input> MeshSession<I> {
         }
         let effective = from.max(self.next_tick);
         self.seats[i].empty_from = Some(effective);
+        self.ignore_checksums_of(seat, from);
         self.decisions.push((seat, from));
         self.wanted.remove(&seat);
         for (tick, slot) in self.store.iter_from_mut(effective) {
@@ -1391,7 +1425,10 @@ impl<I: Input> MeshSession<I> {
         budget: &mut usize,
         runs: &mut Vec<PendingRun>,
     ) {
-        let from = from.max(self.store.base());
+        // Primed ticks are known to everyone: never worth sending.
+        let from = from
+            .max(self.store.base())
+            .max(Tick::new(self.config.delay));
         let header = MeshPacket::run_header_cost(seat, from);
         if from >= end || *budget < header {
             return;
@@ -1425,9 +1462,13 @@ impl<I: Input> MeshSession<I> {
     /// Encodes confirmed frames from `from` on, as many as fit.
     fn encode_frames(&mut self, from: Tick, budget: &mut usize, frames: &mut Vec<PendingFrame>) {
         let mut t = from.max(self.store.base());
+        // Only frames every live player has run: a frame only this peer ran
+        // could still be undone by an abandonment (its own input may never
+        // have reached anyone).
+        let end = self.min_live_next();
         // The frame list header: count and first tick.
         let mut spent = 3 + wire::codec::varint_len(u64::from(t.get()));
-        while t < self.next_tick && frames.len() < 1000 {
+        while t < end && frames.len() < 1000 {
             let Some(slot) = self.store.get(t) else { break };
             let mut cost = 1 + wire::codec::varint_len(slot.cells.len() as u64);
             let mut cells = Vec::with_capacity(slot.cells.len());

@@ -1,0 +1,269 @@
+//! Shared scenario harness: mesh sessions over the simulated network, each
+//! run by a small "game" that commits generated input, runs every frame it
+//! gets, reports checksums and records what it saw.
+#![allow(dead_code, unreachable_pub)]
+
+use lockstep_core::sim::{LinkConditions, Outcome, Sim, SimNetwork, SimRng};
+use lockstep_core::{
+    Event, Frame, Instant, MeshConfig, MeshSession, PeerId, PlayerId, Roster, StreamHash,
+    SystemEvent, Tick,
+};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+pub type Session = MeshSession<u16>;
+
+/// What one peer's game saw.
+#[derive(Debug)]
+pub struct Record {
+    /// The running stream hash after each frame, indexed by tick.
+    pub chain: Vec<u64>,
+    pub hash: StreamHash,
+    /// Ticks that carried system events, with the events.
+    pub system: Vec<(Tick, Vec<SystemEvent>)>,
+    pub events: Vec<Event>,
+    rng: SimRng,
+    pending: Option<u16>,
+    pub committed: u64,
+    pub refused: u64,
+}
+
+impl Record {
+    fn new(seed: u64) -> Self {
+        Self {
+            chain: Vec::new(),
+            hash: StreamHash::new(),
+            system: Vec::new(),
+            events: Vec::new(),
+            rng: SimRng::new(seed),
+            pending: None,
+            committed: 0,
+            refused: 0,
+        }
+    }
+
+    /// Input that changes every few ticks, like a held stick.
+    fn input(&mut self) -> u16 {
+        if let Some(p) = self.pending {
+            return p;
+        }
+        let v = if self.rng.chance(0.25) {
+            self.rng.next_u64() as u16
+        } else {
+            self.committed as u16 / 4
+        };
+        self.pending = Some(v);
+        v
+    }
+
+    pub fn frames(&self) -> usize {
+        self.chain.len()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub players: usize,
+    pub observers: usize,
+    pub config: MeshConfig,
+    pub link: LinkConditions,
+    pub seed: u64,
+    pub period: Duration,
+}
+
+impl Scenario {
+    pub fn new(players: usize, seed: u64) -> Self {
+        Self {
+            players,
+            observers: 0,
+            config: MeshConfig::default(),
+            link: LinkConditions::default(),
+            seed,
+            period: Duration::from_millis(33),
+        }
+    }
+
+    pub fn peer_ids(&self) -> Vec<PeerId> {
+        (0..(self.players + self.observers) as u32)
+            .map(PeerId)
+            .collect()
+    }
+
+    pub fn player_ids(&self) -> Vec<PeerId> {
+        (0..self.players as u32).map(PeerId).collect()
+    }
+
+    pub fn build(&self) -> Harness {
+        let mut roster = Roster::new();
+        for i in 0..self.players {
+            roster = roster.player(PeerId(i as u32), PlayerId(i as u16));
+        }
+        for i in self.players..self.players + self.observers {
+            roster = roster.observer(PeerId(i as u32));
+        }
+        let mut sim = Sim::new(SimNetwork::new(self.seed, self.link.clone()));
+        let mut records = BTreeMap::new();
+        for id in self.peer_ids() {
+            let s = Session::new(self.config.clone(), roster.clone(), id, Instant::ZERO)
+                .unwrap_or_else(|e| panic!("config: {e}"));
+            sim.add(id, s);
+            records.insert(id, Record::new(self.seed ^ (u64::from(id.0) + 1) * 0x9E37));
+        }
+        Harness {
+            sim,
+            records,
+            period: self.period,
+            checksum_every: 10,
+        }
+    }
+}
+
+pub struct Harness {
+    pub sim: Sim<Session>,
+    pub records: BTreeMap<PeerId, Record>,
+    pub period: Duration,
+    pub checksum_every: u32,
+}
+
+/// One game-loop iteration for one peer.
+pub fn play(s: &mut Session, rec: &mut Record, checksum_every: u32) {
+    if !s.watching() {
+        let input = rec.input();
+        match s.commit_local(input) {
+            Ok(_) => {
+                rec.pending = None;
+                rec.committed += 1;
+            }
+            Err(_) => rec.refused += 1,
+        }
+    }
+    while let Some(frame) = s.advance() {
+        record_frame(s, rec, &frame, checksum_every);
+    }
+    while let Some(ev) = s.poll_event() {
+        rec.events.push(ev);
+    }
+}
+
+fn record_frame(s: &mut Session, rec: &mut Record, frame: &Frame<u16>, checksum_every: u32) {
+    assert_eq!(
+        frame.tick.get() as usize,
+        rec.chain.len(),
+        "frames must come in order, each once"
+    );
+    rec.hash.push(frame);
+    rec.chain.push(rec.hash.value());
+    if !frame.events.is_empty() {
+        rec.system.push((frame.tick, frame.events.clone()));
+    }
+    if frame.tick.get() % checksum_every == 0 {
+        s.report_checksum(frame.tick, rec.hash.value())
+            .unwrap_or_else(|e| panic!("checksum: {e}"));
+    }
+}
+
+impl Harness {
+    /// Runs until `done` or `until`, with `hook` called before each peer's
+    /// game step (to pause, abandon, inspect...).
+    pub fn run(
+        &mut self,
+        until: Instant,
+        mut hook: impl FnMut(PeerId, &mut Session, Instant, &mut Record),
+        done: impl FnMut(&Sim<Session>) -> bool,
+    ) -> Outcome {
+        let records = &mut self.records;
+        let every = self.checksum_every;
+        self.sim.run(
+            until,
+            self.period,
+            |id, s, now| {
+                let rec = records
+                    .get_mut(&id)
+                    .unwrap_or_else(|| panic!("no record for {id}"));
+                hook(id, s, now, rec);
+                play(s, rec, every);
+            },
+            done,
+        )
+    }
+
+    pub fn run_until_tick(&mut self, tick: u32, until: Instant) -> Outcome {
+        self.run(
+            until,
+            |_, _, _, _| {},
+            |sim| sim.live().all(|(_, s)| s.frame().get() >= tick),
+        )
+    }
+
+    /// Safety: every pair of peers ran identical frames up to the shorter
+    /// of their two streams.
+    pub fn assert_streams_agree(&self, ids: &[PeerId]) {
+        let recs: Vec<_> = ids.iter().map(|id| (id, &self.records[id])).collect();
+        for (a, ra) in &recs {
+            for (b, rb) in &recs {
+                let n = ra.chain.len().min(rb.chain.len());
+                if n > 0 && ra.chain[n - 1] != rb.chain[n - 1] {
+                    let first = (0..n).find(|&i| ra.chain[i] != rb.chain[i]).unwrap_or(n);
+                    panic!(
+                        "seed {}: {a} and {b} diverge at tick {first} (of {n} common)",
+                        self.sim.net.seed()
+                    );
+                }
+            }
+        }
+    }
+
+    pub fn assert_no_desync(&self) {
+        for (id, rec) in &self.records {
+            if let Some(ev) = rec
+                .events
+                .iter()
+                .find(|e| matches!(e, Event::Desync { .. }))
+            {
+                panic!("seed {}: {id} reported {ev:?}", self.sim.net.seed());
+            }
+        }
+    }
+
+    pub fn session(&self, id: PeerId) -> &Session {
+        self.sim.endpoint(id).unwrap_or_else(|| panic!("no {id}"))
+    }
+}
+
+/// Drives a hand-built set of sessions with no delay or loss: moves the
+/// clock on by 40 ms (so resend timers fire), then delivers everything
+/// pending between all of them until quiet.
+pub fn exchange(sessions: &mut [(PeerId, Session)], clock: &mut Instant) {
+    *clock += Duration::from_millis(40);
+    let now = *clock;
+    let mut buf = Vec::new();
+    loop {
+        let mut moved = false;
+        for i in 0..sessions.len() {
+            sessions[i].1.handle_timeout(now);
+            let mut out = Vec::new();
+            while let Some(t) = sessions[i].1.poll_transmit(&mut buf) {
+                out.push((t.destination, buf[..t.len].to_vec()));
+            }
+            let from = sessions[i].0;
+            for (to, bytes) in out {
+                moved = true;
+                if let Some((_, s)) = sessions.iter_mut().find(|(id, _)| *id == to) {
+                    s.handle_datagram(from, &bytes, now)
+                        .unwrap_or_else(|e| panic!("{from} -> {to}: {e}"));
+                }
+            }
+        }
+        if !moved {
+            return;
+        }
+    }
+}
+
+pub fn secs(s: u64) -> Instant {
+    Instant::from_millis(s * 1000)
+}
+
+pub fn outcome_ok(o: Outcome, what: &str, seed: u64) {
+    assert_eq!(o, Outcome::Done, "seed {seed}: {what}");
+}

@@ -1,0 +1,714 @@
+//! One test per mesh rule, driving sessions by hand so each rule is seen in
+//! isolation, plus hostile input.
+
+mod common;
+
+use common::{Session, exchange};
+use lockstep_core::wire::{self, InputRun, MeshPacket, WireError};
+use lockstep_core::{
+    AbandonError, ChecksumError, CommitError, ConfigError, DatagramError, Event, Instant,
+    MeshConfig, PeerId, PlayerId, Roster, SystemEvent, Tick,
+};
+use proptest::prelude::*;
+
+const T0: Instant = Instant::ZERO;
+
+fn roster(players: u32, observers: u32) -> Roster {
+    let mut r = Roster::new();
+    for i in 0..players {
+        r = r.player(PeerId(i), PlayerId(i as u16));
+    }
+    for i in players..players + observers {
+        r = r.observer(PeerId(i));
+    }
+    r
+}
+
+fn config() -> MeshConfig {
+    MeshConfig {
+        abandon_after: None,
+        ..MeshConfig::default()
+    }
+}
+
+fn session(players: u32, observers: u32, local: u32) -> Session {
+    Session::new(config(), roster(players, observers), PeerId(local), T0).expect("valid config")
+}
+
+fn mesh(players: u32, observers: u32) -> Vec<(PeerId, Session)> {
+    (0..players + observers)
+        .map(|i| (PeerId(i), session(players, observers, i)))
+        .collect()
+}
+
+/// Every datagram `s` wants to send now, with its destination.
+fn drain(s: &mut Session) -> Vec<(PeerId, Vec<u8>)> {
+    let mut buf = Vec::new();
+    let mut out = Vec::new();
+    s.handle_timeout(s.stats().peers.first().map_or(T0, |_| T0));
+    while let Some(t) = s.poll_transmit(&mut buf) {
+        out.push((t.destination, buf[..t.len].to_vec()));
+    }
+    out
+}
+
+fn packet_to(s: &mut Session, to: PeerId) -> Vec<u8> {
+    drain(s)
+        .into_iter()
+        .find(|(d, _)| *d == to)
+        .map(|(_, b)| b)
+        .expect("a packet for the peer")
+}
+
+fn forged(next_tick: u32, runs: Vec<InputRun<'_>>) -> Vec<u8> {
+    let p = MeshPacket {
+        next_tick: Tick::new(next_tick),
+        inputs: runs,
+        ..MeshPacket::default()
+    };
+    let mut out = Vec::new();
+    p.encode(&mut out);
+    out
+}
+
+fn run(seat: u16, start: u32, inputs: &[&'static [u8]]) -> InputRun<'static> {
+    InputRun {
+        seat: PlayerId(seat),
+        start: Tick::new(start),
+        inputs: inputs.to_vec(),
+    }
+}
+
+fn advance_all(s: &mut Session) -> Vec<lockstep_core::Frame<u16>> {
+    std::iter::from_fn(|| s.advance()).collect()
+}
+
+#[test]
+fn opening_ticks_are_primed_neutral_with_the_membership() {
+    let mut s = session(3, 0, 0);
+    let frames = advance_all(&mut s);
+    assert_eq!(frames.len(), 2, "delay 2 primes ticks 0 and 1");
+    assert_eq!(frames[0].inputs, vec![Some(0), Some(0), Some(0)]);
+    assert_eq!(
+        frames[0].events,
+        (0..3)
+            .map(|p| SystemEvent::Joined {
+                player: PlayerId(p)
+            })
+            .collect::<Vec<_>>()
+    );
+    assert!(frames[1].events.is_empty());
+    assert_eq!(
+        s.commit_local(5),
+        Ok(Tick::new(2)),
+        "input goes delay ticks ahead"
+    );
+}
+
+#[test]
+fn a_missing_input_stalls_and_names_who_is_missing() {
+    let mut t = T0;
+    let mut peers = mesh(3, 0);
+    for (_, s) in peers.iter_mut() {
+        advance_all(s);
+    }
+    peers[0].1.commit_local(1).unwrap();
+    peers[1].1.commit_local(2).unwrap();
+    exchange(&mut peers, &mut t);
+    let a = &mut peers[0].1;
+    assert_eq!(a.advance(), None, "never guessed");
+    assert_eq!(a.awaiting(), vec![PlayerId(2)]);
+    assert_eq!(
+        a.awaiting(),
+        vec![PlayerId(2)],
+        "asking does not change anything"
+    );
+    assert!(a.stats().stalls >= 1);
+    peers[2].1.commit_local(3).unwrap();
+    exchange(&mut peers, &mut t);
+    let frame = peers[0].1.advance().expect("all inputs in");
+    assert_eq!(frame.inputs, vec![Some(1), Some(2), Some(3)]);
+    assert!(peers[0].1.awaiting().contains(&PlayerId(0)));
+}
+
+#[test]
+fn commits_are_refused_beyond_the_lead_limit_and_resume_when_peers_catch_up() {
+    let mut t = T0;
+    let mut peers = mesh(2, 0);
+    let limit = config().delay + config().max_lead;
+    let a = &mut peers[0].1;
+    let mut accepted = 0;
+    let refusal = loop {
+        match a.commit_local(7) {
+            Ok(_) => accepted += 1,
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(refusal, CommitError::TooFarAhead { lead: limit, limit });
+    assert_eq!(
+        accepted,
+        config().max_lead,
+        "delay ticks are primed, max_lead more accepted"
+    );
+    assert!(a.stats().commits_refused >= 1);
+    // The other peer catches up; so may we.
+    for _ in 0..accepted {
+        peers[1].1.commit_local(8).unwrap();
+    }
+    exchange(&mut peers, &mut t);
+    for (_, s) in peers.iter_mut() {
+        advance_all(s);
+    }
+    exchange(&mut peers, &mut t);
+    assert!(peers[0].1.commit_local(7).is_ok());
+}
+
+#[test]
+fn resends_start_from_the_peers_acknowledged_position_not_a_window() {
+    let mut a = session(2, 0, 0);
+    let mut b = session(2, 0, 1);
+    let mut t = T0;
+    // Commit a long run while every packet to b is lost.
+    let mut committed = 0;
+    while a.commit_local(committed).is_ok() {
+        committed += 1;
+        drain(&mut a);
+    }
+    // b has nothing beyond the primed ticks: its ack for seat 0 is tick 2.
+    t += std::time::Duration::from_millis(100);
+    a.handle_timeout(t);
+    let bytes = packet_to(&mut a, PeerId(1));
+    let p = MeshPacket::decode_datagram(&bytes).unwrap();
+    let own = p
+        .inputs
+        .iter()
+        .find(|r| r.seat == PlayerId(0))
+        .expect("inputs");
+    assert_eq!(own.start, Tick::new(2), "resent from what b lacks");
+    assert_eq!(
+        own.inputs.len(),
+        committed as usize,
+        "every unacknowledged input"
+    );
+    b.handle_datagram(PeerId(0), &bytes, t).unwrap();
+    // Once b acknowledges, a resends from the new position only.
+    b.commit_local(0).unwrap();
+    let ack = packet_to(&mut b, PeerId(0));
+    a.handle_datagram(PeerId(1), &ack, t).unwrap();
+    t += std::time::Duration::from_millis(100);
+    a.handle_timeout(t);
+    let bytes = packet_to(&mut a, PeerId(1));
+    let again = MeshPacket::decode_datagram(&bytes).unwrap().inputs;
+    assert!(
+        again.iter().all(|r| r.seat != PlayerId(0)),
+        "nothing left to resend: {again:?}"
+    );
+}
+
+#[test]
+fn duplicates_and_late_copies_never_change_a_decided_tick() {
+    let mut b = session(2, 0, 1);
+    b.commit_local(9).unwrap();
+    // The real input for a's tick 2, then a forged different copy.
+    b.handle_datagram(PeerId(0), &forged(0, vec![run(0, 2, &[&[1, 0]])]), T0)
+        .unwrap();
+    b.handle_datagram(PeerId(0), &forged(0, vec![run(0, 2, &[&[99, 0]])]), T0)
+        .unwrap();
+    let frames = advance_all(&mut b);
+    assert_eq!(frames[2].inputs, vec![Some(1), Some(9)]);
+    // A copy for a tick already run is dropped, not an error.
+    let before = b.stats().inputs_redundant;
+    b.handle_datagram(PeerId(0), &forged(0, vec![run(0, 2, &[&[5, 0]])]), T0)
+        .unwrap();
+    assert_eq!(b.stats().inputs_redundant, before + 1);
+}
+
+#[test]
+fn far_future_and_flooded_inputs_cannot_grow_memory() {
+    let mut b = session(2, 0, 1);
+    let horizon = config().delay + config().max_lead;
+    let before = b.stats().buffered_ticks;
+    for start in [horizon, horizon + 1, 1_000, u32::MAX - 3, u32::MAX] {
+        let d = forged(0, vec![run(0, start, &[&[1, 0]])]);
+        b.handle_datagram(PeerId(0), &d, T0).unwrap();
+    }
+    assert_eq!(b.stats().buffered_ticks, before);
+    assert_eq!(b.stats().inputs_refused, 5);
+    // A flood of every tick a peer could name.
+    let mut rng = lockstep_core::sim::SimRng::new(1);
+    for _ in 0..5_000 {
+        let start = rng.next_u64() as u32 & 0x00ff_ffff;
+        let d = forged(
+            rng.next_u64() as u32,
+            vec![run(0, start, &[&[1, 0], &[2, 0]])],
+        );
+        b.handle_datagram(PeerId(0), &d, T0).unwrap();
+    }
+    assert!(b.stats().buffered_ticks <= b.buffer_bound());
+    // The one tick just inside the horizon is accepted.
+    let d = forged(0, vec![run(0, horizon - 1, &[&[1, 0]])]);
+    let refused = b.stats().inputs_refused;
+    b.handle_datagram(PeerId(0), &d, T0).unwrap();
+    assert_eq!(b.stats().inputs_refused, refused);
+}
+
+#[test]
+fn a_peer_may_only_send_its_own_seat() {
+    let mut b = session(3, 0, 1);
+    // Peer 0 claims to carry seat 2's input.
+    let d = forged(0, vec![run(2, 2, &[&[1, 0]])]);
+    b.handle_datagram(PeerId(0), &d, T0).unwrap();
+    assert_eq!(b.stats().inputs_refused, 1);
+    // Or ours.
+    let d = forged(0, vec![run(1, 2, &[&[1, 0]])]);
+    b.handle_datagram(PeerId(0), &d, T0).unwrap();
+    assert_eq!(b.stats().inputs_refused, 2);
+}
+
+#[test]
+fn history_is_pruned_once_every_peer_has_it_even_while_stalled() {
+    let mut t = T0;
+    let mut peers = mesh(3, 0);
+    for round in 0..200u16 {
+        for (_, s) in peers.iter_mut().take(2) {
+            let _ = s.commit_local(round);
+            advance_all(s);
+        }
+        // Peer 2 runs frames but commits only every fifth round: the others
+        // stall on it, and must still prune what everyone has.
+        if round % 5 == 0 {
+            let _ = peers[2].1.commit_local(round);
+        }
+        advance_all(&mut peers[2].1);
+        exchange(&mut peers, &mut t);
+        for (_, s) in peers.iter() {
+            assert!(
+                s.stats().buffered_ticks <= (config().delay + config().max_lead) as usize * 2 + 2
+            );
+        }
+    }
+    assert!(peers[0].1.frame().get() > 30);
+}
+
+#[test]
+fn observers_run_the_same_frames_commit_nothing_and_hold_nobody_up() {
+    let mut t = T0;
+    let mut peers = mesh(2, 1);
+    assert_eq!(peers[2].1.commit_local(1), Err(CommitError::Observer));
+    assert!(peers[2].1.watching());
+    // The observer never speaks; the players run 50 ticks regardless.
+    let mut a_frames = Vec::new();
+    for i in 0..50u16 {
+        for (_, s) in peers.iter_mut().take(2) {
+            let _ = s.commit_local(i);
+        }
+        let (players, _) = peers.split_at_mut(2);
+        exchange(players, &mut t);
+        a_frames.extend(advance_all(&mut players[0].1));
+        advance_all(&mut players[1].1);
+    }
+    assert!(a_frames.len() >= 45);
+    // Once connected, the observer gets every frame the players all ran.
+    for _ in 0..20 {
+        exchange(&mut peers, &mut t);
+        advance_all(&mut peers[0].1);
+        advance_all(&mut peers[1].1);
+    }
+    let seen = advance_all(&mut peers[2].1);
+    assert!(seen.len() >= 45, "observer ran {}", seen.len());
+    assert_eq!(seen[..45], a_frames[..45]);
+}
+
+#[test]
+fn pause_freezes_everyone_on_one_frame_and_resume_lifts_it() {
+    let mut t = T0;
+    let mut peers = mesh(2, 0);
+    for (_, s) in peers.iter_mut() {
+        s.commit_local(1).unwrap();
+    }
+    // a commits past the frame b is about to freeze on.
+    peers[0].1.commit_local(1).unwrap();
+    exchange(&mut peers, &mut t);
+    let frame = peers[1].1.request_pause().unwrap();
+    assert_eq!(frame, Tick::new(3), "b's next commit");
+    assert!(matches!(
+        peers[1].1.commit_local(1),
+        Err(CommitError::Paused { frame: f }) if f == frame
+    ));
+    exchange(&mut peers, &mut t);
+    for (_, s) in peers.iter_mut() {
+        advance_all(s);
+        assert!(s.paused());
+        assert!(
+            s.frozen(),
+            "resting on {:?} at {}",
+            s.pause_frame(),
+            s.frame()
+        );
+        assert_eq!(s.frame(), frame);
+        assert_eq!(s.awaiting(), vec![], "frozen waits on nobody");
+    }
+    // a had committed past the freeze frame; it still may not run it.
+    assert!(matches!(peers[0].1.poll_event(), Some(Event::Paused { frame: f }) if f == frame));
+    assert_eq!(peers[0].1.resume(), Some(frame));
+    exchange(&mut peers, &mut t);
+    for (_, s) in peers.iter_mut() {
+        assert!(!s.paused(), "resumed everywhere");
+        assert_eq!(s.lifted_pause(), Some(frame));
+    }
+    peers[1].1.commit_local(2).unwrap();
+    exchange(&mut peers, &mut t);
+    assert!(peers[0].1.advance().is_some());
+}
+
+#[test]
+fn a_peer_behind_the_freeze_frame_may_still_commit_up_to_it() {
+    let mut t = T0;
+    let mut peers = mesh(2, 0);
+    // a commits well ahead and pauses at its next commit tick (5).
+    for _ in 0..3 {
+        peers[0].1.commit_local(1).unwrap();
+    }
+    let frame = peers[0].1.request_pause().unwrap();
+    assert_eq!(frame, Tick::new(5));
+    exchange(&mut peers, &mut t);
+    // b has committed nothing: it owes ticks 2..5 and must be allowed to.
+    let b = &mut peers[1].1;
+    for t in 2..5 {
+        assert_eq!(b.commit_local(2), Ok(Tick::new(t)));
+    }
+    assert!(matches!(b.commit_local(2), Err(CommitError::Paused { .. })));
+    exchange(&mut peers, &mut t);
+    for (_, s) in peers.iter_mut() {
+        advance_all(s);
+        assert!(s.frozen());
+        assert_eq!(s.frame(), frame);
+    }
+}
+
+#[test]
+fn abandoning_a_silent_player_unsticks_the_waiting_tick() {
+    let mut t = T0;
+    let mut peers = mesh(3, 0);
+    for (_, s) in peers.iter_mut() {
+        s.commit_local(1).unwrap();
+    }
+    exchange(&mut peers, &mut t);
+    // Seat 2 falls silent; the other two carry on and stall on it.
+    let mut live: Vec<_> = peers.drain(..2).collect();
+    for (_, s) in live.iter_mut() {
+        s.commit_local(2).unwrap();
+        advance_all(s);
+    }
+    exchange(&mut live, &mut t);
+    assert_eq!(live[0].1.awaiting(), vec![PlayerId(2)]);
+    // A non-deciding peer asks; the lowest seat decides.
+    live[1].1.abandon(PlayerId(2)).unwrap();
+    exchange(&mut live, &mut t);
+    for (_, s) in live.iter_mut() {
+        assert_eq!(s.abandoned(), &[(PlayerId(2), Tick::new(3))]);
+        let frames = advance_all(s);
+        assert_eq!(frames[0].tick, Tick::new(3));
+        assert_eq!(frames[0].inputs, vec![Some(2), Some(2), None]);
+        assert_eq!(
+            frames[0].events,
+            vec![SystemEvent::Abandoned {
+                player: PlayerId(2)
+            }]
+        );
+        let evs: Vec<_> = std::iter::from_fn(|| s.poll_event()).collect();
+        assert!(evs.contains(&Event::Abandoned {
+            player: PlayerId(2),
+            from: Tick::new(3)
+        }));
+    }
+    // The seat stays empty; the two keep playing.
+    for (_, s) in live.iter_mut() {
+        s.commit_local(3).unwrap();
+    }
+    exchange(&mut live, &mut t);
+    let f = live[0].1.advance().expect("runs without seat 2");
+    assert_eq!(f.inputs[2], None);
+}
+
+#[test]
+fn abandonment_uses_input_only_some_peers_hold() {
+    let mut t = T0;
+    // Seat 2's input for tick 3 reached peer 1 but not peer 0 (the decider).
+    // Peer 1 may even have run tick 3 with it: the decision must not empty
+    // tick 3, and peer 0 must get the input from peer 1.
+    let mut peers = mesh(3, 0);
+    for (_, s) in peers.iter_mut() {
+        s.commit_local(1).unwrap();
+        s.commit_local(1).unwrap();
+    }
+    let mut c = peers.remove(2).1;
+    let to_b = packet_to(&mut c, PeerId(1));
+    peers[1].1.handle_datagram(PeerId(2), &to_b, t).unwrap();
+    // Peer 0 only ever heard seat 2's first input.
+    let mut first_only = MeshPacket::decode_datagram(&to_b).unwrap();
+    first_only.inputs[0].inputs.truncate(1);
+    let mut d = Vec::new();
+    first_only.encode(&mut d);
+    peers[0].1.handle_datagram(PeerId(2), &d, t).unwrap();
+    exchange(&mut peers, &mut t);
+    let b_ran: Vec<_> = advance_all(&mut peers[1].1);
+    assert_eq!(
+        b_ran.last().map(|f| f.tick),
+        Some(Tick::new(3)),
+        "b ran tick 3 with seat 2's input"
+    );
+    peers[0].1.abandon(PlayerId(2)).unwrap();
+    exchange(&mut peers, &mut t);
+    assert_eq!(peers[0].1.abandoned(), &[(PlayerId(2), Tick::new(4))]);
+    let a_ran = advance_all(&mut peers[0].1);
+    assert_eq!(a_ran[..b_ran.len()], b_ran[..]);
+}
+
+#[test]
+fn abandon_is_refused_for_nonsense() {
+    let mut s = session(3, 1, 0);
+    assert_eq!(s.abandon(PlayerId(0)), Err(AbandonError::Local));
+    assert_eq!(
+        s.abandon(PlayerId(7)),
+        Err(AbandonError::NoSuchPlayer(PlayerId(7)))
+    );
+    let mut o = session(3, 1, 3);
+    assert_eq!(o.abandon(PlayerId(1)), Err(AbandonError::Observer));
+}
+
+#[test]
+fn mismatching_checksums_raise_desync_on_both_sides() {
+    let mut t = T0;
+    let mut peers = mesh(2, 0);
+    for (_, s) in peers.iter_mut() {
+        advance_all(s);
+    }
+    peers[0].1.report_checksum(Tick::new(0), 111).unwrap();
+    peers[1].1.report_checksum(Tick::new(0), 111).unwrap();
+    peers[0].1.report_checksum(Tick::new(1), 222).unwrap();
+    peers[1].1.report_checksum(Tick::new(1), 333).unwrap();
+    exchange(&mut peers, &mut t);
+    let a: Vec<_> = std::iter::from_fn(|| peers[0].1.poll_event()).collect();
+    assert_eq!(
+        a,
+        vec![Event::Desync {
+            tick: Tick::new(1),
+            peer: PeerId(1),
+            local: 222,
+            remote: 333
+        }]
+    );
+    let b: Vec<_> = std::iter::from_fn(|| peers[1].1.poll_event()).collect();
+    assert_eq!(
+        b,
+        vec![Event::Desync {
+            tick: Tick::new(1),
+            peer: PeerId(0),
+            local: 333,
+            remote: 222
+        }]
+    );
+    let s = &mut peers[0].1;
+    assert_eq!(
+        s.report_checksum(Tick::new(1), 0),
+        Err(ChecksumError::NotAscending {
+            tick: Tick::new(1),
+            last: Tick::new(1)
+        })
+    );
+    assert_eq!(
+        s.report_checksum(Tick::new(9), 0),
+        Err(ChecksumError::NotRun {
+            tick: Tick::new(9),
+            next: Tick::new(2)
+        })
+    );
+}
+
+#[test]
+fn bad_configurations_are_refused() {
+    let r = roster(2, 0);
+    let bad = |c: MeshConfig| Session::new(c, r.clone(), PeerId(0), T0).err();
+    assert!(matches!(
+        bad(MeshConfig {
+            max_lead: 0,
+            ..config()
+        }),
+        Some(ConfigError::Invalid(_))
+    ));
+    assert!(matches!(
+        bad(MeshConfig {
+            max_datagram: 100,
+            ..config()
+        }),
+        Some(ConfigError::Invalid(_))
+    ));
+    assert_eq!(
+        Session::new(config(), r.clone(), PeerId(5), T0).err(),
+        Some(ConfigError::LocalNotInRoster(PeerId(5)))
+    );
+    let dup = Roster::new()
+        .player(PeerId(0), PlayerId(0))
+        .player(PeerId(1), PlayerId(0));
+    assert_eq!(
+        Session::new(config(), dup, PeerId(0), T0).err(),
+        Some(ConfigError::DuplicateSeat(PlayerId(0)))
+    );
+    let none = Roster::new().observer(PeerId(0));
+    assert_eq!(
+        Session::new(config(), none, PeerId(0), T0).err(),
+        Some(ConfigError::NoPlayers)
+    );
+}
+
+#[test]
+fn oversized_inputs_are_refused_both_ways() {
+    let mut s =
+        lockstep_core::MeshSession::<Vec<u8>>::new(config(), roster(2, 0), PeerId(0), T0).unwrap();
+    assert_eq!(
+        s.commit_local(vec![0; 300]),
+        Err(CommitError::InputTooLarge { len: 300, max: 256 })
+    );
+    let big: &'static [u8] = &[7; 300];
+    let d = forged(
+        0,
+        vec![InputRun {
+            seat: PlayerId(1),
+            start: Tick::new(2),
+            inputs: vec![big],
+        }],
+    );
+    assert!(matches!(
+        s.handle_datagram(PeerId(1), &d, T0),
+        Err(DatagramError::Violation(_))
+    ));
+}
+
+#[test]
+fn every_truncation_of_a_real_packet_is_rejected_without_effect() {
+    let mut a = session(2, 0, 0);
+    for i in 0..5 {
+        a.commit_local(i).unwrap();
+    }
+    a.report_checksum(Tick::ZERO, 5).err();
+    let full = packet_to(&mut a, PeerId(1));
+    for cut in 0..full.len() {
+        let mut b = session(2, 0, 1);
+        let before = b.stats();
+        let r = b.handle_datagram(PeerId(0), &full[..cut], T0);
+        assert!(r.is_err(), "a packet cut to {cut} bytes was accepted");
+        let after = b.stats();
+        assert_eq!(after.datagrams_rejected, 1);
+        assert_eq!(after.buffered_ticks, before.buffered_ticks);
+        assert_eq!(
+            after.peers, before.peers,
+            "no state change from a rejected datagram"
+        );
+    }
+    let mut b = session(2, 0, 1);
+    assert!(b.handle_datagram(PeerId(0), &full, T0).is_ok());
+}
+
+#[test]
+fn foreign_and_incompatible_datagrams_get_typed_errors() {
+    let mut b = session(2, 0, 1);
+    let good = forged(0, vec![]);
+    assert_eq!(
+        b.handle_datagram(PeerId(9), &good, T0),
+        Err(DatagramError::UnknownPeer(PeerId(9)))
+    );
+    assert_eq!(
+        b.handle_datagram(PeerId(0), b"GET / HTTP/1.1\r\n", T0),
+        Err(DatagramError::Wire(WireError::BadMagic))
+    );
+    let mut v2 = good.clone();
+    v2[2] = wire::VERSION + 1;
+    assert_eq!(
+        b.handle_datagram(PeerId(0), &v2, T0),
+        Err(DatagramError::Wire(WireError::UnsupportedVersion {
+            ours: wire::VERSION,
+            theirs: wire::VERSION + 1
+        }))
+    );
+    let mut unknown = good.clone();
+    unknown[3] = 0x7f;
+    assert_eq!(
+        b.handle_datagram(PeerId(0), &unknown, T0),
+        Err(DatagramError::Wire(WireError::UnknownMessage(0x7f)))
+    );
+    let mut trailing = good;
+    trailing.push(0);
+    assert_eq!(
+        b.handle_datagram(PeerId(0), &trailing, T0),
+        Err(DatagramError::Wire(WireError::TrailingBytes(1)))
+    );
+}
+
+#[test]
+fn tick_runs_past_u32_max_are_malformed() {
+    let d = forged(0, vec![run(0, u32::MAX - 1, &[&[1, 0], &[2, 0], &[3, 0]])]);
+    assert_eq!(
+        MeshPacket::decode_datagram(&d),
+        Err(WireError::Invalid("input run passes the last tick"))
+    );
+    let ok = forged(u32::MAX, vec![run(0, u32::MAX - 1, &[&[1, 0], &[2, 0]])]);
+    let mut b = session(2, 0, 1);
+    b.handle_datagram(PeerId(0), &ok, T0).unwrap();
+    assert_eq!(b.stats().inputs_refused, 2, "far future");
+    // A peer claiming to be at the end of time holds nobody back.
+    assert!(b.commit_local(1).is_ok());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Arbitrary bytes never panic a session, whatever header they carry.
+    #[test]
+    fn garbage_never_panics(mut bytes in proptest::collection::vec(any::<u8>(), 0..600), header in any::<bool>()) {
+        if header && bytes.len() >= 4 {
+            bytes[..4].copy_from_slice(&[b'L', b'K', wire::VERSION, wire::message_type::MESH]);
+        }
+        let mut s = session(3, 1, 1);
+        let _ = s.handle_datagram(PeerId(0), &bytes, T0);
+        let _ = s.handle_datagram(PeerId(3), &bytes, T0);
+        let mut o = session(3, 1, 3);
+        let _ = o.handle_datagram(PeerId(0), &bytes, T0);
+        prop_assert!(s.stats().buffered_ticks <= s.buffer_bound());
+    }
+
+    /// Well-formed packets with arbitrary contents never panic either, and
+    /// never grow the store past its bound.
+    #[test]
+    fn arbitrary_well_formed_packets_are_survived(
+        next in any::<u32>(),
+        start in any::<u32>(),
+        seat in 0u16..4,
+        n in 0usize..20,
+        pause in proptest::option::of(any::<u32>()),
+        lifted in proptest::option::of(any::<u32>()),
+        wanted in proptest::collection::vec(0u16..4, 0..3),
+        decisions in proptest::collection::vec((0u16..4, any::<u32>()), 0..3),
+    ) {
+        let inputs: Vec<&'static [u8]> = vec![&[1, 2]; n];
+        let start = start.min(u32::MAX - n as u32);
+        let p = MeshPacket {
+            next_tick: Tick::new(next),
+            pause: pause.map(Tick::new),
+            lifted: lifted.map(Tick::new),
+            wanted: wanted.into_iter().map(PlayerId).collect(),
+            decisions: decisions.into_iter().map(|(s, t)| (PlayerId(s), Tick::new(t))).collect(),
+            inputs: vec![InputRun { seat: PlayerId(seat), start: Tick::new(start), inputs }],
+            ..MeshPacket::default()
+        };
+        let mut d = Vec::new();
+        p.encode(&mut d);
+        prop_assert_eq!(MeshPacket::decode_datagram(&d), Ok(p));
+        let mut s = session(3, 0, 1);
+        let _ = s.handle_datagram(PeerId(0), &d, T0);
+        s.handle_timeout(Instant::from_millis(5));
+        let _ = s.commit_local(1);
+        while s.advance().is_some() {}
+        prop_assert!(s.stats().buffered_ticks <= s.buffer_bound());
+    }
+}
