@@ -123,12 +123,17 @@ fn a_missing_input_stalls_and_names_who_is_missing() {
         vec![PlayerId(2)],
         "asking does not change anything"
     );
-    assert!(a.stats().stalls >= 1);
+    assert_eq!(a.stats().stalls, 0, "waiting within the input delay is not a stall");
+    a.commit_local(1).unwrap();
+    a.commit_local(1).unwrap();
+    assert_eq!(a.advance(), None);
+    assert_eq!(a.stats().stalls, 1, "more than `delay` behind our own commits is");
     peers[2].1.commit_local(3).unwrap();
     exchange(&mut peers, &mut t);
     let frame = peers[0].1.advance().expect("all inputs in");
     assert_eq!(frame.inputs, vec![Some(1), Some(2), Some(3)]);
-    assert!(peers[0].1.awaiting().contains(&PlayerId(0)));
+    // Tick 3: a committed it, the others have not.
+    assert_eq!(peers[0].1.awaiting(), vec![PlayerId(1), PlayerId(2)]);
 }
 
 #[test]

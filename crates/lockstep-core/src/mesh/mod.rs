@@ -58,7 +58,12 @@ pub struct MeshConfig {
     pub max_datagram: usize,
     /// The largest encoded input accepted, from the game or from a peer.
     pub max_input_len: usize,
-    /// How often unacknowledged data is resent to a peer.
+    /// How long after the last packet to a peer unacknowledged data (or an
+    /// acknowledgement it is owed) is sent again. Every commit sends anyway,
+    /// carrying everything unacknowledged, so this timer only matters while
+    /// the game is not committing (stalled, paused, blocked by the lead
+    /// limit). Set it a little above the tick period to avoid sending twice
+    /// per tick.
     pub resend_interval: Duration,
     /// How often an idle peer is sent a packet anyway, so it knows we live.
     pub keepalive_interval: Duration,
@@ -80,7 +85,7 @@ impl Default for MeshConfig {
             max_lead: 8,
             max_datagram: 1200,
             max_input_len: 256,
-            resend_interval: Duration::from_millis(30),
+            resend_interval: Duration::from_millis(40),
             keepalive_interval: Duration::from_millis(250),
             interrupt_after: Duration::from_millis(1000),
             abandon_after: Some(Duration::from_secs(10)),
@@ -183,9 +188,10 @@ pub struct MeshStats {
     pub next_commit: Tick,
     /// Frames handed to the game.
     pub frames: u64,
-    /// Times the next frame had to wait on a remote player.
+    /// Times the session fell more than `delay` ticks behind its own commits
+    /// waiting on a remote player (for observers: waited for a frame).
     pub stalls: u64,
-    /// Total time spent waiting on remote players.
+    /// Total time spent stalled.
     pub stalled_for: Duration,
     /// Commits refused (lead limit or pause).
     pub commits_refused: u64,
@@ -661,14 +667,13 @@ impl<I: Input> MeshSession<I> {
         }
         let tick = self.next_tick;
         let Some(slot) = self.store.get(tick).filter(|s| s.complete()) else {
-            let local_ready = match self.local_seat {
+            // Waiting within the input delay is the delay doing its job; a
+            // stall is running more than `delay` ticks behind our own commits.
+            let behind = match self.local_seat {
                 None => true,
-                Some(s) => self
-                    .store
-                    .cell(tick, s.index())
-                    .is_some_and(|c| !c.is_unknown()),
+                Some(_) => self.next_commit.since(tick) > self.config.delay,
             };
-            if local_ready && self.stall_started.is_none() {
+            if behind && self.stall_started.is_none() {
                 self.stall_started = Some(self.now);
                 self.stats.stalls += 1;
             }
