@@ -84,14 +84,20 @@ fn main() -> ExitCode {
         Instant::from_millis(600_000),
         Duration::from_millis(33),
         |id, session, _now| {
-            let Some(game) = games.get_mut(&id) else { return };
+            let Some(game) = games.get_mut(&id) else {
+                return;
+            };
             // Sample input: a stick that moves now and then.
-            let input = *game.held.get_or_insert_with(|| game.input_rng.next_u64() as u16 & 0x0fff);
+            let input = *game
+                .held
+                .get_or_insert_with(|| game.input_rng.next_u64() as u16 & 0x0fff);
             if session.commit_local(input).is_ok() {
                 game.held = None;
             }
             while session.frame().get() < TICKS {
-                let Some(frame) = session.advance() else { break };
+                let Some(frame) = session.advance() else {
+                    break;
+                };
                 for (player, input) in frame.players() {
                     game.state = game
                         .state
@@ -99,7 +105,7 @@ fn main() -> ExitCode {
                         .wrapping_add(u64::from(*input) * (u64::from(player.0) + 1));
                 }
                 game.stream.push(&frame);
-                if frame.tick.get() % 30 == 0 {
+                if frame.tick.get().is_multiple_of(30) {
                     let _ = session.report_checksum(frame.tick, game.state);
                 }
             }
@@ -120,8 +126,8 @@ fn main() -> ExitCode {
     );
 
     println!(
-        "\n{:<8} {:>6} {:>7} {:>11} {:>9} {:>9} {:>8}  {}",
-        "peer", "tick", "stalls", "stalled ms", "sent", "bytes/tk", "rtt ms", "stream hash"
+        "\n{:<8} {:>6} {:>7} {:>11} {:>9} {:>9} {:>8}  stream hash",
+        "peer", "tick", "stalls", "stalled ms", "sent", "bytes/tk", "rtt ms"
     );
     let mut hashes = Vec::new();
     for (id, session) in sim.endpoints() {

@@ -90,3 +90,8 @@ pub use input::{Input, InputDecodeError};
 pub use mesh::{MeshConfig, MeshSession, MeshStats, PeerStats, Roster};
 pub use tick::Tick;
 pub use time::Instant;
+
+/// The README's examples, compiled as doctests so they cannot drift.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;

@@ -123,11 +123,19 @@ fn a_missing_input_stalls_and_names_who_is_missing() {
         vec![PlayerId(2)],
         "asking does not change anything"
     );
-    assert_eq!(a.stats().stalls, 0, "waiting within the input delay is not a stall");
+    assert_eq!(
+        a.stats().stalls,
+        0,
+        "waiting within the input delay is not a stall"
+    );
     a.commit_local(1).unwrap();
     a.commit_local(1).unwrap();
     assert_eq!(a.advance(), None);
-    assert_eq!(a.stats().stalls, 1, "more than `delay` behind our own commits is");
+    assert_eq!(
+        a.stats().stalls,
+        1,
+        "more than `delay` behind our own commits is"
+    );
     peers[2].1.commit_local(3).unwrap();
     exchange(&mut peers, &mut t);
     let frame = peers[0].1.advance().expect("all inputs in");

@@ -1,29 +1,4 @@
 //! The mesh peer packet.
-//!
-//! Mesh peers exchange one kind of message, sent to every other peer at
-//! least once per committed tick and on a resend timer. It carries the
-//! sender's position and acknowledgements, the control state that must reach
-//! everyone (pause, abandonment, checksums), and as many unacknowledged
-//! inputs as fit the datagram budget.
-//!
-//! ```text
-//! mesh      := flags:u8 next_tick:varint stamp:varint
-//!              [echo_stamp:varint held_ms:varint]          flags & ECHO
-//!              [n:varint (seat:varint tick:varint)*n]       flags & ACKS
-//!              [n:varint seat:varint*n                      flags & ABANDON
-//!               m:varint (seat:varint from:varint)*m]
-//!              [pause_frame:varint]                         flags & PAUSE
-//!              [lifted_frame:varint]                        flags & LIFTED
-//!              [checksum_ack:varint]                        flags & CHECKSUM_ACK
-//!              [n:varint (tick:varint hash:u64le)*n]        flags & CHECKSUMS
-//!              runs:varint run*runs
-//!              [n:varint first:varint body                  flags & FRAMES
-//!               (gap:varint body)*(n-1)]
-//! run       := seat:varint start:varint count:varint (len:varint bytes)*count
-//! ```
-//!
-//! `body` is a frame body as in [`encode_frame`](super::encode_frame); the
-//! ticks of a frame list strictly increase (`gap >= 1`).
 
 use super::codec::{Reader, put_tick, put_u64_le, put_varint, varint_len};
 use super::frame::{FrameRef, put_body, read_player};
@@ -67,7 +42,32 @@ pub struct InputRun<'a> {
     pub inputs: Vec<&'a [u8]>,
 }
 
-/// A mesh peer's packet. See the [module docs](self) for the layout.
+/// A mesh peer's packet.
+///
+/// Mesh peers exchange one kind of message, sent to every other peer at
+/// least once per committed tick and on a resend timer. It carries the
+/// sender's position and acknowledgements, the control state that must reach
+/// everyone (pause, abandonment, checksums), and as many unacknowledged
+/// inputs as fit the datagram budget.
+///
+/// ```text
+/// mesh      := flags:u8 next_tick:varint stamp:varint
+///              [echo_stamp:varint held_ms:varint]          flags & ECHO
+///              [n:varint (seat:varint tick:varint)*n]       flags & ACKS
+///              [n:varint seat:varint*n                      flags & ABANDON
+///               m:varint (seat:varint from:varint)*m]
+///              [pause_frame:varint]                         flags & PAUSE
+///              [lifted_frame:varint]                        flags & LIFTED
+///              [checksum_ack:varint]                        flags & CHECKSUM_ACK
+///              [n:varint (tick:varint hash:u64le)*n]        flags & CHECKSUMS
+///              runs:varint run*runs
+///              [n:varint first:varint body                  flags & FRAMES
+///               (gap:varint body)*(n-1)]
+/// run       := seat:varint start:varint count:varint (len:varint bytes)*count
+/// ```
+///
+/// `body` is a frame body as in [`encode_frame`](super::encode_frame); the
+/// ticks of a frame list strictly increase (`gap >= 1`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct MeshPacket<'a> {
     /// The sender's next tick to run: it holds every frame before this one.
@@ -193,8 +193,8 @@ impl<'a> MeshPacket<'a> {
         varint_len(len as u64) + len
     }
 
-    /// The bytes a run header adds (seat, start tick, count up to
-    /// [`MAX_RUN`]).
+    /// The bytes a run header adds (seat, start tick, and a count of up to
+    /// 1024 inputs).
     pub const fn run_header_cost(seat: PlayerId, start: Tick) -> usize {
         varint_len(seat.0 as u64) + varint_len(start.get() as u64) + 2
     }

@@ -107,7 +107,10 @@ impl Scenario {
             let s = Session::new(self.config.clone(), roster.clone(), id, Instant::ZERO)
                 .unwrap_or_else(|e| panic!("config: {e}"));
             sim.add(id, s);
-            records.insert(id, Record::new(self.seed ^ (u64::from(id.0) + 1) * 0x9E37));
+            records.insert(
+                id,
+                Record::new(self.seed ^ ((u64::from(id.0) + 1) * 0x9E37)),
+            );
         }
         Harness {
             sim,
@@ -156,7 +159,7 @@ fn record_frame(s: &mut Session, rec: &mut Record, frame: &Frame<u16>, checksum_
     if !frame.events.is_empty() {
         rec.system.push((frame.tick, frame.events.clone()));
     }
-    if frame.tick.get() % checksum_every == 0 {
+    if frame.tick.get().is_multiple_of(checksum_every) {
         s.report_checksum(frame.tick, rec.hash.value())
             .unwrap_or_else(|e| panic!("checksum: {e}"));
     }
