@@ -293,3 +293,41 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(cases(60))]
+
+    /// Two players fall silent at the same moment (the decider may be one of
+    /// them): both are abandoned, and the rest advance and agree.
+    #[test]
+    fn two_silent_players_are_both_abandoned(
+        sc in scenario(6),
+        first in 0usize..6,
+        second in 0usize..6,
+        at in 100u64..4_000,
+    ) {
+        prop_assume!(sc.players >= 4);
+        let mut sc = sc;
+        sc.config.abandon_after = Some(Duration::from_secs(2));
+        sc.link.loss = sc.link.loss.min(0.3);
+        let mut h = sc.build();
+        let a = first % sc.players;
+        let b = (a + 1 + second % (sc.players - 1)) % sc.players;
+        let victims = [PeerId(a as u32), PeerId(b as u32)];
+        let warmup = h.run(lockstep_core::Instant::from_millis(at), |_, _, _, _| {}, |_| false);
+        prop_assert_eq!(warmup, Outcome::TimedOut);
+        for v in victims {
+            h.sim.freeze(v);
+        }
+        let done = h.run_until_tick(300, secs(300));
+        outcome_ok(done, "survivors reach tick 300", sc.seed);
+        let survivors: Vec<PeerId> =
+            sc.peer_ids().into_iter().filter(|id| !victims.contains(id)).collect();
+        h.assert_streams_agree(&survivors);
+        h.assert_no_desync();
+        for id in &survivors {
+            let s = h.session(*id);
+            prop_assert_eq!(s.abandoned().len(), 2, "{} knows both decisions", id);
+        }
+    }
+}
