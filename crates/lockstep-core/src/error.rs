@@ -7,6 +7,49 @@
 use crate::wire::WireError;
 use crate::{PeerId, PlayerId, Tick};
 
+/// Why two endpoints cannot play together, in words a player can read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Incompatibility {
+    /// They speak different protocol versions.
+    #[error("the other side runs protocol {theirs}, we run {ours}")]
+    Protocol {
+        /// Our version.
+        ours: u8,
+        /// Theirs.
+        theirs: u8,
+    },
+    /// Their game builds differ: their simulations would diverge.
+    #[error("the other side runs a different game build ({theirs:016x}, ours {ours:016x})")]
+    Game {
+        /// Our fingerprint.
+        ours: u64,
+        /// Theirs.
+        theirs: u64,
+    },
+    /// The other side refused us for another reason.
+    #[error("the other side refused the connection")]
+    Refused,
+}
+
+impl Incompatibility {
+    /// How we describe a refusal we received.
+    pub fn from_reject(r: crate::wire::RejectReason<'_>) -> Self {
+        use crate::wire::RejectReason;
+        match r {
+            RejectReason::ProtocolMismatch { server, client } => Self::Protocol {
+                ours: client,
+                theirs: server,
+            },
+            RejectReason::GameMismatch { server, client } => Self::Game {
+                ours: client,
+                theirs: server,
+            },
+            _ => Self::Refused,
+        }
+    }
+}
+
 /// A session could not be created from this configuration (caller error).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -74,6 +117,9 @@ pub enum CommitError {
         /// The limit.
         max: usize,
     },
+    /// The local peer left the session.
+    #[error("the session was left")]
+    Left,
     /// The tick counter reached `u32::MAX`.
     #[error("the session has run out of tick numbers")]
     TickSpaceExhausted,
@@ -89,6 +135,10 @@ pub enum DatagramError {
     /// The datagram came from a peer this session does not know.
     #[error("datagram from unknown {0}")]
     UnknownPeer(PeerId),
+    /// The peer cannot play with us (a different protocol version or game
+    /// build); nothing it sends is taken.
+    #[error("incompatible peer: {0}")]
+    Incompatible(Incompatibility),
     /// Well-formed, but breaks this session's rules (peer fault): an input
     /// larger than the configured limit, a seat that does not exist, ...
     #[error("protocol violation: {0}")]

@@ -1,5 +1,6 @@
 //! Things a game may want to show or log.
 
+use crate::error::Incompatibility;
 use crate::{PeerId, PlayerId, Tick};
 use core::time::Duration;
 
@@ -25,6 +26,21 @@ pub enum Event {
         /// The peer.
         peer: PeerId,
         /// The seat it plays, if any.
+        player: Option<PlayerId>,
+    },
+    /// A peer cannot play with us: nothing it sends is taken (its seat, if
+    /// any, stalls until it is abandoned).
+    Incompatible {
+        /// The peer.
+        peer: PeerId,
+        /// Why, in words a player can read.
+        reason: Incompatibility,
+    },
+    /// A peer said goodbye; if it played, its seat is being abandoned.
+    PeerLeft {
+        /// The peer.
+        peer: PeerId,
+        /// Its seat, if any.
         player: Option<PlayerId>,
     },
     /// A pause was called (here or by a peer); commits stop and the

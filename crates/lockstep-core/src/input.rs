@@ -59,6 +59,33 @@ pub trait Input: Clone + Eq + Default + fmt::Debug + 'static {
     ///
     /// Bytes come from the network: return an error, never panic.
     fn decode(bytes: &[u8]) -> Result<Self, InputDecodeError>;
+
+    /// Appends `self` coded as a change from `prev` (only called when they
+    /// differ). Consecutive inputs travel this way, so a compact delta is
+    /// where bandwidth is won.
+    ///
+    /// The default XORs the two encodings and leaves out unchanged bytes
+    /// (see [`wire::xor_delta`](crate::wire::xor_delta)), which suits any
+    /// type; override it together with [`decode_delta`](Self::decode_delta)
+    /// for a tighter code, as [`PlayerInputs`](crate::PlayerInputs) does.
+    fn encode_delta(&self, prev: &Self, out: &mut Vec<u8>) {
+        let mut a = Vec::new();
+        prev.encode(&mut a);
+        let mut b = Vec::new();
+        self.encode(&mut b);
+        crate::wire::xor_delta(&a, &b, out);
+    }
+
+    /// Reads an input written by [`encode_delta`](Self::encode_delta) from
+    /// the front of `input`, advancing it past what was read.
+    ///
+    /// Bytes come from the network: return an error, never panic.
+    fn decode_delta(prev: &Self, input: &mut &[u8]) -> Result<Self, InputDecodeError> {
+        let mut a = Vec::new();
+        prev.encode(&mut a);
+        let b = crate::wire::xor_undelta(&a, input)?;
+        Self::decode(&b)
+    }
 }
 
 macro_rules! int_input {

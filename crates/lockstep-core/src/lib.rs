@@ -76,18 +76,23 @@ mod id;
 mod input;
 pub mod mesh;
 mod pause;
+mod player_inputs;
 pub mod sim;
 mod tick;
 mod time;
 pub mod wire;
 
 pub use endpoint::{Endpoint, Transmit};
-pub use error::{AbandonError, ChecksumError, CommitError, ConfigError, DatagramError, PauseError};
+pub use error::{
+    AbandonError, ChecksumError, CommitError, ConfigError, DatagramError, Incompatibility,
+    PauseError,
+};
 pub use event::Event;
 pub use frame::{Frame, StreamHash, SystemEvent};
 pub use id::{PeerId, PlayerId};
 pub use input::{Input, InputDecodeError};
 pub use mesh::{MeshConfig, MeshSession, MeshStats, PeerStats, Roster};
+pub use player_inputs::{InputDelta, MAX_EXTRA, PlayerInputs};
 pub use tick::Tick;
 pub use time::Instant;
 

@@ -11,23 +11,17 @@ mod store;
 use crate::checksum::{Checksums, Mismatch, RemoteChecksums};
 use crate::endpoint::{Endpoint, Transmit};
 use crate::error::{
-    AbandonError, ChecksumError, CommitError, ConfigError, DatagramError, PauseError,
+    AbandonError, ChecksumError, CommitError, ConfigError, DatagramError, Incompatibility,
+    PauseError,
 };
 use crate::frame::SystemEvent;
 use crate::pause::{PauseAgreement, PauseChange};
-use crate::wire::{self, MeshPacket};
+use crate::wire::{self, Datagram, Message, WireError};
 use crate::{Event, Frame, Input, Instant, PeerId, PlayerId, Tick};
-use core::ops::Range;
 use core::time::Duration;
+use packet::Refusal;
 use std::collections::{BTreeSet, VecDeque};
 use store::{Cell, Slot, Store};
-
-/// A run of inputs encoded into the scratch buffer: seat, first tick, byte
-/// ranges.
-type PendingRun = (PlayerId, Tick, Vec<Range<usize>>);
-/// A frame encoded into the scratch buffer: tick, per-seat byte ranges,
-/// events.
-type PendingFrame = (Tick, Vec<Option<Range<usize>>>, Vec<SystemEvent>);
 
 /// Most events held for the game before the oldest are dropped.
 const EVENT_QUEUE_CAP: usize = 1024;
@@ -78,6 +72,15 @@ pub struct MeshConfig {
     pub observer_window: u32,
     /// How many checksums are held, per peer and locally.
     pub checksum_window: usize,
+    /// A hash of the game's build and content. Peers with different
+    /// fingerprints would simulate differently: they refuse each other with
+    /// [`Event::Incompatible`] instead of desyncing.
+    pub fingerprint: u64,
+    /// How often the round-trip time to each peer is measured.
+    pub ping_interval: Duration,
+    /// The session's first tick (for resuming a recorded session, or for
+    /// tests near tick-number boundaries).
+    pub first_tick: Tick,
 }
 
 impl Default for MeshConfig {
@@ -93,6 +96,9 @@ impl Default for MeshConfig {
             abandon_after: Some(Duration::from_secs(10)),
             observer_window: 1024,
             checksum_window: 128,
+            fingerprint: 0,
+            ping_interval: Duration::from_millis(1000),
+            first_tick: Tick::ZERO,
         }
     }
 }
@@ -136,6 +142,14 @@ impl MeshConfig {
         bad(
             self.checksum_window == 0,
             "checksum_window must be positive",
+        )?;
+        bad(
+            self.ping_interval.is_zero(),
+            "ping_interval must be positive",
+        )?;
+        bad(
+            self.first_tick.checked_add(self.delay + 1).is_none(),
+            "first_tick leaves no room to play",
         )
     }
 }
@@ -261,9 +275,27 @@ struct Peer {
     /// Our next tick as of the last packet sent to it.
     told_next: Tick,
     flush: bool,
+    /// It sent inputs we have not acknowledged yet.
     ack_pending: bool,
-    /// Its latest clock stamp and when we got it.
-    stamp: Option<(u32, Instant)>,
+    /// It sent checksums we have not acknowledged yet.
+    checks_owed: bool,
+    /// Its Hello showed the same game: its datagrams are taken.
+    greeted: bool,
+    /// It answered our Hello: no need to send it again.
+    welcomed: bool,
+    /// Its latest datagram carried a Hello, which we answer.
+    owe_welcome: bool,
+    /// We refused it, and tell it why in every datagram.
+    refused: Option<Refusal>,
+    /// It cannot play with us (either side found out).
+    incompatible: Option<Incompatibility>,
+    /// It said goodbye.
+    left: bool,
+    /// A ping to answer: its stamp and when it arrived.
+    pong_owed: Option<(u32, Instant)>,
+    ping_due: Instant,
+    /// The highest lifted pause it told us of.
+    lifted_known: Option<Tick>,
     rtt: Option<Duration>,
     checks: RemoteChecksums,
 }
@@ -366,6 +398,10 @@ pub struct MeshSession<I: Input> {
     store: Store<I>,
     next_tick: Tick,
     next_commit: Tick,
+    /// The session's first tick.
+    start: Tick,
+    /// `leave` was called: every datagram says goodbye.
+    leaving: bool,
     started: Instant,
     now: Instant,
     pause: PauseAgreement,
@@ -423,7 +459,7 @@ impl<I: Input> MeshSession<I> {
         let mut seats = vec![
             Seat {
                 peer: None,
-                empty_from: Some(Tick::ZERO),
+                empty_from: Some(config.first_tick),
             };
             width
         ];
@@ -442,30 +478,43 @@ impl<I: Input> MeshSession<I> {
             .map(|&(id, seat)| Peer {
                 id,
                 seat,
-                next_tick: Tick::ZERO,
+                next_tick: config.first_tick,
                 acks: vec![None; width],
                 wanted: Vec::new(),
                 last_heard: None,
                 interrupted: false,
                 last_sent: None,
-                told_next: Tick::ZERO,
+                told_next: config.first_tick,
                 flush: false,
                 ack_pending: false,
-                stamp: None,
+                checks_owed: false,
+                greeted: false,
+                welcomed: false,
+                owe_welcome: false,
+                refused: None,
+                incompatible: None,
+                left: false,
+                pong_owed: None,
+                ping_due: now,
+                lifted_known: None,
                 rtt: None,
                 checks: RemoteChecksums::default(),
             })
             .collect();
+        let config_first = config.first_tick;
+        let next_commit = config.first_tick.saturating_add(config.delay);
         let mut session = Self {
             checks: Checksums::new(config.checksum_window),
-            next_commit: Tick::new(config.delay),
+            next_commit,
             config,
             local,
             local_seat,
             seats,
             peers,
-            store: Store::new(),
-            next_tick: Tick::ZERO,
+            store: Store::starting_at(config_first),
+            next_tick: config_first,
+            start: config_first,
+            leaving: false,
             started: now,
             now,
             pause: PauseAgreement::default(),
@@ -479,9 +528,10 @@ impl<I: Input> MeshSession<I> {
         };
         // Prime the opening ticks so play starts at once instead of waiting a
         // round trip for input nobody could have sent yet.
-        for t in 0..session.config.delay {
-            let seats = &session.seats;
-            if let Some(slot) = session.store.ensure(Tick::new(t), |t| new_slot(seats, t)) {
+        for k in 0..session.config.delay {
+            let (seats, start) = (&session.seats, session.start);
+            let tick = start.saturating_add(k);
+            if let Some(slot) = session.store.ensure(tick, |t| new_slot(seats, start, t)) {
                 for cell in &mut slot.cells {
                     if cell.is_unknown() {
                         *cell = Cell::Known(I::default());
@@ -490,8 +540,8 @@ impl<I: Input> MeshSession<I> {
             }
         }
         // Tick 0 always exists: it carries the opening membership events.
-        let seats = &session.seats;
-        session.store.ensure(Tick::ZERO, |t| new_slot(seats, t));
+        let (seats, start) = (&session.seats, session.start);
+        session.store.ensure(start, |t| new_slot(seats, start, t));
         Ok(session)
     }
 
@@ -620,6 +670,9 @@ impl<I: Input> MeshSession<I> {
         let Some(seat) = self.local_seat else {
             return Err(CommitError::Observer);
         };
+        if self.leaving {
+            return Err(CommitError::Left);
+        }
         if let Some(from) = self.seats[seat.index()].empty_from {
             return Err(CommitError::Abandoned { from });
         }
@@ -645,10 +698,10 @@ impl<I: Input> MeshSession<I> {
         }
         let tick = self.next_commit;
         let after = tick.next().ok_or(CommitError::TickSpaceExhausted)?;
-        let seats = &self.seats;
+        let (seats, start) = (&self.seats, self.start);
         let slot = self
             .store
-            .ensure(tick, |t| new_slot(seats, t))
+            .ensure(tick, |t| new_slot(seats, start, t))
             .ok_or(CommitError::TickSpaceExhausted)?;
         slot.cells[seat.index()] = Cell::Known(input);
         self.next_commit = after;
@@ -769,6 +822,15 @@ impl<I: Input> MeshSession<I> {
         Ok(())
     }
 
+    /// Leaves the session: every peer is told goodbye (and abandons this
+    /// seat at once instead of waiting for silence), and commits stop. Keep
+    /// driving the session for a moment (a few resend intervals) so the
+    /// goodbye gets through loss.
+    pub fn leave(&mut self) {
+        self.leaving = true;
+        self.flush_all();
+    }
+
     /// Reports the game's state hash after running `tick`. Peers compare;
     /// a mismatch raises [`Event::Desync`]. Ticks must ascend; reporting
     /// every tick or every Nth is the game's choice (the same on every peer).
@@ -830,41 +892,112 @@ impl<I: Input> MeshSession<I> {
             .iter()
             .position(|p| p.id == from)
             .ok_or(DatagramError::UnknownPeer(from))?;
-        let packet = MeshPacket::decode_datagram(datagram)?;
+        let d = match Datagram::decode(datagram, self.next_tick) {
+            Ok(d) => d,
+            Err(e) => {
+                if let WireError::UnsupportedVersion { ours, theirs } = e {
+                    self.note_incompatible(idx, Incompatibility::Protocol { ours, theirs });
+                }
+                return Err(e.into());
+            }
+        };
+        if let Some(reason) = self.peers[idx].incompatible {
+            return Err(DatagramError::Incompatible(reason));
+        }
+
         // Validate and decode everything before changing any state.
         let width = self.seats.len();
+        let seat_ok = |s: PlayerId| {
+            if s.index() < width {
+                Ok(())
+            } else {
+                Err(DatagramError::Violation("seat that does not exist"))
+            }
+        };
+        let mut hello = None;
+        let mut reject = None;
+        let mut welcomed = false;
+        let mut bye = false;
+        let mut acks = Vec::new();
         let mut inputs = Vec::new();
-        for run in &packet.inputs {
-            if run.seat.index() >= width {
-                return Err(DatagramError::Violation(
-                    "input for a seat that does not exist",
-                ));
-            }
-            for (k, bytes) in run.inputs.iter().enumerate() {
-                if bytes.len() > self.config.max_input_len {
-                    return Err(DatagramError::Violation("input over the size limit"));
-                }
-                let input = I::decode(bytes).map_err(wire::WireError::from)?;
-                inputs.push((run.seat, run.start.saturating_add(k as u32), input));
-            }
-        }
         let mut frames = Vec::new();
-        for f in &packet.frames {
-            if f.inputs.len() != width {
-                return Err(DatagramError::Violation(
-                    "frame with the wrong number of seats",
-                ));
+        let mut checksums = None;
+        let mut pause = None;
+        let mut lifted = None;
+        let mut abandon = None;
+        let mut ping = None;
+        let mut pong = None;
+        for m in &d.messages {
+            match m {
+                Message::Hello(h) => hello = Some(h.fingerprint),
+                Message::Welcome(_) => welcomed = true,
+                Message::Reject(r) => reject = Some(*r),
+                Message::Bye { .. } => bye = true,
+                Message::Inputs(msg) => {
+                    for &(s, t) in &msg.acks {
+                        seat_ok(s)?;
+                        acks.push((s, t));
+                    }
+                    for run in &msg.runs {
+                        seat_ok(run.seat)?;
+                        for (k, input) in run.decode::<I>()?.into_iter().enumerate() {
+                            self.scratch.clear();
+                            input.encode(&mut self.scratch);
+                            if self.scratch.len() > self.config.max_input_len {
+                                return Err(DatagramError::Violation("input over the size limit"));
+                            }
+                            inputs.push((run.seat, run.start.saturating_add(k as u32), input));
+                        }
+                    }
+                }
+                Message::Frames(f) => {
+                    if f.seats as usize != width {
+                        return Err(DatagramError::Violation(
+                            "frame with the wrong number of seats",
+                        ));
+                    }
+                    frames.extend(f.decode::<I>()?);
+                }
+                Message::Checksums(c) => checksums = Some(c),
+                Message::Pause { frame } => pause = Some(*frame),
+                Message::Resume { lifted: l } => lifted = Some(*l),
+                Message::Abandon(a) => {
+                    for &s in a.wanted.iter().chain(a.decisions.iter().map(|(s, _)| s)) {
+                        seat_ok(s)?;
+                    }
+                    abandon = Some(a);
+                }
+                Message::Ping { stamp } => ping = Some(*stamp),
+                Message::Pong { stamp, held_ms } => pong = Some((*stamp, *held_ms)),
+                Message::SnapshotChunk(_) | Message::Error { .. } => {}
             }
-            frames.push(f.to_frame::<I>()?);
         }
-        if packet
-            .acks
-            .iter()
-            .chain(&packet.decisions)
-            .any(|(s, _)| s.index() >= width)
-            || packet.wanted.iter().any(|s| s.index() >= width)
-        {
-            return Err(DatagramError::Violation("seat that does not exist"));
+
+        // The handshake: nothing is taken from a peer before its Hello shows
+        // it runs the same game.
+        if let Some(r) = reject {
+            let reason = Incompatibility::from_reject(r);
+            self.note_incompatible(idx, reason);
+            return Err(DatagramError::Incompatible(reason));
+        }
+        match hello {
+            Some(fp) if fp != self.config.fingerprint => {
+                let ours = self.config.fingerprint;
+                self.peers[idx].refused = Some(Refusal::Game { ours, theirs: fp });
+                self.peers[idx].flush = true;
+                let reason = Incompatibility::Game { ours, theirs: fp };
+                self.note_incompatible(idx, reason);
+                return Err(DatagramError::Incompatible(reason));
+            }
+            Some(_) => {
+                let p = &mut self.peers[idx];
+                p.greeted = true;
+                p.owe_welcome = true;
+            }
+            None if !self.peers[idx].greeted => {
+                return Err(DatagramError::Violation("datagram before hello"));
+            }
+            None => self.peers[idx].owe_welcome = false,
         }
 
         let now = self.now;
@@ -873,6 +1006,9 @@ impl<I: Input> MeshSession<I> {
         {
             let p = &mut self.peers[idx];
             p.last_heard = Some(now);
+            if welcomed {
+                p.welcomed = true;
+            }
             if p.interrupted {
                 p.interrupted = false;
                 let (peer, player) = (p.id, p.seat);
@@ -880,11 +1016,14 @@ impl<I: Input> MeshSession<I> {
             }
         }
         let p = &mut self.peers[idx];
-        p.next_tick = p.next_tick.max(packet.next_tick);
-        if let Some(echo) = packet.echo {
+        p.next_tick = p.next_tick.max(d.base);
+        if let Some(stamp) = ping {
+            p.pong_owed = Some((stamp, now));
+        }
+        if let Some((stamp, held)) = pong {
             let rtt = (now.as_millis() as u32)
-                .wrapping_sub(echo.stamp)
-                .wrapping_sub(echo.held_ms);
+                .wrapping_sub(stamp)
+                .wrapping_sub(held);
             if rtt < 60_000 {
                 let sample = Duration::from_millis(u64::from(rtt));
                 p.rtt = Some(match p.rtt {
@@ -893,45 +1032,60 @@ impl<I: Input> MeshSession<I> {
                 });
             }
         }
-        p.stamp = Some((packet.stamp, now));
-        for &(seat, tick) in &packet.acks {
+        for &(seat, tick) in &acks {
             let a = &mut p.acks[seat.index()];
             *a = Some(a.map_or(tick, |old| old.max(tick)));
         }
-        if let Some(t) = packet.checksum_ack {
-            p.checks.acked = Some(p.checks.acked.map_or(t, |old| old.max(t)));
-        }
-        if !packet.checksums.is_empty() {
-            p.ack_pending = true;
-            let found = self.checks.receive(
-                &mut p.checks,
-                &packet.checksums,
-                self.config.checksum_window,
-            );
-            if let Some(m) = found {
-                self.push_desync(from, m);
+        if let Some(c) = checksums {
+            if let Some(t) = c.ack {
+                p.checks.acked = Some(p.checks.acked.map_or(t, |old| old.max(t)));
             }
+            if !c.entries.is_empty() {
+                p.checks_owed = true;
+                let found =
+                    self.checks
+                        .receive(&mut p.checks, &c.entries, self.config.checksum_window);
+                if let Some(m) = found {
+                    self.push_desync(from, m);
+                }
+            }
+        }
+        if let Some(l) = lifted {
+            let p = &mut self.peers[idx];
+            p.lifted_known = p.lifted_known.max(Some(l));
         }
 
         // Control state that must reach everyone.
-        if let Some(f) = packet.pause {
+        if let Some(f) = pause {
             let change = self.pause.receive_pause(f, self.next_tick);
             self.note_pause_change(change);
         }
-        if let Some(f) = packet.lifted {
+        if let Some(f) = lifted {
             let change = self.pause.receive_resume(f, self.next_tick);
             self.note_pause_change(change);
         }
-        if sender_seat.is_some() && local_player {
-            self.peers[idx].wanted.clone_from(&packet.wanted);
-            for &seat in &packet.wanted {
+        if bye && !self.peers[idx].left {
+            self.peers[idx].left = true;
+            self.push_event(Event::PeerLeft {
+                peer: from,
+                player: sender_seat,
+            });
+            if let Some(seat) = sender_seat.filter(|s| local_player && self.seat_live(*s)) {
+                self.want(seat);
+            }
+        }
+        if let (Some(a), Some(_), true) = (abandon, sender_seat, local_player) {
+            self.peers[idx].wanted.clone_from(&a.wanted);
+            for &seat in &a.wanted {
                 if self.seats[seat.index()].peer.is_some() {
                     self.want(seat);
                 }
             }
-            for &(seat, tick) in &packet.decisions {
+            for &(seat, tick) in &a.decisions {
                 self.apply_decision(seat, tick);
             }
+        } else if sender_seat.is_some() {
+            self.peers[idx].wanted.clear();
         }
 
         // Inputs.
@@ -955,8 +1109,8 @@ impl<I: Input> MeshSession<I> {
                     self.stats.inputs_redundant += 1;
                     continue;
                 }
-                let seats = &self.seats;
-                match self.store.ensure(tick, |t| new_slot(seats, t)) {
+                let (seats, start) = (&self.seats, self.start);
+                match self.store.ensure(tick, |t| new_slot(seats, start, t)) {
                     Some(slot) if slot.cells[seat.index()].is_unknown() => {
                         slot.cells[seat.index()] = Cell::Known(input);
                         fresh = true;
@@ -979,8 +1133,8 @@ impl<I: Input> MeshSession<I> {
                     self.stats.inputs_redundant += 1;
                     continue;
                 }
-                let seats = &self.seats;
-                if let Some(slot) = self.store.ensure(frame.tick, |t| new_slot(seats, t)) {
+                let (seats, start) = (&self.seats, self.start);
+                if let Some(slot) = self.store.ensure(frame.tick, |t| new_slot(seats, start, t)) {
                     if slot.complete() {
                         continue;
                     }
@@ -1043,11 +1197,17 @@ impl<I: Input> MeshSession<I> {
             if self.peers[i].flush {
                 self.cursor = (i + 1) % n;
                 buf.clear();
-                self.build_packet(i, buf);
+                self.build_datagram(i, buf);
+                let now = self.now;
                 let p = &mut self.peers[i];
                 p.flush = false;
                 p.ack_pending = false;
-                p.last_sent = Some(self.now);
+                p.checks_owed = false;
+                p.pong_owed = None;
+                if p.ping_due <= now {
+                    p.ping_due = now + self.config.ping_interval;
+                }
+                p.last_sent = Some(now);
                 p.told_next = self.next_tick;
                 self.stats.datagrams_sent += 1;
                 self.stats.bytes_sent += buf.len() as u64;
@@ -1081,6 +1241,15 @@ impl<I: Input> MeshSession<I> {
     }
 
     // ----- internals -----------------------------------------------------
+
+    fn note_incompatible(&mut self, idx: usize, reason: Incompatibility) {
+        let p = &mut self.peers[idx];
+        if p.incompatible.is_none() {
+            p.incompatible = Some(reason);
+            let peer = p.id;
+            self.push_event(Event::Incompatible { peer, reason });
+        }
+    }
 
     /// An abandoned player's checksums from `from` on describe a stream
     /// nobody else runs.
@@ -1214,9 +1383,16 @@ impl<I: Input> MeshSession<I> {
 
     /// Whether `p` may lack something only we can tell it.
     fn has_news(&self, p: &Peer) -> bool {
+        if p.incompatible.is_some() {
+            return p.refused.is_some();
+        }
         // Our progress is news: a peer held back by the lead limit waits
         // for it.
         if p.ack_pending
+            || p.checks_owed
+            || !p.welcomed
+            || p.owe_welcome
+            || self.leaving
             || p.told_next < self.next_tick
             || self.pause.frame().is_some()
             || self.checks.unacked(&p.checks).next().is_some()
@@ -1225,6 +1401,9 @@ impl<I: Input> MeshSession<I> {
         }
         if self.local_seat.is_none() {
             return false;
+        }
+        if self.pause.lifted() > p.lifted_known {
+            return true;
         }
         if p.seat.is_none() {
             return self.is_feeder() && p.next_tick < self.min_live_next();
@@ -1269,7 +1448,7 @@ fn seat_id(i: usize) -> Option<PlayerId> {
 
 /// A fresh slot for `tick`: unknown for seats in play, empty otherwise, with
 /// the membership events that take effect at that tick.
-fn new_slot<I: Clone>(seats: &[Seat], tick: Tick) -> Slot<I> {
+fn new_slot<I: Clone>(seats: &[Seat], start: Tick, tick: Tick) -> Slot<I> {
     let mut slot = Slot {
         cells: seats
             .iter()
@@ -1288,7 +1467,7 @@ fn new_slot<I: Clone>(seats: &[Seat], tick: Tick) -> Slot<I> {
         if s.peer.is_none() {
             continue;
         }
-        if tick == Tick::ZERO {
+        if tick == start {
             slot.add_event(SystemEvent::Joined { player });
         }
         if s.empty_from == Some(tick) {

@@ -1,31 +1,131 @@
-//! Building the packet for one peer within the datagram budget.
+//! Building the datagram for one peer within the datagram budget.
+//!
+//! Control messages go first (they are small and must get through), then
+//! as many unacknowledged inputs as fit, as delta chains, or, for an
+//! observer, as many confirmed frames as fit.
 
 use super::store::Cell;
-use super::{MeshSession, PendingFrame, PendingRun};
-use crate::wire::{self, Echo, FrameRef, InputRun, MeshPacket};
-use crate::{Input, PlayerId, Tick};
+use super::{MeshSession, Peer};
+use crate::wire::{
+    self, Abandon, ByeReason, ChainWriter, Checksums, DatagramWriter, Frames, Hello, InputRun,
+    Inputs, Message, RejectReason, Welcome,
+};
+use crate::{Frame, Input, PlayerId, Tick};
+
+/// Bytes a run's header may take: seat, start tick, count and chain length.
+const RUN_HEADER: usize = 12;
+/// Bytes an `Inputs` message may take besides its runs and acks.
+const INPUTS_HEADER: usize = 3;
 
 impl<I: Input> MeshSession<I> {
-    /// Encodes the packet for peer `i` into `buf`, within the datagram budget.
-    pub(super) fn build_packet(&mut self, i: usize, buf: &mut Vec<u8>) {
-        let p = &self.peers[i];
+    /// Writes the datagram for peer `i` into `buf`.
+    pub(super) fn build_datagram(&mut self, i: usize, buf: &mut Vec<u8>) {
         let now = self.now;
-        let mut packet = MeshPacket {
-            next_tick: self.next_tick,
-            stamp: now.as_millis() as u32,
-            echo: p.stamp.map(|(stamp, at)| Echo {
-                stamp,
-                held_ms: u32::try_from((now - at).as_millis()).unwrap_or(u32::MAX),
-            }),
-            pause: self.pause.frame(),
-            lifted: self.pause.lifted(),
-            checksum_ack: p.checks.received,
-            checksums: self.checks.unacked(&p.checks).collect(),
-            ..MeshPacket::default()
+        let budget = self.config.max_datagram;
+        let mut w = DatagramWriter::new(buf, self.next_tick, budget);
+        let p = &self.peers[i];
+        // Every message below is bounded far under the minimum budget (256
+        // bytes) except inputs and frames, which are sized to what is left;
+        // a refusal can only mean "no room", so it is safe to skip.
+        let put = |w: &mut DatagramWriter<'_>, m: Message<'_>| {
+            let _ = w.push(&m);
         };
-        // Seats whose input we may still need forwarded, or forward.
-        let targets: Vec<(PlayerId, Option<Tick>)> = self
-            .wanted
+        if let Some(reason) = p.refused {
+            put(&mut w, Message::Reject(reason.as_reject()));
+            w.finish();
+            return;
+        }
+        if self.leaving {
+            put(
+                &mut w,
+                Message::Bye {
+                    reason: ByeReason::Leaving,
+                    text: "",
+                },
+            );
+        }
+        if !p.welcomed {
+            put(
+                &mut w,
+                Message::Hello(Hello {
+                    fingerprint: self.config.fingerprint,
+                    spectator: self.local_seat.is_none(),
+                    ..Hello::default()
+                }),
+            );
+        }
+        if p.owe_welcome {
+            put(
+                &mut w,
+                Message::Welcome(Welcome {
+                    seat: self.local_seat,
+                    tick: self.next_tick,
+                    tick_rate: 0,
+                    delay: self.config.delay,
+                    seats: self.seats.len() as u32,
+                    token: 0,
+                }),
+            );
+        }
+        if let Some((stamp, at)) = p.pong_owed {
+            let held_ms = u32::try_from((now - at).as_millis()).unwrap_or(u32::MAX);
+            put(&mut w, Message::Pong { stamp, held_ms });
+        }
+        if p.ping_due <= now {
+            put(
+                &mut w,
+                Message::Ping {
+                    stamp: now.as_millis() as u32,
+                },
+            );
+        }
+        if self.local_seat.is_some() {
+            if let Some(frame) = self.pause.frame() {
+                put(&mut w, Message::Pause { frame });
+            }
+            if let Some(lifted) = self.pause.lifted().filter(|l| p.lifted_known < Some(*l)) {
+                put(&mut w, Message::Resume { lifted });
+            }
+        }
+        let unacked: Vec<(Tick, u64)> = self.checks.unacked(&p.checks).collect();
+        if !unacked.is_empty() || p.checks_owed {
+            put(
+                &mut w,
+                Message::Checksums(Checksums {
+                    ack: p.checks.received,
+                    entries: unacked,
+                }),
+            );
+        }
+        let targets = self.targets_for(p);
+        if self.local_seat.is_some() && p.seat.is_some() {
+            let decisions: Vec<(PlayerId, Tick)> = self
+                .decisions
+                .iter()
+                .filter(|(c, t)| *t >= p.next_tick || p.seat == Some(*c))
+                .copied()
+                .collect();
+            if !self.wanted.is_empty() || !decisions.is_empty() {
+                put(
+                    &mut w,
+                    Message::Abandon(Abandon {
+                        wanted: self.wanted.iter().copied().collect(),
+                        decisions,
+                    }),
+                );
+            }
+            self.put_inputs(&mut w, i, &targets);
+        } else if p.seat.is_none() && self.is_feeder() {
+            self.put_frames(&mut w, self.peers[i].next_tick);
+        }
+        w.finish();
+    }
+
+    /// Seats whose input we may still need forwarded, or forward to `p`:
+    /// those wanted abandoned, and those decided but not yet passed. With
+    /// the decided tick, if any.
+    fn targets_for(&self, p: &Peer) -> Vec<(PlayerId, Option<Tick>)> {
+        self.wanted
             .iter()
             .map(|&c| (c, None))
             .chain(
@@ -35,160 +135,143 @@ impl<I: Input> MeshSession<I> {
                     .map(|&(c, t)| (c, Some(t))),
             )
             .filter(|(c, _)| Some(*c) != self.local_seat)
-            .collect();
-        if self.local_seat.is_some() && p.seat.is_some() {
-            if let Some(s) = p.seat {
-                packet.acks.push((s, self.contiguous(s)));
-            }
-            for &(c, _) in &targets {
-                if Some(c) != p.seat {
-                    packet.acks.push((c, self.contiguous(c)));
-                }
-            }
-            packet.wanted = self.wanted.iter().copied().collect();
-            packet.decisions = self
-                .decisions
-                .iter()
-                .filter(|(c, t)| *t >= p.next_tick || p.seat == Some(*c))
-                .copied()
-                .collect();
-        }
-        if self.local_seat.is_none() {
-            // Observers only tell players where they are.
-            packet.pause = None;
-            packet.lifted = None;
-        }
+            .collect()
+    }
 
-        let mut budget = self.config.max_datagram.saturating_sub(packet.head_len());
-        self.scratch.clear();
-        let mut runs: Vec<PendingRun> = Vec::new();
-        let mut frames: Vec<PendingFrame> = Vec::new();
-        let (p_seat, p_next) = (p.seat, p.next_tick);
-        let resume_from = |seat: PlayerId| p.acks[seat.index()].unwrap_or(p_next).max(p_next);
-        let own_from = self.local_seat.map(resume_from);
-        let target_from: Vec<Tick> = targets.iter().map(|&(c, _)| resume_from(c)).collect();
-        if let (Some(me), Some(from), Some(_)) = (self.local_seat, own_from, p_seat) {
-            self.encode_run(me, from, self.next_commit, &mut budget, &mut runs);
-            for (&(c, decided), &from) in targets.iter().zip(&target_from) {
-                if Some(c) == p_seat {
-                    continue;
-                }
-                let mut end = self.contiguous(c);
-                if let Some(d) = decided {
-                    end = end.min(d);
-                }
-                self.encode_run(c, from, end, &mut budget, &mut runs);
-            }
-        } else if p_seat.is_none() && self.is_feeder() {
-            self.encode_frames(p_next, &mut budget, &mut frames);
+    /// Acks, our unacknowledged inputs and forwarded ones, as one `Inputs`
+    /// message sized to what is left of the datagram.
+    fn put_inputs(
+        &self,
+        w: &mut DatagramWriter<'_>,
+        i: usize,
+        targets: &[(PlayerId, Option<Tick>)],
+    ) {
+        let p = &self.peers[i];
+        let mut acks = Vec::new();
+        if let Some(s) = p.seat {
+            acks.push((s, self.contiguous(s)));
         }
-
-        let scratch = &self.scratch;
-        packet.inputs = runs
+        for &(c, _) in targets {
+            if Some(c) != p.seat {
+                acks.push((c, self.contiguous(c)));
+            }
+        }
+        let resume_from =
+            |seat: PlayerId| p.acks[seat.index()].unwrap_or(p.next_tick).max(p.next_tick);
+        let mut wanted_runs: Vec<(PlayerId, Tick, Tick)> = Vec::new();
+        if let Some(me) = self.local_seat {
+            wanted_runs.push((me, resume_from(me), self.next_commit));
+        }
+        for &(c, decided) in targets {
+            if Some(c) == p.seat {
+                continue;
+            }
+            let mut end = self.contiguous(c);
+            if let Some(d) = decided {
+                end = end.min(d);
+            }
+            wanted_runs.push((c, resume_from(c), end));
+        }
+        // Primed ticks are known to everyone: never worth sending.
+        let floor = self
+            .store
+            .base()
+            .max(self.start.saturating_add(self.config.delay));
+        let mut left = w.remaining().saturating_sub(INPUTS_HEADER + acks.len() * 8);
+        let mut chains: Vec<(PlayerId, Tick, ChainWriter<I>)> = Vec::new();
+        for (seat, from, end) in wanted_runs {
+            let from = from.max(floor);
+            if from >= end || left <= RUN_HEADER {
+                continue;
+            }
+            let mut chain = ChainWriter::new();
+            let mut t = from;
+            while t < end && chain.count() < wire::MAX_RUN {
+                let Some(Cell::Known(input)) = self.store.cell(t, seat.index()) else {
+                    break;
+                };
+                if !chain.push(input, left - RUN_HEADER) {
+                    break;
+                }
+                let Some(n) = t.next() else { break };
+                t = n;
+            }
+            if !chain.is_empty() {
+                left = left.saturating_sub(RUN_HEADER + chain.len());
+                chains.push((seat, from, chain));
+            }
+        }
+        let bytes: Vec<Vec<u8>> = chains
             .iter()
-            .map(|(seat, start, ranges)| InputRun {
+            .map(|(_, _, c)| {
+                let mut v = Vec::with_capacity(c.len());
+                c.write(&mut v);
+                v
+            })
+            .collect();
+        let runs = chains
+            .iter()
+            .zip(&bytes)
+            .map(|((seat, start, c), b)| InputRun {
                 seat: *seat,
                 start: *start,
-                inputs: ranges.iter().map(|r| &scratch[r.clone()]).collect(),
+                count: c.count() as u32,
+                chain: b,
             })
             .collect();
-        packet.frames = frames
-            .into_iter()
-            .map(|(tick, cells, events)| FrameRef {
-                tick,
-                inputs: cells.into_iter().map(|c| c.map(|r| &scratch[r])).collect(),
-                events,
-            })
-            .collect();
-        packet.encode(buf);
-        debug_assert!(buf.len() <= self.config.max_datagram, "packet over budget");
-    }
-
-    /// Encodes known inputs of `seat` for `from..end` into the scratch
-    /// buffer, as many as the budget allows.
-    fn encode_run(
-        &mut self,
-        seat: PlayerId,
-        from: Tick,
-        end: Tick,
-        budget: &mut usize,
-        runs: &mut Vec<PendingRun>,
-    ) {
-        // Primed ticks are known to everyone: never worth sending.
-        let from = from
-            .max(self.store.base())
-            .max(Tick::new(self.config.delay));
-        let header = MeshPacket::run_header_cost(seat, from);
-        if from >= end || *budget < header {
+        if acks.is_empty() && bytes.is_empty() {
             return;
         }
-        let mut ranges = Vec::new();
-        let mut spent = header;
-        let mut t = from;
-        while t < end && ranges.len() < 1000 {
-            let Some(Cell::Known(input)) = self.store.cell(t, seat.index()) else {
-                break;
-            };
-            let at = self.scratch.len();
-            input.encode(&mut self.scratch);
-            let len = self.scratch.len() - at;
-            let cost = MeshPacket::input_cost(len);
-            if spent + cost > *budget {
-                self.scratch.truncate(at);
-                break;
-            }
-            spent += cost;
-            ranges.push(at..at + len);
-            let Some(n) = t.next() else { break };
-            t = n;
-        }
-        if !ranges.is_empty() {
-            *budget -= spent;
-            runs.push((seat, from, ranges));
-        }
+        let _ = w.push(&Message::Inputs(Inputs { acks, runs }));
     }
 
-    /// Encodes confirmed frames from `from` on, as many as fit.
-    fn encode_frames(&mut self, from: Tick, budget: &mut usize, frames: &mut Vec<PendingFrame>) {
-        let mut t = from.max(self.store.base());
-        // Only frames every live player has run: a frame only this peer ran
-        // could still be undone by an abandonment (its own input may never
-        // have reached anyone).
+    /// Confirmed frames from `from` on, as many as fit: only frames every
+    /// live player has run (a frame only this peer ran could still be undone
+    /// by an abandonment, its own input never having reached anyone).
+    fn put_frames(&self, w: &mut DatagramWriter<'_>, from: Tick) {
+        let start = from.max(self.store.base());
         let end = self.min_live_next();
-        // The frame list header: count and first tick.
-        let mut spent = 3 + wire::codec::varint_len(u64::from(t.get()));
-        while t < end && frames.len() < 1000 {
+        let mut frames: Vec<Frame<I>> = Vec::new();
+        let mut t = start;
+        while t < end && frames.len() < wire::MAX_FRAMES {
             let Some(slot) = self.store.get(t) else { break };
-            let mut cost = 1 + wire::codec::varint_len(slot.cells.len() as u64);
-            let mut cells = Vec::with_capacity(slot.cells.len());
-            let mark = self.scratch.len();
-            for c in &slot.cells {
-                match c {
-                    Cell::Known(input) => {
-                        let at = self.scratch.len();
-                        input.encode(&mut self.scratch);
-                        let len = self.scratch.len() - at;
-                        cost += 1 + MeshPacket::input_cost(len);
-                        cells.push(Some(at..at + len));
-                    }
-                    Cell::Empty | Cell::Unknown => {
-                        cost += 1;
-                        cells.push(None);
-                    }
-                }
-            }
-            cost += 1 + slot.events.len() * 4;
-            if spent + cost > *budget {
-                self.scratch.truncate(mark);
-                break;
-            }
-            spent += cost;
-            frames.push((t, cells, slot.events.clone()));
+            frames.push(slot.to_frame(t));
             let Some(n) = t.next() else { break };
             t = n;
         }
-        if !frames.is_empty() {
-            *budget = budget.saturating_sub(spent);
+        // Halve until the message fits what is left.
+        let seats = self.seats.len();
+        let mut body = Vec::new();
+        while !frames.is_empty() {
+            body.clear();
+            wire::encode_frames_body(&frames, seats, &mut body);
+            let m = Message::Frames(Frames {
+                start,
+                count: frames.len() as u32,
+                seats: seats as u32,
+                body: &body,
+            });
+            if w.push(&m).is_ok() {
+                return;
+            }
+            frames.truncate(frames.len() / 2);
+        }
+    }
+}
+
+/// Why a peer was refused, kept to tell it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Refusal {
+    Game { ours: u64, theirs: u64 },
+}
+
+impl Refusal {
+    fn as_reject(self) -> RejectReason<'static> {
+        match self {
+            Self::Game { ours, theirs } => RejectReason::GameMismatch {
+                server: ours,
+                client: theirs,
+            },
         }
     }
 }

@@ -65,9 +65,9 @@ pub(crate) struct Store<I> {
 }
 
 impl<I: Clone> Store<I> {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn starting_at(base: Tick) -> Self {
         Self {
-            base: Tick::ZERO,
+            base,
             slots: VecDeque::new(),
         }
     }

@@ -18,6 +18,7 @@ pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 }
 
 /// The number of bytes [`put_varint`] writes for `v`.
+#[cfg(test)]
 pub(crate) const fn varint_len(v: u64) -> usize {
     let bits = 64 - (v | 1).leading_zeros() as usize;
     bits.div_ceil(7)
@@ -29,6 +30,47 @@ pub(crate) fn put_tick(out: &mut Vec<u8>, t: Tick) {
 
 pub(crate) fn put_u64_le(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(&v.to_le_bytes());
+}
+
+/// The largest distance a tick field may be from its datagram's base tick.
+pub const MAX_TICK_DELTA: i64 = 1 << 20;
+
+/// Appends `t` as a zigzag varint of its distance from `base`.
+pub(crate) fn put_tick_delta(out: &mut Vec<u8>, base: Tick, t: Tick) {
+    let d = i64::from(t.get()) - i64::from(base.get());
+    put_varint(out, ((d << 1) ^ (d >> 63)) as u64);
+}
+
+/// Appends a length-prefixed UTF-8 string.
+pub(crate) fn put_str(out: &mut Vec<u8>, s: &str) {
+    put_varint(out, s.len() as u64);
+    out.extend_from_slice(s.as_bytes());
+}
+
+/// Appends length-prefixed bytes.
+pub(crate) fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put_varint(out, b.len() as u64);
+    out.extend_from_slice(b);
+}
+
+/// The full tick whose low 16 bits are `low`, nearest to `reference`.
+///
+/// Both ends of a link are within a few seconds of each other, far inside
+/// the ±32 768 ticks this resolves, so the nearest candidate is the one
+/// meant; near tick 0 and `u32::MAX` only candidates inside `u32` count.
+///
+/// ```text
+/// reference 0x0001_FFF0, low 0x0005  ->  0x0002_0005 (forward across the wrap)
+/// reference 0x0002_0003, low 0xFFFE  ->  0x0001_FFFE (backward across it)
+/// ```
+pub fn expand_tick(low: u16, reference: Tick) -> Tick {
+    let r = i64::from(reference.get());
+    let candidate = (r & !0xFFFF) | i64::from(low);
+    [candidate - 0x1_0000, candidate, candidate + 0x1_0000]
+        .into_iter()
+        .filter(|c| (0..=i64::from(u32::MAX)).contains(c))
+        .min_by_key(|c| (c - r).abs())
+        .map_or(reference, |c| Tick::new(c as u32))
 }
 
 /// A cursor over untrusted bytes.
@@ -99,6 +141,47 @@ impl<'a> Reader<'a> {
         self.varint_u32().map(Tick::new)
     }
 
+    pub(crate) fn u16_le(&mut self) -> Result<u16, WireError> {
+        let b = self.bytes(2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+
+    /// A tick written by [`put_tick_delta`] against `base`.
+    pub(crate) fn tick_delta(&mut self, base: Tick) -> Result<Tick, WireError> {
+        let z = self.varint()?;
+        let d = ((z >> 1) as i64) ^ -((z & 1) as i64);
+        if !(-MAX_TICK_DELTA..=MAX_TICK_DELTA).contains(&d) {
+            return Err(WireError::TickOutOfWindow);
+        }
+        let t = i64::from(base.get()) + d;
+        u32::try_from(t)
+            .map(Tick::new)
+            .map_err(|_| WireError::TickOutOfWindow)
+    }
+
+    /// A length-prefixed UTF-8 string of at most `max` bytes.
+    pub(crate) fn str(&mut self, what: &'static str, max: usize) -> Result<&'a str, WireError> {
+        let n = self.len(what, max)?;
+        core::str::from_utf8(self.bytes(n)?).map_err(|_| WireError::BadUtf8(what))
+    }
+
+    /// Length-prefixed bytes, at most `max`.
+    pub(crate) fn byte_string(
+        &mut self,
+        what: &'static str,
+        max: usize,
+    ) -> Result<&'a [u8], WireError> {
+        let n = self.len(what, max)?;
+        self.bytes(n)
+    }
+
+    /// The bytes not read yet, consuming them.
+    pub(crate) fn rest(&mut self) -> &'a [u8] {
+        let s = &self.bytes[self.pos..];
+        self.pos = self.bytes.len();
+        s
+    }
+
     /// A count or length that may not exceed `max` nor the bytes left
     /// (every counted item takes at least one byte).
     pub(crate) fn len(&mut self, what: &'static str, max: usize) -> Result<usize, WireError> {
@@ -158,6 +241,72 @@ mod tests {
             let mut r = Reader::new(&buf);
             assert_eq!(r.varint(), Ok(v));
             assert!(r.finish().is_ok());
+        }
+    }
+
+    #[test]
+    fn tick_deltas_round_trip_and_refuse_far_ticks() {
+        for (base, t) in [
+            (0u32, 0u32),
+            (100, 90),
+            (100, 5000),
+            (u32::MAX, u32::MAX - 7),
+            (7, u32::MAX),
+        ] {
+            let mut buf = Vec::new();
+            put_tick_delta(&mut buf, Tick::new(base), Tick::new(t));
+            let got = Reader::new(&buf).tick_delta(Tick::new(base));
+            if (i64::from(t) - i64::from(base)).abs() <= MAX_TICK_DELTA {
+                assert_eq!(got, Ok(Tick::new(t)), "{base} -> {t}");
+            } else {
+                assert_eq!(got, Err(WireError::TickOutOfWindow), "{base} -> {t}");
+            }
+        }
+        // A delta that leaves u32.
+        let mut buf = Vec::new();
+        put_tick_delta(&mut buf, Tick::new(3), Tick::new(0));
+        assert_eq!(
+            Reader::new(&buf).tick_delta(Tick::new(1)),
+            Err(WireError::TickOutOfWindow)
+        );
+    }
+
+    #[test]
+    fn sixteen_bit_ticks_expand_across_every_wrap() {
+        let cases = [
+            (0x0001_FFF0u32, 0x0005u16, 0x0002_0005u32),
+            (0x0002_0003, 0xFFFE, 0x0001_FFFE),
+            (0, 0xFFFF, 0xFFFF),
+            (5, 3, 3),
+            (u32::MAX, 0x0002, u32::MAX),
+            (u32::MAX - 3, 0xFFF0, 0xFFFF_FFF0),
+            (0x0000_8000, 0x0000, 0x0000_0000),
+        ];
+        for (reference, low, want) in cases {
+            let got = expand_tick(low, Tick::new(reference));
+            if want == u32::MAX && low == 0x0002 {
+                // Past u32::MAX there is nothing; the nearest legal tick wins.
+                assert_eq!(got, Tick::new(0xFFFF_0002), "{reference:#x} {low:#x}");
+            } else {
+                assert_eq!(got, Tick::new(want), "{reference:#x} {low:#x}");
+            }
+        }
+        // Every tick within ±32 767 of the reference round-trips.
+        for reference in [
+            0u32,
+            1,
+            0x7FFF,
+            0xFFFF,
+            0x1_0000,
+            0x1234_5678,
+            u32::MAX - 1,
+            u32::MAX,
+        ] {
+            for d in [-32_767i64, -1, 0, 1, 32_767] {
+                let t = i64::from(reference) + d;
+                let Ok(t) = u32::try_from(t) else { continue };
+                assert_eq!(expand_tick(t as u16, Tick::new(reference)), Tick::new(t));
+            }
         }
     }
 

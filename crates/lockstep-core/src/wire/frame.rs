@@ -13,7 +13,8 @@
 //! fixed for a protocol version.
 
 use super::WireError;
-use super::codec::{Reader, put_len_prefixed, put_tick, put_varint};
+use super::chain::{ChainWriter, decode_chain};
+use super::codec::{Reader, put_bytes, put_len_prefixed, put_tick, put_varint};
 use crate::frame::{Frame, SystemEvent};
 use crate::input::Input;
 use crate::{PlayerId, Tick};
@@ -167,6 +168,124 @@ impl<'a> FrameRef<'a> {
     }
 }
 
+const ALL_PRESENT: u8 = 0;
+const ALL_EMPTY: u8 = 1;
+const MIXED: u8 = 2;
+
+/// Appends the body of a `Frames` message holding `frames` (consecutive
+/// ticks, each with `seats` entries).
+///
+/// ```text
+/// body := (events:varint event*events) * count        per frame
+///         seat_part * seats                            per seat
+/// seat_part := 0x00 chain_len:varint chain             input at every frame
+///            | 0x01                                    empty at every frame
+///            | 0x02 presence:ceil(count/8) bytes       some of each
+///                   chain_len:varint chain             over the present frames
+/// ```
+///
+/// Each seat's inputs form one delta chain across the frames, so a seat
+/// holding a stick costs one bit per frame.
+pub fn encode_frames_body<I: Input>(frames: &[Frame<I>], seats: usize, out: &mut Vec<u8>) {
+    for f in frames {
+        put_varint(out, f.events.len() as u64);
+        for ev in &f.events {
+            put_event(out, ev);
+        }
+    }
+    for seat in 0..seats {
+        fn cell<I>(f: &Frame<I>, seat: usize) -> Option<&I> {
+            f.inputs.get(seat).and_then(Option::as_ref)
+        }
+        let present = frames.iter().filter(|f| cell(f, seat).is_some()).count();
+        if present == 0 {
+            out.push(ALL_EMPTY);
+            continue;
+        }
+        if present == frames.len() {
+            out.push(ALL_PRESENT);
+        } else {
+            out.push(MIXED);
+            let mut bits = vec![0u8; frames.len().div_ceil(8)];
+            for (i, f) in frames.iter().enumerate() {
+                if cell(f, seat).is_some() {
+                    bits[i / 8] |= 1 << (i % 8);
+                }
+            }
+            out.extend_from_slice(&bits);
+        }
+        let mut chain = ChainWriter::new();
+        for input in frames.iter().filter_map(|f| cell(f, seat)) {
+            chain.push(input, usize::MAX);
+        }
+        let mut bytes = Vec::with_capacity(chain.len());
+        chain.write(&mut bytes);
+        put_bytes(out, &bytes);
+    }
+}
+
+/// Decodes a `Frames` body written by [`encode_frames_body`].
+pub fn decode_frames_body<I: Input>(
+    start: Tick,
+    count: usize,
+    seats: usize,
+    body: &[u8],
+) -> Result<Vec<Frame<I>>, WireError> {
+    if count > super::MAX_FRAMES || seats > super::MAX_SEATS {
+        return Err(WireError::Invalid("frame list over its bounds"));
+    }
+    let mut r = Reader::new(body);
+    let mut frames = Vec::with_capacity(count.min(body.len()));
+    for i in 0..count {
+        let n = r.count("event", MAX_EVENTS, 2)?;
+        let mut events = Vec::with_capacity(n);
+        for _ in 0..n {
+            events.push(read_event(&mut r)?);
+        }
+        let tick = start
+            .checked_add(i as u32)
+            .ok_or(WireError::Invalid("frames pass the last tick"))?;
+        frames.push(Frame {
+            tick,
+            inputs: Vec::with_capacity(seats),
+            events,
+        });
+    }
+    for _ in 0..seats {
+        let (present, mask): (usize, Option<&[u8]>) = match r.u8()? {
+            ALL_PRESENT => (count, None),
+            ALL_EMPTY => {
+                for f in &mut frames {
+                    f.inputs.push(None);
+                }
+                continue;
+            }
+            MIXED => {
+                let bits = r.bytes(count.div_ceil(8))?;
+                let n = (0..count)
+                    .filter(|&i| bits[i / 8] & (1 << (i % 8)) != 0)
+                    .count();
+                if n == 0
+                    || n == count
+                    || (!count.is_multiple_of(8) && bits[count / 8] >> (count % 8) != 0)
+                {
+                    return Err(WireError::Invalid("presence bitmap is not canonical"));
+                }
+                (n, Some(bits))
+            }
+            _ => return Err(WireError::Invalid("unknown seat part")),
+        };
+        let chain = r.byte_string("chain", super::MAX_DATAGRAM_LEN)?;
+        let mut inputs = decode_chain::<I>(chain, present)?.into_iter();
+        for (i, f) in frames.iter_mut().enumerate() {
+            let here = mask.is_none_or(|b| b[i / 8] & (1 << (i % 8)) != 0);
+            f.inputs.push(if here { inputs.next() } else { None });
+        }
+    }
+    r.finish()?;
+    Ok(frames)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,6 +308,35 @@ mod tests {
         encode_frame(&f, &mut buf);
         let back = FrameRef::decode(&buf).and_then(|r| r.to_frame::<Vec<u8>>());
         assert_eq!(back, Ok(f));
+    }
+
+    #[test]
+    fn frame_bodies_round_trip_with_empty_and_mixed_seats() {
+        let frames: Vec<Frame<u16>> = (0..20u32)
+            .map(|i| Frame {
+                tick: Tick::new(1000 + i),
+                inputs: vec![
+                    Some(7),
+                    None,
+                    if i % 3 == 0 { None } else { Some(i as u16 / 4) },
+                ],
+                events: if i == 5 {
+                    vec![SystemEvent::Abandoned {
+                        player: PlayerId(1),
+                    }]
+                } else {
+                    vec![]
+                },
+            })
+            .collect();
+        let mut body = Vec::new();
+        encode_frames_body(&frames, 3, &mut body);
+        assert_eq!(
+            decode_frames_body::<u16>(Tick::new(1000), 20, 3, &body),
+            Ok(frames)
+        );
+        assert!(decode_frames_body::<u16>(Tick::new(1000), 21, 3, &body).is_err());
+        assert!(decode_frames_body::<u16>(Tick::new(1000), 20, 4, &body).is_err());
     }
 
     #[test]

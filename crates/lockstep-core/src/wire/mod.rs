@@ -1,29 +1,41 @@
-//! The binary wire format.
+//! The binary wire format, protocol v1.
 //!
-//! Every datagram starts with a four-byte header:
+//! Every datagram starts with a five-byte header, then one or more
+//! messages:
 //!
 //! ```text
-//! +------+------+---------+------+----------------
-//! | 0x4C | 0x4B | version | type | message body ...
-//! +------+------+---------+------+----------------
-//!   magic "LK"
+//! +------+------+---------+-------------+------+------+-----+------+------+
+//! | 0x4C | 0x4B | version | base tick   | type | body | ... | type | body |
+//! +------+------+---------+-------------+------+------+-----+------+------+
+//!   magic "LK"    u8        u16 LE        u8
 //! ```
 //!
-//! Integers are unsigned LEB128 varints unless stated otherwise; checksums
-//! are 8 bytes little-endian. Decoders take untrusted bytes and return a
-//! [`WireError`] on anything malformed: they never panic, and every count
-//! read from the wire is checked against a fixed bound and against the bytes
-//! that remain before anything is allocated for it.
+//! `base` is the low 16 bits of the sender's position (its next tick); the
+//! receiver expands it to the full tick nearest its own position (see
+//! [`expand_tick`]), and every tick inside the messages is a small signed
+//! distance from it. Integers are LEB128 varints unless stated; hashes are
+//! 8 bytes little-endian.
 //!
-//! The per-message layouts are documented on each message type, starting
-//! with [`MeshPacket`].
+//! Decoders take untrusted bytes and return a [`WireError`] on anything
+//! malformed: they never panic, and every count read from the wire is
+//! checked against a fixed bound and against the bytes that remain before
+//! anything is allocated for it. The repository's `docs/protocol.md` gives
+//! every message's layout.
 
+mod chain;
 pub(crate) mod codec;
 mod frame;
-mod mesh;
+mod message;
 
-pub use frame::{FrameRef, encode_frame};
-pub use mesh::{Echo, InputRun, MeshPacket};
+pub use chain::{ChainWriter, decode_chain, xor_delta, xor_undelta};
+pub use codec::{MAX_TICK_DELTA, expand_tick};
+pub use frame::{FrameRef, decode_frames_body, encode_frame, encode_frames_body};
+pub use message::{
+    Abandon, ByeReason, Checksums, Datagram, DatagramWriter, ErrorCode, Frames, HEADER_LEN, Hello,
+    InputRun, Inputs, MAX_CHECKSUMS, MAX_CHUNKS, MAX_FRAMES, MAX_MESSAGES, MAX_NAME, MAX_ROOM,
+    MAX_RUN, MAX_SNAPSHOT, MAX_TEXT, MAX_TICKET, Message, RejectReason, SnapshotChunk, Welcome,
+    message_type, peek_version,
+};
 
 use crate::input::InputDecodeError;
 
@@ -41,12 +53,6 @@ pub const MAX_INPUT_LEN: usize = 1024;
 
 /// The largest datagram a decoder accepts.
 pub const MAX_DATAGRAM_LEN: usize = 65_507;
-
-/// Message type bytes (the fourth byte of every datagram).
-pub mod message_type {
-    /// A mesh peer's packet: see [`MeshPacket`](super::MeshPacket).
-    pub const MESH: u8 = 0x01;
-}
 
 /// Why a datagram could not be decoded.
 ///
@@ -72,9 +78,30 @@ pub enum WireError {
     /// The message type byte names no message this version knows.
     #[error("unknown message type {0:#04x}")]
     UnknownMessage(u8),
-    /// A message of a known type that this endpoint does not accept.
-    #[error("unexpected message type {0:#04x} for this endpoint")]
-    UnexpectedMessage(u8),
+    /// A tick field lies too far from the datagram's base tick, or outside
+    /// `u32`.
+    #[error("tick far outside the window")]
+    TickOutOfWindow,
+    /// A string field is not UTF-8.
+    #[error("{0} is not UTF-8")]
+    BadUtf8(&'static str),
+    /// (Encoding) the message does not fit in what is left of the datagram;
+    /// start another.
+    #[error("a {len}-byte message does not fit in the {remaining} bytes left")]
+    DoesNotFit {
+        /// The message's size.
+        len: usize,
+        /// Bytes left in the datagram.
+        remaining: usize,
+    },
+    /// (Encoding) the message is larger than any datagram may be; split it.
+    #[error("a {len}-byte message exceeds the {budget}-byte datagram budget")]
+    MessageTooLarge {
+        /// The message's size.
+        len: usize,
+        /// The datagram budget.
+        budget: usize,
+    },
     /// A varint ran past 10 bytes or past the integer it should fit.
     #[error("varint overflows its integer type")]
     VarintOverflow,
@@ -101,43 +128,4 @@ pub enum WireError {
     /// An input inside the message did not decode as the game's input type.
     #[error("input does not decode: {0}")]
     Input(#[from] InputDecodeError),
-}
-
-/// Appends the datagram header for a message of type `ty`.
-pub fn put_header(out: &mut Vec<u8>, ty: u8) {
-    out.extend_from_slice(&MAGIC);
-    out.push(VERSION);
-    out.push(ty);
-}
-
-/// Checks the header and returns the message type and the body.
-///
-/// ```
-/// use lockstep_core::wire::{self, WireError};
-/// let mut d = Vec::new();
-/// wire::put_header(&mut d, wire::message_type::MESH);
-/// d.push(0xAA);
-/// assert_eq!(wire::split_header(&d), Ok((wire::message_type::MESH, &[0xAA][..])));
-/// assert_eq!(wire::split_header(b"GET / HTTP/1.1"), Err(WireError::BadMagic));
-/// ```
-pub fn split_header(datagram: &[u8]) -> Result<(u8, &[u8]), WireError> {
-    if datagram.len() > MAX_DATAGRAM_LEN {
-        return Err(WireError::Oversized(datagram.len()));
-    }
-    let [m0, m1, rest @ ..] = datagram else {
-        return Err(WireError::Truncated);
-    };
-    if [*m0, *m1] != MAGIC {
-        return Err(WireError::BadMagic);
-    }
-    let [version, ty, body @ ..] = rest else {
-        return Err(WireError::Truncated);
-    };
-    if *version != VERSION {
-        return Err(WireError::UnsupportedVersion {
-            ours: VERSION,
-            theirs: *version,
-        });
-    }
-    Ok((*ty, body))
 }

@@ -1,0 +1,864 @@
+//! Protocol v1 messages and the datagram envelope.
+
+use super::chain::decode_chain;
+use super::codec::{
+    Reader, expand_tick, put_bytes, put_str, put_tick, put_tick_delta, put_u64_le, put_varint,
+};
+use super::frame::{decode_frames_body, read_player};
+use super::{MAGIC, MAX_DATAGRAM_LEN, MAX_SEATS, VERSION, WireError};
+use crate::{Frame, Input, PlayerId, Tick};
+use core::fmt;
+
+/// Most messages one datagram may carry.
+pub const MAX_MESSAGES: usize = 64;
+/// Most inputs in one run.
+pub const MAX_RUN: usize = 1024;
+/// Most frames in one `Frames` message.
+pub const MAX_FRAMES: usize = 1024;
+/// Most checksums in one `Checksums` message.
+pub const MAX_CHECKSUMS: usize = 64;
+/// Longest room name, in bytes.
+pub const MAX_ROOM: usize = 64;
+/// Longest player name, in bytes.
+pub const MAX_NAME: usize = 32;
+/// Longest join ticket, in bytes.
+pub const MAX_TICKET: usize = 512;
+/// Longest human-readable text, in bytes.
+pub const MAX_TEXT: usize = 256;
+/// Largest snapshot, in bytes.
+pub const MAX_SNAPSHOT: usize = 64 << 20;
+/// Most chunks in one snapshot.
+pub const MAX_CHUNKS: usize = 65_535;
+/// The size of the datagram header.
+pub const HEADER_LEN: usize = 5;
+
+/// Message type bytes.
+pub mod message_type {
+    /// [`Hello`](super::Hello).
+    pub const HELLO: u8 = 0x01;
+    /// [`Welcome`](super::Welcome).
+    pub const WELCOME: u8 = 0x02;
+    /// [`Reject`](super::RejectReason).
+    pub const REJECT: u8 = 0x03;
+    /// [`Inputs`](super::Inputs).
+    pub const INPUTS: u8 = 0x04;
+    /// [`Frames`](super::Frames).
+    pub const FRAMES: u8 = 0x05;
+    /// [`Checksums`](super::Checksums).
+    pub const CHECKSUMS: u8 = 0x06;
+    /// Pause.
+    pub const PAUSE: u8 = 0x07;
+    /// Resume.
+    pub const RESUME: u8 = 0x08;
+    /// [`Abandon`](super::Abandon).
+    pub const ABANDON: u8 = 0x09;
+    /// Ping.
+    pub const PING: u8 = 0x0A;
+    /// Pong.
+    pub const PONG: u8 = 0x0B;
+    /// [`SnapshotChunk`](super::SnapshotChunk).
+    pub const SNAPSHOT_CHUNK: u8 = 0x0C;
+    /// Error.
+    pub const ERROR: u8 = 0x0D;
+    /// Bye.
+    pub const BYE: u8 = 0x0E;
+}
+use message_type as ty;
+
+/// A connection's opening message: who it is and what it runs.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Hello<'a> {
+    /// A hash of the game's build and content, supplied by the game. Peers
+    /// with different fingerprints would simulate differently and are
+    /// refused.
+    pub fingerprint: u64,
+    /// Whether the connection only watches.
+    pub spectator: bool,
+    /// The room to join (sequenced topology); empty in a mesh.
+    pub room: &'a str,
+    /// A display name.
+    pub name: &'a str,
+    /// A join ticket from a matchmaker, if the server requires one.
+    pub ticket: &'a [u8],
+    /// The token from an earlier `Welcome`, to take the same seat back.
+    pub resume: Option<u64>,
+}
+
+/// The answer to an accepted [`Hello`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Welcome {
+    /// The seat the connection plays, if any.
+    pub seat: Option<PlayerId>,
+    /// The tick the connection starts from.
+    pub tick: Tick,
+    /// Simulation ticks per second (0: not stated, as in a mesh).
+    pub tick_rate: u32,
+    /// Input delay in ticks.
+    pub delay: u32,
+    /// Seats in each frame.
+    pub seats: u32,
+    /// A token to present in a later `Hello` to resume this seat.
+    pub token: u64,
+}
+
+/// Why a connection was refused, in words a player can read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RejectReason<'a> {
+    /// Different protocol versions.
+    ProtocolMismatch {
+        /// The version the refusing side runs.
+        server: u8,
+        /// The version the refused side runs.
+        client: u8,
+    },
+    /// Different game builds: their simulations would diverge.
+    GameMismatch {
+        /// The refusing side's fingerprint.
+        server: u64,
+        /// The refused side's fingerprint.
+        client: u64,
+    },
+    /// Every seat is taken.
+    RoomFull,
+    /// The server has no room for another room or connection.
+    ServerFull,
+    /// The join ticket is missing, forged or expired.
+    BadTicket,
+    /// No such room, and rooms are not created on demand.
+    NoSuchRoom,
+    /// Anything else.
+    Other(&'a str),
+}
+
+impl fmt::Display for RejectReason<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ProtocolMismatch { server, client } => {
+                write!(f, "server runs protocol {server}, you run {client}")
+            }
+            Self::GameMismatch { server, client } => write!(
+                f,
+                "game build differs from the server's (server {server:016x}, you {client:016x})"
+            ),
+            Self::RoomFull => f.write_str("the room is full"),
+            Self::ServerFull => f.write_str("the server is full"),
+            Self::BadTicket => f.write_str("the join ticket is missing, invalid or expired"),
+            Self::NoSuchRoom => f.write_str("no such room"),
+            Self::Other(s) => f.write_str(s),
+        }
+    }
+}
+
+/// Consecutive inputs of one seat, as a delta chain (see
+/// [`ChainWriter`](super::ChainWriter)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InputRun<'a> {
+    /// Whose inputs.
+    pub seat: PlayerId,
+    /// The tick of the first input.
+    pub start: Tick,
+    /// How many inputs (at least 1).
+    pub count: u32,
+    /// The encoded chain.
+    pub chain: &'a [u8],
+}
+
+impl InputRun<'_> {
+    /// The inputs, decoded as `I`.
+    pub fn decode<I: Input>(&self) -> Result<Vec<I>, WireError> {
+        decode_chain(self.chain, self.count as usize)
+    }
+}
+
+/// Inputs with acknowledgements.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Inputs<'a> {
+    /// For each listed seat, the lowest tick of its input the sender still
+    /// lacks: where the recipient should resend from.
+    pub acks: Vec<(PlayerId, Tick)>,
+    /// Input runs.
+    pub runs: Vec<InputRun<'a>>,
+}
+
+/// Confirmed frames for consecutive ticks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Frames<'a> {
+    /// The first tick.
+    pub start: Tick,
+    /// How many frames (at least 1).
+    pub count: u32,
+    /// Seats in each frame.
+    pub seats: u32,
+    /// The encoded frames (see [`encode_frames_body`](super::encode_frames_body)).
+    pub body: &'a [u8],
+}
+
+impl Frames<'_> {
+    /// The frames, decoded as `I`.
+    pub fn decode<I: Input>(&self) -> Result<Vec<Frame<I>>, WireError> {
+        decode_frames_body(
+            self.start,
+            self.count as usize,
+            self.seats as usize,
+            self.body,
+        )
+    }
+}
+
+/// State checksums and their acknowledgement.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Checksums {
+    /// The latest checksum tick the sender received from the recipient.
+    pub ack: Option<Tick>,
+    /// Checksums the sender reported, ascending by tick.
+    pub entries: Vec<(Tick, u64)>,
+}
+
+/// Abandonment in progress and decided.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Abandon {
+    /// Seats the sender wants abandoned and no longer takes input from.
+    pub wanted: Vec<PlayerId>,
+    /// Decisions: the seat is empty from the tick on.
+    pub decisions: Vec<(PlayerId, Tick)>,
+}
+
+/// One piece of a state snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotChunk<'a> {
+    /// Which snapshot (chunks of different snapshots never mix).
+    pub id: u32,
+    /// The tick the snapshot was taken after.
+    pub tick: Tick,
+    /// The whole snapshot's size.
+    pub total_len: u32,
+    /// xxh3-64 of the whole snapshot, checked after reassembly.
+    pub hash: u64,
+    /// This chunk's position, `0..count`.
+    pub index: u32,
+    /// How many chunks make the snapshot.
+    pub count: u32,
+    /// This chunk's bytes.
+    pub data: &'a [u8],
+}
+
+/// What went wrong, for an `Error` message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// A datagram did not decode.
+    Malformed,
+    /// Well-formed, but against the rules (a spoofed seat, say).
+    Violation,
+    /// Too many messages or inputs too fast.
+    RateLimited,
+    /// A message over the size limit.
+    TooLarge,
+    /// Not allowed without a valid ticket.
+    Unauthorized,
+    /// The server failed.
+    Internal,
+}
+
+/// Why a connection ends, for a `Bye` message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ByeReason {
+    /// The sender is leaving.
+    Leaving,
+    /// The server is shutting down.
+    Shutdown,
+    /// The recipient was removed.
+    Kicked,
+    /// Nothing was heard for too long.
+    Timeout,
+}
+
+/// One message of protocol v1.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Message<'a> {
+    /// Opening a connection.
+    Hello(Hello<'a>),
+    /// Connection accepted.
+    Welcome(Welcome),
+    /// Connection refused.
+    Reject(RejectReason<'a>),
+    /// Inputs and acknowledgements.
+    Inputs(Inputs<'a>),
+    /// Confirmed frames.
+    Frames(Frames<'a>),
+    /// State checksums.
+    Checksums(Checksums),
+    /// A pause freezing on `frame`.
+    Pause {
+        /// The freeze frame.
+        frame: Tick,
+    },
+    /// The highest pause frame the sender has lifted.
+    Resume {
+        /// The lifted frame.
+        lifted: Tick,
+    },
+    /// Abandonment state.
+    Abandon(Abandon),
+    /// Round-trip probe: the sender's clock in milliseconds.
+    Ping {
+        /// The sender's clock.
+        stamp: u32,
+    },
+    /// Answer to a ping.
+    Pong {
+        /// The ping's stamp.
+        stamp: u32,
+        /// How long the ping was held before this answer left.
+        held_ms: u32,
+    },
+    /// Part of a snapshot.
+    SnapshotChunk(SnapshotChunk<'a>),
+    /// The sender refused something the recipient sent.
+    Error {
+        /// What went wrong.
+        code: ErrorCode,
+        /// Details, for logs.
+        text: &'a str,
+    },
+    /// The connection ends.
+    Bye {
+        /// Why.
+        reason: ByeReason,
+        /// Details, for logs.
+        text: &'a str,
+    },
+}
+
+impl Message<'_> {
+    /// The message's type byte.
+    pub fn kind(&self) -> u8 {
+        match self {
+            Self::Hello(_) => ty::HELLO,
+            Self::Welcome(_) => ty::WELCOME,
+            Self::Reject(_) => ty::REJECT,
+            Self::Inputs(_) => ty::INPUTS,
+            Self::Frames(_) => ty::FRAMES,
+            Self::Checksums(_) => ty::CHECKSUMS,
+            Self::Pause { .. } => ty::PAUSE,
+            Self::Resume { .. } => ty::RESUME,
+            Self::Abandon(_) => ty::ABANDON,
+            Self::Ping { .. } => ty::PING,
+            Self::Pong { .. } => ty::PONG,
+            Self::SnapshotChunk(_) => ty::SNAPSHOT_CHUNK,
+            Self::Error { .. } => ty::ERROR,
+            Self::Bye { .. } => ty::BYE,
+        }
+    }
+
+    /// Appends the message (type byte and body); tick fields are written as
+    /// distances from `base`, the datagram's base tick.
+    pub fn encode(&self, base: Tick, out: &mut Vec<u8>) {
+        out.push(self.kind());
+        match self {
+            Self::Hello(h) => {
+                out.push(u8::from(h.spectator) | u8::from(h.resume.is_some()) << 1);
+                put_u64_le(out, h.fingerprint);
+                put_str(out, h.room);
+                put_str(out, h.name);
+                put_bytes(out, h.ticket);
+                if let Some(t) = h.resume {
+                    put_u64_le(out, t);
+                }
+            }
+            Self::Welcome(w) => {
+                match w.seat {
+                    Some(s) => put_varint(out, u64::from(s.0) + 1),
+                    None => out.push(0),
+                }
+                put_tick(out, w.tick);
+                put_varint(out, u64::from(w.tick_rate));
+                put_varint(out, u64::from(w.delay));
+                put_varint(out, u64::from(w.seats));
+                put_u64_le(out, w.token);
+            }
+            Self::Reject(r) => match *r {
+                RejectReason::ProtocolMismatch { server, client } => {
+                    out.extend([1, server, client])
+                }
+                RejectReason::GameMismatch { server, client } => {
+                    out.push(2);
+                    put_u64_le(out, server);
+                    put_u64_le(out, client);
+                }
+                RejectReason::RoomFull => out.push(3),
+                RejectReason::ServerFull => out.push(4),
+                RejectReason::BadTicket => out.push(5),
+                RejectReason::NoSuchRoom => out.push(6),
+                RejectReason::Other(text) => {
+                    out.push(0xFF);
+                    put_str(out, text);
+                }
+            },
+            Self::Inputs(m) => {
+                put_seat_ticks(out, base, &m.acks);
+                put_varint(out, m.runs.len() as u64);
+                for run in &m.runs {
+                    put_varint(out, u64::from(run.seat.0));
+                    put_tick_delta(out, base, run.start);
+                    put_varint(out, u64::from(run.count));
+                    put_bytes(out, run.chain);
+                }
+            }
+            Self::Frames(f) => {
+                put_tick_delta(out, base, f.start);
+                put_varint(out, u64::from(f.count));
+                put_varint(out, u64::from(f.seats));
+                put_bytes(out, f.body);
+            }
+            Self::Checksums(c) => {
+                out.push(u8::from(c.ack.is_some()));
+                if let Some(a) = c.ack {
+                    put_tick_delta(out, base, a);
+                }
+                put_varint(out, c.entries.len() as u64);
+                for (t, h) in &c.entries {
+                    put_tick_delta(out, base, *t);
+                    put_u64_le(out, *h);
+                }
+            }
+            Self::Pause { frame } => put_tick_delta(out, base, *frame),
+            Self::Resume { lifted } => put_tick_delta(out, base, *lifted),
+            Self::Abandon(a) => {
+                put_varint(out, a.wanted.len() as u64);
+                for p in &a.wanted {
+                    put_varint(out, u64::from(p.0));
+                }
+                put_seat_ticks(out, base, &a.decisions);
+            }
+            Self::Ping { stamp } => put_varint(out, u64::from(*stamp)),
+            Self::Pong { stamp, held_ms } => {
+                put_varint(out, u64::from(*stamp));
+                put_varint(out, u64::from(*held_ms));
+            }
+            Self::SnapshotChunk(c) => {
+                put_varint(out, u64::from(c.id));
+                put_tick(out, c.tick);
+                put_varint(out, u64::from(c.total_len));
+                put_u64_le(out, c.hash);
+                put_varint(out, u64::from(c.index));
+                put_varint(out, u64::from(c.count));
+                put_bytes(out, c.data);
+            }
+            Self::Error { code, text } => {
+                out.push(match code {
+                    ErrorCode::Malformed => 1,
+                    ErrorCode::Violation => 2,
+                    ErrorCode::RateLimited => 3,
+                    ErrorCode::TooLarge => 4,
+                    ErrorCode::Unauthorized => 5,
+                    ErrorCode::Internal => 6,
+                });
+                put_str(out, text);
+            }
+            Self::Bye { reason, text } => {
+                out.push(match reason {
+                    ByeReason::Leaving => 1,
+                    ByeReason::Shutdown => 2,
+                    ByeReason::Kicked => 3,
+                    ByeReason::Timeout => 4,
+                });
+                put_str(out, text);
+            }
+        }
+    }
+}
+
+fn put_seat_ticks(out: &mut Vec<u8>, base: Tick, list: &[(PlayerId, Tick)]) {
+    put_varint(out, list.len() as u64);
+    for (p, t) in list {
+        put_varint(out, u64::from(p.0));
+        put_tick_delta(out, base, *t);
+    }
+}
+
+fn read_seat_ticks(
+    r: &mut Reader<'_>,
+    base: Tick,
+    what: &'static str,
+) -> Result<Vec<(PlayerId, Tick)>, WireError> {
+    let n = r.count(what, MAX_SEATS, 2)?;
+    (0..n)
+        .map(|_| Ok((read_player(r)?, r.tick_delta(base)?)))
+        .collect()
+}
+
+fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireError> {
+    let kind = r.u8()?;
+    Ok(match kind {
+        ty::HELLO => {
+            let flags = r.u8()?;
+            if flags & !0b11 != 0 {
+                return Err(WireError::Invalid("unknown hello flags"));
+            }
+            let fingerprint = r.u64_le()?;
+            let room = r.str("room", MAX_ROOM)?;
+            let name = r.str("name", MAX_NAME)?;
+            let ticket = r.byte_string("ticket", MAX_TICKET)?;
+            let resume = if flags & 2 != 0 {
+                Some(r.u64_le()?)
+            } else {
+                None
+            };
+            Message::Hello(Hello {
+                fingerprint,
+                spectator: flags & 1 != 0,
+                room,
+                name,
+                ticket,
+                resume,
+            })
+        }
+        ty::WELCOME => {
+            let seat = match r.varint()? {
+                0 => None,
+                n if n <= MAX_SEATS as u64 => Some(PlayerId((n - 1) as u16)),
+                _ => return Err(WireError::Invalid("seat out of range")),
+            };
+            let tick = r.tick()?;
+            let tick_rate = r.varint_u32()?;
+            let delay = r.varint_u32()?;
+            let seats = r.varint_u32()?;
+            if tick_rate > 1000 || delay > 1024 || seats as usize > MAX_SEATS {
+                return Err(WireError::Invalid("welcome parameters out of range"));
+            }
+            Message::Welcome(Welcome {
+                seat,
+                tick,
+                tick_rate,
+                delay,
+                seats,
+                token: r.u64_le()?,
+            })
+        }
+        ty::REJECT => Message::Reject(match r.u8()? {
+            1 => RejectReason::ProtocolMismatch {
+                server: r.u8()?,
+                client: r.u8()?,
+            },
+            2 => RejectReason::GameMismatch {
+                server: r.u64_le()?,
+                client: r.u64_le()?,
+            },
+            3 => RejectReason::RoomFull,
+            4 => RejectReason::ServerFull,
+            5 => RejectReason::BadTicket,
+            6 => RejectReason::NoSuchRoom,
+            0xFF => RejectReason::Other(r.str("reject text", MAX_TEXT)?),
+            _ => return Err(WireError::Invalid("unknown reject reason")),
+        }),
+        ty::INPUTS => {
+            let acks = read_seat_ticks(r, base, "ack")?;
+            let n = r.count("input run", MAX_SEATS, 4)?;
+            let mut runs = Vec::with_capacity(n);
+            for _ in 0..n {
+                let seat = read_player(r)?;
+                let start = r.tick_delta(base)?;
+                let count = r.len("run input", MAX_RUN)?;
+                if count == 0 {
+                    return Err(WireError::Invalid("empty input run"));
+                }
+                if start.checked_add(count as u32 - 1).is_none() {
+                    return Err(WireError::Invalid("input run passes the last tick"));
+                }
+                let chain = r.byte_string("chain", MAX_DATAGRAM_LEN)?;
+                runs.push(InputRun {
+                    seat,
+                    start,
+                    count: count as u32,
+                    chain,
+                });
+            }
+            Message::Inputs(Inputs { acks, runs })
+        }
+        ty::FRAMES => {
+            let start = r.tick_delta(base)?;
+            let count = r.len("frame", MAX_FRAMES)?;
+            if count == 0 {
+                return Err(WireError::Invalid("empty frame list"));
+            }
+            if start.checked_add(count as u32 - 1).is_none() {
+                return Err(WireError::Invalid("frames pass the last tick"));
+            }
+            let seats = r.len("seat", MAX_SEATS)?;
+            let body = r.byte_string("frames", MAX_DATAGRAM_LEN)?;
+            Message::Frames(Frames {
+                start,
+                count: count as u32,
+                seats: seats as u32,
+                body,
+            })
+        }
+        ty::CHECKSUMS => {
+            let flags = r.u8()?;
+            if flags > 1 {
+                return Err(WireError::Invalid("unknown checksum flags"));
+            }
+            let ack = if flags == 1 {
+                Some(r.tick_delta(base)?)
+            } else {
+                None
+            };
+            let n = r.count("checksum", MAX_CHECKSUMS, 9)?;
+            let entries = (0..n)
+                .map(|_| Ok((r.tick_delta(base)?, r.u64_le()?)))
+                .collect::<Result<_, WireError>>()?;
+            Message::Checksums(Checksums { ack, entries })
+        }
+        ty::PAUSE => Message::Pause {
+            frame: r.tick_delta(base)?,
+        },
+        ty::RESUME => Message::Resume {
+            lifted: r.tick_delta(base)?,
+        },
+        ty::ABANDON => {
+            let n = r.count("wanted seat", MAX_SEATS, 1)?;
+            let wanted = (0..n).map(|_| read_player(r)).collect::<Result<_, _>>()?;
+            let decisions = read_seat_ticks(r, base, "decision")?;
+            Message::Abandon(Abandon { wanted, decisions })
+        }
+        ty::PING => Message::Ping {
+            stamp: r.varint_u32()?,
+        },
+        ty::PONG => Message::Pong {
+            stamp: r.varint_u32()?,
+            held_ms: r.varint_u32()?,
+        },
+        ty::SNAPSHOT_CHUNK => {
+            let id = r.varint_u32()?;
+            let tick = r.tick()?;
+            let total_len = r.len("snapshot", MAX_SNAPSHOT)? as u32;
+            let hash = r.u64_le()?;
+            let index = r.varint_u32()?;
+            let count = r.len("snapshot chunk", MAX_CHUNKS)? as u32;
+            if index >= count {
+                return Err(WireError::Invalid("chunk index past the chunk count"));
+            }
+            let data = r.byte_string("chunk", MAX_DATAGRAM_LEN)?;
+            if data.len() > total_len as usize {
+                return Err(WireError::Invalid("chunk larger than its snapshot"));
+            }
+            Message::SnapshotChunk(SnapshotChunk {
+                id,
+                tick,
+                total_len,
+                hash,
+                index,
+                count,
+                data,
+            })
+        }
+        ty::ERROR => {
+            let code = match r.u8()? {
+                1 => ErrorCode::Malformed,
+                2 => ErrorCode::Violation,
+                3 => ErrorCode::RateLimited,
+                4 => ErrorCode::TooLarge,
+                5 => ErrorCode::Unauthorized,
+                6 => ErrorCode::Internal,
+                _ => return Err(WireError::Invalid("unknown error code")),
+            };
+            Message::Error {
+                code,
+                text: r.str("error text", MAX_TEXT)?,
+            }
+        }
+        ty::BYE => {
+            let reason = match r.u8()? {
+                1 => ByeReason::Leaving,
+                2 => ByeReason::Shutdown,
+                3 => ByeReason::Kicked,
+                4 => ByeReason::Timeout,
+                _ => return Err(WireError::Invalid("unknown bye reason")),
+            };
+            Message::Bye {
+                reason,
+                text: r.str("bye text", MAX_TEXT)?,
+            }
+        }
+        other => return Err(WireError::UnknownMessage(other)),
+    })
+}
+
+/// A decoded datagram: its base tick and its messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Datagram<'a> {
+    /// The sender's base tick (its next tick to run), expanded to 32 bits.
+    pub base: Tick,
+    /// The messages, in order.
+    pub messages: Vec<Message<'a>>,
+}
+
+impl<'a> Datagram<'a> {
+    /// Decodes a datagram. `reference` is the receiver's own position: the
+    /// 16-bit base tick on the wire is expanded to the full tick nearest to
+    /// it.
+    ///
+    /// ```
+    /// use lockstep_core::Tick;
+    /// use lockstep_core::wire::{Datagram, DatagramWriter, Message};
+    ///
+    /// let mut buf = Vec::new();
+    /// let mut w = DatagramWriter::new(&mut buf, Tick::new(70_000), 1200);
+    /// w.push(&Message::Pause { frame: Tick::new(70_004) })?;
+    /// w.finish();
+    /// let d = Datagram::decode(&buf, Tick::new(69_990))?;
+    /// assert_eq!(d.base, Tick::new(70_000));
+    /// assert_eq!(d.messages, vec![Message::Pause { frame: Tick::new(70_004) }]);
+    /// # Ok::<(), lockstep_core::wire::WireError>(())
+    /// ```
+    pub fn decode(bytes: &'a [u8], reference: Tick) -> Result<Self, WireError> {
+        if bytes.len() > MAX_DATAGRAM_LEN {
+            return Err(WireError::Oversized(bytes.len()));
+        }
+        let mut r = Reader::new(bytes);
+        let magic = [r.u8()?, r.u8()?];
+        if magic != MAGIC {
+            return Err(WireError::BadMagic);
+        }
+        let version = r.u8()?;
+        if version != VERSION {
+            return Err(WireError::UnsupportedVersion {
+                ours: VERSION,
+                theirs: version,
+            });
+        }
+        let base = expand_tick(r.u16_le()?, reference);
+        let mut messages = Vec::new();
+        while !r.is_empty() {
+            if messages.len() == MAX_MESSAGES {
+                return Err(WireError::TooLong {
+                    what: "message",
+                    len: MAX_MESSAGES + 1,
+                    max: MAX_MESSAGES,
+                });
+            }
+            messages.push(read_message(&mut r, base)?);
+        }
+        // A datagram of the header alone is a keepalive: it still says where
+        // the sender is.
+        Ok(Self { base, messages })
+    }
+}
+
+/// The protocol version a datagram claims, if it is one of ours at all.
+/// Lets an endpoint refuse another version with a reason instead of
+/// silence.
+pub fn peek_version(bytes: &[u8]) -> Option<u8> {
+    match bytes {
+        [m0, m1, v, ..] if [*m0, *m1] == MAGIC => Some(*v),
+        _ => None,
+    }
+}
+
+/// Writes messages into one datagram without exceeding a size budget.
+///
+/// ```
+/// use lockstep_core::Tick;
+/// use lockstep_core::wire::{DatagramWriter, Message, WireError};
+///
+/// use lockstep_core::wire::ByeReason::Leaving;
+///
+/// let mut buf = Vec::new();
+/// let mut w = DatagramWriter::new(&mut buf, Tick::ZERO, 16);
+/// w.push(&Message::Ping { stamp: 1 })?; // 5-byte header + 2
+/// // 11 bytes would fit an empty datagram, not this one: start another.
+/// let bye = Message::Bye { reason: Leaving, text: "8 bytes." };
+/// assert!(matches!(w.push(&bye), Err(WireError::DoesNotFit { len: 11, remaining: 9 })));
+/// // Too big for any datagram of this budget: split it or give up.
+/// let huge = Message::Bye { reason: Leaving, text: "far too long for sixteen bytes" };
+/// assert!(matches!(w.push(&huge), Err(WireError::MessageTooLarge { .. })));
+/// assert_eq!(w.messages(), 1);
+/// assert_eq!(w.finish(), 7);
+/// # Ok::<(), WireError>(())
+/// ```
+#[derive(Debug)]
+pub struct DatagramWriter<'b> {
+    out: &'b mut Vec<u8>,
+    start: usize,
+    base: Tick,
+    budget: usize,
+    messages: usize,
+}
+
+impl<'b> DatagramWriter<'b> {
+    /// Starts a datagram at the end of `out` whose tick fields are relative
+    /// to `base` (the sender's next tick) and which may not grow past
+    /// `budget` bytes.
+    pub fn new(out: &'b mut Vec<u8>, base: Tick, budget: usize) -> Self {
+        let start = out.len();
+        out.extend_from_slice(&MAGIC);
+        out.push(VERSION);
+        out.extend_from_slice(&(base.get() as u16).to_le_bytes());
+        Self {
+            out,
+            start,
+            base,
+            budget,
+            messages: 0,
+        }
+    }
+
+    /// The base tick.
+    pub fn base(&self) -> Tick {
+        self.base
+    }
+
+    /// The datagram's size so far.
+    pub fn len(&self) -> usize {
+        self.out.len() - self.start
+    }
+
+    /// Whether no message has been written.
+    pub fn is_empty(&self) -> bool {
+        self.messages == 0
+    }
+
+    /// Messages written.
+    pub fn messages(&self) -> usize {
+        self.messages
+    }
+
+    /// Bytes left in the budget.
+    pub fn remaining(&self) -> usize {
+        self.budget.saturating_sub(self.len())
+    }
+
+    /// Appends `m` if it fits. A message too big for what is left is
+    /// [`WireError::DoesNotFit`] (start another datagram); one too big for
+    /// any datagram is [`WireError::MessageTooLarge`]. Nothing is ever
+    /// truncated.
+    pub fn push(&mut self, m: &Message<'_>) -> Result<(), WireError> {
+        let at = self.out.len();
+        m.encode(self.base, self.out);
+        let len = self.out.len() - at;
+        if self.len() > self.budget || self.messages == MAX_MESSAGES {
+            self.out.truncate(at);
+            if len + HEADER_LEN > self.budget {
+                return Err(WireError::MessageTooLarge {
+                    len,
+                    budget: self.budget,
+                });
+            }
+            return Err(WireError::DoesNotFit {
+                len,
+                remaining: self.remaining(),
+            });
+        }
+        self.messages += 1;
+        Ok(())
+    }
+
+    /// Ends the datagram; returns its length.
+    pub fn finish(self) -> usize {
+        self.len()
+    }
+}
