@@ -54,12 +54,18 @@ prop_compose! {
         period in 16u64..50,
         link in link(),
         seed in any::<u64>(),
+        first in prop_oneof![
+            6 => Just(0u32),
+            2 => 65_236u32..65_536,
+            1 => (u32::MAX - 5_000)..(u32::MAX - 4_000),
+        ],
     ) -> Scenario {
         let mut s = Scenario::new(players, seed);
         s.observers = observers;
         s.config.delay = delay;
         s.config.max_lead = max_lead;
         s.config.abandon_after = None;
+        s.config.first_tick = Tick::new(first);
         s.link = link;
         s.period = Duration::from_millis(period);
         s
@@ -115,8 +121,11 @@ proptest! {
         // catch up (by design: nobody waits for observers); players always do.
         let kept_for = sc.period * sc.config.observer_window;
         let observers_recover = Duration::from_millis(cut_for) * 2 < kept_for;
+        let first = h.first;
         let outcome = h.run(secs(240), |_, _, _, _| {}, |sim| {
-            sim.live().all(|(_, s)| s.frame().get() >= 300 || (s.watching() && !observers_recover))
+            sim.live().all(|(_, s)| {
+                s.frame().since(first) >= 300 || (s.watching() && !observers_recover)
+            })
         });
         h.assert_streams_agree(&ids);
         h.assert_no_desync();
@@ -212,7 +221,7 @@ proptest! {
         if let Some(s) = h.sim.endpoint_mut(resumer) {
             prop_assert_eq!(s.resume(), frame);
         }
-        let target = frame.map_or(0, Tick::get) + 60;
+        let target = frame.map_or(0, |f| f.since(h.first)) + 60;
         let resumed = h.run_until_tick(target, h.sim.now() + Duration::from_secs(120));
         outcome_ok(resumed, "progress after resume", sc.seed);
         for (_, s) in h.sim.live() {
@@ -283,7 +292,7 @@ proptest! {
         }
         // The victim may have run ticks on inputs of its own that never
         // reached anyone; up to the decision it agrees with everybody.
-        let decided = decided.map_or(0, |t| t.get() as usize);
+        let decided = decided.map_or(0, |t| t.since(h.first) as usize);
         let vchain = &h.records[&victim].chain;
         let common = vchain.len().min(decided);
         for id in &survivors {

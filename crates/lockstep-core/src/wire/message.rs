@@ -354,6 +354,58 @@ impl Message<'_> {
         }
     }
 
+    /// Checks the fields the decoder bounds, so nothing is ever sent that
+    /// the other side must refuse.
+    pub fn check_bounds(&self) -> Result<(), WireError> {
+        let over = |what: &'static str, len: usize, max: usize| {
+            if len > max {
+                Err(WireError::TooLong { what, len, max })
+            } else {
+                Ok(())
+            }
+        };
+        match self {
+            Self::Hello(h) => {
+                over("room", h.room.len(), MAX_ROOM)?;
+                over("name", h.name.len(), MAX_NAME)?;
+                over("ticket", h.ticket.len(), MAX_TICKET)
+            }
+            Self::Welcome(w) => {
+                over("seat", w.seats as usize, MAX_SEATS)?;
+                over("tick rate", w.tick_rate as usize, 1000)?;
+                over("delay", w.delay as usize, 1024)
+            }
+            Self::Reject(RejectReason::Other(t))
+            | Self::Error { text: t, .. }
+            | Self::Bye { text: t, .. } => over("text", t.len(), MAX_TEXT),
+            Self::Inputs(i) => {
+                over("ack", i.acks.len(), MAX_SEATS)?;
+                over("input run", i.runs.len(), MAX_SEATS)?;
+                for r in &i.runs {
+                    over("run input", r.count as usize, MAX_RUN)?;
+                    if r.count == 0 || r.start.checked_add(r.count - 1).is_none() {
+                        return Err(WireError::Invalid("input run passes the last tick"));
+                    }
+                }
+                Ok(())
+            }
+            Self::Frames(f) => {
+                over("frame", f.count as usize, MAX_FRAMES)?;
+                over("seat", f.seats as usize, MAX_SEATS)
+            }
+            Self::Checksums(c) => over("checksum", c.entries.len(), MAX_CHECKSUMS),
+            Self::Abandon(a) => {
+                over("wanted seat", a.wanted.len(), MAX_SEATS)?;
+                over("decision", a.decisions.len(), MAX_SEATS)
+            }
+            Self::SnapshotChunk(c) => {
+                over("snapshot", c.total_len as usize, MAX_SNAPSHOT)?;
+                over("snapshot chunk", c.count as usize, MAX_CHUNKS)
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Appends the message (type byte and body); tick fields are written as
     /// distances from `base`, the datagram's base tick.
     pub fn encode(&self, base: Tick, out: &mut Vec<u8>) {
@@ -832,11 +884,13 @@ impl<'b> DatagramWriter<'b> {
         self.budget.saturating_sub(self.len())
     }
 
-    /// Appends `m` if it fits. A message too big for what is left is
+    /// Appends `m` if it fits. A field over its protocol bound is
+    /// [`WireError::TooLong`]. A message too big for what is left is
     /// [`WireError::DoesNotFit`] (start another datagram); one too big for
     /// any datagram is [`WireError::MessageTooLarge`]. Nothing is ever
     /// truncated.
     pub fn push(&mut self, m: &Message<'_>) -> Result<(), WireError> {
+        m.check_bounds()?;
         let at = self.out.len();
         m.encode(self.base, self.out);
         let len = self.out.len() - at;

@@ -16,7 +16,10 @@ pub type Session = MeshSession<u16>;
 /// What one peer's game saw.
 #[derive(Debug)]
 pub struct Record {
-    /// The running stream hash after each frame, indexed by tick.
+    /// The session's first tick.
+    pub first: Tick,
+    /// The running stream hash after each frame, indexed by tick since the
+    /// first.
     pub chain: Vec<u64>,
     pub hash: StreamHash,
     /// Ticks that carried system events, with the events.
@@ -29,8 +32,9 @@ pub struct Record {
 }
 
 impl Record {
-    fn new(seed: u64) -> Self {
+    fn new(seed: u64, first: Tick) -> Self {
         Self {
+            first,
             chain: Vec::new(),
             hash: StreamHash::new(),
             system: Vec::new(),
@@ -109,10 +113,14 @@ impl Scenario {
             sim.add(id, s);
             records.insert(
                 id,
-                Record::new(self.seed ^ ((u64::from(id.0) + 1) * 0x9E37)),
+                Record::new(
+                    self.seed ^ ((u64::from(id.0) + 1) * 0x9E37),
+                    self.config.first_tick,
+                ),
             );
         }
         Harness {
+            first: self.config.first_tick,
             sim,
             records,
             period: self.period,
@@ -122,6 +130,8 @@ impl Scenario {
 }
 
 pub struct Harness {
+    /// The sessions' first tick.
+    pub first: Tick,
     pub sim: Sim<Session>,
     pub records: BTreeMap<PeerId, Record>,
     pub period: Duration,
@@ -150,7 +160,7 @@ pub fn play(s: &mut Session, rec: &mut Record, checksum_every: u32) {
 
 fn record_frame(s: &mut Session, rec: &mut Record, frame: &Frame<u16>, checksum_every: u32) {
     assert_eq!(
-        frame.tick.get() as usize,
+        frame.tick.since(rec.first) as usize,
         rec.chain.len(),
         "frames must come in order, each once"
     );
@@ -159,7 +169,7 @@ fn record_frame(s: &mut Session, rec: &mut Record, frame: &Frame<u16>, checksum_
     if !frame.events.is_empty() {
         rec.system.push((frame.tick, frame.events.clone()));
     }
-    if frame.tick.get().is_multiple_of(checksum_every) {
+    if frame.tick.since(rec.first).is_multiple_of(checksum_every) {
         s.report_checksum(frame.tick, rec.hash.value())
             .unwrap_or_else(|e| panic!("checksum: {e}"));
     }
@@ -190,11 +200,13 @@ impl Harness {
         )
     }
 
-    pub fn run_until_tick(&mut self, tick: u32, until: Instant) -> Outcome {
+    /// Runs until every live peer has run `frames` frames.
+    pub fn run_until_tick(&mut self, frames: u32, until: Instant) -> Outcome {
+        let first = self.first;
         self.run(
             until,
             |_, _, _, _| {},
-            |sim| sim.live().all(|(_, s)| s.frame().get() >= tick),
+            |sim| sim.live().all(|(_, s)| s.frame().since(first) >= frames),
         )
     }
 

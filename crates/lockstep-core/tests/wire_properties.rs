@@ -1,0 +1,262 @@
+//! Round-trip properties of every message and codec of protocol v1:
+//! encode then decode gives back exactly what went in.
+
+use lockstep_core::wire::{
+    self, Abandon, ByeReason, ChainWriter, Checksums, Datagram, DatagramWriter, ErrorCode, Frames,
+    Hello, InputRun, Inputs, Message, RejectReason, SnapshotChunk, Welcome,
+};
+use lockstep_core::{Frame, Input, PlayerId, PlayerInputs, SystemEvent, Tick};
+use proptest::prelude::*;
+
+fn cases() -> ProptestConfig {
+    ProptestConfig {
+        cases: 1000,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+prop_compose! {
+    fn player_inputs()(
+        movement in any::<[i8; 2]>(),
+        aim in any::<[i8; 2]>(),
+        pointer in any::<[u16; 2]>(),
+        buttons in any::<u32>(),
+        extra in proptest::collection::vec(any::<u8>(), 0..=lockstep_core::MAX_EXTRA),
+    ) -> PlayerInputs {
+        // -128 is outside the 255 steps.
+        let fix = |v: [i8; 2]| v.map(|a| a.max(-127));
+        PlayerInputs { movement: fix(movement), aim: fix(aim), pointer, buttons, extra }
+    }
+}
+
+/// A sequence like a real player's: mostly held, sometimes a field changes.
+fn held_sequence() -> impl Strategy<Value = Vec<PlayerInputs>> {
+    (
+        player_inputs(),
+        proptest::collection::vec((0u8..8, player_inputs()), 1..60),
+    )
+        .prop_map(|(first, steps)| {
+            let mut cur = first;
+            steps
+                .into_iter()
+                .map(|(what, other)| {
+                    match what {
+                        0 => cur.movement = other.movement,
+                        1 => cur.aim = other.aim,
+                        2 => cur.buttons = other.buttons,
+                        3 => cur = other,
+                        _ => {}
+                    }
+                    cur.clone()
+                })
+                .collect()
+        })
+}
+
+fn chain_round_trip<I: Input>(inputs: &[I]) -> Result<usize, TestCaseError> {
+    let mut w = ChainWriter::new();
+    for i in inputs {
+        prop_assert!(w.push(i, usize::MAX));
+    }
+    let mut bytes = Vec::new();
+    w.write(&mut bytes);
+    prop_assert_eq!(&wire::decode_chain::<I>(&bytes, inputs.len())?, inputs);
+    Ok(bytes.len())
+}
+
+fn seat() -> impl Strategy<Value = PlayerId> {
+    (0u16..256).prop_map(PlayerId)
+}
+
+/// Up to 32 bytes of mixed-width UTF-8 (the tightest text bound).
+fn text() -> impl Strategy<Value = String> {
+    "[a-zA-Z0-9 éß✓]{0,40}".prop_map(|mut s| {
+        while s.len() > 32 {
+            s.pop();
+        }
+        s
+    })
+}
+
+proptest! {
+    #![proptest_config(cases())]
+
+    #[test]
+    fn changed_since_then_apply_gives_the_new_input(prev in player_inputs(), next in player_inputs()) {
+        match next.changed_since(&prev) {
+            None => prop_assert_eq!(&prev, &next),
+            Some(delta) => prop_assert_eq!(prev.apply(&delta), next),
+        }
+    }
+
+    #[test]
+    fn player_inputs_round_trip_whole_and_as_deltas(prev in player_inputs(), next in player_inputs()) {
+        let mut buf = Vec::new();
+        next.encode(&mut buf);
+        prop_assert_eq!(PlayerInputs::decode(&buf)?, next.clone());
+        if prev != next {
+            let mut d = Vec::new();
+            next.encode_delta(&prev, &mut d);
+            let mut cursor = &d[..];
+            prop_assert_eq!(PlayerInputs::decode_delta(&prev, &mut cursor)?, next);
+            prop_assert!(cursor.is_empty());
+        }
+    }
+
+    #[test]
+    fn chains_round_trip_for_every_kind_of_input(
+        held in held_sequence(),
+        words in proptest::collection::vec(any::<u16>(), 0..100),
+        blobs in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..200), 0..20),
+    ) {
+        chain_round_trip(&held)?;
+        chain_round_trip(&words)?;
+        chain_round_trip(&blobs)?;
+    }
+
+    /// Unchanged input costs one bit per tick, whatever the type.
+    #[test]
+    fn unchanged_input_costs_one_bit(first in player_inputs(), n in 1usize..200, word in any::<u64>()) {
+        let same = vec![first.clone(); n];
+        let one = chain_round_trip(&same[..1])?;
+        prop_assert_eq!(chain_round_trip(&same)?, one - 1 + n.div_ceil(8));
+        let words = vec![word; n];
+        let one = chain_round_trip(&words[..1])?;
+        prop_assert_eq!(chain_round_trip(&words)?, one - 1 + n.div_ceil(8));
+    }
+
+    #[test]
+    fn frame_lists_round_trip(
+        start in any::<u32>(),
+        seats in 1usize..8,
+        rows in proptest::collection::vec(proptest::collection::vec(proptest::option::of(any::<u16>()), 8), 1..40),
+        events in proptest::collection::vec((0usize..40, 0u16..8, any::<bool>()), 0..5),
+    ) {
+        let start = start.min(u32::MAX - rows.len() as u32);
+        let mut frames: Vec<Frame<u16>> = rows.iter().enumerate().map(|(i, r)| Frame {
+            tick: Tick::new(start + i as u32),
+            inputs: r[..seats].to_vec(),
+            events: vec![],
+        }).collect();
+        for (at, p, joined) in events {
+            if let Some(f) = frames.get_mut(at) {
+                let player = PlayerId(p);
+                f.events.push(if joined { SystemEvent::Joined { player } } else { SystemEvent::Abandoned { player } });
+            }
+        }
+        let mut body = Vec::new();
+        wire::encode_frames_body(&frames, seats, &mut body);
+        prop_assert_eq!(wire::decode_frames_body::<u16>(Tick::new(start), frames.len(), seats, &body)?, frames);
+    }
+
+    /// Every message survives a trip through a datagram, with its ticks
+    /// coded against any base and expanded from any nearby reference.
+    #[test]
+    fn every_message_round_trips(
+        base in any::<u32>(),
+        drift in -30_000i64..30_000,
+        fingerprint in any::<u64>(),
+        name in text(),
+        room in text(),
+        ticket in proptest::collection::vec(any::<u8>(), 0..100),
+        resume in proptest::option::of(any::<u64>()),
+        welcome_seat in proptest::option::of(seat()),
+        nums in any::<(u32, u16, u16, u8, u64)>(),
+        stamps in any::<(u32, u32)>(),
+        seats_ticks in proptest::collection::vec(seat(), 0..6),
+        checks in proptest::collection::vec(any::<u64>(), 0..10),
+        chunk in proptest::collection::vec(any::<u8>(), 0..300),
+        inputs in proptest::collection::vec(any::<u16>(), 1..30),
+        codes in (0usize..6, 0usize..4, 0usize..7),
+    ) {
+        let base_t = Tick::new(base);
+        let reference = Tick::new((i64::from(base) + drift).clamp(0, i64::from(u32::MAX)) as u32);
+        let near = |k: usize| Tick::new(if k % 2 == 0 { base.saturating_sub(k as u32 * 7) } else { base.saturating_add(k as u32 * 13) });
+        let mut chain = ChainWriter::new();
+        for i in &inputs { chain.push(i, usize::MAX); }
+        let mut chain_bytes = Vec::new();
+        chain.write(&mut chain_bytes);
+        let run_start = near(3).min(Tick::new(u32::MAX - inputs.len() as u32));
+        let frames = vec![Frame { tick: near(1), inputs: vec![Some(3u16), None], events: vec![] }];
+        let mut body = Vec::new();
+        wire::encode_frames_body(&frames, 2, &mut body);
+        let reasons = [
+            RejectReason::ProtocolMismatch { server: nums.3, client: nums.3.wrapping_add(1) },
+            RejectReason::GameMismatch { server: nums.4, client: fingerprint },
+            RejectReason::RoomFull, RejectReason::ServerFull, RejectReason::BadTicket,
+            RejectReason::NoSuchRoom, RejectReason::Other(&name),
+        ];
+        let errors = [ErrorCode::Malformed, ErrorCode::Violation, ErrorCode::RateLimited,
+            ErrorCode::TooLarge, ErrorCode::Unauthorized, ErrorCode::Internal];
+        let byes = [ByeReason::Leaving, ByeReason::Shutdown, ByeReason::Kicked, ByeReason::Timeout];
+        let messages = vec![
+            Message::Hello(Hello { fingerprint, spectator: nums.3 % 2 == 0, room: &room, name: &name, ticket: &ticket, resume }),
+            Message::Welcome(Welcome { seat: welcome_seat, tick: Tick::new(nums.0), tick_rate: u32::from(nums.1 % 1001), delay: u32::from(nums.2 % 1025), seats: u32::from(nums.2) % 257, token: nums.4 }),
+            Message::Reject(reasons[codes.2]),
+            Message::Inputs(Inputs {
+                acks: seats_ticks.iter().enumerate().map(|(k, s)| (*s, near(k))).collect(),
+                runs: vec![InputRun { seat: PlayerId(1), start: run_start, count: inputs.len() as u32, chain: &chain_bytes }],
+            }),
+            Message::Frames(Frames { start: near(1), count: 1, seats: 2, body: &body }),
+            Message::Checksums(Checksums { ack: resume.map(|_| near(2)), entries: checks.iter().enumerate().map(|(k, h)| (near(k), *h)).collect() }),
+            Message::Pause { frame: near(5) },
+            Message::Resume { lifted: near(6) },
+            Message::Abandon(Abandon { wanted: seats_ticks.clone(), decisions: seats_ticks.iter().enumerate().map(|(k, s)| (*s, near(k))).collect() }),
+            Message::Ping { stamp: stamps.0 },
+            Message::Pong { stamp: stamps.0, held_ms: stamps.1 },
+            Message::SnapshotChunk(SnapshotChunk { id: nums.0, tick: Tick::new(stamps.1), total_len: 100_000, hash: nums.4, index: 2, count: 3, data: &chunk }),
+            Message::Error { code: errors[codes.0], text: &name },
+            Message::Bye { reason: byes[codes.1], text: &room },
+        ];
+        let mut datagrams: Vec<Vec<u8>> = Vec::new();
+        let mut pending = messages.as_slice();
+        while let Some((m, rest)) = pending.split_first() {
+            let mut buf = Vec::new();
+            let mut w = DatagramWriter::new(&mut buf, base_t, 1200);
+            w.push(m).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            pending = rest;
+            while let Some((m, rest)) = pending.split_first() {
+                if w.push(m).is_err() { break; }
+                pending = rest;
+            }
+            let len = w.finish();
+            prop_assert!(len <= 1200);
+            datagrams.push(buf);
+        }
+        let mut back = Vec::new();
+        for d in &datagrams {
+            let decoded = Datagram::decode(d, reference)?;
+            prop_assert_eq!(decoded.base, base_t);
+            back.extend(decoded.messages);
+        }
+        prop_assert_eq!(back, messages);
+        let decoded_inputs = match &Datagram::decode(&datagrams[0], reference)?.messages[3] {
+            Message::Inputs(i) => i.runs[0].decode::<u16>()?,
+            _ => vec![],
+        };
+        if datagrams.len() == 1 { prop_assert_eq!(decoded_inputs, inputs); }
+    }
+
+    /// A field over its bound is refused when writing, not sent to be
+    /// refused on arrival.
+    #[test]
+    fn writers_refuse_what_readers_would(extra in 1usize..100) {
+        let name = "n".repeat(wire::MAX_NAME + extra);
+        let mut buf = Vec::new();
+        let mut w = DatagramWriter::new(&mut buf, Tick::ZERO, 1200);
+        let hello = Message::Hello(Hello { name: &name, ..Hello::default() });
+        let refused = matches!(w.push(&hello), Err(wire::WireError::TooLong { what: "name", .. }));
+        prop_assert!(refused);
+        prop_assert!(w.is_empty());
+    }
+
+    /// The 16-bit base tick expands correctly from any reference within
+    /// ±32 767 ticks, across every wrap of the low bits.
+    #[test]
+    fn base_ticks_expand_across_wraps(tick in any::<u32>(), drift in -32_767i64..=32_767) {
+        let reference = i64::from(tick) + drift;
+        prop_assume!((0..=i64::from(u32::MAX)).contains(&reference));
+        prop_assert_eq!(wire::expand_tick(tick as u16, Tick::new(reference as u32)), Tick::new(tick));
+    }
+}
