@@ -172,7 +172,7 @@ proptest! {
     ) {
         let base_t = Tick::new(base);
         let reference = Tick::new((i64::from(base) + drift).clamp(0, i64::from(u32::MAX)) as u32);
-        let near = |k: usize| Tick::new(if k % 2 == 0 { base.saturating_sub(k as u32 * 7) } else { base.saturating_add(k as u32 * 13) });
+        let near = |k: usize| Tick::new(if k.is_multiple_of(2) { base.saturating_sub(k as u32 * 7) } else { base.saturating_add(k as u32 * 13) });
         let mut chain = ChainWriter::new();
         for i in &inputs { chain.push(i, usize::MAX); }
         let mut chain_bytes = Vec::new();
@@ -191,7 +191,7 @@ proptest! {
             ErrorCode::TooLarge, ErrorCode::Unauthorized, ErrorCode::Internal];
         let byes = [ByeReason::Leaving, ByeReason::Shutdown, ByeReason::Kicked, ByeReason::Timeout];
         let messages = vec![
-            Message::Hello(Hello { fingerprint, spectator: nums.3 % 2 == 0, room: &room, name: &name, ticket: &ticket, resume }),
+            Message::Hello(Hello { fingerprint, spectator: nums.3.is_multiple_of(2), room: &room, name: &name, ticket: &ticket, resume }),
             Message::Welcome(Welcome { seat: welcome_seat, tick: Tick::new(nums.0), tick_rate: u32::from(nums.1 % 1001), delay: u32::from(nums.2 % 1025), seats: u32::from(nums.2) % 257, token: nums.4 }),
             Message::Reject(reasons[codes.2]),
             Message::Inputs(Inputs {
