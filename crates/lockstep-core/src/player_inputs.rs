@@ -277,6 +277,9 @@ impl Input for PlayerInputs {
     }
 
     fn decode_delta(prev: &Self, input: &mut &[u8]) -> Result<Self, InputDecodeError> {
+        if input.first() == Some(&0) {
+            return Err(InputDecodeError::Invalid("a delta that changes nothing"));
+        }
         let mut r = Reader::new(input);
         let v = Self::read_fields(prev, &mut r)?;
         *input = &input[input.len() - r.remaining()..];

@@ -187,15 +187,25 @@ pub fn xor_undelta(prev: &[u8], input: &mut &[u8]) -> Result<Vec<u8>, InputDecod
             }
         }
     } else {
+        // Runs are maximal, as the encoder writes them: only the first may
+        // start without zeros, only the last may end without a literal, and
+        // literal bytes are never zero.
         let mut i = 0;
+        let mut first = true;
         while i < len {
             let zeros = r.len("zeros", len - i).map_err(bad)?;
             let literal = r.len("literal", len - i - zeros).map_err(bad)?;
-            if zeros + literal == 0 {
-                return Err(InputDecodeError::Invalid("empty XOR run"));
+            if (zeros == 0 && !first) || (literal == 0 && i + zeros < len) {
+                return Err(InputDecodeError::Invalid("XOR runs are not maximal"));
             }
+            first = false;
             i += zeros;
             for b in r.bytes(literal).map_err(bad)? {
+                if *b == 0 {
+                    return Err(InputDecodeError::Invalid(
+                        "XOR literal holds an unchanged byte",
+                    ));
+                }
                 next[i] ^= b;
                 i += 1;
             }

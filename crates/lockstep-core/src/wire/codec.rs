@@ -126,6 +126,11 @@ impl<'a> Reader<'a> {
             }
             v |= part << (7 * i);
             if b & 0x80 == 0 {
+                // A final zero byte after the first adds nothing: the same
+                // number has a shorter encoding, and only that one is valid.
+                if i > 0 && b == 0 {
+                    return Err(WireError::Invalid("varint is not minimal"));
+                }
                 return Ok(v);
             }
         }
@@ -308,6 +313,16 @@ mod tests {
                 assert_eq!(expand_tick(t as u16, Tick::new(reference)), Tick::new(t));
             }
         }
+    }
+
+    #[test]
+    fn non_minimal_varints_are_refused() {
+        assert_eq!(
+            Reader::new(&[0x87, 0x00]).varint(),
+            Err(WireError::Invalid("varint is not minimal"))
+        );
+        assert_eq!(Reader::new(&[0x80, 0x01]).varint(), Ok(128));
+        assert_eq!(Reader::new(&[0x00]).varint(), Ok(0));
     }
 
     #[test]

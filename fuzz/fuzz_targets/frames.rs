@@ -1,0 +1,24 @@
+//! Raw bytes into the frame-list and canonical-frame decoders.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use lockstep_core::wire::{FrameRef, decode_frames_body, encode_frame, encode_frames_body};
+use lockstep_core::{PlayerInputs, Tick};
+
+fuzz_target!(|data: &[u8]| {
+    let [count, seats, bytes @ ..] = data else { return };
+    let (count, seats) = (usize::from(*count), usize::from(*seats) % 16);
+    if let Ok(frames) = decode_frames_body::<PlayerInputs>(Tick::new(7), count, seats, bytes) {
+        let mut out = Vec::new();
+        encode_frames_body(&frames, seats, &mut out);
+        let again = decode_frames_body::<PlayerInputs>(Tick::new(7), count, seats, &out);
+        assert_eq!(again.as_ref(), Ok(&frames));
+    }
+    if let Ok(f) = FrameRef::decode(bytes) {
+        if let Ok(frame) = f.to_frame::<Vec<u8>>() {
+            let mut out = Vec::new();
+            encode_frame(&frame, &mut out);
+            assert_eq!(out, bytes, "canonical frames re-encode identically");
+        }
+    }
+});
