@@ -1,0 +1,511 @@
+//! Workloads for lockstep's benchmarks, shared by `cargo bench -p
+//! lockstep-bench` and its tests.
+//!
+//! - [`Trace`]: a seeded input trace shaped like real play (sticks held for
+//!   a few ticks, buttons sparse).
+//! - [`Codec`]s: the same per-tick traffic written three ways: lockstep's
+//!   protocol, a plain fixed-size encoding, and a JSON envelope.
+//! - [`run_mesh_udp`]: a lockstep mesh session over real loopback UDP, with
+//!   every byte sent counted and the time spent in the session measured.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+use lockstep_core::sim::SimRng;
+use lockstep_core::wire::{ChainWriter, Datagram, DatagramWriter, InputRun, Inputs, Message};
+use lockstep_core::{
+    Instant, MeshConfig, MeshSession, PeerId, PlayerId, PlayerInputs, Roster, Tick,
+};
+use serde::{Deserialize, Serialize};
+use std::io::ErrorKind;
+use std::net::{SocketAddr, UdpSocket};
+use std::time::Duration;
+
+/// Simulation rate of every workload.
+pub const TICK_RATE: u32 = 30;
+/// Ticks a sender keeps resending until acknowledged: about 100 ms at 30 Hz,
+/// a typical internet round trip.
+pub const WINDOW: usize = 3;
+
+/// Seeded inputs for every player and tick.
+#[derive(Debug, Clone)]
+pub struct Trace {
+    /// `inputs[player][tick]`.
+    pub inputs: Vec<Vec<PlayerInputs>>,
+}
+
+impl Trace {
+    /// `players` players for `ticks` ticks: each stick moves about every
+    /// five ticks, the pointer every ten, and a button changes about once a
+    /// second.
+    pub fn generate(players: usize, ticks: usize, seed: u64) -> Self {
+        let inputs = (0..players)
+            .map(|p| {
+                let mut rng = SimRng::new(seed ^ (p as u64 + 1).wrapping_mul(0x9E37_79B9));
+                let mut cur = PlayerInputs::default();
+                let axis = |rng: &mut SimRng| (rng.below(255) as i32 - 127) as i8;
+                (0..ticks)
+                    .map(|_| {
+                        if rng.chance(0.2) {
+                            cur.movement = [axis(&mut rng), axis(&mut rng)];
+                        }
+                        if rng.chance(0.2) {
+                            cur.aim = [axis(&mut rng), axis(&mut rng)];
+                        }
+                        if rng.chance(0.1) {
+                            cur.pointer = [
+                                rng.next_u64() as u16 & 0x7BFF,
+                                rng.next_u64() as u16 & 0x7BFF,
+                            ];
+                        }
+                        if rng.chance(0.03) {
+                            cur.buttons ^= 1 << rng.below(8);
+                        }
+                        cur.clone()
+                    })
+                    .collect()
+            })
+            .collect();
+        Self { inputs }
+    }
+
+    /// Number of players.
+    pub fn players(&self) -> usize {
+        self.inputs.len()
+    }
+
+    /// Number of ticks.
+    pub fn ticks(&self) -> usize {
+        self.inputs.first().map_or(0, Vec::len)
+    }
+
+    /// The inputs a sender resends at `tick`: the last [`WINDOW`] ticks.
+    pub fn window(&self, player: usize, tick: usize) -> &[PlayerInputs] {
+        let from = (tick + 1).saturating_sub(WINDOW);
+        &self.inputs[player][from..=tick]
+    }
+}
+
+/// The fixed-size form of an input, as a game without a codec sends it (and
+/// as GGRS serialises it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PadInput {
+    /// Movement stick.
+    pub movement: [i8; 2],
+    /// Aim stick.
+    pub aim: [i8; 2],
+    /// Pointer (half-float bits).
+    pub pointer: [u16; 2],
+    /// Buttons.
+    pub buttons: u32,
+}
+
+impl From<&PlayerInputs> for PadInput {
+    fn from(p: &PlayerInputs) -> Self {
+        Self {
+            movement: p.movement,
+            aim: p.aim,
+            pointer: p.pointer,
+            buttons: p.buttons,
+        }
+    }
+}
+
+/// One way of putting a player's per-tick datagram on the wire.
+pub trait Codec {
+    /// A short name for the table.
+    fn name(&self) -> &'static str;
+    /// Appends the datagram `player` sends at `tick`: its inputs for
+    /// `inputs` (the last [`WINDOW`] ticks, ending at `tick`), plus the
+    /// acknowledgement of what it received.
+    fn encode(&self, player: usize, tick: u32, inputs: &[PlayerInputs], out: &mut Vec<u8>);
+    /// Decodes a datagram back into inputs; returns how many.
+    fn decode(&self, bytes: &[u8]) -> usize;
+}
+
+/// lockstep's protocol v1: header, an `Inputs` message with an ack and a
+/// delta chain.
+#[derive(Debug, Default)]
+pub struct LockstepCodec;
+
+impl Codec for LockstepCodec {
+    fn name(&self) -> &'static str {
+        "lockstep v1 (delta chains)"
+    }
+
+    fn encode(&self, player: usize, tick: u32, inputs: &[PlayerInputs], out: &mut Vec<u8>) {
+        let mut chain = ChainWriter::new();
+        for i in inputs {
+            chain.push(i, usize::MAX);
+        }
+        let mut bytes = Vec::with_capacity(chain.len());
+        chain.write(&mut bytes);
+        let start = Tick::new(tick + 1 - inputs.len() as u32);
+        let base = Tick::new(tick.saturating_sub(2));
+        let mut w = DatagramWriter::new(out, base, 1200);
+        let _ = w.push(&Message::Inputs(Inputs {
+            acks: vec![(PlayerId(((player + 1) % 8) as u16), base)],
+            runs: vec![InputRun {
+                seat: PlayerId(player as u16),
+                start,
+                count: inputs.len() as u32,
+                chain: &bytes,
+            }],
+        }));
+        w.finish();
+    }
+
+    fn decode(&self, bytes: &[u8]) -> usize {
+        let Ok(d) = Datagram::decode(bytes, Tick::ZERO) else {
+            return 0;
+        };
+        d.messages
+            .iter()
+            .map(|m| match m {
+                Message::Inputs(i) => i
+                    .runs
+                    .iter()
+                    .map(|r| r.decode::<PlayerInputs>().map_or(0, |v| v.len()))
+                    .sum(),
+                _ => 0,
+            })
+            .sum()
+    }
+}
+
+/// Every input in full, fixed size: tick (4), seat (1), ack (4), count (1),
+/// then 12 bytes per input.
+#[derive(Debug, Default)]
+pub struct FixedCodec;
+
+impl Codec for FixedCodec {
+    fn name(&self) -> &'static str {
+        "fixed-size, every input in full"
+    }
+
+    fn encode(&self, player: usize, tick: u32, inputs: &[PlayerInputs], out: &mut Vec<u8>) {
+        out.extend_from_slice(&tick.to_le_bytes());
+        out.push(player as u8);
+        out.extend_from_slice(&tick.saturating_sub(2).to_le_bytes());
+        out.push(inputs.len() as u8);
+        for i in inputs {
+            let p = PadInput::from(i);
+            out.extend(p.movement.map(|v| v as u8));
+            out.extend(p.aim.map(|v| v as u8));
+            for v in p.pointer {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+            out.extend_from_slice(&p.buttons.to_le_bytes());
+        }
+    }
+
+    fn decode(&self, bytes: &[u8]) -> usize {
+        let Some(&n) = bytes.get(9) else { return 0 };
+        let mut count = 0;
+        for chunk in bytes[10..].chunks_exact(12).take(usize::from(n)) {
+            let p = PadInput {
+                movement: [chunk[0] as i8, chunk[1] as i8],
+                aim: [chunk[2] as i8, chunk[3] as i8],
+                pointer: [
+                    u16::from_le_bytes([chunk[4], chunk[5]]),
+                    u16::from_le_bytes([chunk[6], chunk[7]]),
+                ],
+                buttons: u32::from_le_bytes([chunk[8], chunk[9], chunk[10], chunk[11]]),
+            };
+            count += usize::from(p.buttons != u32::MAX);
+        }
+        count
+    }
+}
+
+/// A versioned JSON envelope, as a WebSocket game server might send:
+/// `{"protocolVersion":1,"type":"inputs","payload":{...}}`.
+#[derive(Debug, Default)]
+pub struct JsonCodec;
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonEnvelope {
+    protocol_version: u32,
+    r#type: String,
+    payload: JsonInputs,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonInputs {
+    player: usize,
+    tick: u32,
+    ack: u32,
+    inputs: Vec<PadInput>,
+}
+
+impl Codec for JsonCodec {
+    fn name(&self) -> &'static str {
+        "JSON envelope"
+    }
+
+    fn encode(&self, player: usize, tick: u32, inputs: &[PlayerInputs], out: &mut Vec<u8>) {
+        let env = JsonEnvelope {
+            protocol_version: 1,
+            r#type: "inputs".into(),
+            payload: JsonInputs {
+                player,
+                tick,
+                ack: tick.saturating_sub(2),
+                inputs: inputs.iter().map(PadInput::from).collect(),
+            },
+        };
+        // Writing to a Vec cannot fail.
+        let _ = serde_json::to_writer(out, &env);
+    }
+
+    fn decode(&self, bytes: &[u8]) -> usize {
+        serde_json::from_slice::<JsonEnvelope>(bytes).map_or(0, |e| e.payload.inputs.len())
+    }
+}
+
+/// Bytes and time for one codec over a whole trace.
+#[derive(Debug, Clone, Copy)]
+pub struct CodecResult {
+    /// Mean datagram size per player per tick.
+    pub bytes_per_player_tick: f64,
+    /// Encode plus decode time per tick (all players), best of the rounds.
+    pub nanos_per_tick: f64,
+}
+
+/// Encodes and decodes every player's datagram at every tick of `trace`,
+/// `rounds` times; reports the mean size and the fastest round's time.
+pub fn measure_codec(codec: &dyn Codec, trace: &Trace, rounds: usize) -> CodecResult {
+    let mut buf = Vec::with_capacity(2048);
+    let mut bytes = 0usize;
+    let mut best = f64::INFINITY;
+    for round in 0..rounds.max(1) {
+        let started = std::time::Instant::now();
+        let mut decoded = 0usize;
+        for tick in 0..trace.ticks() {
+            for p in 0..trace.players() {
+                buf.clear();
+                codec.encode(p, tick as u32, trace.window(p, tick), &mut buf);
+                decoded += codec.decode(&buf);
+                if round == 0 {
+                    bytes += buf.len();
+                }
+            }
+        }
+        let elapsed = started.elapsed().as_nanos() as f64;
+        assert!(decoded > 0, "{} decoded nothing", codec.name());
+        best = best.min(elapsed / trace.ticks() as f64);
+    }
+    CodecResult {
+        bytes_per_player_tick: bytes as f64 / (trace.ticks() * trace.players()) as f64,
+        nanos_per_tick: best,
+    }
+}
+
+/// What a run of sessions over loopback UDP cost.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SessionResult {
+    /// Frames every peer ran.
+    pub frames: u64,
+    /// Bytes handed to the sockets, per player per frame.
+    pub bytes_per_player_frame: f64,
+    /// Datagrams sent, per player per frame.
+    pub datagrams_per_player_frame: f64,
+    /// Time spent inside the sessions and sockets (not sleeping), per player
+    /// per frame, in microseconds.
+    pub micros_per_player_frame: f64,
+    /// Whether every peer ran identical frames.
+    pub agreed: bool,
+}
+
+/// Paces a game loop at [`TICK_RATE`] against the wall clock.
+#[derive(Debug)]
+pub struct Pacer {
+    start: std::time::Instant,
+    due: u64,
+}
+
+impl Pacer {
+    /// Starts now.
+    pub fn new() -> Self {
+        Self {
+            start: std::time::Instant::now(),
+            due: 0,
+        }
+    }
+
+    /// Whether the next tick is due.
+    pub fn due(&self) -> bool {
+        self.start.elapsed() >= Duration::from_secs(1) * self.due as u32 / TICK_RATE
+    }
+
+    /// Marks the due tick done.
+    pub fn done(&mut self) {
+        self.due += 1;
+    }
+
+    /// Time since the start, as the core's `Instant`.
+    pub fn now(&self) -> Instant {
+        Instant::from_micros(self.start.elapsed().as_micros() as u64)
+    }
+}
+
+impl Default for Pacer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Binds `n` non-blocking UDP sockets on loopback ports the OS picks.
+pub fn loopback_sockets(n: usize) -> std::io::Result<Vec<UdpSocket>> {
+    (0..n)
+        .map(|_| {
+            let s = UdpSocket::bind("127.0.0.1:0")?;
+            s.set_nonblocking(true)?;
+            Ok(s)
+        })
+        .collect()
+}
+
+/// Runs a 4-player (or `trace.players()`) lockstep mesh over loopback UDP
+/// at [`TICK_RATE`] with input delay 2 until every peer ran `frames` frames,
+/// all peers in this thread. Every byte handed to a socket is counted.
+pub fn run_mesh_udp(trace: &Trace, frames: u64) -> std::io::Result<SessionResult> {
+    let n = trace.players();
+    let sockets = loopback_sockets(n)?;
+    let addrs: Vec<SocketAddr> = sockets
+        .iter()
+        .map(UdpSocket::local_addr)
+        .collect::<Result<_, _>>()?;
+    let mut roster = Roster::new();
+    for i in 0..n {
+        roster = roster.player(PeerId(i as u32), PlayerId(i as u16));
+    }
+    let config = MeshConfig {
+        delay: 2,
+        abandon_after: None,
+        ..MeshConfig::default()
+    };
+    let pacer = Pacer::new();
+    let mut sessions: Vec<MeshSession<PlayerInputs>> = (0..n)
+        .map(|i| {
+            MeshSession::new(
+                config.clone(),
+                roster.clone(),
+                PeerId(i as u32),
+                pacer.now(),
+            )
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let mut pacers: Vec<Pacer> = (0..n)
+        .map(|_| Pacer {
+            start: pacer.start,
+            due: 0,
+        })
+        .collect();
+    let mut hashes: Vec<lockstep_core::StreamHash> =
+        (0..n).map(|_| lockstep_core::StreamHash::new()).collect();
+    let mut ran = vec![0u64; n];
+    let (mut bytes, mut datagrams) = (0u64, 0u64);
+    let mut busy = Duration::ZERO;
+    let mut buf = Vec::with_capacity(1500);
+    let mut inbox = [0u8; 1500];
+    let deadline = std::time::Instant::now() + Duration::from_secs(60 + frames / 10);
+    while ran.iter().any(|r| *r < frames) {
+        if std::time::Instant::now() > deadline {
+            return Err(std::io::Error::other(
+                "mesh over UDP did not finish in time",
+            ));
+        }
+        let work = std::time::Instant::now();
+        for i in 0..n {
+            let now = pacer.now();
+            loop {
+                match sockets[i].recv_from(&mut inbox) {
+                    Ok((len, from)) => {
+                        if let Some(peer) = addrs.iter().position(|a| *a == from) {
+                            let _ = sessions[i].handle_datagram(
+                                PeerId(peer as u32),
+                                &inbox[..len],
+                                now,
+                            );
+                        }
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) => return Err(e),
+                }
+            }
+            let s = &mut sessions[i];
+            s.handle_timeout(now);
+            if pacers[i].due() {
+                let k = s.next_commit().get() as usize - config.delay as usize;
+                let input = trace.inputs[i][k.min(trace.ticks() - 1)].clone();
+                if s.commit_local(input).is_ok() {
+                    pacers[i].done();
+                }
+            }
+            while ran[i] < frames {
+                let Some(f) = s.advance() else { break };
+                hashes[i].push(&f);
+                ran[i] += 1;
+            }
+            while let Some(t) = s.poll_transmit(&mut buf) {
+                bytes += t.len as u64;
+                datagrams += 1;
+                sockets[i].send_to(&buf[..t.len], addrs[t.destination.0 as usize])?;
+            }
+            while s.poll_event().is_some() {}
+        }
+        busy += work.elapsed();
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    let first = hashes[0].value();
+    let per = (n as u64 * frames) as f64;
+    Ok(SessionResult {
+        frames,
+        bytes_per_player_frame: bytes as f64 / per,
+        datagrams_per_player_frame: datagrams as f64 / per,
+        micros_per_player_frame: busy.as_secs_f64() * 1e6 / per,
+        agreed: hashes.iter().all(|h| h.value() == first),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traces_are_reproducible_and_shaped_like_play() {
+        let a = Trace::generate(8, 600, 7);
+        let b = Trace::generate(8, 600, 7);
+        assert_eq!(a.inputs, b.inputs);
+        let changes = a.inputs[0]
+            .windows(2)
+            .filter(|w| w[0].movement != w[1].movement)
+            .count();
+        assert!(
+            (80..160).contains(&changes),
+            "movement changes {changes} times in 600 ticks"
+        );
+    }
+
+    #[test]
+    fn every_codec_decodes_what_it_encodes() {
+        let trace = Trace::generate(8, 60, 1);
+        for codec in [&LockstepCodec as &dyn Codec, &FixedCodec, &JsonCodec] {
+            let mut buf = Vec::new();
+            codec.encode(3, 30, trace.window(3, 30), &mut buf);
+            assert_eq!(codec.decode(&buf), WINDOW, "{}", codec.name());
+        }
+    }
+
+    #[test]
+    fn mesh_over_loopback_udp_agrees() -> std::io::Result<()> {
+        let trace = Trace::generate(4, 100, 3);
+        let r = run_mesh_udp(&trace, 30)?;
+        assert!(r.agreed);
+        assert!(r.bytes_per_player_frame > 0.0);
+        Ok(())
+    }
+}
