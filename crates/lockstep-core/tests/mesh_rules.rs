@@ -795,7 +795,23 @@ fn a_peer_that_leaves_is_abandoned_without_waiting_for_silence() {
 
 #[test]
 fn tick_runs_past_u32_max_are_malformed() {
-    let d = forged(u32::MAX - 2, vec![run(0, u32::MAX - 1, &[1u16, 2, 3])]);
+    // The writer refuses such a run, so craft the bytes below it.
+    let (seat, start, count, chain) = run(0, u32::MAX - 1, &[1u16, 2, 3]);
+    let base = Tick::new(u32::MAX - 2);
+    let bad = Message::Inputs(Inputs {
+        acks: vec![],
+        runs: vec![InputRun {
+            seat,
+            start,
+            count,
+            chain: &chain,
+        }],
+    });
+    let mut d = Vec::new();
+    assert!(DatagramWriter::new(&mut d, base, 1200).push(&bad).is_err());
+    d.clear();
+    DatagramWriter::new(&mut d, base, 1200).finish();
+    bad.encode(base, &mut d);
     assert_eq!(
         Datagram::decode(&d, Tick::new(u32::MAX - 2)),
         Err(WireError::Invalid("input run passes the last tick"))
