@@ -17,6 +17,12 @@ pub enum SystemEvent {
         /// The seat.
         player: PlayerId,
     },
+    /// The player left on purpose: from this frame on the seat's entry is
+    /// `None` on every machine.
+    Left {
+        /// The seat.
+        player: PlayerId,
+    },
     /// The player stopped sending and was given up on: from this frame on
     /// the seat's entry is `None` on every machine. What takes over the
     /// seat (an AI, nothing) is the game's decision.
@@ -30,7 +36,7 @@ impl SystemEvent {
     /// The seat the event is about.
     pub const fn player(&self) -> PlayerId {
         match *self {
-            Self::Joined { player } | Self::Abandoned { player } => player,
+            Self::Joined { player } | Self::Left { player } | Self::Abandoned { player } => player,
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use lockstep_core::wire::{
     self, Abandon, ByeReason, ChainWriter, Checksums, Datagram, DatagramWriter, ErrorCode, Frames,
-    Hello, InputRun, Inputs, Message, RejectReason, SnapshotChunk, Welcome,
+    Hello, InputCodec, InputRun, Inputs, Message, RejectReason, SnapshotChunk, Status, Welcome,
 };
 use lockstep_core::{Frame, Input, PlayerId, PlayerInputs, SystemEvent, Tick};
 use proptest::prelude::*;
@@ -191,8 +191,8 @@ proptest! {
             ErrorCode::TooLarge, ErrorCode::Unauthorized, ErrorCode::Internal];
         let byes = [ByeReason::Leaving, ByeReason::Shutdown, ByeReason::Kicked, ByeReason::Timeout];
         let messages = vec![
-            Message::Hello(Hello { fingerprint, spectator: nums.3.is_multiple_of(2), room: &room, name: &name, ticket: &ticket, resume }),
-            Message::Welcome(Welcome { seat: welcome_seat, tick: Tick::new(nums.0), tick_rate: u32::from(nums.1 % 1001), delay: u32::from(nums.2 % 1025), seats: u32::from(nums.2) % 257, token: nums.4 }),
+            Message::Hello(Hello { fingerprint, spectator: nums.3.is_multiple_of(2), room: &room, name: &name, ticket: &ticket, resume, codec: if nums.1.is_multiple_of(2) { InputCodec::Opaque } else { InputCodec::PlayerInputs } }),
+            Message::Welcome(Welcome { seat: welcome_seat, start: Tick::new(nums.0 / 2), tick: Tick::new(nums.0), deadline: nums.3 > 100, tick_rate: u32::from(nums.1 % 1001), delay: u32::from(nums.2 % 1025), seats: u32::from(nums.2) % 257, token: nums.4 }),
             Message::Reject(reasons[codes.2]),
             Message::Inputs(Inputs {
                 acks: seats_ticks.iter().enumerate().map(|(k, s)| (*s, near(k))).collect(),
@@ -208,6 +208,7 @@ proptest! {
             Message::SnapshotChunk(SnapshotChunk { id: nums.0, tick: Tick::new(stamps.1), total_len: 100_000, hash: nums.4, index: 2, count: 3, data: &chunk }),
             Message::Error { code: errors[codes.0], text: &name },
             Message::Bye { reason: byes[codes.1], text: &room },
+            Message::Status(Status { open: near(4), slack: stamps.0 as i32, waiting: seats_ticks.clone() }),
         ];
         let mut datagrams: Vec<Vec<u8>> = Vec::new();
         let mut pending = messages.as_slice();

@@ -969,7 +969,7 @@ impl<I: Input> MeshSession<I> {
                 }
                 Message::Ping { stamp } => ping = Some(*stamp),
                 Message::Pong { stamp, held_ms } => pong = Some((*stamp, *held_ms)),
-                Message::SnapshotChunk(_) | Message::Error { .. } => {}
+                Message::SnapshotChunk(_) | Message::Error { .. } | Message::Status(_) => {}
             }
         }
 

@@ -59,7 +59,9 @@ impl<I: Input> MeshSession<I> {
                 &mut w,
                 Message::Welcome(Welcome {
                     seat: self.local_seat,
+                    start: self.next_tick,
                     tick: self.next_tick,
+                    deadline: false,
                     tick_rate: 0,
                     delay: self.config.delay,
                     seats: self.seats.len() as u32,

@@ -23,6 +23,7 @@ const CELL_EMPTY: u8 = 0;
 const CELL_INPUT: u8 = 1;
 const EVENT_JOINED: u8 = 1;
 const EVENT_ABANDONED: u8 = 2;
+const EVENT_LEFT: u8 = 3;
 
 /// Most system events one frame may carry on the wire.
 pub(crate) const MAX_EVENTS: usize = 256;
@@ -83,6 +84,7 @@ pub(crate) fn put_event(out: &mut Vec<u8>, ev: &SystemEvent) {
     let tag = match ev {
         SystemEvent::Joined { .. } => EVENT_JOINED,
         SystemEvent::Abandoned { .. } => EVENT_ABANDONED,
+        SystemEvent::Left { .. } => EVENT_LEFT,
     };
     out.push(tag);
     put_varint(out, u64::from(ev.player().0));
@@ -94,6 +96,7 @@ pub(crate) fn read_event(r: &mut Reader<'_>) -> Result<SystemEvent, WireError> {
     match tag {
         EVENT_JOINED => Ok(SystemEvent::Joined { player }),
         EVENT_ABANDONED => Ok(SystemEvent::Abandoned { player }),
+        EVENT_LEFT => Ok(SystemEvent::Left { player }),
         _ => Err(WireError::Invalid("unknown system event")),
     }
 }

@@ -62,6 +62,8 @@ pub mod message_type {
     pub const ERROR: u8 = 0x0D;
     /// Bye.
     pub const BYE: u8 = 0x0E;
+    /// [`Status`](super::Status).
+    pub const STATUS: u8 = 0x0F;
 }
 use message_type as ty;
 
@@ -82,6 +84,20 @@ pub struct Hello<'a> {
     pub ticket: &'a [u8],
     /// The token from an earlier `Welcome`, to take the same seat back.
     pub resume: Option<u64>,
+    /// How the connection's inputs are delta-coded, so a relay that knows
+    /// nothing of the game can still read them.
+    pub codec: InputCodec,
+}
+
+/// How inputs are delta-coded on the wire (see [`Input::encode_delta`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum InputCodec {
+    /// Any input: the XOR of the encodings (the default `encode_delta`).
+    #[default]
+    Opaque,
+    /// [`PlayerInputs`](crate::PlayerInputs)' field mask.
+    PlayerInputs,
 }
 
 /// The answer to an accepted [`Hello`].
@@ -89,8 +105,14 @@ pub struct Hello<'a> {
 pub struct Welcome {
     /// The seat the connection plays, if any.
     pub seat: Option<PlayerId>,
-    /// The tick the connection starts from.
+    /// The first frame the connection will be sent: it runs the stream from
+    /// there.
+    pub start: Tick,
+    /// The tick the seat joins at: its inputs are due from `tick + delay`.
     pub tick: Tick,
+    /// Whether the sequencer seals ticks on its own clock (an input that
+    /// misses its tick runs on the next one) rather than waiting for all.
+    pub deadline: bool,
     /// Simulation ticks per second (0: not stated, as in a mesh).
     pub tick_rate: u32,
     /// Input delay in ticks.
@@ -331,6 +353,20 @@ pub enum Message<'a> {
         /// Details, for logs.
         text: &'a str,
     },
+    /// A sequencer's view, for one client.
+    Status(Status),
+}
+
+/// What a sequencer tells each client besides frames.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Status {
+    /// The next tick the sequencer will seal.
+    pub open: Tick,
+    /// How many ticks early (positive) or late (negative) this client's
+    /// latest input arrived for the tick it was stamped for.
+    pub slack: i32,
+    /// The seats the open tick is waiting on (empty unless stalled).
+    pub waiting: Vec<PlayerId>,
 }
 
 impl Message<'_> {
@@ -351,6 +387,7 @@ impl Message<'_> {
             Self::SnapshotChunk(_) => ty::SNAPSHOT_CHUNK,
             Self::Error { .. } => ty::ERROR,
             Self::Bye { .. } => ty::BYE,
+            Self::Status(_) => ty::STATUS,
         }
     }
 
@@ -398,6 +435,7 @@ impl Message<'_> {
                 over("wanted seat", a.wanted.len(), MAX_SEATS)?;
                 over("decision", a.decisions.len(), MAX_SEATS)
             }
+            Self::Status(st) => over("waiting seat", st.waiting.len(), MAX_SEATS),
             Self::SnapshotChunk(c) => {
                 over("snapshot", c.total_len as usize, MAX_SNAPSHOT)?;
                 over("snapshot chunk", c.count as usize, MAX_CHUNKS)
@@ -412,7 +450,11 @@ impl Message<'_> {
         out.push(self.kind());
         match self {
             Self::Hello(h) => {
-                out.push(u8::from(h.spectator) | u8::from(h.resume.is_some()) << 1);
+                let codec = match h.codec {
+                    InputCodec::Opaque => 0,
+                    InputCodec::PlayerInputs => 1,
+                };
+                out.push(u8::from(h.spectator) | u8::from(h.resume.is_some()) << 1 | codec << 2);
                 put_u64_le(out, h.fingerprint);
                 put_str(out, h.room);
                 put_str(out, h.name);
@@ -426,6 +468,8 @@ impl Message<'_> {
                     Some(s) => put_varint(out, u64::from(s.0) + 1),
                     None => out.push(0),
                 }
+                out.push(u8::from(w.deadline));
+                put_tick(out, w.start);
                 put_tick(out, w.tick);
                 put_varint(out, u64::from(w.tick_rate));
                 put_varint(out, u64::from(w.delay));
@@ -520,6 +564,15 @@ impl Message<'_> {
                 });
                 put_str(out, text);
             }
+            Self::Status(st) => {
+                put_tick_delta(out, base, st.open);
+                let z = (i64::from(st.slack) << 1) ^ (i64::from(st.slack) >> 63);
+                put_varint(out, z as u64);
+                put_varint(out, st.waiting.len() as u64);
+                for p in &st.waiting {
+                    put_varint(out, u64::from(p.0));
+                }
+            }
         }
     }
 }
@@ -548,9 +601,14 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
     Ok(match kind {
         ty::HELLO => {
             let flags = r.u8()?;
-            if flags & !0b11 != 0 {
+            if flags & !0b111 != 0 {
                 return Err(WireError::Invalid("unknown hello flags"));
             }
+            let codec = if flags & 4 != 0 {
+                InputCodec::PlayerInputs
+            } else {
+                InputCodec::Opaque
+            };
             let fingerprint = r.u64_le()?;
             let room = r.str("room", MAX_ROOM)?;
             let name = r.str("name", MAX_NAME)?;
@@ -567,6 +625,7 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
                 name,
                 ticket,
                 resume,
+                codec,
             })
         }
         ty::WELCOME => {
@@ -575,6 +634,12 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
                 n if n <= MAX_SEATS as u64 => Some(PlayerId((n - 1) as u16)),
                 _ => return Err(WireError::Invalid("seat out of range")),
             };
+            let deadline = match r.u8()? {
+                0 => false,
+                1 => true,
+                _ => return Err(WireError::Invalid("unknown welcome flags")),
+            };
+            let start = r.tick()?;
             let tick = r.tick()?;
             let tick_rate = r.varint_u32()?;
             let delay = r.varint_u32()?;
@@ -584,7 +649,9 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
             }
             Message::Welcome(Welcome {
                 seat,
+                start,
                 tick,
+                deadline,
                 tick_rate,
                 delay,
                 seats,
@@ -735,6 +802,20 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
                 reason,
                 text: r.str("bye text", MAX_TEXT)?,
             }
+        }
+        ty::STATUS => {
+            let open = r.tick_delta(base)?;
+            let z = r.varint()?;
+            let slack = ((z >> 1) as i64) ^ -((z & 1) as i64);
+            let slack =
+                i32::try_from(slack).map_err(|_| WireError::Invalid("slack out of range"))?;
+            let n = r.count("waiting seat", MAX_SEATS, 1)?;
+            let waiting = (0..n).map(|_| read_player(r)).collect::<Result<_, _>>()?;
+            Message::Status(Status {
+                open,
+                slack,
+                waiting,
+            })
         }
         other => return Err(WireError::UnknownMessage(other)),
     })

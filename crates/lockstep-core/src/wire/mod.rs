@@ -32,9 +32,9 @@ pub use codec::{MAX_TICK_DELTA, expand_tick};
 pub use frame::{FrameRef, decode_frames_body, encode_frame, encode_frames_body};
 pub use message::{
     Abandon, ByeReason, Checksums, Datagram, DatagramWriter, ErrorCode, Frames, HEADER_LEN, Hello,
-    InputRun, Inputs, MAX_CHECKSUMS, MAX_CHUNKS, MAX_FRAMES, MAX_MESSAGES, MAX_NAME, MAX_ROOM,
-    MAX_RUN, MAX_SNAPSHOT, MAX_TEXT, MAX_TICKET, Message, RejectReason, SnapshotChunk, Welcome,
-    message_type, peek_version,
+    InputCodec, InputRun, Inputs, MAX_CHECKSUMS, MAX_CHUNKS, MAX_FRAMES, MAX_MESSAGES, MAX_NAME,
+    MAX_ROOM, MAX_RUN, MAX_SNAPSHOT, MAX_TEXT, MAX_TICKET, Message, RejectReason, SnapshotChunk,
+    Status, Welcome, message_type, peek_version,
 };
 
 use crate::input::InputDecodeError;
