@@ -74,6 +74,12 @@ impl Checksums {
         self.local.len()
     }
 
+    /// The local checksum for `tick`, if held.
+    pub(crate) fn get(&self, tick: Tick) -> Option<u64> {
+        let i = self.local.binary_search_by_key(&tick, |(t, _)| *t).ok()?;
+        Some(self.local[i].1)
+    }
+
     pub(crate) fn latest(&self) -> Option<Tick> {
         self.local.back().map(|(t, _)| *t)
     }

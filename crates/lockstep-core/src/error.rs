@@ -117,9 +117,12 @@ pub enum CommitError {
         /// The limit.
         max: usize,
     },
-    /// The local peer left the session.
-    #[error("the session was left")]
+    /// The local peer left the session, or it is over.
+    #[error("the session was left or has ended")]
     Left,
+    /// Not connected to the sequencer yet.
+    #[error("not connected yet")]
+    NotConnected,
     /// The tick counter reached `u32::MAX`.
     #[error("the session has run out of tick numbers")]
     TickSpaceExhausted,

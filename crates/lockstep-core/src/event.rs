@@ -1,6 +1,7 @@
 //! Things a game may want to show or log.
 
 use crate::error::Incompatibility;
+use crate::sequenced::{CloseReason, Rejection};
 use crate::{PeerId, PlayerId, Tick};
 use core::time::Duration;
 
@@ -27,6 +28,23 @@ pub enum Event {
         peer: PeerId,
         /// The seat it plays, if any.
         player: Option<PlayerId>,
+    },
+    /// The sequencer accepted us (sequenced topology).
+    Connected {
+        /// Our seat (none when spectating).
+        seat: Option<PlayerId>,
+        /// The tick we join at.
+        tick: Tick,
+    },
+    /// The sequencer refused us; the session is over.
+    Rejected {
+        /// Why, in words a player can read.
+        reason: Rejection,
+    },
+    /// The connection to the sequencer ended; the session is over.
+    Closed {
+        /// Why.
+        reason: CloseReason,
     },
     /// A peer cannot play with us: nothing it sends is taken (its seat, if
     /// any, stalls until it is abandoned).

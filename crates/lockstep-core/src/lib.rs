@@ -77,6 +77,7 @@ mod input;
 pub mod mesh;
 mod pause;
 mod player_inputs;
+pub mod sequenced;
 pub mod sim;
 mod tick;
 mod time;

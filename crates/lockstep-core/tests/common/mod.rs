@@ -3,6 +3,8 @@
 //! gets, reports checksums and records what it saw.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod star;
+
 use lockstep_core::sim::{LinkConditions, Outcome, Sim, SimNetwork, SimRng};
 use lockstep_core::{
     Event, Frame, Instant, MeshConfig, MeshSession, PeerId, PlayerId, Roster, StreamHash,
@@ -32,7 +34,7 @@ pub struct Record {
 }
 
 impl Record {
-    fn new(seed: u64, first: Tick) -> Self {
+    pub fn new(seed: u64, first: Tick) -> Self {
         Self {
             first,
             chain: Vec::new(),
@@ -46,8 +48,28 @@ impl Record {
         }
     }
 
+    /// The pending input was taken.
+    pub fn committed(&mut self) {
+        self.pending = None;
+        self.committed += 1;
+    }
+
+    /// Folds a frame into the record.
+    pub fn record(&mut self, frame: &Frame<u16>) {
+        assert_eq!(
+            frame.tick.since(self.first) as usize,
+            self.chain.len(),
+            "frames must come in order, each once"
+        );
+        self.hash.push(frame);
+        self.chain.push(self.hash.value());
+        if !frame.events.is_empty() {
+            self.system.push((frame.tick, frame.events.clone()));
+        }
+    }
+
     /// Input that changes every few ticks, like a held stick.
-    fn input(&mut self) -> u16 {
+    pub fn input(&mut self) -> u16 {
         if let Some(p) = self.pending {
             return p;
         }

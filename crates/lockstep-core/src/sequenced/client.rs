@@ -1,0 +1,936 @@
+//! A client of a sequencer.
+
+use super::{CloseReason, Rejection};
+use crate::checksum::{Checksums, RemoteChecksums};
+use crate::endpoint::{Endpoint, Transmit};
+use crate::error::{
+    ChecksumError, CommitError, ConfigError, DatagramError, Incompatibility, PauseError,
+};
+use crate::wire::{
+    self, ByeReason, ChainWriter, Checksums as ChecksumsMsg, Datagram, DatagramWriter, Hello,
+    InputCodec, InputRun, Inputs, Message, Welcome, WireError,
+};
+use crate::{Event, Frame, Input, Instant, PeerId, PlayerId, Tick};
+use core::time::Duration;
+use std::collections::VecDeque;
+
+/// Most events held for the game before the oldest are dropped.
+const EVENT_QUEUE_CAP: usize = 1024;
+
+/// How a [`ClientSession`] connects and behaves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientConfig {
+    /// A hash of the game's build and content; the sequencer refuses a
+    /// different one.
+    pub fingerprint: u64,
+    /// The room to join.
+    pub room: String,
+    /// A display name.
+    pub name: String,
+    /// A join ticket, if the server requires one.
+    pub ticket: Vec<u8>,
+    /// Join as a spectator: receive every frame, send no input.
+    pub spectator: bool,
+    /// A token from an earlier Welcome, to take that seat back.
+    pub resume: Option<u64>,
+    /// How inputs are delta-coded (must match the room).
+    pub codec: InputCodec,
+    /// The largest datagram to send.
+    pub max_datagram: usize,
+    /// The largest encoded input the game may commit.
+    pub max_input_len: usize,
+    /// How many ticks beyond the input delay a client may commit ahead of
+    /// the frames it has run.
+    pub max_lead: u32,
+    /// How many frames past the next one are held when they arrive out of
+    /// order or during catch-up.
+    pub window: u32,
+    /// Most committed inputs kept until the sequencer acknowledges them.
+    /// Under `Deadline` frames keep coming while our uplink may be failing,
+    /// so beyond this the oldest are dropped (they could only run late).
+    pub max_unacked: usize,
+    /// How often the Hello is repeated until answered.
+    pub hello_interval: Duration,
+    /// How long after the last datagram unacknowledged input is resent.
+    pub resend_interval: Duration,
+    /// How often an idle connection is sent a datagram anyway.
+    pub keepalive_interval: Duration,
+    /// Silence after which [`Event::Interrupted`] is raised.
+    pub interrupt_after: Duration,
+    /// Silence after which the connection is given up.
+    pub timeout: Duration,
+    /// How often round-trip time is measured.
+    pub ping_interval: Duration,
+    /// Checksums held.
+    pub checksum_window: usize,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        Self {
+            fingerprint: 0,
+            room: String::new(),
+            name: String::new(),
+            ticket: Vec::new(),
+            spectator: false,
+            resume: None,
+            codec: InputCodec::Opaque,
+            max_datagram: 1200,
+            max_input_len: 256,
+            max_lead: 8,
+            window: 4096,
+            max_unacked: 256,
+            hello_interval: Duration::from_millis(250),
+            resend_interval: Duration::from_millis(40),
+            keepalive_interval: Duration::from_millis(250),
+            interrupt_after: Duration::from_secs(1),
+            timeout: Duration::from_secs(15),
+            ping_interval: Duration::from_secs(1),
+            checksum_window: 128,
+        }
+    }
+}
+
+impl ClientConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |cond: bool, why| {
+            if cond {
+                Err(ConfigError::Invalid(why))
+            } else {
+                Ok(())
+            }
+        };
+        bad(self.room.len() > wire::MAX_ROOM, "room name over 64 bytes")?;
+        bad(self.name.len() > wire::MAX_NAME, "name over 32 bytes")?;
+        bad(
+            self.ticket.len() > wire::MAX_TICKET,
+            "ticket over 512 bytes",
+        )?;
+        bad(
+            self.max_datagram < 256 || self.max_datagram > wire::MAX_DATAGRAM_LEN,
+            "max_datagram must be 256 to 65507",
+        )?;
+        bad(
+            self.max_input_len == 0 || self.max_input_len + 128 > self.max_datagram,
+            "max_input_len must be positive and fit a datagram",
+        )?;
+        bad(self.max_lead == 0, "max_lead must be at least 1")?;
+        bad(self.window < 16, "window must hold at least 16 frames")?;
+        bad(self.max_unacked < 16, "max_unacked must be at least 16")?;
+        bad(
+            self.hello_interval.is_zero(),
+            "hello_interval must be positive",
+        )?;
+        bad(
+            self.resend_interval.is_zero(),
+            "resend_interval must be positive",
+        )?;
+        bad(
+            self.keepalive_interval.is_zero(),
+            "keepalive_interval must be positive",
+        )?;
+        bad(self.timeout.is_zero(), "timeout must be positive")?;
+        bad(
+            self.ping_interval.is_zero(),
+            "ping_interval must be positive",
+        )?;
+        bad(
+            self.checksum_window == 0,
+            "checksum_window must be positive",
+        )
+    }
+}
+
+/// Counters and figures for a client.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClientStats {
+    /// The next frame to run.
+    pub next_tick: Tick,
+    /// The tick the next input will be stamped for.
+    pub next_commit: Tick,
+    /// The sequencer's open tick, as last told.
+    pub server_open: Tick,
+    /// How early (+) or late (-) our latest input reached the sequencer.
+    pub slack: i32,
+    /// Frames handed to the game.
+    pub frames: u64,
+    /// Times the game fell more than `delay` ticks behind its commits
+    /// waiting for a frame.
+    pub stalls: u64,
+    /// Time spent stalled.
+    pub stalled_for: Duration,
+    /// Commits refused.
+    pub commits_refused: u64,
+    /// Datagrams sent.
+    pub datagrams_sent: u64,
+    /// Bytes sent.
+    pub bytes_sent: u64,
+    /// Datagrams received.
+    pub datagrams_received: u64,
+    /// Bytes received.
+    pub bytes_received: u64,
+    /// Datagrams rejected.
+    pub datagrams_rejected: u64,
+    /// Frames held ahead of the next one.
+    pub buffered_frames: usize,
+    /// Inputs sent but not acknowledged.
+    pub unacked_inputs: usize,
+    /// Inputs dropped unacknowledged because `max_unacked` was reached.
+    pub inputs_dropped: u64,
+    /// Smoothed round-trip time to the sequencer.
+    pub rtt: Option<Duration>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum State {
+    Connecting,
+    Connected(Welcome),
+    Closed(CloseReason),
+}
+
+/// One player's (or spectator's) side of a sequenced session.
+///
+/// Driven exactly like [`MeshSession`](crate::MeshSession): feed it the
+/// sequencer's datagrams and the time, commit input each tick, run the
+/// frames `advance` returns, drain `poll_transmit` and `poll_event`. It
+/// connects on its own: the first `poll_transmit` carries the Hello.
+///
+/// The client runs frames strictly in order. A missing frame stalls it, and
+/// every datagram it sends names the first frame it lacks, which is what
+/// the sequencer resends from.
+#[derive(Debug)]
+pub struct ClientSession<I: Input> {
+    config: ClientConfig,
+    server: PeerId,
+    state: State,
+    started: Instant,
+    now: Instant,
+    /// The sequencer's position, for expanding its datagrams' base tick.
+    server_base: Tick,
+    /// Frames from `next_tick` on, as they arrive.
+    frames: VecDeque<Option<Frame<I>>>,
+    next_tick: Tick,
+    next_commit: Tick,
+    /// Committed inputs the sequencer has not acknowledged, oldest first.
+    unacked: VecDeque<(Tick, I)>,
+    server_open: Tick,
+    slack: i32,
+    waiting: Vec<PlayerId>,
+    pause_frame: Option<Tick>,
+    pause_requested: Option<bool>,
+    lifted: Option<Tick>,
+    leaving: bool,
+    last_heard: Option<Instant>,
+    interrupted: bool,
+    last_sent: Option<Instant>,
+    flush: bool,
+    pong_owed: Option<(u32, Instant)>,
+    ping_due: Instant,
+    rtt: Option<Duration>,
+    checks: Checksums,
+    server_checks: RemoteChecksums,
+    checks_owed: bool,
+    events: VecDeque<Event>,
+    stats: ClientStats,
+    stall_started: Option<Instant>,
+}
+
+impl<I: Input> ClientSession<I> {
+    /// A client that will connect to the sequencer at `server` (the id the
+    /// caller's transport uses for it).
+    pub fn new(config: ClientConfig, server: PeerId, now: Instant) -> Result<Self, ConfigError> {
+        config.validate()?;
+        Ok(Self {
+            checks: Checksums::new(config.checksum_window),
+            config,
+            server,
+            state: State::Connecting,
+            started: now,
+            now,
+            server_base: Tick::ZERO,
+            frames: VecDeque::new(),
+            next_tick: Tick::ZERO,
+            next_commit: Tick::ZERO,
+            unacked: VecDeque::new(),
+            server_open: Tick::ZERO,
+            slack: 0,
+            waiting: Vec::new(),
+            pause_frame: None,
+            pause_requested: None,
+            lifted: None,
+            leaving: false,
+            last_heard: None,
+            interrupted: false,
+            last_sent: None,
+            flush: true,
+            pong_owed: None,
+            ping_due: now,
+            rtt: None,
+            server_checks: RemoteChecksums::default(),
+            checks_owed: false,
+            events: VecDeque::new(),
+            stats: ClientStats::default(),
+            stall_started: None,
+        })
+    }
+
+    // ----- getters -------------------------------------------------------
+
+    /// Whether the sequencer accepted us and the session is live.
+    pub fn connected(&self) -> bool {
+        matches!(self.state, State::Connected(_))
+    }
+
+    /// Why the session ended, once it has.
+    pub fn closed(&self) -> Option<&CloseReason> {
+        match &self.state {
+            State::Closed(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The seat we play, once connected (none for a spectator).
+    pub fn seat(&self) -> Option<PlayerId> {
+        match &self.state {
+            State::Connected(w) => w.seat,
+            _ => None,
+        }
+    }
+
+    /// The sequencer's Welcome: tick rate, delay, seats.
+    pub fn welcome(&self) -> Option<&Welcome> {
+        match &self.state {
+            State::Connected(w) => Some(w),
+            _ => None,
+        }
+    }
+
+    /// The next frame to run.
+    pub fn frame(&self) -> Tick {
+        self.next_tick
+    }
+
+    /// The tick the next input will be stamped for.
+    pub fn next_commit(&self) -> Tick {
+        self.next_commit
+    }
+
+    /// Who the next frame is waiting on, as the sequencer reports it: the
+    /// seats holding up the open tick when the game is stalled on them.
+    pub fn awaiting(&self) -> Vec<PlayerId> {
+        if self.frames.front().is_some_and(Option::is_some) || self.next_tick < self.server_open {
+            return Vec::new();
+        }
+        self.waiting.clone()
+    }
+
+    /// Whether the sequencer has paused the game.
+    pub fn paused(&self) -> bool {
+        self.pause_frame.is_some()
+    }
+
+    /// Whether the simulation rests on the pause frame.
+    pub fn frozen(&self) -> bool {
+        self.pause_frame == Some(self.next_tick)
+    }
+
+    /// Counters and figures.
+    pub fn stats(&self) -> ClientStats {
+        let mut s = self.stats.clone();
+        s.next_tick = self.next_tick;
+        s.next_commit = self.next_commit;
+        s.server_open = self.server_open;
+        s.slack = self.slack;
+        s.buffered_frames = self.frames.iter().filter(|f| f.is_some()).count();
+        s.unacked_inputs = self.unacked.len();
+        s.rtt = self.rtt;
+        s
+    }
+
+    /// The most frames this client holds, whatever the sequencer sends.
+    pub fn buffer_bound(&self) -> usize {
+        self.config.window as usize
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    // ----- mutators ------------------------------------------------------
+
+    /// Commits the local input for the next tick. A refusal is backpressure:
+    /// offer the input again next frame.
+    pub fn commit_local(&mut self, input: I) -> Result<Tick, CommitError> {
+        let w = match &self.state {
+            State::Connected(w) => *w,
+            State::Connecting => return Err(CommitError::NotConnected),
+            State::Closed(_) => return Err(CommitError::Left),
+        };
+        if w.seat.is_none() {
+            return Err(CommitError::Observer);
+        }
+        if self.leaving {
+            return Err(CommitError::Left);
+        }
+        if let Some(frame) = self.pause_frame.filter(|f| self.next_commit >= *f) {
+            self.stats.commits_refused += 1;
+            return Err(CommitError::Paused { frame });
+        }
+        // Under a deadline, input stamped for a tick already sealed would
+        // run late: stamp it where it will arrive in time instead.
+        if w.deadline && self.slack < 0 {
+            let target = self.server_open.saturating_add(w.delay);
+            if self.next_commit < target {
+                self.next_commit = target;
+            }
+            self.slack = 0;
+        }
+        let limit = w.delay + self.config.max_lead;
+        let lead = self.next_commit.since(self.next_tick);
+        if lead >= limit {
+            self.stats.commits_refused += 1;
+            return Err(CommitError::TooFarAhead { lead, limit });
+        }
+        let mut scratch = Vec::new();
+        input.encode(&mut scratch);
+        if scratch.len() > self.config.max_input_len {
+            return Err(CommitError::InputTooLarge {
+                len: scratch.len(),
+                max: self.config.max_input_len,
+            });
+        }
+        let tick = self.next_commit;
+        self.next_commit = tick.next().ok_or(CommitError::TickSpaceExhausted)?;
+        self.unacked.push_back((tick, input));
+        while self.unacked.len() > self.config.max_unacked {
+            self.unacked.pop_front();
+            self.stats.inputs_dropped += 1;
+        }
+        self.flush = true;
+        Ok(tick)
+    }
+
+    /// The next frame, if it has arrived. Frames come in tick order, each
+    /// exactly once; run every one.
+    pub fn advance(&mut self) -> Option<Frame<I>> {
+        if self.frozen() {
+            return None;
+        }
+        match self.frames.front() {
+            Some(Some(_)) => {}
+            _ => {
+                let behind = self.welcome().is_some_and(|w| {
+                    w.seat.is_none() || self.next_commit.since(self.next_tick) > w.delay
+                });
+                if behind && self.stall_started.is_none() && self.connected() {
+                    self.stall_started = Some(self.now);
+                    self.stats.stalls += 1;
+                }
+                return None;
+            }
+        }
+        let frame = self.frames.pop_front().flatten()?;
+        self.next_tick = self.next_tick.saturating_add(1);
+        self.stats.frames += 1;
+        if let Some(since) = self.stall_started.take() {
+            self.stats.stalled_for += self.now - since;
+        }
+        Some(frame)
+    }
+
+    /// Asks the sequencer to pause; every client freezes on the same frame.
+    pub fn request_pause(&mut self) -> Result<(), PauseError> {
+        if self.seat().is_none() {
+            return Err(PauseError::Observer);
+        }
+        self.pause_requested = Some(true);
+        self.flush = true;
+        Ok(())
+    }
+
+    /// Asks the sequencer to resume.
+    pub fn resume(&mut self) {
+        self.pause_requested = Some(false);
+        self.flush = true;
+    }
+
+    /// Leaves: the sequencer is told goodbye and the seat empties. Keep
+    /// driving the session for a few resend intervals so the goodbye gets
+    /// through loss.
+    pub fn leave(&mut self) {
+        self.leaving = true;
+        self.flush = true;
+    }
+
+    /// Reports the game's state hash after running `tick`; the sequencer
+    /// compares it with the first one reported for that tick and a mismatch
+    /// comes back as [`Event::Desync`].
+    pub fn report_checksum(&mut self, tick: Tick, hash: u64) -> Result<(), ChecksumError> {
+        if tick >= self.next_tick {
+            return Err(ChecksumError::NotRun {
+                tick,
+                next: self.next_tick,
+            });
+        }
+        if let Some(last) = self.checks.latest().filter(|l| tick <= *l) {
+            return Err(ChecksumError::NotAscending { tick, last });
+        }
+        let mut found = None;
+        self.checks.report(
+            tick,
+            hash,
+            std::iter::once(&mut self.server_checks),
+            |_, m| {
+                found = Some(m);
+            },
+        );
+        if let Some(m) = found {
+            self.push_event(Event::Desync {
+                tick: m.tick,
+                peer: self.server,
+                local: m.local,
+                remote: m.remote,
+            });
+        }
+        Ok(())
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    // ----- network side --------------------------------------------------
+
+    /// Takes a datagram. Only the sequencer's are accepted.
+    pub fn handle_datagram(
+        &mut self,
+        from: PeerId,
+        datagram: &[u8],
+        now: Instant,
+    ) -> Result<(), DatagramError> {
+        self.now = self.now.max(now);
+        self.stats.datagrams_received += 1;
+        self.stats.bytes_received += datagram.len() as u64;
+        let r = self.take(from, datagram);
+        if r.is_err() {
+            self.stats.datagrams_rejected += 1;
+        }
+        r
+    }
+
+    fn take(&mut self, from: PeerId, datagram: &[u8]) -> Result<(), DatagramError> {
+        if from != self.server {
+            return Err(DatagramError::UnknownPeer(from));
+        }
+        if matches!(self.state, State::Closed(_)) {
+            return Ok(());
+        }
+        let d = match Datagram::decode(datagram, self.server_base) {
+            Ok(d) => d,
+            Err(WireError::UnsupportedVersion { ours, theirs }) => {
+                let reason = Rejection::ProtocolMismatch {
+                    server: theirs,
+                    client: ours,
+                };
+                self.close(CloseReason::Rejected(reason));
+                return Err(DatagramError::Incompatible(Incompatibility::Protocol {
+                    ours,
+                    theirs,
+                }));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        // Decode typed payloads before acting on anything.
+        let mut frames = Vec::new();
+        for m in &d.messages {
+            if let Message::Frames(f) = m {
+                frames.extend(f.decode::<I>()?);
+            }
+        }
+        let now = self.now;
+        self.last_heard = Some(now);
+        if self.interrupted {
+            self.interrupted = false;
+            self.push_event(Event::Recovered {
+                peer: self.server,
+                player: None,
+            });
+        }
+        self.server_base = d.base;
+        for m in d.messages {
+            match m {
+                Message::Welcome(w) => self.welcomed(w),
+                Message::Reject(r) => {
+                    self.close(CloseReason::Rejected(r.into()));
+                    return Ok(());
+                }
+                Message::Error { code, text } => {
+                    self.close(CloseReason::Error(code, text.to_owned()));
+                    return Ok(());
+                }
+                Message::Bye { reason, text } => {
+                    self.close(CloseReason::Bye(reason, text.to_owned()));
+                    return Ok(());
+                }
+                Message::Status(st) => {
+                    self.server_open = st.open;
+                    self.slack = st.slack;
+                    self.waiting = st.waiting;
+                }
+                Message::Inputs(i) => {
+                    if let Some(seat) = self.seat()
+                        && let Some(&(_, acked)) = i.acks.iter().find(|(s, _)| *s == seat)
+                    {
+                        while self.unacked.front().is_some_and(|(t, _)| *t < acked) {
+                            self.unacked.pop_front();
+                        }
+                    }
+                }
+                Message::Checksums(c) => self.take_checksums(&c),
+                Message::Pause { frame } => {
+                    let stale = self.lifted.is_some_and(|l| frame <= l);
+                    if self.pause_frame.is_none() && frame >= self.next_tick && !stale {
+                        self.pause_frame = Some(frame);
+                        self.push_event(Event::Paused { frame });
+                    }
+                    if self.pause_requested == Some(true) {
+                        self.pause_requested = None;
+                    }
+                }
+                Message::Resume { lifted } => {
+                    if self.lifted.is_none_or(|l| lifted > l) {
+                        self.lifted = Some(lifted);
+                        if let Some(frame) = self.pause_frame.take() {
+                            self.push_event(Event::Resumed { frame });
+                        }
+                    }
+                    if self.pause_requested == Some(false) {
+                        self.pause_requested = None;
+                    }
+                }
+                Message::Ping { stamp } => self.pong_owed = Some((stamp, now)),
+                Message::Pong { stamp, held_ms } => {
+                    let rtt = (now.as_millis() as u32)
+                        .wrapping_sub(stamp)
+                        .wrapping_sub(held_ms);
+                    if rtt < 60_000 {
+                        let sample = Duration::from_millis(u64::from(rtt));
+                        self.rtt = Some(self.rtt.map_or(sample, |old| (old * 7 + sample) / 8));
+                    }
+                }
+                _ => {}
+            }
+        }
+        if self.connected() {
+            let had_gap = self.frames.front().is_some_and(Option::is_none);
+            for f in frames {
+                self.store_frame(f);
+            }
+            // A hole before frames that did arrive: say so at once.
+            if !had_gap && self.frames.front().is_some_and(Option::is_none) {
+                self.flush = true;
+            }
+        }
+        Ok(())
+    }
+
+    fn welcomed(&mut self, w: Welcome) {
+        if self.connected() {
+            return;
+        }
+        self.next_tick = w.start;
+        self.next_commit = w.tick.saturating_add(w.delay);
+        self.server_open = w.tick;
+        self.state = State::Connected(w);
+        self.push_event(Event::Connected {
+            seat: w.seat,
+            tick: w.tick,
+        });
+    }
+
+    fn store_frame(&mut self, f: Frame<I>) {
+        if f.tick < self.next_tick {
+            return;
+        }
+        let i = f.tick.since(self.next_tick) as usize;
+        if i >= self.config.window as usize {
+            return;
+        }
+        while self.frames.len() <= i {
+            self.frames.push_back(None);
+        }
+        if self.frames[i].is_none() {
+            self.frames[i] = Some(f);
+        }
+    }
+
+    fn take_checksums(&mut self, c: &ChecksumsMsg) {
+        if let Some(t) = c.ack {
+            let a = &mut self.server_checks.acked;
+            *a = Some(a.map_or(t, |old| old.max(t)));
+        }
+        if !c.entries.is_empty() {
+            self.checks_owed = true;
+            let found = self.checks.receive(
+                &mut self.server_checks,
+                &c.entries,
+                self.config.checksum_window,
+            );
+            if let Some(m) = found {
+                self.push_event(Event::Desync {
+                    tick: m.tick,
+                    peer: self.server,
+                    local: m.local,
+                    remote: m.remote,
+                });
+            }
+        }
+    }
+
+    fn close(&mut self, reason: CloseReason) {
+        if matches!(self.state, State::Closed(_)) {
+            return;
+        }
+        let ev = match &reason {
+            CloseReason::Rejected(r) => Event::Rejected { reason: r.clone() },
+            other => Event::Closed {
+                reason: other.clone(),
+            },
+        };
+        self.state = State::Closed(reason);
+        self.push_event(ev);
+    }
+
+    fn push_event(&mut self, ev: Event) {
+        if self.events.len() >= EVENT_QUEUE_CAP {
+            self.events.pop_front();
+        }
+        self.events.push_back(ev);
+    }
+
+    /// Lets timers fire: the Hello until answered, resends, keepalives and
+    /// the connection timeout.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+        let now = self.now;
+        if matches!(self.state, State::Closed(_)) {
+            return;
+        }
+        let heard = self.last_heard.unwrap_or(self.started);
+        let silent = now - heard;
+        if silent >= self.config.timeout {
+            self.close(CloseReason::TimedOut);
+            return;
+        }
+        if !self.interrupted && silent >= self.config.interrupt_after && self.last_heard.is_some() {
+            self.interrupted = true;
+            self.push_event(Event::Interrupted {
+                peer: self.server,
+                player: None,
+                silent_for: silent,
+            });
+        }
+        if self.send_due() <= now {
+            self.flush = true;
+        }
+    }
+
+    /// Writes the next datagram for the sequencer into `buf`.
+    pub fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if !self.flush || self.closed().is_some_and(|r| *r != CloseReason::Left) {
+            return None;
+        }
+        buf.clear();
+        // The base is the first frame we lack: the sequencer resends from it.
+        let base = self
+            .next_tick
+            .saturating_add(self.frames.iter().take_while(|f| f.is_some()).count() as u32);
+        let mut w = DatagramWriter::new(buf, base, self.config.max_datagram);
+        let put = |w: &mut DatagramWriter<'_>, m: Message<'_>| {
+            let _ = w.push(&m);
+        };
+        if self.leaving {
+            put(
+                &mut w,
+                Message::Bye {
+                    reason: ByeReason::Leaving,
+                    text: "",
+                },
+            );
+        }
+        if !self.connected() {
+            let config = &self.config;
+            put(
+                &mut w,
+                Message::Hello(Hello {
+                    fingerprint: config.fingerprint,
+                    spectator: config.spectator,
+                    room: &config.room,
+                    name: &config.name,
+                    ticket: &config.ticket,
+                    resume: config.resume,
+                    codec: config.codec,
+                }),
+            );
+        }
+        if let Some((stamp, at)) = self.pong_owed {
+            let held_ms = u32::try_from((self.now - at).as_millis()).unwrap_or(u32::MAX);
+            put(&mut w, Message::Pong { stamp, held_ms });
+        }
+        if self.connected() && self.ping_due <= self.now {
+            put(
+                &mut w,
+                Message::Ping {
+                    stamp: self.now.as_millis() as u32,
+                },
+            );
+        }
+        match self.pause_requested {
+            Some(true) => put(
+                &mut w,
+                Message::Pause {
+                    frame: self.next_commit,
+                },
+            ),
+            Some(false) => put(
+                &mut w,
+                Message::Resume {
+                    lifted: self.next_tick,
+                },
+            ),
+            None => {}
+        }
+        let unacked: Vec<(Tick, u64)> = self.checks.unacked(&self.server_checks).collect();
+        if !unacked.is_empty() || self.checks_owed {
+            put(
+                &mut w,
+                Message::Checksums(ChecksumsMsg {
+                    ack: self.server_checks.received,
+                    entries: unacked,
+                }),
+            );
+        }
+        if let Some(seat) = self.seat() {
+            // Every unacknowledged input, oldest first, one run per stretch of
+            // consecutive ticks (a late client may have skipped some).
+            let mut left = w.remaining();
+            let mut runs: Vec<(Tick, ChainWriter<I>)> = Vec::new();
+            let mut expect: Option<Tick> = None;
+            for (tick, input) in self.unacked.iter() {
+                if expect != Some(*tick)
+                    || runs.last().is_none_or(|(_, c)| c.count() >= wire::MAX_RUN)
+                {
+                    if let Some((_, c)) = runs.last() {
+                        left = left.saturating_sub(c.len() + 12);
+                    }
+                    if left < 32 {
+                        break;
+                    }
+                    runs.push((*tick, ChainWriter::new()));
+                }
+                let Some((_, chain)) = runs.last_mut() else {
+                    break;
+                };
+                if !chain.push(input, left.saturating_sub(24)) {
+                    break;
+                }
+                expect = tick.next();
+            }
+            let bytes: Vec<Vec<u8>> = runs
+                .iter()
+                .map(|(_, c)| {
+                    let mut v = Vec::with_capacity(c.len());
+                    c.write(&mut v);
+                    v
+                })
+                .collect();
+            let runs: Vec<InputRun<'_>> = runs
+                .iter()
+                .zip(&bytes)
+                .filter(|((_, c), _)| !c.is_empty())
+                .map(|((start, c), b)| InputRun {
+                    seat,
+                    start: *start,
+                    count: c.count() as u32,
+                    chain: b,
+                })
+                .collect();
+            if !runs.is_empty() {
+                put(&mut w, Message::Inputs(Inputs { acks: vec![], runs }));
+            }
+        }
+        let len = w.finish();
+        self.flush = false;
+        self.pong_owed = None;
+        self.checks_owed = false;
+        if self.ping_due <= self.now {
+            self.ping_due = self.now + self.config.ping_interval;
+        }
+        self.last_sent = Some(self.now);
+        self.stats.datagrams_sent += 1;
+        self.stats.bytes_sent += len as u64;
+        if self.leaving && !matches!(self.state, State::Closed(_)) {
+            self.state = State::Closed(CloseReason::Left);
+        }
+        Some(Transmit {
+            destination: self.server,
+            len,
+        })
+    }
+
+    fn send_due(&self) -> Instant {
+        let interval = if !self.connected() {
+            self.config.hello_interval
+        } else if !self.unacked.is_empty()
+            || self.checks_owed
+            || self.pause_requested.is_some()
+            || self.checks.unacked(&self.server_checks).next().is_some()
+        {
+            self.config.resend_interval
+        } else {
+            self.config.keepalive_interval
+        };
+        self.last_sent.map_or(self.started, |t| t + interval)
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) next needs calling.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if matches!(self.state, State::Closed(_)) {
+            return None;
+        }
+        let heard = self.last_heard.unwrap_or(self.started);
+        let mut t = self.send_due().min(heard + self.config.timeout);
+        if !self.interrupted && self.last_heard.is_some() {
+            t = t.min(heard + self.config.interrupt_after);
+        }
+        Some(t)
+    }
+}
+
+impl<I: Input> Endpoint for ClientSession<I> {
+    type Error = DatagramError;
+
+    fn handle_datagram(
+        &mut self,
+        from: PeerId,
+        datagram: &[u8],
+        now: Instant,
+    ) -> Result<(), DatagramError> {
+        Self::handle_datagram(self, from, datagram, now)
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        Self::handle_timeout(self, now);
+    }
+
+    fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
+        Self::poll_transmit(self, buf)
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        Self::poll_timeout(self)
+    }
+}

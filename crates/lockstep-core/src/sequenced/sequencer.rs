@@ -1,0 +1,1361 @@
+//! The sequencer: one room's authority on which tick each input runs.
+
+use super::{DropReason, MissingInput, Policy, Rejection, SequencerEvent};
+use crate::checksum::{Checksums, RemoteChecksums};
+use crate::endpoint::{Endpoint, Transmit};
+use crate::error::ConfigError;
+use crate::wire::{
+    self, ByeReason, Checksums as ChecksumsMsg, Datagram, DatagramWriter, ErrorCode, Frames, Hello,
+    InputCodec, Inputs, Message, Status, Welcome, WireError,
+};
+use crate::{Frame, Input, Instant, PeerId, PlayerId, SystemEvent, Tick};
+use core::time::Duration;
+use std::collections::{BTreeMap, VecDeque};
+
+/// Most one-shot replies (refusals, errors to strangers) queued at once.
+const REPLY_QUEUE_CAP: usize = 256;
+/// Most events held for the caller before the oldest are dropped.
+const EVENT_QUEUE_CAP: usize = 4096;
+
+/// How a [`Sequencer`] runs its room.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SequencerConfig {
+    /// When ticks are sealed.
+    pub policy: Policy,
+    /// Ticks per second: the `Deadline` clock, and what clients are told.
+    pub tick_rate: u32,
+    /// Input delay in ticks clients are told to use; a joining seat's first
+    /// `delay` ticks run neutral.
+    pub delay: u32,
+    /// Seats in the room.
+    pub max_seats: u16,
+    /// Spectators allowed at once.
+    pub max_spectators: u16,
+    /// How far past the open tick (beyond `delay`) a client may stamp input.
+    pub max_lead: u32,
+    /// Sealed frames kept, for clients that missed some and for joiners
+    /// replaying the game from its start.
+    pub history: u32,
+    /// The largest encoded input taken.
+    pub max_input_len: usize,
+    /// The largest datagram sent or taken.
+    pub max_datagram: usize,
+    /// Datagrams a connection may send per second.
+    pub max_datagrams_per_sec: u32,
+    /// Inputs a connection may send per second (resends included).
+    pub max_inputs_per_sec: u32,
+    /// The game fingerprint required; `None` adopts the first client's.
+    pub fingerprint: Option<u64>,
+    /// How inputs are delta-coded; clients naming another codec are refused.
+    pub codec: InputCodec,
+    /// Silence after which a connection is dropped.
+    pub timeout: Duration,
+    /// How long after its last datagram a client is sent one again when it
+    /// may lack something.
+    pub resend_interval: Duration,
+    /// How often an idle client is sent a datagram anyway.
+    pub keepalive_interval: Duration,
+    /// How often round-trip time is measured.
+    pub ping_interval: Duration,
+    /// Checksums held per client and as references.
+    pub checksum_window: usize,
+    /// The room's first tick.
+    pub first_tick: Tick,
+    /// Seeds the tokens handed out for resuming a seat.
+    pub seed: u64,
+}
+
+impl Default for SequencerConfig {
+    fn default() -> Self {
+        Self {
+            policy: Policy::WaitForAll {
+                abandon_after: Duration::from_secs(10),
+            },
+            tick_rate: 30,
+            delay: 3,
+            max_seats: 8,
+            max_spectators: 8,
+            max_lead: 8,
+            history: 4096,
+            max_input_len: 256,
+            max_datagram: 1200,
+            max_datagrams_per_sec: 400,
+            max_inputs_per_sec: 4000,
+            fingerprint: None,
+            codec: InputCodec::Opaque,
+            timeout: Duration::from_secs(15),
+            resend_interval: Duration::from_millis(40),
+            keepalive_interval: Duration::from_millis(250),
+            ping_interval: Duration::from_secs(1),
+            checksum_window: 128,
+            first_tick: Tick::ZERO,
+            seed: 0,
+        }
+    }
+}
+
+impl SequencerConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |cond: bool, why| {
+            if cond {
+                Err(ConfigError::Invalid(why))
+            } else {
+                Ok(())
+            }
+        };
+        bad(
+            self.tick_rate == 0 || self.tick_rate > 1000,
+            "tick_rate must be 1 to 1000",
+        )?;
+        bad(self.delay > 1024, "delay over 1024 ticks")?;
+        bad(
+            self.max_lead == 0 || self.max_lead > 4096,
+            "max_lead must be 1 to 4096",
+        )?;
+        bad(
+            self.max_seats == 0 || usize::from(self.max_seats) > wire::MAX_SEATS,
+            "max_seats must be 1 to 256",
+        )?;
+        bad(self.history < 16, "history must hold at least 16 frames")?;
+        bad(
+            self.max_input_len == 0 || self.max_input_len > wire::MAX_INPUT_LEN,
+            "max_input_len must be 1 to 1024",
+        )?;
+        bad(
+            self.max_datagram < 256 || self.max_datagram > wire::MAX_DATAGRAM_LEN,
+            "max_datagram must be 256 to 65507",
+        )?;
+        bad(
+            self.resend_interval.is_zero(),
+            "resend_interval must be positive",
+        )?;
+        bad(
+            self.keepalive_interval.is_zero(),
+            "keepalive_interval must be positive",
+        )?;
+        bad(
+            self.ping_interval.is_zero(),
+            "ping_interval must be positive",
+        )?;
+        bad(self.timeout.is_zero(), "timeout must be positive")?;
+        bad(
+            self.checksum_window == 0,
+            "checksum_window must be positive",
+        )
+    }
+}
+
+/// Why a datagram was not taken. The sequencer's state is unchanged except
+/// for what the error says (a violating connection is closed and told why).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SequencerError {
+    /// The bytes are malformed or from another protocol version.
+    #[error("malformed datagram: {0}")]
+    Wire(#[from] WireError),
+    /// A stranger sent something other than a Hello.
+    #[error("{0} is not connected and sent no hello")]
+    NotConnected(PeerId),
+    /// The connection broke a rule and is being closed.
+    #[error("{peer} dropped ({code:?}): {text}")]
+    Dropped {
+        /// The connection.
+        peer: PeerId,
+        /// The error it is told.
+        code: ErrorCode,
+        /// Details.
+        text: String,
+    },
+    /// The connection was refused.
+    #[error("{peer} refused: {reason}")]
+    Refused {
+        /// The connection.
+        peer: PeerId,
+        /// Why.
+        reason: Rejection,
+    },
+}
+
+/// Counters for a sequencer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SequencerStats {
+    /// The next tick to seal.
+    pub open: Tick,
+    /// Ticks sealed.
+    pub sealed: u64,
+    /// Times sealing had to wait on a player (`WaitForAll`).
+    pub stalls: u64,
+    /// Inputs that arrived after their tick was sealed (`Deadline`).
+    pub late_inputs: u64,
+    /// Inputs received again (resends).
+    pub duplicate_inputs: u64,
+    /// Datagrams sent.
+    pub datagrams_sent: u64,
+    /// Bytes sent.
+    pub bytes_sent: u64,
+    /// Datagrams received.
+    pub datagrams_received: u64,
+    /// Bytes received.
+    pub bytes_received: u64,
+    /// Connections refused.
+    pub rejects: u64,
+    /// Connections dropped for breaking a rule.
+    pub violations: u64,
+    /// Checksum mismatches reported.
+    pub desyncs: u64,
+    /// Connected players.
+    pub players: usize,
+    /// Connected spectators.
+    pub spectators: usize,
+    /// Frames held in the history.
+    pub history: usize,
+    /// Inputs waiting to be sealed, over all seats.
+    pub pending_inputs: usize,
+}
+
+#[derive(Debug, Clone)]
+enum Closing {
+    Error(ErrorCode, String),
+    Bye(ByeReason, String),
+}
+
+#[derive(Debug, Clone)]
+enum Reply {
+    Reject(Rejection),
+    Error(ErrorCode, String),
+}
+
+#[derive(Debug, Clone)]
+struct Conn {
+    peer: PeerId,
+    seat: Option<PlayerId>,
+    token: u64,
+    /// The first frame the client lacks (its datagrams' base).
+    next: Tick,
+    welcome_pending: bool,
+    last_heard: Instant,
+    last_sent: Option<Instant>,
+    flush: bool,
+    ack_pending: bool,
+    checks_owed: bool,
+    pong_owed: Option<(u32, Instant)>,
+    ping_due: Instant,
+    rtt: Option<Duration>,
+    checks: RemoteChecksums,
+    window_start: Instant,
+    datagrams_in_window: u32,
+    inputs_in_window: u32,
+    closing: Option<Closing>,
+}
+
+#[derive(Debug, Clone)]
+struct Seat<I> {
+    /// The connection playing it, while occupied.
+    conn: Option<PeerId>,
+    /// Inputs are due from this tick; earlier ticks run neutral.
+    from: Tick,
+    /// Inputs waiting for their tick, by the tick they will run on.
+    pending: BTreeMap<Tick, I>,
+    /// One past the highest stamped tick received. Clients send every
+    /// unacknowledged input in every datagram, oldest first, so anything
+    /// stamped earlier either arrived with it or was skipped on purpose (a
+    /// late client stamping further ahead).
+    received: Tick,
+    /// The input it ran last.
+    last: I,
+    /// How early (+) or late (-) its latest input arrived, in ticks.
+    slack: i32,
+}
+
+/// A room's sequencer: admits connections, seats players, decides which tick
+/// each input runs on and sends every sealed tick to every client.
+///
+/// Sans-IO like every session: feed it datagrams and the time, drain
+/// datagrams and events. One iteration: `handle_datagram` for each datagram,
+/// `handle_timeout(now)` (which seals due ticks), then `poll_transmit` until
+/// `None`, and `poll_event` for what to log.
+///
+/// ```
+/// use lockstep_core::sequenced::{ClientConfig, ClientSession, Sequencer, SequencerConfig};
+/// use lockstep_core::{Instant, PeerId};
+///
+/// let now = Instant::ZERO;
+/// let mut room = Sequencer::<u8>::new(SequencerConfig::default(), now)?;
+/// let mut alice = ClientSession::<u8>::new(ClientConfig::default(), PeerId(0), now)?;
+/// let mut buf = Vec::new();
+/// // Alice's Hello reaches the room as connection 7; the Welcome comes back.
+/// alice.handle_timeout(now);
+/// let t = alice.poll_transmit(&mut buf).expect("hello");
+/// room.handle_datagram(PeerId(7), &buf[..t.len], now)?;
+/// let t = room.poll_transmit(&mut buf).expect("welcome");
+/// alice.handle_datagram(PeerId(0), &buf[..t.len], now)?;
+/// assert!(alice.connected());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Sequencer<I: Input> {
+    config: SequencerConfig,
+    fingerprint: Option<u64>,
+    now: Instant,
+    started: Instant,
+    conns: Vec<Conn>,
+    seats: Vec<Option<Seat<I>>>,
+    /// Sealed frames `history_base..open`.
+    history: Vec<Frame<I>>,
+    history_base: Tick,
+    open: Tick,
+    /// System events for ticks not sealed yet.
+    tick_events: BTreeMap<Tick, Vec<SystemEvent>>,
+    /// The `Deadline` clock: when it started and at which tick.
+    clock: Option<(Instant, Tick)>,
+    paused: bool,
+    lifted: Option<Tick>,
+    /// Seats the open tick waits on (`WaitForAll`).
+    waiting: Vec<PlayerId>,
+    references: Checksums,
+    reference_from: BTreeMap<Tick, PeerId>,
+    replies: VecDeque<(PeerId, Reply)>,
+    events: VecDeque<SequencerEvent>,
+    stats: SequencerStats,
+    tokens: u64,
+    cursor: usize,
+}
+
+impl<I: Input> Sequencer<I> {
+    /// A room with no one in it yet.
+    pub fn new(config: SequencerConfig, now: Instant) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let seats = (0..config.max_seats).map(|_| None).collect();
+        Ok(Self {
+            fingerprint: config.fingerprint,
+            references: Checksums::new(config.checksum_window),
+            history_base: config.first_tick,
+            open: config.first_tick,
+            tokens: config.seed,
+            config,
+            now,
+            started: now,
+            conns: Vec::new(),
+            seats,
+            history: Vec::new(),
+            tick_events: BTreeMap::new(),
+            clock: None,
+            paused: false,
+            lifted: None,
+            waiting: Vec::new(),
+            reference_from: BTreeMap::new(),
+            replies: VecDeque::new(),
+            events: VecDeque::new(),
+            stats: SequencerStats::default(),
+            cursor: 0,
+        })
+    }
+
+    // ----- getters -------------------------------------------------------
+
+    /// The next tick to seal.
+    pub fn open_tick(&self) -> Tick {
+        self.open
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SequencerConfig {
+        &self.config
+    }
+
+    /// Seats the open tick is waiting on (`WaitForAll`), empty otherwise.
+    pub fn waiting(&self) -> &[PlayerId] {
+        &self.waiting
+    }
+
+    /// Whether sealing is paused.
+    pub fn paused(&self) -> bool {
+        self.paused
+    }
+
+    /// Whether nobody is connected.
+    pub fn is_empty(&self) -> bool {
+        self.conns.is_empty()
+    }
+
+    /// Connections, with their seats.
+    pub fn connections(&self) -> impl Iterator<Item = (PeerId, Option<PlayerId>)> + '_ {
+        self.conns.iter().map(|c| (c.peer, c.seat))
+    }
+
+    /// Whether `peer` is connected (or being told goodbye).
+    pub fn is_connected(&self, peer: PeerId) -> bool {
+        self.conns.iter().any(|c| c.peer == peer)
+    }
+
+    /// The sealed frame for `tick`, if still in the history.
+    pub fn frame(&self, tick: Tick) -> Option<&Frame<I>> {
+        self.history
+            .get(tick.since(self.history_base) as usize)
+            .filter(|_| tick >= self.history_base)
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> SequencerStats {
+        let mut s = self.stats.clone();
+        s.open = self.open;
+        s.players = self
+            .conns
+            .iter()
+            .filter(|c| c.seat.is_some() && c.closing.is_none())
+            .count();
+        s.spectators = self
+            .conns
+            .iter()
+            .filter(|c| c.seat.is_none() && c.closing.is_none())
+            .count();
+        s.history = self.history.len();
+        s.pending_inputs = self.seats.iter().flatten().map(|s| s.pending.len()).sum();
+        s
+    }
+
+    /// Smoothed round-trip time to `peer`, once measured.
+    pub fn rtt(&self, peer: PeerId) -> Option<Duration> {
+        self.conns.iter().find(|c| c.peer == peer)?.rtt
+    }
+
+    // ----- mutators ------------------------------------------------------
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<SequencerEvent> {
+        self.events.pop_front()
+    }
+
+    /// Stops sealing ticks until [`resume`](Self::resume).
+    pub fn pause(&mut self) {
+        if !self.paused {
+            self.paused = true;
+            self.flush_all();
+        }
+    }
+
+    /// Starts sealing again; the `Deadline` clock restarts from now, so no
+    /// burst of ticks catches up the pause.
+    pub fn resume(&mut self) {
+        if self.paused {
+            self.paused = false;
+            self.lifted = Some(self.open);
+            if self.clock.is_some() {
+                self.clock = Some((self.now, self.open));
+            }
+            self.flush_all();
+        }
+    }
+
+    /// Closes `peer` with a goodbye (kicked), freeing its seat.
+    pub fn kick(&mut self, peer: PeerId, text: &str) {
+        if let Some(i) = self.conn_index(peer) {
+            self.close(
+                i,
+                Closing::Bye(ByeReason::Kicked, text.to_owned()),
+                DropReason::Left,
+            );
+        }
+    }
+
+    /// Says goodbye to everybody (the server is shutting down).
+    pub fn shutdown(&mut self, text: &str) {
+        for i in 0..self.conns.len() {
+            if self.conns[i].closing.is_none() {
+                self.close(
+                    i,
+                    Closing::Bye(ByeReason::Shutdown, text.to_owned()),
+                    DropReason::Shutdown,
+                );
+            }
+        }
+    }
+
+    // ----- network side --------------------------------------------------
+
+    /// Takes a datagram from `from`.
+    pub fn handle_datagram(
+        &mut self,
+        from: PeerId,
+        datagram: &[u8],
+        now: Instant,
+    ) -> Result<(), SequencerError> {
+        self.now = self.now.max(now);
+        self.stats.datagrams_received += 1;
+        self.stats.bytes_received += datagram.len() as u64;
+        let result = match self.conn_index(from) {
+            Some(i) => self.take_conn(i, datagram),
+            None => self.take_stranger(from, datagram),
+        };
+        self.seal_due();
+        result
+    }
+
+    /// Lets timers fire: seals due ticks, drops silent connections, resends.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+        let now = self.now;
+        for i in 0..self.conns.len() {
+            let c = &self.conns[i];
+            if c.closing.is_none() && now - c.last_heard >= self.config.timeout {
+                self.close(
+                    i,
+                    Closing::Bye(ByeReason::Timeout, String::new()),
+                    DropReason::TimedOut,
+                );
+            }
+        }
+        self.seal_due();
+        for i in 0..self.conns.len() {
+            if self.send_due(i) <= now {
+                self.conns[i].flush = true;
+            }
+        }
+    }
+
+    /// Writes the next datagram to send into `buf`.
+    pub fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
+        buf.clear();
+        if let Some((peer, reply)) = self.replies.pop_front() {
+            let mut w = DatagramWriter::new(buf, self.open, self.config.max_datagram);
+            let _ = match &reply {
+                Reply::Reject(r) => w.push(&Message::Reject(r.as_reason())),
+                Reply::Error(code, text) => w.push(&Message::Error { code: *code, text }),
+            };
+            let len = w.finish();
+            return Some(self.sent(peer, len));
+        }
+        let n = self.conns.len();
+        for k in 0..n {
+            let i = (self.cursor + k) % n;
+            if !self.conns[i].flush {
+                continue;
+            }
+            self.cursor = (i + 1) % n.max(1);
+            self.build(i, buf);
+            let now = self.now;
+            let c = &mut self.conns[i];
+            let peer = c.peer;
+            c.flush = false;
+            c.ack_pending = false;
+            c.checks_owed = false;
+            c.pong_owed = None;
+            c.welcome_pending = c.welcome_pending && c.closing.is_none();
+            if c.ping_due <= now {
+                c.ping_due = now + self.config.ping_interval;
+            }
+            c.last_sent = Some(now);
+            if c.closing.is_some() {
+                self.conns.remove(i);
+                self.cursor = 0;
+            }
+            return Some(self.sent(peer, buf.len()));
+        }
+        None
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) next needs calling.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        let mut consider = |t: Instant| next = Some(next.map_or(t, |n| n.min(t)));
+        for (i, c) in self.conns.iter().enumerate() {
+            consider(self.send_due(i));
+            consider(c.last_heard + self.config.timeout);
+        }
+        if let Some(t) = self.next_seal_at() {
+            consider(t);
+        }
+        if let Policy::WaitForAll { abandon_after } = self.config.policy {
+            for s in &self.waiting {
+                if let Some(c) = self.seat_conn(*s) {
+                    consider(c.last_heard + abandon_after);
+                }
+            }
+        }
+        next
+    }
+
+    // ----- internals -----------------------------------------------------
+
+    fn sent(&mut self, peer: PeerId, len: usize) -> Transmit {
+        self.stats.datagrams_sent += 1;
+        self.stats.bytes_sent += len as u64;
+        Transmit {
+            destination: peer,
+            len,
+        }
+    }
+
+    fn push_event(&mut self, ev: SequencerEvent) {
+        if self.events.len() >= EVENT_QUEUE_CAP {
+            self.events.pop_front();
+        }
+        self.events.push_back(ev);
+    }
+
+    fn reply(&mut self, peer: PeerId, reply: Reply) {
+        if self.replies.len() < REPLY_QUEUE_CAP {
+            self.replies.push_back((peer, reply));
+        }
+    }
+
+    fn conn_index(&self, peer: PeerId) -> Option<usize> {
+        self.conns.iter().position(|c| c.peer == peer)
+    }
+
+    fn seat_conn(&self, seat: PlayerId) -> Option<&Conn> {
+        let peer = self.seats.get(seat.index())?.as_ref()?.conn?;
+        self.conns.iter().find(|c| c.peer == peer)
+    }
+
+    fn flush_all(&mut self) {
+        for c in &mut self.conns {
+            c.flush = true;
+        }
+    }
+
+    fn refuse(&mut self, peer: PeerId, reason: Rejection) -> Result<(), SequencerError> {
+        self.stats.rejects += 1;
+        self.reply(peer, Reply::Reject(reason.clone()));
+        self.push_event(SequencerEvent::Rejected {
+            peer,
+            reason: reason.clone(),
+        });
+        Err(SequencerError::Refused { peer, reason })
+    }
+
+    fn take_stranger(&mut self, peer: PeerId, datagram: &[u8]) -> Result<(), SequencerError> {
+        if datagram.len() > self.config.max_datagram {
+            self.reply(
+                peer,
+                Reply::Error(ErrorCode::TooLarge, "datagram over the size limit".into()),
+            );
+            return Err(WireError::Oversized(datagram.len()).into());
+        }
+        let d = match Datagram::decode(datagram, self.open) {
+            Ok(d) => d,
+            Err(WireError::UnsupportedVersion { ours, theirs }) => {
+                return self.refuse(
+                    peer,
+                    Rejection::ProtocolMismatch {
+                        server: ours,
+                        client: theirs,
+                    },
+                );
+            }
+            Err(e) => {
+                self.reply(peer, Reply::Error(ErrorCode::Malformed, e.to_string()));
+                return Err(e.into());
+            }
+        };
+        let Some(hello) = d.messages.iter().find_map(|m| match m {
+            Message::Hello(h) => Some(h.clone()),
+            _ => None,
+        }) else {
+            return Err(SequencerError::NotConnected(peer));
+        };
+        self.admit(peer, &hello)
+    }
+
+    fn admit(&mut self, peer: PeerId, hello: &Hello<'_>) -> Result<(), SequencerError> {
+        match self.fingerprint {
+            Some(fp) if fp != hello.fingerprint => {
+                return self.refuse(
+                    peer,
+                    Rejection::GameMismatch {
+                        server: fp,
+                        client: hello.fingerprint,
+                    },
+                );
+            }
+            Some(_) => {}
+            None => self.fingerprint = Some(hello.fingerprint),
+        }
+        if hello.codec != self.config.codec {
+            return self.refuse(
+                peer,
+                Rejection::Other("the room uses another input codec".into()),
+            );
+        }
+        // A known token takes its seat back, from a new address if need be.
+        if let Some(token) = hello.resume
+            && let Some(i) = self
+                .conns
+                .iter()
+                .position(|c| c.token == token && c.closing.is_none())
+        {
+            let c = &mut self.conns[i];
+            c.peer = peer;
+            c.welcome_pending = true;
+            c.last_heard = self.now;
+            c.flush = true;
+            if let Some(seat) = c.seat.and_then(|s| self.seats[s.index()].as_mut()) {
+                seat.conn = Some(peer);
+            }
+            return Ok(());
+        }
+        if self.history_base > self.config.first_tick {
+            return self.refuse(
+                peer,
+                Rejection::Other(
+                    "the game has run past its replay history: joining needs a snapshot".into(),
+                ),
+            );
+        }
+        let seat = if hello.spectator {
+            let watching = self.conns.iter().filter(|c| c.seat.is_none()).count();
+            if watching >= usize::from(self.config.max_spectators) {
+                return self.refuse(peer, Rejection::RoomFull);
+            }
+            None
+        } else {
+            let Some(free) = self.seats.iter().position(Option::is_none) else {
+                return self.refuse(peer, Rejection::RoomFull);
+            };
+            let player = PlayerId(free as u16);
+            let from = self.open.saturating_add(self.config.delay);
+            self.seats[free] = Some(Seat {
+                conn: Some(peer),
+                from,
+                pending: BTreeMap::new(),
+                received: from,
+                last: I::default(),
+                slack: 0,
+            });
+            self.add_tick_event(self.open, SystemEvent::Joined { player });
+            if matches!(self.config.policy, Policy::Deadline { .. }) && self.clock.is_none() {
+                self.clock = Some((self.now, self.open));
+            }
+            Some(player)
+        };
+        self.tokens = self.tokens.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let token = mix(self.tokens ^ u64::from(peer.0));
+        let now = self.now;
+        self.conns.push(Conn {
+            peer,
+            seat,
+            token,
+            next: self.config.first_tick,
+            welcome_pending: true,
+            last_heard: now,
+            last_sent: None,
+            flush: true,
+            ack_pending: false,
+            checks_owed: false,
+            pong_owed: None,
+            ping_due: now,
+            rtt: None,
+            checks: RemoteChecksums::default(),
+            window_start: now,
+            datagrams_in_window: 0,
+            inputs_in_window: 0,
+            closing: None,
+        });
+        self.push_event(SequencerEvent::Joined {
+            peer,
+            seat,
+            tick: self.open,
+            name: hello.name.to_owned(),
+        });
+        Ok(())
+    }
+
+    fn add_tick_event(&mut self, tick: Tick, ev: SystemEvent) {
+        let list = self.tick_events.entry(tick).or_default();
+        if let Err(at) = list.binary_search(&ev) {
+            list.insert(at, ev);
+        }
+    }
+
+    /// Closes connection `i`: it is sent `closing` once, and its seat is
+    /// empty from the open tick.
+    fn close(&mut self, i: usize, closing: Closing, reason: DropReason) {
+        let c = &mut self.conns[i];
+        if c.closing.is_some() {
+            return;
+        }
+        c.closing = Some(closing);
+        c.flush = true;
+        let (peer, seat) = (c.peer, c.seat);
+        if let Some(s) = seat {
+            self.seats[s.index()] = None;
+            let ev = match reason {
+                DropReason::Left => SystemEvent::Left { player: s },
+                _ => SystemEvent::Abandoned { player: s },
+            };
+            self.add_tick_event(self.open, ev);
+            self.waiting.retain(|w| *w != s);
+        }
+        if let DropReason::Violation(..) = reason {
+            self.stats.violations += 1;
+        }
+        self.push_event(SequencerEvent::Closed {
+            peer,
+            seat,
+            tick: self.open,
+            reason,
+        });
+    }
+
+    fn violation(&mut self, i: usize, code: ErrorCode, text: String) -> SequencerError {
+        let peer = self.conns[i].peer;
+        self.close(
+            i,
+            Closing::Error(code, text.clone()),
+            DropReason::Violation(code, text.clone()),
+        );
+        SequencerError::Dropped { peer, code, text }
+    }
+
+    fn take_conn(&mut self, i: usize, datagram: &[u8]) -> Result<(), SequencerError> {
+        if self.conns[i].closing.is_some() {
+            return Ok(());
+        }
+        let now = self.now;
+        {
+            let c = &mut self.conns[i];
+            c.last_heard = now;
+            if now - c.window_start >= Duration::from_secs(1) {
+                c.window_start = now;
+                c.datagrams_in_window = 0;
+                c.inputs_in_window = 0;
+            }
+            c.datagrams_in_window += 1;
+            if c.datagrams_in_window > self.config.max_datagrams_per_sec {
+                return Err(self.violation(
+                    i,
+                    ErrorCode::RateLimited,
+                    "too many datagrams per second".into(),
+                ));
+            }
+        }
+        if datagram.len() > self.config.max_datagram {
+            return Err(self.violation(
+                i,
+                ErrorCode::TooLarge,
+                format!(
+                    "datagram of {} bytes over the {}-byte limit",
+                    datagram.len(),
+                    self.config.max_datagram
+                ),
+            ));
+        }
+        let d = match Datagram::decode(datagram, self.open) {
+            Ok(d) => d,
+            Err(e) => return Err(self.violation(i, ErrorCode::Malformed, e.to_string())),
+        };
+        let seat = self.conns[i].seat;
+        // Decode and check everything before acting on any of it.
+        let mut inputs: Vec<(Tick, I)> = Vec::new();
+        let mut scratch = Vec::new();
+        for m in &d.messages {
+            if let Message::Inputs(msg) = m {
+                let Some(s) = seat else {
+                    return Err(self.violation(
+                        i,
+                        ErrorCode::Violation,
+                        "a spectator sent inputs".into(),
+                    ));
+                };
+                for run in &msg.runs {
+                    if run.seat != s {
+                        return Err(self.violation(
+                            i,
+                            ErrorCode::Violation,
+                            format!("input for {} from the connection playing {}", run.seat, s),
+                        ));
+                    }
+                    let decoded = match run.decode::<I>() {
+                        Ok(v) => v,
+                        Err(e) => {
+                            return Err(self.violation(i, ErrorCode::Malformed, e.to_string()));
+                        }
+                    };
+                    for (k, input) in decoded.into_iter().enumerate() {
+                        scratch.clear();
+                        input.encode(&mut scratch);
+                        if scratch.len() > self.config.max_input_len {
+                            return Err(self.violation(
+                                i,
+                                ErrorCode::TooLarge,
+                                format!(
+                                    "input of {} bytes over the {}-byte limit",
+                                    scratch.len(),
+                                    self.config.max_input_len
+                                ),
+                            ));
+                        }
+                        inputs.push((run.start.saturating_add(k as u32), input));
+                    }
+                }
+            }
+        }
+        let horizon = self
+            .open
+            .saturating_add(self.config.delay + self.config.max_lead + 1);
+        if let Some((t, _)) = inputs.iter().find(|(t, _)| *t > horizon) {
+            let text = format!("input for tick {t}, beyond tick {horizon}");
+            return Err(self.violation(i, ErrorCode::Violation, text));
+        }
+        {
+            let c = &mut self.conns[i];
+            c.inputs_in_window += inputs.len() as u32;
+            if c.inputs_in_window > self.config.max_inputs_per_sec {
+                return Err(self.violation(
+                    i,
+                    ErrorCode::RateLimited,
+                    "too many inputs per second".into(),
+                ));
+            }
+            c.next = c.next.max(d.base.min(self.open));
+        }
+
+        let mut hello_seen = false;
+        for m in d.messages {
+            match m {
+                Message::Hello(_) => hello_seen = true,
+                Message::Checksums(c) => self.take_checksums(i, &c),
+                Message::Pause { .. } if seat.is_some() => self.pause(),
+                Message::Resume { .. } if seat.is_some() => self.resume(),
+                Message::Ping { stamp } => self.conns[i].pong_owed = Some((stamp, now)),
+                Message::Pong { stamp, held_ms } => {
+                    let rtt = (now.as_millis() as u32)
+                        .wrapping_sub(stamp)
+                        .wrapping_sub(held_ms);
+                    if rtt < 60_000 {
+                        let sample = Duration::from_millis(u64::from(rtt));
+                        let c = &mut self.conns[i];
+                        c.rtt = Some(c.rtt.map_or(sample, |old| (old * 7 + sample) / 8));
+                    }
+                }
+                Message::Bye { .. } => {
+                    self.close(
+                        i,
+                        Closing::Bye(ByeReason::Leaving, String::new()),
+                        DropReason::Left,
+                    );
+                    return Ok(());
+                }
+                _ => {}
+            }
+        }
+        self.conns[i].welcome_pending = hello_seen;
+        if let Some(s) = seat {
+            for (t, input) in inputs {
+                self.accept_input(s, t, input);
+            }
+            self.conns[i].ack_pending = true;
+        }
+        Ok(())
+    }
+
+    fn accept_input(&mut self, seat: PlayerId, stamped: Tick, input: I) {
+        let open = self.open;
+        let deadline = matches!(self.config.policy, Policy::Deadline { .. });
+        let Some(s) = self.seats[seat.index()].as_mut() else {
+            return;
+        };
+        if stamped < s.from || stamped < s.received {
+            self.stats.duplicate_inputs += 1;
+            return;
+        }
+        s.received = stamped.saturating_add(1);
+        s.slack = i32::try_from(i64::from(stamped.get()) - i64::from(open.get())).unwrap_or(0);
+        let mut at = stamped;
+        if at < open {
+            if !deadline {
+                return;
+            }
+            self.stats.late_inputs += 1;
+            at = open;
+        }
+        while s.pending.contains_key(&at) {
+            at = at.saturating_add(1);
+        }
+        s.pending.insert(at, input);
+    }
+
+    fn take_checksums(&mut self, i: usize, c: &ChecksumsMsg) {
+        let peer = self.conns[i].peer;
+        if let Some(t) = c.ack {
+            let r = &mut self.conns[i].checks;
+            r.acked = Some(r.acked.map_or(t, |old| old.max(t)));
+        }
+        for &(tick, hash) in &c.entries {
+            if tick >= self.open {
+                continue;
+            }
+            self.conns[i].checks_owed = true;
+            let r = &mut self.conns[i].checks;
+            if r.received.is_some_and(|x| tick <= x) {
+                continue;
+            }
+            r.received = Some(tick);
+            match self.reference(tick) {
+                Some(expected) if expected != hash => {
+                    self.stats.desyncs += 1;
+                    self.push_event(SequencerEvent::Desync {
+                        tick,
+                        peer,
+                        expected,
+                        got: hash,
+                    });
+                }
+                Some(_) => {}
+                None if self.references.latest().is_none_or(|l| tick > l) => {
+                    self.references
+                        .report(tick, hash, std::iter::empty(), |_, _| {});
+                    self.reference_from.insert(tick, peer);
+                    while self.reference_from.len() > self.config.checksum_window {
+                        self.reference_from.pop_first();
+                    }
+                }
+                None => {}
+            }
+        }
+    }
+
+    fn reference(&self, tick: Tick) -> Option<u64> {
+        self.references.get(tick)
+    }
+
+    fn next_seal_at(&self) -> Option<Instant> {
+        if self.paused {
+            return None;
+        }
+        let (start, first) = self.clock?;
+        let n = u64::from(self.open.since(first)) + 1;
+        let micros = n.saturating_mul(1_000_000) / u64::from(self.config.tick_rate);
+        Some(start + Duration::from_micros(micros))
+    }
+
+    /// Seals every tick that is due.
+    fn seal_due(&mut self) {
+        let mut sealed = false;
+        loop {
+            if self.paused || self.open.next().is_none() {
+                break;
+            }
+            match self.config.policy {
+                Policy::Deadline { .. } => match self.next_seal_at() {
+                    Some(at) if at <= self.now => {}
+                    _ => break,
+                },
+                Policy::WaitForAll { abandon_after } => {
+                    if self.seats.iter().all(Option::is_none) {
+                        self.waiting.clear();
+                        break;
+                    }
+                    let blocked = self.blocked();
+                    if !blocked.is_empty() {
+                        // Give up on whoever has been silent too long.
+                        let mut dropped = false;
+                        for s in &blocked {
+                            let silent = self
+                                .seat_conn(*s)
+                                .is_none_or(|c| self.now - c.last_heard >= abandon_after);
+                            let conn = self.seats[s.index()]
+                                .as_ref()
+                                .and_then(|seat| seat.conn)
+                                .and_then(|p| self.conn_index(p));
+                            if let (true, Some(i)) = (silent, conn) {
+                                self.close(
+                                    i,
+                                    Closing::Bye(ByeReason::Timeout, "abandoned".into()),
+                                    DropReason::TimedOut,
+                                );
+                                dropped = true;
+                            }
+                        }
+                        if dropped {
+                            continue;
+                        }
+                        let blocked = if self.someone_ahead() {
+                            blocked
+                        } else {
+                            Vec::new()
+                        };
+                        if self.waiting != blocked {
+                            if !blocked.is_empty() {
+                                self.stats.stalls += 1;
+                            }
+                            self.waiting = blocked;
+                            self.flush_all();
+                        }
+                        break;
+                    }
+                }
+            }
+            self.waiting.clear();
+            self.seal_one();
+            sealed = true;
+        }
+        if sealed {
+            self.flush_all();
+        }
+    }
+
+    /// Seats without input for the open tick. While every seat lacks it, the
+    /// tick is simply in the future; `waiting` only names seats holding up
+    /// others who already sent theirs.
+    fn blocked(&self) -> Vec<PlayerId> {
+        let t = self.open;
+        self.seats
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                let s = s.as_ref()?;
+                (t >= s.from && !s.pending.contains_key(&t)).then_some(PlayerId(i as u16))
+            })
+            .collect()
+    }
+
+    fn someone_ahead(&self) -> bool {
+        self.seats
+            .iter()
+            .flatten()
+            .any(|s| s.received > self.open && self.open >= s.from)
+    }
+
+    fn seal_one(&mut self) {
+        let t = self.open;
+        let missing = match self.config.policy {
+            Policy::Deadline { missing } => missing,
+            Policy::WaitForAll { .. } => MissingInput::Neutral,
+        };
+        let inputs = self
+            .seats
+            .iter_mut()
+            .map(|s| {
+                let s = s.as_mut()?;
+                if t < s.from {
+                    return Some(I::default());
+                }
+                Some(match s.pending.remove(&t) {
+                    Some(input) => {
+                        s.last = input.clone();
+                        input
+                    }
+                    None => match missing {
+                        MissingInput::Neutral => I::default(),
+                        MissingInput::RepeatLast => s.last.clone(),
+                    },
+                })
+            })
+            .collect();
+        let events = self.tick_events.remove(&t).unwrap_or_default();
+        self.history.push(Frame {
+            tick: t,
+            inputs,
+            events,
+        });
+        self.stats.sealed += 1;
+        self.open = t.saturating_add(1);
+        let keep = self.config.history as usize;
+        if self.history.len() >= keep + keep / 2 {
+            let cut = self.history.len() - keep;
+            self.history.drain(..cut);
+            self.history_base = self.history_base.saturating_add(cut as u32);
+            for i in 0..self.conns.len() {
+                if self.conns[i].next < self.history_base && self.conns[i].closing.is_none() {
+                    self.close(
+                        i,
+                        Closing::Bye(
+                            ByeReason::Kicked,
+                            "fell further behind than the history".into(),
+                        ),
+                        DropReason::FellBehind,
+                    );
+                }
+            }
+        }
+    }
+
+    fn send_due(&self, i: usize) -> Instant {
+        let c = &self.conns[i];
+        match c.last_sent {
+            None => self.started,
+            Some(t) if self.has_news(c) => t + self.config.resend_interval,
+            Some(t) => t + self.config.keepalive_interval,
+        }
+    }
+
+    fn has_news(&self, c: &Conn) -> bool {
+        c.closing.is_some()
+            || c.welcome_pending
+            || c.ack_pending
+            || c.checks_owed
+            || c.next < self.open
+            || !self.waiting.is_empty()
+            || self.paused
+            || self.references.unacked(&c.checks).next().is_some()
+    }
+
+    fn build(&mut self, i: usize, buf: &mut Vec<u8>) {
+        let now = self.now;
+        let c = &self.conns[i];
+        let mut w = DatagramWriter::new(buf, self.open, self.config.max_datagram);
+        // Control messages are bounded far below the minimum budget; only
+        // frames are sized to what is left.
+        let put = |w: &mut DatagramWriter<'_>, m: Message<'_>| {
+            let _ = w.push(&m);
+        };
+        match &c.closing {
+            Some(Closing::Error(code, text)) => {
+                put(
+                    &mut w,
+                    Message::Error {
+                        code: *code,
+                        text: truncate(text),
+                    },
+                );
+                w.finish();
+                return;
+            }
+            Some(Closing::Bye(reason, text)) => {
+                put(
+                    &mut w,
+                    Message::Bye {
+                        reason: *reason,
+                        text: truncate(text),
+                    },
+                );
+                w.finish();
+                return;
+            }
+            None => {}
+        }
+        if c.welcome_pending {
+            put(
+                &mut w,
+                Message::Welcome(Welcome {
+                    seat: c.seat,
+                    start: self.config.first_tick,
+                    tick: c
+                        .seat
+                        .and_then(|s| self.seats[s.index()].as_ref())
+                        .map_or(self.open, |s| s.from.saturating_sub(self.config.delay)),
+                    deadline: matches!(self.config.policy, Policy::Deadline { .. }),
+                    tick_rate: self.config.tick_rate,
+                    delay: self.config.delay,
+                    seats: u32::from(self.config.max_seats),
+                    token: c.token,
+                }),
+            );
+        }
+        if let Some((stamp, at)) = c.pong_owed {
+            let held_ms = u32::try_from((now - at).as_millis()).unwrap_or(u32::MAX);
+            put(&mut w, Message::Pong { stamp, held_ms });
+        }
+        if c.ping_due <= now {
+            put(
+                &mut w,
+                Message::Ping {
+                    stamp: now.as_millis() as u32,
+                },
+            );
+        }
+        let seat = c
+            .seat
+            .and_then(|s| Some((s, self.seats[s.index()].as_ref()?)));
+        put(
+            &mut w,
+            Message::Status(Status {
+                open: self.open,
+                slack: seat.map_or(0, |(_, s)| s.slack),
+                waiting: self.waiting.clone(),
+            }),
+        );
+        if self.paused {
+            put(&mut w, Message::Pause { frame: self.open });
+        } else if let Some(lifted) = self.lifted {
+            put(&mut w, Message::Resume { lifted });
+        }
+        if let Some((id, s)) = seat {
+            put(
+                &mut w,
+                Message::Inputs(Inputs {
+                    acks: vec![(id, s.received)],
+                    runs: vec![],
+                }),
+            );
+        }
+        let unacked: Vec<(Tick, u64)> = self.references.unacked(&c.checks).collect();
+        if !unacked.is_empty() || c.checks_owed {
+            put(
+                &mut w,
+                Message::Checksums(ChecksumsMsg {
+                    ack: c.checks.received,
+                    entries: unacked,
+                }),
+            );
+        }
+        // Frames from what the client lacks, as many as fit.
+        let from = c.next.max(self.history_base);
+        let end = self.open.min(from.saturating_add(wire::MAX_FRAMES as u32));
+        let a = from.since(self.history_base) as usize;
+        let b = end.since(self.history_base) as usize;
+        let seats = usize::from(self.config.max_seats);
+        let mut n = b.saturating_sub(a);
+        let mut body = Vec::new();
+        while n > 0 {
+            body.clear();
+            wire::encode_frames_body(&self.history[a..a + n], seats, &mut body);
+            let m = Message::Frames(Frames {
+                start: from,
+                count: n as u32,
+                seats: seats as u32,
+                body: &body,
+            });
+            if w.push(&m).is_ok() {
+                break;
+            }
+            n /= 2;
+        }
+        w.finish();
+    }
+}
+
+impl<I: Input> Endpoint for Sequencer<I> {
+    type Error = SequencerError;
+
+    fn handle_datagram(
+        &mut self,
+        from: PeerId,
+        datagram: &[u8],
+        now: Instant,
+    ) -> Result<(), SequencerError> {
+        Self::handle_datagram(self, from, datagram, now)
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        Self::handle_timeout(self, now);
+    }
+
+    fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
+        Self::poll_transmit(self, buf)
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        Self::poll_timeout(self)
+    }
+}
+
+/// `text`, cut to the protocol's limit on a character boundary.
+fn truncate(text: &str) -> &str {
+    if text.len() <= wire::MAX_TEXT {
+        return text;
+    }
+    let mut end = wire::MAX_TEXT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}

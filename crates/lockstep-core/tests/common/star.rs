@@ -1,0 +1,235 @@
+//! The star topology on the simulated network: a sequencer at `PeerId(0)`,
+//! clients at `PeerId(1..)`, each client running a small game.
+
+use super::Record;
+use lockstep_core::sequenced::{ClientConfig, ClientSession, Sequencer, SequencerConfig};
+use lockstep_core::sim::{LinkConditions, Outcome, Sim, SimNetwork};
+use lockstep_core::{Endpoint, Event, Instant, PeerId, Transmit};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+pub const SERVER: PeerId = PeerId(0);
+
+/// Either end of the star.
+#[derive(Debug)]
+pub enum Node {
+    Server(Sequencer<u16>),
+    Client(ClientSession<u16>),
+}
+
+impl Node {
+    pub fn client(&self) -> Option<&ClientSession<u16>> {
+        match self {
+            Self::Client(c) => Some(c),
+            Self::Server(_) => None,
+        }
+    }
+
+    pub fn server(&self) -> Option<&Sequencer<u16>> {
+        match self {
+            Self::Server(s) => Some(s),
+            Self::Client(_) => None,
+        }
+    }
+}
+
+impl Endpoint for Node {
+    type Error = String;
+
+    fn handle_datagram(&mut self, from: PeerId, d: &[u8], now: Instant) -> Result<(), String> {
+        match self {
+            Self::Server(s) => s.handle_datagram(from, d, now).map_err(|e| e.to_string()),
+            Self::Client(c) => c.handle_datagram(from, d, now).map_err(|e| e.to_string()),
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        match self {
+            Self::Server(s) => s.handle_timeout(now),
+            Self::Client(c) => c.handle_timeout(now),
+        }
+    }
+
+    fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
+        match self {
+            Self::Server(s) => s.poll_transmit(buf),
+            Self::Client(c) => c.poll_transmit(buf),
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self {
+            Self::Server(s) => s.poll_timeout(),
+            Self::Client(c) => c.poll_timeout(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct StarScenario {
+    pub players: usize,
+    pub spectators: usize,
+    pub server: SequencerConfig,
+    pub client: ClientConfig,
+    pub link: LinkConditions,
+    pub seed: u64,
+}
+
+impl StarScenario {
+    pub fn new(players: usize, seed: u64) -> Self {
+        Self {
+            players,
+            spectators: 0,
+            server: SequencerConfig {
+                seed,
+                ..SequencerConfig::default()
+            },
+            client: ClientConfig::default(),
+            link: LinkConditions::default(),
+            seed,
+        }
+    }
+
+    pub fn client_ids(&self) -> Vec<PeerId> {
+        (1..=(self.players + self.spectators) as u32)
+            .map(PeerId)
+            .collect()
+    }
+
+    pub fn period(&self) -> Duration {
+        Duration::from_micros(1_000_000 / u64::from(self.server.tick_rate))
+    }
+
+    pub fn build(&self) -> StarHarness {
+        let mut sim = Sim::new(SimNetwork::new(self.seed, self.link.clone()));
+        let server = Sequencer::new(self.server.clone(), Instant::ZERO)
+            .unwrap_or_else(|e| panic!("server config: {e}"));
+        sim.add(SERVER, Node::Server(server));
+        let mut records = BTreeMap::new();
+        for (k, id) in self.client_ids().into_iter().enumerate() {
+            let config = ClientConfig {
+                spectator: k >= self.players,
+                name: format!("c{}", id.0),
+                ..self.client.clone()
+            };
+            let c = ClientSession::new(config, SERVER, Instant::ZERO)
+                .unwrap_or_else(|e| panic!("client config: {e}"));
+            sim.add(id, Node::Client(c));
+            records.insert(
+                id,
+                Record::new(self.seed ^ (u64::from(id.0) * 0x51), self.server.first_tick),
+            );
+        }
+        StarHarness {
+            sim,
+            records,
+            period: self.period(),
+        }
+    }
+}
+
+pub struct StarHarness {
+    pub sim: Sim<Node>,
+    pub records: BTreeMap<PeerId, Record>,
+    pub period: Duration,
+}
+
+/// One game-loop iteration for a client.
+pub fn play(c: &mut ClientSession<u16>, rec: &mut Record) {
+    if c.seat().is_some() {
+        let input = rec.input();
+        match c.commit_local(input) {
+            Ok(_) => rec.committed(),
+            Err(_) => rec.refused += 1,
+        }
+    }
+    while let Some(frame) = c.advance() {
+        rec.record(&frame);
+        if frame.tick.get().is_multiple_of(10) {
+            let _ = c.report_checksum(frame.tick, rec.hash.value());
+        }
+    }
+    while let Some(ev) = c.poll_event() {
+        rec.events.push(ev);
+    }
+}
+
+impl StarHarness {
+    pub fn run(
+        &mut self,
+        until: Instant,
+        mut hook: impl FnMut(PeerId, &mut Node, Instant),
+        done: impl FnMut(&Sim<Node>) -> bool,
+    ) -> Outcome {
+        let records = &mut self.records;
+        self.sim.run(
+            until,
+            self.period,
+            |id, node, now| {
+                hook(id, node, now);
+                if let Node::Client(c) = node {
+                    let rec = records
+                        .get_mut(&id)
+                        .unwrap_or_else(|| panic!("no record for {id}"));
+                    play(c, rec);
+                }
+            },
+            done,
+        )
+    }
+
+    /// Runs until every live client has run `frames` frames.
+    pub fn run_until_frames(&mut self, frames: u64, until: Instant) -> Outcome {
+        self.run(
+            until,
+            |_, _, _| {},
+            |sim| {
+                sim.live()
+                    .filter_map(|(_, n)| n.client())
+                    .all(|c| c.stats().frames >= frames)
+            },
+        )
+    }
+
+    pub fn client(&self, id: PeerId) -> &ClientSession<u16> {
+        self.sim
+            .endpoint(id)
+            .and_then(Node::client)
+            .unwrap_or_else(|| panic!("no client {id}"))
+    }
+
+    pub fn server(&self) -> &Sequencer<u16> {
+        self.sim
+            .endpoint(SERVER)
+            .and_then(Node::server)
+            .unwrap_or_else(|| panic!("no server"))
+    }
+
+    pub fn assert_streams_agree(&self, ids: &[PeerId]) {
+        for a in ids {
+            for b in ids {
+                let (ra, rb) = (&self.records[a].chain, &self.records[b].chain);
+                let n = ra.len().min(rb.len());
+                if n > 0 && ra[n - 1] != rb[n - 1] {
+                    let first = (0..n).find(|&i| ra[i] != rb[i]).unwrap_or(n);
+                    panic!(
+                        "seed {}: {a} and {b} diverge at tick {first}",
+                        self.sim.net.seed()
+                    );
+                }
+            }
+        }
+    }
+
+    pub fn assert_no_desync(&self) {
+        for (id, rec) in &self.records {
+            if let Some(ev) = rec
+                .events
+                .iter()
+                .find(|e| matches!(e, Event::Desync { .. }))
+            {
+                panic!("seed {}: {id} saw {ev:?}", self.sim.net.seed());
+            }
+        }
+    }
+}

@@ -1,0 +1,741 @@
+//! One test per sequencer rule, and each kind of hostile client: every one
+//! gets a clear error and is dropped, and the honest clients never notice.
+
+use lockstep_core::sequenced::{
+    ClientConfig, ClientSession, CloseReason, DropReason, HostSession, MissingInput, Policy,
+    Rejection, Sequencer, SequencerConfig, SequencerError, SequencerEvent,
+};
+use lockstep_core::wire::{
+    self, ChainWriter, Datagram, DatagramWriter, ErrorCode, Hello, InputRun, Inputs, Message,
+};
+use lockstep_core::{CommitError, Event, Frame, Instant, PeerId, PlayerId, SystemEvent, Tick};
+use std::time::Duration;
+
+const SERVER: PeerId = PeerId(0);
+
+fn wait_for_all() -> SequencerConfig {
+    SequencerConfig {
+        policy: Policy::WaitForAll {
+            abandon_after: Duration::from_secs(5),
+        },
+        max_seats: 3,
+        ..SequencerConfig::default()
+    }
+}
+
+/// A sequencer and clients with a perfect network and a manual clock.
+struct Room {
+    server: Sequencer<u16>,
+    clients: Vec<(PeerId, ClientSession<u16>)>,
+    now: Instant,
+    /// Datagrams the server sent to peers that are not clients here.
+    to_strangers: Vec<(PeerId, Vec<u8>)>,
+}
+
+impl Room {
+    fn new(config: SequencerConfig) -> Self {
+        Self {
+            server: Sequencer::new(config, Instant::ZERO).unwrap(),
+            clients: Vec::new(),
+            now: Instant::ZERO,
+            to_strangers: Vec::new(),
+        }
+    }
+
+    fn join(&mut self, id: u32, config: ClientConfig) {
+        let c = ClientSession::new(config, SERVER, self.now).unwrap();
+        self.clients.push((PeerId(id), c));
+        self.settle();
+    }
+
+    fn client(&mut self, id: u32) -> &mut ClientSession<u16> {
+        &mut self.clients.iter_mut().find(|(p, _)| p.0 == id).unwrap().1
+    }
+
+    /// Moves the clock on and delivers everything until quiet.
+    fn step(&mut self, ms: u64) {
+        self.now += Duration::from_millis(ms);
+        self.settle();
+    }
+
+    fn settle(&mut self) {
+        let now = self.now;
+        let mut buf = Vec::new();
+        for _ in 0..100 {
+            let mut moved = false;
+            for (id, c) in self.clients.iter_mut() {
+                c.handle_timeout(now);
+                while let Some(t) = c.poll_transmit(&mut buf) {
+                    let _ = self.server.handle_datagram(*id, &buf[..t.len], now);
+                    moved = true;
+                }
+            }
+            self.server.handle_timeout(now);
+            while let Some(t) = self.server.poll_transmit(&mut buf) {
+                moved = true;
+                match self.clients.iter_mut().find(|(p, _)| *p == t.destination) {
+                    Some((_, c)) => {
+                        let _ = c.handle_datagram(SERVER, &buf[..t.len], now);
+                    }
+                    None => self
+                        .to_strangers
+                        .push((t.destination, buf[..t.len].to_vec())),
+                }
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    /// Every client commits `input` (when it may) and runs its frames.
+    fn tick(&mut self, input: u16) -> Vec<Vec<Frame<u16>>> {
+        for (_, c) in self.clients.iter_mut() {
+            let _ = c.commit_local(input);
+        }
+        self.step(33);
+        self.clients
+            .iter_mut()
+            .map(|(_, c)| std::iter::from_fn(|| c.advance()).collect())
+            .collect()
+    }
+
+    fn server_events(&mut self) -> Vec<SequencerEvent> {
+        std::iter::from_fn(|| self.server.poll_event()).collect()
+    }
+}
+
+fn events(c: &mut ClientSession<u16>) -> Vec<Event> {
+    std::iter::from_fn(|| c.poll_event()).collect()
+}
+
+/// A datagram from a would-be client: Hello plus `more`.
+fn raw(base: Tick, hello: bool, more: &[Message<'_>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = DatagramWriter::new(&mut out, base, 65_000);
+    if hello {
+        w.push(&Message::Hello(Hello::default())).unwrap();
+    }
+    for m in more {
+        w.push(m).unwrap();
+    }
+    w.finish();
+    out
+}
+
+fn chain(inputs: &[u16]) -> Vec<u8> {
+    let mut w = ChainWriter::new();
+    for i in inputs {
+        w.push(i, usize::MAX);
+    }
+    let mut out = Vec::new();
+    w.write(&mut out);
+    out
+}
+
+#[test]
+fn seats_are_handed_out_in_order_and_membership_is_in_the_stream() {
+    let mut room = Room::new(wait_for_all());
+    room.join(1, ClientConfig::default());
+    room.join(2, ClientConfig::default());
+    room.join(
+        3,
+        ClientConfig {
+            spectator: true,
+            ..ClientConfig::default()
+        },
+    );
+    assert_eq!(room.client(1).seat(), Some(PlayerId(0)));
+    assert_eq!(room.client(2).seat(), Some(PlayerId(1)));
+    assert_eq!(room.client(3).seat(), None);
+    assert_eq!(room.client(3).commit_local(1), Err(CommitError::Observer));
+    let mut frames = vec![Vec::new(); 3];
+    for _ in 0..20 {
+        for (all, new) in frames.iter_mut().zip(room.tick(7)) {
+            all.extend(new);
+        }
+    }
+    // The room started with its first player, whose primed ticks ran at
+    // once; the second joined a few ticks in. Each join is in the stream
+    // once, at the tick it took effect.
+    let joins: Vec<(Tick, SystemEvent)> = frames[0]
+        .iter()
+        .flat_map(|f| f.events.iter().map(move |e| (f.tick, *e)))
+        .collect();
+    assert_eq!(joins.len(), 2);
+    assert_eq!(
+        joins[0],
+        (
+            Tick::ZERO,
+            SystemEvent::Joined {
+                player: PlayerId(0)
+            }
+        )
+    );
+    let (t1, e1) = joins[1];
+    assert_eq!(
+        e1,
+        SystemEvent::Joined {
+            player: PlayerId(1)
+        }
+    );
+    assert_eq!(
+        frames[0][0].inputs,
+        vec![Some(0), None, None],
+        "primed, and empty seats"
+    );
+    assert_eq!(
+        frames[0][t1.get() as usize].inputs[1],
+        Some(0),
+        "primed from its join"
+    );
+    // All three see the same frames, the spectator and the late joiner
+    // (which replayed from tick 0) included.
+    assert!(frames[0].len() > 10);
+    let n = frames.iter().map(Vec::len).min().unwrap_or(0);
+    assert_eq!(frames[0][..n], frames[1][..n]);
+    assert_eq!(frames[0][..n], frames[2][..n]);
+}
+
+#[test]
+fn wait_for_all_stalls_on_a_missing_player_and_names_it() {
+    let mut room = Room::new(wait_for_all());
+    room.join(1, ClientConfig::default());
+    room.join(2, ClientConfig::default());
+    // Only client 1 commits.
+    let mut ran = 0;
+    for _ in 0..15 {
+        let _ = room.client(1).commit_local(5);
+        room.step(33);
+        ran += std::iter::from_fn(|| room.client(1).advance()).count();
+    }
+    // Only the ticks primed for the two seats run without player 2's input.
+    let delay = wait_for_all().delay as usize;
+    assert!(ran <= 2 * delay, "ran {ran} frames without player 2");
+    assert_eq!(room.server.waiting(), &[PlayerId(1)]);
+    assert_eq!(room.client(1).awaiting(), vec![PlayerId(1)]);
+    // Player 2 catches up (player 1 is held by its lead limit meanwhile);
+    // once nobody is ahead of anybody, nobody is waited on.
+    let mut caught_up = false;
+    for _ in 0..40 {
+        let _ = room.client(2).commit_local(5);
+        room.tick(5);
+        if room.server.waiting().is_empty() {
+            caught_up = true;
+            break;
+        }
+    }
+    assert!(caught_up);
+    assert!(room.client(1).frame().get() > 10);
+    assert!(room.client(1).awaiting().is_empty());
+}
+
+#[test]
+fn deadline_never_waits_and_late_input_runs_on_the_next_open_tick() {
+    let mut room = Room::new(SequencerConfig {
+        policy: Policy::Deadline {
+            missing: MissingInput::RepeatLast,
+        },
+        tick_rate: 30,
+        delay: 2,
+        ..wait_for_all()
+    });
+    room.join(1, ClientConfig::default());
+    room.join(2, ClientConfig::default());
+    // Player 2 sends nothing; the room runs at the tick rate anyway.
+    for _ in 0..30 {
+        let _ = room.client(1).commit_local(9);
+        room.step(33);
+        while room.client(1).advance().is_some() {}
+        while room.client(2).advance().is_some() {}
+    }
+    let open = room.server.open_tick();
+    assert!(open.get() >= 28, "sealed {open} ticks in a second");
+    // Player 2's input stamped long ago arrives late and runs at once.
+    let late = room.client(2).next_commit();
+    assert!(late < open);
+    room.client(2).commit_local(4).unwrap();
+    room.step(50);
+    let st = room.client(2).stats();
+    assert!(st.slack < 0, "told it was late: slack {}", st.slack);
+    assert!(room.server.stats().late_inputs >= 1);
+    let frames: Vec<_> = std::iter::from_fn(|| room.client(2).advance()).collect();
+    assert!(
+        frames.iter().any(|f| f.inputs[1] == Some(4)),
+        "the late input ran"
+    );
+    // Its next input is stamped where it will be on time.
+    room.client(2).commit_local(6).unwrap();
+    assert!(room.client(2).next_commit() > open);
+}
+
+#[test]
+fn a_replayed_input_is_not_run_twice() {
+    let mut room = Room::new(wait_for_all());
+    room.join(1, ClientConfig::default());
+    let first = room.server.stats().duplicate_inputs;
+    for _ in 0..10 {
+        room.tick(3);
+    }
+    // Replay the client's inputs: they are ignored.
+    let c = chain(&[3, 3, 3]);
+    let d = raw(
+        Tick::ZERO,
+        false,
+        &[Message::Inputs(Inputs {
+            acks: vec![],
+            runs: vec![InputRun {
+                seat: PlayerId(0),
+                start: Tick::new(3),
+                count: 3,
+                chain: &c,
+            }],
+        })],
+    );
+    let before = room.server.stats();
+    room.server
+        .handle_datagram(PeerId(1), &d, room.now)
+        .unwrap();
+    let after = room.server.stats();
+    assert_eq!(after.duplicate_inputs, before.duplicate_inputs + 3);
+    assert!(after.duplicate_inputs > first);
+    assert_eq!(after.pending_inputs, before.pending_inputs);
+}
+
+#[test]
+fn a_client_missing_frames_gets_them_again_from_where_it_stands() {
+    let mut room = Room::new(wait_for_all());
+    room.join(1, ClientConfig::default());
+    for _ in 0..10 {
+        room.tick(1);
+    }
+    let at = room.client(1).frame();
+    // The server's next datagrams are lost.
+    let mut buf = Vec::new();
+    room.client(1).commit_local(1).unwrap();
+    room.now += Duration::from_millis(33);
+    let now = room.now;
+    room.client(1).handle_timeout(now);
+    while let Some(t) = room.client(1).poll_transmit(&mut buf) {
+        room.server
+            .handle_datagram(PeerId(1), &buf[..t.len], now)
+            .unwrap();
+    }
+    room.server.handle_timeout(now);
+    while room.server.poll_transmit(&mut buf).is_some() {}
+    // The client's next datagram names the frame it lacks; it comes back.
+    room.step(100);
+    let got: Vec<_> = std::iter::from_fn(|| room.client(1).advance()).collect();
+    assert_eq!(got.first().map(|f| f.tick), Some(at));
+}
+
+#[test]
+fn a_different_game_build_is_refused_with_a_reason() {
+    let mut room = Room::new(SequencerConfig {
+        fingerprint: Some(7),
+        ..wait_for_all()
+    });
+    room.join(
+        1,
+        ClientConfig {
+            fingerprint: 8,
+            ..ClientConfig::default()
+        },
+    );
+    let c = room.client(1);
+    assert!(!c.connected());
+    let ev = events(c);
+    let reason = Rejection::GameMismatch {
+        server: 7,
+        client: 8,
+    };
+    assert!(
+        ev.contains(&Event::Rejected {
+            reason: reason.clone()
+        }),
+        "{ev:?}"
+    );
+    assert!(reason.to_string().starts_with("game build differs"));
+    assert!(matches!(
+        room.server_events()[..],
+        [SequencerEvent::Rejected { .. }]
+    ));
+}
+
+#[test]
+fn the_first_client_sets_the_rooms_game_build() {
+    let mut room = Room::new(wait_for_all());
+    room.join(
+        1,
+        ClientConfig {
+            fingerprint: 1,
+            ..ClientConfig::default()
+        },
+    );
+    room.join(
+        2,
+        ClientConfig {
+            fingerprint: 2,
+            ..ClientConfig::default()
+        },
+    );
+    assert!(room.client(1).connected());
+    assert!(!room.client(2).connected());
+}
+
+#[test]
+fn another_protocol_version_is_refused_in_words() {
+    let mut room = Room::new(wait_for_all());
+    let mut d = raw(Tick::ZERO, true, &[]);
+    d[2] = wire::VERSION + 1;
+    let err = room.server.handle_datagram(PeerId(9), &d, room.now);
+    assert!(matches!(err, Err(SequencerError::Refused { .. })));
+    room.settle();
+    let (to, reply) = room.to_strangers.pop().unwrap();
+    assert_eq!(to, PeerId(9));
+    let m = Datagram::decode(&reply, Tick::ZERO).unwrap().messages;
+    let Message::Reject(r) = &m[0] else {
+        panic!("{m:?}")
+    };
+    assert_eq!(
+        r.to_string(),
+        format!(
+            "server runs protocol {}, you run {}",
+            wire::VERSION,
+            wire::VERSION + 1
+        )
+    );
+}
+
+#[test]
+fn a_full_room_refuses() {
+    let mut room = Room::new(wait_for_all());
+    for id in 1..=4 {
+        room.join(id, ClientConfig::default());
+    }
+    assert!(room.client(3).connected());
+    assert!(events(room.client(4)).contains(&Event::Rejected {
+        reason: Rejection::RoomFull
+    }));
+}
+
+/// Sets up two honest players running, returns the room.
+fn honest_room() -> Room {
+    let mut room = Room::new(wait_for_all());
+    room.join(1, ClientConfig::default());
+    room.join(2, ClientConfig::default());
+    for _ in 0..10 {
+        room.tick(2);
+    }
+    room.server_events();
+    room
+}
+
+/// `attacker` joins, misbehaves with `bad`, and must be dropped with
+/// `code` while players 1 and 2 keep running and agreeing.
+fn hostile(bad: impl FnOnce(&mut Room) -> Vec<u8>, code: ErrorCode) {
+    let mut room = honest_room();
+    room.join(3, ClientConfig::default());
+    assert!(room.client(3).connected());
+    let d = bad(&mut room);
+    let r = room.server.handle_datagram(PeerId(3), &d, room.now);
+    assert!(
+        matches!(r, Err(SequencerError::Dropped { code: c, .. }) if c == code),
+        "{r:?}"
+    );
+    room.settle();
+    let closed = room.client(3).closed().cloned();
+    assert!(
+        matches!(closed, Some(CloseReason::Error(c, _)) if c == code),
+        "{closed:?}"
+    );
+    let ev = room.server_events();
+    assert!(ev.iter().any(|e| matches!(e,
+        SequencerEvent::Closed { peer: PeerId(3), reason: DropReason::Violation(c, _), .. } if *c == code)));
+    // The others go on, unaware, and still agree.
+    room.clients.retain(|(p, _)| p.0 != 3);
+    let before = room.client(1).frame();
+    let mut a = Vec::new();
+    let mut b = Vec::new();
+    for _ in 0..30 {
+        let f = room.tick(2);
+        a.extend(f[0].clone());
+        b.extend(f[1].clone());
+    }
+    assert!(room.client(1).frame().since(before) >= 20);
+    let n = a.len().min(b.len());
+    assert_eq!(a[..n], b[..n]);
+    assert!(
+        events(room.client(1))
+            .iter()
+            .all(|e| !matches!(e, Event::Desync { .. } | Event::Closed { .. }))
+    );
+}
+
+#[test]
+fn garbage_from_a_client_is_an_error_and_a_drop() {
+    hostile(
+        |_| b"\x4c\x4b\x01\x00\x00\xff\xff\xff garbage".to_vec(),
+        ErrorCode::Malformed,
+    );
+}
+
+#[test]
+fn a_spoofed_seat_is_an_error_and_a_drop() {
+    hostile(
+        |room| {
+            let c = chain(&[1]);
+            raw(
+                room.server.open_tick(),
+                false,
+                &[Message::Inputs(Inputs {
+                    acks: vec![],
+                    runs: vec![InputRun {
+                        seat: PlayerId(0),
+                        start: room.server.open_tick(),
+                        count: 1,
+                        chain: &c,
+                    }],
+                })],
+            )
+        },
+        ErrorCode::Violation,
+    );
+}
+
+#[test]
+fn a_far_future_tick_is_an_error_and_a_drop() {
+    hostile(
+        |room| {
+            let c = chain(&[1]);
+            let far = room.server.open_tick().saturating_add(5_000);
+            raw(
+                room.server.open_tick(),
+                false,
+                &[Message::Inputs(Inputs {
+                    acks: vec![],
+                    runs: vec![InputRun {
+                        seat: PlayerId(2),
+                        start: far,
+                        count: 1,
+                        chain: &c,
+                    }],
+                })],
+            )
+        },
+        ErrorCode::Violation,
+    );
+}
+
+#[test]
+fn an_input_flood_is_an_error_and_a_drop() {
+    let mut room = honest_room();
+    room.join(3, ClientConfig::default());
+    let open = room.server.open_tick();
+    let c = chain(&vec![1u16; 1000]);
+    let start = open.saturating_add(3);
+    let d = raw(
+        open,
+        false,
+        &[Message::Inputs(Inputs {
+            acks: vec![],
+            runs: vec![InputRun {
+                seat: PlayerId(2),
+                start,
+                count: 10,
+                chain: &chain(&[1; 10]),
+            }],
+        })],
+    );
+    let _ = c;
+    let mut result = Ok(());
+    for _ in 0..1000 {
+        result = room.server.handle_datagram(PeerId(3), &d, room.now);
+        if result.is_err() {
+            break;
+        }
+    }
+    assert!(
+        matches!(
+            result,
+            Err(SequencerError::Dropped {
+                code: ErrorCode::RateLimited,
+                ..
+            })
+        ),
+        "{result:?}"
+    );
+    room.settle();
+    assert!(matches!(
+        room.client(3).closed(),
+        Some(CloseReason::Error(ErrorCode::RateLimited, _))
+    ));
+}
+
+#[test]
+fn an_oversized_datagram_is_an_error_and_a_drop() {
+    hostile(|_| vec![0u8; 1500], ErrorCode::TooLarge);
+}
+
+#[test]
+fn strangers_get_an_error_for_garbage_and_a_truncated_hello() {
+    let mut room = honest_room();
+    let hello = raw(Tick::ZERO, true, &[]);
+    let truncated = &hello[..hello.len() - 3];
+    assert!(matches!(
+        room.server.handle_datagram(PeerId(8), truncated, room.now),
+        Err(SequencerError::Wire(_))
+    ));
+    assert!(matches!(
+        room.server
+            .handle_datagram(PeerId(9), b"\x00\x01hello?", room.now),
+        Err(SequencerError::Wire(_))
+    ));
+    room.settle();
+    let replies: Vec<_> = room
+        .to_strangers
+        .iter()
+        .map(|(p, d)| {
+            (
+                *p,
+                Datagram::decode(d, Tick::ZERO).unwrap().messages.remove(0),
+            )
+        })
+        .collect();
+    assert!(matches!(
+        replies[0],
+        (
+            PeerId(8),
+            Message::Error {
+                code: ErrorCode::Malformed,
+                ..
+            }
+        )
+    ));
+    assert!(matches!(
+        replies[1],
+        (
+            PeerId(9),
+            Message::Error {
+                code: ErrorCode::Malformed,
+                ..
+            }
+        )
+    ));
+    assert_eq!(room.server.connections().count(), 2, "no connection made");
+}
+
+#[test]
+fn a_silent_player_is_abandoned_and_one_who_leaves_has_left() {
+    let mut room = honest_room();
+    room.join(3, ClientConfig::default());
+    for _ in 0..10 {
+        room.tick(2);
+    }
+    // Player 3 leaves politely: Left, at once.
+    room.client(3).leave();
+    room.step(1);
+    let ev = room.server_events();
+    assert!(ev.iter().any(|e| matches!(
+        e,
+        SequencerEvent::Closed {
+            peer: PeerId(3),
+            reason: DropReason::Left,
+            ..
+        }
+    )));
+    room.clients.retain(|(p, _)| p.0 != 3);
+    // Player 2 goes silent: abandoned after abandon_after.
+    let (_, silent) = room.clients.remove(1);
+    drop(silent);
+    let mut seen = Vec::new();
+    for _ in 0..250 {
+        let _ = room.client(1).commit_local(1);
+        room.step(33);
+        seen.extend(std::iter::from_fn(|| room.client(1).advance()));
+    }
+    let evs: Vec<_> = seen.iter().flat_map(|f| f.events.clone()).collect();
+    assert!(
+        evs.contains(&SystemEvent::Left {
+            player: PlayerId(2)
+        }),
+        "{evs:?}"
+    );
+    assert!(
+        evs.contains(&SystemEvent::Abandoned {
+            player: PlayerId(1)
+        }),
+        "{evs:?}"
+    );
+    assert!(seen.len() > 100, "the game went on: {} frames", seen.len());
+    assert_eq!(
+        seen.last().map(|f| f.inputs.clone()),
+        Some(vec![Some(1), None, None])
+    );
+}
+
+#[test]
+fn pause_and_resume_reach_every_client() {
+    let mut room = honest_room();
+    room.client(2).request_pause().unwrap();
+    for _ in 0..5 {
+        room.tick(2);
+    }
+    assert!(room.server.paused());
+    let frozen_at = room.client(1).frame();
+    assert!(room.client(1).frozen());
+    assert!(room.client(2).frozen());
+    for _ in 0..10 {
+        room.tick(2);
+    }
+    assert_eq!(
+        room.client(1).frame(),
+        frozen_at,
+        "nothing runs while paused"
+    );
+    room.client(1).resume();
+    for _ in 0..10 {
+        room.tick(2);
+    }
+    assert!(!room.client(2).paused());
+    assert!(room.client(1).frame() > frozen_at);
+}
+
+#[test]
+fn a_host_plays_its_own_room_with_remote_players() {
+    let mut host =
+        HostSession::<u16>::new(wait_for_all(), ClientConfig::default(), Instant::ZERO).unwrap();
+    let mut guest =
+        ClientSession::<u16>::new(ClientConfig::default(), SERVER, Instant::ZERO).unwrap();
+    let mut now = Instant::ZERO;
+    let mut buf = Vec::new();
+    let (mut hf, mut gf) = (Vec::new(), Vec::new());
+    for i in 0..60u16 {
+        now += Duration::from_millis(33);
+        host.handle_timeout(now);
+        guest.handle_timeout(now);
+        let _ = host.commit_local(i);
+        let _ = guest.commit_local(1000 + i);
+        for _ in 0..10 {
+            while let Some(t) = guest.poll_transmit(&mut buf) {
+                let _ = host.handle_datagram(PeerId(5), &buf[..t.len], now);
+            }
+            while let Some(t) = host.poll_transmit(&mut buf) {
+                assert_eq!(
+                    t.destination,
+                    PeerId(5),
+                    "the host's own traffic stays inside"
+                );
+                let _ = guest.handle_datagram(SERVER, &buf[..t.len], now);
+            }
+        }
+        hf.extend(std::iter::from_fn(|| host.advance()));
+        gf.extend(std::iter::from_fn(|| guest.advance()));
+    }
+    assert_eq!(host.seat(), Some(PlayerId(0)));
+    assert_eq!(guest.seat(), Some(PlayerId(1)));
+    assert!(hf.len() > 40, "host ran {}", hf.len());
+    let n = hf.len().min(gf.len());
+    assert_eq!(hf[..n], gf[..n]);
+    assert!(hf.iter().any(|f| f.inputs[1].is_some_and(|v| v >= 1000)));
+}
