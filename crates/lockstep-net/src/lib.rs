@@ -1,0 +1,178 @@
+//! Transports for lockstep sessions.
+//!
+//! The sessions in `lockstep-core` never touch a socket; this crate carries
+//! their datagrams. Every transport is the same small non-blocking trait,
+//! [`Transport`], so a game loop drives a session over UDP, WebSocket or an
+//! in-process channel with the same few lines and no async runtime:
+//!
+//! ```no_run
+//! use lockstep_core::sequenced::{ClientConfig, ClientSession};
+//! use lockstep_core::PeerId;
+//! use lockstep_net::{Clock, Transport, UdpTransport, drive};
+//!
+//! let mut udp = UdpTransport::bind("0.0.0.0:0")?;
+//! let server = udp.add_peer("127.0.0.1:7777".parse()?);
+//! let clock = Clock::new();
+//! let mut session = ClientSession::<u8>::new(ClientConfig::default(), server, clock.now())?;
+//! let mut scratch = Vec::new();
+//! loop {
+//!     drive(&mut session, &mut udp, clock.now(), &mut scratch)?;
+//!     let _ = session.commit_local(0);
+//!     while let Some(frame) = session.advance() { /* game.step(&frame) */ }
+//!     # break;
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! - [`UdpTransport`]: `std::net` UDP, addresses mapped to [`PeerId`]s;
+//!   as a server it gives each new source address an id (up to a limit).
+//! - [`WsClientTransport`]: a WebSocket client carrying one datagram per
+//!   binary message, for networks where only TCP gets through.
+//! - [`MemoryNetwork`]: in-process endpoints, for tests and single-process
+//!   tools.
+//! - [`FaultyTransport`]: wraps any transport with loss, delay, jitter,
+//!   duplication and reordering, both ways, from a seed.
+//!
+//! Connection handshakes, retries, keepalives and timeouts are the
+//! sessions' job (Hello/Welcome, pings, silence detection), so they work the
+//! same over every transport.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+#![cfg_attr(
+    not(test),
+    warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
+mod faulty;
+mod memory;
+mod udp;
+mod ws;
+
+pub use faulty::{Faults, FaultyTransport};
+pub use memory::{MemoryNetwork, MemoryTransport};
+pub use udp::UdpTransport;
+pub use ws::WsClientTransport;
+
+use lockstep_core::{Endpoint, Instant, PeerId};
+
+/// The largest datagram any transport here carries.
+pub const MAX_DATAGRAM: usize = lockstep_core::wire::MAX_DATAGRAM_LEN;
+
+/// What can go wrong moving a datagram.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// The operating system refused.
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    /// No address is known for this peer.
+    #[error("no address for {0}")]
+    UnknownPeer(PeerId),
+    /// The datagram is larger than the transport carries.
+    #[error("datagram of {len} bytes, limit {max}")]
+    TooLarge {
+        /// Its size.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The connection is closed (WebSocket).
+    #[error("connection closed")]
+    Closed,
+    /// The WebSocket layer failed.
+    #[error("WebSocket error: {0}")]
+    WebSocket(String),
+}
+
+/// A non-blocking datagram transport.
+///
+/// `send` never blocks: when the network cannot take a datagram now, it is
+/// dropped, as UDP would (the sessions resend). `recv` returns `Ok(None)`
+/// when nothing is waiting.
+pub trait Transport {
+    /// Sends `datagram` to `to`.
+    fn send(&mut self, to: PeerId, datagram: &[u8]) -> Result<(), TransportError>;
+
+    /// Receives the next waiting datagram into `buf` (which must hold
+    /// [`MAX_DATAGRAM`] bytes to be sure nothing is cut); returns the sender
+    /// and the length.
+    fn recv(&mut self, buf: &mut [u8]) -> Result<Option<(PeerId, usize)>, TransportError>;
+}
+
+impl<T: Transport + ?Sized> Transport for Box<T> {
+    fn send(&mut self, to: PeerId, datagram: &[u8]) -> Result<(), TransportError> {
+        (**self).send(to, datagram)
+    }
+
+    fn recv(&mut self, buf: &mut [u8]) -> Result<Option<(PeerId, usize)>, TransportError> {
+        (**self).recv(buf)
+    }
+}
+
+/// Maps the process's monotonic clock to the core's [`Instant`], from the
+/// moment the clock was made.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    start: std::time::Instant,
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock {
+    /// A clock starting now.
+    pub fn new() -> Self {
+        Self {
+            start: std::time::Instant::now(),
+        }
+    }
+
+    /// The time since the clock started.
+    pub fn now(&self) -> Instant {
+        Instant::from_micros(u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX))
+    }
+}
+
+/// What one [`drive`] call moved.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Driven {
+    /// Datagrams received and handed to the session.
+    pub received: usize,
+    /// Of those, how many the session rejected.
+    pub rejected: usize,
+    /// Datagrams sent.
+    pub sent: usize,
+}
+
+/// One network step of a game loop: every waiting datagram into the
+/// session, its timers, and every datagram it wants sent out.
+///
+/// `scratch` is reused between calls to avoid allocating.
+pub fn drive<E: Endpoint + ?Sized, T: Transport + ?Sized>(
+    endpoint: &mut E,
+    transport: &mut T,
+    now: Instant,
+    scratch: &mut Vec<u8>,
+) -> Result<Driven, TransportError> {
+    let mut d = Driven::default();
+    scratch.resize(MAX_DATAGRAM, 0);
+    while let Some((from, len)) = transport.recv(scratch)? {
+        d.received += 1;
+        if endpoint
+            .handle_datagram(from, &scratch[..len], now)
+            .is_err()
+        {
+            d.rejected += 1;
+        }
+    }
+    endpoint.handle_timeout(now);
+    scratch.clear();
+    while let Some(t) = endpoint.poll_transmit(scratch) {
+        transport.send(t.destination, &scratch[..t.len])?;
+        d.sent += 1;
+    }
+    Ok(d)
+}
