@@ -143,12 +143,11 @@ impl<T: Transport> Transport for FaultyTransport<T> {
             .incoming
             .peek()
             .is_some_and(|Reverse((at, ..))| *at <= now)
+            && let Some(Reverse((_, _, from, bytes))) = self.incoming.pop()
         {
-            if let Some(Reverse((_, _, from, bytes))) = self.incoming.pop() {
-                let len = bytes.len().min(buf.len());
-                buf[..len].copy_from_slice(&bytes[..len]);
-                return Ok(Some((from, len)));
-            }
+            let len = bytes.len().min(buf.len());
+            buf[..len].copy_from_slice(&bytes[..len]);
+            return Ok(Some((from, len)));
         }
         Ok(None)
     }

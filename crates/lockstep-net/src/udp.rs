@@ -92,10 +92,10 @@ impl UdpTransport {
 
     /// Forgets `peer` (its id may be reused).
     pub fn forget(&mut self, peer: PeerId) {
-        if let Some(slot) = self.addrs.get_mut(peer.0 as usize) {
-            if let Some(addr) = slot.take() {
-                self.ids.remove(&addr);
-            }
+        if let Some(slot) = self.addrs.get_mut(peer.0 as usize)
+            && let Some(addr) = slot.take()
+        {
+            self.ids.remove(&addr);
         }
     }
 
