@@ -1,0 +1,42 @@
+//! The lockstep relay: a server that sequences rooms of lockstep clients.
+//!
+//! Each room is a [`Sequencer`](lockstep_core::sequenced::Sequencer): it
+//! seats players, decides which tick each input runs on and sends every tick
+//! to everyone in the room. The relay adds what a deployment needs around
+//! it:
+//!
+//! - UDP and WebSocket listeners, whose clients play in the same rooms;
+//! - rooms by name, created by their first client (or declared in the
+//!   configuration with their own tick rate, delay, policy and seats) and
+//!   removed when idle;
+//! - spectators, up to a per-room limit;
+//! - limits on message size, inputs and datagrams per second, rooms and
+//!   connections: a client breaking one gets an `Error` naming it and is
+//!   closed, and nobody else notices;
+//! - join tickets signed by a matchmaker ([`ticket`]);
+//! - `tracing` logs, Prometheus `/metrics` and `/healthz` over HTTP;
+//! - graceful shutdown: every client is told goodbye with the reason.
+//!
+//! The relay never decodes a game's inputs beyond re-coding them, so one
+//! binary serves any game speaking the lockstep protocol. [`run`] takes
+//! sockets the caller bound and a shutdown future, so tests run a relay
+//! in-process on port 0.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+#![cfg_attr(
+    not(test),
+    warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
+mod config;
+pub mod metrics;
+mod room;
+mod server;
+pub mod ticket;
+
+pub use config::{
+    DeclaredRoom, Limits, MissingName, PolicyName, RelayConfig, RoomOverrides, RoomSettings,
+    Tickets,
+};
+pub use metrics::Metrics;
+pub use server::{Listeners, RelayError, RelayReport, run, run_with_metrics};

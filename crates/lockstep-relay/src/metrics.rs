@@ -1,0 +1,193 @@
+//! Counters and gauges, served as Prometheus text on `/metrics`.
+//!
+//! Plain atomics rendered by hand: a handful of series does not need a
+//! metrics framework, and a process-global recorder would mix the figures of
+//! several relays run side by side in one test process.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Upper bounds (microseconds) of the seal-to-send histogram buckets.
+pub const LATENCY_BUCKETS_US: [u64; 12] = [
+    50, 100, 200, 300, 500, 750, 1000, 1500, 2000, 3000, 5000, 10_000,
+];
+
+/// Everything a relay counts. Shared with the HTTP task.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// Rooms open.
+    pub rooms: AtomicU64,
+    /// Seated players connected.
+    pub players: AtomicU64,
+    /// Spectators connected.
+    pub spectators: AtomicU64,
+    /// Ticks sealed, over all rooms.
+    pub ticks: AtomicU64,
+    /// Bytes received.
+    pub bytes_in: AtomicU64,
+    /// Bytes sent.
+    pub bytes_out: AtomicU64,
+    /// Datagrams received.
+    pub datagrams_in: AtomicU64,
+    /// Datagrams sent.
+    pub datagrams_out: AtomicU64,
+    /// Datagrams dropped because a socket or channel was full.
+    pub dropped_out: AtomicU64,
+    /// Times a room waited on a player.
+    pub stalls: AtomicU64,
+    /// Connections refused.
+    pub rejects: AtomicU64,
+    /// Connections dropped for breaking a rule.
+    pub violations: AtomicU64,
+    /// Checksum mismatches reported by clients.
+    pub desyncs: AtomicU64,
+    /// Seal-to-last-send latency histogram: counts per bucket, then +Inf.
+    latency: [AtomicU64; LATENCY_BUCKETS_US.len() + 1],
+    latency_sum_us: AtomicU64,
+}
+
+impl Metrics {
+    /// Records how long sending a sealed tick to a whole room took.
+    pub fn observe_latency(&self, micros: u64) {
+        let i = LATENCY_BUCKETS_US
+            .iter()
+            .position(|b| micros <= *b)
+            .unwrap_or(LATENCY_BUCKETS_US.len());
+        self.latency[i].fetch_add(1, Ordering::Relaxed);
+        self.latency_sum_us.fetch_add(micros, Ordering::Relaxed);
+    }
+
+    /// Latency observations so far.
+    pub fn latency_count(&self) -> u64 {
+        self.latency.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+
+    /// The upper bound of the bucket holding quantile `q` of latencies
+    /// (microseconds), or `None` with no observation or past the last bucket.
+    pub fn latency_quantile(&self, q: f64) -> Option<u64> {
+        let counts: Vec<u64> = self
+            .latency
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let want = (q * total as f64).ceil() as u64;
+        let mut seen = 0;
+        for (i, c) in counts.iter().enumerate() {
+            seen += c;
+            if seen >= want {
+                return LATENCY_BUCKETS_US.get(i).copied();
+            }
+        }
+        None
+    }
+
+    /// The Prometheus text exposition of every series.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let mut put = |name: &str, kind: &str, help: &str, v: &AtomicU64| {
+            let _ = writeln!(
+                out,
+                "# HELP lockstep_{name} {help}\n# TYPE lockstep_{name} {kind}"
+            );
+            let _ = writeln!(out, "lockstep_{name} {}", v.load(Ordering::Relaxed));
+        };
+        put("rooms", "gauge", "Rooms open.", &self.rooms);
+        put(
+            "players",
+            "gauge",
+            "Seated players connected.",
+            &self.players,
+        );
+        put(
+            "spectators",
+            "gauge",
+            "Spectators connected.",
+            &self.spectators,
+        );
+        put(
+            "ticks_total",
+            "counter",
+            "Ticks sealed over all rooms.",
+            &self.ticks,
+        );
+        put(
+            "bytes_in_total",
+            "counter",
+            "Bytes received.",
+            &self.bytes_in,
+        );
+        put("bytes_out_total", "counter", "Bytes sent.", &self.bytes_out);
+        put(
+            "datagrams_in_total",
+            "counter",
+            "Datagrams received.",
+            &self.datagrams_in,
+        );
+        put(
+            "datagrams_out_total",
+            "counter",
+            "Datagrams sent.",
+            &self.datagrams_out,
+        );
+        put(
+            "dropped_out_total",
+            "counter",
+            "Datagrams dropped by a full socket or channel.",
+            &self.dropped_out,
+        );
+        put(
+            "stalls_total",
+            "counter",
+            "Times a room waited on a player.",
+            &self.stalls,
+        );
+        put(
+            "rejects_total",
+            "counter",
+            "Connections refused.",
+            &self.rejects,
+        );
+        put(
+            "violations_total",
+            "counter",
+            "Connections dropped for breaking a rule.",
+            &self.violations,
+        );
+        put(
+            "desync_reports_total",
+            "counter",
+            "Checksum mismatches reported.",
+            &self.desyncs,
+        );
+        let _ = writeln!(
+            out,
+            "# HELP lockstep_seal_to_send_seconds Time from sealing a tick to its last send.\n\
+             # TYPE lockstep_seal_to_send_seconds histogram"
+        );
+        let mut cumulative = 0;
+        for (i, b) in LATENCY_BUCKETS_US.iter().enumerate() {
+            cumulative += self.latency[i].load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "lockstep_seal_to_send_seconds_bucket{{le=\"{}\"}} {cumulative}",
+                *b as f64 / 1e6
+            );
+        }
+        cumulative += self.latency[LATENCY_BUCKETS_US.len()].load(Ordering::Relaxed);
+        let _ = writeln!(
+            out,
+            "lockstep_seal_to_send_seconds_bucket{{le=\"+Inf\"}} {cumulative}"
+        );
+        let _ = writeln!(
+            out,
+            "lockstep_seal_to_send_seconds_sum {}",
+            self.latency_sum_us.load(Ordering::Relaxed) as f64 / 1e6
+        );
+        let _ = writeln!(out, "lockstep_seal_to_send_seconds_count {cumulative}");
+        out
+    }
+}

@@ -1,0 +1,95 @@
+//! A room: one sequencer, typed by the input codec its clients use.
+
+use lockstep_core::sequenced::{
+    Sequencer, SequencerConfig, SequencerError, SequencerEvent, SequencerStats,
+};
+use lockstep_core::wire::InputCodec;
+use lockstep_core::{ConfigError, Instant, PeerId, PlayerInputs, Transmit};
+
+/// The relay reads inputs only to re-code them, never to judge them: a room
+/// of opaque inputs holds raw bytes, a room of `PlayerInputs` holds those.
+#[derive(Debug)]
+pub(crate) enum Engine {
+    Opaque(Sequencer<Vec<u8>>),
+    Player(Sequencer<PlayerInputs>),
+}
+
+macro_rules! each {
+    ($self:expr, $s:ident => $e:expr) => {
+        match $self {
+            Engine::Opaque($s) => $e,
+            Engine::Player($s) => $e,
+        }
+    };
+}
+
+impl Engine {
+    pub(crate) fn new(config: SequencerConfig, now: Instant) -> Result<Self, ConfigError> {
+        Ok(match config.codec {
+            InputCodec::PlayerInputs => Self::Player(Sequencer::new(config, now)?),
+            _ => Self::Opaque(Sequencer::new(config, now)?),
+        })
+    }
+
+    pub(crate) fn handle_datagram(
+        &mut self,
+        from: PeerId,
+        d: &[u8],
+        now: Instant,
+    ) -> Result<(), SequencerError> {
+        each!(self, s => s.handle_datagram(from, d, now))
+    }
+
+    pub(crate) fn handle_timeout(&mut self, now: Instant) {
+        each!(self, s => s.handle_timeout(now));
+    }
+
+    pub(crate) fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
+        each!(self, s => s.poll_transmit(buf))
+    }
+
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        each!(self, s => s.poll_timeout())
+    }
+
+    pub(crate) fn poll_event(&mut self) -> Option<SequencerEvent> {
+        each!(self, s => s.poll_event())
+    }
+
+    pub(crate) fn stats(&self) -> SequencerStats {
+        each!(self, s => s.stats())
+    }
+
+    pub(crate) fn is_connected(&self, peer: PeerId) -> bool {
+        each!(self, s => s.is_connected(peer))
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        each!(self, s => s.is_empty())
+    }
+
+    pub(crate) fn shutdown(&mut self, text: &str) {
+        each!(self, s => s.shutdown(text));
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Room {
+    pub(crate) engine: Engine,
+    pub(crate) declared: bool,
+    pub(crate) empty_since: Option<std::time::Instant>,
+    pub(crate) sealed: u64,
+    pub(crate) stalls: u64,
+}
+
+impl Room {
+    pub(crate) fn new(engine: Engine, declared: bool) -> Self {
+        Self {
+            engine,
+            declared,
+            empty_since: None,
+            sealed: 0,
+            stalls: 0,
+        }
+    }
+}

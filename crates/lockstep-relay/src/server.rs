@@ -1,0 +1,706 @@
+//! The server loop.
+
+use crate::config::RelayConfig;
+use crate::metrics::Metrics;
+use crate::room::{Engine, Room};
+use crate::ticket;
+use futures_util::{SinkExt, StreamExt};
+use lockstep_core::sequenced::{DropReason, HOST_PEER, SequencerEvent};
+use lockstep_core::wire::{self, Datagram, DatagramWriter, ErrorCode, Message, RejectReason};
+use lockstep_core::{Instant as CoreInstant, PeerId, Tick};
+use std::collections::HashMap;
+use std::future::Future;
+use std::io::ErrorKind;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tracing::{debug, info, warn};
+
+/// The sockets a relay serves, bound by the caller (tests bind port 0).
+#[derive(Debug, Default)]
+pub struct Listeners {
+    /// UDP clients.
+    pub udp: Option<UdpSocket>,
+    /// WebSocket clients (`ws://host:port/`).
+    pub ws: Option<TcpListener>,
+    /// `GET /metrics` (Prometheus) and `GET /healthz`.
+    pub http: Option<TcpListener>,
+}
+
+/// Why the relay could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RelayError {
+    /// A socket failed.
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    /// A room's configuration is invalid.
+    #[error("invalid room configuration: {0}")]
+    Config(#[from] lockstep_core::ConfigError),
+}
+
+/// What a relay did, returned when it stops.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RelayReport {
+    /// Ticks sealed over all rooms.
+    pub ticks: u64,
+    /// Datagrams received.
+    pub datagrams_in: u64,
+    /// Datagrams sent.
+    pub datagrams_out: u64,
+    /// Connections refused.
+    pub rejects: u64,
+    /// Connections dropped for breaking a rule.
+    pub violations: u64,
+    /// Connections told goodbye at shutdown.
+    pub said_goodbye: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum ConnKey {
+    Udp(SocketAddr),
+    Ws(u64),
+}
+
+#[derive(Debug)]
+enum CoreMsg {
+    WsOpen { id: u64, tx: mpsc::Sender<Vec<u8>> },
+    Datagram { id: u64, bytes: Vec<u8> },
+    WsClosed { id: u64 },
+}
+
+/// Outgoing datagrams queued per WebSocket connection before dropping.
+const WS_QUEUE: usize = 256;
+/// The largest WebSocket message read: generously above any datagram, so
+/// an oversized one reaches the room and is refused with a reason.
+const WS_MAX_MESSAGE: usize = 64 << 10;
+
+/// Runs a relay until `shutdown` completes, then tells every client goodbye
+/// and returns what it did.
+///
+/// ```no_run
+/// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+/// use lockstep_relay::{Listeners, RelayConfig, run};
+/// let listeners = Listeners {
+///     udp: Some(tokio::net::UdpSocket::bind("127.0.0.1:7777").await?),
+///     ws: Some(tokio::net::TcpListener::bind("127.0.0.1:7778").await?),
+///     http: Some(tokio::net::TcpListener::bind("127.0.0.1:9100").await?),
+/// };
+/// let report = run(RelayConfig::default(), listeners, async {
+///     let _ = tokio::signal::ctrl_c().await;
+/// }).await?;
+/// println!("{} ticks", report.ticks);
+/// # Ok(()) }
+/// ```
+pub async fn run(
+    config: RelayConfig,
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()>,
+) -> Result<RelayReport, RelayError> {
+    run_with_metrics(config, listeners, Arc::new(Metrics::default()), shutdown).await
+}
+
+/// [`run`], counting into `metrics` (which the caller may read meanwhile).
+pub async fn run_with_metrics(
+    config: RelayConfig,
+    listeners: Listeners,
+    metrics: Arc<Metrics>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<RelayReport, RelayError> {
+    let (core_tx, mut core_rx) = mpsc::channel::<CoreMsg>(4096);
+    let mut tasks = JoinSet::new();
+    if let Some(listener) = listeners.ws {
+        tasks.spawn(accept_ws(listener, core_tx.clone()));
+    }
+    if let Some(listener) = listeners.http {
+        tasks.spawn(serve_http(listener, metrics.clone()));
+    }
+    drop(core_tx);
+    let udp = listeners.udp.map(Arc::new);
+    let mut core = Core::new(config, metrics, udp.clone())?;
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut buf = vec![0u8; 65_536];
+    loop {
+        let wake = core.next_wakeup();
+        tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            r = recv_udp(udp.as_deref(), &mut buf) => match r {
+                Ok((n, addr)) => {
+                    core.datagram(ConnKey::Udp(addr), &buf[..n]);
+                    // Take the rest of a burst without going round the loop.
+                    if let Some(s) = udp.as_deref() {
+                        while let Ok((n, addr)) = s.try_recv_from(&mut buf) {
+                            core.datagram(ConnKey::Udp(addr), &buf[..n]);
+                        }
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::ConnectionReset => {}
+                Err(e) => warn!("udp receive failed: {e}"),
+            },
+            msg = core_rx.recv() => match msg {
+                Some(CoreMsg::WsOpen { id, tx }) => { core.ws_out.insert(id, tx); }
+                Some(CoreMsg::Datagram { id, bytes }) => core.datagram(ConnKey::Ws(id), &bytes),
+                Some(CoreMsg::WsClosed { id }) => core.ws_closed(id),
+                None => {}
+            },
+            () = tokio::time::sleep_until(wake) => {}
+        }
+        core.timers();
+    }
+    let report = core.shutdown();
+    // Let WebSocket writers deliver their goodbyes, then stop everything.
+    core.ws_out.clear();
+    let _ = tokio::time::timeout(Duration::from_millis(500), async {
+        while core_rx.recv().await.is_some() {}
+    })
+    .await;
+    tasks.abort_all();
+    info!(ticks = report.ticks, "relay stopped");
+    Ok(report)
+}
+
+async fn recv_udp(udp: Option<&UdpSocket>, buf: &mut [u8]) -> std::io::Result<(usize, SocketAddr)> {
+    match udp {
+        Some(s) => s.recv_from(buf).await,
+        None => std::future::pending().await,
+    }
+}
+
+struct Core {
+    config: RelayConfig,
+    metrics: Arc<Metrics>,
+    start: std::time::Instant,
+    udp: Option<Arc<UdpSocket>>,
+    rooms: HashMap<String, Room>,
+    conns: HashMap<ConnKey, (PeerId, String)>,
+    keys: HashMap<PeerId, ConnKey>,
+    ws_out: HashMap<u64, mpsc::Sender<Vec<u8>>>,
+    next_peer: u32,
+    buf: Vec<u8>,
+    last_housekeeping: std::time::Instant,
+    said_goodbye: u64,
+}
+
+impl Core {
+    fn new(
+        config: RelayConfig,
+        metrics: Arc<Metrics>,
+        udp: Option<Arc<UdpSocket>>,
+    ) -> Result<Self, RelayError> {
+        let start = std::time::Instant::now();
+        // Check every declared room's settings now, not at its first join.
+        for r in &config.rooms {
+            let seq = config.sequencer(&r.name, wire::InputCodec::Opaque, 0);
+            Engine::new(seq, CoreInstant::ZERO)?;
+        }
+        let core = Self {
+            config,
+            metrics,
+            start,
+            udp,
+            rooms: HashMap::new(),
+            conns: HashMap::new(),
+            keys: HashMap::new(),
+            ws_out: HashMap::new(),
+            next_peer: 0,
+            buf: Vec::with_capacity(2048),
+            last_housekeeping: start,
+            said_goodbye: 0,
+        };
+        Ok(core)
+    }
+
+    fn now(&self) -> CoreInstant {
+        CoreInstant::from_micros(
+            u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX),
+        )
+    }
+
+    fn next_wakeup(&self) -> tokio::time::Instant {
+        let mut next = self.start.elapsed() + Duration::from_millis(250);
+        for room in self.rooms.values() {
+            if let Some(t) = room.engine.poll_timeout() {
+                next = next.min(Duration::from_micros(t.as_micros()));
+            }
+        }
+        tokio::time::Instant::from_std(self.start + next)
+    }
+
+    fn datagram(&mut self, key: ConnKey, bytes: &[u8]) {
+        self.metrics.datagrams_in.fetch_add(1, Ordering::Relaxed);
+        self.metrics
+            .bytes_in
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        let now = self.now();
+        match self.conns.get(&key).cloned() {
+            Some((peer, room)) => {
+                if let Some(r) = self.rooms.get_mut(&room) {
+                    if let Err(e) = r.engine.handle_datagram(peer, bytes, now) {
+                        debug!(%peer, room = %room, "datagram refused: {e}");
+                    }
+                    self.flush(&room);
+                }
+            }
+            None => self.stranger(key, bytes),
+        }
+    }
+
+    /// A datagram from an address with no connection: it must open one.
+    fn stranger(&mut self, key: ConnKey, bytes: &[u8]) {
+        if bytes.len() > self.config.limits.max_message {
+            let text = format!(
+                "datagram of {} bytes over the {}-byte limit",
+                bytes.len(),
+                self.config.limits.max_message
+            );
+            return self.reply_error(key, ErrorCode::TooLarge, &text);
+        }
+        match wire::peek_version(bytes) {
+            None => return self.reply_error(key, ErrorCode::Malformed, "not a lockstep datagram"),
+            Some(v) if v != wire::VERSION => {
+                return self.reply_reject(
+                    key,
+                    RejectReason::ProtocolMismatch {
+                        server: wire::VERSION,
+                        client: v,
+                    },
+                );
+            }
+            Some(_) => {}
+        }
+        let hello = match Datagram::decode(bytes, Tick::ZERO) {
+            Ok(d) => d.messages.into_iter().find_map(|m| match m {
+                Message::Hello(h) => Some(h),
+                _ => None,
+            }),
+            Err(e) => return self.reply_error(key, ErrorCode::Malformed, &e.to_string()),
+        };
+        let Some(hello) = hello else {
+            return self.reply_error(key, ErrorCode::Violation, "not connected: say hello first");
+        };
+        if let Some(secret) = &self.config.tickets.secret {
+            let unix = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            if let Err(e) = ticket::verify(
+                secret.as_bytes(),
+                hello.ticket,
+                hello.room,
+                hello.name,
+                unix,
+            ) {
+                debug!(?key, "ticket refused: {e}");
+                return self.reply_reject(key, RejectReason::BadTicket);
+            }
+        }
+        if self.conns.len() >= self.config.limits.max_connections {
+            return self.reply_reject(key, RejectReason::ServerFull);
+        }
+        let room = hello.room.to_owned();
+        if !self.rooms.contains_key(&room) {
+            // Rooms, declared ones too, open with their first client, in the
+            // input codec it speaks; only undeclared ones close when idle.
+            let declared = self.config.rooms.iter().any(|r| r.name == room);
+            if !declared && !self.config.on_demand() {
+                return self.reply_reject(key, RejectReason::NoSuchRoom);
+            }
+            if self.rooms.len() >= self.config.limits.max_rooms {
+                return self.reply_reject(key, RejectReason::ServerFull);
+            }
+            let seq = self.config.sequencer(&room, hello.codec, seed_for(&room));
+            match Engine::new(seq, self.now()) {
+                Ok(engine) => {
+                    info!(room = %room, "room created");
+                    self.rooms.insert(room.clone(), Room::new(engine, declared));
+                }
+                Err(e) => {
+                    warn!(room = %room, "room refused its configuration: {e}");
+                    return self.reply_reject(key, RejectReason::Other("room misconfigured"));
+                }
+            }
+        }
+        let peer = self.allocate_peer();
+        let now = self.now();
+        let Some(r) = self.rooms.get_mut(&room) else {
+            return;
+        };
+        let _ = r.engine.handle_datagram(peer, bytes, now);
+        // Mapped even if refused: the refusal goes out through the mapping.
+        self.keys.insert(peer, key);
+        if r.engine.is_connected(peer) {
+            self.conns.insert(key, (peer, room.clone()));
+        }
+        self.flush(&room);
+        if !self.conns.contains_key(&key) {
+            self.keys.remove(&peer);
+        }
+    }
+
+    fn allocate_peer(&mut self) -> PeerId {
+        loop {
+            let p = PeerId(self.next_peer);
+            self.next_peer = self.next_peer.wrapping_add(1);
+            if p != HOST_PEER && !self.keys.contains_key(&p) {
+                return p;
+            }
+        }
+    }
+
+    fn reply_error(&mut self, key: ConnKey, code: ErrorCode, text: &str) {
+        let text: String = text.chars().take(200).collect();
+        self.reply(key, &Message::Error { code, text: &text });
+    }
+
+    fn reply_reject(&mut self, key: ConnKey, reason: RejectReason<'_>) {
+        self.metrics.rejects.fetch_add(1, Ordering::Relaxed);
+        self.reply(key, &Message::Reject(reason));
+    }
+
+    fn reply(&mut self, key: ConnKey, m: &Message<'_>) {
+        let mut buf = Vec::new();
+        let mut w = DatagramWriter::new(&mut buf, Tick::ZERO, self.config.limits.max_message);
+        let _ = w.push(m);
+        w.finish();
+        self.send(key, &buf);
+        if let ConnKey::Ws(id) = key {
+            // A WebSocket that opened with garbage is closed after the reply.
+            self.ws_out.remove(&id);
+        }
+    }
+
+    fn send(&mut self, key: ConnKey, bytes: &[u8]) {
+        let sent = match key {
+            ConnKey::Udp(addr) => self
+                .udp
+                .as_deref()
+                .is_some_and(|s| s.try_send_to(bytes, addr).is_ok()),
+            ConnKey::Ws(id) => self
+                .ws_out
+                .get(&id)
+                .is_some_and(|tx| tx.try_send(bytes.to_vec()).is_ok()),
+        };
+        if sent {
+            self.metrics.datagrams_out.fetch_add(1, Ordering::Relaxed);
+            self.metrics
+                .bytes_out
+                .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        } else {
+            self.metrics.dropped_out.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Sends everything room `name` has to send and acts on its events.
+    fn flush(&mut self, name: &str) {
+        let Some(room) = self.rooms.get_mut(name) else {
+            return;
+        };
+        let stats = room.engine.stats();
+        let sealed = stats.sealed > room.sealed;
+        let started = std::time::Instant::now();
+        let mut out: Vec<(PeerId, Vec<u8>)> = Vec::new();
+        let mut buf = std::mem::take(&mut self.buf);
+        while let Some(t) = room.engine.poll_transmit(&mut buf) {
+            out.push((t.destination, buf[..t.len].to_vec()));
+        }
+        self.buf = buf;
+        let mut closed = Vec::new();
+        while let Some(ev) = room.engine.poll_event() {
+            match ev {
+                SequencerEvent::Joined {
+                    peer,
+                    seat,
+                    tick,
+                    name: who,
+                } => {
+                    info!(room = %name, %peer, ?seat, %tick, who = %who, "joined");
+                }
+                SequencerEvent::Rejected { peer, reason } => {
+                    info!(room = %name, %peer, "refused: {reason}");
+                    self.metrics.rejects.fetch_add(1, Ordering::Relaxed);
+                }
+                SequencerEvent::Closed {
+                    peer,
+                    seat,
+                    tick,
+                    reason,
+                } => {
+                    match &reason {
+                        DropReason::Violation(code, text) => {
+                            warn!(room = %name, %peer, ?code, "dropped: {text}");
+                            self.metrics.violations.fetch_add(1, Ordering::Relaxed);
+                        }
+                        other => info!(room = %name, %peer, ?seat, %tick, "left: {other:?}"),
+                    }
+                    closed.push(peer);
+                }
+                SequencerEvent::Desync {
+                    tick,
+                    peer,
+                    expected,
+                    got,
+                } => {
+                    warn!(room = %name, %peer, %tick, "desync: expected {expected:016x}, got {got:016x}");
+                    self.metrics.desyncs.fetch_add(1, Ordering::Relaxed);
+                }
+                _ => {}
+            }
+        }
+        let now_stats = room.engine.stats();
+        self.metrics
+            .ticks
+            .fetch_add(now_stats.sealed - room.sealed, Ordering::Relaxed);
+        self.metrics
+            .stalls
+            .fetch_add(now_stats.stalls - room.stalls, Ordering::Relaxed);
+        room.sealed = now_stats.sealed;
+        room.stalls = now_stats.stalls;
+        for (peer, bytes) in out {
+            if let Some(key) = self.keys.get(&peer).copied() {
+                self.send(key, &bytes);
+            }
+        }
+        if sealed {
+            let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+            self.metrics.observe_latency(us);
+        }
+        // Forget connections whose goodbye or error has gone out.
+        for peer in closed {
+            let connected = self
+                .rooms
+                .get(name)
+                .is_some_and(|r| r.engine.is_connected(peer));
+            if !connected {
+                self.forget(peer);
+            }
+        }
+    }
+
+    fn forget(&mut self, peer: PeerId) {
+        if let Some(key) = self.keys.remove(&peer) {
+            self.conns.remove(&key);
+            if let ConnKey::Ws(id) = key {
+                self.ws_out.remove(&id);
+            }
+        }
+    }
+
+    fn ws_closed(&mut self, id: u64) {
+        self.ws_out.remove(&id);
+        // The room notices the silence and frees the seat on its timeout.
+    }
+
+    fn timers(&mut self) {
+        let now = self.now();
+        let due: Vec<String> = self
+            .rooms
+            .iter()
+            .filter(|(_, r)| r.engine.poll_timeout().is_some_and(|t| t <= now))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in due {
+            if let Some(r) = self.rooms.get_mut(&name) {
+                r.engine.handle_timeout(now);
+            }
+            self.flush(&name);
+        }
+        // Connections closed by a room's timers.
+        let stale: Vec<PeerId> = self
+            .conns
+            .values()
+            .filter(|(p, room)| {
+                !self
+                    .rooms
+                    .get(room)
+                    .is_some_and(|r| r.engine.is_connected(*p))
+            })
+            .map(|(p, _)| *p)
+            .collect();
+        for p in stale {
+            self.forget(p);
+        }
+        if self.last_housekeeping.elapsed() >= Duration::from_secs(1) {
+            self.housekeeping();
+        }
+    }
+
+    fn housekeeping(&mut self) {
+        self.last_housekeeping = std::time::Instant::now();
+        let idle = Duration::from_secs(self.config.limits.idle_room_secs);
+        let (mut players, mut spectators) = (0, 0);
+        let mut remove = Vec::new();
+        for (name, r) in &mut self.rooms {
+            let st = r.engine.stats();
+            players += st.players as u64;
+            spectators += st.spectators as u64;
+            if r.engine.is_empty() {
+                let since = *r.empty_since.get_or_insert(self.last_housekeeping);
+                if !r.declared && since.elapsed() >= idle {
+                    remove.push(name.clone());
+                }
+            } else {
+                r.empty_since = None;
+            }
+        }
+        for name in remove {
+            info!(room = %name, "idle room removed");
+            self.rooms.remove(&name);
+        }
+        self.metrics
+            .rooms
+            .store(self.rooms.len() as u64, Ordering::Relaxed);
+        self.metrics.players.store(players, Ordering::Relaxed);
+        self.metrics.spectators.store(spectators, Ordering::Relaxed);
+    }
+
+    fn shutdown(&mut self) -> RelayReport {
+        let names: Vec<String> = self.rooms.keys().cloned().collect();
+        for name in &names {
+            if let Some(r) = self.rooms.get_mut(name) {
+                let before = r.engine.stats();
+                self.said_goodbye += (before.players + before.spectators) as u64;
+                r.engine.shutdown("the server is shutting down");
+            }
+            self.flush(name);
+        }
+        RelayReport {
+            ticks: self.metrics.ticks.load(Ordering::Relaxed),
+            datagrams_in: self.metrics.datagrams_in.load(Ordering::Relaxed),
+            datagrams_out: self.metrics.datagrams_out.load(Ordering::Relaxed),
+            rejects: self.metrics.rejects.load(Ordering::Relaxed),
+            violations: self.metrics.violations.load(Ordering::Relaxed),
+            said_goodbye: self.said_goodbye,
+        }
+    }
+}
+
+/// A room's seed for resume tokens: from its name and the time it opened.
+fn seed_for(name: &str) -> u64 {
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    name.bytes().fold(t, |h, b| h.rotate_left(5) ^ u64::from(b))
+}
+
+static NEXT_WS: AtomicU64 = AtomicU64::new(1);
+
+async fn accept_ws(listener: TcpListener, core: mpsc::Sender<CoreMsg>) {
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, addr)) => {
+                    let id = NEXT_WS.fetch_add(1, Ordering::Relaxed);
+                    debug!(%addr, id, "websocket connection");
+                    conns.spawn(ws_conn(stream, id, core.clone()));
+                }
+                Err(e) => {
+                    warn!("websocket accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+}
+
+async fn ws_conn(stream: TcpStream, id: u64, core: mpsc::Sender<CoreMsg>) {
+    let _ = stream.set_nodelay(true);
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(WS_MAX_MESSAGE))
+        .max_frame_size(Some(WS_MAX_MESSAGE));
+    let ws = match tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio_tungstenite::accept_async_with_config(stream, Some(config)),
+    )
+    .await
+    {
+        Ok(Ok(ws)) => ws,
+        Ok(Err(e)) => return debug!(id, "websocket handshake failed: {e}"),
+        Err(_) => return debug!(id, "websocket handshake timed out"),
+    };
+    let (mut sink, mut source) = ws.split();
+    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(WS_QUEUE);
+    if core.send(CoreMsg::WsOpen { id, tx }).await.is_err() {
+        return;
+    }
+    let writer = async {
+        while let Some(bytes) = rx.recv().await {
+            if sink.send(WsMessage::Binary(bytes.into())).await.is_err() {
+                return;
+            }
+        }
+        let _ = sink.close().await;
+    };
+    let reader = async {
+        while let Some(Ok(msg)) = source.next().await {
+            let forwarded = match msg {
+                WsMessage::Binary(b) => core
+                    .send(CoreMsg::Datagram {
+                        id,
+                        bytes: b.to_vec(),
+                    })
+                    .await
+                    .is_ok(),
+                WsMessage::Close(_) => false,
+                _ => true,
+            };
+            if !forwarded {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        () = writer => {}
+        () = reader => {}
+    }
+    let _ = core.send(CoreMsg::WsClosed { id }).await;
+}
+
+async fn serve_http(listener: TcpListener, metrics: Arc<Metrics>) {
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut req = Vec::with_capacity(512);
+            let mut chunk = [0u8; 512];
+            let read = tokio::time::timeout(Duration::from_secs(5), async {
+                while !req.windows(4).any(|w| w == b"\r\n\r\n") && req.len() < 8192 {
+                    match stream.read(&mut chunk).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => req.extend_from_slice(&chunk[..n]),
+                    }
+                }
+            })
+            .await;
+            if read.is_err() {
+                return;
+            }
+            let line = req.split(|b| *b == b'\r').next().unwrap_or_default();
+            let (status, kind, body) = match line {
+                l if l.starts_with(b"GET /metrics ") => {
+                    ("200 OK", "text/plain; version=0.0.4", metrics.render())
+                }
+                l if l.starts_with(b"GET /healthz ") => ("200 OK", "text/plain", "ok\n".to_owned()),
+                _ => ("404 Not Found", "text/plain", "not found\n".to_owned()),
+            };
+            let head = format!(
+                "HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(head.as_bytes()).await;
+            let _ = stream.write_all(body.as_bytes()).await;
+            let _ = stream.shutdown().await;
+        });
+    }
+}
