@@ -1,0 +1,34 @@
+//! `lockstep`: the relay server and tools, as thin shells over the libraries.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+mod relay;
+
+/// Deterministic lockstep networking: run a relay, and more.
+#[derive(Debug, Parser)]
+#[command(name = "lockstep", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a relay server: rooms of UDP and WebSocket clients.
+    Relay(relay::RelayArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Relay(args) => relay::main(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("lockstep: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

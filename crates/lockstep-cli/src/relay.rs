@@ -1,0 +1,219 @@
+//! `lockstep relay`.
+
+use clap::{Args, ValueEnum};
+use lockstep_relay::{Listeners, PolicyName, RelayConfig};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use tracing_subscriber::EnvFilter;
+
+/// Where the relay listens and how its rooms run. Flags override the file.
+#[derive(Debug, Args)]
+pub(crate) struct RelayArgs {
+    /// UDP address for clients ("off" to disable).
+    #[arg(long, env = "LOCKSTEP_UDP", default_value = "127.0.0.1:7777")]
+    udp: String,
+    /// WebSocket address for clients ("off" to disable).
+    #[arg(long, env = "LOCKSTEP_WS", default_value = "127.0.0.1:7778")]
+    ws: String,
+    /// HTTP address for /metrics and /healthz ("off" to disable).
+    #[arg(long, env = "LOCKSTEP_HTTP", default_value = "127.0.0.1:9100")]
+    http: String,
+    /// A TOML configuration file (limits, tickets, room defaults, rooms).
+    #[arg(long, env = "LOCKSTEP_CONFIG")]
+    config: Option<PathBuf>,
+    /// Require join tickets signed with this secret.
+    #[arg(long, env = "LOCKSTEP_TICKET_SECRET", hide_env_values = true)]
+    ticket_secret: Option<String>,
+    /// Default tick rate of rooms (Hz).
+    #[arg(long)]
+    tick_rate: Option<u32>,
+    /// Default input delay of rooms (ticks).
+    #[arg(long)]
+    delay: Option<u32>,
+    /// Default sealing policy of rooms.
+    #[arg(long, value_enum)]
+    policy: Option<Policy>,
+    /// Default seats per room.
+    #[arg(long)]
+    max_seats: Option<u16>,
+    /// Most rooms at once.
+    #[arg(long)]
+    max_rooms: Option<usize>,
+    /// Log as JSON lines instead of text.
+    #[arg(long)]
+    json_logs: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Policy {
+    /// Seal a tick once every player's input is in.
+    WaitForAll,
+    /// Seal on the clock; late input runs on the next tick.
+    Deadline,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RelayCliError {
+    #[error("cannot read {path}: {source}")]
+    ReadConfig {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("bad configuration in {path}: {source}")]
+    ParseConfig {
+        path: PathBuf,
+        source: toml::de::Error,
+    },
+    #[error("bad address {0:?} (expected host:port or \"off\")")]
+    Address(String),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Relay(#[from] lockstep_relay::RelayError),
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+fn addr(s: &str) -> Result<Option<SocketAddr>, RelayCliError> {
+    if s == "off" {
+        return Ok(None);
+    }
+    s.parse()
+        .map(Some)
+        .map_err(|_| RelayCliError::Address(s.to_owned()))
+}
+
+fn config(args: &RelayArgs) -> Result<RelayConfig, RelayCliError> {
+    let mut config = match &args.config {
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(path).map_err(|source| RelayCliError::ReadConfig {
+                    path: path.clone(),
+                    source,
+                })?;
+            toml::from_str(&text).map_err(|source| RelayCliError::ParseConfig {
+                path: path.clone(),
+                source,
+            })?
+        }
+        None => RelayConfig::default(),
+    };
+    if let Some(s) = &args.ticket_secret {
+        config.tickets.secret = Some(s.clone());
+    }
+    let d = &mut config.room_defaults;
+    d.tick_rate = args.tick_rate.unwrap_or(d.tick_rate);
+    d.delay = args.delay.unwrap_or(d.delay);
+    d.max_seats = args.max_seats.unwrap_or(d.max_seats);
+    if let Some(p) = args.policy {
+        d.policy = match p {
+            Policy::WaitForAll => PolicyName::WaitForAll,
+            Policy::Deadline => PolicyName::Deadline,
+        };
+    }
+    config.limits.max_rooms = args.max_rooms.unwrap_or(config.limits.max_rooms);
+    Ok(config)
+}
+
+pub(crate) fn main(args: RelayArgs) -> Result<(), RelayCliError> {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if args.json_logs {
+        let _ = subscriber.json().try_init();
+    } else {
+        let _ = subscriber.try_init();
+    }
+    let config = config(&args)?;
+    let (udp, ws, http) = (addr(&args.udp)?, addr(&args.ws)?, addr(&args.http)?);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(RelayCliError::Runtime)?;
+    runtime.block_on(async move {
+        let bind_err = |addr| move |source| RelayCliError::Bind { addr, source };
+        let mut listeners = Listeners::default();
+        if let Some(a) = udp {
+            listeners.udp = Some(tokio::net::UdpSocket::bind(a).await.map_err(bind_err(a))?);
+        }
+        if let Some(a) = ws {
+            listeners.ws = Some(
+                tokio::net::TcpListener::bind(a)
+                    .await
+                    .map_err(bind_err(a))?,
+            );
+        }
+        if let Some(a) = http {
+            listeners.http = Some(
+                tokio::net::TcpListener::bind(a)
+                    .await
+                    .map_err(bind_err(a))?,
+            );
+        }
+        // The addresses actually bound (port 0 picks one), on stdout for
+        // scripts and tests.
+        let shown = |a: Option<std::io::Result<SocketAddr>>| match a {
+            Some(Ok(a)) => a.to_string(),
+            _ => "off".to_owned(),
+        };
+        println!(
+            "listening udp={} ws={} http={}",
+            shown(
+                listeners
+                    .udp
+                    .as_ref()
+                    .map(tokio::net::UdpSocket::local_addr)
+            ),
+            shown(
+                listeners
+                    .ws
+                    .as_ref()
+                    .map(tokio::net::TcpListener::local_addr)
+            ),
+            shown(
+                listeners
+                    .http
+                    .as_ref()
+                    .map(tokio::net::TcpListener::local_addr)
+            ),
+        );
+        tracing::info!("relay listening");
+        let report = lockstep_relay::run(config, listeners, shutdown_signal()).await?;
+        tracing::info!(
+            ticks = report.ticks,
+            datagrams_in = report.datagrams_in,
+            datagrams_out = report.datagrams_out,
+            goodbyes = report.said_goodbye,
+            "relay stopped"
+        );
+        Ok(())
+    })
+}
+
+/// Completes on SIGINT (Ctrl-C) or, on Unix, SIGTERM.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    tracing::info!("shutting down");
+}
