@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod bench;
 mod relay;
 
 /// Deterministic lockstep networking: run a relay, and more.
@@ -17,12 +18,15 @@ struct Cli {
 enum Command {
     /// Run a relay server: rooms of UDP and WebSocket clients.
     Relay(relay::RelayArgs),
+    /// Measure: `lockstep bench relay` finds this machine's relay capacity.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Relay(args) => relay::main(args),
+        Command::Relay(args) => relay::main(args).map_err(|e| e.to_string()),
+        Command::Bench(args) => bench::main(args).map_err(|e| e.to_string()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

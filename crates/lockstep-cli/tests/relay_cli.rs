@@ -53,7 +53,7 @@ fn the_relay_binary_serves_and_shuts_down_gracefully() {
         clock.now(),
     )
     .expect("config");
-    let mut scratch = Vec::new();
+    let mut scratch = lockstep_net::Buffers::default();
     let deadline = Instant::now() + Duration::from_secs(10);
     while c.frame().get() < 30 {
         assert!(Instant::now() < deadline, "no progress");

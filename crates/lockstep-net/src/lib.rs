@@ -14,9 +14,9 @@
 //! let server = udp.add_peer("127.0.0.1:7777".parse()?);
 //! let clock = Clock::new();
 //! let mut session = ClientSession::<u8>::new(ClientConfig::default(), server, clock.now())?;
-//! let mut scratch = Vec::new();
+//! let mut buffers = lockstep_net::Buffers::default();
 //! loop {
-//!     drive(&mut session, &mut udp, clock.now(), &mut scratch)?;
+//!     drive(&mut session, &mut udp, clock.now(), &mut buffers)?;
 //!     let _ = session.commit_local(0);
 //!     while let Some(frame) = session.advance() { /* game.step(&frame) */ }
 //!     # break;
@@ -147,31 +147,44 @@ pub struct Driven {
     pub sent: usize,
 }
 
+/// Reusable buffers for [`drive`]: one the size of the largest datagram
+/// for receiving (allocated once), one for sending.
+#[derive(Debug)]
+pub struct Buffers {
+    recv: Box<[u8]>,
+    send: Vec<u8>,
+}
+
+impl Default for Buffers {
+    fn default() -> Self {
+        Self {
+            recv: vec![0u8; MAX_DATAGRAM].into_boxed_slice(),
+            send: Vec::with_capacity(1500),
+        }
+    }
+}
+
 /// One network step of a game loop: every waiting datagram into the
 /// session, its timers, and every datagram it wants sent out.
-///
-/// `scratch` is reused between calls to avoid allocating.
 pub fn drive<E: Endpoint + ?Sized, T: Transport + ?Sized>(
     endpoint: &mut E,
     transport: &mut T,
     now: Instant,
-    scratch: &mut Vec<u8>,
+    buffers: &mut Buffers,
 ) -> Result<Driven, TransportError> {
     let mut d = Driven::default();
-    scratch.resize(MAX_DATAGRAM, 0);
-    while let Some((from, len)) = transport.recv(scratch)? {
+    while let Some((from, len)) = transport.recv(&mut buffers.recv)? {
         d.received += 1;
         if endpoint
-            .handle_datagram(from, &scratch[..len], now)
+            .handle_datagram(from, &buffers.recv[..len], now)
             .is_err()
         {
             d.rejected += 1;
         }
     }
     endpoint.handle_timeout(now);
-    scratch.clear();
-    while let Some(t) = endpoint.poll_transmit(scratch) {
-        transport.send(t.destination, &scratch[..t.len])?;
+    while let Some(t) = endpoint.poll_transmit(&mut buffers.send) {
+        transport.send(t.destination, &buffers.send[..t.len])?;
         d.sent += 1;
     }
     Ok(d)

@@ -35,7 +35,7 @@ fn a_mesh_runs_over_loopback_udp() -> Result<(), Box<dyn std::error::Error>> {
         })
         .collect::<Result<_, _>>()?;
     let mut hashes = vec![StreamHash::new(); 3];
-    let mut scratch = Vec::new();
+    let mut scratch = lockstep_net::Buffers::default();
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut tick = 0u32;
     while hashes.iter().any(|h| h.frames() < 200) {
@@ -81,7 +81,7 @@ fn a_star_runs_over_an_impaired_memory_network() -> Result<(), Box<dyn std::erro
             Ok((t, c, StreamHash::new()))
         })
         .collect::<Result<_, lockstep_core::ConfigError>>()?;
-    let mut scratch = Vec::new();
+    let mut scratch = lockstep_net::Buffers::default();
     let deadline = Instant::now() + Duration::from_secs(30);
     while clients.iter().any(|(_, _, h)| h.frames() < 150) {
         assert!(Instant::now() < deadline, "stuck");

@@ -39,4 +39,4 @@ pub use config::{
     Tickets,
 };
 pub use metrics::Metrics;
-pub use server::{Listeners, RelayError, RelayReport, run, run_with_metrics};
+pub use server::{Listeners, RelayError, RelayReport, bind_udp, run, run_with_metrics};

@@ -57,19 +57,19 @@ impl Metrics {
         self.latency_sum_us.fetch_add(micros, Ordering::Relaxed);
     }
 
-    /// Latency observations so far.
-    pub fn latency_count(&self) -> u64 {
-        self.latency.iter().map(|c| c.load(Ordering::Relaxed)).sum()
-    }
-
-    /// The upper bound of the bucket holding quantile `q` of latencies
-    /// (microseconds), or `None` with no observation or past the last bucket.
-    pub fn latency_quantile(&self, q: f64) -> Option<u64> {
-        let counts: Vec<u64> = self
-            .latency
+    /// The latency histogram's bucket counts so far (the last is +Inf); the
+    /// difference of two snapshots is the histogram of the time between.
+    pub fn latency_snapshot(&self) -> Vec<u64> {
+        self.latency
             .iter()
             .map(|c| c.load(Ordering::Relaxed))
-            .collect();
+            .collect()
+    }
+
+    /// The upper bound (microseconds) of the bucket holding quantile `q` of
+    /// a histogram given as bucket counts; `None` if empty or past the last
+    /// bucket.
+    pub fn quantile_of(counts: &[u64], q: f64) -> Option<u64> {
         let total: u64 = counts.iter().sum();
         if total == 0 {
             return None;
@@ -83,6 +83,17 @@ impl Metrics {
             }
         }
         None
+    }
+
+    /// Latency observations so far.
+    pub fn latency_count(&self) -> u64 {
+        self.latency.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+
+    /// The upper bound of the bucket holding quantile `q` of latencies
+    /// (microseconds), or `None` with no observation or past the last bucket.
+    pub fn latency_quantile(&self, q: f64) -> Option<u64> {
+        Self::quantile_of(&self.latency_snapshot(), q)
     }
 
     /// The Prometheus text exposition of every series.

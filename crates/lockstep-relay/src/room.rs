@@ -80,6 +80,8 @@ pub(crate) struct Room {
     pub(crate) empty_since: Option<std::time::Instant>,
     pub(crate) sealed: u64,
     pub(crate) stalls: u64,
+    /// The timeout this room is filed under in the relay's deadline index.
+    pub(crate) scheduled: Option<u64>,
 }
 
 impl Room {
@@ -90,6 +92,7 @@ impl Room {
             empty_since: None,
             sealed: 0,
             stalls: 0,
+            scheduled: None,
         }
     }
 }

@@ -33,6 +33,19 @@ pub struct Listeners {
     pub http: Option<TcpListener>,
 }
 
+/// Binds a UDP socket for [`Listeners::udp`] with a receive buffer of
+/// `recv_buffer` bytes (the kernel may cap it), so a burst arriving while the
+/// relay is busy waits instead of being dropped.
+pub fn bind_udp(addr: SocketAddr, recv_buffer: usize) -> std::io::Result<UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    let _ = socket.set_recv_buffer_size(recv_buffer);
+    let _ = socket.set_send_buffer_size(recv_buffer);
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    UdpSocket::from_std(socket.into())
+}
+
 /// Why the relay could not run.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -179,6 +192,8 @@ struct Core {
     start: std::time::Instant,
     udp: Option<Arc<UdpSocket>>,
     rooms: HashMap<String, Room>,
+    /// Rooms by their next timeout (microseconds of the relay's clock).
+    deadlines: std::collections::BTreeSet<(u64, String)>,
     conns: HashMap<ConnKey, (PeerId, String)>,
     keys: HashMap<PeerId, ConnKey>,
     ws_out: HashMap<u64, mpsc::Sender<Vec<u8>>>,
@@ -206,6 +221,7 @@ impl Core {
             start,
             udp,
             rooms: HashMap::new(),
+            deadlines: std::collections::BTreeSet::new(),
             conns: HashMap::new(),
             keys: HashMap::new(),
             ws_out: HashMap::new(),
@@ -225,12 +241,29 @@ impl Core {
 
     fn next_wakeup(&self) -> tokio::time::Instant {
         let mut next = self.start.elapsed() + Duration::from_millis(250);
-        for room in self.rooms.values() {
-            if let Some(t) = room.engine.poll_timeout() {
-                next = next.min(Duration::from_micros(t.as_micros()));
-            }
+        if let Some((t, _)) = self.deadlines.first() {
+            next = next.min(Duration::from_micros(*t));
         }
         tokio::time::Instant::from_std(self.start + next)
+    }
+
+    /// Files room `name` under its next timeout, so finding due rooms costs
+    /// a lookup, not a scan of every room.
+    fn schedule(&mut self, name: &str) {
+        let Some(room) = self.rooms.get_mut(name) else {
+            return;
+        };
+        let due = room.engine.poll_timeout().map(|t| t.as_micros());
+        if room.scheduled == due {
+            return;
+        }
+        if let Some(old) = room.scheduled.take() {
+            self.deadlines.remove(&(old, name.to_owned()));
+        }
+        if let Some(t) = due {
+            self.deadlines.insert((t, name.to_owned()));
+        }
+        room.scheduled = due;
     }
 
     fn datagram(&mut self, key: ConnKey, bytes: &[u8]) {
@@ -242,10 +275,11 @@ impl Core {
         match self.conns.get(&key).cloned() {
             Some((peer, room)) => {
                 if let Some(r) = self.rooms.get_mut(&room) {
+                    let started = std::time::Instant::now();
                     if let Err(e) = r.engine.handle_datagram(peer, bytes, now) {
                         debug!(%peer, room = %room, "datagram refused: {e}");
                     }
-                    self.flush(&room);
+                    self.flush(&room, started);
                 }
             }
             None => self.stranger(key, bytes),
@@ -331,13 +365,14 @@ impl Core {
         let Some(r) = self.rooms.get_mut(&room) else {
             return;
         };
+        let started = std::time::Instant::now();
         let _ = r.engine.handle_datagram(peer, bytes, now);
         // Mapped even if refused: the refusal goes out through the mapping.
         self.keys.insert(peer, key);
         if r.engine.is_connected(peer) {
             self.conns.insert(key, (peer, room.clone()));
         }
-        self.flush(&room);
+        self.flush(&room, started);
         if !self.conns.contains_key(&key) {
             self.keys.remove(&peer);
         }
@@ -397,13 +432,14 @@ impl Core {
     }
 
     /// Sends everything room `name` has to send and acts on its events.
-    fn flush(&mut self, name: &str) {
+    /// `started` is when the call that may have sealed a tick began: the
+    /// seal-to-last-send latency is measured from there.
+    fn flush(&mut self, name: &str, started: std::time::Instant) {
         let Some(room) = self.rooms.get_mut(name) else {
             return;
         };
         let stats = room.engine.stats();
         let sealed = stats.sealed > room.sealed;
-        let started = std::time::Instant::now();
         let mut out: Vec<(PeerId, Vec<u8>)> = Vec::new();
         let mut buf = std::mem::take(&mut self.buf);
         while let Some(t) = room.engine.poll_transmit(&mut buf) {
@@ -480,6 +516,7 @@ impl Core {
                 self.forget(peer);
             }
         }
+        self.schedule(name);
     }
 
     fn forget(&mut self, peer: PeerId) {
@@ -498,19 +535,28 @@ impl Core {
 
     fn timers(&mut self) {
         let now = self.now();
-        let due: Vec<String> = self
-            .rooms
-            .iter()
-            .filter(|(_, r)| r.engine.poll_timeout().is_some_and(|t| t <= now))
-            .map(|(n, _)| n.clone())
-            .collect();
-        for name in due {
+        while let Some((t, name)) = self.deadlines.first().cloned() {
+            if t > now.as_micros() {
+                break;
+            }
+            self.deadlines.pop_first();
+            if let Some(r) = self.rooms.get_mut(&name) {
+                r.scheduled = None;
+            }
+            let started = std::time::Instant::now();
             if let Some(r) = self.rooms.get_mut(&name) {
                 r.engine.handle_timeout(now);
             }
-            self.flush(&name);
+            self.flush(&name, started);
         }
-        // Connections closed by a room's timers.
+        if self.last_housekeeping.elapsed() >= Duration::from_secs(1) {
+            self.housekeeping();
+        }
+    }
+
+    fn housekeeping(&mut self) {
+        self.last_housekeeping = std::time::Instant::now();
+        // Connections whose room closed them without an event reaching us.
         let stale: Vec<PeerId> = self
             .conns
             .values()
@@ -525,13 +571,6 @@ impl Core {
         for p in stale {
             self.forget(p);
         }
-        if self.last_housekeeping.elapsed() >= Duration::from_secs(1) {
-            self.housekeeping();
-        }
-    }
-
-    fn housekeeping(&mut self) {
-        self.last_housekeeping = std::time::Instant::now();
         let idle = Duration::from_secs(self.config.limits.idle_room_secs);
         let (mut players, mut spectators) = (0, 0);
         let mut remove = Vec::new();
@@ -550,7 +589,11 @@ impl Core {
         }
         for name in remove {
             info!(room = %name, "idle room removed");
-            self.rooms.remove(&name);
+            if let Some(r) = self.rooms.remove(&name)
+                && let Some(t) = r.scheduled
+            {
+                self.deadlines.remove(&(t, name));
+            }
         }
         self.metrics
             .rooms
@@ -567,7 +610,7 @@ impl Core {
                 self.said_goodbye += (before.players + before.spectators) as u64;
                 r.engine.shutdown("the server is shutting down");
             }
-            self.flush(name);
+            self.flush(name, std::time::Instant::now());
         }
         RelayReport {
             ticks: self.metrics.ticks.load(Ordering::Relaxed),

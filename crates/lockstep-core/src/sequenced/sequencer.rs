@@ -16,6 +16,10 @@ use std::collections::{BTreeMap, VecDeque};
 const REPLY_QUEUE_CAP: usize = 256;
 /// Most events held for the caller before the oldest are dropped.
 const EVENT_QUEUE_CAP: usize = 4096;
+/// Most frames tried in one datagram. A client catching up still gets
+/// about two thousand frames a second at 30 Hz, and the work per datagram
+/// stays bounded when a thousand clients catch up at once.
+const CATCH_UP_FRAMES: u32 = 64;
 
 /// How a [`Sequencer`] runs its room.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1038,10 +1042,18 @@ impl<I: Input> Sequencer<I> {
                 break;
             }
             match self.config.policy {
-                Policy::Deadline { .. } => match self.next_seal_at() {
-                    Some(at) if at <= self.now => {}
-                    _ => break,
-                },
+                Policy::Deadline { .. } => {
+                    // Nobody seated: stop the clock rather than seal empty
+                    // frames for nobody; the next player restarts it.
+                    if self.seats.iter().all(Option::is_none) {
+                        self.clock = None;
+                        break;
+                    }
+                    match self.next_seal_at() {
+                        Some(at) if at <= self.now => {}
+                        _ => break,
+                    }
+                }
                 Policy::WaitForAll { abandon_after } => {
                     if self.seats.iter().all(Option::is_none) {
                         self.waiting.clear();
@@ -1293,7 +1305,7 @@ impl<I: Input> Sequencer<I> {
         }
         // Frames from what the client lacks, as many as fit.
         let from = c.next.max(self.history_base);
-        let end = self.open.min(from.saturating_add(wire::MAX_FRAMES as u32));
+        let end = self.open.min(from.saturating_add(CATCH_UP_FRAMES));
         let a = from.since(self.history_base) as usize;
         let b = end.since(self.history_base) as usize;
         let seats = usize::from(self.config.max_seats);

@@ -124,7 +124,7 @@ pub struct Player<I: Input> {
     pub events: Vec<Event>,
     rng: SimRng,
     held: Option<I>,
-    scratch: Vec<u8>,
+    scratch: lockstep_net::Buffers,
     /// Stop recording after this many frames (so hashes compare equal).
     pub frames_wanted: u64,
     /// When the next tick of input is due, at the room's tick rate.
@@ -192,7 +192,7 @@ impl Player<PlayerInputs> {
             events: Vec::new(),
             rng: SimRng::new(seed),
             held: None,
-            scratch: Vec::new(),
+            scratch: lockstep_net::Buffers::default(),
             frames_wanted: u64::MAX,
             next_commit_at: None,
         }
