@@ -1,0 +1,79 @@
+//! `cargo bench -p lockstep-demo`: one tick of swarm with 8 ships and 500
+//! or 2000 creeps (the budget: well under a millisecond for 500).
+
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use lockstep_core::{Frame, PlayerId, PlayerInputs, SystemEvent, Tick};
+use lockstep_demo::{Bot, Game, GameConfig};
+use std::hint::black_box;
+
+fn arena(creeps: u32) -> (Game, Vec<Bot>) {
+    let mut game = Game::with_config(
+        1,
+        GameConfig {
+            max_creeps: creeps,
+            first_wave: 0,
+        },
+    );
+    let join = Frame {
+        tick: Tick::ZERO,
+        inputs: vec![Some(PlayerInputs::default()); 8],
+        events: (0..8)
+            .map(|p| SystemEvent::Joined {
+                player: PlayerId(p),
+            })
+            .collect(),
+    };
+    game.step(&join);
+    while (game.creeps.len() as u32) < creeps {
+        game.spawn_creep();
+    }
+    let bots = (0..8)
+        .map(|p| Bot::new(PlayerId(p), u64::from(p)))
+        .collect();
+    (game, bots)
+}
+
+fn step(c: &mut Criterion) {
+    let mut group = c.benchmark_group("swarm step, 8 ships");
+    for creeps in [500u32, 2000] {
+        let (game, mut bots) = arena(creeps);
+        let inputs = bots
+            .iter_mut()
+            .map(|b| Some(b.input(&game)))
+            .collect::<Vec<_>>();
+        let frame = Frame {
+            tick: game.tick,
+            inputs,
+            events: vec![],
+        };
+        group.bench_function(format!("{creeps} creeps"), |b| {
+            b.iter_batched(
+                || game.clone(),
+                |mut g| {
+                    g.step(black_box(&frame));
+                    g
+                },
+                BatchSize::SmallInput,
+            );
+        });
+        group.bench_function(format!("{creeps} creeps + 8 bots deciding"), |b| {
+            b.iter_batched(
+                || (game.clone(), bots.clone()),
+                |(mut g, mut bots)| {
+                    let inputs = bots.iter_mut().map(|b| Some(b.input(&g))).collect();
+                    g.step(&Frame {
+                        tick: g.tick,
+                        inputs,
+                        events: vec![],
+                    });
+                    g
+                },
+                BatchSize::SmallInput,
+            );
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, step);
+criterion_main!(benches);
