@@ -7,16 +7,16 @@
 //! while the p99 time from sealing a tick to its last send stays under the
 //! target.
 
+use crate::inproc::InProcessRelay;
 use clap::{Args, Subcommand};
 use lockstep_core::PlayerInputs;
 use lockstep_core::sequenced::{ClientConfig, ClientSession};
 use lockstep_core::wire::InputCodec;
 use lockstep_net::{Clock, UdpTransport, drive};
-use lockstep_relay::{Listeners, Metrics, PolicyName, RelayConfig};
+use lockstep_relay::{Metrics, PolicyName, RelayConfig};
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -106,38 +106,17 @@ struct Step {
 }
 
 fn relay(a: RelayBench) -> Result<(), BenchError> {
-    let metrics = Arc::new(Metrics::default());
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let m = metrics.clone();
     let mut config = RelayConfig::default();
     config.room_defaults.policy = PolicyName::Deadline;
     config.room_defaults.tick_rate = a.tick_rate;
     config.room_defaults.max_seats = a.room_size.min(256) as u16;
     config.limits.max_connections = a.max_clients * 2;
     config.limits.max_rooms = a.max_clients;
-    let relay = std::thread::spawn(move || -> Result<(), BenchError> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        rt.block_on(async move {
-            let udp = lockstep_relay::bind_udp(([127, 0, 0, 1], 0).into(), 4 << 20)?;
-            let _ = addr_tx.send(udp.local_addr()?);
-            let listeners = Listeners {
-                udp: Some(udp),
-                ..Listeners::default()
-            };
-            lockstep_relay::run_with_metrics(config, listeners, m, async {
-                let _ = stop_rx.await;
-            })
-            .await
-            .map(|_| ())
-            .map_err(|e| BenchError::Relay(e.to_string()))
-        })
-    });
-    let addr = addr_rx
-        .recv_timeout(Duration::from_secs(10))
-        .map_err(|_| BenchError::Relay("did not start".into()))?;
+    let relay = InProcessRelay::start(config, true, false).map_err(BenchError::Relay)?;
+    let addr = relay
+        .udp
+        .ok_or_else(|| BenchError::Relay("no UDP listener".into()))?;
+    let metrics = relay.metrics.clone();
     println!(
         "relay capacity: rooms of {} at {} Hz, clients in a separate process over loopback UDP; target p99 seal-to-last-send < {} us",
         a.room_size, a.tick_rate, a.target_p99_us
@@ -206,10 +185,7 @@ fn relay(a: RelayBench) -> Result<(), BenchError> {
             (None, None) => break,
         };
     }
-    let _ = stop_tx.send(());
-    relay
-        .join()
-        .map_err(|_| BenchError::Relay("relay thread panicked".into()))??;
+    relay.stop().map_err(BenchError::Relay)?;
     Ok(())
 }
 

@@ -4,6 +4,8 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod bench;
+mod demo;
+mod inproc;
 mod relay;
 
 /// Deterministic lockstep networking: run a relay, and more.
@@ -16,6 +18,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Play swarm between bots through a relay on this machine, and check
+    /// every client ended on the same state.
+    Demo(demo::DemoArgs),
     /// Run a relay server: rooms of UDP and WebSocket clients.
     Relay(relay::RelayArgs),
     /// Measure: `lockstep bench relay` finds this machine's relay capacity.
@@ -25,6 +30,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Demo(args) => demo::main(args).map_err(|e| e.to_string()),
         Command::Relay(args) => relay::main(args).map_err(|e| e.to_string()),
         Command::Bench(args) => bench::main(args).map_err(|e| e.to_string()),
     };

@@ -159,16 +159,12 @@ fn a_missing_input_stalls_and_names_who_is_missing() {
     assert_eq!(
         a.stats().stalls,
         0,
-        "waiting within the input delay is not a stall"
+        "one tick of input without a frame is not a stall"
     );
     a.commit_local(1).unwrap();
     a.commit_local(1).unwrap();
     assert_eq!(a.advance(), None);
-    assert_eq!(
-        a.stats().stalls,
-        1,
-        "more than `delay` behind our own commits is"
-    );
+    assert_eq!(a.stats().stalls, 1, "two ticks of input without a frame is");
     peers[2].1.commit_local(3).unwrap();
     exchange(&mut peers, &mut t);
     let frame = peers[0].1.advance().expect("all inputs in");

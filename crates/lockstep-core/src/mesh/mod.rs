@@ -204,8 +204,9 @@ pub struct MeshStats {
     pub next_commit: Tick,
     /// Frames handed to the game.
     pub frames: u64,
-    /// Times the session fell more than `delay` ticks behind its own commits
-    /// waiting on a remote player (for observers: waited for a frame).
+    /// Times the picture stopped: the game committed two ticks of input
+    /// without getting a frame. (Steady latency beyond the input delay is
+    /// not a stall. Observers count none.)
     pub stalls: u64,
     /// Total time spent stalled.
     pub stalled_for: Duration,
@@ -413,6 +414,8 @@ pub struct MeshSession<I: Input> {
     events: VecDeque<Event>,
     stats: MeshStats,
     stall_started: Option<Instant>,
+    /// Inputs committed since the game last got a frame.
+    commits_since_frame: u32,
     cursor: usize,
     scratch: Vec<u8>,
 }
@@ -523,6 +526,7 @@ impl<I: Input> MeshSession<I> {
             events: VecDeque::new(),
             stats: MeshStats::default(),
             stall_started: None,
+            commits_since_frame: 0,
             cursor: 0,
             scratch: Vec::new(),
         };
@@ -705,6 +709,7 @@ impl<I: Input> MeshSession<I> {
             .ok_or(CommitError::TickSpaceExhausted)?;
         slot.cells[seat.index()] = Cell::Known(input);
         self.next_commit = after;
+        self.commits_since_frame = self.commits_since_frame.saturating_add(1);
         for p in self.peers.iter_mut().filter(|p| p.seat.is_some()) {
             p.flush = true;
         }
@@ -722,13 +727,11 @@ impl<I: Input> MeshSession<I> {
         }
         let tick = self.next_tick;
         let Some(slot) = self.store.get(tick).filter(|s| s.complete()) else {
-            // Waiting within the input delay is the delay doing its job; a
-            // stall is running more than `delay` ticks behind our own commits.
-            let behind = match self.local_seat {
-                None => true,
-                Some(_) => self.next_commit.since(tick) > self.config.delay,
-            };
-            if behind && self.stall_started.is_none() {
+            // A stall is the picture stopping: the game committed two ticks
+            // of input without getting a frame (steady latency beyond the
+            // input delay is not one). Observers commit nothing and count
+            // no stalls.
+            if self.commits_since_frame >= 2 && self.stall_started.is_none() {
                 self.stall_started = Some(self.now);
                 self.stats.stalls += 1;
             }
@@ -736,6 +739,7 @@ impl<I: Input> MeshSession<I> {
         };
         let frame = slot.to_frame(tick);
         let next = tick.next()?;
+        self.commits_since_frame = 0;
         if self.local_seat.is_none() {
             // Observers learn membership from the frames themselves.
             for ev in &frame.events {

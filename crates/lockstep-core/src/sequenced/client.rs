@@ -155,8 +155,9 @@ pub struct ClientStats {
     pub slack: i32,
     /// Frames handed to the game.
     pub frames: u64,
-    /// Times the game fell more than `delay` ticks behind its commits
-    /// waiting for a frame.
+    /// Times the picture stopped: no frame for two tick periods. (Steady
+    /// latency beyond the input delay is not a stall: frames still come
+    /// every tick.)
     pub stalls: u64,
     /// Time spent stalled.
     pub stalled_for: Duration,
@@ -234,6 +235,8 @@ pub struct ClientSession<I: Input> {
     events: VecDeque<Event>,
     stats: ClientStats,
     stall_started: Option<Instant>,
+    /// When the game last got a frame.
+    last_frame_at: Option<Instant>,
 }
 
 impl<I: Input> ClientSession<I> {
@@ -272,6 +275,7 @@ impl<I: Input> ClientSession<I> {
             events: VecDeque::new(),
             stats: ClientStats::default(),
             stall_started: None,
+            last_frame_at: None,
         })
     }
 
@@ -421,12 +425,19 @@ impl<I: Input> ClientSession<I> {
         match self.frames.front() {
             Some(Some(_)) => {}
             _ => {
-                let behind = self.welcome().is_some_and(|w| {
-                    w.seat.is_none() || self.next_commit.since(self.next_tick) > w.delay
-                });
-                if behind && self.stall_started.is_none() && self.connected() {
-                    self.stall_started = Some(self.now);
-                    self.stats.stalls += 1;
+                // A stall is the picture stopping: no frame for two tick
+                // periods (steady latency beyond the input delay is not one).
+                let period = self
+                    .welcome()
+                    .filter(|w| w.tick_rate > 0)
+                    .map(|w| Duration::from_secs(2) / w.tick_rate);
+                if let (Some(two_ticks), Some(last), None) =
+                    (period, self.last_frame_at, self.stall_started)
+                {
+                    if self.now - last > two_ticks {
+                        self.stall_started = Some(last + two_ticks);
+                        self.stats.stalls += 1;
+                    }
                 }
                 return None;
             }
@@ -434,6 +445,7 @@ impl<I: Input> ClientSession<I> {
         let frame = self.frames.pop_front().flatten()?;
         self.next_tick = self.next_tick.saturating_add(1);
         self.stats.frames += 1;
+        self.last_frame_at = Some(self.now);
         if let Some(since) = self.stall_started.take() {
             self.stats.stalled_for += self.now - since;
         }

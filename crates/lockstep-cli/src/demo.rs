@@ -1,0 +1,347 @@
+//! `lockstep demo`: a relay and bots on this machine, and proof that every
+//! client ended on the same state.
+
+use crate::inproc::InProcessRelay;
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use lockstep_core::PlayerInputs;
+use lockstep_core::sequenced::{ClientConfig, ClientSession};
+use lockstep_core::wire::InputCodec;
+use lockstep_demo::{Bot, Game};
+use lockstep_net::{
+    Buffers, Clock, Faults, FaultyTransport, Transport, UdpTransport, WsClientTransport, drive,
+};
+use lockstep_relay::{PolicyName, RelayConfig};
+use std::time::{Duration, Instant};
+
+/// A game of swarm between bots, through a relay, all on this machine.
+#[derive(Debug, Args)]
+pub(crate) struct DemoArgs {
+    /// Bot players.
+    #[arg(long, default_value_t = 4)]
+    players: usize,
+    /// Ticks every client must run.
+    #[arg(long, default_value_t = 600)]
+    ticks: u32,
+    /// Ticks per second.
+    #[arg(long, default_value_t = 30)]
+    tick_rate: u32,
+    /// How the relay seals ticks.
+    #[arg(long, value_enum, default_value_t = Policy::WaitForAll)]
+    policy: Policy,
+    /// How the bots connect.
+    #[arg(long, value_enum, default_value_t = TransportKind::Mixed)]
+    transport: TransportKind,
+    /// Packet loss each way, in percent.
+    #[arg(long, default_value_t = 0.0)]
+    loss: f64,
+    /// Added one-way latency, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    latency: u64,
+    /// Latency varies by up to this much either way, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    jitter: u64,
+    /// Seeds the game and the bots.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Input delay in ticks.
+    #[arg(long, default_value_t = 3)]
+    delay: u32,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Policy {
+    WaitForAll,
+    Deadline,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum TransportKind {
+    Udp,
+    Ws,
+    Mixed,
+}
+
+/// What went wrong, for the exit message.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum DemoError {
+    #[error("{0}")]
+    Setup(String),
+    #[error("the clients ended on different states")]
+    Desync,
+    #[error("the game did not finish in time")]
+    Timeout,
+}
+
+struct Client {
+    name: String,
+    kind: &'static str,
+    transport: Box<dyn Transport>,
+    session: ClientSession<PlayerInputs>,
+    game: Game,
+    bot: Option<Bot>,
+    next_commit: Instant,
+    buffers: Buffers,
+    desyncs: u32,
+}
+
+pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
+    if a.players == 0 || a.players > 64 || a.ticks == 0 || a.tick_rate == 0 || a.tick_rate > 240 {
+        return Err(DemoError::Setup(
+            "players must be 1 to 64, ticks positive, tick rate 1 to 240".into(),
+        ));
+    }
+    let mut config = RelayConfig::default();
+    config.room_defaults.tick_rate = a.tick_rate;
+    config.room_defaults.delay = a.delay;
+    config.room_defaults.max_seats = a.players as u16;
+    config.room_defaults.policy = match a.policy {
+        Policy::WaitForAll => PolicyName::WaitForAll,
+        Policy::Deadline => PolicyName::Deadline,
+    };
+    let relay = InProcessRelay::start(config, true, true).map_err(DemoError::Setup)?;
+    let (udp, ws) = match (relay.udp, relay.ws) {
+        (Some(u), Some(w)) => (u, w),
+        _ => return Err(DemoError::Setup("the relay has no listeners".into())),
+    };
+    let faults = (a.loss > 0.0 || a.latency > 0 || a.jitter > 0).then(|| Faults {
+        loss: (a.loss / 100.0).clamp(0.0, 0.95),
+        latency: Duration::from_millis(a.latency),
+        jitter: Duration::from_millis(a.jitter),
+        ..Faults::default()
+    });
+    println!(
+        "swarm: {} bots, {} ticks at {} Hz, {:?} policy, {} transport{}",
+        a.players,
+        a.ticks,
+        a.tick_rate,
+        a.policy,
+        match a.transport {
+            TransportKind::Udp => "UDP",
+            TransportKind::Ws => "WebSocket",
+            TransportKind::Mixed => "mixed UDP/WebSocket",
+        },
+        faults.as_ref().map_or(String::new(), |f| format!(
+            ", {:.0}% loss, {} ms +- {} ms each way",
+            f.loss * 100.0,
+            a.latency,
+            a.jitter
+        ))
+    );
+    println!("relay on udp://{udp} and ws://{ws}");
+    let clock = Clock::new();
+    let mut clients = Vec::with_capacity(a.players);
+    for i in 0..a.players {
+        let ws_client = match a.transport {
+            TransportKind::Udp => false,
+            TransportKind::Ws => true,
+            TransportKind::Mixed => i % 3 == 2,
+        };
+        let inner: Box<dyn Transport> = if ws_client {
+            Box::new(
+                WsClientTransport::connect(&format!("ws://{ws}/"), ws, Duration::from_secs(5))
+                    .map_err(|e| DemoError::Setup(format!("websocket: {e}")))?,
+            )
+        } else {
+            let mut t =
+                UdpTransport::bind("127.0.0.1:0").map_err(|e| DemoError::Setup(e.to_string()))?;
+            t.add_peer(udp);
+            Box::new(t)
+        };
+        let transport: Box<dyn Transport> = match &faults {
+            Some(f) => Box::new(FaultyTransport::new(
+                inner,
+                f.clone(),
+                a.seed ^ (i as u64 + 1),
+            )),
+            None => inner,
+        };
+        let config = ClientConfig {
+            room: "demo".into(),
+            name: format!("bot{i}"),
+            codec: InputCodec::PlayerInputs,
+            fingerprint: 0x5_3A63,
+            ..ClientConfig::default()
+        };
+        let session = ClientSession::new(config, WsClientTransport::SERVER, clock.now())
+            .map_err(|e| DemoError::Setup(e.to_string()))?;
+        clients.push(Client {
+            name: format!("bot{i}"),
+            kind: if ws_client { "ws" } else { "udp" },
+            transport,
+            session,
+            game: Game::new(a.seed),
+            bot: None,
+            next_commit: Instant::now(),
+            buffers: Buffers::default(),
+            desyncs: 0,
+        });
+    }
+
+    let bar = ProgressBar::new(u64::from(a.ticks));
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40.cyan/blue} tick {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let started = Instant::now();
+    let limit = Duration::from_secs_f64(f64::from(a.ticks) / f64::from(a.tick_rate) * 3.0 + 30.0);
+    let period = Duration::from_secs(1) / a.tick_rate;
+    let mut last_report = Instant::now();
+    let mut timed_out = false;
+    loop {
+        let done = clients.iter().all(|c| c.game.tick.get() >= a.ticks);
+        if done {
+            break;
+        }
+        if started.elapsed() > limit {
+            timed_out = true;
+            break;
+        }
+        for c in clients.iter_mut() {
+            step_client(c, &clock, a.ticks, period);
+        }
+        if last_report.elapsed() >= Duration::from_millis(100) {
+            last_report = Instant::now();
+            let slowest = clients.iter().map(|c| c.game.tick.get()).min().unwrap_or(0);
+            let stalls: u64 = clients.iter().map(|c| c.session.stats().stalls).sum();
+            let secs = started.elapsed().as_secs_f64().max(0.001);
+            let up: u64 = clients.iter().map(|c| c.session.stats().bytes_sent).sum();
+            let down: u64 = clients
+                .iter()
+                .map(|c| c.session.stats().bytes_received)
+                .sum();
+            bar.set_position(u64::from(slowest));
+            bar.set_message(format!(
+                "| stalls {stalls} | up {:.1} KB/s | down {:.1} KB/s",
+                up as f64 / secs / 1000.0,
+                down as f64 / secs / 1000.0
+            ));
+        }
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    bar.finish_and_clear();
+    // Let final acknowledgements and goodbyes go out.
+    for c in clients.iter_mut() {
+        c.session.leave();
+        let _ = drive(
+            &mut c.session,
+            &mut c.transport,
+            clock.now(),
+            &mut c.buffers,
+        );
+    }
+    let elapsed = started.elapsed();
+    let report = relay.stop().map_err(DemoError::Setup)?;
+
+    println!();
+    println!(
+        "{:<6} {:<4} {:>4} {:>6} {:>6} {:>10} {:>7} {:>9} {:>10} {:>6}  {}",
+        "client",
+        "via",
+        "seat",
+        "ticks",
+        "stalls",
+        "stalled ms",
+        "rtt ms",
+        "up B/tick",
+        "down B/tick",
+        "score",
+        "state hash"
+    );
+    let mut hashes = Vec::new();
+    for c in &clients {
+        let st = c.session.stats();
+        let frames = u64::from(c.game.tick.get()).max(1);
+        let seat = c.bot.as_ref().map(Bot::seat);
+        let score = seat.and_then(|s| c.game.ship(s)).map_or(0, |s| s.score);
+        let seat = seat.map_or("-".to_owned(), |s| s.0.to_string());
+        println!(
+            "{:<6} {:<4} {:>4} {:>6} {:>6} {:>10} {:>7} {:>9.1} {:>10.1} {:>6}  {:016x}",
+            c.name,
+            c.kind,
+            seat,
+            c.game.tick.get(),
+            st.stalls,
+            st.stalled_for.as_millis(),
+            st.rtt.map_or("-".to_owned(), |r| r.as_millis().to_string()),
+            st.bytes_sent as f64 / frames as f64,
+            st.bytes_received as f64 / frames as f64,
+            score,
+            c.game.hash()
+        );
+        hashes.push(c.game.hash());
+    }
+    println!();
+    println!(
+        "relay: {} ticks sealed, {} datagrams in, {} out; {:.1} s",
+        report.ticks,
+        report.datagrams_in,
+        report.datagrams_out,
+        elapsed.as_secs_f64()
+    );
+    let desyncs: u32 = clients.iter().map(|c| c.desyncs).sum();
+    let agree = hashes.windows(2).all(|w| w[0] == w[1]);
+    if timed_out {
+        println!("FAILED: not every client reached tick {}", a.ticks);
+        return Err(DemoError::Timeout);
+    }
+    if !agree || desyncs > 0 {
+        println!("FAILED: the clients ended on different states ({desyncs} desync reports)");
+        return Err(DemoError::Desync);
+    }
+    let ships = clients.first().map_or(0, |c| c.game.ships.len());
+    let creeps = clients.first().map_or(0, |c| c.game.creeps.len());
+    println!(
+        "OK: {} clients ran {} ticks and ended on the same state {:016x} ({} ships, {} creeps, wave {})",
+        clients.len(),
+        a.ticks,
+        hashes.first().copied().unwrap_or(0),
+        ships,
+        creeps,
+        clients.first().map_or(0, |c| c.game.wave)
+    );
+    Ok(())
+}
+
+/// One game-loop iteration of one bot client.
+fn step_client(c: &mut Client, clock: &Clock, ticks: u32, period: Duration) {
+    let _ = drive(
+        &mut c.session,
+        &mut c.transport,
+        clock.now(),
+        &mut c.buffers,
+    );
+    if c.bot.is_none() {
+        c.bot = c.session.seat().map(|s| Bot::new(s, u64::from(s.0) + 1));
+    }
+    if let Some(bot) = &mut c.bot
+        && Instant::now() >= c.next_commit
+    {
+        let input = bot.input(&c.game);
+        if c.session.commit_local(input).is_ok() {
+            c.next_commit += period;
+            // Never build up a burst after a stall.
+            c.next_commit = c.next_commit.max(Instant::now() - period);
+        }
+    }
+    while c.game.tick.get() < ticks {
+        let Some(frame) = c.session.advance() else {
+            break;
+        };
+        c.game.step(&frame);
+        if frame.tick.get().is_multiple_of(30) {
+            let _ = c.session.report_checksum(frame.tick, c.game.hash());
+        }
+    }
+    while let Some(ev) = c.session.poll_event() {
+        if let lockstep_core::Event::Desync { .. } = ev {
+            c.desyncs += 1;
+        }
+    }
+    let _ = drive(
+        &mut c.session,
+        &mut c.transport,
+        clock.now(),
+        &mut c.buffers,
+    );
+}
