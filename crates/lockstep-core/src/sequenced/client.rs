@@ -433,11 +433,10 @@ impl<I: Input> ClientSession<I> {
                     .map(|w| Duration::from_secs(2) / w.tick_rate);
                 if let (Some(two_ticks), Some(last), None) =
                     (period, self.last_frame_at, self.stall_started)
+                    && self.now - last > two_ticks
                 {
-                    if self.now - last > two_ticks {
-                        self.stall_started = Some(last + two_ticks);
-                        self.stats.stalls += 1;
-                    }
+                    self.stall_started = Some(last + two_ticks);
+                    self.stats.stalls += 1;
                 }
                 return None;
             }
