@@ -235,7 +235,7 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
 
     println!();
     println!(
-        "{:<6} {:<4} {:>4} {:>6} {:>6} {:>10} {:>7} {:>9} {:>10} {:>6}  {}",
+        "{:<6} {:<4} {:>4} {:>6} {:>6} {:>10} {:>7} {:>9} {:>10} {:>6}  state hash",
         "client",
         "via",
         "seat",
@@ -246,7 +246,6 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
         "up B/tick",
         "down B/tick",
         "score",
-        "state hash"
     );
     let mut hashes = Vec::new();
     for c in &clients {
