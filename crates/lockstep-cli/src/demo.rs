@@ -160,7 +160,7 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
             room: "demo".into(),
             name: format!("bot{i}"),
             codec: InputCodec::PlayerInputs,
-            fingerprint: 0x5_3A63,
+            fingerprint: crate::play::FINGERPRINT,
             ..ClientConfig::default()
         };
         let session = ClientSession::new(config, WsClientTransport::SERVER, clock.now())

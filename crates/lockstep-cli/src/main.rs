@@ -6,6 +6,7 @@ use std::process::ExitCode;
 mod bench;
 mod demo;
 mod inproc;
+mod play;
 mod relay;
 
 /// Deterministic lockstep networking: run a relay, and more.
@@ -21,6 +22,8 @@ enum Command {
     /// Play swarm between bots through a relay on this machine, and check
     /// every client ended on the same state.
     Demo(demo::DemoArgs),
+    /// Play swarm in this terminal against a relay (or watch with --watch).
+    Play(play::PlayArgs),
     /// Run a relay server: rooms of UDP and WebSocket clients.
     Relay(relay::RelayArgs),
     /// Measure: `lockstep bench relay` finds this machine's relay capacity.
@@ -31,6 +34,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo(args) => demo::main(args).map_err(|e| e.to_string()),
+        Command::Play(args) => play::main(args).map_err(|e| e.to_string()),
         Command::Relay(args) => relay::main(args).map_err(|e| e.to_string()),
         Command::Bench(args) => bench::main(args).map_err(|e| e.to_string()),
     };

@@ -25,6 +25,8 @@ const SHOT_SPEED: i32 = 320;
 const SHOT_TTL: u8 = 40;
 const COOLDOWN: u8 = 5;
 const RESPAWN_TICKS: u16 = 90;
+/// Ticks a fresh ship is shielded: creeps touching it just pop.
+const SHIELD_TICKS: u16 = 60;
 const WAVE_EVERY: u32 = 150;
 
 /// A point or a velocity, in arena units.
@@ -95,6 +97,8 @@ pub struct Ship {
     pub score: u32,
     /// Times destroyed.
     pub deaths: u32,
+    /// Ticks of spawn shield left.
+    pub shield: u16,
 }
 
 impl Ship {
@@ -143,7 +147,7 @@ impl Default for GameConfig {
     fn default() -> Self {
         Self {
             max_creeps: 500,
-            first_wave: 24,
+            first_wave: 16,
         }
     }
 }
@@ -273,6 +277,7 @@ impl Game {
                         boost: BOOST_MAX,
                         score: 0,
                         deaths: 0,
+                        shield: SHIELD_TICKS,
                     },
                 );
             }
@@ -292,9 +297,11 @@ impl Game {
                     ship.pos = Self::spawn_point(ship.player);
                     ship.vel = Vec2::default();
                     ship.boost = BOOST_MAX;
+                    ship.shield = SHIELD_TICKS;
                 }
                 continue;
             }
+            ship.shield = ship.shield.saturating_sub(1);
             let input = frame.input(ship.player).unwrap_or(&neutral);
             let stick = Vec2::new(i32::from(input.movement[0]), i32::from(input.movement[1]));
             let boosting = input.button(BOOST) && ship.boost > 0 && stick != Vec2::default();
@@ -404,8 +411,10 @@ impl Game {
                 .position(|c| c.pos.sub(ship.pos).len2() <= crash2)
             {
                 self.creeps.remove(k);
-                ship.respawn_in = RESPAWN_TICKS;
-                ship.deaths += 1;
+                if ship.shield == 0 {
+                    ship.respawn_in = RESPAWN_TICKS;
+                    ship.deaths += 1;
+                }
             }
         }
     }
@@ -472,6 +481,7 @@ impl Game {
             o.extend_from_slice(&s.boost.to_le_bytes());
             put_u32(&mut o, s.score);
             put_u32(&mut o, s.deaths);
+            o.extend_from_slice(&s.shield.to_le_bytes());
         }
         put_u32(&mut o, self.creeps.len() as u32);
         for c in &self.creeps {
@@ -518,6 +528,7 @@ impl Game {
                 boost: r.u16()?,
                 score: r.u32()?,
                 deaths: r.u32()?,
+                shield: r.u16()?,
             });
         }
         let n = r.count("creep", 1 << 20)?;

@@ -150,9 +150,15 @@ fn draw_arena(f: &mut Frame<'_>, game: &Game, area: Rect) {
                 x,
                 y,
                 ship_char(s.player).to_string(),
-                Style::default()
-                    .fg(color(s.player))
-                    .add_modifier(Modifier::BOLD | Modifier::REVERSED),
+                if s.shield > 0 {
+                    Style::default()
+                        .fg(color(s.player))
+                        .add_modifier(Modifier::BOLD)
+                } else {
+                    Style::default()
+                        .fg(color(s.player))
+                        .add_modifier(Modifier::BOLD | Modifier::REVERSED)
+                },
             );
         }
     }

@@ -1,0 +1,264 @@
+//! `lockstep play`: swarm in a terminal, against a relay.
+
+use clap::Args;
+use crossterm::event::{
+    self, Event as TermEvent, KeyCode, KeyEventKind, KeyModifiers, KeyboardEnhancementFlags,
+    PopKeyboardEnhancementFlags, PushKeyboardEnhancementFlags,
+};
+use crossterm::{cursor, execute, terminal};
+use lockstep_core::sequenced::{ClientConfig, ClientSession};
+use lockstep_core::wire::InputCodec;
+use lockstep_core::{Event, PlayerInputs};
+use lockstep_demo::render::{self, Hud};
+use lockstep_demo::{BOOST, FIRE, Game};
+use lockstep_net::{Buffers, Clock, Transport, UdpTransport, WsClientTransport, drive};
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+use std::io::Stdout;
+use std::time::{Duration, Instant};
+
+/// Swarm's game fingerprint: clients of other builds are refused.
+pub(crate) const FINGERPRINT: u64 = 0x5_3A63;
+
+/// Connect to a relay and play (or watch) in this terminal.
+#[derive(Debug, Args)]
+pub(crate) struct PlayArgs {
+    /// The relay: host:port for UDP, or ws://host:port/ for WebSocket.
+    #[arg(long, env = "LOCKSTEP_RELAY", default_value = "127.0.0.1:7777")]
+    relay: String,
+    /// The room to join (created if new).
+    #[arg(long, default_value = "lobby")]
+    room: String,
+    /// Your name.
+    #[arg(long, default_value = "player")]
+    name: String,
+    /// Watch instead of playing.
+    #[arg(long)]
+    watch: bool,
+    /// The game seed (the same for everyone in the room).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PlayError {
+    #[error("cannot reach the relay: {0}")]
+    Connect(String),
+    #[error("terminal: {0}")]
+    Terminal(#[from] std::io::Error),
+    #[error("{0}")]
+    Closed(String),
+}
+
+const HELP: &str = " WASD move · arrows/IJKL aim · space fire (F: auto-fire) · B boost · Q quit";
+
+/// Keys held, by when they expire: terminals rarely report releases, so a
+/// press holds a key for a moment, and auto-repeat keeps it held.
+#[derive(Debug, Default)]
+struct Keys {
+    held: Vec<(KeyCode, Instant)>,
+    autofire: bool,
+}
+
+const HOLD: Duration = Duration::from_millis(280);
+
+impl Keys {
+    fn press(&mut self, k: KeyCode, now: Instant) {
+        self.held.retain(|(h, _)| *h != k);
+        self.held.push((k, now + HOLD));
+    }
+
+    fn release(&mut self, k: KeyCode) {
+        self.held.retain(|(h, _)| *h != k);
+    }
+
+    fn down(&self, now: Instant, keys: &[KeyCode]) -> bool {
+        self.held
+            .iter()
+            .any(|(k, until)| keys.contains(k) && *until > now)
+    }
+
+    fn input(&mut self, now: Instant) -> PlayerInputs {
+        self.held.retain(|(_, until)| *until > now);
+        let axis = |neg: &[KeyCode], pos: &[KeyCode]| -> f32 {
+            f32::from(i8::from(self.down(now, pos)) - i8::from(self.down(now, neg)))
+        };
+        let ch = |c: char| KeyCode::Char(c);
+        let mut input = PlayerInputs::default()
+            .with_movement(axis(&[ch('a')], &[ch('d')]), axis(&[ch('w')], &[ch('s')]))
+            .with_aim(
+                axis(&[KeyCode::Left, ch('j')], &[KeyCode::Right, ch('l')]),
+                axis(&[KeyCode::Up, ch('i')], &[KeyCode::Down, ch('k')]),
+            );
+        input.set_button(FIRE, self.autofire || self.down(now, &[ch(' ')]));
+        input.set_button(BOOST, self.down(now, &[ch('b')]));
+        input
+    }
+}
+
+/// Puts the terminal back however the game ends.
+struct Screen {
+    terminal: Terminal<CrosstermBackend<Stdout>>,
+    enhanced: bool,
+}
+
+impl Screen {
+    fn open() -> Result<Self, PlayError> {
+        terminal::enable_raw_mode()?;
+        let mut out = std::io::stdout();
+        execute!(out, terminal::EnterAlternateScreen, cursor::Hide)?;
+        let enhanced = terminal::supports_keyboard_enhancement().unwrap_or(false);
+        if enhanced {
+            let _ = execute!(
+                out,
+                PushKeyboardEnhancementFlags(KeyboardEnhancementFlags::REPORT_EVENT_TYPES)
+            );
+        }
+        let terminal = Terminal::new(CrosstermBackend::new(out))?;
+        Ok(Self { terminal, enhanced })
+    }
+}
+
+impl Drop for Screen {
+    fn drop(&mut self) {
+        let out = self.terminal.backend_mut();
+        if self.enhanced {
+            let _ = execute!(out, PopKeyboardEnhancementFlags);
+        }
+        let _ = execute!(out, cursor::Show, terminal::LeaveAlternateScreen);
+        let _ = terminal::disable_raw_mode();
+    }
+}
+
+pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
+    let (mut transport, where_) = connect(&a.relay)?;
+    let clock = Clock::new();
+    let config = ClientConfig {
+        room: a.room.clone(),
+        name: a.name.clone(),
+        spectator: a.watch,
+        codec: InputCodec::PlayerInputs,
+        fingerprint: FINGERPRINT,
+        ..ClientConfig::default()
+    };
+    let mut session =
+        ClientSession::<PlayerInputs>::new(config, WsClientTransport::SERVER, clock.now())
+            .map_err(|e| PlayError::Connect(e.to_string()))?;
+    let mut game = Game::new(a.seed);
+    let mut keys = Keys::default();
+    let mut buffers = Buffers::default();
+    let mut screen = Screen::open()?;
+    let mut next_commit = Instant::now();
+    let mut last_draw = Instant::now() - Duration::from_secs(1);
+    let mut last_frame = Instant::now();
+    let mut status = format!("connecting to {where_}...");
+    let outcome = loop {
+        let now = Instant::now();
+        while event::poll(Duration::ZERO)? {
+            match event::read()? {
+                TermEvent::Key(k) => {
+                    let quit = matches!(k.code, KeyCode::Char('q') | KeyCode::Esc)
+                        || (k.code == KeyCode::Char('c')
+                            && k.modifiers.contains(KeyModifiers::CONTROL));
+                    if quit && k.kind != KeyEventKind::Release {
+                        session.leave();
+                        let _ = drive(&mut session, &mut transport, clock.now(), &mut buffers);
+                        break;
+                    }
+                    let code = match k.code {
+                        KeyCode::Char(c) => KeyCode::Char(c.to_ascii_lowercase()),
+                        other => other,
+                    };
+                    match k.kind {
+                        KeyEventKind::Release => keys.release(code),
+                        _ if code == KeyCode::Char('f') => keys.autofire = !keys.autofire,
+                        _ => keys.press(code, now),
+                    }
+                }
+                TermEvent::Resize(..) => last_draw = now - Duration::from_secs(1),
+                _ => {}
+            }
+        }
+        if session.closed().is_some() && session.welcome().is_none() {
+            break None;
+        }
+        let _ = drive(&mut session, &mut transport, clock.now(), &mut buffers);
+        if let Some(w) = session.welcome().copied() {
+            status = format!("room {} on {where_}", a.room);
+            if session.seat().is_some() && now >= next_commit {
+                let period = Duration::from_secs(1) / w.tick_rate.max(1);
+                if session.commit_local(keys.input(now)).is_ok() {
+                    next_commit = (next_commit + period).max(now - period);
+                }
+            }
+        }
+        while let Some(frame) = session.advance() {
+            game.step(&frame);
+            last_frame = now;
+            if frame.tick.get().is_multiple_of(30) {
+                let _ = session.report_checksum(frame.tick, game.hash());
+            }
+        }
+        while let Some(ev) = session.poll_event() {
+            match ev {
+                Event::Desync { tick, .. } => status = format!("DESYNC detected at tick {tick}"),
+                Event::Interrupted { .. } => status = "the relay is not answering...".into(),
+                Event::Rejected { reason } => status = format!("refused: {reason}"),
+                Event::Closed { reason } => status = format!("disconnected: {reason}"),
+                _ => {}
+            }
+        }
+        let _ = drive(&mut session, &mut transport, clock.now(), &mut buffers);
+        if let Some(reason) = session.closed() {
+            break Some(reason.to_string());
+        }
+        if now - last_draw >= Duration::from_millis(33) {
+            last_draw = now;
+            let stalled = now - last_frame > Duration::from_millis(200);
+            let hud = Hud {
+                tick: game.tick.get(),
+                ping_ms: session.stats().rtt.map(|r| r.as_millis() as u32),
+                delay: session.welcome().map_or(0, |w| w.delay),
+                me: session.seat(),
+                waiting_on: if stalled {
+                    session.awaiting()
+                } else {
+                    Vec::new()
+                },
+                status: status.clone(),
+                help: HELP.to_owned(),
+            };
+            screen.terminal.draw(|f| render::draw(f, &game, &hud))?;
+        }
+        // Idle until input arrives or a millisecond passes.
+        let _ = event::poll(Duration::from_millis(1))?;
+    };
+    drop(screen);
+    match outcome {
+        None => Ok(()),
+        Some(reason) if reason == "left" => Ok(()),
+        Some(reason) => Err(PlayError::Closed(reason)),
+    }
+}
+
+fn connect(relay: &str) -> Result<(Box<dyn Transport>, String), PlayError> {
+    if let Some(rest) = relay.strip_prefix("ws://") {
+        let host = rest.split('/').next().unwrap_or(rest).to_owned();
+        let t = WsClientTransport::connect(relay, host.as_str(), Duration::from_secs(5))
+            .map_err(|e| PlayError::Connect(e.to_string()))?;
+        Ok((Box::new(t), relay.to_owned()))
+    } else {
+        let addr = std::net::ToSocketAddrs::to_socket_addrs(relay)
+            .map_err(|e| PlayError::Connect(format!("{relay}: {e}")))?
+            .next()
+            .ok_or_else(|| PlayError::Connect(format!("{relay}: no address")))?;
+        let bind = if addr.is_ipv4() {
+            "0.0.0.0:0"
+        } else {
+            "[::]:0"
+        };
+        let mut t = UdpTransport::bind(bind).map_err(|e| PlayError::Connect(e.to_string()))?;
+        t.add_peer(addr);
+        Ok((Box::new(t), format!("udp://{addr}")))
+    }
+}

@@ -1,0 +1,154 @@
+//! `lockstep play` in a real pseudo-terminal against a real relay: it draws
+//! the arena and the HUD, joins the room, runs the game, and quits on `q`.
+//!
+//! The client redraws only the cells that change, so the test feeds its
+//! output through a terminal emulator and reads the screen, as a player would.
+#![cfg(unix)]
+
+use expectrl::Session;
+use expectrl::process::unix::WaitStatus;
+use expectrl::session::OsSession;
+use std::io::{BufRead, BufReader, ErrorKind, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Relay(std::process::Child);
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+const ROWS: u16 = 30;
+const COLS: u16 = 100;
+
+struct Screen {
+    session: OsSession,
+    parser: vt100::Parser,
+    eof: bool,
+}
+
+impl Screen {
+    /// Reads whatever the client has written so far into the emulator.
+    fn pump(&mut self) {
+        let mut buf = [0u8; 8192];
+        loop {
+            match self.session.try_read(&mut buf) {
+                Ok(0) => {
+                    self.eof = true;
+                    return;
+                }
+                Ok(n) => self.parser.process(&buf[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                // Linux reports a closed pty as EIO.
+                Err(_) => {
+                    self.eof = true;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Polls the screen until `pred` holds or the deadline passes.
+    fn wait_for(&mut self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            self.pump();
+            let text = self.parser.screen().contents();
+            if pred(&text) {
+                return text;
+            }
+            assert!(
+                Instant::now() < deadline && !self.eof,
+                "waited for {what}; the screen shows:\n{text}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+fn tick_on_screen(text: &str) -> Option<u32> {
+    let at = text.find("tick ")?;
+    let digits: String = text[at + 5..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+#[test]
+fn the_terminal_client_draws_the_arena_and_quits() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args([
+            "relay",
+            "--udp",
+            "127.0.0.1:0",
+            "--ws",
+            "off",
+            "--http",
+            "off",
+            "--tick-rate",
+            "60",
+        ])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn relay");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the relay's address line");
+    let _relay = Relay(child);
+    let udp = line
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("udp="))
+        .expect("udp address")
+        .to_owned();
+
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockstep"));
+    cmd.args(["play", "--relay", &udp, "--room", "pty", "--name", "tester"]);
+    cmd.env("TERM", "xterm-256color");
+    let mut session = Session::spawn(cmd).expect("spawn play in a pty");
+    session
+        .get_process_mut()
+        .set_window_size(COLS, ROWS)
+        .expect("window size");
+    let mut screen = Screen {
+        session,
+        parser: vt100::Parser::new(ROWS, COLS, 0),
+        eof: false,
+    };
+
+    let room = format!("room pty on udp://{udp}");
+    screen.wait_for("the arena and our room", |s| {
+        s.contains("swarm") && s.contains(&room)
+    });
+    screen.wait_for("our ship in seat 0", |s| {
+        s.contains("players 1") && s.contains("you: 0")
+    });
+    let first = screen.wait_for("the game to run", |s| {
+        tick_on_screen(s).is_some_and(|t| t > 0)
+    });
+    let first = tick_on_screen(&first).unwrap_or(0);
+
+    screen.session.write_all(b"d ").expect("move and fire");
+    screen.wait_for("ticks to advance", |s| {
+        tick_on_screen(s).is_some_and(|t| t >= first + 60)
+    });
+
+    screen.session.write_all(b"q").expect("quit");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !screen.eof {
+        assert!(Instant::now() < deadline, "the client did not exit on q");
+        screen.pump();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let status = screen.session.get_process_mut().wait().expect("wait");
+    assert!(
+        matches!(status, WaitStatus::Exited(_, 0)),
+        "the client exits cleanly: {status:?}"
+    );
+}
