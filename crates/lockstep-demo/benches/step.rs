@@ -73,6 +73,39 @@ fn step(c: &mut Criterion) {
         });
     }
     group.finish();
+    summary();
+}
+
+/// Prints each case against the budget, measured in this run: a plain loop
+/// over fresh steps (criterion's figures above are the precise ones).
+fn summary() {
+    const BUDGET_US: f64 = 1_000.0;
+    println!("\nswarm step vs the 1 ms budget (8 ships, 8 bots deciding):");
+    for creeps in [500u32, 2000] {
+        let (game, bots) = arena(creeps);
+        let rounds = 300;
+        let mut total = std::time::Duration::ZERO;
+        for _ in 0..rounds {
+            let (mut g, mut bots) = (game.clone(), bots.clone());
+            let start = std::time::Instant::now();
+            for _ in 0..10 {
+                let inputs = bots.iter_mut().map(|b| Some(b.input(&g))).collect();
+                g.step(&Frame {
+                    tick: g.tick,
+                    inputs,
+                    events: vec![],
+                });
+            }
+            total += start.elapsed();
+            black_box(g);
+        }
+        let us = total.as_secs_f64() * 1e6 / f64::from(rounds * 10);
+        println!(
+            "  {creeps:>5} creeps: {us:>7.1} us/tick = {:.3}x the budget; {:.2}% of a 60 Hz frame",
+            us / BUDGET_US,
+            us / 16_667.0 * 100.0
+        );
+    }
 }
 
 criterion_group!(benches, step);

@@ -288,13 +288,38 @@ impl Game {
         }
     }
 
+    /// Where a ship comes back: of a few seeded candidates, the one farthest
+    /// from any creep, so the swarm cannot camp on a respawn point.
+    fn safe_point(rng: &mut Pcg32, creeps: &[Creep]) -> Vec2 {
+        const MARGIN: i32 = 1_000;
+        let mut best = (i64::MIN, Vec2::new(ARENA_W / 2, ARENA_H / 2));
+        for _ in 0..8 {
+            let p = Vec2::new(
+                MARGIN + rng.below((ARENA_W - 2 * MARGIN) as u32) as i32,
+                MARGIN + rng.below((ARENA_H - 2 * MARGIN) as u32) as i32,
+            );
+            let nearest = creeps
+                .iter()
+                .map(|c| c.pos.sub(p).len2())
+                .min()
+                .unwrap_or(i64::MAX);
+            if nearest > best.0 {
+                best = (nearest, p);
+            }
+        }
+        best.1
+    }
+
     fn move_ships(&mut self, frame: &Frame<PlayerInputs>) {
         let neutral = PlayerInputs::default();
-        for ship in &mut self.ships {
+        let Self {
+            ships, rng, creeps, ..
+        } = self;
+        for ship in ships.iter_mut() {
             if !ship.alive() {
                 ship.respawn_in -= 1;
                 if ship.respawn_in == 0 {
-                    ship.pos = Self::spawn_point(ship.player);
+                    ship.pos = Self::safe_point(rng, creeps);
                     ship.vel = Vec2::default();
                     ship.boost = BOOST_MAX;
                     ship.shield = SHIELD_TICKS;

@@ -53,19 +53,20 @@ pub fn draw(f: &mut Frame<'_>, game: &Game, hud: &Hud) {
     .areas(f.area());
     let ping = hud.ping_ms.map_or("-".to_owned(), |p| format!("{p} ms"));
     let me = match hud.me.and_then(|p| game.ship(p).map(|s| (p, s))) {
-        Some((p, s)) if s.alive() => format!("you: {} ({}) score {}", p.0, ship_char(p), s.score),
-        Some((p, s)) => format!("you: {} respawning... score {}", p.0, s.score),
+        Some((p, s)) if s.alive() => format!("you: {} ({})  score {}", p.0, ship_char(p), s.score),
+        Some((p, s)) => format!("you: {} respawning  score {}", p.0, s.score),
         None if hud.me.is_none() => "watching".to_owned(),
         None => "joining...".to_owned(),
     };
+    // Most important first: a narrow terminal cuts the end.
     let line = format!(
-        " tick {} | ping {} | delay {} | players {} | creeps {} | {}",
+        " tick {}  ping {}  delay {}  players {}  {}  creeps {}",
         hud.tick,
         ping,
         hud.delay,
         game.ships.len(),
+        me,
         game.creeps.len(),
-        me
     );
     f.render_widget(
         Paragraph::new(line).style(Style::default().add_modifier(Modifier::BOLD)),
