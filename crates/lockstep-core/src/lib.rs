@@ -77,6 +77,7 @@ mod input;
 pub mod mesh;
 mod pause;
 mod player_inputs;
+mod rate;
 pub mod sequenced;
 pub mod sim;
 mod tick;
@@ -94,6 +95,7 @@ pub use id::{PeerId, PlayerId};
 pub use input::{Input, InputDecodeError};
 pub use mesh::{MeshConfig, MeshSession, MeshStats, PeerStats, Roster};
 pub use player_inputs::{InputDelta, MAX_EXTRA, PlayerInputs};
+pub use rate::TokenBucket;
 pub use tick::Tick;
 pub use time::Instant;
 

@@ -286,7 +286,8 @@ fn a_far_future_tick_is_dropped() {
 fn an_input_flood_is_dropped() {
     mallory(
         |seat| {
-            (0..500)
+            // Twice the datagram limit's burst (400), sent at once.
+            (0..800)
                 .map(|k| inputs_from(seat, Tick::new(10 + (k % 5)), 8))
                 .collect()
         },

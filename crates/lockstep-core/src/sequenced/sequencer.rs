@@ -8,7 +8,7 @@ use crate::wire::{
     self, ByeReason, Checksums as ChecksumsMsg, Datagram, DatagramWriter, ErrorCode, Frames, Hello,
     InputCodec, Inputs, Message, Status, Welcome, WireError,
 };
-use crate::{Frame, Input, Instant, PeerId, PlayerId, SystemEvent, Tick};
+use crate::{Frame, Input, Instant, PeerId, PlayerId, SystemEvent, Tick, TokenBucket};
 use core::time::Duration;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -44,9 +44,11 @@ pub struct SequencerConfig {
     pub max_input_len: usize,
     /// The largest datagram sent or taken.
     pub max_datagram: usize,
-    /// Datagrams a connection may send per second.
+    /// Datagrams a connection may send per second (a token bucket: bursts
+    /// up to a second's worth).
     pub max_datagrams_per_sec: u32,
-    /// Inputs a connection may send per second (resends included).
+    /// Inputs a connection may send per second, resends included (a token
+    /// bucket, like datagrams).
     pub max_inputs_per_sec: u32,
     /// The game fingerprint required; `None` adopts the first client's.
     pub fingerprint: Option<u64>,
@@ -247,9 +249,8 @@ struct Conn {
     ping_due: Instant,
     rtt: Option<Duration>,
     checks: RemoteChecksums,
-    window_start: Instant,
-    datagrams_in_window: u32,
-    inputs_in_window: u32,
+    datagram_rate: TokenBucket,
+    input_rate: TokenBucket,
     closing: Option<Closing>,
 }
 
@@ -751,9 +752,8 @@ impl<I: Input> Sequencer<I> {
             ping_due: now,
             rtt: None,
             checks: RemoteChecksums::default(),
-            window_start: now,
-            datagrams_in_window: 0,
-            inputs_in_window: 0,
+            datagram_rate: TokenBucket::full(self.config.max_datagrams_per_sec, now),
+            input_rate: TokenBucket::full(self.config.max_inputs_per_sec, now),
             closing: None,
         });
         self.push_event(SequencerEvent::Joined {
@@ -820,13 +820,7 @@ impl<I: Input> Sequencer<I> {
         {
             let c = &mut self.conns[i];
             c.last_heard = now;
-            if now - c.window_start >= Duration::from_secs(1) {
-                c.window_start = now;
-                c.datagrams_in_window = 0;
-                c.inputs_in_window = 0;
-            }
-            c.datagrams_in_window += 1;
-            if c.datagrams_in_window > self.config.max_datagrams_per_sec {
+            if !c.datagram_rate.take(1, now) {
                 return Err(self.violation(
                     i,
                     ErrorCode::RateLimited,
@@ -904,8 +898,8 @@ impl<I: Input> Sequencer<I> {
         }
         {
             let c = &mut self.conns[i];
-            c.inputs_in_window += inputs.len() as u32;
-            if c.inputs_in_window > self.config.max_inputs_per_sec {
+            let n = u32::try_from(inputs.len()).unwrap_or(u32::MAX);
+            if !c.input_rate.take(n, self.now) {
                 return Err(self.violation(
                     i,
                     ErrorCode::RateLimited,
