@@ -34,7 +34,8 @@ impl InProcessRelay {
                 let mut listeners = Listeners::default();
                 if udp {
                     listeners.udp = Some(
-                        lockstep_relay::bind_udp(loopback, 4 << 20).map_err(|e| e.to_string())?,
+                        lockstep_relay::bind_udp(loopback, lockstep_relay::SOCKET_BUFFER)
+                            .map_err(|e| e.to_string())?,
                     );
                 }
                 if ws {

@@ -138,7 +138,9 @@ pub(crate) fn main(args: RelayArgs) -> Result<(), RelayCliError> {
         let bind_err = |addr| move |source| RelayCliError::Bind { addr, source };
         let mut listeners = Listeners::default();
         if let Some(a) = udp {
-            listeners.udp = Some(lockstep_relay::bind_udp(a, 4 << 20).map_err(bind_err(a))?);
+            listeners.udp = Some(
+                lockstep_relay::bind_udp(a, lockstep_relay::SOCKET_BUFFER).map_err(bind_err(a))?,
+            );
         }
         if let Some(a) = ws {
             listeners.ws = Some(

@@ -39,4 +39,6 @@ pub use config::{
     Tickets,
 };
 pub use metrics::Metrics;
-pub use server::{Listeners, RelayError, RelayReport, bind_udp, run, run_with_metrics};
+pub use server::{
+    Listeners, RelayError, RelayReport, SOCKET_BUFFER, bind_udp, run, run_with_metrics,
+};

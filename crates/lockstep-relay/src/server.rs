@@ -33,6 +33,10 @@ pub struct Listeners {
     pub http: Option<TcpListener>,
 }
 
+/// The socket buffer a relay asks for: 4 MiB holds a few thousand
+/// datagrams, a burst from every client at once.
+pub const SOCKET_BUFFER: usize = 4 << 20;
+
 /// Binds a UDP socket for [`Listeners::udp`] with a receive buffer of
 /// `recv_buffer` bytes (the kernel may cap it), so a burst arriving while the
 /// relay is busy waits instead of being dropped.
@@ -41,6 +45,15 @@ pub fn bind_udp(addr: SocketAddr, recv_buffer: usize) -> std::io::Result<UdpSock
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     let _ = socket.set_recv_buffer_size(recv_buffer);
     let _ = socket.set_send_buffer_size(recv_buffer);
+    if let Ok(got) = socket.recv_buffer_size()
+        && got < recv_buffer
+    {
+        // Linux caps the request at net.core.rmem_max (often 208 KiB).
+        warn!(
+            "UDP receive buffer is {got} bytes, not the {recv_buffer} asked for: bursts may \
+             be dropped (on Linux, raise net.core.rmem_max)"
+        );
+    }
     socket.set_nonblocking(true)?;
     socket.bind(&addr.into())?;
     UdpSocket::from_std(socket.into())

@@ -35,9 +35,11 @@ impl TestRelay {
                 .build()
                 .expect("runtime");
             rt.block_on(async move {
-                let udp = tokio::net::UdpSocket::bind("127.0.0.1:0")
-                    .await
-                    .expect("udp");
+                // Bound as the relay binary binds it: a burst must not
+                // overflow a default-sized buffer.
+                let loopback = "127.0.0.1:0".parse().expect("address");
+                let udp =
+                    lockstep_relay::bind_udp(loopback, lockstep_relay::SOCKET_BUFFER).expect("udp");
                 let ws = tokio::net::TcpListener::bind("127.0.0.1:0")
                     .await
                     .expect("ws");
