@@ -5,21 +5,15 @@
 //! output through a terminal emulator and reads the screen, as a player would.
 #![cfg(unix)]
 
+mod common;
+
+use common::RelayProcess;
 use expectrl::Session;
 use expectrl::process::unix::WaitStatus;
 use expectrl::session::OsSession;
-use std::io::{BufRead, BufReader, ErrorKind, Write};
-use std::process::{Command, Stdio};
+use std::io::{ErrorKind, Write};
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-struct Relay(std::process::Child);
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 const ROWS: u16 = 30;
 const COLS: u16 = 100;
@@ -80,33 +74,8 @@ fn tick_on_screen(text: &str) -> Option<u32> {
 
 #[test]
 fn the_terminal_client_draws_the_arena_and_quits() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lockstep"))
-        .args([
-            "relay",
-            "--udp",
-            "127.0.0.1:0",
-            "--ws",
-            "off",
-            "--http",
-            "off",
-            "--tick-rate",
-            "60",
-        ])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn relay");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read the relay's address line");
-    let _relay = Relay(child);
-    let udp = line
-        .split_whitespace()
-        .find_map(|f| f.strip_prefix("udp="))
-        .expect("udp address")
-        .to_owned();
+    let relay = RelayProcess::start(&["--udp", "127.0.0.1:0", "--ws", "off", "--http", "off"]);
+    let udp = relay.addr("udp").to_string();
 
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockstep"));
     cmd.args(["play", "--relay", &udp, "--room", "pty", "--name", "tester"]);

@@ -4,40 +4,24 @@
 use lockstep_core::sequenced::{ClientConfig, ClientSession, CloseReason};
 use lockstep_core::wire::ByeReason;
 use lockstep_net::{Clock, UdpTransport, WsClientTransport, drive};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Command, Stdio};
+mod common;
+
+use common::RelayProcess;
+use std::io::{Read, Write};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 #[test]
 fn the_relay_binary_serves_and_shuts_down_gracefully() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lockstep"))
-        .args([
-            "relay",
-            "--udp",
-            "127.0.0.1:0",
-            "--ws",
-            "127.0.0.1:0",
-            "--http",
-            "127.0.0.1:0",
-            "--tick-rate",
-            "60",
-        ])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn lockstep relay");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read");
-    let field = |name: &str| -> std::net::SocketAddr {
-        line.split_whitespace()
-            .find_map(|f| f.strip_prefix(&format!("{name}=")))
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("no {name} address in {line:?}"))
-    };
-    let (udp, http) = (field("udp"), field("http"));
+    let mut relay = RelayProcess::start(&[
+        "--udp",
+        "127.0.0.1:0",
+        "--ws",
+        "127.0.0.1:0",
+        "--http",
+        "127.0.0.1:0",
+    ]);
+    let (udp, http) = (relay.addr("udp"), relay.addr("http"));
 
     // A client plays a few ticks.
     let clock = Clock::new();
@@ -72,7 +56,7 @@ fn the_relay_binary_serves_and_shuts_down_gracefully() {
 
     // SIGTERM: goodbye, then a clean exit.
     let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args(["-TERM", &relay.child.id().to_string()])
         .status()
         .expect("kill");
     assert!(status.success());
@@ -89,7 +73,7 @@ fn the_relay_binary_serves_and_shuts_down_gracefully() {
     );
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        if let Some(status) = child.try_wait().expect("wait") {
+        if let Some(status) = relay.child.try_wait().expect("wait") {
             assert!(status.success(), "exit status {status}");
             break;
         }

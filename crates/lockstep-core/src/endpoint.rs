@@ -39,3 +39,35 @@ pub trait Endpoint {
     /// When `handle_timeout` next needs calling, if ever.
     fn poll_timeout(&self) -> Option<Instant>;
 }
+
+/// Implements [`Endpoint`] for a session generic over its input by calling
+/// the session's inherent methods of the same names, which carry the docs.
+macro_rules! forward_to_inherent {
+    ($session:ident, $error:ty) => {
+        impl<I: $crate::Input> $crate::Endpoint for $session<I> {
+            type Error = $error;
+
+            fn handle_datagram(
+                &mut self,
+                from: $crate::PeerId,
+                datagram: &[u8],
+                now: $crate::Instant,
+            ) -> Result<(), $error> {
+                Self::handle_datagram(self, from, datagram, now)
+            }
+
+            fn handle_timeout(&mut self, now: $crate::Instant) {
+                Self::handle_timeout(self, now);
+            }
+
+            fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<$crate::Transmit> {
+                Self::poll_transmit(self, buf)
+            }
+
+            fn poll_timeout(&self) -> Option<$crate::Instant> {
+                Self::poll_timeout(self)
+            }
+        }
+    };
+}
+pub(crate) use forward_to_inherent;

@@ -7,43 +7,12 @@
 
 mod common;
 
+use common::props::{cases, link};
 use common::{Scenario, outcome_ok, secs};
-use lockstep_core::sim::{LinkConditions, Outcome};
+use lockstep_core::sim::Outcome;
 use lockstep_core::{Event, PeerId, PlayerId, SystemEvent, Tick};
 use proptest::prelude::*;
 use std::time::Duration;
-
-fn cases(default: u32) -> ProptestConfig {
-    let n = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default);
-    ProptestConfig {
-        cases: n,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
-
-prop_compose! {
-    /// Any link short of a partition: loss below 50%.
-    fn link()(
-        latency in 0u64..150,
-        jitter in 0u64..60,
-        loss in 0.0f64..0.49,
-        duplicate in 0.0f64..0.2,
-        reorder in 0.0f64..0.3,
-    ) -> LinkConditions {
-        LinkConditions {
-            latency: Duration::from_millis(latency),
-            jitter: Duration::from_millis(jitter),
-            loss,
-            duplicate,
-            reorder,
-            max_datagram: Some(1200),
-        }
-    }
-}
 
 prop_compose! {
     fn scenario(max_players: usize)(
@@ -52,7 +21,7 @@ prop_compose! {
         delay in 0u32..5,
         max_lead in 1u32..10,
         period in 16u64..50,
-        link in link(),
+        link in link(150, 60),
         seed in any::<u64>(),
         first in prop_oneof![
             6 => Just(0u32),

@@ -4,44 +4,14 @@
 
 mod common;
 
+use common::props::{cases, link};
 use common::star::{Node, SERVER, StarScenario};
 use common::{outcome_ok, secs};
 use lockstep_core::sequenced::{MissingInput, Policy};
-use lockstep_core::sim::{LinkConditions, Outcome};
+use lockstep_core::sim::Outcome;
 use lockstep_core::{Instant, PeerId, SystemEvent};
 use proptest::prelude::*;
 use std::time::Duration;
-
-fn cases(default: u32) -> ProptestConfig {
-    let n = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default);
-    ProptestConfig {
-        cases: n,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
-
-prop_compose! {
-    fn link()(
-        latency in 0u64..120,
-        jitter in 0u64..40,
-        loss in 0.0f64..0.49,
-        duplicate in 0.0f64..0.2,
-        reorder in 0.0f64..0.3,
-    ) -> LinkConditions {
-        LinkConditions {
-            latency: Duration::from_millis(latency),
-            jitter: Duration::from_millis(jitter),
-            loss,
-            duplicate,
-            reorder,
-            max_datagram: Some(1200),
-        }
-    }
-}
 
 prop_compose! {
     fn scenario(deadline: bool)(
@@ -50,7 +20,7 @@ prop_compose! {
         delay in 1u32..6,
         rate in prop_oneof![Just(20u32), Just(30), Just(60)],
         repeat in any::<bool>(),
-        link in link(),
+        link in link(120, 40),
         seed in any::<u64>(),
     ) -> StarScenario {
         let mut s = StarScenario::new(players, seed);

@@ -9,7 +9,7 @@ mod packet;
 mod store;
 
 use crate::checksum::{Checksums, Mismatch, RemoteChecksums};
-use crate::endpoint::{Endpoint, Transmit};
+use crate::endpoint::Transmit;
 use crate::error::{
     AbandonError, ChecksumError, CommitError, ConfigError, DatagramError, Incompatibility,
     PauseError,
@@ -1421,30 +1421,7 @@ impl<I: Input> MeshSession<I> {
     }
 }
 
-impl<I: Input> Endpoint for MeshSession<I> {
-    type Error = DatagramError;
-
-    fn handle_datagram(
-        &mut self,
-        from: PeerId,
-        datagram: &[u8],
-        now: Instant,
-    ) -> Result<(), DatagramError> {
-        Self::handle_datagram(self, from, datagram, now)
-    }
-
-    fn handle_timeout(&mut self, now: Instant) {
-        Self::handle_timeout(self, now);
-    }
-
-    fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
-        Self::poll_transmit(self, buf)
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        Self::poll_timeout(self)
-    }
-}
+crate::endpoint::forward_to_inherent!(MeshSession, DatagramError);
 
 fn seat_id(i: usize) -> Option<PlayerId> {
     u16::try_from(i).ok().map(PlayerId)

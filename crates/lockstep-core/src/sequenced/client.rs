@@ -2,7 +2,7 @@
 
 use super::{CloseReason, Rejection};
 use crate::checksum::{Checksums, RemoteChecksums};
-use crate::endpoint::{Endpoint, Transmit};
+use crate::endpoint::Transmit;
 use crate::error::{
     ChecksumError, CommitError, ConfigError, DatagramError, Incompatibility, PauseError,
 };
@@ -921,27 +921,4 @@ impl<I: Input> ClientSession<I> {
     }
 }
 
-impl<I: Input> Endpoint for ClientSession<I> {
-    type Error = DatagramError;
-
-    fn handle_datagram(
-        &mut self,
-        from: PeerId,
-        datagram: &[u8],
-        now: Instant,
-    ) -> Result<(), DatagramError> {
-        Self::handle_datagram(self, from, datagram, now)
-    }
-
-    fn handle_timeout(&mut self, now: Instant) {
-        Self::handle_timeout(self, now);
-    }
-
-    fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
-        Self::poll_transmit(self, buf)
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        Self::poll_timeout(self)
-    }
-}
+crate::endpoint::forward_to_inherent!(ClientSession, DatagramError);

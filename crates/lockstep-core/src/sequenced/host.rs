@@ -3,7 +3,7 @@
 use super::{
     ClientConfig, ClientSession, Sequencer, SequencerConfig, SequencerError, SequencerEvent,
 };
-use crate::endpoint::{Endpoint, Transmit};
+use crate::endpoint::Transmit;
 use crate::error::{ChecksumError, CommitError, ConfigError, PauseError};
 use crate::{Event, Frame, Input, Instant, PeerId, PlayerId, Tick};
 use std::collections::VecDeque;
@@ -196,27 +196,4 @@ impl<I: Input> HostSession<I> {
     }
 }
 
-impl<I: Input> Endpoint for HostSession<I> {
-    type Error = SequencerError;
-
-    fn handle_datagram(
-        &mut self,
-        from: PeerId,
-        datagram: &[u8],
-        now: Instant,
-    ) -> Result<(), SequencerError> {
-        Self::handle_datagram(self, from, datagram, now)
-    }
-
-    fn handle_timeout(&mut self, now: Instant) {
-        Self::handle_timeout(self, now);
-    }
-
-    fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
-        Self::poll_transmit(self, buf)
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        Self::poll_timeout(self)
-    }
-}
+crate::endpoint::forward_to_inherent!(HostSession, SequencerError);

@@ -2,7 +2,7 @@
 
 use super::{DropReason, MissingInput, Policy, Rejection, SequencerEvent};
 use crate::checksum::{Checksums, RemoteChecksums};
-use crate::endpoint::{Endpoint, Transmit};
+use crate::endpoint::Transmit;
 use crate::error::ConfigError;
 use crate::wire::{
     self, ByeReason, Checksums as ChecksumsMsg, Datagram, DatagramWriter, ErrorCode, Frames, Hello,
@@ -1323,30 +1323,7 @@ impl<I: Input> Sequencer<I> {
     }
 }
 
-impl<I: Input> Endpoint for Sequencer<I> {
-    type Error = SequencerError;
-
-    fn handle_datagram(
-        &mut self,
-        from: PeerId,
-        datagram: &[u8],
-        now: Instant,
-    ) -> Result<(), SequencerError> {
-        Self::handle_datagram(self, from, datagram, now)
-    }
-
-    fn handle_timeout(&mut self, now: Instant) {
-        Self::handle_timeout(self, now);
-    }
-
-    fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
-        Self::poll_transmit(self, buf)
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        Self::poll_timeout(self)
-    }
-}
+crate::endpoint::forward_to_inherent!(Sequencer, SequencerError);
 
 /// `text`, cut to the protocol's limit on a character boundary.
 fn truncate(text: &str) -> &str {

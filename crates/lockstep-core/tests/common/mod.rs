@@ -3,6 +3,7 @@
 //! gets, reports checksums and records what it saw.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod props;
 pub mod star;
 
 use lockstep_core::sim::{LinkConditions, Outcome, Sim, SimNetwork, SimRng};
@@ -235,31 +236,11 @@ impl Harness {
     /// Safety: every pair of peers ran identical frames up to the shorter
     /// of their two streams.
     pub fn assert_streams_agree(&self, ids: &[PeerId]) {
-        let recs: Vec<_> = ids.iter().map(|id| (id, &self.records[id])).collect();
-        for (a, ra) in &recs {
-            for (b, rb) in &recs {
-                let n = ra.chain.len().min(rb.chain.len());
-                if n > 0 && ra.chain[n - 1] != rb.chain[n - 1] {
-                    let first = (0..n).find(|&i| ra.chain[i] != rb.chain[i]).unwrap_or(n);
-                    panic!(
-                        "seed {}: {a} and {b} diverge at tick {first} (of {n} common)",
-                        self.sim.net.seed()
-                    );
-                }
-            }
-        }
+        assert_streams_agree(self.sim.net.seed(), &self.records, ids);
     }
 
     pub fn assert_no_desync(&self) {
-        for (id, rec) in &self.records {
-            if let Some(ev) = rec
-                .events
-                .iter()
-                .find(|e| matches!(e, Event::Desync { .. }))
-            {
-                panic!("seed {}: {id} reported {ev:?}", self.sim.net.seed());
-            }
-        }
+        assert_no_desync(self.sim.net.seed(), &self.records);
     }
 
     pub fn session(&self, id: PeerId) -> &Session {
@@ -303,4 +284,32 @@ pub fn secs(s: u64) -> Instant {
 
 pub fn outcome_ok(o: Outcome, what: &str, seed: u64) {
     assert_eq!(o, Outcome::Done, "seed {seed}: {what}");
+}
+
+/// Safety: every pair of `ids` ran identical frames up to the shorter of
+/// their two streams.
+pub fn assert_streams_agree(seed: u64, records: &BTreeMap<PeerId, Record>, ids: &[PeerId]) {
+    for a in ids {
+        for b in ids {
+            let (ra, rb) = (&records[a].chain, &records[b].chain);
+            let n = ra.len().min(rb.len());
+            if n > 0 && ra[n - 1] != rb[n - 1] {
+                let first = (0..n).find(|&i| ra[i] != rb[i]).unwrap_or(n);
+                panic!("seed {seed}: {a} and {b} diverge at tick {first} (of {n} common)");
+            }
+        }
+    }
+}
+
+/// No peer reported a desync.
+pub fn assert_no_desync(seed: u64, records: &BTreeMap<PeerId, Record>) {
+    for (id, rec) in records {
+        if let Some(ev) = rec
+            .events
+            .iter()
+            .find(|e| matches!(e, Event::Desync { .. }))
+        {
+            panic!("seed {seed}: {id} reported {ev:?}");
+        }
+    }
 }

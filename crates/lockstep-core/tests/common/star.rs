@@ -4,7 +4,7 @@
 use super::Record;
 use lockstep_core::sequenced::{ClientConfig, ClientSession, Sequencer, SequencerConfig};
 use lockstep_core::sim::{LinkConditions, Outcome, Sim, SimNetwork};
-use lockstep_core::{Endpoint, Event, Instant, PeerId, Transmit};
+use lockstep_core::{Endpoint, Instant, PeerId, Transmit};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -206,30 +206,10 @@ impl StarHarness {
     }
 
     pub fn assert_streams_agree(&self, ids: &[PeerId]) {
-        for a in ids {
-            for b in ids {
-                let (ra, rb) = (&self.records[a].chain, &self.records[b].chain);
-                let n = ra.len().min(rb.len());
-                if n > 0 && ra[n - 1] != rb[n - 1] {
-                    let first = (0..n).find(|&i| ra[i] != rb[i]).unwrap_or(n);
-                    panic!(
-                        "seed {}: {a} and {b} diverge at tick {first}",
-                        self.sim.net.seed()
-                    );
-                }
-            }
-        }
+        super::assert_streams_agree(self.sim.net.seed(), &self.records, ids);
     }
 
     pub fn assert_no_desync(&self) {
-        for (id, rec) in &self.records {
-            if let Some(ev) = rec
-                .events
-                .iter()
-                .find(|e| matches!(e, Event::Desync { .. }))
-            {
-                panic!("seed {}: {id} saw {ev:?}", self.sim.net.seed());
-            }
-        }
+        super::assert_no_desync(self.sim.net.seed(), &self.records);
     }
 }
