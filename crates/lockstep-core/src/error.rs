@@ -79,6 +79,18 @@ pub enum ConfigError {
     Invalid(&'static str),
 }
 
+impl ConfigError {
+    /// `Err(Invalid(why))` when `broken` holds: one line per rule in a
+    /// config's validation.
+    pub(crate) fn unless(broken: bool, why: &'static str) -> Result<(), Self> {
+        if broken {
+            Err(Self::Invalid(why))
+        } else {
+            Ok(())
+        }
+    }
+}
+
 /// Why [`commit_local`](crate::MeshSession::commit_local) refused an input.
 ///
 /// Refusals other than [`CommitError::InputTooLarge`] are backpressure, not

@@ -105,13 +105,7 @@ impl Default for MeshConfig {
 
 impl MeshConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        let bad = |cond: bool, why| {
-            if cond {
-                Err(ConfigError::Invalid(why))
-            } else {
-                Ok(())
-            }
-        };
+        let bad = ConfigError::unless;
         bad(self.max_lead == 0, "max_lead must be at least 1")?;
         bad(self.delay > 1024, "delay over 1024 ticks")?;
         bad(self.max_lead > 4096, "max_lead over 4096 ticks")?;

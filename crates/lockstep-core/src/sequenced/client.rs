@@ -93,13 +93,7 @@ impl Default for ClientConfig {
 
 impl ClientConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        let bad = |cond: bool, why| {
-            if cond {
-                Err(ConfigError::Invalid(why))
-            } else {
-                Ok(())
-            }
-        };
+        let bad = ConfigError::unless;
         bad(self.room.len() > wire::MAX_ROOM, "room name over 64 bytes")?;
         bad(self.name.len() > wire::MAX_NAME, "name over 32 bytes")?;
         bad(

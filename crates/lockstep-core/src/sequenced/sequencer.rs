@@ -102,13 +102,7 @@ impl Default for SequencerConfig {
 
 impl SequencerConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        let bad = |cond: bool, why| {
-            if cond {
-                Err(ConfigError::Invalid(why))
-            } else {
-                Ok(())
-            }
-        };
+        let bad = ConfigError::unless;
         bad(
             self.tick_rate == 0 || self.tick_rate > 1000,
             "tick_rate must be 1 to 1000",
