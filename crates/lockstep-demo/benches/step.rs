@@ -1,5 +1,5 @@
 //! `cargo bench -p lockstep-demo`: one tick of swarm with 8 ships and 500
-//! or 2000 creeps (the budget: well under a millisecond for 500).
+//! or 2000 creeps, against a budget of one millisecond per tick.
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use lockstep_core::{Frame, PlayerId, PlayerInputs, SystemEvent, Tick};
