@@ -56,6 +56,11 @@ impl Engine {
         each!(self, s => s.poll_event())
     }
 
+    /// Ticks sealed and stalls so far, without building the full stats.
+    pub(crate) fn counters(&self) -> (u64, u64) {
+        each!(self, s => s.counters())
+    }
+
     pub(crate) fn stats(&self) -> SequencerStats {
         each!(self, s => s.stats())
     }
@@ -73,8 +78,13 @@ impl Engine {
     }
 }
 
+/// A room's name, shared by the room, its connections and the deadline
+/// index without copying the string per datagram.
+pub(crate) type RoomName = std::sync::Arc<str>;
+
 #[derive(Debug)]
 pub(crate) struct Room {
+    pub(crate) name: RoomName,
     pub(crate) engine: Engine,
     pub(crate) declared: bool,
     pub(crate) empty_since: Option<std::time::Instant>,
@@ -85,8 +95,9 @@ pub(crate) struct Room {
 }
 
 impl Room {
-    pub(crate) fn new(engine: Engine, declared: bool) -> Self {
+    pub(crate) fn new(name: RoomName, engine: Engine, declared: bool) -> Self {
         Self {
+            name,
             engine,
             declared,
             empty_since: None,

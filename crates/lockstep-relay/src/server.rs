@@ -2,7 +2,7 @@
 
 use crate::config::RelayConfig;
 use crate::metrics::Metrics;
-use crate::room::{Engine, Room};
+use crate::room::{Engine, Room, RoomName};
 use crate::ticket;
 use futures_util::{SinkExt, StreamExt};
 use lockstep_core::sequenced::{DropReason, HOST_PEER, SequencerEvent};
@@ -199,15 +199,43 @@ async fn recv_udp(udp: Option<&UdpSocket>, buf: &mut [u8]) -> std::io::Result<(u
     }
 }
 
+/// Where datagrams leave, borrowed apart from the rooms so a room's
+/// datagrams go out as it produces them.
+struct Outbox<'a> {
+    udp: Option<&'a UdpSocket>,
+    ws_out: &'a HashMap<u64, mpsc::Sender<Vec<u8>>>,
+    metrics: &'a Metrics,
+}
+
+impl Outbox<'_> {
+    fn send(&self, key: ConnKey, bytes: &[u8]) {
+        let sent = match key {
+            ConnKey::Udp(addr) => self.udp.is_some_and(|s| s.try_send_to(bytes, addr).is_ok()),
+            ConnKey::Ws(id) => self
+                .ws_out
+                .get(&id)
+                .is_some_and(|tx| tx.try_send(bytes.to_vec()).is_ok()),
+        };
+        if sent {
+            self.metrics.datagrams_out.fetch_add(1, Ordering::Relaxed);
+            self.metrics
+                .bytes_out
+                .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        } else {
+            self.metrics.dropped_out.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
 struct Core {
     config: RelayConfig,
     metrics: Arc<Metrics>,
     start: std::time::Instant,
     udp: Option<Arc<UdpSocket>>,
-    rooms: HashMap<String, Room>,
+    rooms: HashMap<RoomName, Room>,
     /// Rooms by their next timeout (microseconds of the relay's clock).
-    deadlines: std::collections::BTreeSet<(u64, String)>,
-    conns: HashMap<ConnKey, (PeerId, String)>,
+    deadlines: std::collections::BTreeSet<(u64, RoomName)>,
+    conns: HashMap<ConnKey, (PeerId, RoomName)>,
     keys: HashMap<PeerId, ConnKey>,
     ws_out: HashMap<u64, mpsc::Sender<Vec<u8>>>,
     next_peer: u32,
@@ -271,10 +299,10 @@ impl Core {
             return;
         }
         if let Some(old) = room.scheduled.take() {
-            self.deadlines.remove(&(old, name.to_owned()));
+            self.deadlines.remove(&(old, room.name.clone()));
         }
         if let Some(t) = due {
-            self.deadlines.insert((t, name.to_owned()));
+            self.deadlines.insert((t, room.name.clone()));
         }
         room.scheduled = due;
     }
@@ -350,11 +378,14 @@ impl Core {
         if self.conns.len() >= self.config.limits.max_connections {
             return self.reply_reject(key, RejectReason::ServerFull);
         }
-        let room = hello.room.to_owned();
+        let room: RoomName = match self.rooms.get(hello.room) {
+            Some(r) => r.name.clone(),
+            None => hello.room.into(),
+        };
         if !self.rooms.contains_key(&room) {
             // Rooms, declared ones too, open with their first client, in the
             // input codec it speaks; only undeclared ones close when idle.
-            let declared = self.config.rooms.iter().any(|r| r.name == room);
+            let declared = self.config.rooms.iter().any(|r| *r.name == *room);
             if !declared && !self.config.on_demand() {
                 return self.reply_reject(key, RejectReason::NoSuchRoom);
             }
@@ -365,7 +396,8 @@ impl Core {
             match Engine::new(seq, self.now()) {
                 Ok(engine) => {
                     info!(room = %room, "room created");
-                    self.rooms.insert(room.clone(), Room::new(engine, declared));
+                    let r = Room::new(room.clone(), engine, declared);
+                    self.rooms.insert(room.clone(), r);
                 }
                 Err(e) => {
                     warn!(room = %room, "room refused its configuration: {e}");
@@ -424,41 +456,40 @@ impl Core {
     }
 
     fn send(&mut self, key: ConnKey, bytes: &[u8]) {
-        let sent = match key {
-            ConnKey::Udp(addr) => self
-                .udp
-                .as_deref()
-                .is_some_and(|s| s.try_send_to(bytes, addr).is_ok()),
-            ConnKey::Ws(id) => self
-                .ws_out
-                .get(&id)
-                .is_some_and(|tx| tx.try_send(bytes.to_vec()).is_ok()),
-        };
-        if sent {
-            self.metrics.datagrams_out.fetch_add(1, Ordering::Relaxed);
-            self.metrics
-                .bytes_out
-                .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        } else {
-            self.metrics.dropped_out.fetch_add(1, Ordering::Relaxed);
+        Outbox {
+            udp: self.udp.as_deref(),
+            ws_out: &self.ws_out,
+            metrics: &self.metrics,
         }
+        .send(key, bytes);
     }
 
     /// Sends everything room `name` has to send and acts on its events.
     /// `started` is when the call that may have sealed a tick began: the
     /// seal-to-last-send latency is measured from there.
     fn flush(&mut self, name: &str, started: std::time::Instant) {
-        let Some(room) = self.rooms.get_mut(name) else {
+        let Self {
+            rooms,
+            keys,
+            udp,
+            ws_out,
+            metrics,
+            buf,
+            ..
+        } = self;
+        let Some(room) = rooms.get_mut(name) else {
             return;
         };
-        let stats = room.engine.stats();
-        let sealed = stats.sealed > room.sealed;
-        let mut out: Vec<(PeerId, Vec<u8>)> = Vec::new();
-        let mut buf = std::mem::take(&mut self.buf);
-        while let Some(t) = room.engine.poll_transmit(&mut buf) {
-            out.push((t.destination, buf[..t.len].to_vec()));
+        let out = Outbox {
+            udp: udp.as_deref(),
+            ws_out,
+            metrics,
+        };
+        while let Some(t) = room.engine.poll_transmit(buf) {
+            if let Some(key) = keys.get(&t.destination) {
+                out.send(*key, &buf[..t.len]);
+            }
         }
-        self.buf = buf;
         let mut closed = Vec::new();
         while let Some(ev) = room.engine.poll_event() {
             match ev {
@@ -472,7 +503,7 @@ impl Core {
                 }
                 SequencerEvent::Rejected { peer, reason } => {
                     info!(room = %name, %peer, "refused: {reason}");
-                    self.metrics.rejects.fetch_add(1, Ordering::Relaxed);
+                    metrics.rejects.fetch_add(1, Ordering::Relaxed);
                 }
                 SequencerEvent::Closed {
                     peer,
@@ -483,7 +514,7 @@ impl Core {
                     match &reason {
                         DropReason::Violation(code, text) => {
                             warn!(room = %name, %peer, ?code, "dropped: {text}");
-                            self.metrics.violations.fetch_add(1, Ordering::Relaxed);
+                            metrics.violations.fetch_add(1, Ordering::Relaxed);
                         }
                         other => info!(room = %name, %peer, ?seat, %tick, "left: {other:?}"),
                     }
@@ -496,29 +527,24 @@ impl Core {
                     got,
                 } => {
                     warn!(room = %name, %peer, %tick, "desync: expected {expected:016x}, got {got:016x}");
-                    self.metrics.desyncs.fetch_add(1, Ordering::Relaxed);
+                    metrics.desyncs.fetch_add(1, Ordering::Relaxed);
                 }
                 _ => {}
             }
         }
-        let now_stats = room.engine.stats();
-        self.metrics
+        let (sealed, stalls) = room.engine.counters();
+        metrics
             .ticks
-            .fetch_add(now_stats.sealed - room.sealed, Ordering::Relaxed);
-        self.metrics
+            .fetch_add(sealed - room.sealed, Ordering::Relaxed);
+        metrics
             .stalls
-            .fetch_add(now_stats.stalls - room.stalls, Ordering::Relaxed);
-        room.sealed = now_stats.sealed;
-        room.stalls = now_stats.stalls;
-        for (peer, bytes) in out {
-            if let Some(key) = self.keys.get(&peer).copied() {
-                self.send(key, &bytes);
-            }
-        }
-        if sealed {
+            .fetch_add(stalls - room.stalls, Ordering::Relaxed);
+        if sealed > room.sealed {
             let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-            self.metrics.observe_latency(us);
+            metrics.observe_latency(us);
         }
+        room.sealed = sealed;
+        room.stalls = stalls;
         // Forget connections whose goodbye or error has gone out.
         for peer in closed {
             let connected = self
@@ -548,16 +574,17 @@ impl Core {
 
     fn timers(&mut self) {
         let now = self.now();
-        while let Some((t, name)) = self.deadlines.first().cloned() {
-            if t > now.as_micros() {
+        while self
+            .deadlines
+            .first()
+            .is_some_and(|(t, _)| *t <= now.as_micros())
+        {
+            let Some((_, name)) = self.deadlines.pop_first() else {
                 break;
-            }
-            self.deadlines.pop_first();
-            if let Some(r) = self.rooms.get_mut(&name) {
-                r.scheduled = None;
-            }
+            };
             let started = std::time::Instant::now();
             if let Some(r) = self.rooms.get_mut(&name) {
+                r.scheduled = None;
                 r.engine.handle_timeout(now);
             }
             self.flush(&name, started);
@@ -616,7 +643,7 @@ impl Core {
     }
 
     fn shutdown(&mut self) -> RelayReport {
-        let names: Vec<String> = self.rooms.keys().cloned().collect();
+        let names: Vec<RoomName> = self.rooms.keys().cloned().collect();
         for name in &names {
             if let Some(r) = self.rooms.get_mut(name) {
                 let before = r.engine.stats();

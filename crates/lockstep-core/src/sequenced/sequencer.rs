@@ -414,6 +414,12 @@ impl<I: Input> Sequencer<I> {
         s
     }
 
+    /// Ticks sealed and stalls begun so far: the two counters a server
+    /// polls after every datagram, without building [`stats`](Self::stats).
+    pub fn counters(&self) -> (u64, u64) {
+        (self.stats.sealed, self.stats.stalls)
+    }
+
     /// Smoothed round-trip time to `peer`, once measured.
     pub fn rtt(&self, peer: PeerId) -> Option<Duration> {
         self.conns.iter().find(|c| c.peer == peer)?.rtt
