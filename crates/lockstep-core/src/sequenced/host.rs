@@ -6,7 +6,6 @@ use super::{
 use crate::endpoint::Transmit;
 use crate::error::{ChecksumError, CommitError, ConfigError, PauseError};
 use crate::{Event, Frame, Input, Instant, PeerId, PlayerId, Tick};
-use std::collections::VecDeque;
 
 /// The id the host's own client has inside its sequencer. Remote peers must
 /// not use it.
@@ -37,9 +36,8 @@ pub const HOST_PEER: PeerId = PeerId(u32::MAX);
 pub struct HostSession<I: Input> {
     sequencer: Sequencer<I>,
     client: ClientSession<I>,
-    /// Datagrams for remote players, produced while passing the host's own
-    /// traffic across.
-    outbox: VecDeque<(PeerId, Vec<u8>)>,
+    /// Scratch for the host's own datagrams.
+    scratch: Vec<u8>,
     now: Instant,
 }
 
@@ -53,7 +51,7 @@ impl<I: Input> HostSession<I> {
         Ok(Self {
             sequencer: Sequencer::new(sequencer, now)?,
             client: ClientSession::new(client, HOST_PEER, now)?,
-            outbox: VecDeque::new(),
+            scratch: Vec::new(),
             now,
         })
     }
@@ -149,13 +147,16 @@ impl<I: Input> HostSession<I> {
     /// The next datagram for a remote player.
     pub fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
         self.pump();
-        let (destination, bytes) = self.outbox.pop_front()?;
-        buf.clear();
-        buf.extend_from_slice(&bytes);
-        Some(Transmit {
-            destination,
-            len: bytes.len(),
-        })
+        loop {
+            let t = self.sequencer.poll_transmit(buf)?;
+            if t.destination != HOST_PEER {
+                return Some(t);
+            }
+            // A refusal for the host's own Hello, say: it never leaves.
+            let _ = self
+                .client
+                .handle_datagram(HOST_PEER, &buf[..t.len], self.now);
+        }
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) next needs calling.
@@ -166,28 +167,24 @@ impl<I: Input> HostSession<I> {
         }
     }
 
-    /// Passes the host's own datagrams across until both sides are quiet;
-    /// datagrams for remote players wait in the outbox.
+    /// Passes the host's own datagrams across until both sides are quiet.
+    /// Datagrams for remote players stay due in the sequencer (at most one
+    /// per connection) until [`poll_transmit`](Self::poll_transmit).
     fn pump(&mut self) {
-        let mut buf = Vec::new();
+        let buf = &mut self.scratch;
         for _ in 0..64 {
             let mut moved = false;
-            while let Some(t) = self.client.poll_transmit(&mut buf) {
+            while let Some(t) = self.client.poll_transmit(buf) {
                 let _ = self
                     .sequencer
                     .handle_datagram(HOST_PEER, &buf[..t.len], self.now);
                 moved = true;
             }
-            while let Some(t) = self.sequencer.poll_transmit(&mut buf) {
-                if t.destination == HOST_PEER {
-                    let _ = self
-                        .client
-                        .handle_datagram(HOST_PEER, &buf[..t.len], self.now);
-                    moved = true;
-                } else {
-                    self.outbox
-                        .push_back((t.destination, buf[..t.len].to_vec()));
-                }
+            while let Some(t) = self.sequencer.poll_transmit_to(HOST_PEER, buf) {
+                let _ = self
+                    .client
+                    .handle_datagram(HOST_PEER, &buf[..t.len], self.now);
+                moved = true;
             }
             if !moved {
                 break;

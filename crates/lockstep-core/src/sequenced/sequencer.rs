@@ -532,32 +532,42 @@ impl<I: Input> Sequencer<I> {
             return Some(self.sent(peer, len));
         }
         let n = self.conns.len();
-        for k in 0..n {
-            let i = (self.cursor + k) % n;
-            if !self.conns[i].flush {
-                continue;
-            }
-            self.cursor = (i + 1) % n.max(1);
-            self.build(i, buf);
-            let now = self.now;
-            let c = &mut self.conns[i];
-            let peer = c.peer;
-            c.flush = false;
-            c.ack_pending = false;
-            c.checks_owed = false;
-            c.pong_owed = None;
-            c.welcome_pending = c.welcome_pending && c.closing.is_none();
-            if c.ping_due <= now {
-                c.ping_due = now + self.config.ping_interval;
-            }
-            c.last_sent = Some(now);
-            if c.closing.is_some() {
-                self.conns.remove(i);
-                self.cursor = 0;
-            }
-            return Some(self.sent(peer, buf.len()));
+        let i = (0..n)
+            .map(|k| (self.cursor + k) % n)
+            .find(|&i| self.conns[i].flush)?;
+        self.cursor = (i + 1) % n;
+        Some(self.transmit(i, buf))
+    }
+
+    /// Like [`poll_transmit`](Self::poll_transmit), for `peer` only: lets a
+    /// host pass its own client's traffic across while datagrams for
+    /// everyone else stay due here.
+    pub(crate) fn poll_transmit_to(&mut self, peer: PeerId, buf: &mut Vec<u8>) -> Option<Transmit> {
+        buf.clear();
+        let i = self.conn_index(peer).filter(|&i| self.conns[i].flush)?;
+        Some(self.transmit(i, buf))
+    }
+
+    /// Builds connection `i`'s datagram into `buf` and marks it sent.
+    fn transmit(&mut self, i: usize, buf: &mut Vec<u8>) -> Transmit {
+        self.build(i, buf);
+        let now = self.now;
+        let c = &mut self.conns[i];
+        let peer = c.peer;
+        c.flush = false;
+        c.ack_pending = false;
+        c.checks_owed = false;
+        c.pong_owed = None;
+        c.welcome_pending = c.welcome_pending && c.closing.is_none();
+        if c.ping_due <= now {
+            c.ping_due = now + self.config.ping_interval;
         }
-        None
+        c.last_sent = Some(now);
+        if c.closing.is_some() {
+            self.conns.remove(i);
+            self.cursor = 0;
+        }
+        self.sent(peer, buf.len())
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) next needs calling.
