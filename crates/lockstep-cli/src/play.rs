@@ -152,6 +152,7 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
     let mut last_draw = Instant::now() - Duration::from_secs(1);
     let mut last_frame = Instant::now();
     let mut status = format!("connecting to {where_}...");
+    let in_room = format!("room {} on {where_}", a.room);
     let outcome = loop {
         let now = Instant::now();
         while event::poll(Duration::ZERO)? {
@@ -184,7 +185,6 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
         }
         let _ = drive(&mut session, &mut transport, clock.now(), &mut buffers);
         if let Some(w) = session.welcome().copied() {
-            status = format!("room {} on {where_}", a.room);
             if session.seat().is_some() && now >= next_commit {
                 let period = Duration::from_secs(1) / w.tick_rate.max(1);
                 if session.commit_local(keys.input(now)).is_ok() {
@@ -201,6 +201,7 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
         }
         while let Some(ev) = session.poll_event() {
             match ev {
+                Event::Connected { .. } | Event::Recovered { .. } => status = in_room.clone(),
                 Event::Desync { tick, .. } => status = format!("DESYNC detected at tick {tick}"),
                 Event::Interrupted { .. } => status = "the relay is not answering...".into(),
                 Event::Rejected { reason } => status = format!("refused: {reason}"),
