@@ -2,6 +2,7 @@
 //! client ended on the same state.
 
 use crate::inproc::InProcessRelay;
+use crate::relay::Policy;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use lockstep_core::PlayerInputs;
@@ -11,7 +12,7 @@ use lockstep_demo::{Bot, Game};
 use lockstep_net::{
     Buffers, Clock, Faults, FaultyTransport, Transport, UdpTransport, WsClientTransport, drive,
 };
-use lockstep_relay::{PolicyName, RelayConfig};
+use lockstep_relay::RelayConfig;
 use std::time::{Duration, Instant};
 
 /// A game of swarm between bots, through a relay, all on this machine.
@@ -47,12 +48,6 @@ pub(crate) struct DemoArgs {
     /// Input delay in ticks.
     #[arg(long, default_value_t = 3)]
     delay: u32,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum Policy {
-    WaitForAll,
-    Deadline,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -95,10 +90,7 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
     config.room_defaults.tick_rate = a.tick_rate;
     config.room_defaults.delay = a.delay;
     config.room_defaults.max_seats = a.players as u16;
-    config.room_defaults.policy = match a.policy {
-        Policy::WaitForAll => PolicyName::WaitForAll,
-        Policy::Deadline => PolicyName::Deadline,
-    };
+    config.room_defaults.policy = a.policy.into();
     let relay = InProcessRelay::start(config, true, true).map_err(DemoError::Setup)?;
     let (udp, ws) = match (relay.udp, relay.ws) {
         (Some(u), Some(w)) => (u, w),
@@ -203,13 +195,14 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
         if last_report.elapsed() >= Duration::from_millis(100) {
             last_report = Instant::now();
             let slowest = clients.iter().map(|c| c.game.tick.get()).min().unwrap_or(0);
-            let stalls: u64 = clients.iter().map(|c| c.session.stats().stalls).sum();
+            let (mut stalls, mut up, mut down) = (0, 0, 0);
+            for c in &clients {
+                let st = c.session.stats();
+                stalls += st.stalls;
+                up += st.bytes_sent;
+                down += st.bytes_received;
+            }
             let secs = started.elapsed().as_secs_f64().max(0.001);
-            let up: u64 = clients.iter().map(|c| c.session.stats().bytes_sent).sum();
-            let down: u64 = clients
-                .iter()
-                .map(|c| c.session.stats().bytes_received)
-                .sum();
             bar.set_position(u64::from(slowest));
             bar.set_message(format!(
                 "| stalls {stalls} | up {:.1} KB/s | down {:.1} KB/s",
@@ -254,6 +247,7 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
         let seat = c.bot.as_ref().map(Bot::seat);
         let score = seat.and_then(|s| c.game.ship(s)).map_or(0, |s| s.score);
         let seat = seat.map_or("-".to_owned(), |s| s.0.to_string());
+        let hash = c.game.hash();
         println!(
             "{:<6} {:<4} {:>4} {:>6} {:>6} {:>10} {:>7} {:>9.1} {:>10.1} {:>6}  {:016x}",
             c.name,
@@ -266,9 +260,9 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
             st.bytes_sent as f64 / frames as f64,
             st.bytes_received as f64 / frames as f64,
             score,
-            c.game.hash()
+            hash
         );
-        hashes.push(c.game.hash());
+        hashes.push(hash);
     }
     println!();
     println!(

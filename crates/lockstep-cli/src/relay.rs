@@ -44,12 +44,22 @@ pub(crate) struct RelayArgs {
     json_logs: bool,
 }
 
+/// A room's sealing policy, as a command-line value.
 #[derive(Debug, Clone, Copy, ValueEnum)]
-enum Policy {
+pub(crate) enum Policy {
     /// Seal a tick once every player's input is in.
     WaitForAll,
     /// Seal on the clock; late input runs on the next tick.
     Deadline,
+}
+
+impl From<Policy> for PolicyName {
+    fn from(p: Policy) -> Self {
+        match p {
+            Policy::WaitForAll => Self::WaitForAll,
+            Policy::Deadline => Self::Deadline,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -108,12 +118,7 @@ fn config(args: &RelayArgs) -> Result<RelayConfig, RelayCliError> {
     d.tick_rate = args.tick_rate.unwrap_or(d.tick_rate);
     d.delay = args.delay.unwrap_or(d.delay);
     d.max_seats = args.max_seats.unwrap_or(d.max_seats);
-    if let Some(p) = args.policy {
-        d.policy = match p {
-            Policy::WaitForAll => PolicyName::WaitForAll,
-            Policy::Deadline => PolicyName::Deadline,
-        };
-    }
+    d.policy = args.policy.map_or(d.policy, PolicyName::from);
     config.limits.max_rooms = args.max_rooms.unwrap_or(config.limits.max_rooms);
     Ok(config)
 }
