@@ -184,12 +184,13 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
             break None;
         }
         let _ = drive(&mut session, &mut transport, clock.now(), &mut buffers);
-        if let Some(w) = session.welcome().copied() {
-            if session.seat().is_some() && now >= next_commit {
-                let period = Duration::from_secs(1) / w.tick_rate.max(1);
-                if session.commit_local(keys.input(now)).is_ok() {
-                    next_commit = (next_commit + period).max(now - period);
-                }
+        if let Some(w) = session.welcome().copied()
+            && w.seat.is_some()
+            && now >= next_commit
+        {
+            let period = Duration::from_secs(1) / w.tick_rate.max(1);
+            if session.commit_local(keys.input(now)).is_ok() {
+                next_commit = (next_commit + period).max(now - period);
             }
         }
         while let Some(frame) = session.advance() {
