@@ -7,13 +7,12 @@
 //! while the p99 time from sealing a tick to its last send stays under the
 //! target.
 
-use crate::inproc::InProcessRelay;
 use clap::{Args, Subcommand};
 use lockstep_core::PlayerInputs;
 use lockstep_core::sequenced::{ClientConfig, ClientSession};
 use lockstep_core::wire::InputCodec;
 use lockstep_net::{Clock, UdpTransport, drive};
-use lockstep_relay::{Metrics, PolicyName, RelayConfig};
+use lockstep_relay::{BackgroundRelay, Bind, Metrics, PolicyName, RelayConfig};
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
@@ -112,11 +111,16 @@ fn relay(a: RelayBench) -> Result<(), BenchError> {
     config.room_defaults.max_seats = a.room_size.min(256) as u16;
     config.limits.max_connections = a.max_clients * 2;
     config.limits.max_rooms = a.max_clients;
-    let relay = InProcessRelay::start(config, true, false).map_err(BenchError::Relay)?;
+    let bind = Bind {
+        udp: Bind::loopback().udp,
+        ..Bind::default()
+    };
+    let relay =
+        BackgroundRelay::start(config, bind).map_err(|e| BenchError::Relay(e.to_string()))?;
     let addr = relay
         .udp
         .ok_or_else(|| BenchError::Relay("no UDP listener".into()))?;
-    let metrics = relay.metrics.clone();
+    let metrics = relay.metrics().clone();
     println!(
         "relay capacity: rooms of {} at {} Hz, clients in a separate process over loopback UDP; target p99 seal-to-last-send < {} us",
         a.room_size, a.tick_rate, a.target_p99_us
@@ -185,7 +189,7 @@ fn relay(a: RelayBench) -> Result<(), BenchError> {
             (None, None) => break,
         };
     }
-    relay.stop().map_err(BenchError::Relay)?;
+    relay.stop().map_err(|e| BenchError::Relay(e.to_string()))?;
     Ok(())
 }
 

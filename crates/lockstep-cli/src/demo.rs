@@ -1,7 +1,6 @@
 //! `lockstep demo`: a relay and bots on this machine, and proof that every
 //! client ended on the same state.
 
-use crate::inproc::InProcessRelay;
 use crate::relay::Policy;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -12,7 +11,7 @@ use lockstep_demo::{Bot, Game};
 use lockstep_net::{
     Buffers, Clock, Faults, FaultyTransport, Transport, UdpTransport, WsClientTransport, drive,
 };
-use lockstep_relay::RelayConfig;
+use lockstep_relay::{BackgroundRelay, Bind, RelayConfig};
 use std::time::{Duration, Instant};
 
 /// A game of swarm between bots, through a relay, all on this machine.
@@ -91,7 +90,12 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
     config.room_defaults.delay = a.delay;
     config.room_defaults.max_seats = a.players as u16;
     config.room_defaults.policy = a.policy.into();
-    let relay = InProcessRelay::start(config, true, true).map_err(DemoError::Setup)?;
+    let bind = Bind {
+        http: None,
+        ..Bind::loopback()
+    };
+    let relay =
+        BackgroundRelay::start(config, bind).map_err(|e| DemoError::Setup(e.to_string()))?;
     let (udp, ws) = match (relay.udp, relay.ws) {
         (Some(u), Some(w)) => (u, w),
         _ => return Err(DemoError::Setup("the relay has no listeners".into())),
@@ -224,7 +228,7 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
         );
     }
     let elapsed = started.elapsed();
-    let report = relay.stop().map_err(DemoError::Setup)?;
+    let report = relay.stop().map_err(|e| DemoError::Setup(e.to_string()))?;
 
     println!();
     println!(

@@ -5,7 +5,6 @@ use std::process::ExitCode;
 
 mod bench;
 mod demo;
-mod inproc;
 mod play;
 mod relay;
 

@@ -19,8 +19,8 @@
 //!
 //! The relay never decodes a game's inputs beyond re-coding them, so one
 //! binary serves any game speaking the lockstep protocol. [`run`] takes
-//! sockets the caller bound and a shutdown future, so tests run a relay
-//! in-process on port 0.
+//! sockets the caller bound and a shutdown future; [`BackgroundRelay`] runs
+//! one on a thread of its own for programs (and tests) that are not async.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![cfg_attr(
@@ -28,12 +28,14 @@
     warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+mod background;
 mod config;
 pub mod metrics;
 mod room;
 mod server;
 pub mod ticket;
 
+pub use background::{BackgroundRelay, Bind};
 pub use config::{
     DeclaredRoom, Limits, MissingName, PolicyName, RelayConfig, RoomOverrides, RoomSettings,
     Tickets,

@@ -69,6 +69,9 @@ pub enum RelayError {
     /// A room's configuration is invalid.
     #[error("invalid room configuration: {0}")]
     Config(#[from] lockstep_core::ConfigError),
+    /// A [`BackgroundRelay`](crate::BackgroundRelay)'s thread failed.
+    #[error("relay thread: {0}")]
+    Thread(String),
 }
 
 /// What a relay did, returned when it stops.

@@ -8,86 +8,33 @@ use lockstep_core::{Event, Input, PlayerInputs, StreamHash};
 use lockstep_net::{
     Clock, Faults, FaultyTransport, Transport, UdpTransport, WsClientTransport, drive,
 };
-use lockstep_relay::{Listeners, Metrics, RelayConfig, RelayReport, run_with_metrics};
+use lockstep_relay::{BackgroundRelay, Bind, RelayConfig, RelayReport};
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// A [`BackgroundRelay`] on loopback with every listener, and its
+/// addresses unwrapped.
 pub struct TestRelay {
     pub udp: SocketAddr,
     pub ws: SocketAddr,
     pub http: SocketAddr,
-    pub metrics: Arc<Metrics>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<RelayReport>>,
+    relay: BackgroundRelay,
 }
 
 impl TestRelay {
     pub fn start(config: RelayConfig) -> Self {
-        let metrics = Arc::new(Metrics::default());
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let m = metrics.clone();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async move {
-                // Bound as the relay binary binds it: a burst must not
-                // overflow a default-sized buffer.
-                let loopback = "127.0.0.1:0".parse().expect("address");
-                let udp =
-                    lockstep_relay::bind_udp(loopback, lockstep_relay::SOCKET_BUFFER).expect("udp");
-                let ws = tokio::net::TcpListener::bind("127.0.0.1:0")
-                    .await
-                    .expect("ws");
-                let http = tokio::net::TcpListener::bind("127.0.0.1:0")
-                    .await
-                    .expect("http");
-                addr_tx
-                    .send((
-                        udp.local_addr().expect("a"),
-                        ws.local_addr().expect("b"),
-                        http.local_addr().expect("c"),
-                    ))
-                    .expect("addrs");
-                let listeners = Listeners {
-                    udp: Some(udp),
-                    ws: Some(ws),
-                    http: Some(http),
-                };
-                run_with_metrics(config, listeners, m, async {
-                    let _ = stop_rx.await;
-                })
-                .await
-                .expect("relay runs")
-            })
-        });
-        let (udp, ws, http) = addr_rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("relay started");
+        let relay = BackgroundRelay::start(config, Bind::loopback()).expect("relay starts");
         Self {
-            udp,
-            ws,
-            http,
-            metrics,
-            stop: Some(stop_tx),
-            thread: Some(thread),
+            udp: relay.udp.expect("udp"),
+            ws: relay.ws.expect("ws"),
+            http: relay.http.expect("http"),
+            relay,
         }
     }
 
     /// Shuts the relay down and returns its report.
-    pub fn stop(mut self) -> RelayReport {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        self.thread
-            .take()
-            .expect("running")
-            .join()
-            .expect("relay thread")
+    pub fn stop(self) -> RelayReport {
+        self.relay.stop().expect("relay stops cleanly")
     }
 
     /// A plain HTTP GET on the metrics port.
@@ -100,14 +47,6 @@ impl TestRelay {
         let mut out = String::new();
         let _ = s.read_to_string(&mut out);
         out
-    }
-}
-
-impl Drop for TestRelay {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
     }
 }
 

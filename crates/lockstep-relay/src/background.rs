@@ -1,0 +1,144 @@
+//! A relay on a thread of its own, for programs that are not async.
+
+use crate::{Listeners, Metrics, RelayConfig, RelayError, RelayReport, SOCKET_BUFFER, bind_udp};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where a [`BackgroundRelay`] listens: each `Some` is bound (port 0 picks
+/// one), each `None` is off.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Bind {
+    /// UDP clients.
+    pub udp: Option<SocketAddr>,
+    /// WebSocket clients.
+    pub ws: Option<SocketAddr>,
+    /// Metrics and health over HTTP.
+    pub http: Option<SocketAddr>,
+}
+
+impl Bind {
+    /// Every listener on 127.0.0.1, on ports the OS picks.
+    pub fn loopback() -> Self {
+        let any: SocketAddr = ([127, 0, 0, 1], 0).into();
+        Self {
+            udp: Some(any),
+            ws: Some(any),
+            http: Some(any),
+        }
+    }
+}
+
+/// A relay running on its own thread with its own Tokio runtime: a game's
+/// listen server, a local match, a test. It stops when [`stop`]ped or
+/// dropped, telling every client goodbye.
+///
+/// ```no_run
+/// use lockstep_relay::{BackgroundRelay, Bind, RelayConfig};
+/// let relay = BackgroundRelay::start(RelayConfig::default(), Bind::loopback())?;
+/// println!("clients connect to udp://{:?}", relay.udp);
+/// let report = relay.stop()?;
+/// println!("{} ticks", report.ticks);
+/// # Ok::<(), lockstep_relay::RelayError>(())
+/// ```
+///
+/// [`stop`]: BackgroundRelay::stop
+#[derive(Debug)]
+pub struct BackgroundRelay {
+    /// The UDP address bound, if any.
+    pub udp: Option<SocketAddr>,
+    /// The WebSocket address bound, if any.
+    pub ws: Option<SocketAddr>,
+    /// The HTTP address bound, if any.
+    pub http: Option<SocketAddr>,
+    metrics: Arc<Metrics>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<Result<RelayReport, RelayError>>>,
+}
+
+type Bound = (Option<SocketAddr>, Option<SocketAddr>, Option<SocketAddr>);
+
+impl BackgroundRelay {
+    /// Binds the listeners in `bind` and starts serving; returns once they
+    /// are bound, with their addresses.
+    pub fn start(config: RelayConfig, bind: Bind) -> Result<Self, RelayError> {
+        let metrics = Arc::new(Metrics::default());
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel::<Result<Bound, RelayError>>();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let m = metrics.clone();
+        let thread = std::thread::spawn(move || -> Result<RelayReport, RelayError> {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(async move {
+                let listeners = match listen(bind).await {
+                    Ok(l) => l,
+                    Err(e) => {
+                        let _ = addr_tx.send(Err(e));
+                        return Err(RelayError::Thread("could not bind".into()));
+                    }
+                };
+                let _ = addr_tx.send(Ok((
+                    listeners.udp.as_ref().and_then(|s| s.local_addr().ok()),
+                    listeners.ws.as_ref().and_then(|s| s.local_addr().ok()),
+                    listeners.http.as_ref().and_then(|s| s.local_addr().ok()),
+                )));
+                crate::run_with_metrics(config, listeners, m, async {
+                    let _ = stop_rx.await;
+                })
+                .await
+            })
+        });
+        let (udp, ws, http) = addr_rx
+            .recv_timeout(Duration::from_secs(10))
+            .map_err(|_| RelayError::Thread("the relay did not start".into()))??;
+        Ok(Self {
+            udp,
+            ws,
+            http,
+            metrics,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// The relay's counters, live.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Tells every client goodbye, stops, and returns what the relay did.
+    pub fn stop(mut self) -> Result<RelayReport, RelayError> {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        match self.thread.take() {
+            Some(t) => t
+                .join()
+                .map_err(|_| RelayError::Thread("the relay thread panicked".into()))?,
+            None => Err(RelayError::Thread("already stopped".into())),
+        }
+    }
+}
+
+impl Drop for BackgroundRelay {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+async fn listen(bind: Bind) -> Result<Listeners, RelayError> {
+    let mut l = Listeners::default();
+    if let Some(a) = bind.udp {
+        l.udp = Some(bind_udp(a, SOCKET_BUFFER)?);
+    }
+    if let Some(a) = bind.ws {
+        l.ws = Some(tokio::net::TcpListener::bind(a).await?);
+    }
+    if let Some(a) = bind.http {
+        l.http = Some(tokio::net::TcpListener::bind(a).await?);
+    }
+    Ok(l)
+}
