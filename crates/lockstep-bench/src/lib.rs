@@ -346,7 +346,7 @@ impl Pacer {
 
     /// Time since the start, as the core's `Instant`.
     pub fn now(&self) -> Instant {
-        Instant::from_micros(self.start.elapsed().as_micros() as u64)
+        Instant::from_duration(self.start.elapsed())
     }
 }
 

@@ -43,6 +43,19 @@ impl Instant {
         }
     }
 
+    /// `since_origin` after the origin, saturating at the far end of time:
+    /// how a loop turns its monotonic clock's elapsed time into an instant.
+    ///
+    /// ```
+    /// use lockstep_core::Instant;
+    /// use std::time::Duration;
+    /// assert_eq!(Instant::from_duration(Duration::from_millis(5)), Instant::from_millis(5));
+    /// assert_eq!(Instant::from_duration(Duration::MAX).as_micros(), u64::MAX);
+    /// ```
+    pub fn from_duration(since_origin: Duration) -> Self {
+        Self::from_micros(u64::try_from(since_origin.as_micros()).unwrap_or(u64::MAX))
+    }
+
     /// Microseconds since the origin.
     pub const fn as_micros(self) -> u64 {
         self.micros

@@ -132,7 +132,7 @@ impl Clock {
 
     /// The time since the clock started.
     pub fn now(&self) -> Instant {
-        Instant::from_micros(u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX))
+        Instant::from_duration(self.start.elapsed())
     }
 }
 

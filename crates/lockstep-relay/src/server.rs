@@ -278,9 +278,7 @@ impl Core {
     }
 
     fn now(&self) -> CoreInstant {
-        CoreInstant::from_micros(
-            u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX),
-        )
+        CoreInstant::from_duration(self.start.elapsed())
     }
 
     fn next_wakeup(&self) -> tokio::time::Instant {
