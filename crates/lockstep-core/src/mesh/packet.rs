@@ -27,77 +27,59 @@ impl<I: Input> MeshSession<I> {
         // Every message below is bounded far under the minimum budget (256
         // bytes) except inputs and frames, which are sized to what is left;
         // a refusal can only mean "no room", so it is safe to skip.
-        let put = |w: &mut DatagramWriter<'_>, m: Message<'_>| {
-            let _ = w.push(&m);
-        };
         if let Some(reason) = p.refused {
-            put(&mut w, Message::Reject(reason.as_reject()));
+            w.put(Message::Reject(reason.as_reject()));
             w.finish();
             return;
         }
         if self.leaving {
-            put(
-                &mut w,
-                Message::Bye {
-                    reason: ByeReason::Leaving,
-                    text: "",
-                },
-            );
+            w.put(Message::Bye {
+                reason: ByeReason::Leaving,
+                text: "",
+            });
         }
         if !p.welcomed {
-            put(
-                &mut w,
-                Message::Hello(Hello {
-                    fingerprint: self.config.fingerprint,
-                    spectator: self.local_seat.is_none(),
-                    ..Hello::default()
-                }),
-            );
+            w.put(Message::Hello(Hello {
+                fingerprint: self.config.fingerprint,
+                spectator: self.local_seat.is_none(),
+                ..Hello::default()
+            }));
         }
         if p.owe_welcome {
-            put(
-                &mut w,
-                Message::Welcome(Welcome {
-                    seat: self.local_seat,
-                    start: self.next_tick,
-                    tick: self.next_tick,
-                    deadline: false,
-                    tick_rate: 0,
-                    delay: self.config.delay,
-                    seats: self.seats.len() as u32,
-                    token: 0,
-                }),
-            );
+            w.put(Message::Welcome(Welcome {
+                seat: self.local_seat,
+                start: self.next_tick,
+                tick: self.next_tick,
+                deadline: false,
+                tick_rate: 0,
+                delay: self.config.delay,
+                seats: self.seats.len() as u32,
+                token: 0,
+            }));
         }
         if let Some((stamp, at)) = p.pong_owed {
             let held_ms = u32::try_from((now - at).as_millis()).unwrap_or(u32::MAX);
-            put(&mut w, Message::Pong { stamp, held_ms });
+            w.put(Message::Pong { stamp, held_ms });
         }
         if p.ping_due <= now {
-            put(
-                &mut w,
-                Message::Ping {
-                    stamp: now.as_millis() as u32,
-                },
-            );
+            w.put(Message::Ping {
+                stamp: now.as_millis() as u32,
+            });
         }
         if self.local_seat.is_some() {
             if let Some(frame) = self.pause.frame() {
-                put(&mut w, Message::Pause { frame });
+                w.put(Message::Pause { frame });
             }
             if let Some(lifted) = self.pause.lifted().filter(|l| p.lifted_known < Some(*l)) {
-                put(&mut w, Message::Resume { lifted });
+                w.put(Message::Resume { lifted });
             }
         }
         let unacked: Vec<(Tick, u64)> = self.checks.unacked(&p.checks).collect();
         if !unacked.is_empty() || p.checks_owed {
-            put(
-                &mut w,
-                Message::Checksums(Checksums {
-                    ack: p.checks.received,
-                    entries: unacked,
-                }),
-            );
+            w.put(Message::Checksums(Checksums {
+                ack: p.checks.received,
+                entries: unacked,
+            }));
         }
         let targets = self.targets_for(p);
         if self.local_seat.is_some() && p.seat.is_some() {
@@ -108,13 +90,10 @@ impl<I: Input> MeshSession<I> {
                 .copied()
                 .collect();
             if !self.wanted.is_empty() || !decisions.is_empty() {
-                put(
-                    &mut w,
-                    Message::Abandon(Abandon {
-                        wanted: self.wanted.iter().copied().collect(),
-                        decisions,
-                    }),
-                );
+                w.put(Message::Abandon(Abandon {
+                    wanted: self.wanted.iter().copied().collect(),
+                    decisions,
+                }));
             }
             self.put_inputs(&mut w, i, &targets);
         } else if p.seat.is_none() && self.is_feeder() {

@@ -754,69 +754,48 @@ impl<I: Input> ClientSession<I> {
             .next_tick
             .saturating_add(self.frames.iter().take_while(|f| f.is_some()).count() as u32);
         let mut w = DatagramWriter::new(buf, base, self.config.max_datagram);
-        let put = |w: &mut DatagramWriter<'_>, m: Message<'_>| {
-            let _ = w.push(&m);
-        };
         if self.leaving {
-            put(
-                &mut w,
-                Message::Bye {
-                    reason: ByeReason::Leaving,
-                    text: "",
-                },
-            );
+            w.put(Message::Bye {
+                reason: ByeReason::Leaving,
+                text: "",
+            });
         }
         if !self.connected() {
             let config = &self.config;
-            put(
-                &mut w,
-                Message::Hello(Hello {
-                    fingerprint: config.fingerprint,
-                    spectator: config.spectator,
-                    room: &config.room,
-                    name: &config.name,
-                    ticket: &config.ticket,
-                    resume: config.resume,
-                    codec: config.codec,
-                }),
-            );
+            w.put(Message::Hello(Hello {
+                fingerprint: config.fingerprint,
+                spectator: config.spectator,
+                room: &config.room,
+                name: &config.name,
+                ticket: &config.ticket,
+                resume: config.resume,
+                codec: config.codec,
+            }));
         }
         if let Some((stamp, at)) = self.pong_owed {
             let held_ms = u32::try_from((self.now - at).as_millis()).unwrap_or(u32::MAX);
-            put(&mut w, Message::Pong { stamp, held_ms });
+            w.put(Message::Pong { stamp, held_ms });
         }
         if self.connected() && self.ping_due <= self.now {
-            put(
-                &mut w,
-                Message::Ping {
-                    stamp: self.now.as_millis() as u32,
-                },
-            );
+            w.put(Message::Ping {
+                stamp: self.now.as_millis() as u32,
+            });
         }
         match self.pause_requested {
-            Some(true) => put(
-                &mut w,
-                Message::Pause {
-                    frame: self.next_commit,
-                },
-            ),
-            Some(false) => put(
-                &mut w,
-                Message::Resume {
-                    lifted: self.next_tick,
-                },
-            ),
+            Some(true) => w.put(Message::Pause {
+                frame: self.next_commit,
+            }),
+            Some(false) => w.put(Message::Resume {
+                lifted: self.next_tick,
+            }),
             None => {}
         }
         let unacked: Vec<(Tick, u64)> = self.checks.unacked(&self.server_checks).collect();
         if !unacked.is_empty() || self.checks_owed {
-            put(
-                &mut w,
-                Message::Checksums(ChecksumsMsg {
-                    ack: self.server_checks.received,
-                    entries: unacked,
-                }),
-            );
+            w.put(Message::Checksums(ChecksumsMsg {
+                ack: self.server_checks.received,
+                entries: unacked,
+            }));
         }
         if let Some(seat) = self.seat() {
             // Every unacknowledged input, oldest first, one run per stretch of
@@ -864,7 +843,7 @@ impl<I: Input> ClientSession<I> {
                 })
                 .collect();
             if !runs.is_empty() {
-                put(&mut w, Message::Inputs(Inputs { acks: vec![], runs }));
+                w.put(Message::Inputs(Inputs { acks: vec![], runs }));
             }
         }
         let len = w.finish();

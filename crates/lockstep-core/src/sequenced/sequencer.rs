@@ -1214,98 +1214,74 @@ impl<I: Input> Sequencer<I> {
         let mut w = DatagramWriter::new(buf, self.open, self.config.max_datagram);
         // Control messages are bounded far below the minimum budget; only
         // frames are sized to what is left.
-        let put = |w: &mut DatagramWriter<'_>, m: Message<'_>| {
-            let _ = w.push(&m);
-        };
         match &c.closing {
             Some(Closing::Error(code, text)) => {
-                put(
-                    &mut w,
-                    Message::Error {
-                        code: *code,
-                        text: truncate(text),
-                    },
-                );
+                w.put(Message::Error {
+                    code: *code,
+                    text: truncate(text),
+                });
                 w.finish();
                 return;
             }
             Some(Closing::Bye(reason, text)) => {
-                put(
-                    &mut w,
-                    Message::Bye {
-                        reason: *reason,
-                        text: truncate(text),
-                    },
-                );
+                w.put(Message::Bye {
+                    reason: *reason,
+                    text: truncate(text),
+                });
                 w.finish();
                 return;
             }
             None => {}
         }
         if c.welcome_pending {
-            put(
-                &mut w,
-                Message::Welcome(Welcome {
-                    seat: c.seat,
-                    start: self.config.first_tick,
-                    tick: c
-                        .seat
-                        .and_then(|s| self.seats[s.index()].as_ref())
-                        .map_or(self.open, |s| s.from.saturating_sub(self.config.delay)),
-                    deadline: matches!(self.config.policy, Policy::Deadline { .. }),
-                    tick_rate: self.config.tick_rate,
-                    delay: self.config.delay,
-                    seats: u32::from(self.config.max_seats),
-                    token: c.token,
-                }),
-            );
+            w.put(Message::Welcome(Welcome {
+                seat: c.seat,
+                start: self.config.first_tick,
+                tick: c
+                    .seat
+                    .and_then(|s| self.seats[s.index()].as_ref())
+                    .map_or(self.open, |s| s.from.saturating_sub(self.config.delay)),
+                deadline: matches!(self.config.policy, Policy::Deadline { .. }),
+                tick_rate: self.config.tick_rate,
+                delay: self.config.delay,
+                seats: u32::from(self.config.max_seats),
+                token: c.token,
+            }));
         }
         if let Some((stamp, at)) = c.pong_owed {
             let held_ms = u32::try_from((now - at).as_millis()).unwrap_or(u32::MAX);
-            put(&mut w, Message::Pong { stamp, held_ms });
+            w.put(Message::Pong { stamp, held_ms });
         }
         if c.ping_due <= now {
-            put(
-                &mut w,
-                Message::Ping {
-                    stamp: now.as_millis() as u32,
-                },
-            );
+            w.put(Message::Ping {
+                stamp: now.as_millis() as u32,
+            });
         }
         let seat = c
             .seat
             .and_then(|s| Some((s, self.seats[s.index()].as_ref()?)));
-        put(
-            &mut w,
-            Message::Status(Status {
-                open: self.open,
-                slack: seat.map_or(0, |(_, s)| s.slack),
-                waiting: self.waiting.clone(),
-            }),
-        );
+        w.put(Message::Status(Status {
+            open: self.open,
+            slack: seat.map_or(0, |(_, s)| s.slack),
+            waiting: self.waiting.clone(),
+        }));
         if self.paused {
-            put(&mut w, Message::Pause { frame: self.open });
+            w.put(Message::Pause { frame: self.open });
         } else if let Some(lifted) = self.lifted {
-            put(&mut w, Message::Resume { lifted });
+            w.put(Message::Resume { lifted });
         }
         if let Some((id, s)) = seat {
-            put(
-                &mut w,
-                Message::Inputs(Inputs {
-                    acks: vec![(id, s.received)],
-                    runs: vec![],
-                }),
-            );
+            w.put(Message::Inputs(Inputs {
+                acks: vec![(id, s.received)],
+                runs: vec![],
+            }));
         }
         let unacked: Vec<(Tick, u64)> = self.references.unacked(&c.checks).collect();
         if !unacked.is_empty() || c.checks_owed {
-            put(
-                &mut w,
-                Message::Checksums(ChecksumsMsg {
-                    ack: c.checks.received,
-                    entries: unacked,
-                }),
-            );
+            w.put(Message::Checksums(ChecksumsMsg {
+                ack: c.checks.received,
+                entries: unacked,
+            }));
         }
         // Frames from what the client lacks, as many as fit.
         let from = c.next.max(self.history_base);

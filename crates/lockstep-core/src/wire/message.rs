@@ -965,6 +965,13 @@ impl<'b> DatagramWriter<'b> {
         self.budget.saturating_sub(self.len())
     }
 
+    /// Appends a control message (a hello, an ack, a ping: bounded far
+    /// below any datagram budget). Should one ever not fit, it is left out
+    /// and the datagram stays valid; the sender's next datagram carries it.
+    pub fn put(&mut self, m: Message<'_>) {
+        let _ = self.push(&m);
+    }
+
     /// Appends `m` if it fits. A field over its protocol bound is
     /// [`WireError::TooLong`]. A message too big for what is left is
     /// [`WireError::DoesNotFit`] (start another datagram); one too big for
