@@ -100,11 +100,7 @@ impl NonBlockingSocket<SocketAddr> for CountingSocket {
 /// (`max_prediction = 0`), input delay 2.
 fn run_ggrs_udp(trace: &Trace, frames: u64) -> Result<SessionResult, Box<dyn std::error::Error>> {
     let n = trace.players();
-    let sockets = loopback_sockets(n)?;
-    let addrs: Vec<SocketAddr> = sockets
-        .iter()
-        .map(UdpSocket::local_addr)
-        .collect::<Result<_, _>>()?;
+    let (sockets, addrs) = loopback_sockets(n)?;
     let bytes = Rc::new(Cell::new(0));
     let datagrams = Rc::new(Cell::new(0));
     let mut sessions = Vec::new();

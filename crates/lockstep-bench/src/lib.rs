@@ -356,15 +356,21 @@ impl Default for Pacer {
     }
 }
 
-/// Binds `n` non-blocking UDP sockets on loopback ports the OS picks.
-pub fn loopback_sockets(n: usize) -> std::io::Result<Vec<UdpSocket>> {
-    (0..n)
+/// Binds `n` non-blocking UDP sockets on loopback ports the OS picks, and
+/// returns them with their addresses.
+pub fn loopback_sockets(n: usize) -> std::io::Result<(Vec<UdpSocket>, Vec<SocketAddr>)> {
+    let sockets = (0..n)
         .map(|_| {
             let s = UdpSocket::bind("127.0.0.1:0")?;
             s.set_nonblocking(true)?;
             Ok(s)
         })
-        .collect()
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let addrs = sockets
+        .iter()
+        .map(UdpSocket::local_addr)
+        .collect::<std::io::Result<_>>()?;
+    Ok((sockets, addrs))
 }
 
 /// Runs a 4-player (or `trace.players()`) lockstep mesh over loopback UDP
@@ -372,11 +378,7 @@ pub fn loopback_sockets(n: usize) -> std::io::Result<Vec<UdpSocket>> {
 /// all peers in this thread. Every byte handed to a socket is counted.
 pub fn run_mesh_udp(trace: &Trace, frames: u64) -> std::io::Result<SessionResult> {
     let n = trace.players();
-    let sockets = loopback_sockets(n)?;
-    let addrs: Vec<SocketAddr> = sockets
-        .iter()
-        .map(UdpSocket::local_addr)
-        .collect::<Result<_, _>>()?;
+    let (sockets, addrs) = loopback_sockets(n)?;
     let mut roster = Roster::new();
     for i in 0..n {
         roster = roster.player(PeerId(i as u32), PlayerId(i as u16));

@@ -1,7 +1,7 @@
 //! A client of a sequencer.
 
 use super::{CloseReason, Rejection};
-use crate::checksum::{Checksums, RemoteChecksums};
+use crate::checksum::{Checksums, Mismatch, RemoteChecksums};
 use crate::endpoint::Transmit;
 use crate::error::{
     ChecksumError, CommitError, ConfigError, DatagramError, Incompatibility, PauseError,
@@ -491,6 +491,11 @@ impl<I: Input> ClientSession<I> {
                 found = Some(m);
             },
         );
+        self.desync(found);
+        Ok(())
+    }
+
+    fn desync(&mut self, found: Option<Mismatch>) {
         if let Some(m) = found {
             self.push_event(Event::Desync {
                 tick: m.tick,
@@ -499,7 +504,6 @@ impl<I: Input> ClientSession<I> {
                 remote: m.remote,
             });
         }
-        Ok(())
     }
 
     /// The next event, if any.
@@ -684,14 +688,7 @@ impl<I: Input> ClientSession<I> {
                 &c.entries,
                 self.config.checksum_window,
             );
-            if let Some(m) = found {
-                self.push_event(Event::Desync {
-                    tick: m.tick,
-                    peer: self.server,
-                    local: m.local,
-                    remote: m.remote,
-                });
-            }
+            self.desync(found);
         }
     }
 
