@@ -150,7 +150,6 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
     let mut screen = Screen::open()?;
     let mut next_commit = Instant::now();
     let mut last_draw = Instant::now() - Duration::from_secs(1);
-    let mut last_frame = Instant::now();
     let mut status = format!("connecting to {where_}...");
     let in_room = format!("room {} on {where_}", a.room);
     let outcome = loop {
@@ -195,7 +194,6 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
         }
         while let Some(frame) = session.advance() {
             game.step(&frame);
-            last_frame = now;
             if frame.tick.get().is_multiple_of(30) {
                 let _ = session.report_checksum(frame.tick, game.hash());
             }
@@ -216,13 +214,12 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
         }
         if now - last_draw >= Duration::from_millis(33) {
             last_draw = now;
-            let stalled = now - last_frame > Duration::from_millis(200);
             let hud = Hud {
                 tick: game.tick.get(),
                 ping_ms: session.stats().rtt.map(|r| r.as_millis() as u32),
                 delay: session.welcome().map_or(0, |w| w.delay),
                 me: session.seat(),
-                waiting_on: if stalled {
+                waiting_on: if session.stalled() {
                     session.awaiting()
                 } else {
                     Vec::new()

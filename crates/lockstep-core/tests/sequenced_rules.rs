@@ -214,6 +214,7 @@ fn wait_for_all_stalls_on_a_missing_player_and_names_it() {
     assert!(ran <= 2 * delay, "ran {ran} frames without player 2");
     assert_eq!(room.server.waiting(), &[PlayerId(1)]);
     assert_eq!(room.client(1).awaiting(), vec![PlayerId(1)]);
+    assert!(room.client(1).stalled(), "no frame for 15 ticks is a stall");
     // Player 2 catches up (player 1 is held by its lead limit meanwhile);
     // once nobody is ahead of anybody, nobody is waited on.
     let mut caught_up = false;
@@ -228,6 +229,7 @@ fn wait_for_all_stalls_on_a_missing_player_and_names_it() {
     assert!(caught_up);
     assert!(room.client(1).frame().get() > 10);
     assert!(room.client(1).awaiting().is_empty());
+    assert!(!room.client(1).stalled());
 }
 
 #[test]

@@ -323,6 +323,14 @@ impl<I: Input> ClientSession<I> {
         self.waiting.clone()
     }
 
+    /// Whether the game is stalled: no frame for two tick periods (what
+    /// [`ClientStats::stalls`] counts). A game shows
+    /// [`awaiting`](Self::awaiting) while this holds, rather than flicker a
+    /// banner for every input that arrives a little late.
+    pub fn stalled(&self) -> bool {
+        self.stall_started.is_some()
+    }
+
     /// Whether the sequencer has paused the game.
     pub fn paused(&self) -> bool {
         self.pause_frame.is_some()

@@ -94,6 +94,11 @@ impl<I: Input> HostSession<I> {
         self.sequencer.waiting().to_vec()
     }
 
+    /// See [`ClientSession::stalled`].
+    pub fn stalled(&self) -> bool {
+        self.client.stalled()
+    }
+
     /// See [`ClientSession::report_checksum`].
     pub fn report_checksum(&mut self, tick: Tick, hash: u64) -> Result<(), ChecksumError> {
         self.client.report_checksum(tick, hash)
