@@ -67,6 +67,7 @@
     warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+pub mod admission;
 mod checksum;
 mod endpoint;
 mod error;

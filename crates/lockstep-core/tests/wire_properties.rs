@@ -1,9 +1,10 @@
-//! Round-trip properties of every message and codec of protocol v1:
+//! Round-trip properties of every message and codec of protocol v2:
 //! encode then decode gives back exactly what went in.
 
 use lockstep_core::wire::{
     self, Abandon, ByeReason, ChainWriter, Checksums, Datagram, DatagramWriter, ErrorCode, Frames,
-    Hello, InputCodec, InputRun, Inputs, Message, RejectReason, SnapshotChunk, Status, Welcome,
+    Hello, InputCodec, InputRun, Inputs, Message, RejectReason, ResumeToken, SnapshotChunk, Status,
+    Welcome,
 };
 use lockstep_core::{Frame, Input, PlayerId, PlayerInputs, SystemEvent, Tick};
 use proptest::prelude::*;
@@ -160,7 +161,9 @@ proptest! {
         name in text(),
         room in text(),
         ticket in proptest::collection::vec(any::<u8>(), 0..100),
-        resume in proptest::option::of(any::<u64>()),
+        resume in proptest::option::of(any::<[u8; 16]>()),
+        cookie in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..=64)),
+        padding in 0usize..300,
         welcome_seat in proptest::option::of(seat()),
         nums in any::<(u32, u16, u16, u8, u64)>(),
         stamps in any::<(u32, u32)>(),
@@ -191,8 +194,8 @@ proptest! {
             ErrorCode::TooLarge, ErrorCode::Unauthorized, ErrorCode::Internal];
         let byes = [ByeReason::Leaving, ByeReason::Shutdown, ByeReason::Kicked, ByeReason::Timeout];
         let messages = vec![
-            Message::Hello(Hello { fingerprint, spectator: nums.3.is_multiple_of(2), room: &room, name: &name, ticket: &ticket, resume, codec: if nums.1.is_multiple_of(2) { InputCodec::Opaque } else { InputCodec::PlayerInputs } }),
-            Message::Welcome(Welcome { seat: welcome_seat, start: Tick::new(nums.0 / 2), tick: Tick::new(nums.0), deadline: nums.3 > 100, tick_rate: u32::from(nums.1 % 1001), delay: u32::from(nums.2 % 1025), seats: u32::from(nums.2) % 257, token: nums.4 }),
+            Message::Hello(Hello { fingerprint, spectator: nums.3.is_multiple_of(2), room: &room, name: &name, ticket: &ticket, resume: resume.map(ResumeToken), codec: if nums.1.is_multiple_of(2) { InputCodec::Opaque } else { InputCodec::PlayerInputs }, cookie: cookie.as_deref() }),
+            Message::Welcome(Welcome { seat: welcome_seat, start: Tick::new(nums.0 / 2), tick: Tick::new(nums.0), deadline: nums.3 > 100, tick_rate: u32::from(nums.1 % 1001), delay: u32::from(nums.2 % 1025), seats: u32::from(nums.2) % 257, token: ResumeToken(resume.unwrap_or([7; 16])) }),
             Message::Reject(reasons[codes.2]),
             Message::Inputs(Inputs {
                 acks: seats_ticks.iter().enumerate().map(|(k, s)| (*s, near(k))).collect(),
@@ -209,6 +212,8 @@ proptest! {
             Message::Error { code: errors[codes.0], text: &name },
             Message::Bye { reason: byes[codes.1], text: &room },
             Message::Status(Status { open: near(4), slack: stamps.0 as i32, waiting: seats_ticks.clone() }),
+            Message::Challenge { cookie: cookie.as_deref().unwrap_or(&chunk[..chunk.len().min(64)]) },
+            Message::Padding { len: padding },
         ];
         let mut datagrams: Vec<Vec<u8>> = Vec::new();
         let mut pending = messages.as_slice();

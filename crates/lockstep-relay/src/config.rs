@@ -1,5 +1,6 @@
 //! Relay configuration: defaults, a TOML file, and per-room settings.
 
+use crate::ticket::{ShortSecret, TicketKey};
 use lockstep_core::sequenced::{MissingInput, Policy, SequencerConfig};
 use lockstep_core::wire::InputCodec;
 use serde::Deserialize;
@@ -60,6 +61,14 @@ pub struct Limits {
     pub idle_room_secs: u64,
     /// Seconds of silence after which a connection is dropped.
     pub timeout_secs: u64,
+    /// Answers (challenges, refusals, errors) sent per second to addresses
+    /// that have not completed the handshake, over all of them.
+    pub stranger_replies_per_sec: u32,
+    /// The same, per source IP address.
+    pub stranger_replies_per_addr: u32,
+    /// Seconds a seat's connection must have been silent before its resume
+    /// token moves the seat to a new connection.
+    pub resume_after_silence_secs: u64,
 }
 
 impl Default for Limits {
@@ -72,16 +81,63 @@ impl Default for Limits {
             max_inputs_per_sec: 4000,
             idle_room_secs: 60,
             timeout_secs: 15,
+            stranger_replies_per_sec: 1000,
+            stranger_replies_per_addr: 5,
+            resume_after_silence_secs: 1,
         }
     }
 }
 
-/// Join tickets (see [`ticket`](crate::ticket)).
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+/// Join tickets (see [`ticket`](crate::ticket)). With any key set, every
+/// Hello must carry a valid ticket.
+///
+/// ```
+/// let config: lockstep_relay::RelayConfig = toml::from_str(r#"
+///     [tickets]
+///     keys = [{ id = 1, secret = "the old secret, retired soon" },
+///             { id = 2, secret = "the new secret, signing now!" }]
+///     max_uses = 1
+/// "#)?;
+/// assert_eq!(config.ticket_keys()?.len(), 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct Tickets {
-    /// The shared secret; when set, every Hello must carry a valid ticket.
+    /// A signing secret with key id 0 (shorthand for one entry of `keys`).
     pub secret: Option<String>,
+    /// Signing secrets by key id: two are valid at once during a rotation.
+    pub keys: Vec<TicketKeyConfig>,
+    /// How many connections one ticket may open.
+    pub max_uses: u32,
+    /// The longest a ticket may be valid for, in seconds from when it is
+    /// presented: spent tickets are remembered until they expire.
+    pub max_lifetime_secs: u64,
+    /// Unexpired spent tickets remembered at once; past it, new tickets are
+    /// refused rather than the memory grown.
+    pub ledger_capacity: usize,
+}
+
+impl Default for Tickets {
+    fn default() -> Self {
+        Self {
+            secret: None,
+            keys: Vec::new(),
+            max_uses: 1,
+            max_lifetime_secs: 24 * 3600,
+            ledger_capacity: 1_000_000,
+        }
+    }
+}
+
+/// One ticket-signing secret.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TicketKeyConfig {
+    /// The id tickets name it by.
+    pub id: u8,
+    /// The secret, at least 16 bytes.
+    pub secret: String,
 }
 
 /// How a room runs.
@@ -178,7 +234,76 @@ pub struct RoomOverrides {
     pub history: Option<u32>,
 }
 
+/// A configuration that cannot run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RelayConfigError {
+    /// A ticket secret is too short to sign anything.
+    #[error(transparent)]
+    ShortSecret(#[from] ShortSecret),
+    /// Two ticket secrets share an id.
+    #[error("two ticket secrets have id {0}")]
+    DuplicateKeyId(u8),
+    /// A limit is zero or out of range.
+    #[error("invalid limit: {0}")]
+    Limit(&'static str),
+    /// A room's settings are invalid.
+    #[error("room {room:?}: {error}")]
+    Room {
+        /// The room (empty for the defaults).
+        room: String,
+        /// What is wrong.
+        error: lockstep_core::ConfigError,
+    },
+}
+
 impl RelayConfig {
+    /// The ticket-signing keys, checked: every secret long enough, ids
+    /// unique. Empty when tickets are not required.
+    pub fn ticket_keys(&self) -> Result<Vec<TicketKey>, RelayConfigError> {
+        let t = &self.tickets;
+        let mut keys = Vec::new();
+        let named = t.keys.iter().map(|k| (k.id, k.secret.as_str()));
+        for (id, secret) in t.secret.iter().map(|s| (0, s.as_str())).chain(named) {
+            if keys.iter().any(|k: &TicketKey| k.id() == id) {
+                return Err(RelayConfigError::DuplicateKeyId(id));
+            }
+            keys.push(TicketKey::new(id, secret)?);
+        }
+        Ok(keys)
+    }
+
+    /// Checks everything that can be checked before the relay starts.
+    pub fn validate(&self) -> Result<(), RelayConfigError> {
+        self.ticket_keys()?;
+        let l = &self.limits;
+        let bad = |broken: bool, why| {
+            if broken {
+                Err(RelayConfigError::Limit(why))
+            } else {
+                Ok(())
+            }
+        };
+        bad(l.max_rooms == 0, "max_rooms must be positive")?;
+        bad(l.max_connections == 0, "max_connections must be positive")?;
+        bad(
+            l.max_datagrams_per_sec == 0,
+            "max_datagrams_per_sec must be positive",
+        )?;
+        bad(l.timeout_secs == 0, "timeout_secs must be positive")?;
+        bad(
+            self.tickets.max_uses == 0,
+            "tickets.max_uses must be positive",
+        )?;
+        let rooms = std::iter::once(String::new()).chain(self.rooms.iter().map(|r| r.name.clone()));
+        for room in rooms {
+            let seq = self.sequencer(&room, InputCodec::Opaque, [0; 32]);
+            lockstep_core::sequenced::Sequencer::<Vec<u8>>::new(seq, lockstep_core::Instant::ZERO)
+                .map_err(|error| RelayConfigError::Room { room, error })?;
+        }
+        Ok(())
+    }
+
     /// Whether undeclared rooms are created on first join (default: yes).
     pub fn on_demand(&self) -> bool {
         self.create_rooms_on_demand.unwrap_or(true)
@@ -203,7 +328,8 @@ impl RelayConfig {
 
     /// The sequencer configuration for room `name` with clients coding
     /// inputs with `codec`.
-    pub fn sequencer(&self, name: &str, codec: InputCodec, seed: u64) -> SequencerConfig {
+    /// `secret` keys the room's resume tokens (32 bytes from a CSPRNG).
+    pub fn sequencer(&self, name: &str, codec: InputCodec, secret: [u8; 32]) -> SequencerConfig {
         let s = self.room(name);
         let l = &self.limits;
         SequencerConfig {
@@ -229,7 +355,8 @@ impl RelayConfig {
             timeout: Duration::from_secs(l.timeout_secs.max(1)),
             fingerprint: self.fingerprint,
             codec,
-            seed,
+            secret,
+            resume_after_silence: Duration::from_secs(l.resume_after_silence_secs),
             ..SequencerConfig::default()
         }
     }

@@ -37,8 +37,8 @@ pub mod ticket;
 
 pub use background::{BackgroundRelay, Bind};
 pub use config::{
-    DeclaredRoom, Limits, MissingName, PolicyName, RelayConfig, RoomOverrides, RoomSettings,
-    Tickets,
+    DeclaredRoom, Limits, MissingName, PolicyName, RelayConfig, RelayConfigError, RoomOverrides,
+    RoomSettings, TicketKeyConfig, Tickets,
 };
 pub use metrics::Metrics;
 pub use server::{

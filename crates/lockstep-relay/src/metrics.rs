@@ -41,6 +41,13 @@ pub struct Metrics {
     pub violations: AtomicU64,
     /// Checksum mismatches reported by clients.
     pub desyncs: AtomicU64,
+    /// Challenges sent to addresses not validated yet.
+    pub challenges: AtomicU64,
+    /// Datagrams from strangers left unanswered (an answer-class message,
+    /// not ours, too small for the answer, or over the reply rate).
+    pub strangers_ignored: AtomicU64,
+    /// Tickets refused.
+    pub bad_tickets: AtomicU64,
     /// Seal-to-last-send latency histogram: counts per bucket, then +Inf.
     latency: [AtomicU64; LATENCY_BUCKETS_US.len() + 1],
     latency_sum_us: AtomicU64,
@@ -173,6 +180,24 @@ impl Metrics {
             "counter",
             "Checksum mismatches reported.",
             &self.desyncs,
+        );
+        put(
+            "challenges_total",
+            "counter",
+            "Address-validation challenges sent.",
+            &self.challenges,
+        );
+        put(
+            "strangers_ignored_total",
+            "counter",
+            "Datagrams from unvalidated addresses left unanswered.",
+            &self.strangers_ignored,
+        );
+        put(
+            "bad_tickets_total",
+            "counter",
+            "Join tickets refused.",
+            &self.bad_tickets,
         );
         let _ = writeln!(
             out,

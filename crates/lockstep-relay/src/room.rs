@@ -3,7 +3,7 @@
 use lockstep_core::sequenced::{
     Sequencer, SequencerConfig, SequencerError, SequencerEvent, SequencerStats,
 };
-use lockstep_core::wire::InputCodec;
+use lockstep_core::wire::{InputCodec, ResumeToken};
 use lockstep_core::{ConfigError, Instant, PeerId, PlayerInputs, Transmit};
 
 /// The relay reads inputs only to re-code them, never to judge them: a room
@@ -67,6 +67,10 @@ impl Engine {
 
     pub(crate) fn is_connected(&self, peer: PeerId) -> bool {
         each!(self, s => s.is_connected(peer))
+    }
+
+    pub(crate) fn would_resume(&self, token: ResumeToken, now: Instant) -> bool {
+        each!(self, s => s.would_resume(token, now))
     }
 
     pub(crate) fn is_empty(&self) -> bool {

@@ -1,17 +1,21 @@
 //! The server loop.
 
-use crate::config::RelayConfig;
+use crate::config::{RelayConfig, RelayConfigError};
 use crate::metrics::Metrics;
 use crate::room::{Engine, Room, RoomName};
-use crate::ticket;
+use crate::ticket::{self, Ledger, Role, TicketKey, Verified};
 use futures_util::{SinkExt, StreamExt};
+use governor::{Quota, RateLimiter, clock::DefaultClock, state::keyed::DefaultKeyedStateStore};
+use lockstep_core::admission::{AddressValidator, SecretStream};
 use lockstep_core::sequenced::{DropReason, HOST_PEER, SequencerEvent};
 use lockstep_core::wire::{self, Datagram, DatagramWriter, ErrorCode, Message, RejectReason};
-use lockstep_core::{Instant as CoreInstant, PeerId, Tick};
+use lockstep_core::{Instant as CoreInstant, PeerId, Tick, TokenBucket};
 use std::collections::HashMap;
 use std::future::Future;
 use std::io::ErrorKind;
+use std::net::IpAddr;
 use std::net::SocketAddr;
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -66,9 +70,12 @@ pub enum RelayError {
     /// A socket failed.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
-    /// A room's configuration is invalid.
-    #[error("invalid room configuration: {0}")]
-    Config(#[from] lockstep_core::ConfigError),
+    /// The configuration cannot run.
+    #[error("invalid configuration: {0}")]
+    Config(#[from] RelayConfigError),
+    /// The operating system's random number generator failed.
+    #[error("no randomness from the operating system: {0}")]
+    Entropy(getrandom::Error),
     /// A [`BackgroundRelay`](crate::BackgroundRelay)'s thread failed.
     #[error("relay thread: {0}")]
     Thread(String),
@@ -245,6 +252,62 @@ struct Core {
     buf: Vec<u8>,
     last_housekeeping: std::time::Instant,
     said_goodbye: u64,
+    /// Mints the cookies that validate UDP addresses before any state.
+    validator: AddressValidator,
+    /// Keys each new room's resume tokens.
+    room_keys: SecretStream,
+    ticket_keys: Vec<TicketKey>,
+    ledger: Ledger,
+    /// A ticket checked for the connection being opened, spent if it opens.
+    pending_ticket: Option<Verified>,
+    /// Answers to strangers, over all of them and per source address.
+    stranger_replies: TokenBucket,
+    stranger_replies_by_ip: IpLimiter,
+}
+
+type IpLimiter = RateLimiter<IpAddr, DefaultKeyedStateStore<IpAddr>, DefaultClock>;
+
+/// Source addresses whose reply rate is tracked at once; beyond it, new
+/// addresses get no answer until housekeeping forgets quiet ones.
+const TRACKED_ADDRESSES: usize = 65_536;
+
+/// The bytes of `addr` a cookie is bound to.
+fn addr_bytes(addr: SocketAddr) -> ([u8; 18], usize) {
+    let mut out = [0u8; 18];
+    let n = match addr.ip() {
+        IpAddr::V4(ip) => {
+            out[..4].copy_from_slice(&ip.octets());
+            4
+        }
+        IpAddr::V6(ip) => {
+            out[..16].copy_from_slice(&ip.octets());
+            16
+        }
+    };
+    out[n..n + 2].copy_from_slice(&addr.port().to_le_bytes());
+    (out, n + 2)
+}
+
+/// Messages that answer something: a stranger sending one is never
+/// answered, so two servers (or a server and an echo) cannot be set
+/// bouncing replies off each other with one forged datagram.
+fn is_answer(m: &Message<'_>) -> bool {
+    matches!(
+        m,
+        Message::Welcome(_)
+            | Message::Reject(_)
+            | Message::Error { .. }
+            | Message::Bye { .. }
+            | Message::Challenge { .. }
+            | Message::Pong { .. }
+            | Message::Status(_)
+    )
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 impl Core {
@@ -254,11 +317,19 @@ impl Core {
         udp: Option<Arc<UdpSocket>>,
     ) -> Result<Self, RelayError> {
         let start = std::time::Instant::now();
-        // Check every declared room's settings now, not at its first join.
-        for r in &config.rooms {
-            let seq = config.sequencer(&r.name, wire::InputCodec::Opaque, 0);
-            Engine::new(seq, CoreInstant::ZERO)?;
-        }
+        config.validate()?;
+        let ticket_keys = config.ticket_keys()?;
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key).map_err(RelayError::Entropy)?;
+        let validator = AddressValidator::new(key);
+        getrandom::fill(&mut key).map_err(RelayError::Entropy)?;
+        let room_keys = SecretStream::new(key);
+        let t = &config.tickets;
+        let ledger = Ledger::new(t.max_uses, t.max_lifetime_secs, t.ledger_capacity);
+        let l = &config.limits;
+        let stranger_replies = TokenBucket::full(l.stranger_replies_per_sec, CoreInstant::ZERO);
+        let per_ip = NonZeroU32::new(l.stranger_replies_per_addr).unwrap_or(NonZeroU32::MIN);
+        let stranger_replies_by_ip = RateLimiter::keyed(Quota::per_second(per_ip));
         let core = Self {
             config,
             metrics,
@@ -273,6 +344,13 @@ impl Core {
             buf: Vec::with_capacity(2048),
             last_housekeeping: start,
             said_goodbye: 0,
+            validator,
+            room_keys,
+            ticket_keys,
+            ledger,
+            pending_ticket: None,
+            stranger_replies,
+            stranger_replies_by_ip,
         };
         Ok(core)
     }
@@ -329,60 +407,123 @@ impl Core {
     }
 
     /// A datagram from an address with no connection: it must open one.
+    ///
+    /// Until a UDP address has echoed a cookie minted for it, the relay keeps
+    /// nothing for it and answers at most once per datagram, never with more
+    /// bytes than it received, never to an answer, and at a bounded rate.
     fn stranger(&mut self, key: ConnKey, bytes: &[u8]) {
-        if bytes.len() > self.config.limits.max_message {
+        let n = bytes.len();
+        if n > self.config.limits.max_message {
             let text = format!(
-                "datagram of {} bytes over the {}-byte limit",
-                bytes.len(),
+                "datagram of {n} bytes over the {}-byte limit",
                 self.config.limits.max_message
             );
-            return self.reply_error(key, ErrorCode::TooLarge, &text);
+            return self.answer(
+                key,
+                n,
+                &Message::Error {
+                    code: ErrorCode::TooLarge,
+                    text: &text,
+                },
+            );
         }
         match wire::peek_version(bytes) {
-            None => return self.reply_error(key, ErrorCode::Malformed, "not a lockstep datagram"),
+            // Not ours: whatever sent it will not understand an answer either.
+            None => return self.ignore(),
             Some(v) if v != wire::VERSION => {
-                return self.reply_reject(
-                    key,
-                    RejectReason::ProtocolMismatch {
-                        server: wire::VERSION,
-                        client: v,
-                    },
-                );
+                let reason = RejectReason::ProtocolMismatch {
+                    server: wire::VERSION,
+                    client: v,
+                };
+                self.metrics.rejects.fetch_add(1, Ordering::Relaxed);
+                return self.answer(key, n, &Message::Reject(reason));
             }
             Some(_) => {}
         }
-        let hello = match Datagram::decode(bytes, Tick::ZERO) {
-            Ok(d) => d.messages.into_iter().find_map(|m| match m {
-                Message::Hello(h) => Some(h),
-                _ => None,
-            }),
-            Err(e) => return self.reply_error(key, ErrorCode::Malformed, &e.to_string()),
+        let d = match Datagram::decode(bytes, Tick::ZERO) {
+            Ok(d) => d,
+            Err(e) => {
+                let text = e.to_string();
+                return self.answer(
+                    key,
+                    n,
+                    &Message::Error {
+                        code: ErrorCode::Malformed,
+                        text: &text,
+                    },
+                );
+            }
         };
-        let Some(hello) = hello else {
-            return self.reply_error(key, ErrorCode::Violation, "not connected: say hello first");
+        if d.messages.iter().any(is_answer) {
+            return self.ignore();
+        }
+        let Some(hello) = d.messages.into_iter().find_map(|m| match m {
+            Message::Hello(h) => Some(h),
+            _ => None,
+        }) else {
+            let m = Message::Error {
+                code: ErrorCode::Violation,
+                text: "not connected: say hello first",
+            };
+            return self.answer(key, n, &m);
         };
-        if let Some(secret) = &self.config.tickets.secret {
-            let unix = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs());
-            if let Err(e) = ticket::verify(
-                secret.as_bytes(),
+        let now = self.now();
+        if let ConnKey::Udp(addr) = key {
+            let (a, len) = addr_bytes(addr);
+            let proven = hello
+                .cookie
+                .is_some_and(|c| self.validator.check(&a[..len], c, now));
+            if !proven {
+                let cookie = self.validator.cookie(&a[..len], now);
+                self.metrics.challenges.fetch_add(1, Ordering::Relaxed);
+                return self.answer(key, n, &Message::Challenge { cookie: &cookie });
+            }
+        }
+        // The address is proven (UDP) or came through a TCP handshake
+        // (WebSocket): from here on the relay may keep state for it.
+        let existing: Option<RoomName> = self.rooms.get(hello.room).map(|r| r.name.clone());
+        self.pending_ticket = None;
+        if !self.ticket_keys.is_empty() {
+            let role = if hello.spectator {
+                Role::Spectator
+            } else {
+                Role::Player
+            };
+            let unix = unix_now();
+            let resuming = hello.resume.is_some_and(|t| {
+                existing
+                    .as_ref()
+                    .and_then(|r| self.rooms.get(r))
+                    .is_some_and(|r| r.engine.would_resume(t, now))
+            });
+            let checked = ticket::verify(
+                &self.ticket_keys,
                 hello.ticket,
                 hello.room,
                 hello.name,
+                role,
                 unix,
-            ) {
-                debug!(?key, "ticket refused: {e}");
-                return self.reply_reject(key, RejectReason::BadTicket);
+            )
+            .and_then(|t| {
+                // A seat taken back with its resume token spends no ticket.
+                if !resuming {
+                    self.ledger.check(&t, unix)?;
+                }
+                Ok(t)
+            });
+            match checked {
+                Ok(t) => self.pending_ticket = (!resuming).then_some(t),
+                Err(e) => {
+                    debug!(?key, "ticket refused: {e}");
+                    self.metrics.bad_tickets.fetch_add(1, Ordering::Relaxed);
+                    return self.reply_reject(key, RejectReason::BadTicket);
+                }
             }
         }
         if self.conns.len() >= self.config.limits.max_connections {
             return self.reply_reject(key, RejectReason::ServerFull);
         }
-        let room: RoomName = match self.rooms.get(hello.room) {
-            Some(r) => r.name.clone(),
-            None => hello.room.into(),
-        };
+        let room: RoomName = existing.unwrap_or_else(|| hello.room.into());
         if !self.rooms.contains_key(&room) {
             // Rooms, declared ones too, open with their first client, in the
             // input codec it speaks; only undeclared ones close when idle.
@@ -393,8 +534,11 @@ impl Core {
             if self.rooms.len() >= self.config.limits.max_rooms {
                 return self.reply_reject(key, RejectReason::ServerFull);
             }
-            let seq = self.config.sequencer(&room, hello.codec, seed_for(&room));
-            match Engine::new(seq, self.now()) {
+            let mut secret = [0u8; 32];
+            secret[..16].copy_from_slice(&self.room_keys.next_secret());
+            secret[16..].copy_from_slice(&self.room_keys.next_secret());
+            let seq = self.config.sequencer(&room, hello.codec, secret);
+            match Engine::new(seq, now) {
                 Ok(engine) => {
                     info!(room = %room, "room created");
                     let r = Room::new(room.clone(), engine, declared);
@@ -407,7 +551,6 @@ impl Core {
             }
         }
         let peer = self.allocate_peer();
-        let now = self.now();
         let Some(r) = self.rooms.get_mut(&room) else {
             return;
         };
@@ -417,10 +560,62 @@ impl Core {
         self.keys.insert(peer, key);
         if r.engine.is_connected(peer) {
             self.conns.insert(key, (peer, room.clone()));
+            if let Some(t) = self.pending_ticket.take() {
+                self.ledger.spend(&t);
+            }
         }
+        self.pending_ticket = None;
         self.flush(&room, started);
         if !self.conns.contains_key(&key) {
             self.keys.remove(&peer);
+        }
+    }
+
+    fn ignore(&self) {
+        self.metrics
+            .strangers_ignored
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Answers a stranger's datagram of `request_len` bytes with `m`, if the
+    /// reply rates allow and (over UDP, where the source may be forged) the
+    /// answer is no larger than the request; an error's text is cut to fit.
+    fn answer(&mut self, key: ConnKey, request_len: usize, m: &Message<'_>) {
+        let budget = match key {
+            ConnKey::Udp(addr) => {
+                let now = self.now();
+                let ip = addr.ip();
+                let tracked = self.stranger_replies_by_ip.len() < TRACKED_ADDRESSES;
+                if !self.stranger_replies.take(1, now)
+                    || !tracked
+                    || self.stranger_replies_by_ip.check_key(&ip).is_err()
+                {
+                    return self.ignore();
+                }
+                request_len.min(self.config.limits.max_message)
+            }
+            ConnKey::Ws(_) => self.config.limits.max_message,
+        };
+        let mut buf = Vec::new();
+        let mut w = DatagramWriter::new(&mut buf, Tick::ZERO, budget);
+        let fits = match (w.push(m), m) {
+            (Ok(()), _) => true,
+            (Err(_), Message::Error { code, .. }) => w
+                .push(&Message::Error {
+                    code: *code,
+                    text: "",
+                })
+                .is_ok(),
+            _ => false,
+        };
+        let len = w.finish();
+        if !fits {
+            return self.ignore();
+        }
+        self.send(key, &buf[..len]);
+        if let ConnKey::Ws(id) = key {
+            // A WebSocket that opened with garbage is closed after the reply.
+            self.ws_out.remove(&id);
         }
     }
 
@@ -434,24 +629,15 @@ impl Core {
         }
     }
 
-    fn reply_error(&mut self, key: ConnKey, code: ErrorCode, text: &str) {
-        let text: String = text.chars().take(200).collect();
-        self.reply(key, &Message::Error { code, text: &text });
-    }
-
+    /// Refuses a proven address (UDP) or a WebSocket.
     fn reply_reject(&mut self, key: ConnKey, reason: RejectReason<'_>) {
         self.metrics.rejects.fetch_add(1, Ordering::Relaxed);
-        self.reply(key, &Message::Reject(reason));
-    }
-
-    fn reply(&mut self, key: ConnKey, m: &Message<'_>) {
         let mut buf = Vec::new();
         let mut w = DatagramWriter::new(&mut buf, Tick::ZERO, self.config.limits.max_message);
-        let _ = w.push(m);
-        w.finish();
-        self.send(key, &buf);
+        w.put(Message::Reject(reason));
+        let len = w.finish();
+        self.send(key, &buf[..len]);
         if let ConnKey::Ws(id) = key {
-            // A WebSocket that opened with garbage is closed after the reply.
             self.ws_out.remove(&id);
         }
     }
@@ -492,6 +678,7 @@ impl Core {
             }
         }
         let mut closed = Vec::new();
+        let mut resumed = Vec::new();
         while let Some(ev) = room.engine.poll_event() {
             match ev {
                 SequencerEvent::Joined {
@@ -501,6 +688,14 @@ impl Core {
                     name: who,
                 } => {
                     info!(room = %name, %peer, ?seat, %tick, who = %who, "joined");
+                }
+                SequencerEvent::Resumed {
+                    peer,
+                    previous,
+                    seat,
+                } => {
+                    info!(room = %name, %peer, %previous, ?seat, "resumed");
+                    resumed.push(previous);
                 }
                 SequencerEvent::Rejected { peer, reason } => {
                     info!(room = %name, %peer, "refused: {reason}");
@@ -546,6 +741,10 @@ impl Core {
         }
         room.sealed = sealed;
         room.stalls = stalls;
+        // A seat taken back: its old address is nobody's now.
+        for previous in resumed {
+            self.forget(previous);
+        }
         // Forget connections whose goodbye or error has gone out.
         for peer in closed {
             let connected = self
@@ -597,6 +796,9 @@ impl Core {
 
     fn housekeeping(&mut self) {
         self.last_housekeeping = std::time::Instant::now();
+        self.ledger.forget_expired(unix_now());
+        self.stranger_replies_by_ip.retain_recent();
+        self.stranger_replies_by_ip.shrink_to_fit();
         // Connections whose room closed them without an event reaching us.
         let stale: Vec<PeerId> = self
             .conns
@@ -662,14 +864,6 @@ impl Core {
             said_goodbye: self.said_goodbye,
         }
     }
-}
-
-/// A room's seed for resume tokens: from its name and the time it opened.
-fn seed_for(name: &str) -> u64 {
-    let t = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    name.bytes().fold(t, |h, b| h.rotate_left(5) ^ u64::from(b))
 }
 
 static NEXT_WS: AtomicU64 = AtomicU64::new(1);

@@ -1,29 +1,50 @@
-//! Join tickets: a matchmaker's signed permission to join a room.
+//! Join tickets: a matchmaker's signed permission to take one place in a
+//! room.
 //!
-//! A ticket binds a room, a player name and an expiry time with an
-//! HMAC-SHA256 under a secret shared by the matchmaker and the relay:
+//! A ticket binds a room, a player name, a role (player or spectator), an
+//! expiry time and a random nonce with an HMAC-SHA256 under a secret shared
+//! by the matchmaker and the relay. The key id names which secret signed
+//! it, so a new secret can be introduced beside the old one and the old one
+//! retired once its tickets have expired (rotation without a flag day):
 //!
 //! ```text
-//! ticket := 0x01 expiry:u64le (unix seconds) room_len:u8 room name_len:u8 name mac:32
+//! ticket := 0x02 key_id:u8 expiry:u64le (unix seconds) role:u8 (0 player, 1 spectator)
+//!           nonce:16 room_len:u8 room name_len:u8 name mac:32
+//! mac    := HMAC-SHA256(secret, every byte before it)
 //! ```
 //!
-//! With a secret configured, the relay refuses any Hello whose ticket is
-//! missing, forged, expired, or for another room or name.
+//! With keys configured, the relay refuses any Hello whose ticket is
+//! missing, forged, expired, signed by an unknown key, for another room,
+//! name or role, or whose nonce has already been used as often as the relay
+//! allows (once, by default). The relay remembers spent nonces until their
+//! tickets expire, so a ticket's lifetime is capped.
 //!
 //! ```
-//! use lockstep_relay::ticket::{self, TicketError};
-//! let t = ticket::issue(b"secret", "arena", "alice", 2_000_000_000);
-//! assert_eq!(ticket::verify(b"secret", &t, "arena", "alice", 1_900_000_000), Ok(()));
-//! assert_eq!(ticket::verify(b"secret", &t, "arena", "bob", 1_900_000_000), Err(TicketError::WrongName));
-//! assert_eq!(ticket::verify(b"secret", &t, "arena", "alice", 2_000_000_001), Err(TicketError::Expired));
-//! assert_eq!(ticket::verify(b"other", &t, "arena", "alice", 1_900_000_000), Err(TicketError::BadSignature));
+//! use lockstep_relay::ticket::{self, Claims, Role, TicketError, TicketKey};
+//! let key = TicketKey::new(1, "a secret of at least sixteen bytes")?;
+//! let claims = Claims { room: "arena", name: "alice", role: Role::Player, expiry: 2_000_000_000 };
+//! let t = ticket::issue(&key, &claims, [9; 16]);
+//! let keys = [key];
+//! let ok = ticket::verify(&keys, &t, "arena", "alice", Role::Player, 1_900_000_000)?;
+//! assert_eq!(ok.nonce, [9; 16]);
+//! assert_eq!(ticket::verify(&keys, &t, "arena", "bob", Role::Player, 1_900_000_000), Err(TicketError::WrongName));
+//! assert_eq!(ticket::verify(&keys, &t, "arena", "alice", Role::Spectator, 1_900_000_000), Err(TicketError::WrongRole));
+//! assert_eq!(ticket::verify(&keys, &t, "arena", "alice", Role::Player, 2_000_000_001), Err(TicketError::Expired));
+//! let other = [TicketKey::new(1, "another secret, also long enough")?];
+//! assert_eq!(ticket::verify(&other, &t, "arena", "alice", Role::Player, 1_900_000_000), Err(TicketError::BadSignature));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
+use std::collections::HashMap;
 
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 const MAC_LEN: usize = 32;
+/// Bytes of a ticket besides its room, name and MAC.
+const FIXED: usize = 1 + 1 + 8 + 1 + 16 + 1 + 1;
+/// The shortest secret a relay or matchmaker accepts.
+pub const MIN_SECRET_LEN: usize = 16;
 
 /// Why a ticket was not accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -32,78 +53,204 @@ pub enum TicketError {
     /// No ticket was given.
     #[error("no ticket")]
     Missing,
-    /// The bytes are not a ticket.
+    /// The bytes are not a ticket of this version.
     #[error("malformed ticket")]
     Malformed,
+    /// Signed with a key id this relay does not hold.
+    #[error("ticket signed with an unknown key")]
+    UnknownKey,
     /// The signature does not match: forged, or another secret.
     #[error("ticket signature does not match")]
     BadSignature,
     /// Past its expiry.
     #[error("ticket expired")]
     Expired,
+    /// Valid further ahead than the relay tracks tickets.
+    #[error("ticket expires too far in the future")]
+    TooLong,
     /// For another room.
     #[error("ticket is for another room")]
     WrongRoom,
     /// For another player.
     #[error("ticket is for another player")]
     WrongName,
+    /// For a player, presented by a spectator, or the other way round.
+    #[error("ticket is for another role")]
+    WrongRole,
+    /// Already used as often as allowed.
+    #[error("ticket already used")]
+    Spent,
+    /// The relay tracks as many unexpired tickets as it may.
+    #[error("too many tickets in flight")]
+    LedgerFull,
 }
 
-#[allow(clippy::expect_used)]
-fn mac(secret: &[u8]) -> Hmac<Sha256> {
-    <Hmac<Sha256> as KeyInit>::new_from_slice(secret).expect("HMAC takes keys of any length")
+/// Who a ticket lets in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// A seat.
+    Player,
+    /// Watching only.
+    Spectator,
 }
 
-fn body(expiry: u64, room: &str, name: &str) -> Vec<u8> {
-    let mut b = Vec::with_capacity(11 + room.len() + name.len() + MAC_LEN);
-    b.push(VERSION);
-    b.extend_from_slice(&expiry.to_le_bytes());
-    b.push(room.len().min(255) as u8);
-    b.extend_from_slice(&room.as_bytes()[..room.len().min(255)]);
-    b.push(name.len().min(255) as u8);
-    b.extend_from_slice(&name.as_bytes()[..name.len().min(255)]);
-    b
+/// A secret that signs tickets, with the id tickets name it by.
+#[derive(Clone)]
+pub struct TicketKey {
+    id: u8,
+    secret: Vec<u8>,
 }
 
-/// A ticket for `name` to join `room` until `expiry` (unix seconds).
-pub fn issue(secret: &[u8], room: &str, name: &str, expiry: u64) -> Vec<u8> {
-    let mut t = body(expiry, room, name);
-    let mut m = mac(secret);
+impl std::fmt::Debug for TicketKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TicketKey")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A secret shorter than [`MIN_SECRET_LEN`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("ticket secret {id} is {len} bytes; at least {MIN_SECRET_LEN} are needed")]
+pub struct ShortSecret {
+    /// The key id.
+    pub id: u8,
+    /// Its length.
+    pub len: usize,
+}
+
+impl TicketKey {
+    /// Key `id` with `secret`, which must be at least [`MIN_SECRET_LEN`]
+    /// bytes (an empty or short secret would let anyone sign tickets).
+    pub fn new(id: u8, secret: impl AsRef<[u8]>) -> Result<Self, ShortSecret> {
+        let secret = secret.as_ref();
+        if secret.len() < MIN_SECRET_LEN {
+            return Err(ShortSecret {
+                id,
+                len: secret.len(),
+            });
+        }
+        Ok(Self {
+            id,
+            secret: secret.to_vec(),
+        })
+    }
+
+    /// The key id.
+    pub fn id(&self) -> u8 {
+        self.id
+    }
+
+    fn mac(&self) -> Hmac<Sha256> {
+        // HMAC takes keys of any length; the fallback only keeps this free
+        // of panics.
+        <Hmac<Sha256> as KeyInit>::new_from_slice(&self.secret)
+            .unwrap_or_else(|_| <Hmac<Sha256> as KeyInit>::new(&Default::default()))
+    }
+}
+
+/// What a ticket says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claims<'a> {
+    /// The room.
+    pub room: &'a str,
+    /// The player's name.
+    pub name: &'a str,
+    /// Player or spectator.
+    pub role: Role,
+    /// Unix seconds after which it is refused.
+    pub expiry: u64,
+}
+
+/// A ticket that passed [`verify`]: what the relay must remember of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verified {
+    /// Its nonce, counted against its use limit.
+    pub nonce: [u8; 16],
+    /// Its expiry: how long the nonce must be remembered.
+    pub expiry: u64,
+}
+
+/// A ticket for `claims`, signed with `key`. `nonce` must be unpredictable
+/// and unique per ticket (16 bytes from a CSPRNG); [`issue_random`] takes
+/// one from the operating system.
+///
+/// Room and name longer than 255 bytes cannot be signed and give a ticket
+/// nobody accepts; the protocol caps them at 64 and 32 anyway.
+pub fn issue(key: &TicketKey, claims: &Claims<'_>, nonce: [u8; 16]) -> Vec<u8> {
+    let room = claims.room.as_bytes();
+    let name = claims.name.as_bytes();
+    let mut t = Vec::with_capacity(FIXED + room.len() + name.len() + MAC_LEN);
+    t.push(VERSION);
+    t.push(key.id);
+    t.extend_from_slice(&claims.expiry.to_le_bytes());
+    t.push(match claims.role {
+        Role::Player => 0,
+        Role::Spectator => 1,
+    });
+    t.extend_from_slice(&nonce);
+    t.push(room.len().min(255) as u8);
+    t.extend_from_slice(&room[..room.len().min(255)]);
+    t.push(name.len().min(255) as u8);
+    t.extend_from_slice(&name[..name.len().min(255)]);
+    let mut m = key.mac();
     m.update(&t);
     t.extend_from_slice(&m.finalize().into_bytes());
     t
 }
 
-/// Checks `ticket` for `name` joining `room` at `now` (unix seconds).
+/// [`issue`] with a nonce from the operating system's generator.
+pub fn issue_random(key: &TicketKey, claims: &Claims<'_>) -> Result<Vec<u8>, getrandom::Error> {
+    let mut nonce = [0u8; 16];
+    getrandom::fill(&mut nonce)?;
+    Ok(issue(key, claims, nonce))
+}
+
+/// Checks `ticket` for `name` joining `room` as `role` at `now` (unix
+/// seconds) against `keys`. Use limits are the caller's (see
+/// [`Ledger`]).
 pub fn verify(
-    secret: &[u8],
+    keys: &[TicketKey],
     ticket: &[u8],
     room: &str,
     name: &str,
+    role: Role,
     now: u64,
-) -> Result<(), TicketError> {
+) -> Result<Verified, TicketError> {
     if ticket.is_empty() {
         return Err(TicketError::Missing);
     }
-    if ticket.len() < 11 + MAC_LEN || ticket[0] != VERSION {
+    if ticket.len() < FIXED + MAC_LEN || ticket[0] != VERSION {
         return Err(TicketError::Malformed);
     }
+    let key = keys
+        .iter()
+        .find(|k| k.id == ticket[1])
+        .ok_or(TicketError::UnknownKey)?;
     let (signed, tag) = ticket.split_at(ticket.len() - MAC_LEN);
-    let mut m = mac(secret);
+    let mut m = key.mac();
     m.update(signed);
     m.verify_slice(tag).map_err(|_| TicketError::BadSignature)?;
     let mut expiry = [0u8; 8];
-    expiry.copy_from_slice(&signed[1..9]);
+    expiry.copy_from_slice(&signed[2..10]);
     let expiry = u64::from_le_bytes(expiry);
-    let room_len = usize::from(signed[9]);
+    let t_role = match signed[10] {
+        0 => Role::Player,
+        1 => Role::Spectator,
+        _ => return Err(TicketError::Malformed),
+    };
+    let mut nonce = [0u8; 16];
+    nonce.copy_from_slice(&signed[11..27]);
+    let room_len = usize::from(signed[27]);
     let t_room = signed
-        .get(10..10 + room_len)
+        .get(28..28 + room_len)
         .ok_or(TicketError::Malformed)?;
-    let name_len = usize::from(*signed.get(10 + room_len).ok_or(TicketError::Malformed)?);
+    let name_at = 28 + room_len;
+    let name_len = usize::from(*signed.get(name_at).ok_or(TicketError::Malformed)?);
     let t_name = signed
-        .get(11 + room_len..11 + room_len + name_len)
+        .get(name_at + 1..name_at + 1 + name_len)
         .ok_or(TicketError::Malformed)?;
-    if signed.len() != 11 + room_len + name_len {
+    if signed.len() != name_at + 1 + name_len {
         return Err(TicketError::Malformed);
     }
     if now > expiry {
@@ -115,5 +262,160 @@ pub fn verify(
     if t_name != name.as_bytes() {
         return Err(TicketError::WrongName);
     }
-    Ok(())
+    if t_role != role {
+        return Err(TicketError::WrongRole);
+    }
+    Ok(Verified { nonce, expiry })
+}
+
+/// The relay's memory of spent tickets: how often each nonce was used, until
+/// its ticket expires. Bounded: it refuses new tickets rather than grow past
+/// its capacity, and refuses tickets valid for longer than it remembers.
+///
+/// ```
+/// use lockstep_relay::ticket::{Ledger, TicketError, Verified};
+/// let mut ledger = Ledger::new(1, 3600, 1000);
+/// let t = Verified { nonce: [1; 16], expiry: 1_000 };
+/// assert_eq!(ledger.check(&t, 500), Ok(()));
+/// ledger.spend(&t);
+/// assert_eq!(ledger.check(&t, 500), Err(TicketError::Spent));
+/// ledger.forget_expired(1_001);
+/// assert!(ledger.is_empty());
+/// ```
+#[derive(Debug)]
+pub struct Ledger {
+    uses: HashMap<[u8; 16], (u32, u64)>,
+    max_uses: u32,
+    max_lifetime: u64,
+    capacity: usize,
+}
+
+impl Ledger {
+    /// A ledger allowing `max_uses` per ticket, for tickets expiring at most
+    /// `max_lifetime` seconds ahead, remembering at most `capacity` of them.
+    pub fn new(max_uses: u32, max_lifetime: u64, capacity: usize) -> Self {
+        Self {
+            uses: HashMap::new(),
+            max_uses: max_uses.max(1),
+            max_lifetime,
+            capacity,
+        }
+    }
+
+    /// Whether `t` may be used (once more) at `now` (unix seconds).
+    pub fn check(&self, t: &Verified, now: u64) -> Result<(), TicketError> {
+        if t.expiry > now.saturating_add(self.max_lifetime) {
+            return Err(TicketError::TooLong);
+        }
+        match self.uses.get(&t.nonce) {
+            Some((n, _)) if *n >= self.max_uses => Err(TicketError::Spent),
+            Some(_) => Ok(()),
+            None if self.uses.len() >= self.capacity => Err(TicketError::LedgerFull),
+            None => Ok(()),
+        }
+    }
+
+    /// Records one use of `t` (after [`check`](Self::check) passed and the
+    /// connection was made).
+    pub fn spend(&mut self, t: &Verified) {
+        let e = self.uses.entry(t.nonce).or_insert((0, t.expiry));
+        e.0 = e.0.saturating_add(1);
+    }
+
+    /// Forgets tickets expired at `now`: they are refused for their expiry
+    /// from now on.
+    pub fn forget_expired(&mut self, now: u64) {
+        self.uses.retain(|_, (_, expiry)| *expiry >= now);
+    }
+
+    /// Tickets remembered.
+    pub fn len(&self) -> usize {
+        self.uses.len()
+    }
+
+    /// Whether no ticket is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.uses.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(id: u8) -> TicketKey {
+        TicketKey::new(id, format!("secret number {id} of the tests")).unwrap()
+    }
+
+    fn claims() -> Claims<'static> {
+        Claims {
+            room: "r",
+            name: "n",
+            role: Role::Player,
+            expiry: 100,
+        }
+    }
+
+    #[test]
+    fn short_secrets_are_refused() {
+        assert_eq!(
+            TicketKey::new(0, "").unwrap_err(),
+            ShortSecret { id: 0, len: 0 }
+        );
+        assert!(TicketKey::new(0, "fifteen bytes..").is_err());
+        assert!(TicketKey::new(0, "sixteen bytes...").is_ok());
+    }
+
+    #[test]
+    fn two_keys_are_valid_during_a_rotation() {
+        let (old, new) = (key(1), key(2));
+        let keys = [old.clone(), new.clone()];
+        for k in [&old, &new] {
+            let t = issue(k, &claims(), [0; 16]);
+            assert!(verify(&keys, &t, "r", "n", Role::Player, 50).is_ok());
+        }
+        let t = issue(&key(3), &claims(), [0; 16]);
+        assert_eq!(
+            verify(&keys, &t, "r", "n", Role::Player, 50),
+            Err(TicketError::UnknownKey)
+        );
+    }
+
+    #[test]
+    fn every_byte_is_signed() {
+        let k = key(1);
+        let t = issue(&k, &claims(), [5; 16]);
+        for i in 0..t.len() {
+            let mut bad = t.clone();
+            bad[i] ^= 0x40;
+            assert!(verify(&[k.clone()], &bad, "r", "n", Role::Player, 50).is_err());
+        }
+    }
+
+    #[test]
+    fn the_ledger_is_bounded_and_honours_use_counts() {
+        let mut l = Ledger::new(2, 10, 2);
+        let t = |n: u8| Verified {
+            nonce: [n; 16],
+            expiry: 20,
+        };
+        assert_eq!(
+            l.check(
+                &Verified {
+                    nonce: [0; 16],
+                    expiry: 21
+                },
+                10
+            ),
+            Err(TicketError::TooLong)
+        );
+        l.spend(&t(1));
+        assert_eq!(l.check(&t(1), 10), Ok(()));
+        l.spend(&t(1));
+        assert_eq!(l.check(&t(1), 10), Err(TicketError::Spent));
+        l.spend(&t(2));
+        assert_eq!(l.check(&t(3), 10), Err(TicketError::LedgerFull));
+        l.forget_expired(21);
+        assert_eq!(l.check(&t(3), 21), Ok(()));
+    }
 }

@@ -12,7 +12,8 @@ use lockstep_core::wire::{
 };
 use lockstep_core::{Event, PlayerId, PlayerInputs, Tick};
 use lockstep_net::Clock;
-use lockstep_relay::{RelayConfig, ticket};
+use lockstep_relay::RelayConfig;
+use lockstep_relay::ticket::{self, Claims, Role, TicketKey};
 use std::net::UdpSocket;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -105,25 +106,59 @@ impl Raw {
         panic!("no verdict from the relay");
     }
 
-    /// Joins room `room`, returning the seat.
-    fn join(&self, room: &str, fingerprint: u64) -> Option<PlayerId> {
-        self.send(&datagram(
-            Tick::ZERO,
-            &[Message::Hello(Hello {
-                fingerprint,
-                room,
-                name: "mallory",
-                codec: InputCodec::PlayerInputs,
-                ..Hello::default()
-            })],
-        ));
-        let deadline = Instant::now() + Duration::from_secs(5);
+    /// The next datagram the relay sends here, within `wait`.
+    fn recv_within(&self, wait: Duration) -> Option<Vec<u8>> {
+        let deadline = Instant::now() + wait;
         let mut buf = vec![0u8; 65_536];
         while Instant::now() < deadline {
-            let Ok(n) = self.socket.recv(&mut buf) else {
+            if let Ok(n) = self.socket.recv(&mut buf) {
+                return Some(buf[..n].to_vec());
+            }
+        }
+        None
+    }
+
+    /// Sends `hello` as a client would: padded, then again with the cookie
+    /// of the relay's challenge.
+    fn hello(&self, hello: Hello<'_>) {
+        self.send(&padded(&[Message::Hello(hello.clone())]));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            let Some(bytes) = self.recv_within(Duration::from_millis(200)) else {
                 continue;
             };
-            let Ok(d) = Datagram::decode(&buf[..n], Tick::ZERO) else {
+            let Ok(d) = Datagram::decode(&bytes, Tick::ZERO) else {
+                continue;
+            };
+            for m in d.messages {
+                if let Message::Challenge { cookie } = m {
+                    let hello = Hello {
+                        cookie: Some(cookie),
+                        ..hello
+                    };
+                    self.send(&padded(&[Message::Hello(hello)]));
+                    return;
+                }
+            }
+        }
+        panic!("no challenge from the relay");
+    }
+
+    /// Joins room `room`, returning the seat.
+    fn join(&self, room: &str, fingerprint: u64) -> Option<PlayerId> {
+        self.hello(Hello {
+            fingerprint,
+            room,
+            name: "mallory",
+            codec: InputCodec::PlayerInputs,
+            ..Hello::default()
+        });
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            let Some(bytes) = self.recv_within(Duration::from_millis(200)) else {
+                continue;
+            };
+            let Ok(d) = Datagram::decode(&bytes, Tick::ZERO) else {
                 continue;
             };
             for m in d.messages {
@@ -154,6 +189,18 @@ fn datagram(base: Tick, messages: &[Message<'_>]) -> Vec<u8> {
     out
 }
 
+/// A datagram of `messages` padded as a Hello must be.
+fn padded(messages: &[Message<'_>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = DatagramWriter::new(&mut out, Tick::ZERO, 1200);
+    for m in messages {
+        w.push(m).expect("fits");
+    }
+    w.pad_to(wire::MIN_HELLO_DATAGRAM);
+    w.finish();
+    out
+}
+
 fn inputs_from(seat: PlayerId, start: Tick, n: usize) -> Vec<u8> {
     let mut c = ChainWriter::new();
     for _ in 0..n {
@@ -178,24 +225,19 @@ fn inputs_from(seat: PlayerId, start: Tick, n: usize) -> Vec<u8> {
 const FINGERPRINT: u64 = 0xF00D;
 
 #[test]
-fn garbage_and_a_truncated_hello_get_malformed() {
+fn garbage_is_ignored_and_a_truncated_hello_gets_malformed() {
     let relay = relay();
     let clock = Clock::new();
     let players = honest(&relay, &clock);
     let raw = Raw::new(&relay);
+    // Not ours: whatever sent it would not understand an answer.
     raw.send(b"\x16\x03\x01 definitely not a lockstep datagram");
-    assert!(matches!(
-        raw.verdict(),
-        Verdict::Error(ErrorCode::Malformed, _)
-    ));
-    let hello = datagram(
-        Tick::ZERO,
-        &[Message::Hello(Hello {
-            room: "room",
-            name: "x",
-            ..Hello::default()
-        })],
-    );
+    assert_eq!(raw.recv_within(Duration::from_millis(300)), None);
+    let hello = padded(&[Message::Hello(Hello {
+        room: "room",
+        name: "x",
+        ..Hello::default()
+    })]);
     raw.send(&hello[..hello.len() - 4]);
     assert!(matches!(
         raw.verdict(),
@@ -210,24 +252,21 @@ fn another_game_build_or_protocol_is_refused_in_words() {
     let clock = Clock::new();
     let players = honest(&relay, &clock);
     let raw = Raw::new(&relay);
-    raw.send(&datagram(
-        Tick::ZERO,
-        &[Message::Hello(Hello {
-            fingerprint: 0xBAD,
-            room: "room",
-            codec: InputCodec::PlayerInputs,
-            ..Hello::default()
-        })],
-    ));
+    raw.hello(Hello {
+        fingerprint: 0xBAD,
+        room: "room",
+        codec: InputCodec::PlayerInputs,
+        ..Hello::default()
+    });
     let game = Rejection::GameMismatch {
         server: FINGERPRINT,
         client: 0xBAD,
     };
     assert!(game.to_string().starts_with("game build differs"));
     assert_eq!(raw.verdict(), Verdict::Reject(game));
-    let mut v2 = datagram(Tick::ZERO, &[Message::Hello(Hello::default())]);
-    v2[2] = wire::VERSION + 1;
-    raw.send(&v2);
+    let mut next = datagram(Tick::ZERO, &[Message::Hello(Hello::default())]);
+    next[2] = wire::VERSION + 1;
+    raw.send(&next);
     let protocol = Rejection::ProtocolMismatch {
         server: wire::VERSION,
         client: wire::VERSION + 1,
@@ -300,10 +339,12 @@ fn an_oversized_message_is_dropped() {
     mallory(|_| vec![vec![0x4C; 4000]], ErrorCode::TooLarge);
 }
 
+const SECRET: &str = "the relay's ticket secret";
+
 #[test]
 fn tickets_are_required_when_a_secret_is_set() {
     let mut config = RelayConfig::default();
-    config.tickets.secret = Some("s3cret".into());
+    config.tickets.secret = Some(SECRET.into());
     let relay = TestRelay::start(config);
     let clock = Clock::new();
     // Without a ticket: refused.
@@ -331,7 +372,14 @@ fn tickets_are_required_when_a_secret_is_set() {
         .unwrap_or(0)
         + 60;
     let mut config = client_config("vip", "alice");
-    config.ticket = ticket::issue(b"s3cret", "vip", "alice", expiry);
+    let key = TicketKey::new(0, SECRET).expect("long enough");
+    let claims = Claims {
+        room: "vip",
+        name: "alice",
+        role: Role::Player,
+        expiry,
+    };
+    config.ticket = ticket::issue_random(&key, &claims).expect("randomness");
     let mut alice = Player::new(&relay, Kind::Ws, config, None, 10, &clock);
     let deadline = Instant::now() + Duration::from_secs(5);
     while !alice.session.connected() && Instant::now() < deadline {

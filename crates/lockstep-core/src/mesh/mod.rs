@@ -967,7 +967,11 @@ impl<I: Input> MeshSession<I> {
                 }
                 Message::Ping { stamp } => ping = Some(*stamp),
                 Message::Pong { stamp, held_ms } => pong = Some((*stamp, *held_ms)),
-                Message::SnapshotChunk(_) | Message::Error { .. } | Message::Status(_) => {}
+                Message::SnapshotChunk(_)
+                | Message::Error { .. }
+                | Message::Status(_)
+                | Message::Challenge { .. }
+                | Message::Padding { .. } => {}
             }
         }
 

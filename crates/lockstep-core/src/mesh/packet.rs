@@ -8,7 +8,7 @@ use super::store::Cell;
 use super::{MeshSession, Peer};
 use crate::wire::{
     self, Abandon, ByeReason, ChainWriter, Checksums, DatagramWriter, Frames, Hello, InputRun,
-    Inputs, Message, RejectReason, Welcome,
+    Inputs, Message, RejectReason, ResumeToken, Welcome,
 };
 use crate::{Frame, Input, PlayerId, Tick};
 
@@ -54,7 +54,7 @@ impl<I: Input> MeshSession<I> {
                 tick_rate: 0,
                 delay: self.config.delay,
                 seats: self.seats.len() as u32,
-                token: 0,
+                token: ResumeToken::default(),
             }));
         }
         if let Some((stamp, at)) = p.pong_owed {

@@ -8,7 +8,8 @@ use crate::error::{
 };
 use crate::wire::{
     self, ByeReason, ChainWriter, Checksums as ChecksumsMsg, Datagram, DatagramWriter, Hello,
-    InputCodec, InputRun, Inputs, Message, Welcome, WireError,
+    InputCodec, InputRun, Inputs, MAX_COOKIE, MIN_HELLO_DATAGRAM, Message, ResumeToken, Welcome,
+    WireError,
 };
 use crate::{Event, Frame, Input, Instant, PeerId, PlayerId, Tick};
 use core::time::Duration;
@@ -32,7 +33,7 @@ pub struct ClientConfig {
     /// Join as a spectator: receive every frame, send no input.
     pub spectator: bool,
     /// A token from an earlier Welcome, to take that seat back.
-    pub resume: Option<u64>,
+    pub resume: Option<ResumeToken>,
     /// How inputs are delta-coded (must match the room).
     pub codec: InputCodec,
     /// The largest datagram to send.
@@ -231,6 +232,8 @@ pub struct ClientSession<I: Input> {
     stall_started: Option<Instant>,
     /// When the game last got a frame.
     last_frame_at: Option<Instant>,
+    /// The server's latest address-validation cookie, echoed in the Hello.
+    cookie: Vec<u8>,
 }
 
 impl<I: Input> ClientSession<I> {
@@ -270,6 +273,7 @@ impl<I: Input> ClientSession<I> {
             stats: ClientStats::default(),
             stall_started: None,
             last_frame_at: None,
+            cookie: Vec::new(),
         })
     }
 
@@ -545,7 +549,21 @@ impl<I: Input> ClientSession<I> {
         if matches!(self.state, State::Closed(_)) {
             return Ok(());
         }
-        let d = match Datagram::decode(datagram, self.server_base) {
+        let mut decoded = Datagram::decode(datagram, self.server_base);
+        // Until the Welcome, our idea of the server's position is a guess:
+        // the Welcome's absolute tick says where the room really is, and the
+        // datagram's relative ticks are read again from there.
+        if !self.connected()
+            && let Ok(d) = &decoded
+            && let Some(at) = d.messages.iter().find_map(|m| match m {
+                Message::Welcome(w) => Some(w.tick),
+                _ => None,
+            })
+            && wire::expand_tick(d.base.get() as u16, at) != d.base
+        {
+            decoded = Datagram::decode(datagram, at);
+        }
+        let d = match decoded {
             Ok(d) => d,
             Err(WireError::UnsupportedVersion { ours, theirs }) => {
                 let reason = Rejection::ProtocolMismatch {
@@ -580,6 +598,13 @@ impl<I: Input> ClientSession<I> {
         for m in d.messages {
             match m {
                 Message::Welcome(w) => self.welcomed(w),
+                Message::Challenge { cookie } if !self.connected() => {
+                    // Answer at once: the server keeps no state until we do.
+                    self.cookie.clear();
+                    self.cookie
+                        .extend_from_slice(&cookie[..cookie.len().min(MAX_COOKIE)]);
+                    self.flush = true;
+                }
                 Message::Reject(r) => {
                     self.close(CloseReason::Rejected(r.into()));
                     return Ok(());
@@ -775,6 +800,7 @@ impl<I: Input> ClientSession<I> {
                 ticket: &config.ticket,
                 resume: config.resume,
                 codec: config.codec,
+                cookie: (!self.cookie.is_empty()).then_some(self.cookie.as_slice()),
             }));
         }
         if let Some((stamp, at)) = self.pong_owed {
@@ -850,6 +876,11 @@ impl<I: Input> ClientSession<I> {
             if !runs.is_empty() {
                 w.put(Message::Inputs(Inputs { acks: vec![], runs }));
             }
+        }
+        if !self.connected() {
+            // A server answers an unproven address with no more bytes than
+            // it received: give it room for its challenge.
+            w.pad_to(MIN_HELLO_DATAGRAM);
         }
         let len = w.finish();
         self.flush = false;

@@ -185,6 +185,16 @@ pub enum SequencerEvent {
         /// The name it gave.
         name: String,
     },
+    /// A silent seat was taken back with its resume token, on a new
+    /// connection; forget the old one's address.
+    Resumed {
+        /// The new connection.
+        peer: PeerId,
+        /// The connection that held the seat until now.
+        previous: PeerId,
+        /// The seat.
+        seat: Option<PlayerId>,
+    },
     /// A connection was refused.
     Rejected {
         /// The connection.

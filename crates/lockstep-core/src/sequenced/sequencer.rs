@@ -1,9 +1,11 @@
 //! The sequencer: one room's authority on which tick each input runs.
 
 use super::{DropReason, MissingInput, Policy, Rejection, SequencerEvent};
+use crate::admission::SecretStream;
 use crate::checksum::{Checksums, RemoteChecksums};
 use crate::endpoint::Transmit;
 use crate::error::ConfigError;
+use crate::wire::ResumeToken;
 use crate::wire::{
     self, ByeReason, Checksums as ChecksumsMsg, Datagram, DatagramWriter, ErrorCode, Frames, Hello,
     InputCodec, Inputs, Message, Status, Welcome, WireError,
@@ -67,8 +69,14 @@ pub struct SequencerConfig {
     pub checksum_window: usize,
     /// The room's first tick.
     pub first_tick: Tick,
-    /// Seeds the tokens handed out for resuming a seat.
-    pub seed: u64,
+    /// Keys the resume tokens handed out with each seat. A server facing the
+    /// internet fills it from a CSPRNG (the default, all zeros, makes tokens
+    /// anyone can compute: fine for tests and a LAN, nothing more).
+    pub secret: [u8; 32],
+    /// How long a seat's connection must have been silent before its resume
+    /// token moves the seat to a new connection: a live player's seat is
+    /// never taken over, whoever holds its token.
+    pub resume_after_silence: Duration,
 }
 
 impl Default for SequencerConfig {
@@ -95,7 +103,8 @@ impl Default for SequencerConfig {
             ping_interval: Duration::from_secs(1),
             checksum_window: 128,
             first_tick: Tick::ZERO,
-            seed: 0,
+            secret: [0; 32],
+            resume_after_silence: Duration::from_secs(1),
         }
     }
 }
@@ -230,7 +239,8 @@ enum Reply {
 struct Conn {
     peer: PeerId,
     seat: Option<PlayerId>,
-    token: u64,
+    /// What takes the seat back; none for a spectator.
+    token: Option<ResumeToken>,
     /// The first frame the client lacks (its datagrams' base).
     next: Tick,
     welcome_pending: bool,
@@ -317,7 +327,7 @@ pub struct Sequencer<I: Input> {
     replies: VecDeque<(PeerId, Reply)>,
     events: VecDeque<SequencerEvent>,
     stats: SequencerStats,
-    tokens: u64,
+    tokens: SecretStream,
     cursor: usize,
 }
 
@@ -331,7 +341,7 @@ impl<I: Input> Sequencer<I> {
             references: Checksums::new(config.checksum_window),
             history_base: config.first_tick,
             open: config.first_tick,
-            tokens: config.seed,
+            tokens: SecretStream::new(config.secret),
             config,
             now,
             started: now,
@@ -386,6 +396,17 @@ impl<I: Input> Sequencer<I> {
     /// Whether `peer` is connected (or being told goodbye).
     pub fn is_connected(&self, peer: PeerId) -> bool {
         self.conns.iter().any(|c| c.peer == peer)
+    }
+
+    /// Whether a Hello presenting `token` at `now` would take a seat back
+    /// (the token is live and its seat's connection has gone quiet), so a
+    /// server can let it in without spending a join ticket.
+    pub fn would_resume(&self, token: ResumeToken, now: Instant) -> bool {
+        self.conns.iter().any(|c| {
+            c.token == Some(token)
+                && c.closing.is_none()
+                && now.max(self.now) - c.last_heard >= self.config.resume_after_silence
+        })
     }
 
     /// The sealed frame for `tick`, if still in the history.
@@ -693,21 +714,37 @@ impl<I: Input> Sequencer<I> {
                 Rejection::Other("the room uses another input codec".into()),
             );
         }
-        // A known token takes its seat back, from a new address if need be.
+        // A known token takes its seat back on this new connection, once the
+        // seat's own connection has gone quiet, and is spent doing so.
         if let Some(token) = hello.resume
             && let Some(i) = self
                 .conns
                 .iter()
-                .position(|c| c.token == token && c.closing.is_none())
+                .position(|c| c.token == Some(token) && c.closing.is_none())
         {
+            if self.now - self.conns[i].last_heard < self.config.resume_after_silence {
+                return self.refuse(
+                    peer,
+                    Rejection::Other("that seat's connection is still alive".into()),
+                );
+            }
+            let fresh = ResumeToken(self.tokens.next_secret());
             let c = &mut self.conns[i];
+            let previous = c.peer;
             c.peer = peer;
+            c.token = Some(fresh);
             c.welcome_pending = true;
             c.last_heard = self.now;
             c.flush = true;
-            if let Some(seat) = c.seat.and_then(|s| self.seats[s.index()].as_mut()) {
-                seat.conn = Some(peer);
+            let seat = c.seat;
+            if let Some(s) = seat.and_then(|s| self.seats[s.index()].as_mut()) {
+                s.conn = Some(peer);
             }
+            self.push_event(SequencerEvent::Resumed {
+                peer,
+                previous,
+                seat,
+            });
             return Ok(());
         }
         if self.history_base > self.config.first_tick {
@@ -744,8 +781,7 @@ impl<I: Input> Sequencer<I> {
             }
             Some(player)
         };
-        self.tokens = self.tokens.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let token = mix(self.tokens ^ u64::from(peer.0));
+        let token = seat.map(|_| ResumeToken(self.tokens.next_secret()));
         let now = self.now;
         self.conns.push(Conn {
             peer,
@@ -1245,7 +1281,7 @@ impl<I: Input> Sequencer<I> {
                 tick_rate: self.config.tick_rate,
                 delay: self.config.delay,
                 seats: u32::from(self.config.max_seats),
-                token: c.token,
+                token: c.token.unwrap_or_default(),
             }));
         }
         if let Some((stamp, at)) = c.pong_owed {
@@ -1321,10 +1357,4 @@ fn truncate(text: &str) -> &str {
         end -= 1;
     }
     &text[..end]
-}
-
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }

@@ -108,6 +108,12 @@ impl<'a> Reader<'a> {
         Ok(s)
     }
 
+    pub(crate) fn array<const N: usize>(&mut self) -> Result<[u8; N], WireError> {
+        let mut arr = [0u8; N];
+        arr.copy_from_slice(self.bytes(N)?);
+        Ok(arr)
+    }
+
     pub(crate) fn u64_le(&mut self) -> Result<u64, WireError> {
         let b = self.bytes(8)?;
         let mut arr = [0u8; 8];

@@ -1,4 +1,4 @@
-//! Protocol v1 messages and the datagram envelope.
+//! Protocol v2 messages and the datagram envelope.
 
 use super::chain::decode_chain;
 use super::codec::{
@@ -31,6 +31,13 @@ pub const MAX_SNAPSHOT: usize = 64 << 20;
 pub const MAX_CHUNKS: usize = 65_535;
 /// The size of the datagram header.
 pub const HEADER_LEN: usize = 5;
+/// Longest address-validation cookie, in bytes.
+pub const MAX_COOKIE: usize = 64;
+/// The smallest datagram that may carry a [`Hello`]: a sender pads a
+/// shorter one with [`Message::Padding`]. An answer to an address that has
+/// not proven it receives there is never larger than what came from it, so
+/// this is the room a server has for a challenge.
+pub const MIN_HELLO_DATAGRAM: usize = 128;
 
 /// Message type bytes.
 pub mod message_type {
@@ -64,6 +71,10 @@ pub mod message_type {
     pub const BYE: u8 = 0x0E;
     /// [`Status`](super::Status).
     pub const STATUS: u8 = 0x0F;
+    /// Challenge.
+    pub const CHALLENGE: u8 = 0x10;
+    /// Padding.
+    pub const PADDING: u8 = 0x11;
 }
 use message_type as ty;
 
@@ -83,10 +94,36 @@ pub struct Hello<'a> {
     /// A join ticket from a matchmaker, if the server requires one.
     pub ticket: &'a [u8],
     /// The token from an earlier `Welcome`, to take the same seat back.
-    pub resume: Option<u64>,
+    pub resume: Option<ResumeToken>,
     /// How the connection's inputs are delta-coded, so a relay that knows
     /// nothing of the game can still read them.
     pub codec: InputCodec,
+    /// The cookie of the server's latest [`Message::Challenge`], echoed to
+    /// prove the sender receives at its address.
+    pub cookie: Option<&'a [u8]>,
+}
+
+/// A secret that lets its holder take a seat back (see
+/// [`Welcome::token`]): 128 bits from the server's keyed generator, so it
+/// cannot be guessed. Compared in constant time; its `Debug` shows only a
+/// prefix.
+#[derive(Clone, Copy, Default, Eq)]
+pub struct ResumeToken(pub [u8; 16]);
+
+impl PartialEq for ResumeToken {
+    fn eq(&self, other: &Self) -> bool {
+        self.0
+            .iter()
+            .zip(other.0.iter())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+    }
+}
+
+impl fmt::Debug for ResumeToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ResumeToken({:02x}{:02x}..)", self.0[0], self.0[1])
+    }
 }
 
 /// How inputs are delta-coded on the wire (see [`Input::encode_delta`]).
@@ -119,8 +156,9 @@ pub struct Welcome {
     pub delay: u32,
     /// Seats in each frame.
     pub seats: u32,
-    /// A token to present in a later `Hello` to resume this seat.
-    pub token: u64,
+    /// A token to present in a later `Hello` to resume this seat (none for
+    /// a spectator, and in a mesh).
+    pub token: ResumeToken,
 }
 
 /// Why a connection was refused, in words a player can read.
@@ -297,7 +335,7 @@ pub enum ByeReason {
     Timeout,
 }
 
-/// One message of protocol v1.
+/// One message of protocol v2.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Message<'a> {
@@ -355,6 +393,18 @@ pub enum Message<'a> {
     },
     /// A sequencer's view, for one client.
     Status(Status),
+    /// Prove you receive at your address: send a `Hello` again with this
+    /// cookie. The answer to a `Hello` from an address not validated yet.
+    Challenge {
+        /// Opaque to the client; checked by the server that made it.
+        cookie: &'a [u8],
+    },
+    /// Zero bytes that carry nothing, so a datagram reaches a minimum size
+    /// (see [`MIN_HELLO_DATAGRAM`]).
+    Padding {
+        /// How many zero bytes follow.
+        len: usize,
+    },
 }
 
 /// What a sequencer tells each client besides frames.
@@ -388,6 +438,8 @@ impl Message<'_> {
             Self::Error { .. } => ty::ERROR,
             Self::Bye { .. } => ty::BYE,
             Self::Status(_) => ty::STATUS,
+            Self::Challenge { .. } => ty::CHALLENGE,
+            Self::Padding { .. } => ty::PADDING,
         }
     }
 
@@ -405,8 +457,11 @@ impl Message<'_> {
             Self::Hello(h) => {
                 over("room", h.room.len(), MAX_ROOM)?;
                 over("name", h.name.len(), MAX_NAME)?;
-                over("ticket", h.ticket.len(), MAX_TICKET)
+                over("ticket", h.ticket.len(), MAX_TICKET)?;
+                over("cookie", h.cookie.map_or(0, <[u8]>::len), MAX_COOKIE)
             }
+            Self::Challenge { cookie } => over("cookie", cookie.len(), MAX_COOKIE),
+            Self::Padding { len } => over("padding", *len, MAX_DATAGRAM_LEN),
             Self::Welcome(w) => {
                 over("seat", w.seats as usize, MAX_SEATS)?;
                 over("tick rate", w.tick_rate as usize, 1000)?;
@@ -454,13 +509,21 @@ impl Message<'_> {
                     InputCodec::Opaque => 0,
                     InputCodec::PlayerInputs => 1,
                 };
-                out.push(u8::from(h.spectator) | u8::from(h.resume.is_some()) << 1 | codec << 2);
+                out.push(
+                    u8::from(h.spectator)
+                        | u8::from(h.resume.is_some()) << 1
+                        | codec << 2
+                        | u8::from(h.cookie.is_some()) << 3,
+                );
                 put_u64_le(out, h.fingerprint);
                 put_str(out, h.room);
                 put_str(out, h.name);
                 put_bytes(out, h.ticket);
                 if let Some(t) = h.resume {
-                    put_u64_le(out, t);
+                    out.extend_from_slice(&t.0);
+                }
+                if let Some(c) = h.cookie {
+                    put_bytes(out, c);
                 }
             }
             Self::Welcome(w) => {
@@ -474,7 +537,7 @@ impl Message<'_> {
                 put_varint(out, u64::from(w.tick_rate));
                 put_varint(out, u64::from(w.delay));
                 put_varint(out, u64::from(w.seats));
-                put_u64_le(out, w.token);
+                out.extend_from_slice(&w.token.0);
             }
             Self::Reject(r) => match *r {
                 RejectReason::ProtocolMismatch { server, client } => {
@@ -573,6 +636,11 @@ impl Message<'_> {
                     put_varint(out, u64::from(p.0));
                 }
             }
+            Self::Challenge { cookie } => put_bytes(out, cookie),
+            Self::Padding { len } => {
+                put_varint(out, *len as u64);
+                out.resize(out.len() + len, 0);
+            }
         }
     }
 }
@@ -601,7 +669,7 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
     Ok(match kind {
         ty::HELLO => {
             let flags = r.u8()?;
-            if flags & !0b111 != 0 {
+            if flags & !0b1111 != 0 {
                 return Err(WireError::Invalid("unknown hello flags"));
             }
             let codec = if flags & 4 != 0 {
@@ -614,7 +682,12 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
             let name = r.str("name", MAX_NAME)?;
             let ticket = r.byte_string("ticket", MAX_TICKET)?;
             let resume = if flags & 2 != 0 {
-                Some(r.u64_le()?)
+                Some(ResumeToken(r.array()?))
+            } else {
+                None
+            };
+            let cookie = if flags & 8 != 0 {
+                Some(r.byte_string("cookie", MAX_COOKIE)?)
             } else {
                 None
             };
@@ -626,6 +699,7 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
                 ticket,
                 resume,
                 codec,
+                cookie,
             })
         }
         ty::WELCOME => {
@@ -655,7 +729,7 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
                 tick_rate,
                 delay,
                 seats,
-                token: r.u64_le()?,
+                token: ResumeToken(r.array()?),
             })
         }
         ty::REJECT => Message::Reject(match r.u8()? {
@@ -816,6 +890,17 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
                 slack,
                 waiting,
             })
+        }
+        ty::CHALLENGE => Message::Challenge {
+            cookie: r.byte_string("cookie", MAX_COOKIE)?,
+        },
+        ty::PADDING => {
+            let len = r.len("padding", MAX_DATAGRAM_LEN)?;
+            let zeros = r.bytes(len)?;
+            if zeros.iter().any(|b| *b != 0) {
+                return Err(WireError::Invalid("padding that is not zero"));
+            }
+            Message::Padding { len }
         }
         other => return Err(WireError::UnknownMessage(other)),
     })
@@ -997,6 +1082,25 @@ impl<'b> DatagramWriter<'b> {
         }
         self.messages += 1;
         Ok(())
+    }
+
+    /// Appends a [`Message::Padding`] that brings the datagram to at least
+    /// `min` bytes (exactly, unless one byte short), within the budget;
+    /// nothing when it is that long already.
+    pub fn pad_to(&mut self, min: usize) {
+        let Some(gap) = min.min(self.budget).checked_sub(self.len()) else {
+            return;
+        };
+        if gap == 0 {
+            return;
+        }
+        // The type byte and a length varint of one, two or three bytes.
+        let len = match gap.saturating_sub(2) {
+            n if n < 1 << 7 => n,
+            _ if gap - 3 < 1 << 14 => gap - 3,
+            _ => gap.saturating_sub(4),
+        };
+        let _ = self.push(&Message::Padding { len });
     }
 
     /// Ends the datagram; returns its length.

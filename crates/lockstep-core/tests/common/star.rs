@@ -81,7 +81,11 @@ impl StarScenario {
             players,
             spectators: 0,
             server: SequencerConfig {
-                seed,
+                secret: {
+                    let mut k = [0u8; 32];
+                    k[..8].copy_from_slice(&seed.to_le_bytes());
+                    k
+                },
                 ..SequencerConfig::default()
             },
             client: ClientConfig::default(),

@@ -1,0 +1,218 @@
+//! Admission for servers facing the open internet: address validation
+//! without state, and tokens nobody can guess.
+//!
+//! A UDP source address costs an attacker nothing to forge. A server that
+//! answered every `Hello` with a `Welcome` (and kept resending it) would be
+//! an amplifier aimed at whoever owns the forged address, and would hand
+//! out seats to addresses that never asked. So a server answers a `Hello`
+//! from an address it has not validated with one [`Challenge`] no larger
+//! than the `Hello` (which clients pad to
+//! [`MIN_HELLO_DATAGRAM`](crate::wire::MIN_HELLO_DATAGRAM) bytes), keeps no
+//! state for it, and admits only a `Hello` that echoes a cookie minted for
+//! that very address moments ago: the sender has proven it receives there.
+//!
+//! [`Challenge`]: crate::wire::Message::Challenge
+//!
+//! ```
+//! use lockstep_core::admission::AddressValidator;
+//! use lockstep_core::Instant;
+//! use std::time::Duration;
+//!
+//! let v = AddressValidator::new([7; 32]);
+//! let alice = b"198.51.100.7:4000";
+//! let cookie = v.cookie(alice, Instant::from_millis(1_000));
+//! assert!(v.check(alice, &cookie, Instant::from_millis(1_300)));
+//! // Another address, a stale cookie or a forged one: refused.
+//! assert!(!v.check(b"203.0.113.9:4000", &cookie, Instant::from_millis(1_300)));
+//! assert!(!v.check(alice, &cookie, Instant::from_millis(1_000) + Duration::from_secs(12)));
+//! assert!(!v.check(alice, &[0; 20], Instant::from_millis(1_300)));
+//! ```
+//!
+//! The keys here are the caller's: the core never reads an OS random number
+//! generator. A server fills them from one (`getrandom`) at start.
+
+use crate::Instant;
+use core::time::Duration;
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+
+/// Bytes in a cookie: when it was minted (seconds, `u32` little-endian)
+/// and 16 bytes of HMAC-SHA256 over that and the address.
+pub const COOKIE_LEN: usize = 20;
+
+/// How long a cookie stays valid by default: long enough for a round trip
+/// across the world and a lost datagram or two, short enough that a cookie
+/// seen on the path is soon useless.
+pub const COOKIE_LIFETIME: Duration = Duration::from_secs(10);
+
+fn keyed(key: &[u8; 32], label: &[u8]) -> Hmac<Sha256> {
+    // HMAC takes keys of any length, so this cannot fail; the fallback keeps
+    // the path free of panics all the same.
+    let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(key)
+        .unwrap_or_else(|_| <Hmac<Sha256> as KeyInit>::new(&Default::default()));
+    m.update(label);
+    m
+}
+
+/// Mints and checks stateless address-validation cookies.
+#[derive(Clone)]
+pub struct AddressValidator {
+    key: [u8; 32],
+    lifetime: Duration,
+}
+
+impl core::fmt::Debug for AddressValidator {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("AddressValidator")
+            .field("lifetime", &self.lifetime)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AddressValidator {
+    /// A validator keyed with `key` (32 bytes from a CSPRNG; a restart with a
+    /// new key only makes clients answer one more challenge).
+    pub fn new(key: [u8; 32]) -> Self {
+        Self {
+            key,
+            lifetime: COOKIE_LIFETIME,
+        }
+    }
+
+    /// The same, with cookies valid for `lifetime` instead of
+    /// [`COOKIE_LIFETIME`].
+    pub fn with_lifetime(mut self, lifetime: Duration) -> Self {
+        self.lifetime = lifetime;
+        self
+    }
+
+    fn mac(&self, addr: &[u8], issued: u32) -> [u8; 16] {
+        let mut m = keyed(&self.key, b"lockstep address cookie");
+        m.update(&issued.to_le_bytes());
+        m.update(addr);
+        let full = m.finalize().into_bytes();
+        let mut out = [0u8; 16];
+        out.copy_from_slice(&full[..16]);
+        out
+    }
+
+    /// A cookie for whoever receives at `addr` (any stable encoding of the
+    /// address: the same bytes must come back to [`check`](Self::check)).
+    pub fn cookie(&self, addr: &[u8], now: Instant) -> [u8; COOKIE_LEN] {
+        let issued = u32::try_from(now.as_micros() / 1_000_000).unwrap_or(u32::MAX);
+        let mut out = [0u8; COOKIE_LEN];
+        out[..4].copy_from_slice(&issued.to_le_bytes());
+        out[4..].copy_from_slice(&self.mac(addr, issued));
+        out
+    }
+
+    /// Whether `cookie` was minted by this validator for `addr` within its
+    /// lifetime before `now`.
+    pub fn check(&self, addr: &[u8], cookie: &[u8], now: Instant) -> bool {
+        let Ok(cookie) = <&[u8; COOKIE_LEN]>::try_from(cookie) else {
+            return false;
+        };
+        let issued = u32::from_le_bytes([cookie[0], cookie[1], cookie[2], cookie[3]]);
+        let now_secs = now.as_micros() / 1_000_000;
+        let age = now_secs.checked_sub(u64::from(issued));
+        // Seconds are whole, so a cookie minted late in a second may look up
+        // to a second older than it is: allow for that.
+        if age.is_none_or(|a| a > self.lifetime.as_secs() + 1) {
+            return false;
+        }
+        let expected = self.mac(addr, issued);
+        ct_eq(&expected, &cookie[4..])
+    }
+}
+
+/// A stream of 128-bit secrets (resume tokens, nonces) from a 32-byte key:
+/// HMAC-SHA256 of a counter, so knowing any number of them tells nothing of
+/// the next without the key.
+///
+/// ```
+/// use lockstep_core::admission::SecretStream;
+/// let mut s = SecretStream::new([1; 32]);
+/// let (a, b) = (s.next_secret(), s.next_secret());
+/// assert_ne!(a, b);
+/// assert_eq!(SecretStream::new([1; 32]).next_secret(), a); // the key decides
+/// ```
+#[derive(Clone)]
+pub struct SecretStream {
+    key: [u8; 32],
+    counter: u64,
+}
+
+impl core::fmt::Debug for SecretStream {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SecretStream")
+            .field("counter", &self.counter)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SecretStream {
+    /// A stream keyed with `key` (32 bytes from a CSPRNG).
+    pub fn new(key: [u8; 32]) -> Self {
+        Self { key, counter: 0 }
+    }
+
+    /// The next secret.
+    pub fn next_secret(&mut self) -> [u8; 16] {
+        let mut m = keyed(&self.key, b"lockstep secret stream");
+        m.update(&self.counter.to_le_bytes());
+        self.counter = self.counter.wrapping_add(1);
+        let full = m.finalize().into_bytes();
+        let mut out = [0u8; 16];
+        out.copy_from_slice(&full[..16]);
+        out
+    }
+}
+
+/// Whether `a` and `b` are equal, in time that depends only on their
+/// lengths.
+pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cookie_is_bound_to_its_address_and_its_key() {
+        let v = AddressValidator::new([3; 32]);
+        let now = Instant::from_millis(50_000);
+        let c = v.cookie(b"a", now);
+        assert!(v.check(b"a", &c, now));
+        assert!(!v.check(b"b", &c, now));
+        assert!(!AddressValidator::new([4; 32]).check(b"a", &c, now));
+        let mut tampered = c;
+        tampered[0] ^= 1; // claims another mint time
+        assert!(!v.check(b"a", &tampered, now));
+    }
+
+    #[test]
+    fn a_cookie_expires_and_cannot_come_from_the_future() {
+        let v = AddressValidator::new([3; 32]).with_lifetime(Duration::from_secs(2));
+        let minted = Instant::from_millis(10_000);
+        let c = v.cookie(b"a", minted);
+        assert!(v.check(b"a", &c, minted + Duration::from_millis(2_900)));
+        assert!(!v.check(b"a", &c, minted + Duration::from_secs(4)));
+        assert!(!v.check(b"a", &c, Instant::from_millis(8_000)));
+    }
+
+    #[test]
+    fn malformed_cookies_are_refused() {
+        let v = AddressValidator::new([3; 32]);
+        let now = Instant::from_millis(1);
+        assert!(!v.check(b"a", &[], now));
+        assert!(!v.check(b"a", &[0; 64], now));
+    }
+
+    #[test]
+    fn constant_time_equality_is_equality() {
+        assert!(ct_eq(b"abc", b"abc"));
+        assert!(!ct_eq(b"abc", b"abd"));
+        assert!(!ct_eq(b"abc", b"ab"));
+    }
+}
