@@ -62,6 +62,7 @@ impl BackgroundRelay {
     /// Binds the listeners in `bind` and starts serving; returns once they
     /// are bound, with their addresses.
     pub fn start(config: RelayConfig, bind: Bind) -> Result<Self, RelayError> {
+        config.validate()?;
         let metrics = Arc::new(Metrics::default());
         let (addr_tx, addr_rx) = std::sync::mpsc::channel::<Result<Bound, RelayError>>();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

@@ -388,7 +388,7 @@ mod tests {
         for i in 0..t.len() {
             let mut bad = t.clone();
             bad[i] ^= 0x40;
-            assert!(verify(&[k.clone()], &bad, "r", "n", Role::Player, 50).is_err());
+            assert!(verify(std::slice::from_ref(&k), &bad, "r", "n", Role::Player, 50).is_err());
         }
     }
 

@@ -629,6 +629,9 @@ impl<I: Input> ClientSession<I> {
                         while self.unacked.front().is_some_and(|(t, _)| *t < acked) {
                             self.unacked.pop_front();
                         }
+                        // A seat taken back: the sequencer already holds its
+                        // inputs up to `acked`; commit from there.
+                        self.next_commit = self.next_commit.max(acked);
                     }
                 }
                 Message::Checksums(c) => self.take_checksums(&c),

@@ -728,11 +728,22 @@ impl<I: Input> Sequencer<I> {
                     Rejection::Other("that seat's connection is still alive".into()),
                 );
             }
+            if self.history_base > self.config.first_tick {
+                return self.refuse(
+                    peer,
+                    Rejection::Other(
+                        "the game has run past its replay history: resuming needs a snapshot"
+                            .into(),
+                    ),
+                );
+            }
             let fresh = ResumeToken(self.tokens.next_secret());
             let c = &mut self.conns[i];
             let previous = c.peer;
             c.peer = peer;
             c.token = Some(fresh);
+            // The new connection runs the stream from its start again.
+            c.next = self.config.first_tick;
             c.welcome_pending = true;
             c.last_heard = self.now;
             c.flush = true;

@@ -1,15 +1,18 @@
 //! An in-process relay on loopback ports, and clients that play against it.
 #![allow(dead_code, unreachable_pub)]
 
-use lockstep_core::sequenced::{ClientConfig, ClientSession};
+use lockstep_core::sequenced::{ClientConfig, ClientSession, Rejection};
 use lockstep_core::sim::SimRng;
 use lockstep_core::wire::InputCodec;
+use lockstep_core::wire::{self, ByeReason, Datagram, DatagramWriter, ErrorCode, Hello, Message};
 use lockstep_core::{Event, Input, PlayerInputs, StreamHash};
+use lockstep_core::{PlayerId, Tick};
 use lockstep_net::{
     Clock, Faults, FaultyTransport, Transport, UdpTransport, WsClientTransport, drive,
 };
 use lockstep_relay::{BackgroundRelay, Bind, RelayConfig, RelayReport};
 use std::net::SocketAddr;
+use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
 /// A [`BackgroundRelay`] on loopback with every listener, and its
@@ -214,5 +217,190 @@ pub fn play_until(
             p.step(clock);
         }
         std::thread::sleep(Duration::from_micros(500));
+    }
+}
+
+/// A raw socket to poke the relay with.
+pub struct Raw {
+    pub socket: UdpSocket,
+}
+
+impl Raw {
+    pub fn new(relay: &TestRelay) -> Self {
+        let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        socket.connect(relay.udp).expect("connect");
+        socket
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .expect("timeout");
+        Self { socket }
+    }
+
+    pub fn send(&self, bytes: &[u8]) {
+        self.socket.send(bytes).expect("send");
+    }
+
+    /// Datagrams until one carries an Error, Reject or Bye (or 5 s pass).
+    pub fn verdict(&self) -> Verdict {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut buf = vec![0u8; 65_536];
+        while Instant::now() < deadline {
+            let Ok(n) = self.socket.recv(&mut buf) else {
+                continue;
+            };
+            let Ok(d) = Datagram::decode(&buf[..n], Tick::ZERO) else {
+                continue;
+            };
+            for m in d.messages {
+                match m {
+                    Message::Error { code, text } => return Verdict::Error(code, text.to_owned()),
+                    Message::Reject(r) => return Verdict::Reject(r.into()),
+                    Message::Bye { reason, .. } => return Verdict::Bye(reason),
+                    _ => {}
+                }
+            }
+        }
+        panic!("no verdict from the relay");
+    }
+
+    /// The next datagram the relay sends here, within `wait`.
+    pub fn recv_within(&self, wait: Duration) -> Option<Vec<u8>> {
+        let deadline = Instant::now() + wait;
+        let mut buf = vec![0u8; 65_536];
+        while Instant::now() < deadline {
+            if let Ok(n) = self.socket.recv(&mut buf) {
+                return Some(buf[..n].to_vec());
+            }
+        }
+        None
+    }
+
+    /// Sends `hello` as a client would: padded, then again with the cookie
+    /// of the relay's challenge.
+    pub fn hello(&self, hello: Hello<'_>) {
+        self.send(&padded(&[Message::Hello(hello.clone())]));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            let Some(bytes) = self.recv_within(Duration::from_millis(200)) else {
+                continue;
+            };
+            let Ok(d) = Datagram::decode(&bytes, Tick::ZERO) else {
+                continue;
+            };
+            for m in d.messages {
+                if let Message::Challenge { cookie } = m {
+                    let hello = Hello {
+                        cookie: Some(cookie),
+                        ..hello
+                    };
+                    self.send(&padded(&[Message::Hello(hello)]));
+                    return;
+                }
+            }
+        }
+        panic!("no challenge from the relay");
+    }
+
+    /// Joins room `room`, returning the seat.
+    pub fn join(&self, room: &str, fingerprint: u64) -> Option<PlayerId> {
+        self.hello(Hello {
+            fingerprint,
+            room,
+            name: "mallory",
+            codec: InputCodec::PlayerInputs,
+            ..Hello::default()
+        });
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            let Some(bytes) = self.recv_within(Duration::from_millis(200)) else {
+                continue;
+            };
+            let Ok(d) = Datagram::decode(&bytes, Tick::ZERO) else {
+                continue;
+            };
+            for m in d.messages {
+                if let Message::Welcome(w) = m {
+                    return w.seat;
+                }
+            }
+        }
+        None
+    }
+}
+
+/// What the relay finally said to a raw socket.
+#[derive(Debug, PartialEq)]
+pub enum Verdict {
+    Error(ErrorCode, String),
+    Reject(Rejection),
+    Bye(ByeReason),
+}
+
+pub fn datagram(base: Tick, messages: &[Message<'_>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = DatagramWriter::new(&mut out, base, 65_000);
+    for m in messages {
+        w.push(m).expect("fits");
+    }
+    w.finish();
+    out
+}
+
+/// A datagram of `messages` padded as a Hello must be.
+pub fn padded(messages: &[Message<'_>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = DatagramWriter::new(&mut out, Tick::ZERO, 1200);
+    for m in messages {
+        w.push(m).expect("fits");
+    }
+    w.pad_to(wire::MIN_HELLO_DATAGRAM);
+    w.finish();
+    out
+}
+
+/// A relay for attack tests: 100 Hz, so honest play is quick.
+pub fn relay() -> TestRelay {
+    let mut config = RelayConfig::default();
+    config.room_defaults.tick_rate = 100;
+    TestRelay::start(config)
+}
+
+/// Two honest players, already playing.
+pub fn honest(relay: &TestRelay, clock: &Clock) -> Vec<Player<PlayerInputs>> {
+    let mut players: Vec<_> = (0..2)
+        .map(|i| {
+            Player::new(
+                relay,
+                Kind::Udp,
+                client_config("room", &format!("honest{i}")),
+                None,
+                i + 1,
+                clock,
+            )
+        })
+        .collect();
+    play_until(&mut players, clock, Duration::from_secs(20), |p| {
+        p.hash.frames() >= 50
+    });
+    players
+}
+
+/// After the attack, the honest players keep going and agree.
+pub fn still_fine(mut players: Vec<Player<PlayerInputs>>, clock: &Clock) {
+    let before: Vec<u64> = players.iter().map(|p| p.hash.frames()).collect();
+    let target = before.iter().max().copied().unwrap_or(0) + 150;
+    for p in &mut players {
+        p.frames_wanted = target;
+    }
+    play_until(&mut players, clock, Duration::from_secs(30), Player::done);
+    assert_eq!(players[0].hash.value(), players[1].hash.value());
+    for p in &players {
+        assert!(
+            !p.events
+                .iter()
+                .any(|e| matches!(e, Event::Closed { .. } | Event::Desync { .. })),
+            "{}: {:?}",
+            p.name,
+            p.events
+        );
     }
 }

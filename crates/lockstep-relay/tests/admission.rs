@@ -1,0 +1,442 @@
+//! Attacks on admission over real sockets, each while honest players play
+//! in the same relay and must finish on equal hashes: forged-source Hello
+//! floods (measured amplification), reply-loop bait, resume-token guessing
+//! and ticket reuse.
+//!
+//! A forged source address cannot be made on loopback without raw sockets,
+//! so a "victim" here is a socket bound to its own 127.x address that sends
+//! the attacker's datagrams itself and never answers: to the relay that is
+//! exactly a forged datagram, and the victim counts what the relay sends it.
+
+mod common;
+
+use common::{
+    Kind, Player, Raw, TestRelay, client_config, honest, padded, play_until, relay, still_fine,
+};
+use lockstep_core::sequenced::{CloseReason, Rejection};
+use lockstep_core::sim::SimRng;
+use lockstep_core::wire::{
+    ByeReason, Datagram, ErrorCode, Hello, InputCodec, Message, RejectReason, ResumeToken, Status,
+    Welcome,
+};
+use lockstep_core::{PlayerId, Tick};
+use lockstep_net::Clock;
+use lockstep_relay::RelayConfig;
+use lockstep_relay::ticket::{self, Claims, Role, TicketKey};
+use std::net::UdpSocket;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+fn hello_for(room: &str) -> Vec<u8> {
+    padded(&[Message::Hello(Hello {
+        fingerprint: 0xF00D,
+        room,
+        name: "victim",
+        codec: InputCodec::PlayerInputs,
+        ..Hello::default()
+    })])
+}
+
+/// Bytes `sockets` receive, all read together, until `quiet` passes with
+/// nothing new (or `limit` in all).
+fn drain_all(sockets: &[UdpSocket], quiet: Duration, limit: Duration) -> usize {
+    for s in sockets {
+        s.set_nonblocking(true).expect("nonblocking");
+    }
+    let mut got = 0;
+    let mut buf = vec![0u8; 65_536];
+    let end = Instant::now() + limit;
+    let mut last = Instant::now();
+    while Instant::now() < end && last.elapsed() < quiet {
+        for s in sockets {
+            while let Ok(n) = s.recv(&mut buf) {
+                got += n;
+                last = Instant::now();
+            }
+        }
+        std::thread::yield_now();
+    }
+    got
+}
+
+fn metric(relay: &TestRelay, name: &str) -> u64 {
+    let text = relay.http_get("/metrics");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
+}
+
+#[test]
+fn a_forged_hello_flood_is_not_amplified_and_allocates_nothing() {
+    let relay = relay();
+    let clock = Clock::new();
+    let players = honest(&relay, &clock);
+    let target = relay.udp;
+    let flood = std::thread::spawn(move || {
+        // 64 victims on 32 addresses, each "sent" 40 Hellos for rooms of
+        // their own, naming the honest room too.
+        let victims: Vec<UdpSocket> = (0..64)
+            .map(|i| UdpSocket::bind(format!("127.0.1.{}:0", 1 + i % 32)).expect("bind"))
+            .collect();
+        let mut sent = 0usize;
+        for round in 0..40 {
+            for (i, v) in victims.iter().enumerate() {
+                let room = if i % 2 == 0 {
+                    "room".to_owned()
+                } else {
+                    format!("squat{i}-{round}")
+                };
+                let h = hello_for(&room);
+                v.send_to(&h, target).expect("send");
+                sent += h.len();
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let received = drain_all(&victims, Duration::from_millis(300), Duration::from_secs(3));
+        (sent, received)
+    });
+    still_fine(players, &clock);
+    let (sent, received) = flood.join().expect("flood thread");
+    let factor = received as f64 / sent as f64;
+    eprintln!("forged Hellos: {sent} bytes in, {received} bytes out to victims: {factor:.3}x");
+    assert!(factor <= 1.0, "amplification {factor:.3}");
+    assert!(received > 0, "victims were challenged at least once");
+    // Nothing was allocated for an address that never proved itself: one
+    // room, two players, whatever the flood named. (The gauges are
+    // refreshed every second; the honest game above ran longer.)
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while metric(&relay, "lockstep_challenges_total") == 0 && Instant::now() < deadline {}
+    assert_eq!(metric(&relay, "lockstep_rooms"), 1);
+    assert_eq!(metric(&relay, "lockstep_players"), 2);
+}
+
+#[test]
+fn answers_are_never_answered_so_no_loop_can_start() {
+    let relay = relay();
+    let clock = Clock::new();
+    let players = honest(&relay, &clock);
+    let target = relay.udp;
+    let echo = std::thread::spawn(move || {
+        // An echo service whose address an attacker forged: everything the
+        // relay sends it comes straight back. Each bait starts one exchange.
+        let welcome = Welcome {
+            seat: Some(PlayerId(0)),
+            ..Welcome::default()
+        };
+        let baits: Vec<(&str, Vec<u8>)> = vec![
+            (
+                "error",
+                padded(&[Message::Error {
+                    code: ErrorCode::Malformed,
+                    text: "x",
+                }]),
+            ),
+            ("reject", padded(&[Message::Reject(RejectReason::RoomFull)])),
+            (
+                "bye",
+                padded(&[Message::Bye {
+                    reason: ByeReason::Kicked,
+                    text: "",
+                }]),
+            ),
+            (
+                "challenge",
+                padded(&[Message::Challenge { cookie: &[1; 20] }]),
+            ),
+            ("welcome", padded(&[Message::Welcome(welcome)])),
+            (
+                "pong",
+                padded(&[Message::Pong {
+                    stamp: 1,
+                    held_ms: 0,
+                }]),
+            ),
+            ("status", padded(&[Message::Status(Status::default())])),
+            ("not ours", vec![0x55; 200]),
+            // Not an answer: the relay answers once (say hello first), the
+            // echo returns that Error, and there it stops.
+            ("ping", padded(&[Message::Ping { stamp: 1 }])),
+            // A Hello: one challenge, echoed back, ignored.
+            ("hello", hello_for("room")),
+        ];
+        let mut exchanges = Vec::new();
+        for (what, bait) in baits {
+            let s = UdpSocket::bind("127.0.0.1:0").expect("bind");
+            s.set_read_timeout(Some(Duration::from_millis(20)))
+                .expect("timeout");
+            s.send_to(&bait, target).expect("send");
+            let mut received = 0;
+            let mut buf = vec![0u8; 65_536];
+            let end = Instant::now() + Duration::from_millis(400);
+            while Instant::now() < end {
+                if let Ok(n) = s.recv(&mut buf) {
+                    received += 1;
+                    s.send_to(&buf[..n], target).expect("echo");
+                }
+            }
+            exchanges.push((what, received));
+        }
+        exchanges
+    });
+    still_fine(players, &clock);
+    for (what, received) in echo.join().expect("echo thread") {
+        let expected = usize::from(matches!(what, "ping" | "hello"));
+        assert_eq!(
+            received, expected,
+            "{what}: the relay answered {received} times"
+        );
+    }
+}
+
+/// Steps `players` except `silent` until `until` holds or `limit` passes.
+fn play_without(
+    players: &mut [Player<lockstep_core::PlayerInputs>],
+    silent: usize,
+    clock: &Clock,
+    limit: Duration,
+) {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        for (i, p) in players.iter_mut().enumerate() {
+            if i != silent {
+                p.step(clock);
+            }
+        }
+        std::thread::sleep(Duration::from_micros(500));
+    }
+}
+
+fn two_seat_relay() -> TestRelay {
+    let mut config = RelayConfig::default();
+    config.room_defaults.tick_rate = 100;
+    config.room_defaults.max_seats = 2;
+    TestRelay::start(config)
+}
+
+#[test]
+fn ten_thousand_guessed_resume_tokens_take_no_seat() {
+    let relay = two_seat_relay();
+    let clock = Clock::new();
+    let mut players = honest(&relay, &clock);
+    // Player 0 goes quiet for longer than resume_after_silence (1 s), so its
+    // seat could be taken back, by whoever holds its token.
+    play_without(&mut players, 0, &clock, Duration::from_millis(1_300));
+    let raw = Raw::new(&relay);
+    let mut rng = SimRng::new(0x70CE);
+    let mut cookie = None;
+    let mut tries = 0;
+    let mut welcomes = Vec::new();
+    let mut buf = vec![0u8; 65_536];
+    raw.socket.set_nonblocking(true).expect("nonblocking");
+    let started = Instant::now();
+    while tries < 10_000 {
+        let mut guess = [0u8; 16];
+        for b in &mut guess {
+            *b = rng.below(256) as u8;
+        }
+        let hello = Hello {
+            fingerprint: 0xF00D,
+            room: "room",
+            name: "mallory",
+            codec: InputCodec::PlayerInputs,
+            resume: Some(ResumeToken(guess)),
+            cookie: cookie.as_deref(),
+            ..Hello::default()
+        };
+        raw.send(&padded(&[Message::Hello(hello)]));
+        if cookie.is_some() {
+            tries += 1;
+        }
+        while let Ok(n) = raw.socket.recv(&mut buf) {
+            let Ok(d) = Datagram::decode(&buf[..n], Tick::ZERO) else {
+                continue;
+            };
+            for m in d.messages {
+                match m {
+                    Message::Challenge { cookie: c } => cookie = Some(c.to_vec()),
+                    Message::Welcome(w) => welcomes.push(w),
+                    _ => {}
+                }
+            }
+        }
+    }
+    // Answers still in flight are read too.
+    let end = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < end {
+        if let Ok(n) = raw.socket.recv(&mut buf)
+            && let Ok(d) = Datagram::decode(&buf[..n], Tick::ZERO)
+        {
+            welcomes.extend(d.messages.into_iter().filter_map(|m| match m {
+                Message::Welcome(w) => Some(w),
+                _ => None,
+            }));
+        }
+    }
+    eprintln!("10,000 guesses in {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "the guesses must land while the seat is quiet but not abandoned"
+    );
+    assert_eq!(
+        welcomes.len(),
+        0,
+        "a guess took a seat: {:?}",
+        welcomes.first()
+    );
+    // Player 0 comes back on its own connection and the game goes on.
+    still_fine(players, &clock);
+}
+
+#[test]
+fn a_resume_token_moves_a_quiet_seat_once_and_never_a_live_one() {
+    let relay = two_seat_relay();
+    let clock = Clock::new();
+    let mut players = honest(&relay, &clock);
+    let token = players[0].session.welcome().expect("welcomed").token;
+    let seat = players[0].session.seat();
+    let mut config = client_config("room", "honest0-again");
+    config.resume = Some(token);
+    // While player 0 is alive, its token is refused.
+    let mut early = Player::new(&relay, Kind::Udp, config.clone(), None, 30, &clock);
+    let end = Instant::now() + Duration::from_secs(5);
+    while early.session.closed().is_none() && Instant::now() < end {
+        early.step(&clock);
+        for p in &mut players {
+            p.step(&clock);
+        }
+    }
+    assert!(
+        matches!(early.session.closed(), Some(CloseReason::Rejected(Rejection::Other(t))) if t.contains("still alive")),
+        "{:?}",
+        early.session.closed()
+    );
+    // Player 0's network goes away; it comes back from a new socket.
+    play_without(&mut players, 0, &clock, Duration::from_millis(1_300));
+    let mut back = Player::new(&relay, Kind::Udp, config.clone(), None, 31, &clock);
+    let end = Instant::now() + Duration::from_secs(5);
+    while !back.session.connected() && Instant::now() < end {
+        back.step(&clock);
+        players[1].step(&clock);
+    }
+    assert_eq!(back.session.seat(), seat, "the seat came back");
+    let fresh = back.session.welcome().expect("welcomed").token;
+    assert_ne!(fresh, token, "a token is spent by its use");
+    // The spent token takes nothing: the room is full again.
+    let mut replay = Player::new(&relay, Kind::Udp, config, None, 32, &clock);
+    let end = Instant::now() + Duration::from_secs(5);
+    while replay.session.closed().is_none() && Instant::now() < end {
+        replay.step(&clock);
+        back.step(&clock);
+        players[1].step(&clock);
+    }
+    assert_eq!(
+        replay.session.closed(),
+        Some(&CloseReason::Rejected(Rejection::RoomFull))
+    );
+    // The resumed seat and the other player carry on together.
+    let survivor = players.pop().expect("player 1");
+    let mut pair = vec![back, survivor];
+    let target = pair.iter().map(|p| p.hash.frames()).max().unwrap_or(0) + 100;
+    play_until(&mut pair, &clock, Duration::from_secs(30), |p| {
+        p.session.stats().next_tick.get() as u64 >= target
+    });
+}
+
+const SECRET: &str = "the relay's ticket secret";
+
+fn unix_in(secs: u64) -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+        + secs
+}
+
+/// Connects `config` and returns how it ended up: connected, or refused.
+fn outcome(
+    relay: &TestRelay,
+    kind: Kind,
+    config: lockstep_core::sequenced::ClientConfig,
+) -> Result<(), Rejection> {
+    let clock = Clock::new();
+    let mut p = Player::new(relay, kind, config, None, 40, &clock);
+    let end = Instant::now() + Duration::from_secs(5);
+    while !p.session.connected() && p.session.closed().is_none() && Instant::now() < end {
+        p.step(&clock);
+    }
+    match p.session.closed() {
+        Some(CloseReason::Rejected(r)) => Err(r.clone()),
+        other => {
+            assert!(p.session.connected(), "{other:?}");
+            Ok(())
+        }
+    }
+}
+
+#[test]
+fn a_ticket_opens_one_connection_in_its_own_role() {
+    let mut config = RelayConfig::default();
+    config.tickets.secret = Some(SECRET.into());
+    let relay = TestRelay::start(config);
+    let key = TicketKey::new(0, SECRET).expect("long enough");
+    let claims = Claims {
+        room: "vip",
+        name: "alice",
+        role: Role::Player,
+        expiry: unix_in(60),
+    };
+    let t = ticket::issue_random(&key, &claims).expect("randomness");
+    let mut alice = client_config("vip", "alice");
+    alice.ticket = t.clone();
+    assert_eq!(outcome(&relay, Kind::Udp, alice.clone()), Ok(()));
+    // The same ticket again, from another socket: spent.
+    assert_eq!(outcome(&relay, Kind::Ws, alice), Err(Rejection::BadTicket));
+    // A spectator's ticket does not seat a player, nor the other way round.
+    let watch = ticket::issue_random(
+        &key,
+        &Claims {
+            role: Role::Spectator,
+            ..claims
+        },
+    )
+    .expect("randomness");
+    let mut as_player = client_config("vip", "alice");
+    as_player.ticket = watch.clone();
+    assert_eq!(
+        outcome(&relay, Kind::Udp, as_player),
+        Err(Rejection::BadTicket)
+    );
+    let mut as_spectator = client_config("vip", "alice");
+    as_spectator.ticket = watch;
+    as_spectator.spectator = true;
+    assert_eq!(outcome(&relay, Kind::Udp, as_spectator), Ok(()));
+    // Signed by a key the relay does not hold: refused.
+    let stranger_key = TicketKey::new(7, SECRET).expect("long enough");
+    let mut forged = client_config("vip", "bob");
+    forged.ticket = ticket::issue_random(
+        &stranger_key,
+        &Claims {
+            name: "bob",
+            ..claims
+        },
+    )
+    .expect("randomness");
+    assert_eq!(
+        outcome(&relay, Kind::Udp, forged),
+        Err(Rejection::BadTicket)
+    );
+    assert!(
+        relay
+            .http_get("/metrics")
+            .contains("lockstep_bad_tickets_total 3")
+    );
+}
+
+#[test]
+fn a_relay_refuses_to_start_with_a_short_ticket_secret() {
+    let mut config = RelayConfig::default();
+    config.tickets.secret = Some("short".into());
+    let err = lockstep_relay::BackgroundRelay::start(config, lockstep_relay::Bind::loopback())
+        .expect_err("refused");
+    assert!(err.to_string().contains("at least 16"), "{err}");
+}
