@@ -284,6 +284,9 @@ fn clients(c: Clients) -> Result<(), BenchError> {
             room: format!("bench-{}-{}", c.step, i / c.room_size.max(1)),
             name: format!("bot{i}"),
             codec: InputCodec::PlayerInputs,
+            secret: Some(
+                lockstep_net::session_secret().map_err(|e| BenchError::Clients(e.to_string()))?,
+            ),
             ..ClientConfig::default()
         };
         let s = ClientSession::<PlayerInputs>::new(config, server, clock.now())

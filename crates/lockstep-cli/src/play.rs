@@ -139,6 +139,9 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
         spectator: a.watch,
         codec: InputCodec::PlayerInputs,
         fingerprint: FINGERPRINT,
+        secret: Some(
+            lockstep_net::session_secret().map_err(|e| PlayError::Connect(e.to_string()))?,
+        ),
         ..ClientConfig::default()
     };
     let mut session =

@@ -31,6 +31,7 @@ fn the_relay_binary_serves_and_shuts_down_gracefully() {
     let mut c = ClientSession::<u8>::new(
         ClientConfig {
             room: "cli".into(),
+            secret: Some(lockstep_net::session_secret().expect("randomness")),
             ..ClientConfig::default()
         },
         server,

@@ -86,6 +86,17 @@ impl AddressValidator {
         self
     }
 
+    /// The server's side of a sealed handshake for a `cookie` this
+    /// validator minted (see [`secure`](crate::secure)): its public key for
+    /// the Challenge, and the channel.
+    pub fn handshake(
+        &self,
+        cookie: &[u8],
+        client_pub: &[u8; 32],
+    ) -> Result<([u8; 32], crate::secure::SecureChannel), crate::secure::SealError> {
+        crate::secure::server_handshake(&self.key, cookie, client_pub)
+    }
+
     fn mac(&self, addr: &[u8], issued: u32) -> [u8; 16] {
         let mut m = keyed(&self.key, b"lockstep address cookie");
         m.update(&issued.to_le_bytes());

@@ -158,6 +158,10 @@ pub enum DatagramError {
     /// larger than the configured limit, a seat that does not exist, ...
     #[error("protocol violation: {0}")]
     Violation(&'static str),
+    /// Not sealed by the peer this connection agreed keys with: forged,
+    /// replayed, or plain where sealed datagrams were agreed. Dropped.
+    #[error("unauthenticated datagram: {0}")]
+    Unauthenticated(#[from] crate::secure::SealError),
 }
 
 /// Why a pause could not be requested.

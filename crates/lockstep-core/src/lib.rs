@@ -79,6 +79,7 @@ pub mod mesh;
 mod pause;
 mod player_inputs;
 mod rate;
+pub mod secure;
 pub mod sequenced;
 pub mod sim;
 mod tick;

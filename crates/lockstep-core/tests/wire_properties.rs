@@ -194,7 +194,7 @@ proptest! {
             ErrorCode::TooLarge, ErrorCode::Unauthorized, ErrorCode::Internal];
         let byes = [ByeReason::Leaving, ByeReason::Shutdown, ByeReason::Kicked, ByeReason::Timeout];
         let messages = vec![
-            Message::Hello(Hello { fingerprint, spectator: nums.3.is_multiple_of(2), room: &room, name: &name, ticket: &ticket, resume: resume.map(ResumeToken), codec: if nums.1.is_multiple_of(2) { InputCodec::Opaque } else { InputCodec::PlayerInputs }, cookie: cookie.as_deref() }),
+            Message::Hello(Hello { fingerprint, spectator: nums.3.is_multiple_of(2), room: &room, name: &name, ticket: &ticket, resume: resume.map(ResumeToken), codec: if nums.1.is_multiple_of(2) { InputCodec::Opaque } else { InputCodec::PlayerInputs }, cookie: cookie.as_deref(), key: resume.map(|r| [r[0]; 32]) }),
             Message::Welcome(Welcome { seat: welcome_seat, start: Tick::new(nums.0 / 2), tick: Tick::new(nums.0), deadline: nums.3 > 100, tick_rate: u32::from(nums.1 % 1001), delay: u32::from(nums.2 % 1025), seats: u32::from(nums.2) % 257, token: ResumeToken(resume.unwrap_or([7; 16])) }),
             Message::Reject(reasons[codes.2]),
             Message::Inputs(Inputs {
@@ -212,7 +212,7 @@ proptest! {
             Message::Error { code: errors[codes.0], text: &name },
             Message::Bye { reason: byes[codes.1], text: &room },
             Message::Status(Status { open: near(4), slack: stamps.0 as i32, waiting: seats_ticks.clone() }),
-            Message::Challenge { cookie: cookie.as_deref().unwrap_or(&chunk[..chunk.len().min(64)]) },
+            Message::Challenge { cookie: cookie.as_deref().unwrap_or(&chunk[..chunk.len().min(64)]), key: resume.map(|r| [r[1]; 32]) },
             Message::Padding { len: padding },
         ];
         let mut datagrams: Vec<Vec<u8>> = Vec::new();

@@ -13,7 +13,9 @@
 //! let mut udp = UdpTransport::bind("0.0.0.0:0")?;
 //! let server = udp.add_peer("127.0.0.1:7777".parse()?);
 //! let clock = Clock::new();
-//! let mut session = ClientSession::<u8>::new(ClientConfig::default(), server, clock.now())?;
+//! // Sealed datagrams: a relay takes UDP clients only with a secret.
+//! let config = ClientConfig { secret: Some(lockstep_net::session_secret()?), ..ClientConfig::default() };
+//! let mut session = ClientSession::<u8>::new(config, server, clock.now())?;
 //! let mut buffers = lockstep_net::Buffers::default();
 //! loop {
 //!     drive(&mut session, &mut udp, clock.now(), &mut buffers)?;
@@ -54,6 +56,20 @@ pub use udp::UdpTransport;
 pub use ws::WsClientTransport;
 
 use lockstep_core::{Endpoint, Instant, PeerId};
+
+/// A fresh key for [`ClientConfig::secret`](lockstep_core::sequenced::ClientConfig::secret):
+/// 32 bytes from the operating system's generator, for one connection.
+///
+/// ```
+/// let a = lockstep_net::session_secret()?;
+/// assert_ne!(a, lockstep_net::session_secret()?);
+/// # Ok::<(), getrandom::Error>(())
+/// ```
+pub fn session_secret() -> Result<[u8; 32], getrandom::Error> {
+    let mut s = [0u8; 32];
+    getrandom::fill(&mut s)?;
+    Ok(s)
+}
 
 /// The largest datagram any transport here carries.
 pub const MAX_DATAGRAM: usize = lockstep_core::wire::MAX_DATAGRAM_LEN;

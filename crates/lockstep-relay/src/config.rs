@@ -40,6 +40,10 @@ pub struct RelayConfig {
     /// The game fingerprint every room requires; unset, each room adopts
     /// its first client's.
     pub fingerprint: Option<u64>,
+    /// Also take UDP clients that do not seal their datagrams (a LAN, a
+    /// test). Off by default: a plain UDP player is only its source
+    /// address, which anyone can forge to speak for it.
+    pub plain_udp: bool,
 }
 
 /// Server-wide limits. A connection breaking one gets an `Error` naming it
@@ -349,7 +353,11 @@ impl RelayConfig {
             max_seats: s.max_seats,
             max_spectators: s.max_spectators,
             history: s.history,
-            max_datagram: l.max_message,
+            // Sealing adds its overhead on the way out; what is inside is
+            // held to the same size either way.
+            max_datagram: l
+                .max_message
+                .saturating_sub(lockstep_core::secure::SEALED_OVERHEAD),
             max_datagrams_per_sec: l.max_datagrams_per_sec,
             max_inputs_per_sec: l.max_inputs_per_sec,
             timeout: Duration::from_secs(l.timeout_secs.max(1)),

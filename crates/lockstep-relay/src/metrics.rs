@@ -48,6 +48,9 @@ pub struct Metrics {
     pub strangers_ignored: AtomicU64,
     /// Tickets refused.
     pub bad_tickets: AtomicU64,
+    /// Sealed datagrams that did not open (forged, replayed, unknown
+    /// connection) and were dropped.
+    pub unauthenticated: AtomicU64,
     /// Seal-to-last-send latency histogram: counts per bucket, then +Inf.
     latency: [AtomicU64; LATENCY_BUCKETS_US.len() + 1],
     latency_sum_us: AtomicU64,
@@ -192,6 +195,12 @@ impl Metrics {
             "counter",
             "Datagrams from unvalidated addresses left unanswered.",
             &self.strangers_ignored,
+        );
+        put(
+            "unauthenticated_total",
+            "counter",
+            "Sealed datagrams dropped unopened.",
+            &self.unauthenticated,
         );
         put(
             "bad_tickets_total",

@@ -7,6 +7,7 @@ use crate::ticket::{self, Ledger, Role, TicketKey, Verified};
 use futures_util::{SinkExt, StreamExt};
 use governor::{Quota, RateLimiter, clock::DefaultClock, state::keyed::DefaultKeyedStateStore};
 use lockstep_core::admission::{AddressValidator, SecretStream};
+use lockstep_core::secure::{self, SecureChannel};
 use lockstep_core::sequenced::{DropReason, HOST_PEER, SequencerEvent};
 use lockstep_core::wire::{self, Datagram, DatagramWriter, ErrorCode, Message, RejectReason};
 use lockstep_core::{Instant as CoreInstant, PeerId, Tick, TokenBucket};
@@ -100,8 +101,22 @@ pub struct RelayReport {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum ConnKey {
+    /// A plain UDP connection, known by its address.
     Udp(SocketAddr),
     Ws(u64),
+    /// A sealed UDP connection, known by its connection id: its address
+    /// may change (NAT rebinding).
+    Sealed(u64),
+}
+
+/// A connection whose datagrams are sealed.
+#[derive(Debug)]
+struct SealedConn {
+    channel: SecureChannel,
+    /// Where its latest authentic datagram came from: where replies go.
+    addr: SocketAddr,
+    peer: PeerId,
+    room: RoomName,
 }
 
 #[derive(Debug)]
@@ -214,23 +229,36 @@ async fn recv_udp(udp: Option<&UdpSocket>, buf: &mut [u8]) -> std::io::Result<(u
 struct Outbox<'a> {
     udp: Option<&'a UdpSocket>,
     ws_out: &'a HashMap<u64, mpsc::Sender<Vec<u8>>>,
+    sealed: &'a mut HashMap<u64, SealedConn>,
+    scratch: &'a mut Vec<u8>,
     metrics: &'a Metrics,
 }
 
 impl Outbox<'_> {
-    fn send(&self, key: ConnKey, bytes: &[u8]) {
-        let sent = match key {
-            ConnKey::Udp(addr) => self.udp.is_some_and(|s| s.try_send_to(bytes, addr).is_ok()),
-            ConnKey::Ws(id) => self
-                .ws_out
-                .get(&id)
-                .is_some_and(|tx| tx.try_send(bytes.to_vec()).is_ok()),
+    fn send(&mut self, key: ConnKey, bytes: &[u8]) {
+        let udp = |bytes: &[u8], addr| self.udp.is_some_and(|s| s.try_send_to(bytes, addr).is_ok());
+        let (sent, len) = match key {
+            ConnKey::Udp(addr) => (udp(bytes, addr), bytes.len()),
+            ConnKey::Ws(id) => (
+                self.ws_out
+                    .get(&id)
+                    .is_some_and(|tx| tx.try_send(bytes.to_vec()).is_ok()),
+                bytes.len(),
+            ),
+            ConnKey::Sealed(id) => match self.sealed.get_mut(&id) {
+                Some(c) => {
+                    self.scratch.clear();
+                    c.channel.seal(bytes, self.scratch);
+                    (udp(self.scratch, c.addr), self.scratch.len())
+                }
+                None => (false, 0),
+            },
         };
         if sent {
             self.metrics.datagrams_out.fetch_add(1, Ordering::Relaxed);
             self.metrics
                 .bytes_out
-                .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                .fetch_add(len as u64, Ordering::Relaxed);
         } else {
             self.metrics.dropped_out.fetch_add(1, Ordering::Relaxed);
         }
@@ -245,8 +273,17 @@ struct Core {
     rooms: HashMap<RoomName, Room>,
     /// Rooms by their next timeout (microseconds of the relay's clock).
     deadlines: std::collections::BTreeSet<(u64, RoomName)>,
+    /// Plain UDP and WebSocket connections by where they come from.
     conns: HashMap<ConnKey, (PeerId, RoomName)>,
+    /// Sealed UDP connections by connection id.
+    sealed: HashMap<u64, SealedConn>,
+    /// Ids of sealed connections that ended, until the cookie they were
+    /// made with expires: a replayed Hello must not make the same keys
+    /// seal a second stream from sequence number 0.
+    retired: HashMap<u64, std::time::Instant>,
     keys: HashMap<PeerId, ConnKey>,
+    /// Scratch for opening and sealing.
+    crypt: Vec<u8>,
     ws_out: HashMap<u64, mpsc::Sender<Vec<u8>>>,
     next_peer: u32,
     buf: Vec<u8>,
@@ -266,6 +303,10 @@ struct Core {
 }
 
 type IpLimiter = RateLimiter<IpAddr, DefaultKeyedStateStore<IpAddr>, DefaultClock>;
+
+/// Ended sealed connections remembered at once; past it, new sealed
+/// connections wait until housekeeping forgets old ones.
+const RETIRED_IDS: usize = 100_000;
 
 /// Source addresses whose reply rate is tracked at once; beyond it, new
 /// addresses get no answer until housekeeping forgets quiet ones.
@@ -338,7 +379,10 @@ impl Core {
             rooms: HashMap::new(),
             deadlines: std::collections::BTreeSet::new(),
             conns: HashMap::new(),
+            sealed: HashMap::new(),
+            retired: HashMap::new(),
             keys: HashMap::new(),
+            crypt: Vec::with_capacity(2048),
             ws_out: HashMap::new(),
             next_peer: 0,
             buf: Vec::with_capacity(2048),
@@ -391,19 +435,58 @@ impl Core {
         self.metrics
             .bytes_in
             .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        let now = self.now();
+        if let ConnKey::Udp(addr) = key
+            && secure::is_sealed(bytes)
+        {
+            return self.sealed_datagram(addr, bytes);
+        }
         match self.conns.get(&key).cloned() {
-            Some((peer, room)) => {
-                if let Some(r) = self.rooms.get_mut(&room) {
-                    let started = std::time::Instant::now();
-                    if let Err(e) = r.engine.handle_datagram(peer, bytes, now) {
-                        debug!(%peer, room = %room, "datagram refused: {e}");
-                    }
-                    self.flush(&room, started);
-                }
-            }
+            Some((peer, room)) => self.deliver(peer, &room, bytes),
             None => self.stranger(key, bytes),
         }
+    }
+
+    fn deliver(&mut self, peer: PeerId, room: &str, bytes: &[u8]) {
+        let now = self.now();
+        if let Some(r) = self.rooms.get_mut(room) {
+            let started = std::time::Instant::now();
+            if let Err(e) = r.engine.handle_datagram(peer, bytes, now) {
+                debug!(%peer, room = %room, "datagram refused: {e}");
+            }
+            self.flush(room, started);
+        }
+    }
+
+    /// A sealed datagram: it belongs to the connection it opens under, from
+    /// wherever it came; anything that does not open is dropped unanswered.
+    fn sealed_datagram(&mut self, addr: SocketAddr, bytes: &[u8]) {
+        // Opened whatever its size: only an authentic datagram may cost its
+        // sender the connection (the room refuses one over the limit).
+        let found = secure::connection_id(bytes).and_then(|id| self.sealed.get_mut(&id));
+        let Some(c) = found else {
+            self.metrics.unauthenticated.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let mut buf = std::mem::take(&mut self.crypt);
+        buf.clear();
+        buf.extend_from_slice(bytes);
+        let opened = c.channel.open(&mut buf).map(|p| p.len());
+        match opened {
+            Ok(len) => {
+                if c.addr != addr {
+                    info!(peer = %c.peer, from = %c.addr, to = %addr, "connection moved");
+                    c.addr = addr;
+                }
+                let (peer, room) = (c.peer, c.room.clone());
+                let start = secure::SEALED_HEADER_LEN;
+                self.deliver(peer, &room, &buf[start..start + len]);
+            }
+            Err(e) => {
+                debug!(%addr, "sealed datagram refused: {e}");
+                self.metrics.unauthenticated.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.crypt = buf;
     }
 
     /// A datagram from an address with no connection: it must open one.
@@ -468,15 +551,48 @@ impl Core {
             return self.answer(key, n, &m);
         };
         let now = self.now();
+        let mut channel = None;
         if let ConnKey::Udp(addr) = key {
             let (a, len) = addr_bytes(addr);
             let proven = hello
                 .cookie
-                .is_some_and(|c| self.validator.check(&a[..len], c, now));
-            if !proven {
+                .filter(|c| self.validator.check(&a[..len], c, now));
+            let Some(cookie) = proven else {
                 let cookie = self.validator.cookie(&a[..len], now);
+                let server_key = hello
+                    .key
+                    .and_then(|k| self.validator.handshake(&cookie, &k).ok())
+                    .map(|(public, _)| public);
                 self.metrics.challenges.fetch_add(1, Ordering::Relaxed);
-                return self.answer(key, n, &Message::Challenge { cookie: &cookie });
+                let challenge = Message::Challenge {
+                    cookie: &cookie,
+                    key: server_key,
+                };
+                return self.answer(key, n, &challenge);
+            };
+            match hello.key.map(|k| self.validator.handshake(cookie, &k)) {
+                Some(Ok((_, c))) => {
+                    // The client resends its Hello until the Welcome comes:
+                    // the same cookie and key give the same connection.
+                    if let Some(open) = self.sealed.get(&c.id()) {
+                        let (peer, room) = (open.peer, open.room.clone());
+                        return self.deliver(peer, &room, bytes);
+                    }
+                    if self.retired.contains_key(&c.id()) || self.retired.len() >= RETIRED_IDS {
+                        return self.ignore();
+                    }
+                    channel = Some(c);
+                }
+                Some(Err(_)) => return self.ignore(),
+                None if !self.config.plain_udp => {
+                    return self.reply_reject(
+                        key,
+                        RejectReason::Other(
+                            "this relay takes sealed datagrams only: give the client a secret",
+                        ),
+                    );
+                }
+                None => {}
             }
         }
         // The address is proven (UDP) or came through a TCP handshake
@@ -556,18 +672,38 @@ impl Core {
         };
         let started = std::time::Instant::now();
         let _ = r.engine.handle_datagram(peer, bytes, now);
+        let connected = r.engine.is_connected(peer);
         // Mapped even if refused: the refusal goes out through the mapping.
-        self.keys.insert(peer, key);
-        if r.engine.is_connected(peer) {
-            self.conns.insert(key, (peer, room.clone()));
+        let conn_key = match (channel, key) {
+            (Some(channel), ConnKey::Udp(addr)) => {
+                let id = channel.id();
+                let room = room.clone();
+                self.sealed.insert(
+                    id,
+                    SealedConn {
+                        channel,
+                        addr,
+                        peer,
+                        room,
+                    },
+                );
+                ConnKey::Sealed(id)
+            }
+            _ => key,
+        };
+        self.keys.insert(peer, conn_key);
+        if connected {
+            if !matches!(conn_key, ConnKey::Sealed(_)) {
+                self.conns.insert(key, (peer, room.clone()));
+            }
             if let Some(t) = self.pending_ticket.take() {
                 self.ledger.spend(&t);
             }
         }
         self.pending_ticket = None;
         self.flush(&room, started);
-        if !self.conns.contains_key(&key) {
-            self.keys.remove(&peer);
+        if !connected {
+            self.forget(peer);
         }
     }
 
@@ -594,7 +730,7 @@ impl Core {
                 }
                 request_len.min(self.config.limits.max_message)
             }
-            ConnKey::Ws(_) => self.config.limits.max_message,
+            ConnKey::Ws(_) | ConnKey::Sealed(_) => self.config.limits.max_message,
         };
         let mut buf = Vec::new();
         let mut w = DatagramWriter::new(&mut buf, Tick::ZERO, budget);
@@ -646,6 +782,8 @@ impl Core {
         Outbox {
             udp: self.udp.as_deref(),
             ws_out: &self.ws_out,
+            sealed: &mut self.sealed,
+            scratch: &mut self.crypt,
             metrics: &self.metrics,
         }
         .send(key, bytes);
@@ -660,6 +798,8 @@ impl Core {
             keys,
             udp,
             ws_out,
+            sealed,
+            crypt,
             metrics,
             buf,
             ..
@@ -667,9 +807,11 @@ impl Core {
         let Some(room) = rooms.get_mut(name) else {
             return;
         };
-        let out = Outbox {
+        let mut out = Outbox {
             udp: udp.as_deref(),
             ws_out,
+            sealed,
+            scratch: crypt,
             metrics,
         };
         while let Some(t) = room.engine.poll_transmit(buf) {
@@ -759,11 +901,18 @@ impl Core {
     }
 
     fn forget(&mut self, peer: PeerId) {
-        if let Some(key) = self.keys.remove(&peer) {
-            self.conns.remove(&key);
-            if let ConnKey::Ws(id) = key {
-                self.ws_out.remove(&id);
+        match self.keys.remove(&peer) {
+            Some(ConnKey::Sealed(id)) => {
+                self.sealed.remove(&id);
+                self.retired.insert(id, std::time::Instant::now());
             }
+            Some(key) => {
+                self.conns.remove(&key);
+                if let ConnKey::Ws(id) = key {
+                    self.ws_out.remove(&id);
+                }
+            }
+            None => {}
         }
     }
 
@@ -797,19 +946,23 @@ impl Core {
     fn housekeeping(&mut self) {
         self.last_housekeeping = std::time::Instant::now();
         self.ledger.forget_expired(unix_now());
+        // A retired id's cookie has expired: its Hello cannot come back.
+        let cookie_life = lockstep_core::admission::COOKIE_LIFETIME + Duration::from_secs(2);
+        self.retired.retain(|_, at| at.elapsed() < cookie_life);
         self.stranger_replies_by_ip.retain_recent();
         self.stranger_replies_by_ip.shrink_to_fit();
         // Connections whose room closed them without an event reaching us.
-        let stale: Vec<PeerId> = self
-            .conns
-            .values()
+        let plain = self.conns.values().map(|(p, room)| (*p, room));
+        let sealed = self.sealed.values().map(|c| (c.peer, &c.room));
+        let stale: Vec<PeerId> = plain
+            .chain(sealed)
             .filter(|(p, room)| {
                 !self
                     .rooms
-                    .get(room)
+                    .get(*room)
                     .is_some_and(|r| r.engine.is_connected(*p))
             })
-            .map(|(p, _)| *p)
+            .map(|(p, _)| p)
             .collect();
         for p in stale {
             self.forget(p);

@@ -83,7 +83,7 @@ fn another_game_build_or_protocol_is_refused_in_words() {
     assert_eq!(raw.verdict(), Verdict::Reject(game));
     let mut next = datagram(Tick::ZERO, &[Message::Hello(Hello::default())]);
     next[2] = wire::VERSION + 1;
-    raw.send(&next);
+    raw.send_plain(&next);
     let protocol = Rejection::ProtocolMismatch {
         server: wire::VERSION,
         client: wire::VERSION + 1,

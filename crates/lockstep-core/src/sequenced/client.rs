@@ -6,6 +6,7 @@ use crate::endpoint::Transmit;
 use crate::error::{
     ChecksumError, CommitError, ConfigError, DatagramError, Incompatibility, PauseError,
 };
+use crate::secure::{self, SecureChannel};
 use crate::wire::{
     self, ByeReason, ChainWriter, Checksums as ChecksumsMsg, Datagram, DatagramWriter, Hello,
     InputCodec, InputRun, Inputs, MAX_COOKIE, MIN_HELLO_DATAGRAM, Message, ResumeToken, Welcome,
@@ -36,7 +37,8 @@ pub struct ClientConfig {
     pub resume: Option<ResumeToken>,
     /// How inputs are delta-coded (must match the room).
     pub codec: InputCodec,
-    /// The largest datagram to send.
+    /// The largest datagram to send, seal included (what is inside is
+    /// `max_datagram - SEALED_OVERHEAD`, sealed or not).
     pub max_datagram: usize,
     /// The largest encoded input the game may commit.
     pub max_input_len: usize,
@@ -64,6 +66,13 @@ pub struct ClientConfig {
     pub ping_interval: Duration,
     /// Checksums held.
     pub checksum_window: usize,
+    /// A key for sealed datagrams: 32 bytes from a CSPRNG, new for every
+    /// connection. With it the Hello offers a public key, and once a
+    /// server answers with its own, every datagram after the handshake is
+    /// authenticated and encrypted (see [`secure`](crate::secure)); check
+    /// [`ClientSession::sealed`] if you must not play without. `None`:
+    /// plain datagrams (LAN, WebSocket, tests).
+    pub secret: Option<[u8; 32]>,
 }
 
 impl Default for ClientConfig {
@@ -88,6 +97,7 @@ impl Default for ClientConfig {
             timeout: Duration::from_secs(15),
             ping_interval: Duration::from_secs(1),
             checksum_window: 128,
+            secret: None,
         }
     }
 }
@@ -106,7 +116,8 @@ impl ClientConfig {
             "max_datagram must be 256 to 65507",
         )?;
         bad(
-            self.max_input_len == 0 || self.max_input_len + 128 > self.max_datagram,
+            self.max_input_len == 0
+                || self.max_input_len + 128 + secure::SEALED_OVERHEAD > self.max_datagram,
             "max_input_len must be positive and fit a datagram",
         )?;
         bad(self.max_lead == 0, "max_lead must be at least 1")?;
@@ -234,6 +245,15 @@ pub struct ClientSession<I: Input> {
     last_frame_at: Option<Instant>,
     /// The server's latest address-validation cookie, echoed in the Hello.
     cookie: Vec<u8>,
+    /// Our public key, offered in the Hello.
+    public: Option<[u8; 32]>,
+    /// Keys agreed with the latest Challenge, until a sealed datagram
+    /// opens with them.
+    pending: Option<Box<SecureChannel>>,
+    /// The keys every datagram is sealed with, once agreed.
+    channel: Option<Box<SecureChannel>>,
+    /// Scratch for opening and sealing.
+    crypt: Vec<u8>,
 }
 
 impl<I: Input> ClientSession<I> {
@@ -241,6 +261,7 @@ impl<I: Input> ClientSession<I> {
     /// caller's transport uses for it).
     pub fn new(config: ClientConfig, server: PeerId, now: Instant) -> Result<Self, ConfigError> {
         config.validate()?;
+        let public = config.secret.as_ref().map(secure::client_public);
         Ok(Self {
             checks: Checksums::new(config.checksum_window),
             config,
@@ -274,6 +295,10 @@ impl<I: Input> ClientSession<I> {
             stall_started: None,
             last_frame_at: None,
             cookie: Vec::new(),
+            public,
+            pending: None,
+            channel: None,
+            crypt: Vec::new(),
         })
     }
 
@@ -535,17 +560,53 @@ impl<I: Input> ClientSession<I> {
         self.now = self.now.max(now);
         self.stats.datagrams_received += 1;
         self.stats.bytes_received += datagram.len() as u64;
-        let r = self.take(from, datagram);
+        let r = self.unseal_and_take(from, datagram);
         if r.is_err() {
             self.stats.datagrams_rejected += 1;
         }
         r
     }
 
-    fn take(&mut self, from: PeerId, datagram: &[u8]) -> Result<(), DatagramError> {
+    /// Whether datagrams are sealed: keys were agreed and the server's
+    /// first sealed datagram opened with them.
+    pub fn sealed(&self) -> bool {
+        self.channel.is_some()
+    }
+
+    fn unseal_and_take(&mut self, from: PeerId, datagram: &[u8]) -> Result<(), DatagramError> {
         if from != self.server {
             return Err(DatagramError::UnknownPeer(from));
         }
+        if !secure::is_sealed(datagram) {
+            // Once keys are agreed, a plain datagram could be anyone's.
+            if self.channel.is_some() {
+                return Err(secure::SealError::NotSealed.into());
+            }
+            return self.take(datagram);
+        }
+        let mut buf = core::mem::take(&mut self.crypt);
+        buf.clear();
+        buf.extend_from_slice(datagram);
+        let opened = match (&mut self.channel, &mut self.pending) {
+            (Some(c), _) => c.open(&mut buf).map(|p| p.len()),
+            (None, Some(p)) => p.open(&mut buf).map(|p| p.len()),
+            (None, None) => Err(secure::SealError::WrongConnection),
+        };
+        let r = match opened {
+            Ok(len) => {
+                if self.channel.is_none() {
+                    self.channel = self.pending.take();
+                }
+                let start = secure::SEALED_HEADER_LEN;
+                self.take(&buf[start..start + len])
+            }
+            Err(e) => Err(e.into()),
+        };
+        self.crypt = buf;
+        r
+    }
+
+    fn take(&mut self, datagram: &[u8]) -> Result<(), DatagramError> {
         if matches!(self.state, State::Closed(_)) {
             return Ok(());
         }
@@ -598,11 +659,17 @@ impl<I: Input> ClientSession<I> {
         for m in d.messages {
             match m {
                 Message::Welcome(w) => self.welcomed(w),
-                Message::Challenge { cookie } if !self.connected() => {
+                Message::Challenge { cookie, key } if !self.connected() => {
                     // Answer at once: the server keeps no state until we do.
                     self.cookie.clear();
                     self.cookie
                         .extend_from_slice(&cookie[..cookie.len().min(MAX_COOKIE)]);
+                    self.pending = match (&self.config.secret, key) {
+                        (Some(secret), Some(key)) => SecureChannel::client(secret, &key, cookie)
+                            .ok()
+                            .map(Box::new),
+                        _ => None,
+                    };
                     self.flush = true;
                 }
                 Message::Reject(r) => {
@@ -786,7 +853,10 @@ impl<I: Input> ClientSession<I> {
         let base = self
             .next_tick
             .saturating_add(self.frames.iter().take_while(|f| f.is_some()).count() as u32);
-        let mut w = DatagramWriter::new(buf, base, self.config.max_datagram);
+        // Room for the seal either way, so a server sees one size limit for
+        // what is inside, sealed or not.
+        let budget = self.config.max_datagram - secure::SEALED_OVERHEAD;
+        let mut w = DatagramWriter::new(buf, base, budget);
         if self.leaving {
             w.put(Message::Bye {
                 reason: ByeReason::Leaving,
@@ -804,6 +874,7 @@ impl<I: Input> ClientSession<I> {
                 resume: config.resume,
                 codec: config.codec,
                 cookie: (!self.cookie.is_empty()).then_some(self.cookie.as_slice()),
+                key: self.public,
             }));
         }
         if let Some((stamp, at)) = self.pong_owed {
@@ -885,7 +956,16 @@ impl<I: Input> ClientSession<I> {
             // it received: give it room for its challenge.
             w.pad_to(MIN_HELLO_DATAGRAM);
         }
-        let len = w.finish();
+        let mut len = w.finish();
+        if let Some(channel) = &mut self.channel {
+            let mut sealed = core::mem::take(&mut self.crypt);
+            sealed.clear();
+            channel.seal(&buf[..len], &mut sealed);
+            buf.clear();
+            buf.extend_from_slice(&sealed);
+            len = buf.len();
+            self.crypt = sealed;
+        }
         self.flush = false;
         self.pong_owed = None;
         self.checks_owed = false;

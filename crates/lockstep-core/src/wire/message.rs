@@ -101,6 +101,9 @@ pub struct Hello<'a> {
     /// The cookie of the server's latest [`Message::Challenge`], echoed to
     /// prove the sender receives at its address.
     pub cookie: Option<&'a [u8]>,
+    /// The sender's X25519 public key: it asks for sealed datagrams (see
+    /// [`secure`](crate::secure)).
+    pub key: Option<[u8; 32]>,
 }
 
 /// A secret that lets its holder take a seat back (see
@@ -398,6 +401,9 @@ pub enum Message<'a> {
     Challenge {
         /// Opaque to the client; checked by the server that made it.
         cookie: &'a [u8],
+        /// The server's X25519 public key for this handshake, when the
+        /// client offered one.
+        key: Option<[u8; 32]>,
     },
     /// Zero bytes that carry nothing, so a datagram reaches a minimum size
     /// (see [`MIN_HELLO_DATAGRAM`]).
@@ -460,7 +466,7 @@ impl Message<'_> {
                 over("ticket", h.ticket.len(), MAX_TICKET)?;
                 over("cookie", h.cookie.map_or(0, <[u8]>::len), MAX_COOKIE)
             }
-            Self::Challenge { cookie } => over("cookie", cookie.len(), MAX_COOKIE),
+            Self::Challenge { cookie, .. } => over("cookie", cookie.len(), MAX_COOKIE),
             Self::Padding { len } => over("padding", *len, MAX_DATAGRAM_LEN),
             Self::Welcome(w) => {
                 over("seat", w.seats as usize, MAX_SEATS)?;
@@ -513,7 +519,8 @@ impl Message<'_> {
                     u8::from(h.spectator)
                         | u8::from(h.resume.is_some()) << 1
                         | codec << 2
-                        | u8::from(h.cookie.is_some()) << 3,
+                        | u8::from(h.cookie.is_some()) << 3
+                        | u8::from(h.key.is_some()) << 4,
                 );
                 put_u64_le(out, h.fingerprint);
                 put_str(out, h.room);
@@ -524,6 +531,9 @@ impl Message<'_> {
                 }
                 if let Some(c) = h.cookie {
                     put_bytes(out, c);
+                }
+                if let Some(k) = h.key {
+                    out.extend_from_slice(&k);
                 }
             }
             Self::Welcome(w) => {
@@ -636,7 +646,13 @@ impl Message<'_> {
                     put_varint(out, u64::from(p.0));
                 }
             }
-            Self::Challenge { cookie } => put_bytes(out, cookie),
+            Self::Challenge { cookie, key } => {
+                put_bytes(out, cookie);
+                out.push(u8::from(key.is_some()));
+                if let Some(k) = key {
+                    out.extend_from_slice(k);
+                }
+            }
             Self::Padding { len } => {
                 put_varint(out, *len as u64);
                 out.resize(out.len() + len, 0);
@@ -669,7 +685,7 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
     Ok(match kind {
         ty::HELLO => {
             let flags = r.u8()?;
-            if flags & !0b1111 != 0 {
+            if flags & !0b1_1111 != 0 {
                 return Err(WireError::Invalid("unknown hello flags"));
             }
             let codec = if flags & 4 != 0 {
@@ -691,6 +707,11 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
             } else {
                 None
             };
+            let key = if flags & 16 != 0 {
+                Some(r.array()?)
+            } else {
+                None
+            };
             Message::Hello(Hello {
                 fingerprint,
                 spectator: flags & 1 != 0,
@@ -700,6 +721,7 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
                 resume,
                 codec,
                 cookie,
+                key,
             })
         }
         ty::WELCOME => {
@@ -891,9 +913,15 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
                 waiting,
             })
         }
-        ty::CHALLENGE => Message::Challenge {
-            cookie: r.byte_string("cookie", MAX_COOKIE)?,
-        },
+        ty::CHALLENGE => {
+            let cookie = r.byte_string("cookie", MAX_COOKIE)?;
+            let key = match r.u8()? {
+                0 => None,
+                1 => Some(r.array()?),
+                _ => return Err(WireError::Invalid("unknown challenge flags")),
+            };
+            Message::Challenge { cookie, key }
+        }
         ty::PADDING => {
             let len = r.len("padding", MAX_DATAGRAM_LEN)?;
             let zeros = r.bytes(len)?;

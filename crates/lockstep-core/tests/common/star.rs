@@ -12,6 +12,7 @@ pub const SERVER: PeerId = PeerId(0);
 
 /// Either end of the star.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // a handful per test, never moved in bulk
 pub enum Node {
     Server(Sequencer<u16>),
     Client(ClientSession<u16>),

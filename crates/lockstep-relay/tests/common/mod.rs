@@ -1,6 +1,7 @@
 //! An in-process relay on loopback ports, and clients that play against it.
 #![allow(dead_code, unreachable_pub)]
 
+use lockstep_core::secure::{self, SecureChannel};
 use lockstep_core::sequenced::{ClientConfig, ClientSession, Rejection};
 use lockstep_core::sim::SimRng;
 use lockstep_core::wire::InputCodec;
@@ -11,6 +12,7 @@ use lockstep_net::{
     Clock, Faults, FaultyTransport, Transport, UdpTransport, WsClientTransport, drive,
 };
 use lockstep_relay::{BackgroundRelay, Bind, RelayConfig, RelayReport};
+use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
@@ -130,8 +132,15 @@ impl Player<PlayerInputs> {
         Self {
             name,
             transport: transport(relay, kind, faults, seed),
-            session: ClientSession::new(config, WsClientTransport::SERVER, clock.now())
-                .expect("config"),
+            session: ClientSession::new(
+                ClientConfig {
+                    secret: config.secret.or_else(|| (kind == Kind::Udp).then(secret)),
+                    ..config
+                },
+                WsClientTransport::SERVER,
+                clock.now(),
+            )
+            .expect("config"),
             hash: StreamHash::new(),
             events: Vec::new(),
             rng: SimRng::new(seed),
@@ -223,6 +232,9 @@ pub fn play_until(
 /// A raw socket to poke the relay with.
 pub struct Raw {
     pub socket: UdpSocket,
+    secret: [u8; 32],
+    pending: RefCell<Option<SecureChannel>>,
+    channel: RefCell<Option<SecureChannel>>,
 }
 
 impl Raw {
@@ -232,22 +244,40 @@ impl Raw {
         socket
             .set_read_timeout(Some(Duration::from_millis(200)))
             .expect("timeout");
-        Self { socket }
+        Self {
+            socket,
+            secret: secret(),
+            pending: RefCell::new(None),
+            channel: RefCell::new(None),
+        }
     }
 
+    /// Sends `bytes`, sealed once the handshake agreed keys.
     pub fn send(&self, bytes: &[u8]) {
+        let mut channel = self.channel.borrow_mut();
+        match channel.as_mut() {
+            Some(c) => {
+                let mut sealed = Vec::new();
+                c.seal(bytes, &mut sealed);
+                self.socket.send(&sealed).expect("send");
+            }
+            None => self.send_plain(bytes),
+        }
+    }
+
+    /// Sends `bytes` as they are.
+    pub fn send_plain(&self, bytes: &[u8]) {
         self.socket.send(bytes).expect("send");
     }
 
     /// Datagrams until one carries an Error, Reject or Bye (or 5 s pass).
     pub fn verdict(&self) -> Verdict {
         let deadline = Instant::now() + Duration::from_secs(5);
-        let mut buf = vec![0u8; 65_536];
         while Instant::now() < deadline {
-            let Ok(n) = self.socket.recv(&mut buf) else {
+            let Some(bytes) = self.recv_within(Duration::from_millis(200)) else {
                 continue;
             };
-            let Ok(d) = Datagram::decode(&buf[..n], Tick::ZERO) else {
+            let Ok(d) = Datagram::decode(&bytes, Tick::ZERO) else {
                 continue;
             };
             for m in d.messages {
@@ -262,21 +292,38 @@ impl Raw {
         panic!("no verdict from the relay");
     }
 
-    /// The next datagram the relay sends here, within `wait`.
+    /// The next datagram the relay sends here within `wait`, opened if
+    /// sealed (a sealed one that does not open is skipped).
     pub fn recv_within(&self, wait: Duration) -> Option<Vec<u8>> {
         let deadline = Instant::now() + wait;
         let mut buf = vec![0u8; 65_536];
         while Instant::now() < deadline {
-            if let Ok(n) = self.socket.recv(&mut buf) {
+            let Ok(n) = self.socket.recv(&mut buf) else {
+                continue;
+            };
+            if !secure::is_sealed(&buf[..n]) {
                 return Some(buf[..n].to_vec());
+            }
+            let mut channel = self.channel.borrow_mut();
+            if channel.is_none() {
+                *channel = self.pending.borrow_mut().take();
+            }
+            if let Some(c) = channel.as_mut()
+                && let Ok(plain) = c.open(&mut buf[..n])
+            {
+                return Some(plain.to_vec());
             }
         }
         None
     }
 
-    /// Sends `hello` as a client would: padded, then again with the cookie
-    /// of the relay's challenge.
+    /// Sends `hello` as a client would: padded, offering a key, then again
+    /// with the cookie of the relay's challenge.
     pub fn hello(&self, hello: Hello<'_>) {
+        let hello = Hello {
+            key: Some(secure::client_public(&self.secret)),
+            ..hello
+        };
         self.send(&padded(&[Message::Hello(hello.clone())]));
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
@@ -287,7 +334,11 @@ impl Raw {
                 continue;
             };
             for m in d.messages {
-                if let Message::Challenge { cookie } = m {
+                if let Message::Challenge { cookie, key } = m {
+                    if let Some(k) = key {
+                        *self.pending.borrow_mut() =
+                            Some(SecureChannel::client(&self.secret, &k, cookie).expect("key"));
+                    }
                     let hello = Hello {
                         cookie: Some(cookie),
                         ..hello
@@ -325,6 +376,13 @@ impl Raw {
         }
         None
     }
+}
+
+/// 32 bytes from the operating system, for a client's `secret`.
+pub fn secret() -> [u8; 32] {
+    let mut s = [0u8; 32];
+    getrandom::fill(&mut s).expect("randomness");
+    s
 }
 
 /// What the relay finally said to a raw socket.
