@@ -166,6 +166,10 @@ pub struct RoomSettings {
     pub missing: MissingName,
     /// Frames kept for resends and replaying joiners.
     pub history: u32,
+    /// Seconds a pause lasts at most before play resumes by itself.
+    pub max_pause_secs: u64,
+    /// Pauses each seat may ask for over a match.
+    pub pauses_per_seat: u32,
 }
 
 impl Default for RoomSettings {
@@ -179,6 +183,8 @@ impl Default for RoomSettings {
             abandon_after_secs: 10,
             missing: MissingName::Neutral,
             history: 4096,
+            max_pause_secs: 60,
+            pauses_per_seat: 3,
         }
     }
 }
@@ -236,6 +242,10 @@ pub struct RoomOverrides {
     pub missing: Option<MissingName>,
     /// See [`RoomSettings::history`].
     pub history: Option<u32>,
+    /// See [`RoomSettings::max_pause_secs`].
+    pub max_pause_secs: Option<u64>,
+    /// See [`RoomSettings::pauses_per_seat`].
+    pub pauses_per_seat: Option<u32>,
 }
 
 /// A configuration that cannot run.
@@ -326,6 +336,8 @@ impl RelayConfig {
             s.abandon_after_secs = o.abandon_after_secs.unwrap_or(s.abandon_after_secs);
             s.missing = o.missing.unwrap_or(s.missing);
             s.history = o.history.unwrap_or(s.history);
+            s.max_pause_secs = o.max_pause_secs.unwrap_or(s.max_pause_secs);
+            s.pauses_per_seat = o.pauses_per_seat.unwrap_or(s.pauses_per_seat);
         }
         s
     }
@@ -365,6 +377,8 @@ impl RelayConfig {
             codec,
             secret,
             resume_after_silence: Duration::from_secs(l.resume_after_silence_secs),
+            max_pause: Duration::from_secs(s.max_pause_secs),
+            pauses_per_seat: s.pauses_per_seat,
             ..SequencerConfig::default()
         }
     }

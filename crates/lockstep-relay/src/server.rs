@@ -858,6 +858,10 @@ impl Core {
                     }
                     closed.push(peer);
                 }
+                SequencerEvent::ChecksumSplit { tick, hashes } => {
+                    warn!(room = %name, %tick, hashes, "checksums split with no majority");
+                    metrics.desyncs.fetch_add(1, Ordering::Relaxed);
+                }
                 SequencerEvent::Desync {
                     tick,
                     peer,

@@ -213,17 +213,26 @@ pub enum SequencerEvent {
         /// Why.
         reason: DropReason,
     },
-    /// A client's state checksum differs from the first one reported for the
-    /// same tick.
+    /// A client's state checksum differs from the one a majority of the
+    /// seated players reported for the same tick.
     Desync {
         /// The tick.
         tick: Tick,
         /// The client that differs.
         peer: PeerId,
-        /// The first checksum reported for the tick.
+        /// The majority's checksum.
         expected: u64,
         /// This client's.
         got: u64,
+    },
+    /// Every seated player reported a checksum for `tick` and no hash has a
+    /// majority (two players who disagree, say): the game diverged, and
+    /// nobody can tell who is right, so no client is told either way.
+    ChecksumSplit {
+        /// The tick.
+        tick: Tick,
+        /// How many reports there were.
+        hashes: usize,
     },
 }
 

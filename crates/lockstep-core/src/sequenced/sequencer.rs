@@ -77,6 +77,11 @@ pub struct SequencerConfig {
     /// token moves the seat to a new connection: a live player's seat is
     /// never taken over, whoever holds its token.
     pub resume_after_silence: Duration,
+    /// The longest a pause lasts: then play resumes by itself, whoever asked
+    /// for it.
+    pub max_pause: Duration,
+    /// How many pauses each seat may ask for over the match.
+    pub pauses_per_seat: u32,
 }
 
 impl Default for SequencerConfig {
@@ -105,6 +110,8 @@ impl Default for SequencerConfig {
             first_tick: Tick::ZERO,
             secret: [0; 32],
             resume_after_silence: Duration::from_secs(1),
+            max_pause: Duration::from_secs(60),
+            pauses_per_seat: 3,
         }
     }
 }
@@ -147,6 +154,7 @@ impl SequencerConfig {
             "ping_interval must be positive",
         )?;
         bad(self.timeout.is_zero(), "timeout must be positive")?;
+        bad(self.max_pause.is_zero(), "max_pause must be positive")?;
         bad(
             self.checksum_window == 0,
             "checksum_window must be positive",
@@ -275,6 +283,17 @@ struct Seat<I> {
     last: I,
     /// How early (+) or late (-) its latest input arrived, in ticks.
     slack: i32,
+    /// When it last sent an input not seen before (or joined): a player
+    /// that keeps its connection alive but sends no input is still
+    /// abandoned when the game waits on it.
+    last_input: Instant,
+    /// Since when the open tick has been waiting on it.
+    waited_since: Option<Instant>,
+    /// Pauses it asked for.
+    pauses: u32,
+    /// The newest pause frame it asked for: a duplicated or delayed request
+    /// is not a new one.
+    pause_asked: Option<Tick>,
 }
 
 /// A room's sequencer: admits connections, seats players, decides which tick
@@ -319,11 +338,19 @@ pub struct Sequencer<I: Input> {
     /// The `Deadline` clock: when it started and at which tick.
     clock: Option<(Instant, Tick)>,
     paused: bool,
+    /// When the current pause began.
+    paused_at: Option<Instant>,
+    /// The frame the current (or last) pause is known by: above every
+    /// earlier one, so a client never takes a new pause for an echo of the
+    /// last, even when no tick was sealed between them.
+    pause_frame: Tick,
     lifted: Option<Tick>,
     /// Seats the open tick waits on (`WaitForAll`).
     waiting: Vec<PlayerId>,
+    /// Checksums a majority of the seated players agreed on.
     references: Checksums,
-    reference_from: BTreeMap<Tick, PeerId>,
+    /// Checksums reported by seated players for ticks without a verdict.
+    votes: BTreeMap<Tick, Vec<(PlayerId, PeerId, u64)>>,
     replies: VecDeque<(PeerId, Reply)>,
     events: VecDeque<SequencerEvent>,
     stats: SequencerStats,
@@ -351,9 +378,11 @@ impl<I: Input> Sequencer<I> {
             tick_events: BTreeMap::new(),
             clock: None,
             paused: false,
+            paused_at: None,
+            pause_frame: Tick::ZERO,
             lifted: None,
             waiting: Vec::new(),
-            reference_from: BTreeMap::new(),
+            votes: BTreeMap::new(),
             replies: VecDeque::new(),
             events: VecDeque::new(),
             stats: SequencerStats::default(),
@@ -457,8 +486,32 @@ impl<I: Input> Sequencer<I> {
     pub fn pause(&mut self) {
         if !self.paused {
             self.paused = true;
+            self.paused_at = Some(self.now);
+            self.pause_frame = match self.lifted {
+                Some(l) => self.open.max(l.saturating_add(1)),
+                None => self.open,
+            };
             self.flush_all();
         }
+    }
+
+    /// A seat asks for a pause freezing at `frame`: granted while its budget
+    /// lasts; a request repeated or delayed in the network is not new.
+    fn pause_asked(&mut self, seat: PlayerId, frame: Tick) {
+        let paused = self.paused;
+        let budget = self.config.pauses_per_seat;
+        let Some(s) = self.seats[seat.index()].as_mut() else {
+            return;
+        };
+        if s.pause_asked.is_some_and(|f| frame <= f) {
+            return;
+        }
+        s.pause_asked = Some(frame);
+        if paused || s.pauses >= budget {
+            return;
+        }
+        s.pauses += 1;
+        self.pause();
     }
 
     /// Starts sealing again; the `Deadline` clock restarts from now, so no
@@ -466,7 +519,8 @@ impl<I: Input> Sequencer<I> {
     pub fn resume(&mut self) {
         if self.paused {
             self.paused = false;
-            self.lifted = Some(self.open);
+            self.paused_at = None;
+            self.lifted = Some(self.pause_frame);
             if self.clock.is_some() {
                 self.clock = Some((self.now, self.open));
             }
@@ -531,6 +585,12 @@ impl<I: Input> Sequencer<I> {
                     DropReason::TimedOut,
                 );
             }
+        }
+        if self
+            .paused_at
+            .is_some_and(|at| now - at >= self.config.max_pause)
+        {
+            self.resume();
         }
         self.seal_due();
         for i in 0..self.conns.len() {
@@ -602,10 +662,14 @@ impl<I: Input> Sequencer<I> {
         if let Some(t) = self.next_seal_at() {
             consider(t);
         }
+        if let Some(at) = self.paused_at {
+            consider(at + self.config.max_pause);
+        }
         if let Policy::WaitForAll { abandon_after } = self.config.policy {
             for s in &self.waiting {
-                if let Some(c) = self.seat_conn(*s) {
-                    consider(c.last_heard + abandon_after);
+                if let Some(seat) = &self.seats[s.index()] {
+                    let since = seat.waited_since.unwrap_or(self.now);
+                    consider(seat.last_input.max(since) + abandon_after);
                 }
             }
         }
@@ -638,11 +702,6 @@ impl<I: Input> Sequencer<I> {
 
     fn conn_index(&self, peer: PeerId) -> Option<usize> {
         self.conns.iter().position(|c| c.peer == peer)
-    }
-
-    fn seat_conn(&self, seat: PlayerId) -> Option<&Conn> {
-        let peer = self.seats.get(seat.index())?.as_ref()?.conn?;
-        self.conns.iter().find(|c| c.peer == peer)
     }
 
     fn flush_all(&mut self) {
@@ -785,6 +844,10 @@ impl<I: Input> Sequencer<I> {
                 received: from,
                 last: I::default(),
                 slack: 0,
+                last_input: self.now,
+                waited_since: None,
+                pauses: 0,
+                pause_asked: None,
             });
             self.add_tick_event(self.open, SystemEvent::Joined { player });
             if matches!(self.config.policy, Policy::Deadline { .. }) && self.clock.is_none() {
@@ -971,7 +1034,11 @@ impl<I: Input> Sequencer<I> {
             match m {
                 Message::Hello(_) => hello_seen = true,
                 Message::Checksums(c) => self.take_checksums(i, &c),
-                Message::Pause { .. } if seat.is_some() => self.pause(),
+                Message::Pause { frame } => {
+                    if let Some(s) = seat {
+                        self.pause_asked(s, frame);
+                    }
+                }
                 Message::Resume { .. } if seat.is_some() => self.resume(),
                 Message::Ping { stamp } => self.conns[i].pong_owed = Some((stamp, now)),
                 Message::Pong { stamp, held_ms } => {
@@ -1016,6 +1083,7 @@ impl<I: Input> Sequencer<I> {
             return;
         }
         s.received = stamped.saturating_add(1);
+        s.last_input = self.now;
         s.slack = i32::try_from(i64::from(stamped.get()) - i64::from(open.get())).unwrap_or(0);
         let mut at = stamped;
         if at < open {
@@ -1032,7 +1100,7 @@ impl<I: Input> Sequencer<I> {
     }
 
     fn take_checksums(&mut self, i: usize, c: &ChecksumsMsg) {
-        let peer = self.conns[i].peer;
+        let (peer, seat) = (self.conns[i].peer, self.conns[i].seat);
         if let Some(t) = c.ack {
             let r = &mut self.conns[i].checks;
             r.acked = Some(r.acked.map_or(t, |old| old.max(t)));
@@ -1047,27 +1115,61 @@ impl<I: Input> Sequencer<I> {
                 continue;
             }
             r.received = Some(tick);
-            match self.reference(tick) {
-                Some(expected) if expected != hash => {
-                    self.stats.desyncs += 1;
-                    self.push_event(SequencerEvent::Desync {
-                        tick,
-                        peer,
-                        expected,
-                        got: hash,
-                    });
-                }
-                Some(_) => {}
-                None if self.references.latest().is_none_or(|l| tick > l) => {
-                    self.references
-                        .report(tick, hash, std::iter::empty(), |_, _| {});
-                    self.reference_from.insert(tick, peer);
-                    while self.reference_from.len() > self.config.checksum_window {
-                        self.reference_from.pop_first();
-                    }
-                }
-                None => {}
+            match (self.reference(tick), seat) {
+                (Some(expected), _) if expected != hash => self.desync(tick, peer, expected, hash),
+                (Some(_), _) => {}
+                // Only seated players vote: a spectator's state counts for
+                // nobody but itself.
+                (None, Some(seat)) => self.vote(tick, seat, peer, hash),
+                (None, None) => {}
             }
+        }
+    }
+
+    fn desync(&mut self, tick: Tick, peer: PeerId, expected: u64, got: u64) {
+        self.stats.desyncs += 1;
+        self.push_event(SequencerEvent::Desync {
+            tick,
+            peer,
+            expected,
+            got,
+        });
+    }
+
+    /// Counts `seat`'s checksum for `tick`. The hash a strict majority of the
+    /// seated players reported becomes the reference every client compares
+    /// against; no single player (or spectator) can plant one.
+    fn vote(&mut self, tick: Tick, seat: PlayerId, peer: PeerId, hash: u64) {
+        if self.references.latest().is_some_and(|l| tick <= l) {
+            return;
+        }
+        let seated = self.seats.iter().flatten().count();
+        let list = self.votes.entry(tick).or_default();
+        if list.iter().any(|(s, ..)| *s == seat) {
+            return;
+        }
+        list.push((seat, peer, hash));
+        let agree = list.iter().filter(|(.., h)| *h == hash).count();
+        if agree * 2 > seated {
+            let list = self.votes.remove(&tick).unwrap_or_default();
+            self.references
+                .report(tick, hash, std::iter::empty(), |_, _| {});
+            for (_, p, h) in list {
+                if h != hash {
+                    self.desync(tick, p, hash, h);
+                }
+            }
+            // Older ticks can no longer get a verdict: the newer one covers
+            // them (a divergence never heals by itself).
+            self.votes.retain(|t, _| *t > tick);
+        } else if list.len() >= seated {
+            let hashes = list.len();
+            self.votes.remove(&tick);
+            self.stats.desyncs += 1;
+            self.push_event(SequencerEvent::ChecksumSplit { tick, hashes });
+        }
+        while self.votes.len() > self.config.checksum_window {
+            self.votes.pop_first();
         }
     }
 
@@ -1115,11 +1217,19 @@ impl<I: Input> Sequencer<I> {
                         // Give up on whoever has been silent too long.
                         let mut dropped = false;
                         for s in &blocked {
-                            let silent = self
-                                .seat_conn(*s)
-                                .is_none_or(|c| self.now - c.last_heard >= abandon_after);
-                            let conn = self.seats[s.index()]
-                                .as_ref()
+                            // Silence is about inputs, not datagrams: keeping
+                            // the connection alive holds nobody up for long.
+                            // It counts from when the game began waiting on
+                            // the seat, since nobody can send input while
+                            // the game waits on someone else.
+                            let now = self.now;
+                            let seat = self.seats[s.index()].as_mut();
+                            let silent = seat.is_none_or(|seat| {
+                                let since = *seat.waited_since.get_or_insert(now);
+                                now - seat.last_input.max(since) >= abandon_after
+                            });
+                            let seat = self.seats[s.index()].as_ref();
+                            let conn = seat
                                 .and_then(|seat| seat.conn)
                                 .and_then(|p| self.conn_index(p));
                             if let (true, Some(i)) = (silent, conn) {
@@ -1192,6 +1302,7 @@ impl<I: Input> Sequencer<I> {
             .iter_mut()
             .map(|s| {
                 let s = s.as_mut()?;
+                s.waited_since = None;
                 if t < s.from {
                     return Some(I::default());
                 }
@@ -1313,7 +1424,9 @@ impl<I: Input> Sequencer<I> {
             waiting: self.waiting.clone(),
         }));
         if self.paused {
-            w.put(Message::Pause { frame: self.open });
+            w.put(Message::Pause {
+                frame: self.pause_frame,
+            });
         } else if let Some(lifted) = self.lifted {
             w.put(Message::Resume { lifted });
         }

@@ -7,7 +7,7 @@ use lockstep_core::sim::SimRng;
 use lockstep_core::wire::InputCodec;
 use lockstep_core::wire::{self, ByeReason, Datagram, DatagramWriter, ErrorCode, Hello, Message};
 use lockstep_core::{Event, Input, PlayerInputs, StreamHash};
-use lockstep_core::{PlayerId, Tick};
+use lockstep_core::{PlayerId, SystemEvent, Tick};
 use lockstep_net::{
     Clock, Faults, FaultyTransport, Transport, UdpTransport, WsClientTransport, drive,
 };
@@ -75,6 +75,10 @@ pub struct Player<I: Input> {
     pub frames_wanted: u64,
     /// When the next tick of input is due, at the room's tick rate.
     next_commit_at: Option<Instant>,
+    /// Report wrong checksums (a malicious or broken player).
+    pub lie_about_checksums: bool,
+    /// Membership changes seen in the frames: tick, event, when it ran.
+    pub system: Vec<(Tick, SystemEvent, Instant)>,
 }
 
 pub fn transport(
@@ -148,6 +152,8 @@ impl Player<PlayerInputs> {
             scratch: lockstep_net::Buffers::default(),
             frames_wanted: u64::MAX,
             next_commit_at: None,
+            lie_about_checksums: false,
+            system: Vec::new(),
         }
     }
 
@@ -177,10 +183,16 @@ impl Player<PlayerInputs> {
             }
         }
         while let Some(f) = self.session.advance() {
+            let now = Instant::now();
+            self.system
+                .extend(f.events.iter().map(|e| (f.tick, *e, now)));
             if self.hash.frames() < self.frames_wanted {
                 self.hash.push(&f);
                 if f.tick.get() % 30 == 0 {
-                    let _ = self.session.report_checksum(f.tick, self.hash.value());
+                    let lie = u64::from(self.lie_about_checksums);
+                    let _ = self
+                        .session
+                        .report_checksum(f.tick, self.hash.value() ^ lie);
                 }
             }
         }
