@@ -73,6 +73,16 @@ pub struct Limits {
     /// Seconds a seat's connection must have been silent before its resume
     /// token moves the seat to a new connection.
     pub resume_after_silence_secs: u64,
+    /// WebSocket connections open at once, Hello or not.
+    pub max_ws_connections: usize,
+    /// WebSocket connections open at once from one IP address.
+    pub max_ws_per_addr: usize,
+    /// Seconds a WebSocket connection has to send its first message after
+    /// its handshake.
+    pub ws_hello_timeout_secs: u64,
+    /// Milliseconds the main loop may fall behind its timers before
+    /// `/healthz` says it is unhealthy.
+    pub max_loop_lag_ms: u64,
 }
 
 impl Default for Limits {
@@ -88,6 +98,10 @@ impl Default for Limits {
             stranger_replies_per_sec: 1000,
             stranger_replies_per_addr: 5,
             resume_after_silence_secs: 1,
+            max_ws_connections: 4096,
+            max_ws_per_addr: 16,
+            ws_hello_timeout_secs: 5,
+            max_loop_lag_ms: 500,
         }
     }
 }
@@ -305,6 +319,10 @@ impl RelayConfig {
             "max_datagrams_per_sec must be positive",
         )?;
         bad(l.timeout_secs == 0, "timeout_secs must be positive")?;
+        bad(
+            l.max_ws_per_addr == 0 || l.max_ws_connections == 0,
+            "WebSocket connection limits must be positive",
+        )?;
         bad(
             self.tickets.max_uses == 0,
             "tickets.max_uses must be positive",

@@ -48,6 +48,15 @@ pub struct Metrics {
     pub strangers_ignored: AtomicU64,
     /// Tickets refused.
     pub bad_tickets: AtomicU64,
+    /// The main loop's latest pass, in milliseconds since the relay
+    /// started (for `/healthz`).
+    pub loop_at_ms: AtomicU64,
+    /// How late the main loop ran its most recent due timer, microseconds.
+    pub loop_lag_us: AtomicU64,
+    /// WebSocket connections open.
+    pub ws_connections: AtomicU64,
+    /// WebSocket connections refused by a limit or closed for breaking one.
+    pub ws_refused: AtomicU64,
     /// Sealed datagrams that did not open (forged, replayed, unknown
     /// connection) and were dropped.
     pub unauthenticated: AtomicU64,
@@ -195,6 +204,24 @@ impl Metrics {
             "counter",
             "Datagrams from unvalidated addresses left unanswered.",
             &self.strangers_ignored,
+        );
+        put(
+            "loop_lag_microseconds",
+            "gauge",
+            "How late the main loop ran its latest due timer.",
+            &self.loop_lag_us,
+        );
+        put(
+            "ws_connections",
+            "gauge",
+            "WebSocket connections open.",
+            &self.ws_connections,
+        );
+        put(
+            "ws_refused_total",
+            "counter",
+            "WebSocket connections refused or closed by a limit.",
+            &self.ws_refused,
         );
         put(
             "unauthenticated_total",

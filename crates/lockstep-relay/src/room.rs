@@ -77,6 +77,10 @@ impl Engine {
         each!(self, s => s.is_empty())
     }
 
+    pub(crate) fn disconnect(&mut self, peer: PeerId) {
+        each!(self, s => s.disconnect(peer));
+    }
+
     pub(crate) fn shutdown(&mut self, text: &str) {
         each!(self, s => s.shutdown(text));
     }

@@ -126,6 +126,14 @@ enum CoreMsg {
     WsClosed { id: u64 },
 }
 
+/// Datagrams taken in one pass of the main loop after the one that woke
+/// it, before timers and WebSocket traffic get a turn.
+const UDP_BURST: usize = 64;
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// Outgoing datagrams queued per WebSocket connection before dropping.
 const WS_QUEUE: usize = 256;
 /// The largest WebSocket message read: generously above any datagram, so
@@ -167,10 +175,17 @@ pub async fn run_with_metrics(
     let (core_tx, mut core_rx) = mpsc::channel::<CoreMsg>(4096);
     let mut tasks = JoinSet::new();
     if let Some(listener) = listeners.ws {
-        tasks.spawn(accept_ws(listener, core_tx.clone()));
+        let limits = WsLimits::from(&config.limits);
+        tasks.spawn(accept_ws(
+            listener,
+            core_tx.clone(),
+            limits,
+            metrics.clone(),
+        ));
     }
     if let Some(listener) = listeners.http {
-        tasks.spawn(serve_http(listener, metrics.clone()));
+        let max_lag = Duration::from_millis(config.limits.max_loop_lag_ms);
+        tasks.spawn(serve_http(listener, metrics.clone(), max_lag));
     }
     drop(core_tx);
     let udp = listeners.udp.map(Arc::new);
@@ -179,15 +194,23 @@ pub async fn run_with_metrics(
     let mut buf = vec![0u8; 65_536];
     loop {
         let wake = core.next_wakeup();
+        core.metrics
+            .loop_at_ms
+            .store(millis(core.start.elapsed()), Ordering::Relaxed);
+        // Not biased: under a flood of UDP, timers, WebSocket traffic and
+        // shutdown still get their turn.
         tokio::select! {
-            biased;
             () = &mut shutdown => break,
             r = recv_udp(udp.as_deref(), &mut buf) => match r {
                 Ok((n, addr)) => {
                     core.datagram(ConnKey::Udp(addr), &buf[..n]);
-                    // Take the rest of a burst without going round the loop.
+                    // Take some of a burst without going round the loop, but
+                    // never so much that ticks wait on it.
                     if let Some(s) = udp.as_deref() {
-                        while let Ok((n, addr)) = s.try_recv_from(&mut buf) {
+                        for _ in 0..UDP_BURST {
+                            let Ok((n, addr)) = s.try_recv_from(&mut buf) else {
+                                break;
+                            };
                             core.datagram(ConnKey::Udp(addr), &buf[..n]);
                         }
                     }
@@ -920,13 +943,24 @@ impl Core {
         }
     }
 
+    /// A WebSocket closed: its seat is freed at once.
     fn ws_closed(&mut self, id: u64) {
         self.ws_out.remove(&id);
-        // The room notices the silence and frees the seat on its timeout.
+        if let Some((peer, room)) = self.conns.get(&ConnKey::Ws(id)).cloned() {
+            if let Some(r) = self.rooms.get_mut(&room) {
+                r.engine.disconnect(peer);
+            }
+            self.flush(&room, std::time::Instant::now());
+            self.forget(peer);
+        }
     }
 
     fn timers(&mut self) {
         let now = self.now();
+        if let Some((due, _)) = self.deadlines.first() {
+            let late = now.as_micros().saturating_sub(*due);
+            self.metrics.loop_lag_us.store(late, Ordering::Relaxed);
+        }
         while self
             .deadlines
             .first()
@@ -1025,27 +1059,87 @@ impl Core {
 
 static NEXT_WS: AtomicU64 = AtomicU64::new(1);
 
-async fn accept_ws(listener: TcpListener, core: mpsc::Sender<CoreMsg>) {
+/// What one WebSocket connection may do before it is closed.
+#[derive(Debug, Clone, Copy)]
+struct WsLimits {
+    total: usize,
+    per_addr: usize,
+    hello_timeout: Duration,
+}
+
+impl From<&crate::config::Limits> for WsLimits {
+    fn from(l: &crate::config::Limits) -> Self {
+        Self {
+            total: l.max_ws_connections,
+            per_addr: l.max_ws_per_addr,
+            hello_timeout: Duration::from_secs(l.ws_hello_timeout_secs.max(1)),
+        }
+    }
+}
+
+/// Control frames (pings, pongs) a WebSocket connection may send in a
+/// burst, refilled at one a second.
+const WS_CONTROL_BURST: u32 = 10;
+
+async fn accept_ws(
+    listener: TcpListener,
+    core: mpsc::Sender<CoreMsg>,
+    limits: WsLimits,
+    metrics: Arc<Metrics>,
+) {
     let mut conns = JoinSet::new();
+    let mut by_addr: HashMap<IpAddr, usize> = HashMap::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, addr)) => {
+                    let ip = addr.ip();
+                    let from_ip = by_addr.get(&ip).copied().unwrap_or(0);
+                    if conns.len() >= limits.total || from_ip >= limits.per_addr {
+                        // Closed before the WebSocket handshake: it costs us a
+                        // TCP accept and nothing more.
+                        debug!(%addr, "websocket connection refused: limit");
+                        metrics.ws_refused.fetch_add(1, Ordering::Relaxed);
+                        drop(stream);
+                        continue;
+                    }
+                    *by_addr.entry(ip).or_default() += 1;
+                    metrics.ws_connections.store(conns.len() as u64 + 1, Ordering::Relaxed);
                     let id = NEXT_WS.fetch_add(1, Ordering::Relaxed);
                     debug!(%addr, id, "websocket connection");
-                    conns.spawn(ws_conn(stream, id, core.clone()));
+                    let (core, metrics) = (core.clone(), metrics.clone());
+                    conns.spawn(async move {
+                        ws_conn(stream, id, core, limits, metrics).await;
+                        ip
+                    });
                 }
                 Err(e) => {
                     warn!("websocket accept failed: {e}");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             },
-            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            Some(done) = conns.join_next(), if !conns.is_empty() => {
+                if let Ok(ip) = done
+                    && let Some(n) = by_addr.get_mut(&ip)
+                {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        by_addr.remove(&ip);
+                    }
+                }
+                metrics.ws_connections.store(conns.len() as u64, Ordering::Relaxed);
+            }
         }
     }
 }
 
-async fn ws_conn(stream: TcpStream, id: u64, core: mpsc::Sender<CoreMsg>) {
+async fn ws_conn(
+    stream: TcpStream,
+    id: u64,
+    core: mpsc::Sender<CoreMsg>,
+    limits: WsLimits,
+    metrics: Arc<Metrics>,
+) {
     let _ = stream.set_nodelay(true);
     let config = WebSocketConfig::default()
         .max_message_size(Some(WS_MAX_MESSAGE))
@@ -1074,20 +1168,44 @@ async fn ws_conn(stream: TcpStream, id: u64, core: mpsc::Sender<CoreMsg>) {
         let _ = sink.close().await;
     };
     let reader = async {
-        while let Some(Ok(msg)) = source.next().await {
-            let forwarded = match msg {
-                WsMessage::Binary(b) => core
-                    .send(CoreMsg::Datagram {
-                        id,
-                        bytes: b.to_vec(),
-                    })
-                    .await
-                    .is_ok(),
-                WsMessage::Close(_) => false,
-                _ => true,
+        let started = tokio::time::Instant::now();
+        let mut control = TokenBucket::full(WS_CONTROL_BURST, CoreInstant::ZERO);
+        let mut said_anything = false;
+        loop {
+            // The first message must come soon: an idle socket holds a slot.
+            let next = if said_anything {
+                source.next().await
+            } else {
+                match tokio::time::timeout_at(started + limits.hello_timeout, source.next()).await {
+                    Ok(m) => m,
+                    Err(_) => {
+                        debug!(id, "websocket sent nothing in time");
+                        metrics.ws_refused.fetch_add(1, Ordering::Relaxed);
+                        return;
+                    }
+                }
             };
-            if !forwarded {
+            let Some(Ok(msg)) = next else {
                 return;
+            };
+            let now = CoreInstant::from_duration(started.elapsed());
+            match msg {
+                WsMessage::Binary(b) => {
+                    said_anything = true;
+                    let bytes = b.to_vec();
+                    if core.send(CoreMsg::Datagram { id, bytes }).await.is_err() {
+                        return;
+                    }
+                }
+                WsMessage::Ping(_) | WsMessage::Pong(_) if control.take(1, now) => {}
+                WsMessage::Close(_) => return,
+                // Text is not our protocol; control frames past their rate
+                // are a flood.
+                _ => {
+                    debug!(id, "websocket closed: text or too many control frames");
+                    metrics.ws_refused.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
             }
         }
     };
@@ -1098,7 +1216,8 @@ async fn ws_conn(stream: TcpStream, id: u64, core: mpsc::Sender<CoreMsg>) {
     let _ = core.send(CoreMsg::WsClosed { id }).await;
 }
 
-async fn serve_http(listener: TcpListener, metrics: Arc<Metrics>) {
+async fn serve_http(listener: TcpListener, metrics: Arc<Metrics>, max_lag: Duration) {
+    let started = std::time::Instant::now();
     loop {
         let Ok((mut stream, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -1126,7 +1245,7 @@ async fn serve_http(listener: TcpListener, metrics: Arc<Metrics>) {
                 l if l.starts_with(b"GET /metrics ") => {
                     ("200 OK", "text/plain; version=0.0.4", metrics.render())
                 }
-                l if l.starts_with(b"GET /healthz ") => ("200 OK", "text/plain", "ok\n".to_owned()),
+                l if l.starts_with(b"GET /healthz ") => health(&metrics, started, max_lag),
                 _ => ("404 Not Found", "text/plain", "not found\n".to_owned()),
             };
             let head = format!(
@@ -1137,5 +1256,26 @@ async fn serve_http(listener: TcpListener, metrics: Arc<Metrics>) {
             let _ = stream.write_all(body.as_bytes()).await;
             let _ = stream.shutdown().await;
         });
+    }
+}
+
+/// `/healthz`: healthy while the main loop keeps up with its timers and
+/// has passed recently; the body says how late it is either way.
+fn health(
+    metrics: &Metrics,
+    started: std::time::Instant,
+    max_lag: Duration,
+) -> (&'static str, &'static str, String) {
+    // The HTTP task's clock started a moment after the core's: that moment
+    // only makes the check stricter.
+    let since_pass =
+        millis(started.elapsed()).saturating_sub(metrics.loop_at_ms.load(Ordering::Relaxed));
+    let timer_lag = metrics.loop_lag_us.load(Ordering::Relaxed) / 1000;
+    let lag = since_pass.max(timer_lag);
+    if lag > millis(max_lag) {
+        let body = format!("lagging: the main loop is {lag} ms behind\n");
+        ("503 Service Unavailable", "text/plain", body)
+    } else {
+        ("200 OK", "text/plain", format!("ok: {lag} ms behind\n"))
     }
 }

@@ -57,7 +57,11 @@ fn room_of_six(faults: Option<Faults>, frames: u64, limit: Duration) {
     assert_eq!(seats.len(), 6, "six seats: {seats:?}");
     let metrics = relay.http_get("/metrics");
     assert!(metrics.contains("lockstep_ticks_total"), "{metrics}");
-    assert!(relay.http_get("/healthz").ends_with("ok\n"));
+    let health = relay.http_get("/healthz");
+    assert!(
+        health.starts_with("HTTP/1.1 200") && health.contains("\nok: "),
+        "{health}"
+    );
     let report = relay.stop();
     assert!(report.ticks >= frames);
     assert_eq!(report.violations, 0);

@@ -875,7 +875,13 @@ impl<I: Input> MeshSession<I> {
         self.now = self.now.max(now);
         self.stats.datagrams_received += 1;
         self.stats.bytes_received += datagram.len() as u64;
-        match self.take_datagram(from, datagram) {
+        // Refused before any decoding: nobody sends more than we allow.
+        let taken = if datagram.len() > self.config.max_datagram {
+            Err(WireError::Oversized(datagram.len()).into())
+        } else {
+            self.take_datagram(from, datagram)
+        };
+        match taken {
             Ok(()) => Ok(()),
             Err(e) => {
                 self.stats.datagrams_rejected += 1;

@@ -560,7 +560,13 @@ impl<I: Input> ClientSession<I> {
         self.now = self.now.max(now);
         self.stats.datagrams_received += 1;
         self.stats.bytes_received += datagram.len() as u64;
-        let r = self.unseal_and_take(from, datagram);
+        // Refused before any decoding or opening: the sequencer never sends
+        // more than we allow.
+        let r = if datagram.len() > self.config.max_datagram {
+            Err(WireError::Oversized(datagram.len()).into())
+        } else {
+            self.unseal_and_take(from, datagram)
+        };
         if r.is_err() {
             self.stats.datagrams_rejected += 1;
         }

@@ -539,6 +539,19 @@ impl<I: Input> Sequencer<I> {
         }
     }
 
+    /// Ends `peer`'s connection because its transport closed (a WebSocket
+    /// closed, say): its seat is empty from the open tick at once, as if
+    /// it had timed out, without waiting for the silence.
+    pub fn disconnect(&mut self, peer: PeerId) {
+        if let Some(i) = self.conn_index(peer) {
+            self.close(
+                i,
+                Closing::Bye(ByeReason::Timeout, "connection closed".into()),
+                DropReason::TimedOut,
+            );
+        }
+    }
+
     /// Says goodbye to everybody (the server is shutting down).
     pub fn shutdown(&mut self, text: &str) {
         for i in 0..self.conns.len() {
