@@ -37,11 +37,11 @@ enum What {
 
 #[derive(Debug, Args)]
 struct RelayBench {
-    /// Players per room.
-    #[arg(long, default_value_t = 8)]
+    /// Players per room (1 to 256).
+    #[arg(long, default_value_t = 8, value_parser = seats)]
     room_size: usize,
-    /// Ticks per second.
-    #[arg(long, default_value_t = 30)]
+    /// Ticks per second (1 to 1000).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=1000))]
     tick_rate: u32,
     /// Clients in the first step (doubled each step).
     #[arg(long, default_value_t = 8)]
@@ -55,6 +55,13 @@ struct RelayBench {
     /// The p99 seal-to-last-send target, in microseconds.
     #[arg(long, default_value_t = 2000)]
     target_p99_us: u64,
+}
+
+fn seats(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=256).contains(&n) => Ok(n),
+        _ => Err(format!("{s:?} is not a room size from 1 to 256")),
+    }
 }
 
 #[derive(Debug, Args)]

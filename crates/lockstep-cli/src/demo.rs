@@ -17,14 +17,14 @@ use std::time::{Duration, Instant};
 /// A game of swarm between bots, through a relay, all on this machine.
 #[derive(Debug, Args)]
 pub(crate) struct DemoArgs {
-    /// Bot players.
-    #[arg(long, default_value_t = 4)]
-    players: usize,
+    /// Bot players (1 to 64).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+    players: u16,
     /// Ticks every client must run.
-    #[arg(long, default_value_t = 600)]
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u32).range(1..))]
     ticks: u32,
-    /// Ticks per second.
-    #[arg(long, default_value_t = 30)]
+    /// Ticks per second (1 to 240).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=240))]
     tick_rate: u32,
     /// How the relay seals ticks.
     #[arg(long, value_enum, default_value_t = Policy::WaitForAll)]
@@ -32,21 +32,31 @@ pub(crate) struct DemoArgs {
     /// How the bots connect.
     #[arg(long, value_enum, default_value_t = TransportKind::Mixed)]
     transport: TransportKind,
-    /// Packet loss each way, in percent.
-    #[arg(long, default_value_t = 0.0)]
+    /// Packet loss each way, in percent (0 to 100).
+    #[arg(long, default_value_t = 0.0, value_parser = percent)]
     loss: f64,
-    /// Added one-way latency, in milliseconds.
-    #[arg(long, default_value_t = 0)]
+    /// Added one-way latency, in milliseconds (at most 10,000).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=10_000))]
     latency: u64,
-    /// Latency varies by up to this much either way, in milliseconds.
-    #[arg(long, default_value_t = 0)]
+    /// Latency varies by up to this much either way, in milliseconds (at
+    /// most 10,000).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=10_000))]
     jitter: u64,
     /// Seeds the game and the bots.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Input delay in ticks.
-    #[arg(long, default_value_t = 3)]
+    /// Input delay in ticks (0 to 1024).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=1024))]
     delay: u32,
+}
+
+fn percent(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if (0.0..=100.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not a percentage from 0 to 100"))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -65,6 +75,8 @@ pub(crate) enum DemoError {
     Desync,
     #[error("the game did not finish in time")]
     Timeout,
+    #[error("{0} was turned away: {1}")]
+    Refused(String, String),
 }
 
 struct Client {
@@ -80,15 +92,10 @@ struct Client {
 }
 
 pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
-    if a.players == 0 || a.players > 64 || a.ticks == 0 || a.tick_rate == 0 || a.tick_rate > 240 {
-        return Err(DemoError::Setup(
-            "players must be 1 to 64, ticks positive, tick rate 1 to 240".into(),
-        ));
-    }
     let mut config = RelayConfig::default();
     config.room_defaults.tick_rate = a.tick_rate;
     config.room_defaults.delay = a.delay;
-    config.room_defaults.max_seats = a.players as u16;
+    config.room_defaults.max_seats = a.players;
     config.room_defaults.policy = a.policy.into();
     let bind = Bind {
         http: None,
@@ -126,8 +133,8 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
     );
     println!("relay on udp://{udp} and ws://{ws}");
     let clock = Clock::new();
-    let mut clients = Vec::with_capacity(a.players);
-    for i in 0..a.players {
+    let mut clients = Vec::with_capacity(usize::from(a.players));
+    for i in 0..usize::from(a.players) {
         let ws_client = match a.transport {
             TransportKind::Udp => false,
             TransportKind::Ws => true,
@@ -195,6 +202,17 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
         if started.elapsed() > limit {
             timed_out = true;
             break;
+        }
+        // A bot the relay turned away will never finish: say so now.
+        if let Some(c) = clients.iter().find(|c| c.session.closed().is_some()) {
+            let reason = c
+                .session
+                .closed()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            bar.finish_and_clear();
+            let _ = relay.stop();
+            return Err(DemoError::Refused(c.name.clone(), reason));
         }
         for c in clients.iter_mut() {
             step_client(c, &clock, a.ticks, period);

@@ -7,6 +7,7 @@ mod bench;
 mod demo;
 mod play;
 mod relay;
+mod ticket;
 
 /// Deterministic lockstep networking: run a relay, and more.
 #[derive(Debug, Parser)]
@@ -27,6 +28,8 @@ enum Command {
     Relay(relay::RelayArgs),
     /// Measure: `lockstep bench relay` finds this machine's relay capacity.
     Bench(bench::BenchArgs),
+    /// Sign a join ticket for a relay that requires them.
+    Ticket(ticket::TicketArgs),
 }
 
 fn main() -> ExitCode {
@@ -36,6 +39,7 @@ fn main() -> ExitCode {
         Command::Play(args) => play::main(args).map_err(|e| e.to_string()),
         Command::Relay(args) => relay::main(args).map_err(|e| e.to_string()),
         Command::Bench(args) => bench::main(args).map_err(|e| e.to_string()),
+        Command::Ticket(args) => ticket::main(args).map_err(|e| e.to_string()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -6,7 +6,7 @@ use crossterm::event::{
     PopKeyboardEnhancementFlags, PushKeyboardEnhancementFlags,
 };
 use crossterm::{cursor, execute, terminal};
-use lockstep_core::sequenced::{ClientConfig, ClientSession};
+use lockstep_core::sequenced::{ClientConfig, ClientSession, CloseReason};
 use lockstep_core::wire::InputCodec;
 use lockstep_core::{Event, PlayerInputs};
 use lockstep_demo::render::{self, Hud};
@@ -38,12 +38,18 @@ pub(crate) struct PlayArgs {
     /// The game seed (the same for everyone in the room).
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// A join ticket from the matchmaker (hex, as `lockstep ticket`
+    /// prints), for relays that require one.
+    #[arg(long, env = "LOCKSTEP_TICKET", hide_env_values = true, value_parser = crate::ticket::hex)]
+    ticket: Option<crate::ticket::TicketBytes>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum PlayError {
     #[error("cannot reach the relay: {0}")]
     Connect(String),
+    #[error("{0}")]
+    Options(String),
     #[error("terminal: {0}")]
     Terminal(#[from] std::io::Error),
     #[error("{0}")]
@@ -131,12 +137,12 @@ impl Drop for Screen {
 }
 
 pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
-    let (mut transport, where_) = connect(&a.relay)?;
     let clock = Clock::new();
     let config = ClientConfig {
         room: a.room.clone(),
         name: a.name.clone(),
         spectator: a.watch,
+        ticket: a.ticket.clone().map(|t| t.0).unwrap_or_default(),
         codec: InputCodec::PlayerInputs,
         fingerprint: FINGERPRINT,
         secret: Some(
@@ -144,9 +150,11 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
         ),
         ..ClientConfig::default()
     };
+    // The options are checked before anything touches the network.
     let mut session =
         ClientSession::<PlayerInputs>::new(config, WsClientTransport::SERVER, clock.now())
-            .map_err(|e| PlayError::Connect(e.to_string()))?;
+            .map_err(|e| PlayError::Options(format!("bad option: {e}")))?;
+    let (mut transport, where_) = connect(&a.relay)?;
     let mut game = Game::new(a.seed);
     let mut keys = Keys::default();
     let mut buffers = Buffers::default();
@@ -182,8 +190,13 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
                 _ => {}
             }
         }
-        if session.closed().is_some() && session.welcome().is_none() {
-            break None;
+        if let Some(reason) = session.closed()
+            && session.welcome().is_none()
+        {
+            break Some(match reason {
+                CloseReason::TimedOut => format!("no answer from the relay at {where_}"),
+                other => other.to_string(),
+            });
         }
         let _ = drive(&mut session, &mut transport, clock.now(), &mut buffers);
         if let Some(w) = session.welcome().copied()

@@ -24,21 +24,25 @@ pub(crate) struct RelayArgs {
     /// Require join tickets signed with this secret.
     #[arg(long, env = "LOCKSTEP_TICKET_SECRET", hide_env_values = true)]
     ticket_secret: Option<String>,
-    /// Default tick rate of rooms (Hz).
-    #[arg(long)]
+    /// Default tick rate of rooms (Hz, 1 to 1000).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
     tick_rate: Option<u32>,
-    /// Default input delay of rooms (ticks).
-    #[arg(long)]
+    /// Default input delay of rooms (ticks, 0 to 1024).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=1024))]
     delay: Option<u32>,
     /// Default sealing policy of rooms.
     #[arg(long, value_enum)]
     policy: Option<Policy>,
-    /// Default seats per room.
-    #[arg(long)]
+    /// Default seats per room (1 to 256).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
     max_seats: Option<u16>,
     /// Most rooms at once.
     #[arg(long)]
     max_rooms: Option<usize>,
+    /// Also take UDP clients that do not seal their datagrams (a LAN or a
+    /// test; anyone can forge such a client's address).
+    #[arg(long)]
+    plain_udp: bool,
     /// Log as JSON lines instead of text.
     #[arg(long)]
     json_logs: bool,
@@ -76,6 +80,8 @@ pub(crate) enum RelayCliError {
     },
     #[error("bad address {0:?} (expected host:port or \"off\")")]
     Address(String),
+    #[error(transparent)]
+    Config(#[from] lockstep_relay::RelayConfigError),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -87,13 +93,16 @@ pub(crate) enum RelayCliError {
     Runtime(std::io::Error),
 }
 
+/// `host:port` (a name is looked up) or `off`.
 fn addr(s: &str) -> Result<Option<SocketAddr>, RelayCliError> {
     if s == "off" {
         return Ok(None);
     }
-    s.parse()
+    std::net::ToSocketAddrs::to_socket_addrs(s)
+        .ok()
+        .and_then(|mut a| a.next())
         .map(Some)
-        .map_err(|_| RelayCliError::Address(s.to_owned()))
+        .ok_or_else(|| RelayCliError::Address(s.to_owned()))
 }
 
 fn config(args: &RelayArgs) -> Result<RelayConfig, RelayCliError> {
@@ -120,13 +129,19 @@ fn config(args: &RelayArgs) -> Result<RelayConfig, RelayCliError> {
     d.max_seats = args.max_seats.unwrap_or(d.max_seats);
     d.policy = args.policy.map_or(d.policy, PolicyName::from);
     config.limits.max_rooms = args.max_rooms.unwrap_or(config.limits.max_rooms);
+    config.plain_udp |= args.plain_udp;
+    // Refuse now, in words, what would otherwise refuse every client later.
+    config.validate()?;
     Ok(config)
 }
 
 pub(crate) fn main(args: RelayArgs) -> Result<(), RelayCliError> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // Colour only for a terminal: a log file gets plain text.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let subscriber = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr);
     if args.json_logs {
         let _ = subscriber.json().try_init();

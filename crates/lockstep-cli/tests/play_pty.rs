@@ -72,6 +72,87 @@ fn tick_on_screen(text: &str) -> Option<u32> {
     digits.parse().ok()
 }
 
+/// `lockstep` with `args` in an 100x30 pseudo-terminal.
+fn spawn(args: &[&str]) -> Screen {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockstep"));
+    cmd.args(args);
+    cmd.env("TERM", "xterm-256color");
+    let mut session = Session::spawn(cmd).expect("spawn play in a pty");
+    session
+        .get_process_mut()
+        .set_window_size(COLS, ROWS)
+        .expect("window size");
+    Screen {
+        session,
+        parser: vt100::Parser::new(ROWS, COLS, 0),
+        eof: false,
+    }
+}
+
+impl Screen {
+    /// Waits for the process to end; returns its status and the screen.
+    fn exit(&mut self) -> (WaitStatus, String) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !self.eof {
+            assert!(Instant::now() < deadline, "the client did not exit");
+            self.pump();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let status = self.session.get_process_mut().wait().expect("wait");
+        (status, self.parser.screen().contents())
+    }
+}
+
+const SECRET: &str = "a ticket secret for the pty test";
+
+#[test]
+fn a_refused_client_says_why_and_a_signed_ticket_lets_it_in() {
+    let relay = RelayProcess::start(&[
+        "--udp",
+        "127.0.0.1:0",
+        "--ws",
+        "off",
+        "--http",
+        "off",
+        "--ticket-secret",
+        SECRET,
+    ]);
+    let udp = relay.addr("udp").to_string();
+    let mut eve = spawn(&["play", "--relay", &udp, "--room", "vip", "--name", "eve"]);
+    let (status, text) = eve.exit();
+    assert!(
+        matches!(status, WaitStatus::Exited(_, code) if code != 0),
+        "{status:?}"
+    );
+    assert!(text.contains("refused: the join ticket"), "{text}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args([
+            "ticket", "--secret", SECRET, "--room", "vip", "--name", "ada",
+        ])
+        .output()
+        .expect("lockstep ticket");
+    assert!(out.status.success());
+    let ticket = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let mut ada = spawn(&[
+        "play", "--relay", &udp, "--room", "vip", "--name", "ada", "--ticket", &ticket,
+    ]);
+    ada.wait_for("a seat with the ticket", |s| s.contains("you: 0"));
+    ada.session.write_all(b"q").expect("quit");
+    let (status, _) = ada.exit();
+    assert!(matches!(status, WaitStatus::Exited(_, 0)), "{status:?}");
+    // The same ticket again: spent.
+    let mut again = spawn(&[
+        "play", "--relay", &udp, "--room", "vip", "--name", "ada", "--ticket", &ticket,
+    ]);
+    let (status, text) = again.exit();
+    assert!(
+        matches!(status, WaitStatus::Exited(_, code) if code != 0),
+        "{status:?}"
+    );
+    assert!(text.contains("refused"), "{text}");
+}
+
 #[test]
 fn the_terminal_client_draws_the_arena_and_quits() {
     let relay = RelayProcess::start(&["--udp", "127.0.0.1:0", "--ws", "off", "--http", "off"]);

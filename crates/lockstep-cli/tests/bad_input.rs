@@ -1,0 +1,127 @@
+//! Bad input on the command line: each gets a clear message and a non-zero
+//! exit, never a panic or a silent wait.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+
+/// Runs `lockstep` with `args`; returns the exit code and stderr.
+fn run(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run lockstep");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn refused(args: &[&str], says: &str) {
+    let (code, err) = run(args);
+    assert_ne!(code, 0, "{args:?} succeeded: {err}");
+    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+    assert!(err.contains(says), "{args:?}: expected {says:?} in {err}");
+}
+
+#[test]
+fn out_of_range_numbers_are_refused_in_words() {
+    refused(&["demo", "--delay", "5000"], "5000");
+    refused(&["demo", "--jitter", "18446744073709551615"], "jitter");
+    refused(&["demo", "--loss", "150"], "percentage");
+    refused(&["demo", "--players", "0"], "players");
+    refused(
+        &["bench", "relay", "--room-size", "0"],
+        "room size from 1 to 256",
+    );
+    refused(&["relay", "--tick-rate", "0"], "tick-rate");
+    refused(&["play", "--ticket", "not hex"], "hex digits");
+}
+
+#[test]
+fn a_name_too_long_is_a_bad_option_not_an_unreachable_relay() {
+    let name = "n".repeat(40);
+    refused(
+        &["play", "--name", &name],
+        "bad option: invalid configuration: name over 32 bytes",
+    );
+}
+
+#[test]
+fn a_relay_configuration_that_cannot_run_stops_before_listening() {
+    let dir = std::env::temp_dir().join(format!("lockstep-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("relay.toml");
+    std::fs::write(&file, "[room_defaults]\ntick_rate = 0\n").expect("write");
+    let path = file.to_string_lossy().into_owned();
+    refused(
+        &[
+            "relay",
+            "--config",
+            &path,
+            "--udp",
+            "127.0.0.1:0",
+            "--ws",
+            "off",
+            "--http",
+            "off",
+        ],
+        "tick_rate must be 1 to 1000",
+    );
+    refused(
+        &[
+            "relay",
+            "--ticket-secret",
+            "short",
+            "--udp",
+            "127.0.0.1:0",
+            "--ws",
+            "off",
+            "--http",
+            "off",
+        ],
+        "at least 16",
+    );
+    refused(
+        &["ticket", "--secret", "short", "--room", "r", "--name", "n"],
+        "at least 16",
+    );
+}
+
+#[test]
+fn the_relay_takes_a_host_name_and_logs_plain_text_to_a_file() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args([
+            "relay",
+            "--udp",
+            "localhost:0",
+            "--ws",
+            "off",
+            "--http",
+            "off",
+        ])
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("listening line");
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut logs = String::new();
+    let _ = child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut logs);
+    assert!(line.starts_with("listening udp="), "{line}");
+    assert!(!line.contains("udp=off"), "{line}");
+    assert!(logs.contains("relay listening"), "{logs}");
+    assert!(
+        !logs.contains('\u{1b}'),
+        "colour codes in a log file: {logs:?}"
+    );
+}
