@@ -71,7 +71,7 @@ pub(crate) struct TicketBytes(pub(crate) Vec<u8>);
 /// Parses a hex string (a clap value parser).
 pub(crate) fn hex(s: &str) -> Result<TicketBytes, String> {
     let s = s.trim();
-    if s.len() % 2 != 0 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !s.len().is_multiple_of(2) || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err("a ticket is hex digits, two per byte".into());
     }
     (0..s.len())
