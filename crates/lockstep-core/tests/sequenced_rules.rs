@@ -741,3 +741,167 @@ fn a_host_plays_its_own_room_with_remote_players() {
     assert_eq!(hf[..n], gf[..n]);
     assert!(hf.iter().any(|f| f.inputs[1].is_some_and(|v| v >= 1000)));
 }
+
+#[test]
+fn a_lost_goodbye_is_repeated_until_the_server_answers() {
+    let mut room = Room::new(wait_for_all());
+    room.join(1, ClientConfig::default());
+    room.join(2, ClientConfig::default());
+    for _ in 0..10 {
+        room.tick(1);
+    }
+    room.client(2).leave();
+    // The first three goodbyes are lost.
+    let mut buf = Vec::new();
+    let mut lost = 0;
+    for _ in 0..3 {
+        room.now += Duration::from_millis(40);
+        let now = room.now;
+        let c = room.client(2);
+        c.handle_timeout(now);
+        while c.poll_transmit(&mut buf).is_some() {
+            lost += 1;
+        }
+    }
+    assert_eq!(lost, 3, "a goodbye every resend interval");
+    assert_eq!(room.client(2).closed(), Some(&CloseReason::Left));
+    // The fourth gets through; the server's answer ends the repeating.
+    room.step(40);
+    let ev = room.server_events();
+    assert!(
+        ev.iter().any(|e| matches!(
+            e,
+            SequencerEvent::Closed {
+                peer: PeerId(2),
+                reason: DropReason::Left,
+                ..
+            }
+        )),
+        "{ev:?}"
+    );
+    room.step(40);
+    let now = room.now;
+    let c = room.client(2);
+    c.handle_timeout(now);
+    assert!(
+        c.poll_transmit(&mut buf).is_none(),
+        "answered: no more goodbyes"
+    );
+    assert_eq!(c.poll_timeout(), None);
+}
+
+#[test]
+fn unanswered_goodbyes_stop_after_a_bounded_number() {
+    let mut room = Room::new(wait_for_all());
+    room.join(1, ClientConfig::default());
+    for _ in 0..5 {
+        room.tick(1);
+    }
+    room.client(1).leave();
+    let mut buf = Vec::new();
+    let mut sent = 0;
+    for _ in 0..100 {
+        room.now += Duration::from_millis(10);
+        let now = room.now;
+        let c = room.client(1);
+        c.handle_timeout(now);
+        while c.poll_transmit(&mut buf).is_some() {
+            sent += 1;
+        }
+    }
+    assert_eq!(sent, lockstep_core::sequenced::GOODBYES as usize);
+    assert_eq!(room.client(1).poll_timeout(), None);
+}
+
+#[test]
+fn events_in_a_frame_keep_the_order_they_happened_in_and_a_kick_is_not_a_leave() {
+    let mut config = wait_for_all();
+    config.max_seats = 1;
+    let mut room = Room::new(config);
+    room.join(1, ClientConfig::default());
+    for _ in 0..5 {
+        room.tick(1);
+    }
+    // Player 1's goodbye reaches the server, and before any tick is sealed
+    // player 2 takes the seat.
+    let mut buf = Vec::new();
+    let now = room.now;
+    room.client(1).leave();
+    room.client(1).handle_timeout(now);
+    while let Some(t) = room.client(1).poll_transmit(&mut buf) {
+        let _ = room.server.handle_datagram(PeerId(1), &buf[..t.len], now);
+    }
+    room.clients.retain(|(p, _)| p.0 != 1);
+    room.join(2, ClientConfig::default());
+    let mut frames = Vec::new();
+    for _ in 0..10 {
+        frames.extend(room.tick(2).into_iter().flatten());
+    }
+    let both: Vec<_> = frames
+        .iter()
+        .filter(|f| f.events.len() == 2)
+        .map(|f| f.events.clone())
+        .collect();
+    assert_eq!(
+        both,
+        vec![vec![
+            SystemEvent::Left {
+                player: PlayerId(0)
+            },
+            SystemEvent::Joined {
+                player: PlayerId(0)
+            }
+        ]],
+        "applied order, not sorted"
+    );
+    // A kick empties the seat as abandoned, not as a leave.
+    room.server.kick(PeerId(2), "enough");
+    let ev = room.server_events();
+    assert!(ev.iter().any(|e| matches!(
+        e,
+        SequencerEvent::Closed {
+            peer: PeerId(2),
+            reason: DropReason::Kicked,
+            ..
+        }
+    )));
+    room.join(3, ClientConfig::default());
+    let mut frames = Vec::new();
+    for _ in 0..10 {
+        frames.extend(room.tick(3).into_iter().flatten());
+    }
+    let events: Vec<_> = frames.iter().flat_map(|f| f.events.clone()).collect();
+    assert!(
+        events.contains(&SystemEvent::Abandoned {
+            player: PlayerId(0)
+        }),
+        "{events:?}"
+    );
+}
+
+#[test]
+fn a_room_far_past_tick_65536_is_joined_and_played() {
+    let mut config = wait_for_all();
+    config.first_tick = Tick::new(100_000);
+    let mut room = Room::new(config);
+    room.join(1, ClientConfig::default());
+    room.join(2, ClientConfig::default());
+    let w = room.client(2).welcome().copied().expect("welcomed");
+    assert_eq!(w.start, Tick::new(100_000));
+    let mut ran = Vec::new();
+    for _ in 0..40 {
+        ran.push(room.tick(7));
+    }
+    let frames: Vec<_> = ran.into_iter().flat_map(|mut per| per.remove(1)).collect();
+    assert!(frames.len() >= 30, "{} frames", frames.len());
+    for (k, f) in frames.iter().enumerate() {
+        assert_eq!(f.tick, Tick::new(100_000 + k as u32));
+    }
+    // A third joins once the room is tens of ticks on: still exact.
+    room.join(3, ClientConfig::default());
+    for _ in 0..10 {
+        room.tick(7);
+    }
+    let st = room.client(3).stats();
+    assert!(st.next_tick.get() > 100_030, "{:?}", st.next_tick);
+}

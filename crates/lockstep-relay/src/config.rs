@@ -33,7 +33,8 @@ pub struct RelayConfig {
     pub tickets: Tickets,
     /// Settings for rooms not declared in `rooms`.
     pub room_defaults: RoomSettings,
-    /// Rooms with their own settings (created at start, kept while idle).
+    /// Rooms with their own settings (opened by their first client, closed
+    /// when empty like any other; the next client opens a fresh one).
     pub rooms: Vec<DeclaredRoom>,
     /// Whether a Hello naming an undeclared room creates it.
     pub create_rooms_on_demand: Option<bool>,

@@ -73,6 +73,10 @@ impl Engine {
         each!(self, s => s.would_resume(token, now))
     }
 
+    pub(crate) fn replayable(&self) -> bool {
+        each!(self, s => s.replayable())
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         each!(self, s => s.is_empty())
     }
@@ -94,7 +98,6 @@ pub(crate) type RoomName = std::sync::Arc<str>;
 pub(crate) struct Room {
     pub(crate) name: RoomName,
     pub(crate) engine: Engine,
-    pub(crate) declared: bool,
     pub(crate) empty_since: Option<std::time::Instant>,
     pub(crate) sealed: u64,
     pub(crate) stalls: u64,
@@ -103,11 +106,10 @@ pub(crate) struct Room {
 }
 
 impl Room {
-    pub(crate) fn new(name: RoomName, engine: Engine, declared: bool) -> Self {
+    pub(crate) fn new(name: RoomName, engine: Engine) -> Self {
         Self {
             name,
             engine,
-            declared,
             empty_since: None,
             sealed: 0,
             stalls: 0,

@@ -665,7 +665,7 @@ impl Core {
         let room: RoomName = existing.unwrap_or_else(|| hello.room.into());
         if !self.rooms.contains_key(&room) {
             // Rooms, declared ones too, open with their first client, in the
-            // input codec it speaks; only undeclared ones close when idle.
+            // input codec it speaks, and close when empty.
             let declared = self.config.rooms.iter().any(|r| *r.name == *room);
             if !declared && !self.config.on_demand() {
                 return self.reply_reject(key, RejectReason::NoSuchRoom);
@@ -680,7 +680,7 @@ impl Core {
             match Engine::new(seq, now) {
                 Ok(engine) => {
                     info!(room = %room, "room created");
-                    let r = Room::new(room.clone(), engine, declared);
+                    let r = Room::new(room.clone(), engine);
                     self.rooms.insert(room.clone(), r);
                 }
                 Err(e) => {
@@ -1014,7 +1014,10 @@ impl Core {
             spectators += st.spectators as u64;
             if r.engine.is_empty() {
                 let since = *r.empty_since.get_or_insert(self.last_housekeeping);
-                if !r.declared && since.elapsed() >= idle {
+                // An empty room goes after a while; at once if it could no
+                // longer take a joiner. A declared one opens afresh with its
+                // next client.
+                if since.elapsed() >= idle || !r.engine.replayable() {
                     remove.push(name.clone());
                 }
             } else {
@@ -1022,7 +1025,7 @@ impl Core {
             }
         }
         for name in remove {
-            info!(room = %name, "idle room removed");
+            info!(room = %name, "empty room closed");
             if let Some(r) = self.rooms.remove(&name)
                 && let Some(t) = r.scheduled
             {

@@ -133,3 +133,71 @@ fn a_distant_client_does_not_slow_a_deadline_room() {
     // The distant player keeps up too, 300 ms behind.
     assert!(players[0].hash.frames() - start[0] > (nominal * 0.9) as u64);
 }
+
+#[test]
+fn a_declared_room_opens_afresh_once_everyone_left() {
+    let config: RelayConfig = toml::from_str(
+        r#"
+        [room_defaults]
+        tick_rate = 100
+        [[rooms]]
+        name = "arena"
+        history = 16
+        "#,
+    )
+    .expect("config");
+    let relay = TestRelay::start(config);
+    let clock = Clock::new();
+    let mut players: Vec<_> = (0..2)
+        .map(|i| {
+            Player::new(
+                &relay,
+                Kind::Udp,
+                client_config("arena", &format!("p{i}")),
+                None,
+                i + 1,
+                &clock,
+            )
+        })
+        .collect();
+    // Far past the 16-frame history: a joiner could no longer replay it.
+    play_until(&mut players, &clock, Duration::from_secs(20), |p| {
+        p.hash.frames() >= 100
+    });
+    // The room gauge has caught up (it is refreshed every second)...
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    while !relay.http_get("/metrics").contains("lockstep_rooms 1\n") {
+        assert!(
+            std::time::Instant::now() < end,
+            "the room gauge never shows the room"
+        );
+        for p in &mut players {
+            p.step(&clock);
+        }
+    }
+    for p in &mut players {
+        p.session.leave();
+    }
+    // ...and now shows the empty room closed.
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    while !relay.http_get("/metrics").contains("lockstep_rooms 0\n") {
+        assert!(std::time::Instant::now() < end, "the empty room stays open");
+        for p in &mut players {
+            p.step(&clock);
+        }
+    }
+    // The next client gets a new room from tick 0, not a refusal.
+    let mut next = vec![Player::new(
+        &relay,
+        Kind::Udp,
+        client_config("arena", "late"),
+        None,
+        9,
+        &clock,
+    )];
+    play_until(&mut next, &clock, Duration::from_secs(10), |p| {
+        p.hash.frames() >= 20
+    });
+    let w = next[0].session.welcome().copied().expect("welcomed");
+    assert_eq!(w.start, lockstep_core::Tick::ZERO);
+}

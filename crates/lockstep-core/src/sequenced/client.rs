@@ -18,6 +18,9 @@ use std::collections::VecDeque;
 
 /// Most events held for the game before the oldest are dropped.
 const EVENT_QUEUE_CAP: usize = 1024;
+/// How many times, a resend interval apart, a leaving client says goodbye
+/// unless the server answers first.
+pub const GOODBYES: u32 = 8;
 
 /// How a [`ClientSession`] connects and behaves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -227,7 +230,9 @@ pub struct ClientSession<I: Input> {
     pause_frame: Option<Tick>,
     pause_requested: Option<bool>,
     lifted: Option<Tick>,
-    leaving: bool,
+    /// Since when we have been saying goodbye, until the server answers or
+    /// [`GOODBYES`] have gone out.
+    leaving: Option<Instant>,
     last_heard: Option<Instant>,
     interrupted: bool,
     last_sent: Option<Instant>,
@@ -280,7 +285,7 @@ impl<I: Input> ClientSession<I> {
             pause_frame: None,
             pause_requested: None,
             lifted: None,
-            leaving: false,
+            leaving: None,
             last_heard: None,
             interrupted: false,
             last_sent: None,
@@ -406,7 +411,7 @@ impl<I: Input> ClientSession<I> {
         if w.seat.is_none() {
             return Err(CommitError::Observer);
         }
-        if self.leaving {
+        if self.leaving.is_some() {
             return Err(CommitError::Left);
         }
         if let Some(frame) = self.pause_frame.filter(|f| self.next_commit >= *f) {
@@ -498,12 +503,21 @@ impl<I: Input> ClientSession<I> {
         self.flush = true;
     }
 
-    /// Leaves: the sequencer is told goodbye and the seat empties. Keep
-    /// driving the session for a few resend intervals so the goodbye gets
-    /// through loss.
+    /// Leaves: the sequencer is told goodbye and the seat empties. The
+    /// goodbye is repeated every resend interval until the server answers or
+    /// [`GOODBYES`] have gone out, so keep driving the session for that long
+    /// ([`poll_timeout`](Self::poll_timeout) says when to stop: `None`).
     pub fn leave(&mut self) {
-        self.leaving = true;
-        self.flush = true;
+        if self.leaving.is_none() {
+            self.leaving = Some(self.now);
+            self.flush = true;
+        }
+    }
+
+    /// Whether a goodbye is still to be repeated.
+    fn saying_goodbye(&self) -> bool {
+        let window = self.config.resend_interval * GOODBYES;
+        self.leaving.is_some_and(|since| self.now < since + window)
     }
 
     /// Reports the game's state hash after running `tick`; the sequencer
@@ -614,6 +628,12 @@ impl<I: Input> ClientSession<I> {
 
     fn take(&mut self, datagram: &[u8]) -> Result<(), DatagramError> {
         if matches!(self.state, State::Closed(_)) {
+            // The server's goodbye ends ours.
+            let bye = Datagram::decode(datagram, self.server_base)
+                .is_ok_and(|d| d.messages.iter().any(|m| matches!(m, Message::Bye { .. })));
+            if bye && self.leaving.is_some() {
+                self.leaving = Some(Instant::ZERO);
+            }
             return Ok(());
         }
         let mut decoded = Datagram::decode(datagram, self.server_base);
@@ -828,6 +848,9 @@ impl<I: Input> ClientSession<I> {
         self.now = self.now.max(now);
         let now = self.now;
         if matches!(self.state, State::Closed(_)) {
+            if self.saying_goodbye() && self.send_due() <= now {
+                self.flush = true;
+            }
             return;
         }
         let heard = self.last_heard.unwrap_or(self.started);
@@ -863,13 +886,13 @@ impl<I: Input> ClientSession<I> {
         // what is inside, sealed or not.
         let budget = self.config.max_datagram - secure::SEALED_OVERHEAD;
         let mut w = DatagramWriter::new(buf, base, budget);
-        if self.leaving {
+        if self.leaving.is_some() {
             w.put(Message::Bye {
                 reason: ByeReason::Leaving,
                 text: "",
             });
         }
-        if !self.connected() {
+        if matches!(self.state, State::Connecting) {
             let config = &self.config;
             w.put(Message::Hello(Hello {
                 fingerprint: config.fingerprint,
@@ -957,7 +980,7 @@ impl<I: Input> ClientSession<I> {
                 w.put(Message::Inputs(Inputs { acks: vec![], runs }));
             }
         }
-        if !self.connected() {
+        if matches!(self.state, State::Connecting) {
             // A server answers an unproven address with no more bytes than
             // it received: give it room for its challenge.
             w.pad_to(MIN_HELLO_DATAGRAM);
@@ -981,7 +1004,7 @@ impl<I: Input> ClientSession<I> {
         self.last_sent = Some(self.now);
         self.stats.datagrams_sent += 1;
         self.stats.bytes_sent += len as u64;
-        if self.leaving && !matches!(self.state, State::Closed(_)) {
+        if self.leaving.is_some() && !matches!(self.state, State::Closed(_)) {
             self.state = State::Closed(CloseReason::Left);
         }
         Some(Transmit {
@@ -991,7 +1014,9 @@ impl<I: Input> ClientSession<I> {
     }
 
     fn send_due(&self) -> Instant {
-        let interval = if !self.connected() {
+        let interval = if self.leaving.is_some() {
+            self.config.resend_interval
+        } else if !self.connected() {
             self.config.hello_interval
         } else if !self.unacked.is_empty()
             || self.checks_owed
@@ -1008,7 +1033,7 @@ impl<I: Input> ClientSession<I> {
     /// When [`handle_timeout`](Self::handle_timeout) next needs calling.
     pub fn poll_timeout(&self) -> Option<Instant> {
         if matches!(self.state, State::Closed(_)) {
-            return None;
+            return self.saying_goodbye().then(|| self.send_due());
         }
         let heard = self.last_heard.unwrap_or(self.started);
         let mut t = self.send_due().min(heard + self.config.timeout);

@@ -28,7 +28,7 @@ mod client;
 mod host;
 mod sequencer;
 
-pub use client::{ClientConfig, ClientSession, ClientStats};
+pub use client::{ClientConfig, ClientSession, ClientStats, GOODBYES};
 pub use host::{HOST_PEER, HostSession};
 pub use sequencer::{Sequencer, SequencerConfig, SequencerError, SequencerStats};
 
@@ -249,6 +249,8 @@ pub enum DropReason {
     Violation(ErrorCode, String),
     /// It fell further behind than the history the sequencer keeps.
     FellBehind,
+    /// The host or server removed it ([`Sequencer::kick`]).
+    Kicked,
     /// The sequencer is shutting down.
     Shutdown,
 }

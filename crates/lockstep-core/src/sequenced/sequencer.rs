@@ -438,6 +438,12 @@ impl<I: Input> Sequencer<I> {
         })
     }
 
+    /// Whether the history still holds every frame from the room's first
+    /// tick, so a new client can join by replaying it.
+    pub fn replayable(&self) -> bool {
+        self.history_base == self.config.first_tick
+    }
+
     /// The sealed frame for `tick`, if still in the history.
     pub fn frame(&self, tick: Tick) -> Option<&Frame<I>> {
         self.history
@@ -528,13 +534,14 @@ impl<I: Input> Sequencer<I> {
         }
     }
 
-    /// Closes `peer` with a goodbye (kicked), freeing its seat.
+    /// Closes `peer` with a goodbye (kicked), freeing its seat: the stream
+    /// records it as `Abandoned` (it did not choose to leave).
     pub fn kick(&mut self, peer: PeerId, text: &str) {
         if let Some(i) = self.conn_index(peer) {
             self.close(
                 i,
                 Closing::Bye(ByeReason::Kicked, text.to_owned()),
-                DropReason::Left,
+                DropReason::Kicked,
             );
         }
     }
@@ -898,10 +905,12 @@ impl<I: Input> Sequencer<I> {
         Ok(())
     }
 
+    /// Records `ev` for `tick`, in the order things happened: a seat left
+    /// and taken again within one tick reads `[Left, Joined]`.
     fn add_tick_event(&mut self, tick: Tick, ev: SystemEvent) {
         let list = self.tick_events.entry(tick).or_default();
-        if let Err(at) = list.binary_search(&ev) {
-            list.insert(at, ev);
+        if !list.contains(&ev) {
+            list.push(ev);
         }
     }
 
