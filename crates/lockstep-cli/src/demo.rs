@@ -164,9 +164,12 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
             name: format!("bot{i}"),
             codec: InputCodec::PlayerInputs,
             fingerprint: crate::play::FINGERPRINT,
-            secret: Some(
-                lockstep_net::session_secret().map_err(|e| DemoError::Setup(e.to_string()))?,
-            ),
+            // UDP bots seal their datagrams; WebSocket rides on TCP.
+            secret: if ws_client {
+                None
+            } else {
+                Some(lockstep_net::session_secret().map_err(|e| DemoError::Setup(e.to_string()))?)
+            },
             ..ClientConfig::default()
         };
         let session = ClientSession::new(config, WsClientTransport::SERVER, clock.now())

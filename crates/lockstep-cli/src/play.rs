@@ -145,9 +145,12 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
         ticket: a.ticket.clone().map(|t| t.0).unwrap_or_default(),
         codec: InputCodec::PlayerInputs,
         fingerprint: FINGERPRINT,
-        secret: Some(
-            lockstep_net::session_secret().map_err(|e| PlayError::Connect(e.to_string()))?,
-        ),
+        // Sealed datagrams over UDP; a WebSocket rides on TCP.
+        secret: if a.relay.starts_with("ws://") {
+            None
+        } else {
+            Some(lockstep_net::session_secret().map_err(|e| PlayError::Connect(e.to_string()))?)
+        },
         ..ClientConfig::default()
     };
     // The options are checked before anything touches the network.
@@ -168,7 +171,7 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
         while event::poll(Duration::ZERO)? {
             match event::read()? {
                 TermEvent::Key(k) => {
-                    let quit = matches!(k.code, KeyCode::Char('q') | KeyCode::Esc)
+                    let quit = matches!(k.code, KeyCode::Char('q' | 'Q') | KeyCode::Esc)
                         || (k.code == KeyCode::Char('c')
                             && k.modifiers.contains(KeyModifiers::CONTROL));
                     if quit && k.kind != KeyEventKind::Release {
@@ -190,13 +193,8 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
                 _ => {}
             }
         }
-        if let Some(reason) = session.closed()
-            && session.welcome().is_none()
-        {
-            break Some(match reason {
-                CloseReason::TimedOut => format!("no answer from the relay at {where_}"),
-                other => other.to_string(),
-            });
+        if let Some(reason) = ended(&session, &where_) {
+            break Some(reason);
         }
         let _ = drive(&mut session, &mut transport, clock.now(), &mut buffers);
         if let Some(w) = session.welcome().copied()
@@ -225,8 +223,8 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
             }
         }
         let _ = drive(&mut session, &mut transport, clock.now(), &mut buffers);
-        if let Some(reason) = session.closed() {
-            break Some(reason.to_string());
+        if let Some(reason) = ended(&session, &where_) {
+            break Some(reason);
         }
         if now - last_draw >= Duration::from_millis(33) {
             last_draw = now;
@@ -256,7 +254,24 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
     }
 }
 
+/// Why the session ended, in words, if it has.
+fn ended(session: &ClientSession<PlayerInputs>, relay: &str) -> Option<String> {
+    Some(match session.closed()? {
+        CloseReason::TimedOut if session.welcome().is_none() => {
+            format!("no answer from the relay at {relay}")
+        }
+        other => other.to_string(),
+    })
+}
+
 fn connect(relay: &str) -> Result<(Box<dyn Transport>, String), PlayError> {
+    if relay.starts_with("wss://") {
+        return Err(PlayError::Connect(
+            "wss:// (WebSocket over TLS) is not supported yet: use ws:// or UDP".into(),
+        ));
+    }
+    // The address as the screen shows it works too.
+    let relay = relay.strip_prefix("udp://").unwrap_or(relay);
     if let Some(rest) = relay.strip_prefix("ws://") {
         let host = rest.split('/').next().unwrap_or(rest).to_owned();
         let t = WsClientTransport::connect(relay, host.as_str(), Duration::from_secs(5))

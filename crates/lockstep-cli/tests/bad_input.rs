@@ -1,7 +1,7 @@
 //! Bad input on the command line: each gets a clear message and a non-zero
 //! exit, never a panic or a silent wait.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 /// Runs `lockstep` with `args`; returns the exit code and stderr.
@@ -109,14 +109,16 @@ fn the_relay_takes_a_host_name_and_logs_plain_text_to_a_file() {
     BufReader::new(child.stdout.take().expect("stdout"))
         .read_line(&mut line)
         .expect("listening line");
+    // Logs up to the line saying it listens (written just after stdout's).
+    let mut logs = String::new();
+    let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+    while !logs.contains("relay listening") {
+        if err.read_line(&mut logs).unwrap_or(0) == 0 {
+            break;
+        }
+    }
     let _ = child.kill();
     let _ = child.wait();
-    let mut logs = String::new();
-    let _ = child
-        .stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut logs);
     assert!(line.starts_with("listening udp="), "{line}");
     assert!(!line.contains("udp=off"), "{line}");
     assert!(logs.contains("relay listening"), "{logs}");

@@ -179,6 +179,39 @@ impl SecretStream {
     }
 }
 
+/// What a Hello carries to take a seat back: proof of holding `token`,
+/// bound to this handshake's `cookie` and `key` (empty and none over a
+/// transport without them), so someone who sees the Hello cannot replay it
+/// from anywhere else.
+///
+/// ```
+/// use lockstep_core::admission::resume_proof;
+/// use lockstep_core::wire::ResumeToken;
+/// let t = ResumeToken([7; 16]);
+/// let mine = resume_proof(&t, b"cookie-a", Some(&[1; 32]));
+/// assert_eq!(mine, resume_proof(&t, b"cookie-a", Some(&[1; 32])));
+/// assert_ne!(mine, resume_proof(&t, b"cookie-b", Some(&[1; 32])));
+/// assert_ne!(mine, resume_proof(&t, b"cookie-a", Some(&[2; 32])));
+/// ```
+pub fn resume_proof(
+    token: &crate::wire::ResumeToken,
+    cookie: &[u8],
+    key: Option<&[u8; 32]>,
+) -> crate::wire::ResumeToken {
+    let mut k = [0u8; 32];
+    k[..16].copy_from_slice(&token.0);
+    let mut m = keyed(&k, b"lockstep resume proof");
+    m.update(&(cookie.len() as u64).to_le_bytes());
+    m.update(cookie);
+    if let Some(key) = key {
+        m.update(key);
+    }
+    let full = m.finalize().into_bytes();
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&full[..16]);
+    crate::wire::ResumeToken(out)
+}
+
 /// Whether `a` and `b` are equal, in time that depends only on their
 /// lengths.
 pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {

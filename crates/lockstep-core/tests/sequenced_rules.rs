@@ -905,3 +905,140 @@ fn a_room_far_past_tick_65536_is_joined_and_played() {
     let st = room.client(3).stats();
     assert!(st.next_tick.get() > 100_030, "{:?}", st.next_tick);
 }
+
+#[test]
+fn a_client_that_asked_for_sealing_takes_no_plain_welcome_or_frames() {
+    let config = ClientConfig {
+        secret: Some([9; 32]),
+        ..ClientConfig::default()
+    };
+    let mut c = ClientSession::<u16>::new(config, SERVER, Instant::ZERO).unwrap();
+    // A forger's Welcome, plain, "from" the server.
+    let welcome = wire::Welcome {
+        seat: Some(PlayerId(0)),
+        ..wire::Welcome::default()
+    };
+    let forged = raw(Tick::ZERO, false, &[Message::Welcome(welcome)]);
+    let r = c.handle_datagram(SERVER, &forged, Instant::ZERO);
+    assert!(
+        matches!(r, Err(lockstep_core::DatagramError::Unauthenticated(_))),
+        "{r:?}"
+    );
+    assert!(!c.connected());
+    // The handshake's own answers may come plain.
+    let challenge = raw(
+        Tick::ZERO,
+        false,
+        &[Message::Challenge {
+            cookie: &[1; 20],
+            key: Some([5; 32]),
+        }],
+    );
+    assert!(c.handle_datagram(SERVER, &challenge, Instant::ZERO).is_ok());
+    let reject = raw(
+        Tick::ZERO,
+        false,
+        &[Message::Reject(wire::RejectReason::RoomFull)],
+    );
+    assert!(c.handle_datagram(SERVER, &reject, Instant::ZERO).is_ok());
+    assert_eq!(
+        c.closed(),
+        Some(&CloseReason::Rejected(Rejection::RoomFull))
+    );
+}
+
+/// A Hello as a resuming client sends it, proving `token` for `cookie` and
+/// `key`.
+fn resume_hello(token: wire::ResumeToken, cookie: &[u8], key: [u8; 32]) -> Vec<u8> {
+    let proof = lockstep_core::admission::resume_proof(&token, cookie, Some(&key));
+    raw(
+        Tick::ZERO,
+        false,
+        &[Message::Hello(Hello {
+            resume: Some(proof),
+            cookie: Some(cookie),
+            key: Some(key),
+            ..Hello::default()
+        })],
+    )
+}
+
+#[test]
+fn a_resume_proof_seen_on_the_wire_takes_no_seat_elsewhere() {
+    let mut config = wait_for_all();
+    config.max_seats = 1;
+    config.resume_after_silence = Duration::from_millis(500);
+    let mut room = Room::new(config);
+    room.join(1, ClientConfig::default());
+    let token = room.client(1).welcome().unwrap().token;
+    // Player 1 goes quiet.
+    let _quiet = room.clients.remove(0);
+    room.now += Duration::from_secs(1);
+    let now = room.now;
+    // The player comes back with cookie A and key A; someone who saw that
+    // Hello replays its proof with its own cookie B and key B first.
+    let seen = resume_hello(token, b"cookie A", [1; 32]);
+    let d = Datagram::decode(&seen, Tick::ZERO).unwrap();
+    let Message::Hello(h) = &d.messages[0] else {
+        panic!("a hello")
+    };
+    let replay = raw(
+        Tick::ZERO,
+        false,
+        &[Message::Hello(Hello {
+            cookie: Some(b"cookie B"),
+            key: Some([2; 32]),
+            ..h.clone()
+        })],
+    );
+    let r = room.server.handle_datagram(PeerId(66), &replay, now);
+    assert!(
+        matches!(
+            r,
+            Err(SequencerError::Refused {
+                reason: Rejection::RoomFull,
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    // The real one takes the seat back.
+    assert!(room.server.handle_datagram(PeerId(7), &seen, now).is_ok());
+    let ev = room.server_events();
+    assert!(
+        ev.iter().any(|e| matches!(
+            e,
+            SequencerEvent::Resumed {
+                peer: PeerId(7),
+                previous: PeerId(1),
+                ..
+            }
+        )),
+        "{ev:?}"
+    );
+}
+
+#[test]
+fn leaving_and_coming_back_does_not_refill_a_seats_pause_budget() {
+    let mut config = wait_for_all();
+    config.max_seats = 1;
+    config.pauses_per_seat = 1;
+    let mut room = Room::new(config);
+    room.join(1, ClientConfig::default());
+    room.tick(1);
+    room.client(1).request_pause().unwrap();
+    room.step(40);
+    assert!(room.server.paused());
+    room.server.resume();
+    room.step(40);
+    room.client(1).leave();
+    room.step(40);
+    room.clients.clear();
+    room.join(2, ClientConfig::default());
+    for _ in 0..5 {
+        room.tick(1);
+    }
+    room.client(2).request_pause().unwrap();
+    room.step(40);
+    assert!(!room.server.paused(), "the seat spent its pause");
+}

@@ -74,6 +74,14 @@ pub struct Limits {
     /// Seconds a seat's connection must have been silent before its resume
     /// token moves the seat to a new connection.
     pub resume_after_silence_secs: u64,
+    /// UDP connections open at once from one IP address (sealed ones may
+    /// share an address).
+    pub max_udp_per_addr: usize,
+    /// Sealed handshakes (an X25519 computation each) per second, over all
+    /// addresses.
+    pub handshakes_per_sec: u32,
+    /// The same, per source IP address.
+    pub handshakes_per_addr: u32,
     /// WebSocket connections open at once, Hello or not.
     pub max_ws_connections: usize,
     /// WebSocket connections open at once from one IP address.
@@ -99,6 +107,9 @@ impl Default for Limits {
             stranger_replies_per_sec: 1000,
             stranger_replies_per_addr: 5,
             resume_after_silence_secs: 1,
+            max_udp_per_addr: 16,
+            handshakes_per_sec: 2000,
+            handshakes_per_addr: 20,
             max_ws_connections: 4096,
             max_ws_per_addr: 16,
             ws_hello_timeout_secs: 5,

@@ -43,6 +43,8 @@ pub struct Metrics {
     pub desyncs: AtomicU64,
     /// Challenges sent to addresses not validated yet.
     pub challenges: AtomicU64,
+    /// Sealed handshakes computed (an X25519 each), challenges included.
+    pub handshakes: AtomicU64,
     /// Datagrams from strangers left unanswered (an answer-class message,
     /// not ours, too small for the answer, or over the reply rate).
     pub strangers_ignored: AtomicU64,
@@ -198,6 +200,12 @@ impl Metrics {
             "counter",
             "Address-validation challenges sent.",
             &self.challenges,
+        );
+        put(
+            "handshakes_total",
+            "counter",
+            "Sealed handshakes computed.",
+            &self.handshakes,
         );
         put(
             "strangers_ignored_total",

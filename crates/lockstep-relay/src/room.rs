@@ -3,7 +3,7 @@
 use lockstep_core::sequenced::{
     Sequencer, SequencerConfig, SequencerError, SequencerEvent, SequencerStats,
 };
-use lockstep_core::wire::{InputCodec, ResumeToken};
+use lockstep_core::wire::{Hello, InputCodec};
 use lockstep_core::{ConfigError, Instant, PeerId, PlayerInputs, Transmit};
 
 /// The relay reads inputs only to re-code them, never to judge them: a room
@@ -69,8 +69,12 @@ impl Engine {
         each!(self, s => s.is_connected(peer))
     }
 
-    pub(crate) fn would_resume(&self, token: ResumeToken, now: Instant) -> bool {
-        each!(self, s => s.would_resume(token, now))
+    pub(crate) fn would_resume(&self, hello: &Hello<'_>, now: Instant) -> bool {
+        each!(self, s => s.would_resume(hello, now))
+    }
+
+    pub(crate) fn resend_welcome(&mut self, peer: PeerId) {
+        each!(self, s => s.resend_welcome(peer));
     }
 
     pub(crate) fn replayable(&self) -> bool {

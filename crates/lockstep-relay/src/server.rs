@@ -117,6 +117,9 @@ struct SealedConn {
     addr: SocketAddr,
     peer: PeerId,
     room: RoomName,
+    /// Whether a sealed datagram from the client has opened: it has the
+    /// keys, and sends no more plain Hellos.
+    confirmed: bool,
 }
 
 #[derive(Debug)]
@@ -321,11 +324,45 @@ struct Core {
     /// A ticket checked for the connection being opened, spent if it opens.
     pending_ticket: Option<Verified>,
     /// Answers to strangers, over all of them and per source address.
-    stranger_replies: TokenBucket,
-    stranger_replies_by_ip: IpLimiter,
+    stranger_replies: Budget,
+    /// Sealed handshakes computed for proven addresses.
+    handshakes: Budget,
+    /// UDP connections per source IP.
+    udp_by_ip: HashMap<IpAddr, usize>,
 }
 
 type IpLimiter = RateLimiter<IpAddr, DefaultKeyedStateStore<IpAddr>, DefaultClock>;
+
+/// A rate over all addresses and one per source IP, for work done for
+/// addresses that have not proven much yet.
+#[derive(Debug)]
+struct Budget {
+    total: TokenBucket,
+    per_ip: IpLimiter,
+}
+
+impl Budget {
+    fn new(total: u32, per_ip: u32) -> Self {
+        let per_ip = NonZeroU32::new(per_ip).unwrap_or(NonZeroU32::MIN);
+        Self {
+            total: TokenBucket::full(total, CoreInstant::ZERO),
+            per_ip: RateLimiter::keyed(Quota::per_second(per_ip)),
+        }
+    }
+
+    /// Takes one unit for `ip` at `now`, if both rates allow. Past
+    /// [`TRACKED_ADDRESSES`] new addresses get nothing until housekeeping.
+    fn take(&mut self, ip: IpAddr, now: CoreInstant) -> bool {
+        self.per_ip.len() < TRACKED_ADDRESSES
+            && self.total.take(1, now)
+            && self.per_ip.check_key(&ip).is_ok()
+    }
+
+    fn tidy(&self) {
+        self.per_ip.retain_recent();
+        self.per_ip.shrink_to_fit();
+    }
+}
 
 /// Ended sealed connections remembered at once; past it, new sealed
 /// connections wait until housekeeping forgets old ones.
@@ -391,9 +428,8 @@ impl Core {
         let t = &config.tickets;
         let ledger = Ledger::new(t.max_uses, t.max_lifetime_secs, t.ledger_capacity);
         let l = &config.limits;
-        let stranger_replies = TokenBucket::full(l.stranger_replies_per_sec, CoreInstant::ZERO);
-        let per_ip = NonZeroU32::new(l.stranger_replies_per_addr).unwrap_or(NonZeroU32::MIN);
-        let stranger_replies_by_ip = RateLimiter::keyed(Quota::per_second(per_ip));
+        let stranger_replies = Budget::new(l.stranger_replies_per_sec, l.stranger_replies_per_addr);
+        let handshakes = Budget::new(l.handshakes_per_sec, l.handshakes_per_addr);
         let core = Self {
             config,
             metrics,
@@ -417,7 +453,8 @@ impl Core {
             ledger,
             pending_ticket: None,
             stranger_replies,
-            stranger_replies_by_ip,
+            handshakes,
+            udp_by_ip: HashMap::new(),
         };
         Ok(core)
     }
@@ -496,6 +533,7 @@ impl Core {
         let opened = c.channel.open(&mut buf).map(|p| p.len());
         match opened {
             Ok(len) => {
+                c.confirmed = true;
                 if c.addr != addr {
                     info!(peer = %c.peer, from = %c.addr, to = %addr, "connection moved");
                     c.addr = addr;
@@ -581,28 +619,58 @@ impl Core {
                 .cookie
                 .filter(|c| self.validator.check(&a[..len], c, now));
             let Some(cookie) = proven else {
+                // The budget first: the challenge's key costs an X25519.
+                if !self.may_answer(key) {
+                    return self.ignore();
+                }
                 let cookie = self.validator.cookie(&a[..len], now);
-                let server_key = hello
-                    .key
-                    .and_then(|k| self.validator.handshake(&cookie, &k).ok())
-                    .map(|(public, _)| public);
+                let server_key = hello.key.and_then(|k| {
+                    self.metrics.handshakes.fetch_add(1, Ordering::Relaxed);
+                    self.validator.handshake(&cookie, &k).ok()
+                });
+                let server_key = server_key.map(|(public, _)| public);
                 self.metrics.challenges.fetch_add(1, Ordering::Relaxed);
                 let challenge = Message::Challenge {
                     cookie: &cookie,
                     key: server_key,
                 };
-                return self.answer(key, n, &challenge);
+                return self.answer_now(key, n, &challenge);
             };
+            if hello.key.is_some() {
+                if !self.handshakes.take(addr.ip(), now) {
+                    return self.ignore();
+                }
+                self.metrics.handshakes.fetch_add(1, Ordering::Relaxed);
+            }
             match hello.key.map(|k| self.validator.handshake(cookie, &k)) {
                 Some(Ok((_, c))) => {
                     // The client resends its Hello until the Welcome comes:
-                    // the same cookie and key give the same connection.
+                    // the same cookie and key name the same connection. The
+                    // plain datagram itself never reaches the room (anyone
+                    // who saw it could add messages): the Welcome is sent
+                    // again, sealed, until the client has sealed anything.
                     if let Some(open) = self.sealed.get(&c.id()) {
-                        let (peer, room) = (open.peer, open.room.clone());
-                        return self.deliver(peer, &room, bytes);
+                        let (peer, room, confirmed) =
+                            (open.peer, open.room.clone(), open.confirmed);
+                        if confirmed || !self.may_answer(key) {
+                            return self.ignore();
+                        }
+                        if let Some(r) = self.rooms.get_mut(&room) {
+                            r.engine.resend_welcome(peer);
+                        }
+                        return self.flush(&room, std::time::Instant::now());
                     }
                     if self.retired.contains_key(&c.id()) || self.retired.len() >= RETIRED_IDS {
                         return self.ignore();
+                    }
+                    let ip = addr.ip();
+                    if self.udp_by_ip.get(&ip).copied().unwrap_or(0)
+                        >= self.config.limits.max_udp_per_addr
+                    {
+                        return self.reply_reject(
+                            key,
+                            RejectReason::Other("too many connections from your address"),
+                        );
                     }
                     channel = Some(c);
                 }
@@ -618,6 +686,14 @@ impl Core {
                 None => {}
             }
         }
+        if matches!(key, ConnKey::Ws(_)) && (hello.cookie.is_some() || hello.key.is_some()) {
+            // A resume proof is bound to a cookie and key: over a transport
+            // that checks neither, someone else's would pass.
+            return self.reply_reject(
+                key,
+                RejectReason::Other("cookies and keys are for UDP; leave them out over WebSocket"),
+            );
+        }
         // The address is proven (UDP) or came through a TCP handshake
         // (WebSocket): from here on the relay may keep state for it.
         let existing: Option<RoomName> = self.rooms.get(hello.room).map(|r| r.name.clone());
@@ -629,12 +705,10 @@ impl Core {
                 Role::Player
             };
             let unix = unix_now();
-            let resuming = hello.resume.is_some_and(|t| {
-                existing
-                    .as_ref()
-                    .and_then(|r| self.rooms.get(r))
-                    .is_some_and(|r| r.engine.would_resume(t, now))
-            });
+            let resuming = existing
+                .as_ref()
+                .and_then(|r| self.rooms.get(r))
+                .is_some_and(|r| r.engine.would_resume(&hello, now));
             let checked = ticket::verify(
                 &self.ticket_keys,
                 hello.ticket,
@@ -653,13 +727,13 @@ impl Core {
             match checked {
                 Ok(t) => self.pending_ticket = (!resuming).then_some(t),
                 Err(e) => {
-                    debug!(?key, "ticket refused: {e}");
+                    info!(?key, room = %hello.room, name = %hello.name, "ticket refused: {e}");
                     self.metrics.bad_tickets.fetch_add(1, Ordering::Relaxed);
                     return self.reply_reject(key, RejectReason::BadTicket);
                 }
             }
         }
-        if self.conns.len() >= self.config.limits.max_connections {
+        if self.conns.len() + self.sealed.len() >= self.config.limits.max_connections {
             return self.reply_reject(key, RejectReason::ServerFull);
         }
         let room: RoomName = existing.unwrap_or_else(|| hello.room.into());
@@ -708,6 +782,7 @@ impl Core {
                         addr,
                         peer,
                         room,
+                        confirmed: false,
                     },
                 );
                 ConnKey::Sealed(id)
@@ -715,6 +790,9 @@ impl Core {
             _ => key,
         };
         self.keys.insert(peer, conn_key);
+        if let ConnKey::Udp(addr) = key {
+            *self.udp_by_ip.entry(addr.ip()).or_default() += 1;
+        }
         if connected {
             if !matches!(conn_key, ConnKey::Sealed(_)) {
                 self.conns.insert(key, (peer, room.clone()));
@@ -740,19 +818,25 @@ impl Core {
     /// reply rates allow and (over UDP, where the source may be forged) the
     /// answer is no larger than the request; an error's text is cut to fit.
     fn answer(&mut self, key: ConnKey, request_len: usize, m: &Message<'_>) {
+        if !self.may_answer(key) {
+            return self.ignore();
+        }
+        self.answer_now(key, request_len, m);
+    }
+
+    /// Whether a stranger at `key` may be answered now (takes the budget).
+    fn may_answer(&mut self, key: ConnKey) -> bool {
+        let now = self.now();
+        match key {
+            ConnKey::Udp(addr) => self.stranger_replies.take(addr.ip(), now),
+            ConnKey::Ws(_) | ConnKey::Sealed(_) => true,
+        }
+    }
+
+    /// [`answer`](Self::answer) once the budget was taken.
+    fn answer_now(&mut self, key: ConnKey, request_len: usize, m: &Message<'_>) {
         let budget = match key {
-            ConnKey::Udp(addr) => {
-                let now = self.now();
-                let ip = addr.ip();
-                let tracked = self.stranger_replies_by_ip.len() < TRACKED_ADDRESSES;
-                if !self.stranger_replies.take(1, now)
-                    || !tracked
-                    || self.stranger_replies_by_ip.check_key(&ip).is_err()
-                {
-                    return self.ignore();
-                }
-                request_len.min(self.config.limits.max_message)
-            }
+            ConnKey::Udp(_) => request_len.min(self.config.limits.max_message),
             ConnKey::Ws(_) | ConnKey::Sealed(_) => self.config.limits.max_message,
         };
         let mut buf = Vec::new();
@@ -928,18 +1012,33 @@ impl Core {
     }
 
     fn forget(&mut self, peer: PeerId) {
-        match self.keys.remove(&peer) {
+        let ip = match self.keys.remove(&peer) {
             Some(ConnKey::Sealed(id)) => {
-                self.sealed.remove(&id);
                 self.retired.insert(id, std::time::Instant::now());
+                self.sealed.remove(&id).map(|c| c.addr.ip())
             }
             Some(key) => {
                 self.conns.remove(&key);
-                if let ConnKey::Ws(id) = key {
-                    self.ws_out.remove(&id);
+                match key {
+                    ConnKey::Ws(id) => {
+                        self.ws_out.remove(&id);
+                        None
+                    }
+                    ConnKey::Udp(addr) => Some(addr.ip()),
+                    ConnKey::Sealed(_) => None,
                 }
             }
-            None => {}
+            None => None,
+        };
+        // Counted by where the connection was made; a moved connection is
+        // uncounted from where it is now, which errs towards freeing.
+        if let Some(ip) = ip
+            && let Some(n) = self.udp_by_ip.get_mut(&ip)
+        {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.udp_by_ip.remove(&ip);
+            }
         }
     }
 
@@ -987,8 +1086,8 @@ impl Core {
         // A retired id's cookie has expired: its Hello cannot come back.
         let cookie_life = lockstep_core::admission::COOKIE_LIFETIME + Duration::from_secs(2);
         self.retired.retain(|_, at| at.elapsed() < cookie_life);
-        self.stranger_replies_by_ip.retain_recent();
-        self.stranger_replies_by_ip.shrink_to_fit();
+        self.stranger_replies.tidy();
+        self.handshakes.tidy();
         // Connections whose room closed them without an event reaching us.
         let plain = self.conns.values().map(|(p, room)| (*p, room));
         let sealed = self.sealed.values().map(|c| (c.peer, &c.room));

@@ -13,6 +13,7 @@ mod common;
 use common::{
     Kind, Player, TestRelay, client_config, honest, padded, play_until, relay, still_fine,
 };
+use lockstep_core::admission;
 use lockstep_core::secure::{self, SecureChannel};
 use lockstep_core::sequenced::{CloseReason, Rejection};
 use lockstep_core::sim::SimRng;
@@ -220,41 +221,57 @@ fn two_seat_relay() -> TestRelay {
 /// One full handshake from `socket` presenting resume token `guess`: what
 /// the relay answered, opened.
 fn try_token(socket: &UdpSocket, rng: &mut SimRng, guess: [u8; 16]) -> Vec<u8> {
+    handshake(socket, rng, "room", Some(ResumeToken(guess))).expect("an answer")
+}
+
+/// One full sealed handshake from `socket` into `room`, with a fresh key
+/// (and a resume proof for `resume`): what the relay answered, opened, or
+/// nothing if it did not answer.
+fn handshake(
+    socket: &UdpSocket,
+    rng: &mut SimRng,
+    room: &str,
+    resume: Option<ResumeToken>,
+) -> Option<Vec<u8>> {
     let mut secret = [0u8; 32];
     for b in &mut secret {
         *b = rng.below(256) as u8;
     }
+    let key = secure::client_public(&secret);
     let hello = Hello {
         fingerprint: 0xF00D,
-        room: "room",
+        room,
         name: "mallory",
         codec: InputCodec::PlayerInputs,
-        resume: Some(ResumeToken(guess)),
-        key: Some(secure::client_public(&secret)),
+        key: Some(key),
         ..Hello::default()
     };
     socket
         .send(&padded(&[Message::Hello(hello.clone())]))
         .expect("send");
     let mut buf = vec![0u8; 65_536];
-    let n = socket.recv(&mut buf).expect("a challenge");
+    let n = socket.recv(&mut buf).ok()?;
     let d = Datagram::decode(&buf[..n], Tick::ZERO).expect("plain");
-    let Some((cookie, key)) = d.messages.into_iter().find_map(|m| match m {
+    let Some((cookie, server_key)) = d.messages.into_iter().find_map(|m| match m {
         Message::Challenge { cookie, key } => Some((cookie.to_vec(), key?)),
         _ => None,
     }) else {
         panic!("no challenge with a key");
     };
-    let mut channel = SecureChannel::client(&secret, &key, &cookie).expect("key");
+    let mut channel = SecureChannel::client(&secret, &server_key, &cookie).expect("key");
     let hello = Hello {
         cookie: Some(&cookie),
+        resume: resume.map(|t| admission::resume_proof(&t, &cookie, Some(&key))),
         ..hello
     };
     socket
         .send(&padded(&[Message::Hello(hello)]))
         .expect("send");
-    let n = socket.recv(&mut buf).expect("an answer");
-    channel.open(&mut buf[..n]).expect("sealed for us").to_vec()
+    let n = socket.recv(&mut buf).ok()?;
+    if !secure::is_sealed(&buf[..n]) {
+        return Some(buf[..n].to_vec());
+    }
+    Some(channel.open(&mut buf[..n]).expect("sealed for us").to_vec())
 }
 
 #[test]
@@ -263,11 +280,14 @@ fn ten_thousand_guessed_resume_tokens_take_no_seat() {
     config.room_defaults.tick_rate = 100;
     config.room_defaults.max_seats = 2;
     // Room for the guesses to run while player 0 is quiet (the default
-    // reply rate, 5 a second per address, would make this take an hour).
+    // rates, 5 replies and 20 handshakes a second per address, would make
+    // this take over half an hour).
     config.room_defaults.abandon_after_secs = 60;
     config.limits.timeout_secs = 60;
     config.limits.stranger_replies_per_addr = 1_000_000;
     config.limits.stranger_replies_per_sec = 1_000_000;
+    config.limits.handshakes_per_addr = 1_000_000;
+    config.limits.handshakes_per_sec = 1_000_000;
     let relay = TestRelay::start(config);
     let clock = Clock::new();
     let mut players = honest(&relay, &clock);
@@ -458,4 +478,153 @@ fn a_relay_refuses_to_start_with_a_short_ticket_secret() {
     let err = lockstep_relay::BackgroundRelay::start(config, lockstep_relay::Bind::loopback())
         .expect_err("refused");
     assert!(err.to_string().contains("at least 16"), "{err}");
+}
+
+/// The messages of an opened answer.
+fn answers(bytes: &[u8]) -> Vec<String> {
+    Datagram::decode(bytes, Tick::ZERO)
+        .map(|d| d.messages.iter().map(|m| format!("{m:?}")).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn one_address_opens_at_most_its_share_of_sealed_connections() {
+    let relay = relay_with_limits(|l| {
+        l.max_udp_per_addr = 4;
+        l.handshakes_per_addr = 1_000;
+        l.stranger_replies_per_addr = 1_000;
+    });
+    let clock = Clock::new();
+    let players = honest(&relay, &clock);
+    let socket = UdpSocket::bind("127.0.4.1:0").expect("bind");
+    socket.connect(relay.udp).expect("connect");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .expect("timeout");
+    let mut rng = SimRng::new(4);
+    let mut welcomed = 0;
+    let mut refused = 0;
+    for i in 0..10 {
+        let room = format!("mine{i}");
+        let answer = handshake(&socket, &mut rng, &room, None).expect("an answer");
+        let said = answers(&answer);
+        if said.iter().any(|m| m.starts_with("Welcome")) {
+            welcomed += 1;
+        } else if said.iter().any(|m| m.contains("too many connections")) {
+            refused += 1;
+        }
+    }
+    assert_eq!((welcomed, refused), (4, 6));
+    still_fine(players, &clock);
+}
+
+#[test]
+fn sealed_handshakes_are_rate_limited_per_address() {
+    let relay = relay_with_limits(|l| {
+        l.handshakes_per_addr = 20;
+        l.stranger_replies_per_addr = 1_000_000;
+        l.stranger_replies_per_sec = 1_000_000;
+    });
+    let clock = Clock::new();
+    let players = honest(&relay, &clock);
+    let socket = UdpSocket::bind("127.0.4.2:0").expect("bind");
+    socket.connect(relay.udp).expect("connect");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .expect("timeout");
+    // One cookie, then a thousand Hellos with it, each with a new key: each
+    // would cost the relay an X25519.
+    let mut rng = SimRng::new(5);
+    let secret = [3u8; 32];
+    let hello = Hello {
+        fingerprint: 0xF00D,
+        room: "room",
+        name: "mallory",
+        codec: InputCodec::PlayerInputs,
+        key: Some(secure::client_public(&secret)),
+        ..Hello::default()
+    };
+    socket
+        .send(&padded(&[Message::Hello(hello.clone())]))
+        .expect("send");
+    let mut buf = vec![0u8; 65_536];
+    let n = socket.recv(&mut buf).expect("challenge");
+    let d = Datagram::decode(&buf[..n], Tick::ZERO).expect("plain");
+    let cookie = d
+        .messages
+        .into_iter()
+        .find_map(|m| match m {
+            Message::Challenge { cookie, .. } => Some(cookie.to_vec()),
+            _ => None,
+        })
+        .expect("cookie");
+    let before = metric(&relay, "lockstep_handshakes_total");
+    let started = Instant::now();
+    for _ in 0..1_000 {
+        let mut k = [0u8; 32];
+        for b in &mut k {
+            *b = rng.below(256) as u8;
+        }
+        let h = Hello {
+            cookie: Some(&cookie),
+            key: Some(secure::client_public(&k)),
+            ..hello.clone()
+        };
+        socket.send(&padded(&[Message::Hello(h)])).expect("send");
+    }
+    // Let the relay read them all.
+    let end = Instant::now() + Duration::from_secs(5);
+    while metric(&relay, "lockstep_strangers_ignored_total") < 900 && Instant::now() < end {}
+    let spent = metric(&relay, "lockstep_handshakes_total") - before;
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!("1,000 keyed Hellos in {secs:.2} s: {spent} handshakes computed");
+    // A burst of 20 and 20 a second after it.
+    assert!(
+        spent as f64 <= 20.0 + 20.0 * secs + 1.0,
+        "{spent} in {secs:.2} s"
+    );
+    still_fine(players, &clock);
+}
+
+#[test]
+fn a_websocket_hello_with_a_cookie_or_key_is_refused() {
+    use lockstep_net::{Transport, WsClientTransport};
+    let relay = relay();
+    let mut ws = WsClientTransport::connect(
+        &format!("ws://{}/", relay.ws),
+        relay.ws,
+        Duration::from_secs(5),
+    )
+    .expect("connect");
+    let hello = Hello {
+        fingerprint: 0xF00D,
+        room: "room",
+        cookie: Some(b"anyone's cookie"),
+        key: Some([1; 32]),
+        resume: Some(ResumeToken([2; 16])),
+        ..Hello::default()
+    };
+    ws.send(WsClientTransport::SERVER, &padded(&[Message::Hello(hello)]))
+        .expect("send");
+    let mut buf = vec![0u8; 65_536];
+    let end = Instant::now() + Duration::from_secs(5);
+    let said = loop {
+        if let Ok(Some((_, n))) = ws.recv(&mut buf) {
+            break answers(&buf[..n]);
+        }
+        assert!(Instant::now() < end, "no answer");
+        std::thread::yield_now();
+    };
+    assert!(
+        said.iter()
+            .any(|m| m.contains("cookies and keys are for UDP")),
+        "{said:?}"
+    );
+}
+
+fn relay_with_limits(edit: impl FnOnce(&mut lockstep_relay::Limits)) -> TestRelay {
+    let mut config = RelayConfig::default();
+    config.room_defaults.tick_rate = 100;
+    edit(&mut config.limits);
+    TestRelay::start(config)
 }

@@ -19,6 +19,11 @@ use lockstep_relay::RelayConfig;
 use std::net::UdpSocket;
 use std::time::Duration;
 
+thread_local! {
+    /// What the victim of this test thread sent, as a watcher would see it.
+    static SENT: std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>> = Default::default();
+}
+
 fn relay(plain_udp: bool) -> TestRelay {
     let mut config = RelayConfig::default();
     config.room_defaults.tick_rate = 100;
@@ -36,8 +41,12 @@ fn victim(
     let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");
     socket.connect(relay.udp).expect("connect");
     let forger = socket.try_clone().expect("clone");
-    let mut transport = UdpTransport::from_socket(socket).expect("socket");
-    transport.add_peer(relay.udp);
+    let mut inner = UdpTransport::from_socket(socket).expect("socket");
+    inner.add_peer(relay.udp);
+    let transport = common::Tap {
+        inner,
+        sent: SENT.with(|s| s.clone()),
+    };
     let config = ClientConfig {
         secret: sealed.then(common::secret),
         ..client_config("room", name)
@@ -162,4 +171,57 @@ fn a_sealed_connection_follows_its_client_to_a_new_address() {
     play_until(&mut players, &clock, Duration::from_secs(30), Player::done);
     assert_eq!(players[0].hash.value(), players[1].hash.value());
     assert!(players[0].session.closed().is_none());
+}
+
+#[test]
+fn a_watched_plain_hello_replayed_with_messages_added_changes_nothing() {
+    let relay = relay(false);
+    let clock = Clock::new();
+    let (players, forger) = two_players(&relay, true, &clock);
+    // The victim's Hello that carried the cookie, as seen on the path.
+    let seen: Vec<Vec<u8>> = SENT.with(|s| s.lock().map(|v| v.clone()).unwrap_or_default());
+    let hello_bytes = seen
+        .iter()
+        .find(|d| {
+            !secure::is_sealed(d)
+                && lockstep_core::wire::Datagram::decode(d, Tick::ZERO).is_ok_and(|d| {
+                    d.messages
+                        .iter()
+                        .any(|m| matches!(m, Message::Hello(h) if h.cookie.is_some()))
+                })
+        })
+        .expect("the victim's Hello with its cookie")
+        .clone();
+    let d = lockstep_core::wire::Datagram::decode(&hello_bytes, Tick::ZERO).expect("decodes");
+    let Some(Message::Hello(hello)) = d
+        .messages
+        .into_iter()
+        .find(|m| matches!(m, Message::Hello(_)))
+    else {
+        panic!("a hello");
+    };
+    // The same Hello with inputs for another seat, and a pause, appended;
+    // and the captured bytes replayed 500 times (a rate-limit kick).
+    let inputs_bytes = forgeries(PlayerId(1)).remove(1);
+    let inputs =
+        lockstep_core::wire::Datagram::decode(&inputs_bytes, Tick::new(60)).expect("decodes");
+    let mut forged = Vec::new();
+    let mut w = lockstep_core::wire::DatagramWriter::new(&mut forged, Tick::new(60), 1200);
+    w.push(&Message::Hello(hello)).expect("fits");
+    for m in &inputs.messages {
+        w.push(m).expect("fits");
+    }
+    w.push(&Message::Pause {
+        frame: Tick::new(5_000),
+    })
+    .expect("fits");
+    w.pad_to(lockstep_core::wire::MIN_HELLO_DATAGRAM);
+    w.finish();
+    forger.send(&forged).expect("send");
+    for _ in 0..500 {
+        forger.send(&hello_bytes).expect("send");
+    }
+    still_fine(players, &clock);
+    let metrics = relay.http_get("/metrics");
+    assert!(metrics.contains("lockstep_violations_total 0"), "{metrics}");
 }

@@ -1,6 +1,7 @@
 //! A client of a sequencer.
 
 use super::{CloseReason, Rejection};
+use crate::admission;
 use crate::checksum::{Checksums, Mismatch, RemoteChecksums};
 use crate::endpoint::Transmit;
 use crate::error::{
@@ -36,7 +37,8 @@ pub struct ClientConfig {
     pub ticket: Vec<u8>,
     /// Join as a spectator: receive every frame, send no input.
     pub spectator: bool,
-    /// A token from an earlier Welcome, to take that seat back.
+    /// A token from an earlier Welcome, to take that seat back (the Hello
+    /// carries proof of it, never the token).
     pub resume: Option<ResumeToken>,
     /// How inputs are delta-coded (must match the room).
     pub codec: InputCodec,
@@ -598,8 +600,25 @@ impl<I: Input> ClientSession<I> {
             return Err(DatagramError::UnknownPeer(from));
         }
         if !secure::is_sealed(datagram) {
-            // Once keys are agreed, a plain datagram could be anyone's.
-            if self.channel.is_some() {
+            // A plain datagram could be anyone's: once we asked for sealing,
+            // only the handshake's own answers may come plain (a forged
+            // Welcome or Frames must never reach the game).
+            let handshake_only = |d: &Datagram<'_>| {
+                d.messages.iter().all(|m| {
+                    matches!(
+                        m,
+                        Message::Challenge { .. }
+                            | Message::Reject(_)
+                            | Message::Error { .. }
+                            | Message::Padding { .. }
+                    )
+                })
+            };
+            let refused = self.channel.is_some()
+                || (self.config.secret.is_some()
+                    && !Datagram::decode(datagram, self.server_base)
+                        .is_ok_and(|d| handshake_only(&d)));
+            if refused {
                 return Err(secure::SealError::NotSealed.into());
             }
             return self.take(datagram);
@@ -900,7 +919,13 @@ impl<I: Input> ClientSession<I> {
                 room: &config.room,
                 name: &config.name,
                 ticket: &config.ticket,
-                resume: config.resume,
+                // Never the token itself, which anyone watching could
+                // replay: proof of it, bound to this handshake's cookie and
+                // key. Not before a cookie when sealing (nothing to bind).
+                resume: config
+                    .resume
+                    .filter(|_| self.public.is_none() || !self.cookie.is_empty())
+                    .map(|t| admission::resume_proof(&t, &self.cookie, self.public.as_ref())),
                 codec: config.codec,
                 cookie: (!self.cookie.is_empty()).then_some(self.cookie.as_slice()),
                 key: self.public,

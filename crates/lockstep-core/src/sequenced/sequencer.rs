@@ -1,7 +1,7 @@
 //! The sequencer: one room's authority on which tick each input runs.
 
 use super::{DropReason, MissingInput, Policy, Rejection, SequencerEvent};
-use crate::admission::SecretStream;
+use crate::admission::{self, SecretStream};
 use crate::checksum::{Checksums, RemoteChecksums};
 use crate::endpoint::Transmit;
 use crate::error::ConfigError;
@@ -289,8 +289,6 @@ struct Seat<I> {
     last_input: Instant,
     /// Since when the open tick has been waiting on it.
     waited_since: Option<Instant>,
-    /// Pauses it asked for.
-    pauses: u32,
     /// The newest pause frame it asked for: a duplicated or delayed request
     /// is not a new one.
     pause_asked: Option<Tick>,
@@ -340,6 +338,8 @@ pub struct Sequencer<I: Input> {
     paused: bool,
     /// When the current pause began.
     paused_at: Option<Instant>,
+    /// Pauses each seat has asked for, whoever held it.
+    pauses_used: Vec<u32>,
     /// The frame the current (or last) pause is known by: above every
     /// earlier one, so a client never takes a new pause for an echo of the
     /// last, even when no tick was sealed between them.
@@ -362,7 +362,8 @@ impl<I: Input> Sequencer<I> {
     /// A room with no one in it yet.
     pub fn new(config: SequencerConfig, now: Instant) -> Result<Self, ConfigError> {
         config.validate()?;
-        let seats = (0..config.max_seats).map(|_| None).collect();
+        let max_seats = usize::from(config.max_seats);
+        let seats = (0..max_seats).map(|_| None).collect();
         Ok(Self {
             fingerprint: config.fingerprint,
             references: Checksums::new(config.checksum_window),
@@ -379,6 +380,7 @@ impl<I: Input> Sequencer<I> {
             clock: None,
             paused: false,
             paused_at: None,
+            pauses_used: vec![0; max_seats],
             pause_frame: Tick::ZERO,
             lifted: None,
             waiting: Vec::new(),
@@ -430,11 +432,21 @@ impl<I: Input> Sequencer<I> {
     /// Whether a Hello presenting `token` at `now` would take a seat back
     /// (the token is live and its seat's connection has gone quiet), so a
     /// server can let it in without spending a join ticket.
-    pub fn would_resume(&self, token: ResumeToken, now: Instant) -> bool {
-        self.conns.iter().any(|c| {
-            c.token == Some(token)
-                && c.closing.is_none()
-                && now.max(self.now) - c.last_heard >= self.config.resume_after_silence
+    pub fn would_resume(&self, hello: &Hello<'_>, now: Instant) -> bool {
+        self.resumable(hello).is_some_and(|i| {
+            now.max(self.now) - self.conns[i].last_heard >= self.config.resume_after_silence
+        })
+    }
+
+    /// The live connection whose seat `hello` proves it may take back.
+    fn resumable(&self, hello: &Hello<'_>) -> Option<usize> {
+        let proof = hello.resume?;
+        let cookie = hello.cookie.unwrap_or_default();
+        self.conns.iter().position(|c| {
+            c.closing.is_none()
+                && c.token.is_some_and(|t| {
+                    admission::resume_proof(&t, cookie, hello.key.as_ref()) == proof
+                })
         })
     }
 
@@ -504,8 +516,6 @@ impl<I: Input> Sequencer<I> {
     /// A seat asks for a pause freezing at `frame`: granted while its budget
     /// lasts; a request repeated or delayed in the network is not new.
     fn pause_asked(&mut self, seat: PlayerId, frame: Tick) {
-        let paused = self.paused;
-        let budget = self.config.pauses_per_seat;
         let Some(s) = self.seats[seat.index()].as_mut() else {
             return;
         };
@@ -513,10 +523,13 @@ impl<I: Input> Sequencer<I> {
             return;
         }
         s.pause_asked = Some(frame);
-        if paused || s.pauses >= budget {
+        // The budget belongs to the seat for the room's life: leaving and
+        // coming back does not refill it.
+        let used = &mut self.pauses_used[seat.index()];
+        if self.paused || *used >= self.config.pauses_per_seat {
             return;
         }
-        s.pauses += 1;
+        *used += 1;
         self.pause();
     }
 
@@ -543,6 +556,18 @@ impl<I: Input> Sequencer<I> {
                 Closing::Bye(ByeReason::Kicked, text.to_owned()),
                 DropReason::Kicked,
             );
+        }
+    }
+
+    /// Sends `peer` its Welcome again (its Hello was repeated where the
+    /// server cannot hand the datagram itself to the room, such as a plain
+    /// Hello for a sealed connection). Changes nothing else: not even when
+    /// `peer` was last heard from.
+    pub fn resend_welcome(&mut self, peer: PeerId) {
+        if let Some(i) = self.conn_index(peer) {
+            let c = &mut self.conns[i];
+            c.welcome_pending = true;
+            c.flush = true;
         }
     }
 
@@ -795,12 +820,7 @@ impl<I: Input> Sequencer<I> {
         }
         // A known token takes its seat back on this new connection, once the
         // seat's own connection has gone quiet, and is spent doing so.
-        if let Some(token) = hello.resume
-            && let Some(i) = self
-                .conns
-                .iter()
-                .position(|c| c.token == Some(token) && c.closing.is_none())
-        {
+        if let Some(i) = self.resumable(hello) {
             if self.now - self.conns[i].last_heard < self.config.resume_after_silence {
                 return self.refuse(
                     peer,
@@ -866,7 +886,6 @@ impl<I: Input> Sequencer<I> {
                 slack: 0,
                 last_input: self.now,
                 waited_since: None,
-                pauses: 0,
                 pause_asked: None,
             });
             self.add_tick_event(self.open, SystemEvent::Joined { player });

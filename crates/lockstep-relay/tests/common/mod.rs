@@ -474,3 +474,30 @@ pub fn still_fine(mut players: Vec<Player<PlayerInputs>>, clock: &Clock) {
         );
     }
 }
+
+/// A transport that keeps a copy of every datagram it sends: what someone
+/// watching the path would see.
+pub struct Tap<T> {
+    pub inner: T,
+    pub sent: std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+}
+
+impl<T: Transport> Transport for Tap<T> {
+    fn send(
+        &mut self,
+        to: lockstep_core::PeerId,
+        datagram: &[u8],
+    ) -> Result<(), lockstep_net::TransportError> {
+        if let Ok(mut v) = self.sent.lock() {
+            v.push(datagram.to_vec());
+        }
+        self.inner.send(to, datagram)
+    }
+
+    fn recv(
+        &mut self,
+        buf: &mut [u8],
+    ) -> Result<Option<(lockstep_core::PeerId, usize)>, lockstep_net::TransportError> {
+        self.inner.recv(buf)
+    }
+}
