@@ -55,6 +55,9 @@ struct RelayBench {
     /// The p99 seal-to-last-send target, in microseconds.
     #[arg(long, default_value_t = 2000)]
     target_p99_us: u64,
+    /// Plain UDP datagrams instead of sealed ones (to compare their cost).
+    #[arg(long)]
+    plain: bool,
 }
 
 fn seats(s: &str) -> Result<usize, String> {
@@ -79,6 +82,9 @@ struct Clients {
     /// Room names start after this step number, so steps never share rooms.
     #[arg(long)]
     step: usize,
+    /// Plain datagrams instead of sealed ones.
+    #[arg(long)]
+    plain: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -118,6 +124,13 @@ fn relay(a: RelayBench) -> Result<(), BenchError> {
     config.room_defaults.max_seats = a.room_size.min(256) as u16;
     config.limits.max_connections = a.max_clients * 2;
     config.limits.max_rooms = a.max_clients;
+    // Every client comes from one loopback address.
+    config.limits.max_udp_per_addr = a.max_clients * 2;
+    config.limits.handshakes_per_addr = u32::MAX;
+    config.limits.handshakes_per_sec = u32::MAX;
+    config.limits.stranger_replies_per_addr = u32::MAX;
+    config.limits.stranger_replies_per_sec = u32::MAX;
+    config.plain_udp = a.plain;
     let bind = Bind {
         udp: Bind::loopback().udp,
         ..Bind::default()
@@ -129,8 +142,15 @@ fn relay(a: RelayBench) -> Result<(), BenchError> {
         .ok_or_else(|| BenchError::Relay("no UDP listener".into()))?;
     let metrics = relay.metrics().clone();
     println!(
-        "relay capacity: rooms of {} at {} Hz, clients in a separate process over loopback UDP; target p99 seal-to-last-send < {} us",
-        a.room_size, a.tick_rate, a.target_p99_us
+        "relay capacity: rooms of {} at {} Hz, clients in a separate process over loopback UDP ({}); target p99 seal-to-last-send < {} us",
+        a.room_size,
+        a.tick_rate,
+        if a.plain {
+            "plain datagrams"
+        } else {
+            "sealed datagrams"
+        },
+        a.target_p99_us
     );
     println!();
     println!(
@@ -231,6 +251,7 @@ fn run_step(
             &(a.step_secs + 2).to_string(),
         ])
         .args(["--step", &step.to_string()])
+        .args(a.plain.then_some("--plain"))
         .stdout(Stdio::piped())
         .spawn()?;
     // Let everyone join and settle, then measure.
@@ -291,9 +312,14 @@ fn clients(c: Clients) -> Result<(), BenchError> {
             room: format!("bench-{}-{}", c.step, i / c.room_size.max(1)),
             name: format!("bot{i}"),
             codec: InputCodec::PlayerInputs,
-            secret: Some(
-                lockstep_net::session_secret().map_err(|e| BenchError::Clients(e.to_string()))?,
-            ),
+            secret: if c.plain {
+                None
+            } else {
+                Some(
+                    lockstep_net::session_secret()
+                        .map_err(|e| BenchError::Clients(e.to_string()))?,
+                )
+            },
             ..ClientConfig::default()
         };
         let s = ClientSession::<PlayerInputs>::new(config, server, clock.now())

@@ -97,6 +97,10 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
     config.room_defaults.delay = a.delay;
     config.room_defaults.max_seats = a.players;
     config.room_defaults.policy = a.policy.into();
+    // Every bot comes from this machine's one loopback address.
+    config.limits.max_udp_per_addr = 256;
+    config.limits.handshakes_per_addr = 1000;
+    config.limits.stranger_replies_per_addr = 1000;
     let bind = Bind {
         http: None,
         ..Bind::loopback()

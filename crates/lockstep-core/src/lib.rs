@@ -81,6 +81,7 @@ mod player_inputs;
 mod rate;
 pub mod secure;
 pub mod sequenced;
+mod shared;
 pub mod sim;
 mod tick;
 mod time;

@@ -16,11 +16,12 @@ use crate::error::{
 };
 use crate::frame::SystemEvent;
 use crate::pause::{PauseAgreement, PauseChange};
+use crate::shared::{Events, Rtt};
 use crate::wire::{self, Datagram, Message, WireError};
 use crate::{Event, Frame, Input, Instant, PeerId, PlayerId, Tick};
 use core::time::Duration;
 use packet::Refusal;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use store::{Cell, Slot, Store};
 
 /// Most events held for the game before the oldest are dropped.
@@ -291,7 +292,7 @@ struct Peer {
     ping_due: Instant,
     /// The highest lifted pause it told us of.
     lifted_known: Option<Tick>,
-    rtt: Option<Duration>,
+    rtt: Rtt,
     checks: RemoteChecksums,
 }
 
@@ -405,7 +406,7 @@ pub struct MeshSession<I: Input> {
     wanted: BTreeSet<PlayerId>,
     /// Every abandonment decided, in the order learned.
     decisions: Vec<(PlayerId, Tick)>,
-    events: VecDeque<Event>,
+    events: Events<Event>,
     stats: MeshStats,
     stall_started: Option<Instant>,
     /// Inputs committed since the game last got a frame.
@@ -494,7 +495,7 @@ impl<I: Input> MeshSession<I> {
                 pong_owed: None,
                 ping_due: now,
                 lifted_known: None,
-                rtt: None,
+                rtt: Rtt::default(),
                 checks: RemoteChecksums::default(),
             })
             .collect();
@@ -517,7 +518,7 @@ impl<I: Input> MeshSession<I> {
             pause: PauseAgreement::default(),
             wanted: BTreeSet::new(),
             decisions: Vec::new(),
-            events: VecDeque::new(),
+            events: Events::new(EVENT_QUEUE_CAP),
             stats: MeshStats::default(),
             stall_started: None,
             commits_since_frame: 0,
@@ -641,7 +642,7 @@ impl<I: Input> MeshSession<I> {
                 peer: p.id,
                 player: p.seat,
                 next_tick: p.next_tick,
-                rtt: p.rtt,
+                rtt: p.rtt.get(),
                 last_heard: p.last_heard,
             })
             .collect();
@@ -858,7 +859,7 @@ impl<I: Input> MeshSession<I> {
 
     /// The next event, if any.
     pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
+        self.events.pop()
     }
 
     // ----- network side --------------------------------------------------
@@ -1029,16 +1030,7 @@ impl<I: Input> MeshSession<I> {
             p.pong_owed = Some((stamp, now));
         }
         if let Some((stamp, held)) = pong {
-            let rtt = (now.as_millis() as u32)
-                .wrapping_sub(stamp)
-                .wrapping_sub(held);
-            if rtt < 60_000 {
-                let sample = Duration::from_millis(u64::from(rtt));
-                p.rtt = Some(match p.rtt {
-                    None => sample,
-                    Some(old) => (old * 7 + sample) / 8,
-                });
-            }
+            p.rtt.pong(now, stamp, held);
         }
         for &(seat, tick) in &acks {
             let a = &mut p.acks[seat.index()];
@@ -1268,11 +1260,8 @@ impl<I: Input> MeshSession<I> {
     }
 
     fn push_event(&mut self, ev: Event) {
-        if self.events.len() >= EVENT_QUEUE_CAP {
-            self.events.pop_front();
-            self.stats.events_dropped += 1;
-        }
-        self.events.push_back(ev);
+        self.events.push(ev);
+        self.stats.events_dropped = self.events.dropped();
     }
 
     fn push_desync(&mut self, peer: PeerId, m: Mismatch) {

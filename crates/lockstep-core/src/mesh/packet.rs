@@ -6,6 +6,7 @@
 
 use super::store::Cell;
 use super::{MeshSession, Peer};
+use crate::shared::Rtt;
 use crate::wire::{
     self, Abandon, ByeReason, ChainWriter, Checksums, DatagramWriter, Frames, Hello, InputRun,
     Inputs, Message, RejectReason, ResumeToken, Welcome,
@@ -63,7 +64,7 @@ impl<I: Input> MeshSession<I> {
         }
         if p.ping_due <= now {
             w.put(Message::Ping {
-                stamp: now.as_millis() as u32,
+                stamp: Rtt::stamp(now),
             });
         }
         if self.local_seat.is_some() {

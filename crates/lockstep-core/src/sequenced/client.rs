@@ -8,6 +8,7 @@ use crate::error::{
     ChecksumError, CommitError, ConfigError, DatagramError, Incompatibility, PauseError,
 };
 use crate::secure::{self, SecureChannel};
+use crate::shared::{Events, Rtt};
 use crate::wire::{
     self, ByeReason, ChainWriter, Checksums as ChecksumsMsg, Datagram, DatagramWriter, Hello,
     InputCodec, InputRun, Inputs, MAX_COOKIE, MIN_HELLO_DATAGRAM, Message, ResumeToken, Welcome,
@@ -241,11 +242,11 @@ pub struct ClientSession<I: Input> {
     flush: bool,
     pong_owed: Option<(u32, Instant)>,
     ping_due: Instant,
-    rtt: Option<Duration>,
+    rtt: Rtt,
     checks: Checksums,
     server_checks: RemoteChecksums,
     checks_owed: bool,
-    events: VecDeque<Event>,
+    events: Events<Event>,
     stats: ClientStats,
     stall_started: Option<Instant>,
     /// When the game last got a frame.
@@ -294,10 +295,10 @@ impl<I: Input> ClientSession<I> {
             flush: true,
             pong_owed: None,
             ping_due: now,
-            rtt: None,
+            rtt: Rtt::default(),
             server_checks: RemoteChecksums::default(),
             checks_owed: false,
-            events: VecDeque::new(),
+            events: Events::new(EVENT_QUEUE_CAP),
             stats: ClientStats::default(),
             stall_started: None,
             last_frame_at: None,
@@ -386,7 +387,7 @@ impl<I: Input> ClientSession<I> {
         s.slack = self.slack;
         s.buffered_frames = self.frames.iter().filter(|f| f.is_some()).count();
         s.unacked_inputs = self.unacked.len();
-        s.rtt = self.rtt;
+        s.rtt = self.rtt.get();
         s
     }
 
@@ -561,7 +562,7 @@ impl<I: Input> ClientSession<I> {
 
     /// The next event, if any.
     pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
+        self.events.pop()
     }
 
     // ----- network side --------------------------------------------------
@@ -769,15 +770,7 @@ impl<I: Input> ClientSession<I> {
                     }
                 }
                 Message::Ping { stamp } => self.pong_owed = Some((stamp, now)),
-                Message::Pong { stamp, held_ms } => {
-                    let rtt = (now.as_millis() as u32)
-                        .wrapping_sub(stamp)
-                        .wrapping_sub(held_ms);
-                    if rtt < 60_000 {
-                        let sample = Duration::from_millis(u64::from(rtt));
-                        self.rtt = Some(self.rtt.map_or(sample, |old| (old * 7 + sample) / 8));
-                    }
-                }
+                Message::Pong { stamp, held_ms } => self.rtt.pong(now, stamp, held_ms),
                 _ => {}
             }
         }
@@ -855,10 +848,7 @@ impl<I: Input> ClientSession<I> {
     }
 
     fn push_event(&mut self, ev: Event) {
-        if self.events.len() >= EVENT_QUEUE_CAP {
-            self.events.pop_front();
-        }
-        self.events.push_back(ev);
+        self.events.push(ev);
     }
 
     /// Lets timers fire: the Hello until answered, resends, keepalives and
@@ -937,7 +927,7 @@ impl<I: Input> ClientSession<I> {
         }
         if self.connected() && self.ping_due <= self.now {
             w.put(Message::Ping {
-                stamp: self.now.as_millis() as u32,
+                stamp: Rtt::stamp(self.now),
             });
         }
         match self.pause_requested {

@@ -5,6 +5,7 @@ use crate::admission::{self, SecretStream};
 use crate::checksum::{Checksums, RemoteChecksums};
 use crate::endpoint::Transmit;
 use crate::error::ConfigError;
+use crate::shared::{Events, Rtt};
 use crate::wire::ResumeToken;
 use crate::wire::{
     self, ByeReason, Checksums as ChecksumsMsg, Datagram, DatagramWriter, ErrorCode, Frames, Hello,
@@ -259,7 +260,7 @@ struct Conn {
     checks_owed: bool,
     pong_owed: Option<(u32, Instant)>,
     ping_due: Instant,
-    rtt: Option<Duration>,
+    rtt: Rtt,
     checks: RemoteChecksums,
     datagram_rate: TokenBucket,
     input_rate: TokenBucket,
@@ -352,7 +353,7 @@ pub struct Sequencer<I: Input> {
     /// Checksums reported by seated players for ticks without a verdict.
     votes: BTreeMap<Tick, Vec<(PlayerId, PeerId, u64)>>,
     replies: VecDeque<(PeerId, Reply)>,
-    events: VecDeque<SequencerEvent>,
+    events: Events<SequencerEvent>,
     stats: SequencerStats,
     tokens: SecretStream,
     cursor: usize,
@@ -386,7 +387,7 @@ impl<I: Input> Sequencer<I> {
             waiting: Vec::new(),
             votes: BTreeMap::new(),
             replies: VecDeque::new(),
-            events: VecDeque::new(),
+            events: Events::new(EVENT_QUEUE_CAP),
             stats: SequencerStats::default(),
             cursor: 0,
         })
@@ -490,14 +491,14 @@ impl<I: Input> Sequencer<I> {
 
     /// Smoothed round-trip time to `peer`, once measured.
     pub fn rtt(&self, peer: PeerId) -> Option<Duration> {
-        self.conns.iter().find(|c| c.peer == peer)?.rtt
+        self.conns.iter().find(|c| c.peer == peer)?.rtt.get()
     }
 
     // ----- mutators ------------------------------------------------------
 
     /// The next event, if any.
     pub fn poll_event(&mut self) -> Option<SequencerEvent> {
-        self.events.pop_front()
+        self.events.pop()
     }
 
     /// Stops sealing ticks until [`resume`](Self::resume).
@@ -733,10 +734,7 @@ impl<I: Input> Sequencer<I> {
     }
 
     fn push_event(&mut self, ev: SequencerEvent) {
-        if self.events.len() >= EVENT_QUEUE_CAP {
-            self.events.pop_front();
-        }
-        self.events.push_back(ev);
+        self.events.push(ev);
     }
 
     fn reply(&mut self, peer: PeerId, reply: Reply) {
@@ -909,7 +907,7 @@ impl<I: Input> Sequencer<I> {
             checks_owed: false,
             pong_owed: None,
             ping_due: now,
-            rtt: None,
+            rtt: Rtt::default(),
             checks: RemoteChecksums::default(),
             datagram_rate: TokenBucket::full(self.config.max_datagrams_per_sec, now),
             input_rate: TokenBucket::full(self.config.max_inputs_per_sec, now),
@@ -1082,16 +1080,7 @@ impl<I: Input> Sequencer<I> {
                 }
                 Message::Resume { .. } if seat.is_some() => self.resume(),
                 Message::Ping { stamp } => self.conns[i].pong_owed = Some((stamp, now)),
-                Message::Pong { stamp, held_ms } => {
-                    let rtt = (now.as_millis() as u32)
-                        .wrapping_sub(stamp)
-                        .wrapping_sub(held_ms);
-                    if rtt < 60_000 {
-                        let sample = Duration::from_millis(u64::from(rtt));
-                        let c = &mut self.conns[i];
-                        c.rtt = Some(c.rtt.map_or(sample, |old| (old * 7 + sample) / 8));
-                    }
-                }
+                Message::Pong { stamp, held_ms } => self.conns[i].rtt.pong(now, stamp, held_ms),
                 Message::Bye { .. } => {
                     self.close(
                         i,
@@ -1453,7 +1442,7 @@ impl<I: Input> Sequencer<I> {
         }
         if c.ping_due <= now {
             w.put(Message::Ping {
-                stamp: now.as_millis() as u32,
+                stamp: Rtt::stamp(now),
             });
         }
         let seat = c

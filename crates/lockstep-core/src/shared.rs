@@ -1,0 +1,102 @@
+//! Small pieces every session uses the same way: the round-trip estimate
+//! and the bounded event queue.
+
+use crate::Instant;
+use core::time::Duration;
+use std::collections::VecDeque;
+
+/// Round-trip time from ping stamps, smoothed with a gain of 1/8 (TCP's
+/// SRTT). A sample over a minute is taken for a forged or wrapped stamp and
+/// ignored.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Rtt {
+    smoothed: Option<Duration>,
+}
+
+impl Rtt {
+    /// The stamp a ping carries at `now`: milliseconds, wrapping.
+    pub(crate) fn stamp(now: Instant) -> u32 {
+        now.as_millis() as u32
+    }
+
+    /// Takes the pong for a ping stamped `stamp`, held `held_ms` by the
+    /// other side before it answered.
+    pub(crate) fn pong(&mut self, now: Instant, stamp: u32, held_ms: u32) {
+        let ms = Self::stamp(now).wrapping_sub(stamp).wrapping_sub(held_ms);
+        if ms < 60_000 {
+            let sample = Duration::from_millis(u64::from(ms));
+            self.smoothed = Some(self.smoothed.map_or(sample, |old| (old * 7 + sample) / 8));
+        }
+    }
+
+    /// The estimate, once measured.
+    pub(crate) fn get(self) -> Option<Duration> {
+        self.smoothed
+    }
+}
+
+/// Events for the caller, bounded: past `cap`, the oldest is dropped (a
+/// caller that never drains its events must not grow memory).
+#[derive(Debug, Clone)]
+pub(crate) struct Events<E> {
+    queue: VecDeque<E>,
+    cap: usize,
+    dropped: u64,
+}
+
+impl<E> Events<E> {
+    pub(crate) fn new(cap: usize) -> Self {
+        Self {
+            queue: VecDeque::new(),
+            cap: cap.max(1),
+            dropped: 0,
+        }
+    }
+
+    pub(crate) fn push(&mut self, ev: E) {
+        if self.queue.len() >= self.cap {
+            self.queue.pop_front();
+            self.dropped += 1;
+        }
+        self.queue.push_back(ev);
+    }
+
+    pub(crate) fn pop(&mut self) -> Option<E> {
+        self.queue.pop_front()
+    }
+
+    /// Events dropped unread.
+    pub(crate) fn dropped(&self) -> u64 {
+        self.dropped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rtt_smooths_and_ignores_nonsense() {
+        let mut r = Rtt::default();
+        let sent = Instant::from_millis(1_000);
+        r.pong(Instant::from_millis(1_080), Rtt::stamp(sent), 0);
+        assert_eq!(r.get(), Some(Duration::from_millis(80)));
+        r.pong(Instant::from_millis(1_200), Rtt::stamp(sent), 40);
+        assert_eq!(r.get(), Some(Duration::from_millis(90)));
+        // A stamp from the future wraps to a huge sample: ignored.
+        r.pong(sent, Rtt::stamp(Instant::from_millis(5_000)), 0);
+        assert_eq!(r.get(), Some(Duration::from_millis(90)));
+    }
+
+    #[test]
+    fn events_drop_the_oldest_past_the_cap() {
+        let mut e = Events::new(2);
+        for i in 0..5 {
+            e.push(i);
+        }
+        assert_eq!(
+            (e.pop(), e.pop(), e.pop(), e.dropped()),
+            (Some(3), Some(4), None, 3)
+        );
+    }
+}
