@@ -309,3 +309,44 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(cases(60))]
+
+    /// A player whose game stops sending input while its session keeps the
+    /// connection alive (keepalives, acks) is abandoned like a silent one,
+    /// and the rest advance and agree.
+    #[test]
+    fn a_player_that_only_keeps_its_connection_alive_is_abandoned(
+        sc in scenario(5),
+        victim in 0usize..5,
+        at in 100u64..3_000,
+    ) {
+        prop_assume!(sc.players >= 3);
+        let mut sc = sc;
+        sc.config.abandon_after = Some(Duration::from_secs(2));
+        sc.link.loss = sc.link.loss.min(0.3);
+        let mut h = sc.build();
+        let victim = PeerId((victim % sc.players) as u32);
+        let warmup = h.run(lockstep_core::Instant::from_millis(at), |_, _, _, _| {}, |_| false);
+        prop_assert_eq!(warmup, Outcome::TimedOut);
+        if let Some(r) = h.records.get_mut(&victim) {
+            r.mute = true;
+        }
+        let survivors: Vec<PeerId> =
+            sc.peer_ids().into_iter().filter(|id| *id != victim).collect();
+        let base: Vec<Tick> = survivors.iter().map(|id| h.session(*id).frame()).collect();
+        let target = base.iter().copied().max().unwrap_or(Tick::ZERO).saturating_add(200);
+        let done = h.run(secs(300), |_, _, _, _| {}, |sim| {
+            sim.live().filter(|(id, _)| *id != victim).all(|(_, s)| s.frame() >= target)
+        });
+        outcome_ok(done, "the rest go on past a keepalive-only player", sc.seed);
+        h.assert_streams_agree(&survivors);
+        h.assert_no_desync();
+        let player = PlayerId(victim.0 as u16);
+        for id in &survivors {
+            let s = h.session(*id);
+            prop_assert!(s.abandoned().iter().any(|(p, _)| *p == player), "{} abandoned it", id);
+        }
+    }
+}

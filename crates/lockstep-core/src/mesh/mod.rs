@@ -266,6 +266,15 @@ struct Peer {
     /// The seats it wants abandoned, as of its latest packet.
     wanted: Vec<PlayerId>,
     last_heard: Option<Instant>,
+    /// When it last sent us an input of its own seat we did not have.
+    last_input: Option<Instant>,
+    /// Whether its latest datagram said its game waits on its own input
+    /// alone (it holds everyone else's).
+    waits_on_itself: bool,
+    /// Since when our next tick has waited on its input while others' is
+    /// in: with `last_input`, what makes a peer that keeps its connection
+    /// alive but sends no input silent all the same.
+    waited_since: Option<Instant>,
     interrupted: bool,
     last_sent: Option<Instant>,
     /// Our next tick as of the last packet sent to it.
@@ -480,6 +489,9 @@ impl<I: Input> MeshSession<I> {
                 acks: vec![None; width],
                 wanted: Vec::new(),
                 last_heard: None,
+                last_input: None,
+                waits_on_itself: false,
+                waited_since: None,
                 interrupted: false,
                 last_sent: None,
                 told_next: config.first_tick,
@@ -932,9 +944,14 @@ impl<I: Input> MeshSession<I> {
         let mut abandon = None;
         let mut ping = None;
         let mut pong = None;
+        let mut waits_on_itself = false;
         for m in &d.messages {
             match m {
                 Message::Hello(h) => hello = Some(h.fingerprint),
+                Message::Status(st) => {
+                    waits_on_itself = !st.waiting.is_empty()
+                        && st.waiting.iter().all(|s| Some(*s) == self.peers[idx].seat);
+                }
                 Message::Welcome(_) => welcomed = true,
                 Message::Reject(r) => reject = Some(*r),
                 Message::Bye { .. } => bye = true,
@@ -976,7 +993,6 @@ impl<I: Input> MeshSession<I> {
                 Message::Pong { stamp, held_ms } => pong = Some((*stamp, *held_ms)),
                 Message::SnapshotChunk(_)
                 | Message::Error { .. }
-                | Message::Status(_)
                 | Message::Challenge { .. }
                 | Message::Padding { .. } => {}
             }
@@ -1026,6 +1042,7 @@ impl<I: Input> MeshSession<I> {
         }
         let p = &mut self.peers[idx];
         p.next_tick = p.next_tick.max(d.base);
+        p.waits_on_itself = waits_on_itself;
         if let Some(stamp) = ping {
             p.pong_owed = Some((stamp, now));
         }
@@ -1092,6 +1109,7 @@ impl<I: Input> MeshSession<I> {
         if local_player && sender_seat.is_some() {
             let horizon = self.horizon();
             let mut fresh = false;
+            let mut own_fresh = false;
             for (seat, tick, input) in inputs {
                 let s = &self.seats[seat.index()];
                 let own = Some(seat) == sender_seat;
@@ -1114,12 +1132,16 @@ impl<I: Input> MeshSession<I> {
                     Some(slot) if slot.cells[seat.index()].is_unknown() => {
                         slot.cells[seat.index()] = Cell::Known(input);
                         fresh = true;
+                        own_fresh |= own;
                     }
                     _ => self.stats.inputs_redundant += 1,
                 }
             }
             if fresh {
                 self.peers[idx].ack_pending = true;
+            }
+            if own_fresh {
+                self.peers[idx].last_input = Some(now);
             }
         } else if !inputs.is_empty() {
             self.stats.inputs_refused += inputs.len() as u64;
@@ -1158,6 +1180,7 @@ impl<I: Input> MeshSession<I> {
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now = self.now.max(now);
         let now = self.now;
+        self.note_waiting();
         let mut silent_seats = Vec::new();
         for i in 0..self.peers.len() {
             if self.send_due(i) <= now {
@@ -1177,7 +1200,7 @@ impl<I: Input> MeshSession<I> {
                 });
             }
             if let (Some(after), Some(seat)) = (self.config.abandon_after, seat)
-                && silent >= after
+                && (silent >= after || self.input_silent_until(i, after).is_some_and(|t| t <= now))
                 && self.can_auto_abandon(seat)
             {
                 silent_seats.push(seat);
@@ -1235,9 +1258,41 @@ impl<I: Input> MeshSession<I> {
                 && self.can_auto_abandon(seat)
             {
                 consider(heard + after);
+                if let Some(t) = self.input_silent_until(i, after) {
+                    consider(t);
+                }
             }
         }
         next
+    }
+
+    /// Marks since when our next tick has waited on a remote seat whose own
+    /// datagrams say it waits on nobody but itself: it holds every other
+    /// seat's input and sends none of its own. A seat stalled behind someone
+    /// else (no peer commits far past the slowest) says so and is never
+    /// blamed; a silent connection is caught by datagram silence anyway.
+    fn note_waiting(&mut self) {
+        let now = self.now;
+        let missing = self.awaiting();
+        let local = self.local_seat;
+        for p in &mut self.peers {
+            let blamed = p.waits_on_itself
+                && p.seat
+                    .is_some_and(|x| Some(x) != local && missing.contains(&x));
+            if blamed {
+                p.waited_since.get_or_insert(now);
+            } else {
+                p.waited_since = None;
+            }
+        }
+    }
+
+    /// When peer `i` counts as silent for want of input: `after` past the
+    /// later of its last new input and when we began waiting on it.
+    fn input_silent_until(&self, i: usize, after: Duration) -> Option<Instant> {
+        let p = &self.peers[i];
+        let since = p.waited_since?;
+        Some(p.last_input.map_or(since, |t| t.max(since)) + after)
     }
 
     // ----- internals -----------------------------------------------------

@@ -9,7 +9,7 @@ use super::{MeshSession, Peer};
 use crate::shared::Rtt;
 use crate::wire::{
     self, Abandon, ByeReason, ChainWriter, Checksums, DatagramWriter, Frames, Hello, InputRun,
-    Inputs, Message, RejectReason, ResumeToken, Welcome,
+    Inputs, Message, RejectReason, ResumeToken, Status, Welcome,
 };
 use crate::{Frame, Input, PlayerId, Tick};
 
@@ -56,6 +56,16 @@ impl<I: Input> MeshSession<I> {
                 delay: self.config.delay,
                 seats: self.seats.len() as u32,
                 token: ResumeToken::default(),
+            }));
+        }
+        // While our game waits, whom it waits on: a peer waiting on no one
+        // but itself is one that stopped sending input.
+        let waiting = self.awaiting();
+        if !waiting.is_empty() {
+            w.put(Message::Status(Status {
+                open: self.next_tick,
+                slack: 0,
+                waiting,
             }));
         }
         if let Some((stamp, at)) = p.pong_owed {

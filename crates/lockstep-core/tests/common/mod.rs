@@ -32,6 +32,9 @@ pub struct Record {
     pending: Option<u16>,
     pub committed: u64,
     pub refused: u64,
+    /// The game stops committing input (the session still runs: its
+    /// connection stays alive, as a keepalive-only griefer's does).
+    pub mute: bool,
 }
 
 impl Record {
@@ -46,6 +49,7 @@ impl Record {
             pending: None,
             committed: 0,
             refused: 0,
+            mute: false,
         }
     }
 
@@ -163,7 +167,7 @@ pub struct Harness {
 
 /// One game-loop iteration for one peer.
 pub fn play(s: &mut Session, rec: &mut Record, checksum_every: u32) {
-    if !s.watching() {
+    if !s.watching() && !rec.mute {
         let input = rec.input();
         match s.commit_local(input) {
             Ok(_) => {
