@@ -17,7 +17,7 @@ use crate::error::{
 use crate::frame::SystemEvent;
 use crate::pause::{PauseAgreement, PauseChange};
 use crate::shared::{Events, Rtt};
-use crate::wire::{self, Datagram, Message, WireError};
+use crate::wire::{self, Abandon, Datagram, Message, WireError};
 use crate::{Event, Frame, Input, Instant, PeerId, PlayerId, Tick};
 use core::time::Duration;
 use packet::Refusal;
@@ -921,8 +921,26 @@ impl<I: Input> MeshSession<I> {
         if let Some(reason) = self.peers[idx].incompatible {
             return Err(DatagramError::Incompatible(reason));
         }
+        // Everything is validated and decoded before any state changes.
+        let r = self.read(idx, &d)?;
+        self.take_handshake(idx, &r)?;
+        self.take_peer_state(idx, &r, d.base);
+        self.take_pause(idx, &r);
+        self.take_bye(idx, &r);
+        self.take_abandon(idx, r.abandon);
+        self.take_inputs(idx, r.inputs);
+        self.take_frames(idx, r.frames);
+        self.try_decide();
+        Ok(())
+    }
 
-        // Validate and decode everything before changing any state.
+    /// Reads a datagram's messages into one [`Received`], checking every
+    /// seat, input size and frame shape.
+    fn read<'a>(
+        &mut self,
+        idx: usize,
+        d: &'a Datagram<'a>,
+    ) -> Result<Received<'a, I>, DatagramError> {
         let width = self.seats.len();
         let seat_ok = |s: PlayerId| {
             if s.index() < width {
@@ -931,34 +949,21 @@ impl<I: Input> MeshSession<I> {
                 Err(DatagramError::Violation("seat that does not exist"))
             }
         };
-        let mut hello = None;
-        let mut reject = None;
-        let mut welcomed = false;
-        let mut bye = false;
-        let mut acks = Vec::new();
-        let mut inputs = Vec::new();
-        let mut frames = Vec::new();
-        let mut checksums = None;
-        let mut pause = None;
-        let mut lifted = None;
-        let mut abandon = None;
-        let mut ping = None;
-        let mut pong = None;
-        let mut waits_on_itself = false;
+        let mut r = Received::default();
         for m in &d.messages {
             match m {
-                Message::Hello(h) => hello = Some(h.fingerprint),
+                Message::Hello(h) => r.hello = Some(h.fingerprint),
                 Message::Status(st) => {
-                    waits_on_itself = !st.waiting.is_empty()
+                    r.waits_on_itself = !st.waiting.is_empty()
                         && st.waiting.iter().all(|s| Some(*s) == self.peers[idx].seat);
                 }
-                Message::Welcome(_) => welcomed = true,
-                Message::Reject(r) => reject = Some(*r),
-                Message::Bye { .. } => bye = true,
+                Message::Welcome(_) => r.welcomed = true,
+                Message::Reject(rej) => r.reject = Some(*rej),
+                Message::Bye { .. } => r.bye = true,
                 Message::Inputs(msg) => {
                     for &(s, t) in &msg.acks {
                         seat_ok(s)?;
-                        acks.push((s, t));
+                        r.acks.push((s, t));
                     }
                     for run in &msg.runs {
                         seat_ok(run.seat)?;
@@ -968,7 +973,8 @@ impl<I: Input> MeshSession<I> {
                             if self.scratch.len() > self.config.max_input_len {
                                 return Err(DatagramError::Violation("input over the size limit"));
                             }
-                            inputs.push((run.seat, run.start.saturating_add(k as u32), input));
+                            r.inputs
+                                .push((run.seat, run.start.saturating_add(k as u32), input));
                         }
                     }
                 }
@@ -978,82 +984,92 @@ impl<I: Input> MeshSession<I> {
                             "frame with the wrong number of seats",
                         ));
                     }
-                    frames.extend(f.decode::<I>()?);
+                    r.frames.extend(f.decode::<I>()?);
                 }
-                Message::Checksums(c) => checksums = Some(c),
-                Message::Pause { frame } => pause = Some(*frame),
-                Message::Resume { lifted: l } => lifted = Some(*l),
+                Message::Checksums(c) => r.checksums = Some(c),
+                Message::Pause { frame } => r.pause = Some(*frame),
+                Message::Resume { lifted } => r.lifted = Some(*lifted),
                 Message::Abandon(a) => {
                     for &s in a.wanted.iter().chain(a.decisions.iter().map(|(s, _)| s)) {
                         seat_ok(s)?;
                     }
-                    abandon = Some(a);
+                    r.abandon = Some(a);
                 }
-                Message::Ping { stamp } => ping = Some(*stamp),
-                Message::Pong { stamp, held_ms } => pong = Some((*stamp, *held_ms)),
+                Message::Ping { stamp } => r.ping = Some(*stamp),
+                Message::Pong { stamp, held_ms } => r.pong = Some((*stamp, *held_ms)),
                 Message::SnapshotChunk(_)
                 | Message::Error { .. }
                 | Message::Challenge { .. }
                 | Message::Padding { .. } => {}
             }
         }
+        Ok(r)
+    }
 
-        // The handshake: nothing is taken from a peer before its Hello shows
-        // it runs the same game.
-        if let Some(r) = reject {
-            let reason = Incompatibility::from_reject(r);
+    /// The handshake: nothing is taken from a peer before its Hello shows
+    /// it runs the same game.
+    fn take_handshake(&mut self, idx: usize, r: &Received<'_, I>) -> Result<(), DatagramError> {
+        if let Some(rej) = r.reject {
+            let reason = Incompatibility::from_reject(rej);
             self.note_incompatible(idx, reason);
             return Err(DatagramError::Incompatible(reason));
         }
-        match hello {
+        match r.hello {
             Some(fp) if fp != self.config.fingerprint => {
                 let ours = self.config.fingerprint;
                 self.peers[idx].refused = Some(Refusal::Game { ours, theirs: fp });
                 self.peers[idx].flush = true;
                 let reason = Incompatibility::Game { ours, theirs: fp };
                 self.note_incompatible(idx, reason);
-                return Err(DatagramError::Incompatible(reason));
+                Err(DatagramError::Incompatible(reason))
             }
             Some(_) => {
                 let p = &mut self.peers[idx];
                 p.greeted = true;
                 p.owe_welcome = true;
+                Ok(())
             }
             None if !self.peers[idx].greeted => {
-                return Err(DatagramError::Violation("datagram before hello"));
+                Err(DatagramError::Violation("datagram before hello"))
             }
-            None => self.peers[idx].owe_welcome = false,
+            None => {
+                self.peers[idx].owe_welcome = false;
+                Ok(())
+            }
         }
+    }
 
+    /// What the datagram says about its sender: it is alive, where it is,
+    /// what it holds, its round trip and its checksums.
+    fn take_peer_state(&mut self, idx: usize, r: &Received<'_, I>, base: Tick) {
         let now = self.now;
-        let sender_seat = self.peers[idx].seat;
-        let local_player = self.local_seat.is_some();
-        {
-            let p = &mut self.peers[idx];
-            p.last_heard = Some(now);
-            if welcomed {
-                p.welcomed = true;
-            }
-            if p.interrupted {
-                p.interrupted = false;
-                let (peer, player) = (p.id, p.seat);
-                self.push_event(Event::Recovered { peer, player });
-            }
+        let p = &mut self.peers[idx];
+        p.last_heard = Some(now);
+        if r.welcomed {
+            p.welcomed = true;
+        }
+        if p.interrupted {
+            p.interrupted = false;
+            let (peer, player) = (p.id, p.seat);
+            self.push_event(Event::Recovered { peer, player });
         }
         let p = &mut self.peers[idx];
-        p.next_tick = p.next_tick.max(d.base);
-        p.waits_on_itself = waits_on_itself;
-        if let Some(stamp) = ping {
+        p.next_tick = p.next_tick.max(base);
+        p.waits_on_itself = r.waits_on_itself;
+        if let Some(stamp) = r.ping {
             p.pong_owed = Some((stamp, now));
         }
-        if let Some((stamp, held)) = pong {
+        if let Some((stamp, held)) = r.pong {
             p.rtt.pong(now, stamp, held);
         }
-        for &(seat, tick) in &acks {
+        for &(seat, tick) in &r.acks {
             let a = &mut p.acks[seat.index()];
             *a = Some(a.map_or(tick, |old| old.max(tick)));
         }
-        if let Some(c) = checksums {
+        if let Some(l) = r.lifted {
+            p.lifted_known = p.lifted_known.max(Some(l));
+        }
+        if let Some(c) = r.checksums {
             if let Some(t) = c.ack {
                 p.checks.acked = Some(p.checks.acked.map_or(t, |old| old.max(t)));
             }
@@ -1063,116 +1079,131 @@ impl<I: Input> MeshSession<I> {
                     self.checks
                         .receive(&mut p.checks, &c.entries, self.config.checksum_window);
                 if let Some(m) = found {
+                    let from = self.peers[idx].id;
                     self.push_desync(from, m);
                 }
             }
         }
-        if let Some(l) = lifted {
-            let p = &mut self.peers[idx];
-            p.lifted_known = p.lifted_known.max(Some(l));
-        }
+    }
 
-        // Control state that must reach everyone.
-        if let Some(f) = pause {
+    /// Pause and resume: control state that must reach everyone.
+    fn take_pause(&mut self, _idx: usize, r: &Received<'_, I>) {
+        if let Some(f) = r.pause {
             let change = self.pause.receive_pause(f, self.next_tick);
             self.note_pause_change(change);
         }
-        if let Some(f) = lifted {
+        if let Some(f) = r.lifted {
             let change = self.pause.receive_resume(f, self.next_tick);
             self.note_pause_change(change);
         }
-        if bye && !self.peers[idx].left {
-            self.peers[idx].left = true;
-            self.push_event(Event::PeerLeft {
-                peer: from,
-                player: sender_seat,
-            });
-            if let Some(seat) = sender_seat.filter(|s| local_player && self.seat_live(*s)) {
-                self.want(seat);
-            }
-        }
-        if let (Some(a), Some(_), true) = (abandon, sender_seat, local_player) {
-            self.peers[idx].wanted.clone_from(&a.wanted);
-            for &seat in &a.wanted {
-                if self.seats[seat.index()].peer.is_some() {
-                    self.want(seat);
-                }
-            }
-            for &(seat, tick) in &a.decisions {
-                self.apply_decision(seat, tick);
-            }
-        } else if sender_seat.is_some() {
-            self.peers[idx].wanted.clear();
-        }
+    }
 
-        // Inputs.
-        if local_player && sender_seat.is_some() {
-            let horizon = self.horizon();
-            let mut fresh = false;
-            let mut own_fresh = false;
-            for (seat, tick, input) in inputs {
-                let s = &self.seats[seat.index()];
-                let own = Some(seat) == sender_seat;
-                let target = self.wanted.contains(&seat) || s.empty_from.is_some();
-                if Some(seat) == self.local_seat
-                    || (own && self.wanted.contains(&seat))
-                    || (!own && !target)
-                    || s.empty_from.is_some_and(|e| tick >= e)
-                    || tick >= horizon
-                {
-                    self.stats.inputs_refused += 1;
-                    continue;
-                }
-                if tick < self.next_tick {
-                    self.stats.inputs_redundant += 1;
-                    continue;
-                }
-                let (seats, start) = (&self.seats, self.start);
-                match self.store.ensure(tick, |t| new_slot(seats, start, t)) {
-                    Some(slot) if slot.cells[seat.index()].is_unknown() => {
-                        slot.cells[seat.index()] = Cell::Known(input);
-                        fresh = true;
-                        own_fresh |= own;
+    /// A goodbye: the sender's seat is wanted abandoned at once.
+    fn take_bye(&mut self, idx: usize, r: &Received<'_, I>) {
+        if !r.bye || self.peers[idx].left {
+            return;
+        }
+        self.peers[idx].left = true;
+        let (peer, player) = (self.peers[idx].id, self.peers[idx].seat);
+        self.push_event(Event::PeerLeft { peer, player });
+        if let Some(seat) = player.filter(|s| self.local_seat.is_some() && self.seat_live(*s)) {
+            self.want(seat);
+        }
+    }
+
+    /// The sender's wanted seats and decisions (see the abandon module).
+    fn take_abandon(&mut self, idx: usize, abandon: Option<&Abandon>) {
+        let sender_seat = self.peers[idx].seat;
+        match (abandon, sender_seat, self.local_seat.is_some()) {
+            (Some(a), Some(_), true) => {
+                self.peers[idx].wanted.clone_from(&a.wanted);
+                for &seat in &a.wanted {
+                    if self.seats[seat.index()].peer.is_some() {
+                        self.want(seat);
                     }
-                    _ => self.stats.inputs_redundant += 1,
+                }
+                for &(seat, tick) in &a.decisions {
+                    self.apply_decision(seat, tick);
                 }
             }
-            if fresh {
-                self.peers[idx].ack_pending = true;
-            }
-            if own_fresh {
-                self.peers[idx].last_input = Some(now);
-            }
-        } else if !inputs.is_empty() {
+            (_, Some(_), _) => self.peers[idx].wanted.clear(),
+            _ => {}
+        }
+    }
+
+    /// Inputs: a peer's own seat's, and forwarded ones for seats being
+    /// abandoned.
+    fn take_inputs(&mut self, idx: usize, inputs: Vec<(PlayerId, Tick, I)>) {
+        let sender_seat = self.peers[idx].seat;
+        if self.local_seat.is_none() || sender_seat.is_none() {
             self.stats.inputs_refused += inputs.len() as u64;
+            return;
         }
-
-        // Confirmed frames, for observers.
-        if !local_player && sender_seat.is_some() {
-            let end = self.next_tick.saturating_add(self.config.observer_window);
-            for frame in frames {
-                if frame.tick < self.next_tick || frame.tick >= end {
-                    self.stats.inputs_redundant += 1;
-                    continue;
+        let now = self.now;
+        let horizon = self.horizon();
+        let mut fresh = false;
+        let mut own_fresh = false;
+        for (seat, tick, input) in inputs {
+            let s = &self.seats[seat.index()];
+            let own = Some(seat) == sender_seat;
+            let target = self.wanted.contains(&seat) || s.empty_from.is_some();
+            if Some(seat) == self.local_seat
+                || (own && self.wanted.contains(&seat))
+                || (!own && !target)
+                || s.empty_from.is_some_and(|e| tick >= e)
+                || tick >= horizon
+            {
+                self.stats.inputs_refused += 1;
+                continue;
+            }
+            if tick < self.next_tick {
+                self.stats.inputs_redundant += 1;
+                continue;
+            }
+            let (seats, start) = (&self.seats, self.start);
+            match self.store.ensure(tick, |t| new_slot(seats, start, t)) {
+                Some(slot) if slot.cells[seat.index()].is_unknown() => {
+                    slot.cells[seat.index()] = Cell::Known(input);
+                    fresh = true;
+                    own_fresh |= own;
                 }
-                let (seats, start) = (&self.seats, self.start);
-                if let Some(slot) = self.store.ensure(frame.tick, |t| new_slot(seats, start, t)) {
-                    if slot.complete() {
-                        continue;
-                    }
-                    slot.cells = frame
-                        .inputs
-                        .into_iter()
-                        .map(|c| c.map_or(Cell::Empty, Cell::Known))
-                        .collect();
-                    slot.events = frame.events;
-                    slot.events.sort();
-                    slot.events.dedup();
-                }
+                _ => self.stats.inputs_redundant += 1,
             }
         }
-        self.try_decide();
-        Ok(())
+        if fresh {
+            self.peers[idx].ack_pending = true;
+        }
+        if own_fresh {
+            self.peers[idx].last_input = Some(now);
+        }
+    }
+
+    /// Confirmed frames, for observers.
+    fn take_frames(&mut self, idx: usize, frames: Vec<Frame<I>>) {
+        if self.local_seat.is_some() || self.peers[idx].seat.is_none() {
+            return;
+        }
+        let end = self.next_tick.saturating_add(self.config.observer_window);
+        for frame in frames {
+            if frame.tick < self.next_tick || frame.tick >= end {
+                self.stats.inputs_redundant += 1;
+                continue;
+            }
+            let (seats, start) = (&self.seats, self.start);
+            if let Some(slot) = self.store.ensure(frame.tick, |t| new_slot(seats, start, t)) {
+                if slot.complete() {
+                    continue;
+                }
+                slot.cells = frame
+                    .inputs
+                    .into_iter()
+                    .map(|c| c.map_or(Cell::Empty, Cell::Known))
+                    .collect();
+                slot.events = frame.events;
+                slot.events.sort();
+                slot.events.dedup();
+            }
+        }
     }
 
     /// Lets due timers fire: resends, keepalives, silence detection and
@@ -1504,4 +1535,43 @@ fn new_slot<I: Clone>(seats: &[Seat], start: Tick, tick: Tick) -> Slot<I> {
         }
     }
     slot
+}
+
+/// A datagram's messages, read and checked, before any of them is acted on.
+struct Received<'a, I> {
+    hello: Option<u64>,
+    reject: Option<wire::RejectReason<'a>>,
+    welcomed: bool,
+    bye: bool,
+    acks: Vec<(PlayerId, Tick)>,
+    inputs: Vec<(PlayerId, Tick, I)>,
+    frames: Vec<Frame<I>>,
+    checksums: Option<&'a wire::Checksums>,
+    pause: Option<Tick>,
+    lifted: Option<Tick>,
+    abandon: Option<&'a Abandon>,
+    ping: Option<u32>,
+    pong: Option<(u32, u32)>,
+    waits_on_itself: bool,
+}
+
+impl<I> Default for Received<'_, I> {
+    fn default() -> Self {
+        Self {
+            hello: None,
+            reject: None,
+            welcomed: false,
+            bye: false,
+            acks: Vec::new(),
+            inputs: Vec::new(),
+            frames: Vec::new(),
+            checksums: None,
+            pause: None,
+            lifted: None,
+            abandon: None,
+            ping: None,
+            pong: None,
+            waits_on_itself: false,
+        }
+    }
 }
