@@ -106,14 +106,19 @@ impl Default for MeshConfig {
 
 impl MeshConfig {
     fn validate(&self) -> Result<(), ConfigError> {
+        ConfigError::check_link(
+            self.max_datagram,
+            [
+                self.resend_interval,
+                self.keepalive_interval,
+                self.ping_interval,
+            ],
+            self.checksum_window,
+        )?;
         let bad = ConfigError::unless;
         bad(self.max_lead == 0, "max_lead must be at least 1")?;
         bad(self.delay > 1024, "delay over 1024 ticks")?;
         bad(self.max_lead > 4096, "max_lead over 4096 ticks")?;
-        bad(
-            self.max_datagram < 256 || self.max_datagram > wire::MAX_DATAGRAM_LEN,
-            "max_datagram must be between 256 and 65507 bytes",
-        )?;
         bad(
             self.max_input_len == 0 || self.max_input_len > wire::MAX_INPUT_LEN,
             "max_input_len must be between 1 and 1024 bytes",
@@ -123,24 +128,8 @@ impl MeshConfig {
             "max_datagram must leave room for a maximum-size input",
         )?;
         bad(
-            self.resend_interval.is_zero(),
-            "resend_interval must be positive",
-        )?;
-        bad(
-            self.keepalive_interval.is_zero(),
-            "keepalive_interval must be positive",
-        )?;
-        bad(
             self.observer_window == 0,
             "observer_window must be positive",
-        )?;
-        bad(
-            self.checksum_window == 0,
-            "checksum_window must be positive",
-        )?;
-        bad(
-            self.ping_interval.is_zero(),
-            "ping_interval must be positive",
         )?;
         bad(
             self.first_tick.checked_add(self.delay + 1).is_none(),

@@ -110,16 +110,21 @@ impl Default for ClientConfig {
 
 impl ClientConfig {
     fn validate(&self) -> Result<(), ConfigError> {
+        ConfigError::check_link(
+            self.max_datagram,
+            [
+                self.resend_interval,
+                self.keepalive_interval,
+                self.ping_interval,
+            ],
+            self.checksum_window,
+        )?;
         let bad = ConfigError::unless;
         bad(self.room.len() > wire::MAX_ROOM, "room name over 64 bytes")?;
         bad(self.name.len() > wire::MAX_NAME, "name over 32 bytes")?;
         bad(
             self.ticket.len() > wire::MAX_TICKET,
             "ticket over 512 bytes",
-        )?;
-        bad(
-            self.max_datagram < 256 || self.max_datagram > wire::MAX_DATAGRAM_LEN,
-            "max_datagram must be 256 to 65507",
         )?;
         bad(
             self.max_input_len == 0
@@ -133,23 +138,7 @@ impl ClientConfig {
             self.hello_interval.is_zero(),
             "hello_interval must be positive",
         )?;
-        bad(
-            self.resend_interval.is_zero(),
-            "resend_interval must be positive",
-        )?;
-        bad(
-            self.keepalive_interval.is_zero(),
-            "keepalive_interval must be positive",
-        )?;
-        bad(self.timeout.is_zero(), "timeout must be positive")?;
-        bad(
-            self.ping_interval.is_zero(),
-            "ping_interval must be positive",
-        )?;
-        bad(
-            self.checksum_window == 0,
-            "checksum_window must be positive",
-        )
+        bad(self.timeout.is_zero(), "timeout must be positive")
     }
 }
 

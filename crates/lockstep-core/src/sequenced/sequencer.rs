@@ -119,6 +119,15 @@ impl Default for SequencerConfig {
 
 impl SequencerConfig {
     fn validate(&self) -> Result<(), ConfigError> {
+        ConfigError::check_link(
+            self.max_datagram,
+            [
+                self.resend_interval,
+                self.keepalive_interval,
+                self.ping_interval,
+            ],
+            self.checksum_window,
+        )?;
         let bad = ConfigError::unless;
         bad(
             self.tick_rate == 0 || self.tick_rate > 1000,
@@ -138,28 +147,8 @@ impl SequencerConfig {
             self.max_input_len == 0 || self.max_input_len > wire::MAX_INPUT_LEN,
             "max_input_len must be 1 to 1024",
         )?;
-        bad(
-            self.max_datagram < 256 || self.max_datagram > wire::MAX_DATAGRAM_LEN,
-            "max_datagram must be 256 to 65507",
-        )?;
-        bad(
-            self.resend_interval.is_zero(),
-            "resend_interval must be positive",
-        )?;
-        bad(
-            self.keepalive_interval.is_zero(),
-            "keepalive_interval must be positive",
-        )?;
-        bad(
-            self.ping_interval.is_zero(),
-            "ping_interval must be positive",
-        )?;
         bad(self.timeout.is_zero(), "timeout must be positive")?;
-        bad(self.max_pause.is_zero(), "max_pause must be positive")?;
-        bad(
-            self.checksum_window == 0,
-            "checksum_window must be positive",
-        )
+        bad(self.max_pause.is_zero(), "max_pause must be positive")
     }
 }
 
