@@ -879,3 +879,65 @@ proptest! {
         prop_assert!(s.stats().buffered_ticks <= s.buffer_bound());
     }
 }
+
+/// `bytes` with the same messages, re-based on `base`: the sender claims
+/// another position while every tick inside keeps its meaning.
+fn rebased(bytes: &[u8], reference: Tick, base: Tick) -> Vec<u8> {
+    let d = Datagram::decode(bytes, reference).expect("decodes");
+    let mut out = Vec::new();
+    let mut w = DatagramWriter::new(&mut out, base, 65_000);
+    for m in &d.messages {
+        w.push(m).expect("fits");
+    }
+    w.finish();
+    out
+}
+
+#[test]
+fn a_peer_lying_about_its_position_cannot_get_an_honest_one_abandoned() {
+    let config = MeshConfig {
+        abandon_after: Some(std::time::Duration::from_secs(2)),
+        ..MeshConfig::default()
+    };
+    let mut peers: Vec<(PeerId, Session)> = (0..3)
+        .map(|i| {
+            let s = Session::new(config.clone(), roster(3, 0), PeerId(i), T0).expect("config");
+            (PeerId(i), s)
+        })
+        .collect();
+    let mut now = T0;
+    let mut buf = Vec::new();
+    let mut frozen: Option<Tick> = None;
+    for step in 0..400u32 {
+        now += std::time::Duration::from_millis(33);
+        for (i, (_, s)) in peers.iter_mut().enumerate() {
+            let _ = s.commit_local(step as u16 + i as u16);
+            while s.advance().is_some() {}
+        }
+        for i in 0..peers.len() {
+            peers[i].1.handle_timeout(now);
+            let mut out = Vec::new();
+            while let Some(t) = peers[i].1.poll_transmit(&mut buf) {
+                out.push((t.destination, buf[..t.len].to_vec()));
+            }
+            let from = peers[i].0;
+            for (to, mut bytes) in out {
+                // Peer 2 lies to peer 0 about where it is from step 60 on.
+                if from == PeerId(2) && to == PeerId(0) && step >= 60 {
+                    let at = *frozen.get_or_insert(peers[2].1.frame());
+                    bytes = rebased(&bytes, peers[2].1.frame(), at);
+                }
+                if let Some((_, s)) = peers.iter_mut().find(|(id, _)| *id == to) {
+                    let _ = s.handle_datagram(from, &bytes, now);
+                }
+            }
+        }
+    }
+    for (id, s) in &peers {
+        assert!(
+            !s.abandoned().iter().any(|(p, _)| *p == PlayerId(0)),
+            "{id} abandoned the honest player 0: {:?}",
+            s.abandoned()
+        );
+    }
+}

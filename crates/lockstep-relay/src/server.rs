@@ -120,6 +120,11 @@ struct SealedConn {
     /// Whether a sealed datagram from the client has opened: it has the
     /// keys, and sends no more plain Hellos.
     confirmed: bool,
+    /// A new address authentic datagrams came from, and the stamp of the
+    /// probe sent there: the connection moves when it is answered.
+    probe: Option<(SocketAddr, u32)>,
+    /// Where its per-address count is kept (where it was made).
+    counted: IpAddr,
 }
 
 #[derive(Debug)]
@@ -364,6 +369,9 @@ impl Budget {
     }
 }
 
+/// A path probe's size: a sealed Ping with a 32-bit stamp.
+const PROBE_LEN: usize = secure::SEALED_OVERHEAD + wire::HEADER_LEN + 1 + 5;
+
 /// Ended sealed connections remembered at once; past it, new sealed
 /// connections wait until housekeeping forgets old ones.
 const RETIRED_IDS: usize = 100_000;
@@ -403,6 +411,18 @@ fn is_answer(m: &Message<'_>) -> bool {
             | Message::Pong { .. }
             | Message::Status(_)
     )
+}
+
+/// The key a per-address limit counts `ip` under: an IPv6 address by its
+/// /64 (one subscriber's network), an IPv4 address whole.
+fn limit_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => {
+            let s = v6.segments();
+            IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+        }
+        v4 => v4,
+    }
 }
 
 fn unix_now() -> u64 {
@@ -534,12 +554,17 @@ impl Core {
         match opened {
             Ok(len) => {
                 c.confirmed = true;
-                if c.addr != addr {
-                    info!(peer = %c.peer, from = %c.addr, to = %addr, "connection moved");
-                    c.addr = addr;
-                }
-                let (peer, room) = (c.peer, c.room.clone());
                 let start = secure::SEALED_HEADER_LEN;
+                let plain = &buf[start..start + len];
+                let probe = if c.addr == addr {
+                    None
+                } else {
+                    Self::follow(c, addr, plain)
+                };
+                let (peer, room) = (c.peer, c.room.clone());
+                if let Some(id) = probe {
+                    self.probe_path(id, addr, bytes.len());
+                }
                 self.deliver(peer, &room, &buf[start..start + len]);
             }
             Err(e) => {
@@ -548,6 +573,59 @@ impl Core {
             }
         }
         self.crypt = buf;
+    }
+
+    /// An authentic datagram from `addr`, not where `c` is: the connection
+    /// moves only once `addr` has answered a probe sent there (whoever holds
+    /// the keys could forge the source address and aim the room's traffic
+    /// at a victim). Returns the connection to probe, if a probe is due.
+    fn follow(c: &mut SealedConn, addr: SocketAddr, plain: &[u8]) -> Option<u64> {
+        match c.probe {
+            Some((at, stamp)) if at == addr => {
+                let answered = Datagram::decode(plain, Tick::ZERO).is_ok_and(|d| {
+                    d.messages
+                        .iter()
+                        .any(|m| matches!(m, Message::Pong { stamp: s, .. } if *s == stamp))
+                });
+                if answered {
+                    info!(peer = %c.peer, from = %c.addr, to = %addr, "connection moved");
+                    c.addr = addr;
+                    c.probe = None;
+                }
+                None
+            }
+            _ => Some(c.channel.id()),
+        }
+    }
+
+    /// Sends sealed connection `id` a probe (a Ping with an unguessable
+    /// stamp) at `addr`, within the budget for unproven addresses and never
+    /// larger than the `request_len` bytes that came from there (a
+    /// keepalive is too small to answer; the next real datagram is not).
+    fn probe_path(&mut self, id: u64, addr: SocketAddr, request_len: usize) {
+        if request_len < PROBE_LEN {
+            return;
+        }
+        let now = self.now();
+        if !self.stranger_replies.take(limit_key(addr.ip()), now) {
+            return self.ignore();
+        }
+        let mut stamp = [0u8; 4];
+        stamp.copy_from_slice(&self.room_keys.next_secret()[..4]);
+        let stamp = u32::from_le_bytes(stamp);
+        let Some(c) = self.sealed.get_mut(&id) else {
+            return;
+        };
+        c.probe = Some((addr, stamp));
+        let mut plain = Vec::new();
+        let mut w = DatagramWriter::new(&mut plain, Tick::ZERO, 64);
+        w.put(Message::Ping { stamp });
+        let len = w.finish();
+        let mut sealed = Vec::with_capacity(len + secure::SEALED_OVERHEAD);
+        c.channel.seal(&plain[..len], &mut sealed);
+        if let Some(s) = self.udp.as_deref() {
+            let _ = s.try_send_to(&sealed, addr);
+        }
     }
 
     /// A datagram from an address with no connection: it must open one.
@@ -637,7 +715,7 @@ impl Core {
                 return self.answer_now(key, n, &challenge);
             };
             if hello.key.is_some() {
-                if !self.handshakes.take(addr.ip(), now) {
+                if !self.handshakes.take(limit_key(addr.ip()), now) {
                     return self.ignore();
                 }
                 self.metrics.handshakes.fetch_add(1, Ordering::Relaxed);
@@ -663,7 +741,7 @@ impl Core {
                     if self.retired.contains_key(&c.id()) || self.retired.len() >= RETIRED_IDS {
                         return self.ignore();
                     }
-                    let ip = addr.ip();
+                    let ip = limit_key(addr.ip());
                     if self.udp_by_ip.get(&ip).copied().unwrap_or(0)
                         >= self.config.limits.max_udp_per_addr
                     {
@@ -783,6 +861,8 @@ impl Core {
                         peer,
                         room,
                         confirmed: false,
+                        probe: None,
+                        counted: limit_key(addr.ip()),
                     },
                 );
                 ConnKey::Sealed(id)
@@ -791,7 +871,7 @@ impl Core {
         };
         self.keys.insert(peer, conn_key);
         if let ConnKey::Udp(addr) = key {
-            *self.udp_by_ip.entry(addr.ip()).or_default() += 1;
+            *self.udp_by_ip.entry(limit_key(addr.ip())).or_default() += 1;
         }
         if connected {
             if !matches!(conn_key, ConnKey::Sealed(_)) {
@@ -828,7 +908,7 @@ impl Core {
     fn may_answer(&mut self, key: ConnKey) -> bool {
         let now = self.now();
         match key {
-            ConnKey::Udp(addr) => self.stranger_replies.take(addr.ip(), now),
+            ConnKey::Udp(addr) => self.stranger_replies.take(limit_key(addr.ip()), now),
             ConnKey::Ws(_) | ConnKey::Sealed(_) => true,
         }
     }
@@ -1015,7 +1095,7 @@ impl Core {
         let ip = match self.keys.remove(&peer) {
             Some(ConnKey::Sealed(id)) => {
                 self.retired.insert(id, std::time::Instant::now());
-                self.sealed.remove(&id).map(|c| c.addr.ip())
+                self.sealed.remove(&id).map(|c| c.counted)
             }
             Some(key) => {
                 self.conns.remove(&key);
@@ -1024,14 +1104,13 @@ impl Core {
                         self.ws_out.remove(&id);
                         None
                     }
-                    ConnKey::Udp(addr) => Some(addr.ip()),
+                    ConnKey::Udp(addr) => Some(limit_key(addr.ip())),
                     ConnKey::Sealed(_) => None,
                 }
             }
             None => None,
         };
-        // Counted by where the connection was made; a moved connection is
-        // uncounted from where it is now, which errs towards freeing.
+        // Uncounted where it was counted: where the connection was made.
         if let Some(ip) = ip
             && let Some(n) = self.udp_by_ip.get_mut(&ip)
         {
@@ -1195,7 +1274,7 @@ async fn accept_ws(
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, addr)) => {
-                    let ip = addr.ip();
+                    let ip = limit_key(addr.ip());
                     let from_ip = by_addr.get(&ip).copied().unwrap_or(0);
                     if conns.len() >= limits.total || from_ip >= limits.per_addr {
                         // Closed before the WebSocket handshake: it costs us a

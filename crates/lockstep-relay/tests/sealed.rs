@@ -225,3 +225,44 @@ fn a_watched_plain_hello_replayed_with_messages_added_changes_nothing() {
     let metrics = relay.http_get("/metrics");
     assert!(metrics.contains("lockstep_violations_total 0"), "{metrics}");
 }
+
+#[test]
+fn an_authentic_datagram_from_a_forged_address_does_not_aim_the_room_there() {
+    let relay = relay(false);
+    let clock = Clock::new();
+    let players = common::honest(&relay, &clock);
+    // A player who holds its own keys joins, and never acknowledges a frame
+    // (so the room would keep sending it everything).
+    let attacker = common::Raw::new(&relay);
+    attacker.join("room", 0xF00D).expect("seated");
+    // A datagram sealed under its keys, sent "from" a victim's address.
+    let victim = UdpSocket::bind("127.0.6.1:0").expect("bind");
+    let sealed = attacker.seal(&datagram(Tick::ZERO, &[Message::Ping { stamp: u32::MAX }]));
+    victim.send_to(&sealed, relay.udp).expect("send");
+    let got = std::thread::spawn(move || {
+        victim
+            .set_read_timeout(Some(Duration::from_millis(50)))
+            .expect("timeout");
+        let mut buf = vec![0u8; 65_536];
+        let (mut bytes, mut datagrams) = (0, 0);
+        let end = std::time::Instant::now() + Duration::from_secs(2);
+        while std::time::Instant::now() < end {
+            if let Ok(n) = victim.recv(&mut buf) {
+                bytes += n;
+                datagrams += 1;
+            }
+        }
+        (bytes, datagrams)
+    });
+    still_fine(players, &clock);
+    let (bytes, datagrams) = got.join().expect("victim");
+    eprintln!(
+        "forged source: {} bytes in, {bytes} bytes in {datagrams} datagrams to the victim",
+        sealed.len()
+    );
+    // One probe at most, no larger than a few times what was sent.
+    assert!(
+        datagrams <= 1 && bytes <= 3 * sealed.len(),
+        "{bytes} bytes in {datagrams}"
+    );
+}

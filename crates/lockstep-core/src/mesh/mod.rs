@@ -1130,6 +1130,12 @@ impl<I: Input> MeshSession<I> {
         }
         let now = self.now;
         let horizon = self.horizon();
+        // No peer commits further than its own lead past where it says it
+        // is: input beyond that is a lie about its position, which would
+        // make peers it told another position wait on themselves.
+        let claimed = self.peers[idx]
+            .next_tick
+            .saturating_add(self.config.delay + self.config.max_lead);
         let mut fresh = false;
         let mut own_fresh = false;
         for (seat, tick, input) in inputs {
@@ -1138,6 +1144,7 @@ impl<I: Input> MeshSession<I> {
             let target = self.wanted.contains(&seat) || s.empty_from.is_some();
             if Some(seat) == self.local_seat
                 || (own && self.wanted.contains(&seat))
+                || (own && tick >= claimed)
                 || (!own && !target)
                 || s.empty_from.is_some_and(|e| tick >= e)
                 || tick >= horizon
@@ -1295,8 +1302,12 @@ impl<I: Input> MeshSession<I> {
         let now = self.now;
         let missing = self.awaiting();
         let local = self.local_seat;
+        // Only while our own input is in: a tick we have not committed for
+        // waits on us too.
+        let ours_in = local.is_some_and(|me| !missing.contains(&me));
         for p in &mut self.peers {
-            let blamed = p.waits_on_itself
+            let blamed = ours_in
+                && p.waits_on_itself
                 && p.seat
                     .is_some_and(|x| Some(x) != local && missing.contains(&x));
             if blamed {

@@ -277,6 +277,16 @@ impl Raw {
         }
     }
 
+    /// `bytes` sealed under this connection's keys (for another socket to
+    /// send, as a forger holding the keys would).
+    pub fn seal(&self, bytes: &[u8]) -> Vec<u8> {
+        let mut sealed = Vec::new();
+        if let Some(c) = self.channel.borrow_mut().as_mut() {
+            c.seal(bytes, &mut sealed);
+        }
+        sealed
+    }
+
     /// Sends `bytes` as they are.
     pub fn send_plain(&self, bytes: &[u8]) {
         self.socket.send(bytes).expect("send");
