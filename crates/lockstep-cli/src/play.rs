@@ -23,7 +23,8 @@ pub(crate) const FINGERPRINT: u64 = 0x5_3A63;
 /// Connect to a relay and play (or watch) in this terminal.
 #[derive(Debug, Args)]
 pub(crate) struct PlayArgs {
-    /// The relay: host:port for UDP, or ws://host:port/ for WebSocket.
+    /// The relay: host:port for UDP, or ws://host:port/ (wss:// over TLS)
+    /// for WebSocket.
     #[arg(long, env = "LOCKSTEP_RELAY", default_value = "127.0.0.1:7777")]
     relay: String,
     /// The room to join (created if new).
@@ -42,6 +43,10 @@ pub(crate) struct PlayArgs {
     /// prints), for relays that require one.
     #[arg(long, env = "LOCKSTEP_TICKET", hide_env_values = true, value_parser = crate::ticket::hex)]
     ticket: Option<crate::ticket::TicketBytes>,
+    /// For wss://, trust this certificate (PEM: a self-hosted relay's own
+    /// certificate or CA) instead of the usual public roots.
+    #[arg(long)]
+    ca: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -146,7 +151,7 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
         codec: InputCodec::PlayerInputs,
         fingerprint: FINGERPRINT,
         // Sealed datagrams over UDP; a WebSocket rides on TCP.
-        secret: if a.relay.starts_with("ws://") {
+        secret: if a.relay.starts_with("ws://") || a.relay.starts_with("wss://") {
             None
         } else {
             Some(lockstep_net::session_secret().map_err(|e| PlayError::Connect(e.to_string()))?)
@@ -157,7 +162,7 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
     let mut session =
         ClientSession::<PlayerInputs>::new(config, WsClientTransport::SERVER, clock.now())
             .map_err(|e| PlayError::Options(format!("bad option: {e}")))?;
-    let (mut transport, where_) = connect(&a.relay)?;
+    let (mut transport, where_) = connect(&a.relay, a.ca.as_deref())?;
     let mut game = Game::new(a.seed);
     let mut keys = Keys::default();
     let mut buffers = Buffers::default();
@@ -264,14 +269,28 @@ fn ended(session: &ClientSession<PlayerInputs>, relay: &str) -> Option<String> {
     })
 }
 
-fn connect(relay: &str) -> Result<(Box<dyn Transport>, String), PlayError> {
-    if relay.starts_with("wss://") {
-        return Err(PlayError::Connect(
-            "wss:// (WebSocket over TLS) is not supported yet: use ws:// or UDP".into(),
-        ));
-    }
+fn connect(
+    relay: &str,
+    ca: Option<&std::path::Path>,
+) -> Result<(Box<dyn Transport>, String), PlayError> {
     // The address as the screen shows it works too.
     let relay = relay.strip_prefix("udp://").unwrap_or(relay);
+    if let Some(rest) = relay.strip_prefix("wss://") {
+        let host = rest.split('/').next().unwrap_or(rest).to_owned();
+        let timeout = Duration::from_secs(5);
+        let t = match ca {
+            Some(path) => {
+                let pem = std::fs::read(path)
+                    .map_err(|e| PlayError::Options(format!("{}: {e}", path.display())))?;
+                let tls = lockstep_net::tls_trusting(&pem)
+                    .map_err(|e| PlayError::Options(e.to_string()))?;
+                WsClientTransport::connect_with_tls(relay, host.as_str(), timeout, tls)
+            }
+            None => WsClientTransport::connect(relay, host.as_str(), timeout),
+        }
+        .map_err(|e| PlayError::Connect(e.to_string()))?;
+        return Ok((Box::new(t), relay.to_owned()));
+    }
     if let Some(rest) = relay.strip_prefix("ws://") {
         let host = rest.split('/').next().unwrap_or(rest).to_owned();
         let t = WsClientTransport::connect(relay, host.as_str(), Duration::from_secs(5))

@@ -43,6 +43,12 @@ pub(crate) struct RelayArgs {
     /// test; anyone can forge such a client's address).
     #[arg(long)]
     plain_udp: bool,
+    /// Serve WebSocket over TLS (wss://) with this certificate chain (PEM).
+    #[arg(long, requires = "ws_key", env = "LOCKSTEP_WS_CERT")]
+    ws_cert: Option<PathBuf>,
+    /// The private key (PEM) for --ws-cert.
+    #[arg(long, requires = "ws_cert", env = "LOCKSTEP_WS_KEY")]
+    ws_key: Option<PathBuf>,
     /// Log as JSON lines instead of text.
     #[arg(long)]
     json_logs: bool,
@@ -82,6 +88,8 @@ pub(crate) enum RelayCliError {
     Address(String),
     #[error(transparent)]
     Config(#[from] lockstep_relay::RelayConfigError),
+    #[error("TLS: {0}")]
+    Tls(#[from] lockstep_relay::TlsError),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -130,8 +138,17 @@ fn config(args: &RelayArgs) -> Result<RelayConfig, RelayCliError> {
     d.policy = args.policy.map_or(d.policy, PolicyName::from);
     config.limits.max_rooms = args.max_rooms.unwrap_or(config.limits.max_rooms);
     config.plain_udp |= args.plain_udp;
+    if let (Some(cert), Some(key)) = (&args.ws_cert, &args.ws_key) {
+        config.tls = Some(lockstep_relay::TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+        });
+    }
     // Refuse now, in words, what would otherwise refuse every client later.
     config.validate()?;
+    if let Some(files) = &config.tls {
+        lockstep_relay::tls_acceptor(files)?;
+    }
     Ok(config)
 }
 

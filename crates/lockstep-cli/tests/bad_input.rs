@@ -83,6 +83,22 @@ fn a_relay_configuration_that_cannot_run_stops_before_listening() {
         "at least 16",
     );
     refused(
+        &[
+            "relay",
+            "--ws-cert",
+            "/nonexistent/cert.pem",
+            "--ws-key",
+            "/nonexistent/key.pem",
+            "--udp",
+            "127.0.0.1:0",
+            "--ws",
+            "127.0.0.1:0",
+            "--http",
+            "off",
+        ],
+        "TLS: /nonexistent/cert.pem",
+    );
+    refused(
         &["ticket", "--secret", "short", "--room", "r", "--name", "n"],
         "at least 16",
     );

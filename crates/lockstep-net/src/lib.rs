@@ -28,8 +28,9 @@
 //!
 //! - [`UdpTransport`]: `std::net` UDP, addresses mapped to [`PeerId`]s;
 //!   as a server it gives each new source address an id (up to a limit).
-//! - [`WsClientTransport`]: a WebSocket client carrying one datagram per
-//!   binary message, for networks where only TCP gets through.
+//! - [`WsClientTransport`]: a WebSocket client (`ws://` or `wss://`)
+//!   carrying one datagram per binary message, for networks where only TCP
+//!   gets through.
 //! - [`MemoryNetwork`]: in-process endpoints, for tests and single-process
 //!   tools.
 //! - [`FaultyTransport`]: wraps any transport with loss, delay, jitter,
@@ -53,7 +54,7 @@ mod ws;
 pub use faulty::{Faults, FaultyTransport};
 pub use memory::{MemoryNetwork, MemoryTransport};
 pub use udp::UdpTransport;
-pub use ws::WsClientTransport;
+pub use ws::{WsClientTransport, tls_trusting};
 
 use lockstep_core::{Endpoint, Instant, PeerId};
 

@@ -63,6 +63,9 @@ impl BackgroundRelay {
     /// are bound, with their addresses.
     pub fn start(config: RelayConfig, bind: Bind) -> Result<Self, RelayError> {
         config.validate()?;
+        if let Some(files) = &config.tls {
+            crate::tls::acceptor(files)?;
+        }
         let metrics = Arc::new(Metrics::default());
         let (addr_tx, addr_rx) = std::sync::mpsc::channel::<Result<Bound, RelayError>>();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

@@ -45,6 +45,9 @@ pub struct RelayConfig {
     /// test). Off by default: a plain UDP player is only its source
     /// address, which anyone can forge to speak for it.
     pub plain_udp: bool,
+    /// Serve the WebSocket listener over TLS (`wss://`) with this
+    /// certificate and key.
+    pub tls: Option<crate::tls::TlsFiles>,
 }
 
 /// Server-wide limits. A connection breaking one gets an `Error` naming it

@@ -5,7 +5,8 @@
 //! to everyone in the room. The relay adds what a deployment needs around
 //! it:
 //!
-//! - UDP and WebSocket listeners, whose clients play in the same rooms;
+//! - UDP and WebSocket (`ws://`, or `wss://` with a certificate) listeners,
+//!   whose clients play in the same rooms;
 //! - rooms by name, created by their first client (or declared in the
 //!   configuration with their own tick rate, delay, policy and seats) and
 //!   removed when idle;
@@ -34,6 +35,7 @@ pub mod metrics;
 mod room;
 mod server;
 pub mod ticket;
+mod tls;
 
 pub use background::{BackgroundRelay, Bind};
 pub use config::{
@@ -44,3 +46,4 @@ pub use metrics::Metrics;
 pub use server::{
     Listeners, RelayError, RelayReport, SOCKET_BUFFER, bind_udp, run, run_with_metrics,
 };
+pub use tls::{TlsError, TlsFiles, acceptor as tls_acceptor};

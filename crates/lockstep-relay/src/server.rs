@@ -20,7 +20,7 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::net::{TcpListener, UdpSocket};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
@@ -77,6 +77,9 @@ pub enum RelayError {
     /// The operating system's random number generator failed.
     #[error("no randomness from the operating system: {0}")]
     Entropy(getrandom::Error),
+    /// The WebSocket listener's certificate or key cannot be used.
+    #[error("TLS: {0}")]
+    Tls(#[from] crate::tls::TlsError),
     /// A [`BackgroundRelay`](crate::BackgroundRelay)'s thread failed.
     #[error("relay thread: {0}")]
     Thread(String),
@@ -184,8 +187,10 @@ pub async fn run_with_metrics(
     let mut tasks = JoinSet::new();
     if let Some(listener) = listeners.ws {
         let limits = WsLimits::from(&config.limits);
+        let tls = config.tls.as_ref().map(crate::tls::acceptor).transpose()?;
         tasks.spawn(accept_ws(
             listener,
+            tls,
             core_tx.clone(),
             limits,
             metrics.clone(),
@@ -1264,6 +1269,7 @@ const WS_CONTROL_BURST: u32 = 10;
 
 async fn accept_ws(
     listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     core: mpsc::Sender<CoreMsg>,
     limits: WsLimits,
     metrics: Arc<Metrics>,
@@ -1289,8 +1295,22 @@ async fn accept_ws(
                     let id = NEXT_WS.fetch_add(1, Ordering::Relaxed);
                     debug!(%addr, id, "websocket connection");
                     let (core, metrics) = (core.clone(), metrics.clone());
+                    let _ = stream.set_nodelay(true);
+                    let tls = tls.clone();
                     conns.spawn(async move {
-                        ws_conn(stream, id, core, limits, metrics).await;
+                        match tls {
+                            // The TLS handshake within the WebSocket one's time.
+                            Some(acceptor) => match tokio::time::timeout(
+                                Duration::from_secs(5),
+                                acceptor.accept(stream),
+                            )
+                            .await
+                            {
+                                Ok(Ok(s)) => ws_conn(s, id, core, limits, metrics).await,
+                                _ => debug!(id, "TLS handshake failed or timed out"),
+                            },
+                            None => ws_conn(stream, id, core, limits, metrics).await,
+                        }
                         ip
                     });
                 }
@@ -1314,14 +1334,15 @@ async fn accept_ws(
     }
 }
 
-async fn ws_conn(
-    stream: TcpStream,
+async fn ws_conn<S>(
+    stream: S,
     id: u64,
     core: mpsc::Sender<CoreMsg>,
     limits: WsLimits,
     metrics: Arc<Metrics>,
-) {
-    let _ = stream.set_nodelay(true);
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     let config = WebSocketConfig::default()
         .max_message_size(Some(WS_MAX_MESSAGE))
         .max_frame_size(Some(WS_MAX_MESSAGE));
