@@ -71,7 +71,14 @@ impl PauseAgreement {
     }
 
     /// A local pause proposing `proposal` (the local next commit tick).
+    /// A proposal at or below the last lifted frame would read as an echo
+    /// of that pause everywhere else, so it freezes one frame later: nobody
+    /// can run that one either, since it needs this peer's input too.
     pub(crate) fn request(&mut self, proposal: Tick) -> PauseChange {
+        let proposal = match self.lifted {
+            Some(l) if proposal <= l => l.saturating_add(1),
+            _ => proposal,
+        };
         self.merge(proposal)
     }
 
@@ -118,6 +125,20 @@ mod tests {
 
     fn t(n: u32) -> Tick {
         Tick::new(n)
+    }
+
+    #[test]
+    fn a_new_pause_right_after_a_resume_is_not_taken_for_its_echo() {
+        let (mut a, mut b) = (PauseAgreement::default(), PauseAgreement::default());
+        assert_eq!(a.request(t(10)), PauseChange::Began(t(10)));
+        assert_eq!(b.receive_pause(t(10), t(8)), PauseChange::Began(t(10)));
+        a.resume();
+        assert_eq!(b.receive_resume(t(10), t(10)), PauseChange::Lifted(t(10)));
+        // a pauses again before committing anything: its next commit is
+        // still 10, which everyone knows as lifted.
+        let again = a.request(t(10));
+        assert_eq!(again, PauseChange::Began(t(11)));
+        assert_eq!(b.receive_pause(t(11), t(10)), PauseChange::Began(t(11)));
     }
 
     #[test]

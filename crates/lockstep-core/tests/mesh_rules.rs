@@ -941,3 +941,37 @@ fn a_peer_lying_about_its_position_cannot_get_an_honest_one_abandoned() {
         );
     }
 }
+
+#[test]
+fn after_a_resume_idle_peers_fall_quiet_and_a_new_pause_is_not_an_echo() {
+    let mut t = T0;
+    let mut peers = mesh(2, 0);
+    for (_, s) in peers.iter_mut() {
+        s.commit_local(1).unwrap();
+    }
+    exchange(&mut peers, &mut t);
+    let frame = peers[1].1.request_pause().unwrap();
+    exchange(&mut peers, &mut t);
+    for (_, s) in peers.iter_mut() {
+        advance_all(s);
+    }
+    assert_eq!(peers[0].1.resume(), Some(frame));
+    for _ in 0..5 {
+        exchange(&mut peers, &mut t);
+    }
+    // Nobody commits: two seconds of idling cost keepalives, not resends.
+    let before = peers[0].1.stats().datagrams_sent;
+    for _ in 0..50 {
+        exchange(&mut peers, &mut t);
+    }
+    let sent = peers[0].1.stats().datagrams_sent - before;
+    assert!(sent <= 12, "{sent} datagrams in 2 s of idling");
+    // The same peer pauses again before committing anything: everyone
+    // freezes, none takes it for an echo of the lifted pause.
+    let again = peers[1].1.request_pause().unwrap();
+    assert!(again > frame, "{again:?} after {frame:?}");
+    exchange(&mut peers, &mut t);
+    for (_, s) in peers.iter() {
+        assert_eq!(s.pause_frame(), Some(again));
+    }
+}

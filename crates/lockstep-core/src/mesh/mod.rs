@@ -1058,6 +1058,23 @@ impl<I: Input> MeshSession<I> {
         if let Some(l) = r.lifted {
             p.lifted_known = p.lifted_known.max(Some(l));
         }
+        // Whether it still needs our resume is in its own datagram: one that
+        // freezes on no lifted pause needs none (an idle peer is not told
+        // again and again); one still frozen on a pause we lifted missed
+        // the resume and is told again.
+        if let Some(lifted) = self.pause.lifted() {
+            match (p.seat, r.pause) {
+                (Some(_), Some(f)) if f <= lifted => p.lifted_known = None,
+                (Some(_), Some(_)) => {}
+                (Some(_), None) => p.lifted_known = p.lifted_known.max(Some(lifted)),
+                // An observer sends no pause of its own: it knows once it
+                // has run past the frame.
+                (None, _) if p.next_tick > lifted => {
+                    p.lifted_known = p.lifted_known.max(Some(lifted));
+                }
+                (None, _) => {}
+            }
+        }
         if let Some(c) = r.checksums {
             if let Some(t) = c.ack {
                 p.checks.acked = Some(p.checks.acked.map_or(t, |old| old.max(t)));
