@@ -292,8 +292,9 @@ impl Raw {
         self.socket.send(bytes).expect("send");
     }
 
-    /// Datagrams until one carries an Error, Reject or Bye (or 5 s pass).
-    pub fn verdict(&self) -> Verdict {
+    /// The first message `pick` takes from what the relay sends here, within
+    /// 5 s.
+    pub fn first<T>(&self, mut pick: impl FnMut(Message<'_>) -> Option<T>) -> Option<T> {
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
             let Some(bytes) = self.recv_within(Duration::from_millis(200)) else {
@@ -302,16 +303,22 @@ impl Raw {
             let Ok(d) = Datagram::decode(&bytes, Tick::ZERO) else {
                 continue;
             };
-            for m in d.messages {
-                match m {
-                    Message::Error { code, text } => return Verdict::Error(code, text.to_owned()),
-                    Message::Reject(r) => return Verdict::Reject(r.into()),
-                    Message::Bye { reason, .. } => return Verdict::Bye(reason),
-                    _ => {}
-                }
+            if let Some(t) = d.messages.into_iter().find_map(&mut pick) {
+                return Some(t);
             }
         }
-        panic!("no verdict from the relay");
+        None
+    }
+
+    /// Datagrams until one carries an Error, Reject or Bye (or 5 s pass).
+    pub fn verdict(&self) -> Verdict {
+        self.first(|m| match m {
+            Message::Error { code, text } => Some(Verdict::Error(code, text.to_owned())),
+            Message::Reject(r) => Some(Verdict::Reject(r.into())),
+            Message::Bye { reason, .. } => Some(Verdict::Bye(reason)),
+            _ => None,
+        })
+        .expect("a verdict from the relay")
     }
 
     /// The next datagram the relay sends here within `wait`, opened if
@@ -347,30 +354,21 @@ impl Raw {
             ..hello
         };
         self.send(&padded(&[Message::Hello(hello.clone())]));
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            let Some(bytes) = self.recv_within(Duration::from_millis(200)) else {
-                continue;
-            };
-            let Ok(d) = Datagram::decode(&bytes, Tick::ZERO) else {
-                continue;
-            };
-            for m in d.messages {
-                if let Message::Challenge { cookie, key } = m {
-                    if let Some(k) = key {
-                        *self.pending.borrow_mut() =
-                            Some(SecureChannel::client(&self.secret, &k, cookie).expect("key"));
-                    }
-                    let hello = Hello {
-                        cookie: Some(cookie),
-                        ..hello
-                    };
-                    self.send(&padded(&[Message::Hello(hello)]));
-                    return;
-                }
-            }
+        let (cookie, key) = self
+            .first(|m| match m {
+                Message::Challenge { cookie, key } => Some((cookie.to_vec(), key)),
+                _ => None,
+            })
+            .expect("a challenge from the relay");
+        if let Some(k) = key {
+            *self.pending.borrow_mut() =
+                Some(SecureChannel::client(&self.secret, &k, &cookie).expect("key"));
         }
-        panic!("no challenge from the relay");
+        let hello = Hello {
+            cookie: Some(&cookie),
+            ..hello
+        };
+        self.send(&padded(&[Message::Hello(hello)]));
     }
 
     /// Joins room `room`, returning the seat.
@@ -382,21 +380,11 @@ impl Raw {
             codec: InputCodec::PlayerInputs,
             ..Hello::default()
         });
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            let Some(bytes) = self.recv_within(Duration::from_millis(200)) else {
-                continue;
-            };
-            let Ok(d) = Datagram::decode(&bytes, Tick::ZERO) else {
-                continue;
-            };
-            for m in d.messages {
-                if let Message::Welcome(w) = m {
-                    return w.seat;
-                }
-            }
-        }
-        None
+        self.first(|m| match m {
+            Message::Welcome(w) => Some(w.seat),
+            _ => None,
+        })
+        .flatten()
     }
 }
 
