@@ -1042,3 +1042,74 @@ fn leaving_and_coming_back_does_not_refill_a_seats_pause_budget() {
     room.step(40);
     assert!(!room.server.paused(), "the seat spent its pause");
 }
+
+#[test]
+fn a_client_further_behind_than_the_history_is_closed_as_fell_behind() {
+    let mut config = wait_for_all();
+    config.history = 16;
+    let mut room = Room::new(config);
+    room.join(1, ClientConfig::default());
+    // A watcher that never takes a frame: every datagram says it still
+    // lacks frame 0.
+    let hello = |base| {
+        let mut out = Vec::new();
+        let mut w = DatagramWriter::new(&mut out, base, 1200);
+        w.push(&Message::Hello(Hello {
+            spectator: true,
+            ..Hello::default()
+        }))
+        .unwrap();
+        w.finish();
+        out
+    };
+    let now = room.now;
+    room.server
+        .handle_datagram(PeerId(9), &hello(Tick::ZERO), now)
+        .unwrap();
+    for _ in 0..40 {
+        room.tick(1);
+        let now = room.now;
+        let _ = room
+            .server
+            .handle_datagram(PeerId(9), &hello(Tick::ZERO), now);
+    }
+    let ev = room.server_events();
+    assert!(
+        ev.iter().any(|e| matches!(
+            e,
+            SequencerEvent::Closed {
+                peer: PeerId(9),
+                reason: DropReason::FellBehind,
+                ..
+            }
+        )),
+        "{ev:?}"
+    );
+    // The player plays on.
+    let frames: usize = (0..10).map(|_| room.tick(1)[0].len()).sum();
+    assert!(frames >= 9);
+}
+
+#[test]
+fn a_room_at_the_end_of_tick_space_stops_cleanly() {
+    let mut config = wait_for_all();
+    config.first_tick = Tick::new(u32::MAX - 30);
+    let mut room = Room::new(config);
+    room.join(1, ClientConfig::default());
+    let mut exhausted = false;
+    for _ in 0..60 {
+        if matches!(
+            room.client(1).commit_local(1),
+            Err(CommitError::TickSpaceExhausted)
+        ) {
+            exhausted = true;
+        }
+        room.step(33);
+        while room.client(1).advance().is_some() {}
+    }
+    assert!(
+        exhausted,
+        "commits stop at the last tick with a typed error"
+    );
+    assert!(room.server.open_tick().get() >= u32::MAX - 2);
+}
