@@ -161,9 +161,9 @@ impl fmt::Display for CloseReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Rejected(r) => write!(f, "refused: {r}"),
-            Self::Bye(r, text) if text.is_empty() => write!(f, "closed by the server ({r:?})"),
-            Self::Bye(r, text) => write!(f, "closed by the server ({r:?}): {text}"),
-            Self::Error(code, text) => write!(f, "dropped by the server ({code:?}): {text}"),
+            Self::Bye(r, text) if text.is_empty() => write!(f, "closed by the server ({r})"),
+            Self::Bye(r, text) => write!(f, "closed by the server ({r}): {text}"),
+            Self::Error(code, text) => write!(f, "dropped by the server ({code}): {text}"),
             Self::TimedOut => f.write_str("the server stopped answering"),
             Self::Left => f.write_str("left"),
         }

@@ -338,6 +338,30 @@ pub enum ByeReason {
     Timeout,
 }
 
+impl fmt::Display for ByeReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Leaving => "leaving",
+            Self::Shutdown => "shutting down",
+            Self::Kicked => "removed",
+            Self::Timeout => "timed out",
+        })
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Malformed => "malformed datagram",
+            Self::Violation => "rule broken",
+            Self::RateLimited => "rate limited",
+            Self::TooLarge => "too large",
+            Self::Unauthorized => "unauthorized",
+            Self::Internal => "server error",
+        })
+    }
+}
+
 /// One message of protocol v2.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
