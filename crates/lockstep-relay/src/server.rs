@@ -331,8 +331,6 @@ struct Core {
     room_keys: SecretStream,
     ticket_keys: Vec<TicketKey>,
     ledger: Ledger,
-    /// A ticket checked for the connection being opened, spent if it opens.
-    pending_ticket: Option<Verified>,
     /// Answers to strangers, over all of them and per source address.
     stranger_replies: Budget,
     /// Sealed handshakes computed for proven addresses.
@@ -476,7 +474,6 @@ impl Core {
             room_keys,
             ticket_keys,
             ledger,
-            pending_ticket: None,
             stranger_replies,
             handshakes,
             udp_by_ip: HashMap::new(),
@@ -780,7 +777,8 @@ impl Core {
         // The address is proven (UDP) or came through a TCP handshake
         // (WebSocket): from here on the relay may keep state for it.
         let existing: Option<RoomName> = self.rooms.get(hello.room).map(|r| r.name.clone());
-        self.pending_ticket = None;
+        // A ticket checked for the connection being opened, spent if it opens.
+        let mut to_spend: Option<Verified> = None;
         if !self.ticket_keys.is_empty() {
             let role = if hello.spectator {
                 Role::Spectator
@@ -808,7 +806,7 @@ impl Core {
                 Ok(t)
             });
             match checked {
-                Ok(t) => self.pending_ticket = (!resuming).then_some(t),
+                Ok(t) => to_spend = (!resuming).then_some(t),
                 Err(e) => {
                     info!(?key, room = %hello.room, name = %hello.name, "ticket refused: {e}");
                     self.metrics.bad_tickets.fetch_add(1, Ordering::Relaxed);
@@ -882,11 +880,10 @@ impl Core {
             if !matches!(conn_key, ConnKey::Sealed(_)) {
                 self.conns.insert(key, (peer, room.clone()));
             }
-            if let Some(t) = self.pending_ticket.take() {
+            if let Some(t) = to_spend {
                 self.ledger.spend(&t);
             }
         }
-        self.pending_ticket = None;
         self.flush(&room, started);
         if !connected {
             self.forget(peer);
