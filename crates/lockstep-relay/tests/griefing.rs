@@ -6,7 +6,7 @@
 mod common;
 
 use common::{
-    Kind, Player, Raw, TestRelay, client_config, datagram, honest, play_until, still_fine,
+    Kind, Player, Raw, TestRelay, client_config, datagram, honest, play_on, play_until, still_fine,
 };
 use lockstep_core::wire::{Checksums, Message};
 use lockstep_core::{Event, PlayerInputs, SystemEvent, Tick};
@@ -21,31 +21,6 @@ fn relay_with(edit: impl FnOnce(&mut RelayConfig)) -> TestRelay {
     config.room_defaults.tick_rate = 100;
     edit(&mut config);
     TestRelay::start(config)
-}
-
-/// Plays `players` `more` frames past where they are; returns how long it
-/// took.
-fn play_on(
-    players: &mut [Player<PlayerInputs>],
-    clock: &Clock,
-    more: u64,
-    mut also: impl FnMut(),
-) -> Duration {
-    let target = players.iter().map(|p| p.hash.frames()).max().unwrap_or(0) + more;
-    for p in players.iter_mut() {
-        p.frames_wanted = target;
-    }
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs(30);
-    while !players.iter().all(Player::done) {
-        assert!(Instant::now() < deadline, "honest players did not finish");
-        also();
-        for p in players.iter_mut() {
-            p.step(clock);
-        }
-        std::thread::sleep(Duration::from_micros(500));
-    }
-    started.elapsed()
 }
 
 #[test]

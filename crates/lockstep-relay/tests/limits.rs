@@ -50,16 +50,12 @@ fn closed_within(s: &mut TcpStream, wait: Duration) -> bool {
     false
 }
 
-/// Plays `players` `more` frames on; returns how long it took.
+/// Plays `players` `more` frames on; they must agree. Returns how long it
+/// took.
 fn play_on(players: &mut [Player<PlayerInputs>], clock: &Clock, more: u64) -> Duration {
-    let target = players.iter().map(|p| p.hash.frames()).max().unwrap_or(0) + more;
-    for p in players.iter_mut() {
-        p.frames_wanted = target;
-    }
-    let started = Instant::now();
-    play_until(players, clock, Duration::from_secs(30), Player::done);
+    let took = common::play_on(players, clock, more, || {});
     assert_eq!(players[0].hash.value(), players[1].hash.value());
-    started.elapsed()
+    took
 }
 
 #[test]

@@ -212,6 +212,32 @@ impl Player<PlayerInputs> {
     }
 }
 
+/// Plays `players` until all have run `more` frames past the furthest of
+/// them, calling `also` every loop (an attacker's turn); fails after 30 s.
+/// Returns how long it took.
+pub fn play_on(
+    players: &mut [Player<PlayerInputs>],
+    clock: &Clock,
+    more: u64,
+    mut also: impl FnMut(),
+) -> Duration {
+    let target = players.iter().map(|p| p.hash.frames()).max().unwrap_or(0) + more;
+    for p in players.iter_mut() {
+        p.frames_wanted = target;
+    }
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(30);
+    while !players.iter().all(Player::done) {
+        assert!(Instant::now() < deadline, "honest players did not finish");
+        also();
+        for p in players.iter_mut() {
+            p.step(clock);
+        }
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    started.elapsed()
+}
+
 /// Steps every player until `done` holds for all, failing after `limit`.
 pub fn play_until(
     players: &mut [Player<PlayerInputs>],
@@ -454,12 +480,7 @@ pub fn honest(relay: &TestRelay, clock: &Clock) -> Vec<Player<PlayerInputs>> {
 
 /// After the attack, the honest players keep going and agree.
 pub fn still_fine(mut players: Vec<Player<PlayerInputs>>, clock: &Clock) {
-    let before: Vec<u64> = players.iter().map(|p| p.hash.frames()).collect();
-    let target = before.iter().max().copied().unwrap_or(0) + 150;
-    for p in &mut players {
-        p.frames_wanted = target;
-    }
-    play_until(&mut players, clock, Duration::from_secs(30), Player::done);
+    play_on(&mut players, clock, 150, || {});
     assert_eq!(players[0].hash.value(), players[1].hash.value());
     for p in &players {
         assert!(
