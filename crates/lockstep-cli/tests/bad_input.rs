@@ -1,6 +1,9 @@
 //! Bad input on the command line: each gets a clear message and a non-zero
 //! exit, never a panic or a silent wait.
 
+mod common;
+
+use common::UDP_ONLY;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
@@ -55,31 +58,11 @@ fn a_relay_configuration_that_cannot_run_stops_before_listening() {
     std::fs::write(&file, "[room_defaults]\ntick_rate = 0\n").expect("write");
     let path = file.to_string_lossy().into_owned();
     refused(
-        &[
-            "relay",
-            "--config",
-            &path,
-            "--udp",
-            "127.0.0.1:0",
-            "--ws",
-            "off",
-            "--http",
-            "off",
-        ],
+        &[&["relay", "--config", &path][..], &UDP_ONLY].concat(),
         "tick_rate must be 1 to 1000",
     );
     refused(
-        &[
-            "relay",
-            "--ticket-secret",
-            "short",
-            "--udp",
-            "127.0.0.1:0",
-            "--ws",
-            "off",
-            "--http",
-            "off",
-        ],
+        &[&["relay", "--ticket-secret", "short"][..], &UDP_ONLY].concat(),
         "at least 16",
     );
     refused(

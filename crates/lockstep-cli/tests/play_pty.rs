@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::RelayProcess;
+use common::{RelayProcess, UDP_ONLY};
 use expectrl::Session;
 use expectrl::process::unix::WaitStatus;
 use expectrl::session::OsSession;
@@ -107,16 +107,7 @@ const SECRET: &str = "a ticket secret for the pty test";
 
 #[test]
 fn a_refused_client_says_why_and_a_signed_ticket_lets_it_in() {
-    let relay = RelayProcess::start(&[
-        "--udp",
-        "127.0.0.1:0",
-        "--ws",
-        "off",
-        "--http",
-        "off",
-        "--ticket-secret",
-        SECRET,
-    ]);
+    let relay = RelayProcess::start(&[&UDP_ONLY[..], &["--ticket-secret", SECRET]].concat());
     let udp = relay.addr("udp").to_string();
     let mut eve = spawn(&["play", "--relay", &udp, "--room", "vip", "--name", "eve"]);
     let (status, text) = eve.exit();
@@ -155,22 +146,9 @@ fn a_refused_client_says_why_and_a_signed_ticket_lets_it_in() {
 
 #[test]
 fn the_terminal_client_draws_the_arena_and_quits() {
-    let relay = RelayProcess::start(&["--udp", "127.0.0.1:0", "--ws", "off", "--http", "off"]);
+    let relay = RelayProcess::start(&UDP_ONLY);
     let udp = relay.addr("udp").to_string();
-
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockstep"));
-    cmd.args(["play", "--relay", &udp, "--room", "pty", "--name", "tester"]);
-    cmd.env("TERM", "xterm-256color");
-    let mut session = Session::spawn(cmd).expect("spawn play in a pty");
-    session
-        .get_process_mut()
-        .set_window_size(COLS, ROWS)
-        .expect("window size");
-    let mut screen = Screen {
-        session,
-        parser: vt100::Parser::new(ROWS, COLS, 0),
-        eof: false,
-    };
+    let mut screen = spawn(&["play", "--relay", &udp, "--room", "pty", "--name", "tester"]);
 
     let room = format!("room pty on udp://{udp}");
     screen.wait_for("the arena and our room", |s| {
@@ -190,13 +168,7 @@ fn the_terminal_client_draws_the_arena_and_quits() {
     });
 
     screen.session.write_all(b"q").expect("quit");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !screen.eof {
-        assert!(Instant::now() < deadline, "the client did not exit on q");
-        screen.pump();
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let status = screen.session.get_process_mut().wait().expect("wait");
+    let (status, _) = screen.exit();
     assert!(
         matches!(status, WaitStatus::Exited(_, 0)),
         "the client exits cleanly: {status:?}"

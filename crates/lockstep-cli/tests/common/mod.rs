@@ -1,8 +1,13 @@
 //! `lockstep relay` as a child process, for the binary's end-to-end tests.
+#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
+
+/// Listener flags for a relay on a loopback UDP port of its choosing, with
+/// no WebSocket or HTTP listener.
+pub(crate) const UDP_ONLY: [&str; 6] = ["--udp", "127.0.0.1:0", "--ws", "off", "--http", "off"];
 
 /// A running `lockstep relay` on ports it picked; killed when dropped.
 pub(crate) struct RelayProcess {
