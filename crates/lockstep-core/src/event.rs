@@ -88,9 +88,9 @@ pub enum Event {
         /// The first empty tick.
         from: Tick,
     },
-    /// An abandonment decision arrived that contradicts what this session
-    /// already ran: its stream may differ from the others' from `decided` on.
-    /// Only possible when the deciding peer itself failed mid-decision.
+    /// This session was abandoned by the other players from a tick it had
+    /// already run past, on input of its own that never reached them: its
+    /// stream differs from theirs from `received` on.
     AbandonConflict {
         /// The seat.
         player: PlayerId,
@@ -98,6 +98,17 @@ pub enum Event {
         kept: Tick,
         /// The tick received.
         received: Tick,
+    },
+    /// `peer` stands in the way of abandoning `player`: it endorses another
+    /// decision, or holds other input for the player, or (as the deciding
+    /// peer) proposed a tick this session already ran. The abandonment
+    /// waits; one of the two is faulty or dishonest. Reported once per
+    /// player and peer.
+    AbandonDisputed {
+        /// The seat being abandoned.
+        player: PlayerId,
+        /// The peer that disagrees.
+        peer: PeerId,
     },
     /// A peer's state checksum differs from ours for the same tick: the two
     /// simulations diverged at or before `tick`. Reported once per peer.

@@ -327,9 +327,9 @@ fn history_is_pruned_once_every_peer_has_it_even_while_stalled() {
         advance_all(&mut peers[2].1);
         exchange(&mut peers, &mut t);
         for (_, s) in peers.iter() {
-            assert!(
-                s.stats().buffered_ticks <= (config().delay + config().max_lead) as usize * 2 + 2
-            );
+            // What is ahead, and the abandon window behind.
+            let lead = (config().delay + config().max_lead) as usize;
+            assert!(s.stats().buffered_ticks <= lead + s.abandon_window() as usize + 2);
         }
     }
     assert!(peers[0].1.frame().get() > 30);
@@ -447,8 +447,14 @@ fn abandoning_a_silent_player_unsticks_the_waiting_tick() {
     }
     exchange(&mut live, &mut t);
     assert_eq!(live[0].1.awaiting(), vec![PlayerId(2)]);
-    // A non-deciding peer asks; the lowest seat decides.
+    // One vote of two is no majority: nothing changes.
     live[1].1.abandon(PlayerId(2)).unwrap();
+    exchange(&mut live, &mut t);
+    assert!(live.iter().all(|(_, s)| s.abandoned().is_empty()));
+    assert_eq!(live[0].1.awaiting(), vec![PlayerId(2)]);
+    // With the second vote the seat is frozen; the lowest seat proposes,
+    // the other endorses, and both apply.
+    live[0].1.abandon(PlayerId(2)).unwrap();
     exchange(&mut live, &mut t);
     for (_, s) in live.iter_mut() {
         assert_eq!(s.abandoned(), &[(PlayerId(2), Tick::new(3))]);
@@ -505,6 +511,7 @@ fn abandonment_uses_input_only_some_peers_hold() {
         "b ran tick 3 with seat 2's input"
     );
     peers[0].1.abandon(PlayerId(2)).unwrap();
+    peers[1].1.abandon(PlayerId(2)).unwrap();
     exchange(&mut peers, &mut t);
     assert_eq!(peers[0].1.abandoned(), &[(PlayerId(2), Tick::new(4))]);
     let a_ran = advance_all(&mut peers[0].1);
@@ -857,7 +864,7 @@ proptest! {
         pause in proptest::option::of(tick_near_or_far()),
         lifted in proptest::option::of(tick_near_or_far()),
         wanted in proptest::collection::vec(0u16..4, 0..3),
-        decisions in proptest::collection::vec((0u16..4, tick_near_or_far()), 0..3),
+        decisions in proptest::collection::vec((0u16..4, tick_near_or_far(), any::<u64>()), 0..3),
     ) {
         let near = |t: u32| Tick::new(t.clamp(base.saturating_sub(1 << 19), base + (1 << 19)));
         let (p, st, n, chain) = run(seat, near(start).get(), &inputs);
@@ -867,8 +874,12 @@ proptest! {
         if let Some(f) = pause { w.push(&Message::Pause { frame: near(f) }).unwrap(); }
         if let Some(l) = lifted { w.push(&Message::Resume { lifted: near(l) }).unwrap(); }
         w.push(&Message::Abandon(wire::Abandon {
-            wanted: wanted.into_iter().map(PlayerId).collect(),
-            decisions: decisions.into_iter().map(|(s, t)| (PlayerId(s), near(t))).collect(),
+            votes: wanted.iter().copied().map(PlayerId).collect(),
+            frozen: wanted.into_iter().map(PlayerId).collect(),
+            endorsements: decisions
+                .into_iter()
+                .map(|(s, t, digest)| wire::Endorsement { seat: PlayerId(s), from: near(t), digest })
+                .collect(),
         })).unwrap();
         w.push(&Message::Inputs(Inputs {
             acks: vec![],

@@ -2,9 +2,9 @@
 //! encode then decode gives back exactly what went in.
 
 use lockstep_core::wire::{
-    self, Abandon, ByeReason, ChainWriter, Checksums, Datagram, DatagramWriter, ErrorCode, Frames,
-    Hello, InputCodec, InputRun, Inputs, Message, RejectReason, ResumeToken, SnapshotChunk, Status,
-    Welcome,
+    self, Abandon, ByeReason, ChainWriter, Checksums, Datagram, DatagramWriter, Endorsement,
+    ErrorCode, Frames, Hello, InputCodec, InputRun, Inputs, Message, RejectReason, ResumeToken,
+    SnapshotChunk, Status, Welcome,
 };
 use lockstep_core::{Frame, Input, PlayerId, PlayerInputs, SystemEvent, Tick};
 use proptest::prelude::*;
@@ -205,7 +205,7 @@ proptest! {
             Message::Checksums(Checksums { ack: resume.map(|_| near(2)), entries: checks.iter().enumerate().map(|(k, h)| (near(k), *h)).collect() }),
             Message::Pause { frame: near(5) },
             Message::Resume { lifted: near(6) },
-            Message::Abandon(Abandon { wanted: seats_ticks.clone(), decisions: seats_ticks.iter().enumerate().map(|(k, s)| (*s, near(k))).collect() }),
+            Message::Abandon(Abandon { votes: seats_ticks.clone(), frozen: seats_ticks.iter().rev().copied().collect(), endorsements: seats_ticks.iter().enumerate().map(|(k, s)| Endorsement { seat: *s, from: near(k), digest: stamps.0.into() }).collect() }),
             Message::Ping { stamp: stamps.0 },
             Message::Pong { stamp: stamps.0, held_ms: stamps.1 },
             Message::SnapshotChunk(SnapshotChunk { id: nums.0, tick: Tick::new(stamps.1), total_len: 100_000, hash: nums.4, index: 2, count: 3, data: &chunk }),

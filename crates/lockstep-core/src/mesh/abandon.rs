@@ -1,33 +1,54 @@
-//! Giving up on a silent player without two peers ever disagreeing.
+//! Giving up on a silent player without two honest peers ever disagreeing,
+//! whatever one dishonest peer sends.
 //!
-//! 1. Someone wants seat `c` abandoned (the game called `abandon`, or `c` was
-//!    silent for `abandon_after`). Wanting spreads: every packet lists the
-//!    wanted seats, and a peer that hears of one wants it too.
-//! 2. A peer that wants `c` stops taking `c`'s input from `c` itself, so how
-//!    far it holds `c`'s input is frozen, and says how far in every packet
-//!    (its ack for `c`). Peers forward `c`'s input to whoever holds less.
-//! 3. The decider, the lowest seat neither abandoned nor wanted, waits until
-//!    every other live seat has reported, and until it holds as much of
-//!    `c`'s input as the best of them. That point `T` is the first tick no
-//!    peer holds `c`'s input for, so no peer can have run it.
-//! 4. The decision `(c, T)` travels in every packet until every peer is past
-//!    `T`; each peer empties `c`'s slot from `T` on, whatever it held, and
-//!    marks frame `T` with `SystemEvent::Abandoned`.
+//! 1. **Votes.** A peer votes to abandon seat `c` when `c` has been silent
+//!    for `abandon_after` (no datagrams, or no input while it holds everyone
+//!    else's), when `c` said goodbye, or when the game calls `abandon`.
+//!    Votes travel in every packet and are never withdrawn; a vote alone
+//!    changes nothing.
+//! 2. **Freezing.** Once a strict majority of the other seated players vote
+//!    for `c`, as far as this peer has heard, it freezes `c`: it votes for
+//!    `c` too, stops taking `c`'s input from `c` itself (so how far it holds
+//!    that input is fixed) and says how far in every packet (its ack for
+//!    `c`). Peers forward `c`'s input to whoever holds less. Forwarded input
+//!    is held and passed on but never run on the forwarder's word.
+//! 3. **Proposal.** The decider, the lowest live seat (seated, neither
+//!    abandoned nor frozen), waits until every other live seat reports `c`
+//!    frozen, and until it holds as much of `c`'s input as the best of them.
+//!    That point `T` is the first tick no peer holds `c`'s input for, so no
+//!    peer can have run it. The decider endorses `(c, T)` with a digest of
+//!    `c`'s input in the [`window`](MeshSession::abandon_window) before `T`.
+//! 4. **Endorsement.** Every other live peer that has frozen `c`, has not run
+//!    tick `T` and holds `c`'s input up to `T` endorses the decider's `(c, T)`
+//!    with the digest of the input it holds itself. An endorsement is never
+//!    changed.
+//! 5. **Applying.** A peer applies `(c, T)` once every live seat other than
+//!    `c` endorses it with one digest: forwarded input before `T` becomes
+//!    known, `c`'s slot is empty from `T` on, and frame `T` carries
+//!    `SystemEvent::Abandoned`.
 //!
-//! The one case this cannot make safe is the decider itself failing after
-//! some peers received its decision and before others did, while another
-//! player is also being abandoned: a later decider may then pick another
-//! tick. A peer that receives a decision contradicting one it applied says
-//! so with `Event::AbandonConflict`.
+//! Why one dishonest peer cannot make two honest ones differ: each applies
+//! only what every live seat endorsed, the other included, and neither ever
+//! endorses two decisions for one seat, so both apply the same `T`. Equal
+//! digests mean both hold the same input for every tick in the window, and
+//! the window reaches back past every tick either may still hold forwarded
+//! input for; anything older both ran on input straight from `c`. A
+//! dishonest peer can only withhold or spoil its endorsement, which stalls
+//! the abandonment (raising [`Event::AbandonDisputed`]) until the honest
+//! peers vote it out in turn: its own seat's abandonment does not need its
+//! word.
 
 use super::MeshSession;
 use super::store::Cell;
 use crate::frame::SystemEvent;
+use crate::wire::Endorsement;
 use crate::{Event, Input, PlayerId, Tick};
+use sha2::{Digest, Sha256};
 
 impl<I: Input> MeshSession<I> {
-    pub(super) fn want(&mut self, seat: PlayerId) {
-        if self.seats[seat.index()].empty_from.is_some() || !self.wanted.insert(seat) {
+    /// Votes to abandon `seat` (never withdrawn).
+    pub(super) fn vote(&mut self, seat: PlayerId) {
+        if self.seats[seat.index()].empty_from.is_some() || !self.votes.insert(seat) {
             return;
         }
         self.push_event(Event::AbandonRequested { player: seat });
@@ -36,60 +57,219 @@ impl<I: Input> MeshSession<I> {
         }
     }
 
-    /// If this peer decides for a wanted seat and every live peer has
-    /// reported, declares the seat empty from the first tick nobody holds.
-    pub(super) fn try_decide(&mut self) {
+    /// Moves every abandonment on as far as what this peer has heard allows:
+    /// freezes seats a majority voted for, proposes or endorses decisions,
+    /// and applies those every live seat endorsed.
+    pub(super) fn progress_abandonments(&mut self) {
         let Some(me) = self.local_seat else { return };
-        if !self.seat_live(me) {
+        if self.seats[me.index()].empty_from.is_some() {
             return;
         }
-        let targets: Vec<PlayerId> = self.wanted.iter().copied().filter(|&c| c != me).collect();
-        for c in targets {
-            if self.live_seats().next() != Some(me) {
-                return;
-            }
-            let mut highest = Tick::ZERO;
-            let mut ready = true;
-            for s in self.live_seats().filter(|&s| s != me) {
-                let report = self
-                    .peers
-                    .iter()
-                    .find(|p| p.seat == Some(s))
-                    .filter(|p| p.wanted.contains(&c))
-                    .and_then(|p| p.acks[c.index()]);
-                match report {
-                    Some(t) => highest = highest.max(t),
-                    None => {
-                        ready = false;
-                        break;
-                    }
+        self.freeze_majorities(me);
+        if self.seat_live(me) {
+            let frozen: Vec<PlayerId> = self.frozen.iter().copied().collect();
+            for c in frozen {
+                if !self.endorsed.contains_key(&c) {
+                    self.try_endorse(me, c);
                 }
             }
-            let own = self.contiguous(c);
-            if ready && own >= highest {
-                self.apply_decision(c, own);
+        }
+        self.apply_agreed(me);
+    }
+
+    /// Freezes every seat a strict majority of the other seated players
+    /// voted for.
+    pub(super) fn freeze_majorities(&mut self, me: PlayerId) {
+        for c in (0..self.seats.len()).filter_map(super::seat_id) {
+            let s = &self.seats[c.index()];
+            if c == me || s.peer.is_none() || s.empty_from.is_some() || self.frozen.contains(&c) {
+                continue;
+            }
+            let voters: Vec<PlayerId> = (0..self.seats.len())
+                .filter_map(super::seat_id)
+                .filter(|&v| {
+                    let s = &self.seats[v.index()];
+                    v != c && s.peer.is_some() && s.empty_from.is_none()
+                })
+                .collect();
+            let votes = voters
+                .iter()
+                .filter(|&&v| {
+                    if v == me {
+                        self.votes.contains(&c)
+                    } else {
+                        self.peer_of(v).is_some_and(|p| p.votes.contains(&c))
+                    }
+                })
+                .count();
+            if votes * 2 > voters.len() {
+                self.frozen.insert(c);
+                self.vote(c);
+                self.flush_all();
             }
         }
     }
 
-    pub(super) fn apply_decision(&mut self, seat: PlayerId, from: Tick) {
-        let i = seat.index();
-        if self.seats[i].peer.is_none() {
+    /// Endorses a decision for the frozen seat `c`: the decider's own, or,
+    /// when this peer decides, one it makes.
+    fn try_endorse(&mut self, me: PlayerId, c: PlayerId) {
+        let Some(decider) = self.live_seats().next() else {
+            return;
+        };
+        let from = if decider == me {
+            match self.proposal(me, c) {
+                Some(t) => t,
+                None => return,
+            }
+        } else {
+            let Some(p) = self.peer_of(decider) else {
+                return;
+            };
+            let Some(e) = p.endorsed.iter().find(|e| e.seat == c) else {
+                return;
+            };
+            let (from, peer) = (e.from, p.id);
+            if self.next_tick > from {
+                // We ran that tick with the player's input: applying this
+                // would rewrite history. Never endorsed.
+                self.dispute(c, peer);
+                return;
+            }
+            from
+        };
+        // Endorse only once every input before the tick is held.
+        if self.contiguous(c) < from {
             return;
         }
-        if let Some(kept) = self.seats[i].empty_from {
-            if kept != from {
-                self.push_event(Event::AbandonConflict {
-                    player: seat,
-                    kept,
-                    received: from,
-                });
+        let Some(digest) = self.abandon_digest(c, from) else {
+            return;
+        };
+        self.endorsed.insert(
+            c,
+            Endorsement {
+                seat: c,
+                from,
+                digest,
+            },
+        );
+        self.flush_all();
+    }
+
+    /// The tick the decider proposes for `c`, once every other live seat
+    /// has frozen it and reported how far it holds it: the first tick no
+    /// peer holds, or a live peer's earlier endorsement if that still is
+    /// one (a decider that failed mid-decision made it).
+    fn proposal(&self, me: PlayerId, c: PlayerId) -> Option<Tick> {
+        let mut highest = Tick::ZERO;
+        let mut earlier: Option<Tick> = None;
+        for s in self.live_seats().filter(|&s| s != me) {
+            let p = self.peer_of(s)?;
+            if !p.frozen.contains(&c) {
+                return None;
             }
+            highest = highest.max(p.acks[c.index()]?);
+            if earlier.is_none() {
+                earlier = p.endorsed.iter().find(|e| e.seat == c).map(|e| e.from);
+            }
+        }
+        let own = self.contiguous(c);
+        match earlier {
+            Some(t) if t >= highest && t >= self.next_tick && own >= t => Some(t),
+            _ if own >= highest => Some(own),
+            _ => None,
+        }
+    }
+
+    /// Applies every endorsed decision that every live seat other than the
+    /// abandoned one endorses with the same digest. A peer abandoned by the
+    /// others learns its fate the same way.
+    fn apply_agreed(&mut self, me: PlayerId) {
+        // Ours, and what the lowest other live seat endorses about our own
+        // seat (checked against every other live seat below).
+        let mut candidates: Vec<Endorsement> = self.endorsed.values().copied().collect();
+        if let Some(p) = self
+            .live_seats()
+            .find(|&s| s != me)
+            .and_then(|s| self.peer_of(s))
+        {
+            candidates.extend(p.endorsed.iter().filter(|e| e.seat == me).copied());
+        }
+        for e in candidates {
+            if self.seats[e.seat.index()].empty_from.is_some() {
+                continue;
+            }
+            let mut agreed = true;
+            let mut disputes = Vec::new();
+            for s in self.live_seats().filter(|&s| s != me && s != e.seat) {
+                let Some(p) = self.peer_of(s) else {
+                    agreed = false;
+                    continue;
+                };
+                match p.endorsed.iter().find(|x| x.seat == e.seat) {
+                    Some(x) if *x == e => {}
+                    Some(_) => {
+                        disputes.push(p.id);
+                        agreed = false;
+                    }
+                    None => agreed = false,
+                }
+            }
+            for peer in disputes {
+                self.dispute(e.seat, peer);
+            }
+            if agreed {
+                self.apply_decision(e.seat, e.from);
+            }
+        }
+    }
+
+    /// Says once that `peer` stands in the way of abandoning `seat`.
+    fn dispute(&mut self, seat: PlayerId, peer: crate::PeerId) {
+        if self.disputed.insert((seat, peer)) {
+            self.push_event(Event::AbandonDisputed { player: seat, peer });
+        }
+    }
+
+    /// The digest of `seat`'s input held for the window of ticks before
+    /// `from`, or `None` while some of it is missing. See the protocol
+    /// document ("Abandon") for the exact bytes.
+    pub(super) fn abandon_digest(&mut self, seat: PlayerId, from: Tick) -> Option<u64> {
+        let start = from.saturating_sub(self.abandon_window()).max(self.start);
+        let mut h = Sha256::new();
+        h.update(b"lockstep abandon v1");
+        h.update(seat.0.to_le_bytes());
+        h.update(from.get().to_le_bytes());
+        h.update(start.get().to_le_bytes());
+        let mut t = start;
+        while t < from {
+            match self.store.cell(t, seat.index())? {
+                Cell::Unknown => return None,
+                Cell::Empty => h.update([0]),
+                Cell::Known(i) | Cell::Forwarded(i) => {
+                    self.scratch.clear();
+                    i.encode(&mut self.scratch);
+                    h.update([1]);
+                    h.update((self.scratch.len() as u32).to_le_bytes());
+                    h.update(&self.scratch);
+                }
+            }
+            t = t.next()?;
+        }
+        let out = h.finalize();
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&out[..8]);
+        Some(u64::from_le_bytes(first))
+    }
+
+    pub(super) fn apply_decision(&mut self, seat: PlayerId, from: Tick) {
+        let i = seat.index();
+        if self.seats[i].peer.is_none() || self.seats[i].empty_from.is_some() {
             return;
         }
         if from < self.next_tick {
-            // We already ran past the tick: only possible if the decider
-            // failed mid-decision. Apply from here on and say so.
+            // Only the abandoned peer itself can be past the tick: it ran
+            // ticks on input of its own that never reached anyone. Its
+            // stream differs from the others' from `from` on.
             self.push_event(Event::AbandonConflict {
                 player: seat,
                 kept: self.next_tick,
@@ -100,9 +280,16 @@ impl<I: Input> MeshSession<I> {
         self.seats[i].empty_from = Some(effective);
         self.ignore_checksums_of(seat, from);
         self.decisions.push((seat, from));
-        self.wanted.remove(&seat);
-        for (tick, slot) in self.store.iter_from_mut(effective) {
-            slot.cells[i] = Cell::Empty;
+        self.votes.remove(&seat);
+        self.frozen.remove(&seat);
+        for (tick, slot) in self.store.iter_from_mut(self.next_tick) {
+            let cell = &mut slot.cells[i];
+            if tick >= effective {
+                *cell = Cell::Empty;
+            } else if let Cell::Forwarded(input) = cell {
+                // Every live peer holds exactly this: it is known now.
+                *cell = Cell::Known(input.clone());
+            }
             if tick == effective {
                 slot.add_event(SystemEvent::Abandoned { player: seat });
             }

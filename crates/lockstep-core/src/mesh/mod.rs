@@ -17,11 +17,11 @@ use crate::error::{
 use crate::frame::SystemEvent;
 use crate::pause::{PauseAgreement, PauseChange};
 use crate::shared::{Events, Rtt};
-use crate::wire::{self, Abandon, Datagram, Message, WireError};
+use crate::wire::{self, Abandon, Datagram, Endorsement, Message, WireError};
 use crate::{Event, Frame, Input, Instant, PeerId, PlayerId, Tick};
 use core::time::Duration;
 use packet::Refusal;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use store::{Cell, Slot, Store};
 
 /// Most events held for the game before the oldest are dropped.
@@ -252,8 +252,12 @@ struct Peer {
     /// Per seat: the lowest tick of that seat's input this peer lacks, as it
     /// last told us.
     acks: Vec<Option<Tick>>,
-    /// The seats it wants abandoned, as of its latest packet.
-    wanted: Vec<PlayerId>,
+    /// The seats it votes to abandon, as of its latest packet.
+    votes: Vec<PlayerId>,
+    /// The seats it has frozen, as of its latest packet.
+    frozen: Vec<PlayerId>,
+    /// The abandonment decisions it endorses, as of its latest packet.
+    endorsed: Vec<Endorsement>,
     last_heard: Option<Instant>,
     /// When it last sent us an input of its own seat we did not have.
     last_input: Option<Instant>,
@@ -400,8 +404,15 @@ pub struct MeshSession<I: Input> {
     now: Instant,
     pause: PauseAgreement,
     checks: Checksums,
-    /// Seats this peer wants abandoned and whose own input it no longer takes.
-    wanted: BTreeSet<PlayerId>,
+    /// Seats this peer votes to abandon.
+    votes: BTreeSet<PlayerId>,
+    /// Seats a majority voted for, whose own input this peer no longer
+    /// takes, not yet decided.
+    frozen: BTreeSet<PlayerId>,
+    /// The decision this peer endorses for each seat (never changed).
+    endorsed: BTreeMap<PlayerId, Endorsement>,
+    /// Seats and peers already reported as disputing an abandonment.
+    disputed: BTreeSet<(PlayerId, PeerId)>,
     /// Every abandonment decided, in the order learned.
     decisions: Vec<(PlayerId, Tick)>,
     events: Events<Event>,
@@ -476,7 +487,9 @@ impl<I: Input> MeshSession<I> {
                 seat,
                 next_tick: config.first_tick,
                 acks: vec![None; width],
-                wanted: Vec::new(),
+                votes: Vec::new(),
+                frozen: Vec::new(),
+                endorsed: Vec::new(),
                 last_heard: None,
                 last_input: None,
                 waits_on_itself: false,
@@ -517,7 +530,10 @@ impl<I: Input> MeshSession<I> {
             started: now,
             now,
             pause: PauseAgreement::default(),
-            wanted: BTreeSet::new(),
+            votes: BTreeSet::new(),
+            frozen: BTreeSet::new(),
+            endorsed: BTreeMap::new(),
+            disputed: BTreeSet::new(),
             decisions: Vec::new(),
             events: Events::new(EVENT_QUEUE_CAP),
             stats: MeshStats::default(),
@@ -592,7 +608,7 @@ impl<I: Input> MeshSession<I> {
         let slot = self.store.get(self.next_tick);
         (0..self.seats.len())
             .filter(|&i| match slot {
-                Some(s) => s.cells.get(i).is_some_and(Cell::is_unknown),
+                Some(s) => s.cells.get(i).is_some_and(|c| !c.is_settled()),
                 None => !self.seat_empty_at(i, self.next_tick),
             })
             .filter_map(seat_id)
@@ -652,11 +668,23 @@ impl<I: Input> MeshSession<I> {
 
     /// The most ticks the input store can hold with this configuration,
     /// whatever peers send: the slowest live player is at most
-    /// `delay + max_lead` behind, observers at most `observer_window`, and
-    /// nothing is accepted more than `delay + max_lead` ahead.
+    /// `delay + max_lead` behind, observers at most `observer_window`, the
+    /// [abandon window](Self::abandon_window) is kept, and nothing is
+    /// accepted more than `delay + max_lead` ahead.
     pub fn buffer_bound(&self) -> usize {
         let lead = (self.config.delay + self.config.max_lead) as usize;
-        lead + lead.max(self.config.observer_window as usize) + 2
+        let behind = lead
+            .max(self.config.observer_window as usize)
+            .max(self.abandon_window() as usize);
+        lead + behind + 2
+    }
+
+    /// How many ticks before an abandonment's first empty tick the peers
+    /// compare the abandoned seat's input over: `2 * (delay + max_lead) + 2`,
+    /// which reaches back past every tick any peer may still hold forwarded
+    /// input for. Every peer keeps at least this many ticks of history.
+    pub fn abandon_window(&self) -> u32 {
+        2 * (self.config.delay + self.config.max_lead) + 2
     }
 
     // ----- mutators ------------------------------------------------------
@@ -793,15 +821,20 @@ impl<I: Input> MeshSession<I> {
         }
     }
 
-    /// Asks for a player who has stopped sending to be given up on.
+    /// Votes to give up on a player who has stopped sending.
     ///
-    /// Any peer may ask; the lowest live seat decides. The seat's input is no
-    /// longer taken, every peer reports how far it holds it, and the seat is
-    /// declared empty from the first tick nobody holds (so no peer has run
-    /// past it). [`Event::Abandoned`] and a [`SystemEvent::Abandoned`] in the
-    /// frame stream follow once decided. Unlike a protocol where one machine
-    /// relays everything, a mesh peer cannot pick the tick itself: another
-    /// peer may already hold, and have run, later inputs of the player.
+    /// A vote is never withdrawn, and alone it does nothing: once a strict
+    /// majority of the other seated players voted (silence past
+    /// `abandon_after` and a goodbye vote on their own), the seat's input is
+    /// no longer taken, every peer reports how far it holds it, and the
+    /// lowest live seat proposes the first tick nobody holds (so no peer has
+    /// run past it). Once every live peer endorsed that tick, with equal
+    /// digests of the player's input before it, [`Event::Abandoned`] and a
+    /// [`SystemEvent::Abandoned`] in the frame stream follow. In a
+    /// two-player session one vote is a majority. Unlike a protocol where
+    /// one machine relays everything, a mesh peer cannot pick the tick
+    /// itself: another peer may already hold, and have run, later inputs of
+    /// the player.
     pub fn abandon(&mut self, player: PlayerId) -> Result<(), AbandonError> {
         let Some(me) = self.local_seat else {
             return Err(AbandonError::Observer);
@@ -817,8 +850,8 @@ impl<I: Input> MeshSession<I> {
         if let Some(from) = seat.empty_from {
             return Err(AbandonError::AlreadyAbandoned { player, from });
         }
-        self.want(player);
-        self.try_decide();
+        self.vote(player);
+        self.progress_abandonments();
         Ok(())
     }
 
@@ -919,7 +952,7 @@ impl<I: Input> MeshSession<I> {
         self.take_abandon(idx, r.abandon);
         self.take_inputs(idx, r.inputs);
         self.take_frames(idx, r.frames);
-        self.try_decide();
+        self.progress_abandonments();
         Ok(())
     }
 
@@ -979,7 +1012,8 @@ impl<I: Input> MeshSession<I> {
                 Message::Pause { frame } => r.pause = Some(*frame),
                 Message::Resume { lifted } => r.lifted = Some(*lifted),
                 Message::Abandon(a) => {
-                    for &s in a.wanted.iter().chain(a.decisions.iter().map(|(s, _)| s)) {
+                    let endorsed = a.endorsements.iter().map(|e| &e.seat);
+                    for &s in a.votes.iter().chain(&a.frozen).chain(endorsed) {
                         seat_ok(s)?;
                     }
                     r.abandon = Some(a);
@@ -1092,8 +1126,15 @@ impl<I: Input> MeshSession<I> {
         }
     }
 
-    /// Pause and resume: control state that must reach everyone.
-    fn take_pause(&mut self, _idx: usize, r: &Received<'_, I>) {
+    /// Pause and resume: control state that must reach everyone. Only
+    /// players in the game have a say: not observers, not abandoned seats.
+    fn take_pause(&mut self, idx: usize, r: &Received<'_, I>) {
+        let in_game = self.peers[idx]
+            .seat
+            .is_some_and(|s| self.seats[s.index()].empty_from.is_none());
+        if !in_game {
+            return;
+        }
         if let Some(f) = r.pause {
             let change = self.pause.receive_pause(f, self.next_tick);
             self.note_pause_change(change);
@@ -1104,7 +1145,7 @@ impl<I: Input> MeshSession<I> {
         }
     }
 
-    /// A goodbye: the sender's seat is wanted abandoned at once.
+    /// A goodbye: we vote to abandon the sender's seat at once.
     fn take_bye(&mut self, idx: usize, r: &Received<'_, I>) {
         if !r.bye || self.peers[idx].left {
             return;
@@ -1113,32 +1154,48 @@ impl<I: Input> MeshSession<I> {
         let (peer, player) = (self.peers[idx].id, self.peers[idx].seat);
         self.push_event(Event::PeerLeft { peer, player });
         if let Some(seat) = player.filter(|s| self.local_seat.is_some() && self.seat_live(*s)) {
-            self.want(seat);
+            self.vote(seat);
         }
     }
 
-    /// The sender's wanted seats and decisions (see the abandon module).
+    /// The sender's votes, frozen seats and endorsements (see the abandon
+    /// module): recorded, to be weighed with everyone else's.
     fn take_abandon(&mut self, idx: usize, abandon: Option<&Abandon>) {
-        let sender_seat = self.peers[idx].seat;
-        match (abandon, sender_seat, self.local_seat.is_some()) {
-            (Some(a), Some(_), true) => {
-                self.peers[idx].wanted.clone_from(&a.wanted);
-                for &seat in &a.wanted {
-                    if self.seats[seat.index()].peer.is_some() {
-                        self.want(seat);
-                    }
-                }
-                for &(seat, tick) in &a.decisions {
-                    self.apply_decision(seat, tick);
-                }
+        let p = &mut self.peers[idx];
+        if p.seat.is_none() || self.local_seat.is_none() {
+            return;
+        }
+        match abandon {
+            Some(a) => {
+                p.votes.clone_from(&a.votes);
+                p.frozen.clone_from(&a.frozen);
+                p.endorsed.clone_from(&a.endorsements);
             }
-            (_, Some(_), _) => self.peers[idx].wanted.clear(),
-            _ => {}
+            None => {
+                p.votes.clear();
+                p.frozen.clear();
+                p.endorsed.clear();
+            }
+        }
+        // Before this datagram's inputs: forwarded ones for a seat its
+        // votes just froze are taken.
+        if let Some(me) = self.local_seat {
+            self.freeze_majorities(me);
+        }
+        // A peer that holds less of a frozen seat's input than we do gets
+        // ours at once, not at the next resend.
+        let p = &self.peers[idx];
+        let behind = self
+            .frozen
+            .iter()
+            .any(|&c| p.seat != Some(c) && p.acks[c.index()] < Some(self.contiguous(c)));
+        if behind {
+            self.peers[idx].flush = true;
         }
     }
 
-    /// Inputs: a peer's own seat's, and forwarded ones for seats being
-    /// abandoned.
+    /// Inputs: a peer's own seat's, and forwarded ones for frozen seats
+    /// (held, not run, until the abandonment is agreed).
     fn take_inputs(&mut self, idx: usize, inputs: Vec<(PlayerId, Tick, I)>) {
         let sender_seat = self.peers[idx].seat;
         if self.local_seat.is_none() || sender_seat.is_none() {
@@ -1158,11 +1215,11 @@ impl<I: Input> MeshSession<I> {
         for (seat, tick, input) in inputs {
             let s = &self.seats[seat.index()];
             let own = Some(seat) == sender_seat;
-            let target = self.wanted.contains(&seat) || s.empty_from.is_some();
+            let frozen = self.frozen.contains(&seat);
             if Some(seat) == self.local_seat
-                || (own && self.wanted.contains(&seat))
+                || (own && frozen)
                 || (own && tick >= claimed)
-                || (!own && !target)
+                || (!own && !frozen)
                 || s.empty_from.is_some_and(|e| tick >= e)
                 || tick >= horizon
             {
@@ -1176,7 +1233,11 @@ impl<I: Input> MeshSession<I> {
             let (seats, start) = (&self.seats, self.start);
             match self.store.ensure(tick, |t| new_slot(seats, start, t)) {
                 Some(slot) if slot.cells[seat.index()].is_unknown() => {
-                    slot.cells[seat.index()] = Cell::Known(input);
+                    slot.cells[seat.index()] = if own {
+                        Cell::Known(input)
+                    } else {
+                        Cell::Forwarded(input)
+                    };
                     fresh = true;
                     own_fresh |= own;
                 }
@@ -1251,9 +1312,9 @@ impl<I: Input> MeshSession<I> {
             }
         }
         for seat in silent_seats {
-            self.want(seat);
+            self.vote(seat);
         }
-        self.try_decide();
+        self.progress_abandonments();
     }
 
     /// Writes the next datagram to send into `buf`.
@@ -1400,10 +1461,15 @@ impl<I: Input> MeshSession<I> {
         self.seats[seat].empty_from.is_some_and(|e| e <= tick)
     }
 
-    /// Whether `seat` is played, not abandoned and not wanted abandoned.
+    /// Whether `seat` is played, not abandoned and not frozen.
     fn seat_live(&self, seat: PlayerId) -> bool {
         let s = &self.seats[seat.index()];
-        s.peer.is_some() && s.empty_from.is_none() && !self.wanted.contains(&seat)
+        s.peer.is_some() && s.empty_from.is_none() && !self.frozen.contains(&seat)
+    }
+
+    /// The remote peer playing `seat`.
+    fn peer_of(&self, seat: PlayerId) -> Option<&Peer> {
+        self.peers.iter().find(|p| p.seat == Some(seat))
     }
 
     fn live_seats(&self) -> impl Iterator<Item = PlayerId> + '_ {
@@ -1412,10 +1478,12 @@ impl<I: Input> MeshSession<I> {
             .filter(|s| self.seat_live(*s))
     }
 
+    /// Whether silence of `seat` would still give us a reason to vote.
     fn can_auto_abandon(&self, seat: PlayerId) -> bool {
         self.local_seat
             .is_some_and(|me| me != seat && self.seats[me.index()].empty_from.is_none())
             && self.seat_live(seat)
+            && !self.votes.contains(&seat)
     }
 
     /// The lowest next tick among live players, this one included.
@@ -1468,6 +1536,8 @@ impl<I: Input> MeshSession<I> {
                 floor = floor.min(keep);
             }
         }
+        // The abandon window is kept whatever happens: peers compare it.
+        floor = floor.min(self.next_tick.saturating_sub(self.abandon_window()));
         self.store.prune_below(floor);
         self.checks.prune(self.peers.iter().map(|p| &p.checks));
     }
@@ -1512,8 +1582,8 @@ impl<I: Input> MeshSession<I> {
             p.acks[s.index()].unwrap_or(p.next_tick).max(p.next_tick) < self.next_commit
         });
         unacked_own
-            || !self.wanted.is_empty()
-            || self.decisions.iter().any(|(_, t)| *t >= p.next_tick)
+            || !self.frozen.is_empty()
+            || self.endorsed.values().any(|e| e.from >= p.next_tick)
     }
 }
 

@@ -4,12 +4,12 @@
 //! as many unacknowledged inputs as fit, as delta chains, or, for an
 //! observer, as many confirmed frames as fit.
 
+use super::MeshSession;
 use super::store::Cell;
-use super::{MeshSession, Peer};
 use crate::shared::Rtt;
 use crate::wire::{
-    self, Abandon, ByeReason, ChainWriter, Checksums, DatagramWriter, Frames, Hello, InputRun,
-    Inputs, Message, RejectReason, ResumeToken, Status, Welcome,
+    self, Abandon, ByeReason, ChainWriter, Checksums, DatagramWriter, Endorsement, Frames, Hello,
+    InputRun, Inputs, Message, RejectReason, ResumeToken, Status, Welcome,
 };
 use crate::{Frame, Input, PlayerId, Tick};
 
@@ -92,18 +92,25 @@ impl<I: Input> MeshSession<I> {
                 entries: unacked,
             }));
         }
-        let targets = self.targets_for(p);
+        let targets = self.targets();
         if self.local_seat.is_some() && p.seat.is_some() {
-            let decisions: Vec<(PlayerId, Tick)> = self
-                .decisions
-                .iter()
-                .filter(|(c, t)| *t >= p.next_tick || p.seat == Some(*c))
+            // An endorsement is repeated until the peer is past its tick (it
+            // then applied it) and, to the abandoned peer, for good.
+            let endorsements: Vec<Endorsement> = self
+                .endorsed
+                .values()
+                .filter(|e| {
+                    e.from >= p.next_tick
+                        || p.seat == Some(e.seat)
+                        || self.seats[e.seat.index()].empty_from.is_none()
+                })
                 .copied()
                 .collect();
-            if !self.wanted.is_empty() || !decisions.is_empty() {
+            if !self.votes.is_empty() || !self.frozen.is_empty() || !endorsements.is_empty() {
                 w.put(Message::Abandon(Abandon {
-                    wanted: self.wanted.iter().copied().collect(),
-                    decisions,
+                    votes: self.votes.iter().copied().collect(),
+                    frozen: self.frozen.iter().copied().collect(),
+                    endorsements,
                 }));
             }
             self.put_inputs(&mut w, i, &targets);
@@ -113,37 +120,25 @@ impl<I: Input> MeshSession<I> {
         w.finish();
     }
 
-    /// Seats whose input we may still need forwarded, or forward to `p`:
-    /// those wanted abandoned, and those decided but not yet passed. With
-    /// the decided tick, if any.
-    fn targets_for(&self, p: &Peer) -> Vec<(PlayerId, Option<Tick>)> {
-        self.wanted
+    /// Seats whose input we may still need forwarded, or forward: the
+    /// frozen ones, our own excepted.
+    fn targets(&self) -> Vec<PlayerId> {
+        self.frozen
             .iter()
-            .map(|&c| (c, None))
-            .chain(
-                self.decisions
-                    .iter()
-                    .filter(|(_, t)| *t >= self.next_tick.min(p.next_tick))
-                    .map(|&(c, t)| (c, Some(t))),
-            )
-            .filter(|(c, _)| Some(*c) != self.local_seat)
+            .copied()
+            .filter(|c| Some(*c) != self.local_seat)
             .collect()
     }
 
     /// Acks, our unacknowledged inputs and forwarded ones, as one `Inputs`
     /// message sized to what is left of the datagram.
-    fn put_inputs(
-        &self,
-        w: &mut DatagramWriter<'_>,
-        i: usize,
-        targets: &[(PlayerId, Option<Tick>)],
-    ) {
+    fn put_inputs(&self, w: &mut DatagramWriter<'_>, i: usize, targets: &[PlayerId]) {
         let p = &self.peers[i];
         let mut acks = Vec::new();
         if let Some(s) = p.seat {
             acks.push((s, self.contiguous(s)));
         }
-        for &(c, _) in targets {
+        for &c in targets {
             if Some(c) != p.seat {
                 acks.push((c, self.contiguous(c)));
             }
@@ -154,15 +149,10 @@ impl<I: Input> MeshSession<I> {
         if let Some(me) = self.local_seat {
             wanted_runs.push((me, resume_from(me), self.next_commit));
         }
-        for &(c, decided) in targets {
-            if Some(c) == p.seat {
-                continue;
+        for &c in targets {
+            if Some(c) != p.seat {
+                wanted_runs.push((c, resume_from(c), self.contiguous(c)));
             }
-            let mut end = self.contiguous(c);
-            if let Some(d) = decided {
-                end = end.min(d);
-            }
-            wanted_runs.push((c, resume_from(c), end));
         }
         // Primed ticks are known to everyone: never worth sending.
         let floor = self
@@ -179,7 +169,9 @@ impl<I: Input> MeshSession<I> {
             let mut chain = ChainWriter::new();
             let mut t = from;
             while t < end && chain.count() < wire::MAX_RUN {
-                let Some(Cell::Known(input)) = self.store.cell(t, seat.index()) else {
+                // Forwarded input is passed on as held: the endorsements'
+                // digests catch a lie, wherever it came from.
+                let Some(input) = self.store.cell(t, seat.index()).and_then(Cell::input) else {
                     break;
                 };
                 if !chain.push(input, left - RUN_HEADER) {

@@ -12,6 +12,10 @@ pub(crate) enum Cell<I> {
     Unknown,
     /// The seat's input.
     Known(I),
+    /// The seat's input as another peer forwarded it while the seat is being
+    /// abandoned: held and passed on, but not run until the peers have
+    /// agreed on it (a forwarding peer could lie).
+    Forwarded(I),
     /// The seat has no player at this tick.
     Empty,
 }
@@ -19,6 +23,19 @@ pub(crate) enum Cell<I> {
 impl<I> Cell<I> {
     pub(crate) fn is_unknown(&self) -> bool {
         matches!(self, Self::Unknown)
+    }
+
+    /// Whether a tick may run with this cell: known or empty.
+    pub(crate) fn is_settled(&self) -> bool {
+        matches!(self, Self::Known(_) | Self::Empty)
+    }
+
+    /// The input held, known or forwarded.
+    pub(crate) fn input(&self) -> Option<&I> {
+        match self {
+            Self::Known(i) | Self::Forwarded(i) => Some(i),
+            Self::Unknown | Self::Empty => None,
+        }
     }
 }
 
@@ -32,7 +49,7 @@ pub(crate) struct Slot<I> {
 
 impl<I: Clone> Slot<I> {
     pub(crate) fn complete(&self) -> bool {
-        !self.cells.iter().any(Cell::is_unknown)
+        self.cells.iter().all(Cell::is_settled)
     }
 
     pub(crate) fn add_event(&mut self, ev: SystemEvent) {
@@ -49,7 +66,7 @@ impl<I: Clone> Slot<I> {
                 .iter()
                 .map(|c| match c {
                     Cell::Known(i) => Some(i.clone()),
-                    Cell::Empty | Cell::Unknown => None,
+                    Cell::Empty | Cell::Unknown | Cell::Forwarded(_) => None,
                 })
                 .collect(),
             events: self.events.clone(),

@@ -278,13 +278,30 @@ pub struct Checksums {
     pub entries: Vec<(Tick, u64)>,
 }
 
-/// Abandonment in progress and decided.
+/// A mesh peer's part in giving up on silent players: its votes, the seats
+/// it has frozen, and the decisions it endorses.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Abandon {
-    /// Seats the sender wants abandoned and no longer takes input from.
-    pub wanted: Vec<PlayerId>,
-    /// Decisions: the seat is empty from the tick on.
-    pub decisions: Vec<(PlayerId, Tick)>,
+    /// Seats the sender votes to abandon.
+    pub votes: Vec<PlayerId>,
+    /// Seats a majority voted for, whose own input the sender no longer
+    /// takes (its holding of their input is frozen).
+    pub frozen: Vec<PlayerId>,
+    /// Decisions the sender endorses: the seat is empty from the tick on,
+    /// and the sender holds the seat's input before it as the digest says.
+    pub endorsements: Vec<Endorsement>,
+}
+
+/// One endorsed abandonment decision (see [`Abandon`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Endorsement {
+    /// The seat given up.
+    pub seat: PlayerId,
+    /// The first tick the seat is empty.
+    pub from: Tick,
+    /// Digest of the seat's inputs the sender holds for the ticks just
+    /// before `from` (see the protocol document for the exact window).
+    pub digest: u64,
 }
 
 /// One piece of a state snapshot.
@@ -517,8 +534,9 @@ impl Message<'_> {
             }
             Self::Checksums(c) => over("checksum", c.entries.len(), MAX_CHECKSUMS),
             Self::Abandon(a) => {
-                over("wanted seat", a.wanted.len(), MAX_SEATS)?;
-                over("decision", a.decisions.len(), MAX_SEATS)
+                over("vote", a.votes.len(), MAX_SEATS)?;
+                over("frozen seat", a.frozen.len(), MAX_SEATS)?;
+                over("endorsement", a.endorsements.len(), MAX_SEATS)
             }
             Self::Status(st) => over("waiting seat", st.waiting.len(), MAX_SEATS),
             Self::SnapshotChunk(c) => {
@@ -621,11 +639,18 @@ impl Message<'_> {
             Self::Pause { frame } => put_tick_delta(out, base, *frame),
             Self::Resume { lifted } => put_tick_delta(out, base, *lifted),
             Self::Abandon(a) => {
-                put_varint(out, a.wanted.len() as u64);
-                for p in &a.wanted {
-                    put_varint(out, u64::from(p.0));
+                for list in [&a.votes, &a.frozen] {
+                    put_varint(out, list.len() as u64);
+                    for p in list {
+                        put_varint(out, u64::from(p.0));
+                    }
                 }
-                put_seat_ticks(out, base, &a.decisions);
+                put_varint(out, a.endorsements.len() as u64);
+                for e in &a.endorsements {
+                    put_varint(out, u64::from(e.seat.0));
+                    put_tick_delta(out, base, e.from);
+                    put_u64_le(out, e.digest);
+                }
             }
             Self::Ping { stamp } => put_varint(out, u64::from(*stamp)),
             Self::Pong { stamp, held_ms } => {
@@ -859,10 +884,27 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
             lifted: r.tick_delta(base)?,
         },
         ty::ABANDON => {
-            let n = r.count("wanted seat", MAX_SEATS, 1)?;
-            let wanted = (0..n).map(|_| read_player(r)).collect::<Result<_, _>>()?;
-            let decisions = read_seat_ticks(r, base, "decision")?;
-            Message::Abandon(Abandon { wanted, decisions })
+            let mut seats = || -> Result<Vec<PlayerId>, WireError> {
+                let n = r.count("abandon seat", MAX_SEATS, 1)?;
+                (0..n).map(|_| read_player(r)).collect()
+            };
+            let votes = seats()?;
+            let frozen = seats()?;
+            let n = r.count("endorsement", MAX_SEATS, 10)?;
+            let endorsements = (0..n)
+                .map(|_| {
+                    Ok(Endorsement {
+                        seat: read_player(r)?,
+                        from: r.tick_delta(base)?,
+                        digest: r.u64_le()?,
+                    })
+                })
+                .collect::<Result<_, WireError>>()?;
+            Message::Abandon(Abandon {
+                votes,
+                frozen,
+                endorsements,
+            })
         }
         ty::PING => Message::Ping {
             stamp: r.varint_u32()?,

@@ -31,10 +31,11 @@ pub use chain::{ChainWriter, decode_chain, xor_delta, xor_undelta};
 pub use codec::{MAX_TICK_DELTA, expand_tick};
 pub use frame::{FrameRef, decode_frames_body, encode_frame, encode_frames_body};
 pub use message::{
-    Abandon, ByeReason, Checksums, Datagram, DatagramWriter, ErrorCode, Frames, HEADER_LEN, Hello,
-    InputCodec, InputRun, Inputs, MAX_CHECKSUMS, MAX_CHUNKS, MAX_COOKIE, MAX_FRAMES, MAX_MESSAGES,
-    MAX_NAME, MAX_ROOM, MAX_RUN, MAX_SNAPSHOT, MAX_TEXT, MAX_TICKET, MIN_HELLO_DATAGRAM, Message,
-    RejectReason, ResumeToken, SnapshotChunk, Status, Welcome, message_type, peek_version,
+    Abandon, ByeReason, Checksums, Datagram, DatagramWriter, Endorsement, ErrorCode, Frames,
+    HEADER_LEN, Hello, InputCodec, InputRun, Inputs, MAX_CHECKSUMS, MAX_CHUNKS, MAX_COOKIE,
+    MAX_FRAMES, MAX_MESSAGES, MAX_NAME, MAX_ROOM, MAX_RUN, MAX_SNAPSHOT, MAX_TEXT, MAX_TICKET,
+    MIN_HELLO_DATAGRAM, Message, RejectReason, ResumeToken, SnapshotChunk, Status, Welcome,
+    message_type, peek_version,
 };
 
 use crate::input::InputDecodeError;
