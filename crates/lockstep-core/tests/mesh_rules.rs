@@ -992,3 +992,46 @@ fn after_a_resume_idle_peers_fall_quiet_and_a_new_pause_is_not_an_echo() {
         assert_eq!(s.pause_frame(), Some(again));
     }
 }
+
+#[test]
+fn only_players_in_the_game_can_pause() {
+    let mut t = T0;
+    let mut peers = mesh(2, 1);
+    exchange(&mut peers, &mut t);
+    let pause = |base: u32| {
+        let mut d = Vec::new();
+        let mut w = DatagramWriter::new(&mut d, Tick::new(base), 1200);
+        w.push(&Message::Hello(Hello::default())).unwrap();
+        w.push(&Message::Pause {
+            frame: Tick::new(base + 3),
+        })
+        .unwrap();
+        w.finish();
+        d
+    };
+    // An observer asking for a pause is ignored.
+    let from_observer = pause(peers[0].1.frame().get());
+    peers[0]
+        .1
+        .handle_datagram(PeerId(2), &from_observer, t)
+        .unwrap();
+    assert!(!peers[0].1.paused());
+    // So is an abandoned player (two players: one vote decides).
+    peers[0].1.abandon(PlayerId(1)).unwrap();
+    assert_eq!(peers[0].1.abandoned().len(), 1);
+    let from_abandoned = pause(peers[0].1.frame().get());
+    peers[0]
+        .1
+        .handle_datagram(PeerId(1), &from_abandoned, t)
+        .unwrap();
+    assert!(!peers[0].1.paused());
+    // A player in the game pauses everyone.
+    let mut peers = mesh(2, 0);
+    exchange(&mut peers, &mut t);
+    let from_player = pause(peers[0].1.frame().get());
+    peers[0]
+        .1
+        .handle_datagram(PeerId(1), &from_player, t)
+        .unwrap();
+    assert!(peers[0].1.paused());
+}
