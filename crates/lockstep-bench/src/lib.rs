@@ -129,7 +129,7 @@ pub struct LockstepCodec;
 
 impl Codec for LockstepCodec {
     fn name(&self) -> &'static str {
-        "lockstep v1 (delta chains)"
+        "lockstep v2 (delta chains)"
     }
 
     fn encode(&self, player: usize, tick: u32, inputs: &[PlayerInputs], out: &mut Vec<u8>) {

@@ -32,7 +32,8 @@ pub(crate) struct DemoArgs {
     /// How the bots connect.
     #[arg(long, value_enum, default_value_t = TransportKind::Mixed)]
     transport: TransportKind,
-    /// Packet loss each way, in percent (0 to 100).
+    /// Packet loss each way, in percent (0 to 95: at 100 nothing could
+    /// ever finish).
     #[arg(long, default_value_t = 0.0, value_parser = percent)]
     loss: f64,
     /// Added one-way latency, in milliseconds (at most 10,000).
@@ -52,10 +53,10 @@ pub(crate) struct DemoArgs {
 
 fn percent(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
-    if (0.0..=100.0).contains(&v) {
+    if (0.0..=95.0).contains(&v) {
         Ok(v)
     } else {
-        Err(format!("{v} is not a percentage from 0 to 100"))
+        Err(format!("{v} is not a loss percentage from 0 to 95"))
     }
 }
 
@@ -112,7 +113,7 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
         _ => return Err(DemoError::Setup("the relay has no listeners".into())),
     };
     let faults = (a.loss > 0.0 || a.latency > 0 || a.jitter > 0).then(|| Faults {
-        loss: (a.loss / 100.0).clamp(0.0, 0.95),
+        loss: a.loss / 100.0,
         latency: Duration::from_millis(a.latency),
         jitter: Duration::from_millis(a.jitter),
         ..Faults::default()
@@ -167,7 +168,7 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
             room: "demo".into(),
             name: format!("bot{i}"),
             codec: InputCodec::PlayerInputs,
-            fingerprint: crate::play::FINGERPRINT,
+            fingerprint: crate::play::fingerprint(a.seed),
             // UDP bots seal their datagrams; WebSocket rides on TCP.
             secret: if ws_client {
                 None

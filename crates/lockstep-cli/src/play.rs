@@ -17,8 +17,16 @@ use ratatui::backend::CrosstermBackend;
 use std::io::Stdout;
 use std::time::{Duration, Instant};
 
-/// Swarm's game fingerprint: clients of other builds are refused.
-pub(crate) const FINGERPRINT: u64 = 0x5_3A63;
+/// Swarm's game fingerprint for a game seed: clients of other builds, or
+/// started with another seed, are refused instead of desyncing.
+pub(crate) fn fingerprint(seed: u64) -> u64 {
+    const BUILD: u64 = 0x5_3A63;
+    BUILD
+        ^ seed
+            .wrapping_add(1)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .rotate_left(29)
+}
 
 /// Connect to a relay and play (or watch) in this terminal.
 #[derive(Debug, Args)]
@@ -149,7 +157,7 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
         spectator: a.watch,
         ticket: a.ticket.clone().map(|t| t.0).unwrap_or_default(),
         codec: InputCodec::PlayerInputs,
-        fingerprint: FINGERPRINT,
+        fingerprint: fingerprint(a.seed),
         // Sealed datagrams over UDP; a WebSocket rides on TCP.
         secret: if a.relay.starts_with("ws://") || a.relay.starts_with("wss://") {
             None
@@ -162,6 +170,12 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
     let mut session =
         ClientSession::<PlayerInputs>::new(config, WsClientTransport::SERVER, clock.now())
             .map_err(|e| PlayError::Options(format!("bad option: {e}")))?;
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+        return Err(PlayError::Options(
+            "lockstep play needs an interactive terminal (its input or output is not one)".into(),
+        ));
+    }
     let (mut transport, where_) = connect(&a.relay, a.ca.as_deref())?;
     let mut game = Game::new(a.seed);
     let mut keys = Keys::default();

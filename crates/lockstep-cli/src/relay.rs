@@ -221,6 +221,33 @@ pub(crate) fn main(args: RelayArgs) -> Result<(), RelayCliError> {
             ),
         );
         tracing::info!("relay listening");
+        let public = |a: Option<std::io::Result<SocketAddr>>| {
+            a.and_then(Result::ok)
+                .is_some_and(|a| !a.ip().is_loopback())
+        };
+        let reachable = public(
+            listeners
+                .udp
+                .as_ref()
+                .map(tokio::net::UdpSocket::local_addr),
+        ) || public(
+            listeners
+                .ws
+                .as_ref()
+                .map(tokio::net::TcpListener::local_addr),
+        );
+        if reachable && config.ticket_keys().map_or(true, |k| k.is_empty()) {
+            tracing::warn!(
+                "listening beyond this machine without a ticket secret: anyone who can reach it \
+                 may open rooms and take seats (set LOCKSTEP_TICKET_SECRET to invite players)"
+            );
+        }
+        if reachable && config.plain_udp {
+            tracing::warn!(
+                "plain UDP beyond this machine: anyone who can forge a player's address can \
+                 speak for it (fine on a LAN you trust)"
+            );
+        }
         let report = lockstep_relay::run(config, listeners, shutdown_signal()).await?;
         tracing::info!(
             ticks = report.ticks,

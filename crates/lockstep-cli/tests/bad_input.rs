@@ -32,6 +32,7 @@ fn out_of_range_numbers_are_refused_in_words() {
     refused(&["demo", "--delay", "5000"], "5000");
     refused(&["demo", "--jitter", "18446744073709551615"], "jitter");
     refused(&["demo", "--loss", "150"], "percentage");
+    refused(&["demo", "--loss", "100"], "from 0 to 95");
     refused(&["demo", "--players", "0"], "players");
     refused(
         &["bench", "relay", "--room-size", "0"],
@@ -39,6 +40,11 @@ fn out_of_range_numbers_are_refused_in_words() {
     );
     refused(&["relay", "--tick-rate", "0"], "tick-rate");
     refused(&["play", "--ticket", "not hex"], "hex digits");
+}
+
+#[test]
+fn play_without_a_terminal_says_so() {
+    refused(&["play"], "needs an interactive terminal");
 }
 
 #[test]

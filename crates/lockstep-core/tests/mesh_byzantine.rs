@@ -109,7 +109,10 @@ impl Liar {
                 v
             };
             let votes = pick(&mut self.rng);
-            let frozen = pick(&mut self.rng);
+            let frozen = pick(&mut self.rng)
+                .into_iter()
+                .map(|s| (s, near(&mut self.rng, 4, 30)))
+                .collect();
             let endorsements = (0..self.rng.below(3))
                 .map(|_| Endorsement {
                     seat: seat(&mut self.rng),
@@ -324,8 +327,9 @@ proptest! {
     /// (its own abandonment needs no word of its). If it also lies about
     /// what it holds or whom it waits on, or spams pauses, the match stalls
     /// until the players vote it out (each honest game calls `abandon` after
-    /// 3 s without a frame, as a vote-kick button would). Either way the
-    /// honest peers then play on, in agreement.
+    /// 3 s without a frame, as a vote-kick button would, and `resume` if a
+    /// pause is left). Either way the honest peers then play on, in
+    /// agreement.
     #[test]
     fn a_dishonest_peer_that_stops_playing_is_voted_out(c in case(), mute_at in 500u64..4_000) {
         let config = MeshConfig {
@@ -381,7 +385,12 @@ proptest! {
                 if since.0 != frame {
                     *since = (frame, now);
                 } else if now - since.1 >= Duration::from_secs(3) {
+                    // The players kick the liar, and press resume on a
+                    // pause it left behind.
                     let _ = n.session.abandon(seat);
+                    if n.session.paused() {
+                        n.session.resume();
+                    }
                 }
             }
             if let Some(rec) = records.get_mut(&id) {

@@ -875,7 +875,7 @@ proptest! {
         if let Some(l) = lifted { w.push(&Message::Resume { lifted: near(l) }).unwrap(); }
         w.push(&Message::Abandon(wire::Abandon {
             votes: wanted.iter().copied().map(PlayerId).collect(),
-            frozen: wanted.into_iter().map(PlayerId).collect(),
+            frozen: wanted.into_iter().map(|s| (PlayerId(s), near(base))).collect(),
             endorsements: decisions
                 .into_iter()
                 .map(|(s, t, digest)| wire::Endorsement { seat: PlayerId(s), from: near(t), digest })

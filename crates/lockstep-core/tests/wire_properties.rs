@@ -205,7 +205,7 @@ proptest! {
             Message::Checksums(Checksums { ack: resume.map(|_| near(2)), entries: checks.iter().enumerate().map(|(k, h)| (near(k), *h)).collect() }),
             Message::Pause { frame: near(5) },
             Message::Resume { lifted: near(6) },
-            Message::Abandon(Abandon { votes: seats_ticks.clone(), frozen: seats_ticks.iter().rev().copied().collect(), endorsements: seats_ticks.iter().enumerate().map(|(k, s)| Endorsement { seat: *s, from: near(k), digest: stamps.0.into() }).collect() }),
+            Message::Abandon(Abandon { votes: seats_ticks.clone(), frozen: seats_ticks.iter().rev().enumerate().map(|(k, s)| (*s, near(k))).collect(), endorsements: seats_ticks.iter().enumerate().map(|(k, s)| Endorsement { seat: *s, from: near(k), digest: stamps.0.into() }).collect() }),
             Message::Ping { stamp: stamps.0 },
             Message::Pong { stamp: stamps.0, held_ms: stamps.1 },
             Message::SnapshotChunk(SnapshotChunk { id: nums.0, tick: Tick::new(stamps.1), total_len: 100_000, hash: nums.4, index: 2, count: 3, data: &chunk }),

@@ -58,15 +58,16 @@ pub fn draw(f: &mut Frame<'_>, game: &Game, hud: &Hud) {
         None if hud.me.is_none() => "watching".to_owned(),
         None => "joining...".to_owned(),
     };
-    // Most important first: a narrow terminal cuts the end.
+    // Most important first: a narrow terminal cuts the end, so the one
+    // part of varying length goes last.
     let line = format!(
-        " tick {}  ping {}  delay {}  players {}  {}  creeps {}",
+        " tick {}  ping {}  delay {}  players {}  creeps {}  {}",
         hud.tick,
         ping,
         hud.delay,
         game.ships.len(),
-        me,
         game.creeps.len(),
+        me,
     );
     f.render_widget(
         Paragraph::new(line).style(Style::default().add_modifier(Modifier::BOLD)),

@@ -6,12 +6,15 @@
 //!    else's), when `c` said goodbye, or when the game calls `abandon`.
 //!    Votes travel in every packet and are never withdrawn; a vote alone
 //!    changes nothing.
-//! 2. **Freezing.** Once a strict majority of the other seated players vote
-//!    for `c`, as far as this peer has heard, it freezes `c`: it votes for
-//!    `c` too, stops taking `c`'s input from `c` itself (so how far it holds
-//!    that input is fixed) and says how far in every packet (its ack for
-//!    `c`). Peers forward `c`'s input to whoever holds less. Forwarded input
-//!    is held and passed on but never run on the forwarder's word.
+//! 2. **Freezing.** Once a strict majority of `c`'s voters (the other
+//!    players still in the game and heard from lately) vote for `c`, as far
+//!    as this peer has heard, it freezes `c`: it stops taking `c`'s input
+//!    from `c` itself (so how far it holds that input is fixed) and says how
+//!    far in every packet (its ack for `c`). Peers forward `c`'s input to
+//!    whoever holds less. Forwarded input is held and passed on but never
+//!    run on the forwarder's word. A peer whose majority for `c` goes away
+//!    (the votes came from a peer since voted out, or reached only it)
+//!    thaws `c` again, unless it has endorsed a decision for it.
 //! 3. **Proposal.** The decider, the lowest live seat (seated, neither
 //!    abandoned nor frozen), waits until every other live seat reports `c`
 //!    frozen, and until it holds as much of `c`'s input as the best of them.
@@ -19,24 +22,29 @@
 //!    peer can have run it. The decider endorses `(c, T)` with a digest of
 //!    `c`'s input in the [`window`](MeshSession::abandon_window) before `T`.
 //! 4. **Endorsement.** Every other live peer that has frozen `c`, has not run
-//!    tick `T` and holds `c`'s input up to `T` endorses the decider's `(c, T)`
-//!    with the digest of the input it holds itself. An endorsement is never
-//!    changed.
+//!    tick `T`, does not hold `c`'s own input for `T` (so cannot run it
+//!    before the decision applies) and holds `c`'s input up to `T` endorses
+//!    the decider's `(c, T)` with the digest of the input it holds itself.
+//!    Until a decision applies, a peer's endorsement follows the decider's
+//!    (a new decider, or one that changed its mind).
 //! 5. **Applying.** A peer applies `(c, T)` once every live seat other than
-//!    `c` endorses it with one digest: forwarded input before `T` becomes
-//!    known, `c`'s slot is empty from `T` on, and frame `T` carries
-//!    `SystemEvent::Abandoned`.
+//!    `c` endorses it with one digest, and those endorsers are a strict
+//!    majority of `c`'s voters: forwarded input before `T` becomes known,
+//!    `c`'s slot is empty from `T` on, and frame `T` carries
+//!    `SystemEvent::Abandoned`. An applied endorsement never changes.
 //!
 //! Why one dishonest peer cannot make two honest ones differ: each applies
-//! only what every live seat endorsed, the other included, and neither ever
-//! endorses two decisions for one seat, so both apply the same `T`. Equal
-//! digests mean both hold the same input for every tick in the window, and
-//! the window reaches back past every tick either may still hold forwarded
-//! input for; anything older both ran on input straight from `c`. A
-//! dishonest peer can only withhold or spoil its endorsement, which stalls
-//! the abandonment (raising [`Event::AbandonDisputed`]) until the honest
-//! peers vote it out in turn: its own seat's abandonment does not need its
-//! word.
+//! only what every live seat endorsed, the other included, at the moment
+//! it applies, and an endorsement that was applied never changes, so the
+//! second cannot apply another `T` while the first stays live. Equal digests
+//! mean both hold the same input for every tick in the window, and the
+//! window reaches back past every tick either may still hold forwarded
+//! input for; anything older both ran on input straight from `c`. No
+//! endorser can have run `T` (it ran none, and holds nothing it could run,
+//! at or past `T`). A dishonest peer can only withhold or spoil its
+//! endorsement, which stalls the abandonment (raising
+//! [`Event::AbandonDisputed`]) until the honest peers vote it out in turn:
+//! its own seat's abandonment does not need its word.
 
 use super::MeshSession;
 use super::store::Cell;
@@ -67,31 +75,43 @@ impl<I: Input> MeshSession<I> {
         }
         self.freeze_majorities(me);
         if self.seat_live(me) {
-            let frozen: Vec<PlayerId> = self.frozen.iter().copied().collect();
+            let frozen: Vec<PlayerId> = self.frozen.keys().copied().collect();
             for c in frozen {
-                if !self.endorsed.contains_key(&c) {
-                    self.try_endorse(me, c);
-                }
+                self.endorse(me, c);
             }
         }
         self.apply_agreed(me);
     }
 
-    /// Freezes every seat a strict majority of the other seated players
-    /// voted for.
+    /// The players whose votes count on `seat`: seated, not abandoned, not
+    /// `seat`, and heard from lately (a peer silent past `interrupt_after`
+    /// cannot vote, so two players crashing together do not leave the last
+    /// one waiting for a majority it can never get).
+    fn voters(&self, seat: PlayerId) -> Vec<PlayerId> {
+        (0..self.seats.len())
+            .filter_map(super::seat_id)
+            .filter(|&v| {
+                let s = &self.seats[v.index()];
+                v != seat
+                    && s.peer.is_some()
+                    && s.empty_from.is_none()
+                    && (Some(v) == self.local_seat
+                        || self.peer_of(v).is_some_and(|p| !p.interrupted))
+            })
+            .collect()
+    }
+
+    /// Freezes every seat a strict majority of its voters voted for, and
+    /// thaws a frozen seat whose majority is gone (its votes came from a
+    /// peer since voted out, or reached only some peers) as long as this
+    /// peer has endorsed nothing for it: no decision can have used it.
     pub(super) fn freeze_majorities(&mut self, me: PlayerId) {
         for c in (0..self.seats.len()).filter_map(super::seat_id) {
             let s = &self.seats[c.index()];
-            if c == me || s.peer.is_none() || s.empty_from.is_some() || self.frozen.contains(&c) {
+            if c == me || s.peer.is_none() || s.empty_from.is_some() {
                 continue;
             }
-            let voters: Vec<PlayerId> = (0..self.seats.len())
-                .filter_map(super::seat_id)
-                .filter(|&v| {
-                    let s = &self.seats[v.index()];
-                    v != c && s.peer.is_some() && s.empty_from.is_none()
-                })
-                .collect();
+            let voters = self.voters(c);
             let votes = voters
                 .iter()
                 .filter(|&&v| {
@@ -102,23 +122,33 @@ impl<I: Input> MeshSession<I> {
                     }
                 })
                 .count();
-            if votes * 2 > voters.len() {
-                self.frozen.insert(c);
-                self.vote(c);
+            let majority = votes * 2 > voters.len();
+            let frozen = self.frozen.contains_key(&c);
+            if majority && !frozen {
+                // No input forwarded yet: this is how far we hold the
+                // player's own.
+                let held = self.contiguous(c);
+                self.frozen.insert(c, held);
+                self.flush_all();
+            } else if !majority && frozen && !self.endorsed.contains_key(&c) {
+                // Input forwarded meanwhile stays held (what we acknowledged
+                // must stay true) until the player's own replaces it.
+                self.frozen.remove(&c);
                 self.flush_all();
             }
         }
     }
 
-    /// Endorses a decision for the frozen seat `c`: the decider's own, or,
-    /// when this peer decides, one it makes.
-    fn try_endorse(&mut self, me: PlayerId, c: PlayerId) {
+    /// Endorses the decision the decider stands for on the frozen seat `c`
+    /// (making it, when this peer decides), switching to it if this peer
+    /// endorsed another one that has not been applied.
+    fn endorse(&mut self, me: PlayerId, c: PlayerId) {
         let Some(decider) = self.live_seats().next() else {
             return;
         };
-        let from = if decider == me {
+        let (from, proposer) = if decider == me {
             match self.proposal(me, c) {
-                Some(t) => t,
+                Some(t) => (t, None),
                 None => return,
             }
         } else {
@@ -128,16 +158,21 @@ impl<I: Input> MeshSession<I> {
             let Some(e) = p.endorsed.iter().find(|e| e.seat == c) else {
                 return;
             };
-            let (from, peer) = (e.from, p.id);
-            if self.next_tick > from {
-                // We ran that tick with the player's input: applying this
-                // would rewrite history. Never endorsed.
-                self.dispute(c, peer);
-                return;
-            }
-            from
+            (e.from, Some(p.id))
         };
-        // Endorse only once every input before the tick is held.
+        if self.endorsed.get(&c).is_some_and(|e| e.from == from) {
+            return;
+        }
+        // Never a tick we ran, or could run before the decision applies:
+        // that would rewrite history here.
+        let runnable = matches!(self.store.cell(from, c.index()), Some(Cell::Known(_)));
+        if self.next_tick > from || runnable {
+            if let Some(peer) = proposer {
+                self.dispute(c, peer);
+            }
+            return;
+        }
+        // Only once every input before the tick is held.
         if self.contiguous(c) < from {
             return;
         }
@@ -155,34 +190,29 @@ impl<I: Input> MeshSession<I> {
         self.flush_all();
     }
 
-    /// The tick the decider proposes for `c`, once every other live seat
-    /// has frozen it and reported how far it holds it: the first tick no
-    /// peer holds, or a live peer's earlier endorsement if that still is
-    /// one (a decider that failed mid-decision made it).
+    /// The tick the decider stands for on `c`, once every other live seat
+    /// has frozen it: the one it already endorses if that is past every
+    /// peer's own holding of `c`'s input when it froze, else the first tick
+    /// no peer holds. (Input forwarded since cannot have run anywhere, so
+    /// it never moves a proposal.)
     fn proposal(&self, me: PlayerId, c: PlayerId) -> Option<Tick> {
-        let mut highest = Tick::ZERO;
-        let mut earlier: Option<Tick> = None;
+        let mut highest = *self.frozen.get(&c)?;
         for s in self.live_seats().filter(|&s| s != me) {
             let p = self.peer_of(s)?;
-            if !p.frozen.contains(&c) {
-                return None;
-            }
-            highest = highest.max(p.acks[c.index()]?);
-            if earlier.is_none() {
-                earlier = p.endorsed.iter().find(|e| e.seat == c).map(|e| e.from);
-            }
+            let (_, held) = p.frozen.iter().find(|(f, _)| *f == c)?;
+            highest = highest.max(*held);
+        }
+        if let Some(e) = self.endorsed.get(&c).filter(|e| e.from >= highest) {
+            return Some(e.from);
         }
         let own = self.contiguous(c);
-        match earlier {
-            Some(t) if t >= highest && t >= self.next_tick && own >= t => Some(t),
-            _ if own >= highest => Some(own),
-            _ => None,
-        }
+        (own >= highest).then_some(own)
     }
 
-    /// Applies every endorsed decision that every live seat other than the
-    /// abandoned one endorses with the same digest. A peer abandoned by the
-    /// others learns its fate the same way.
+    /// Applies every decision that every live seat other than the abandoned
+    /// one endorses with the same digest, when those endorsers are also a
+    /// strict majority of the seat's voters. A peer abandoned by the others
+    /// learns its fate the same way.
     fn apply_agreed(&mut self, me: PlayerId) {
         // Ours, and what the lowest other live seat endorses about our own
         // seat (checked against every other live seat below).
@@ -199,6 +229,7 @@ impl<I: Input> MeshSession<I> {
                 continue;
             }
             let mut agreed = true;
+            let mut endorsers = usize::from(e.seat != me);
             let mut disputes = Vec::new();
             for s in self.live_seats().filter(|&s| s != me && s != e.seat) {
                 let Some(p) = self.peer_of(s) else {
@@ -206,7 +237,7 @@ impl<I: Input> MeshSession<I> {
                     continue;
                 };
                 match p.endorsed.iter().find(|x| x.seat == e.seat) {
-                    Some(x) if *x == e => {}
+                    Some(x) if *x == e => endorsers += 1,
                     Some(_) => {
                         disputes.push(p.id);
                         agreed = false;
@@ -217,7 +248,7 @@ impl<I: Input> MeshSession<I> {
             for peer in disputes {
                 self.dispute(e.seat, peer);
             }
-            if agreed {
+            if agreed && endorsers * 2 > self.voters(e.seat).len() {
                 self.apply_decision(e.seat, e.from);
             }
         }

@@ -254,8 +254,9 @@ struct Peer {
     acks: Vec<Option<Tick>>,
     /// The seats it votes to abandon, as of its latest packet.
     votes: Vec<PlayerId>,
-    /// The seats it has frozen, as of its latest packet.
-    frozen: Vec<PlayerId>,
+    /// The seats it has frozen and how far it held their own input then,
+    /// as of its latest packet.
+    frozen: Vec<(PlayerId, Tick)>,
     /// The abandonment decisions it endorses, as of its latest packet.
     endorsed: Vec<Endorsement>,
     last_heard: Option<Instant>,
@@ -407,8 +408,9 @@ pub struct MeshSession<I: Input> {
     /// Seats this peer votes to abandon.
     votes: BTreeSet<PlayerId>,
     /// Seats a majority voted for, whose own input this peer no longer
-    /// takes, not yet decided.
-    frozen: BTreeSet<PlayerId>,
+    /// takes, not yet decided; with the first tick of the seat's own input
+    /// it lacked when it froze them.
+    frozen: BTreeMap<PlayerId, Tick>,
     /// The decision this peer endorses for each seat (never changed).
     endorsed: BTreeMap<PlayerId, Endorsement>,
     /// Seats and peers already reported as disputing an abandonment.
@@ -531,7 +533,7 @@ impl<I: Input> MeshSession<I> {
             now,
             pause: PauseAgreement::default(),
             votes: BTreeSet::new(),
-            frozen: BTreeSet::new(),
+            frozen: BTreeMap::new(),
             endorsed: BTreeMap::new(),
             disputed: BTreeSet::new(),
             decisions: Vec::new(),
@@ -1013,7 +1015,8 @@ impl<I: Input> MeshSession<I> {
                 Message::Resume { lifted } => r.lifted = Some(*lifted),
                 Message::Abandon(a) => {
                     let endorsed = a.endorsements.iter().map(|e| &e.seat);
-                    for &s in a.votes.iter().chain(&a.frozen).chain(endorsed) {
+                    let frozen = a.frozen.iter().map(|(s, _)| s);
+                    for &s in a.votes.iter().chain(frozen).chain(endorsed) {
                         seat_ok(s)?;
                     }
                     r.abandon = Some(a);
@@ -1187,7 +1190,7 @@ impl<I: Input> MeshSession<I> {
         let p = &self.peers[idx];
         let behind = self
             .frozen
-            .iter()
+            .keys()
             .any(|&c| p.seat != Some(c) && p.acks[c.index()] < Some(self.contiguous(c)));
         if behind {
             self.peers[idx].flush = true;
@@ -1215,7 +1218,7 @@ impl<I: Input> MeshSession<I> {
         for (seat, tick, input) in inputs {
             let s = &self.seats[seat.index()];
             let own = Some(seat) == sender_seat;
-            let frozen = self.frozen.contains(&seat);
+            let frozen = self.frozen.contains_key(&seat);
             if Some(seat) == self.local_seat
                 || (own && frozen)
                 || (own && tick >= claimed)
@@ -1232,7 +1235,12 @@ impl<I: Input> MeshSession<I> {
             }
             let (seats, start) = (&self.seats, self.start);
             match self.store.ensure(tick, |t| new_slot(seats, start, t)) {
-                Some(slot) if slot.cells[seat.index()].is_unknown() => {
+                // A player's own input also replaces input forwarded for it
+                // while it was frozen here and since thawed.
+                Some(slot)
+                    if slot.cells[seat.index()].is_unknown()
+                        || (own && matches!(slot.cells[seat.index()], Cell::Forwarded(_))) =>
+                {
                     slot.cells[seat.index()] = if own {
                         Cell::Known(input)
                     } else {
@@ -1464,7 +1472,7 @@ impl<I: Input> MeshSession<I> {
     /// Whether `seat` is played, not abandoned and not frozen.
     fn seat_live(&self, seat: PlayerId) -> bool {
         let s = &self.seats[seat.index()];
-        s.peer.is_some() && s.empty_from.is_none() && !self.frozen.contains(&seat)
+        s.peer.is_some() && s.empty_from.is_none() && !self.frozen.contains_key(&seat)
     }
 
     /// The remote peer playing `seat`.

@@ -109,7 +109,7 @@ impl<I: Input> MeshSession<I> {
             if !self.votes.is_empty() || !self.frozen.is_empty() || !endorsements.is_empty() {
                 w.put(Message::Abandon(Abandon {
                     votes: self.votes.iter().copied().collect(),
-                    frozen: self.frozen.iter().copied().collect(),
+                    frozen: self.frozen.iter().map(|(s, t)| (*s, *t)).collect(),
                     endorsements,
                 }));
             }
@@ -124,7 +124,7 @@ impl<I: Input> MeshSession<I> {
     /// frozen ones, our own excepted.
     fn targets(&self) -> Vec<PlayerId> {
         self.frozen
-            .iter()
+            .keys()
             .copied()
             .filter(|c| Some(*c) != self.local_seat)
             .collect()

@@ -285,8 +285,9 @@ pub struct Abandon {
     /// Seats the sender votes to abandon.
     pub votes: Vec<PlayerId>,
     /// Seats a majority voted for, whose own input the sender no longer
-    /// takes (its holding of their input is frozen).
-    pub frozen: Vec<PlayerId>,
+    /// takes, each with the first tick of its input the sender did not hold
+    /// from the player itself when it froze the seat.
+    pub frozen: Vec<(PlayerId, Tick)>,
     /// Decisions the sender endorses: the seat is empty from the tick on,
     /// and the sender holds the seat's input before it as the digest says.
     pub endorsements: Vec<Endorsement>,
@@ -639,12 +640,11 @@ impl Message<'_> {
             Self::Pause { frame } => put_tick_delta(out, base, *frame),
             Self::Resume { lifted } => put_tick_delta(out, base, *lifted),
             Self::Abandon(a) => {
-                for list in [&a.votes, &a.frozen] {
-                    put_varint(out, list.len() as u64);
-                    for p in list {
-                        put_varint(out, u64::from(p.0));
-                    }
+                put_varint(out, a.votes.len() as u64);
+                for p in &a.votes {
+                    put_varint(out, u64::from(p.0));
                 }
+                put_seat_ticks(out, base, &a.frozen);
                 put_varint(out, a.endorsements.len() as u64);
                 for e in &a.endorsements {
                     put_varint(out, u64::from(e.seat.0));
@@ -884,12 +884,9 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
             lifted: r.tick_delta(base)?,
         },
         ty::ABANDON => {
-            let mut seats = || -> Result<Vec<PlayerId>, WireError> {
-                let n = r.count("abandon seat", MAX_SEATS, 1)?;
-                (0..n).map(|_| read_player(r)).collect()
-            };
-            let votes = seats()?;
-            let frozen = seats()?;
+            let n = r.count("vote", MAX_SEATS, 1)?;
+            let votes = (0..n).map(|_| read_player(r)).collect::<Result<_, _>>()?;
+            let frozen = read_seat_ticks(r, base, "frozen seat")?;
             let n = r.count("endorsement", MAX_SEATS, 10)?;
             let endorsements = (0..n)
                 .map(|_| {
