@@ -170,6 +170,7 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
     let mut session =
         ClientSession::<PlayerInputs>::new(config, WsClientTransport::SERVER, clock.now())
             .map_err(|e| PlayError::Options(format!("bad option: {e}")))?;
+    check_address(&a.relay)?;
     use std::io::IsTerminal;
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
         return Err(PlayError::Options(
@@ -283,6 +284,17 @@ fn ended(session: &ClientSession<PlayerInputs>, relay: &str) -> Option<String> {
     })
 }
 
+/// Refuses an address with a scheme `connect` does not speak.
+fn check_address(relay: &str) -> Result<(), PlayError> {
+    match relay.split_once("://") {
+        Some(("udp" | "ws" | "wss", _)) | None => Ok(()),
+        Some((scheme, _)) => Err(PlayError::Options(format!(
+            "--relay: {scheme}:// is not a relay address: use host:port (UDP), ws://host:port/ \
+             or wss://host:port/"
+        ))),
+    }
+}
+
 fn connect(
     relay: &str,
     ca: Option<&std::path::Path>,
@@ -307,10 +319,21 @@ fn connect(
     }
     if let Some(rest) = relay.strip_prefix("ws://") {
         let host = rest.split('/').next().unwrap_or(rest).to_owned();
-        let t = WsClientTransport::connect(relay, host.as_str(), Duration::from_secs(5))
-            .map_err(|e| PlayError::Connect(e.to_string()))?;
+        let t = WsClientTransport::connect(relay, host.as_str(), Duration::from_secs(5)).map_err(
+            |e| {
+                // A TLS listener answers a clear handshake with bytes that
+                // are not HTTP.
+                let hint = if e.to_string().contains("httparse") {
+                    " (does the relay serve wss:// there? try --relay wss://...)"
+                } else {
+                    ""
+                };
+                PlayError::Connect(format!("{e}{hint}"))
+            },
+        )?;
         Ok((Box::new(t), relay.to_owned()))
     } else {
+        check_address(relay)?;
         let addr = std::net::ToSocketAddrs::to_socket_addrs(relay)
             .map_err(|e| PlayError::Connect(format!("{relay}: {e}")))?
             .next()

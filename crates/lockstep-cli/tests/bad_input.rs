@@ -40,6 +40,10 @@ fn out_of_range_numbers_are_refused_in_words() {
     );
     refused(&["relay", "--tick-rate", "0"], "tick-rate");
     refused(&["play", "--ticket", "not hex"], "hex digits");
+    refused(
+        &["play", "--relay", "http://127.0.0.1:7777"],
+        "http:// is not a relay address",
+    );
 }
 
 #[test]
