@@ -83,6 +83,7 @@ pub mod secure;
 pub mod sequenced;
 mod shared;
 pub mod sim;
+pub mod snapshot;
 mod tick;
 mod time;
 pub mod wire;

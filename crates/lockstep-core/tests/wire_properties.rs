@@ -4,7 +4,7 @@
 use lockstep_core::wire::{
     self, Abandon, ByeReason, ChainWriter, Checksums, Datagram, DatagramWriter, Endorsement,
     ErrorCode, Frames, Hello, InputCodec, InputRun, Inputs, Message, RejectReason, ResumeToken,
-    SnapshotChunk, Status, Welcome,
+    SnapshotAck, SnapshotChunk, Status, Welcome,
 };
 use lockstep_core::{Frame, Input, PlayerId, PlayerInputs, SystemEvent, Tick};
 use proptest::prelude::*;
@@ -208,7 +208,9 @@ proptest! {
             Message::Abandon(Abandon { votes: seats_ticks.clone(), frozen: seats_ticks.iter().rev().enumerate().map(|(k, s)| (*s, near(k))).collect(), endorsements: seats_ticks.iter().enumerate().map(|(k, s)| Endorsement { seat: *s, from: near(k), digest: stamps.0.into() }).collect() }),
             Message::Ping { stamp: stamps.0 },
             Message::Pong { stamp: stamps.0, held_ms: stamps.1 },
-            Message::SnapshotChunk(SnapshotChunk { id: nums.0, tick: Tick::new(stamps.1), total_len: 100_000, hash: nums.4, index: 2, count: 3, data: &chunk }),
+            Message::SnapshotChunk(SnapshotChunk { id: nums.0, tick: Tick::new(stamps.1), raw_len: 100_000, packed_len: 90_000, hash: nums.4, index: 2, count: 3, checksum: stamps.0, data: &chunk }),
+            Message::SnapshotRequest { id: nums.0, tick: Tick::new(stamps.1) },
+            Message::SnapshotAck(SnapshotAck { id: nums.0, next: stamps.0, bits: nums.4 }),
             Message::Error { code: errors[codes.0], text: &name },
             Message::Bye { reason: byes[codes.1], text: &room },
             Message::Status(Status { open: near(4), slack: stamps.0 as i32, waiting: seats_ticks.clone() }),

@@ -1024,6 +1024,8 @@ impl<I: Input> MeshSession<I> {
                 Message::Ping { stamp } => r.ping = Some(*stamp),
                 Message::Pong { stamp, held_ms } => r.pong = Some((*stamp, *held_ms)),
                 Message::SnapshotChunk(_)
+                | Message::SnapshotRequest { .. }
+                | Message::SnapshotAck(_)
                 | Message::Error { .. }
                 | Message::Challenge { .. }
                 | Message::Padding { .. } => {}

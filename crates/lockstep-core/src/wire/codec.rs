@@ -114,6 +114,10 @@ impl<'a> Reader<'a> {
         Ok(arr)
     }
 
+    pub(crate) fn u32_le(&mut self) -> Result<u32, WireError> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+
     pub(crate) fn u64_le(&mut self) -> Result<u64, WireError> {
         let b = self.bytes(8)?;
         let mut arr = [0u8; 8];

@@ -75,6 +75,10 @@ pub mod message_type {
     pub const CHALLENGE: u8 = 0x10;
     /// Padding.
     pub const PADDING: u8 = 0x11;
+    /// SnapshotRequest.
+    pub const SNAPSHOT_REQUEST: u8 = 0x12;
+    /// [`SnapshotAck`](super::SnapshotAck).
+    pub const SNAPSHOT_ACK: u8 = 0x13;
 }
 use message_type as ty;
 
@@ -312,16 +316,33 @@ pub struct SnapshotChunk<'a> {
     pub id: u32,
     /// The tick the snapshot was taken after.
     pub tick: Tick,
-    /// The whole snapshot's size.
-    pub total_len: u32,
-    /// xxh3-64 of the whole snapshot, checked after reassembly.
+    /// The snapshot's size, uncompressed.
+    pub raw_len: u32,
+    /// The snapshot's size compressed (LZ4 block format): what the chunks
+    /// carry, every one `ceil(packed_len / count)` bytes but the last.
+    pub packed_len: u32,
+    /// xxh3-64 of the uncompressed snapshot, checked after reassembly.
     pub hash: u64,
     /// This chunk's position, `0..count`.
     pub index: u32,
     /// How many chunks make the snapshot.
     pub count: u32,
+    /// The low 32 bits of xxh3-64 over this chunk's bytes.
+    pub checksum: u32,
     /// This chunk's bytes.
     pub data: &'a [u8],
+}
+
+/// Which chunks of a snapshot arrived: all before `next`, and of the 64
+/// after it those whose bit is set (bit `i` is chunk `next + 1 + i`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SnapshotAck {
+    /// The snapshot.
+    pub id: u32,
+    /// The first chunk missing.
+    pub next: u32,
+    /// Chunks received beyond it.
+    pub bits: u64,
 }
 
 /// What went wrong, for an `Error` message.
@@ -422,6 +443,16 @@ pub enum Message<'a> {
     },
     /// Part of a snapshot.
     SnapshotChunk(SnapshotChunk<'a>),
+    /// Asks the recipient for its game state right after `tick`, as
+    /// snapshot `id`.
+    SnapshotRequest {
+        /// The id the snapshot's chunks will carry.
+        id: u32,
+        /// The tick the state must follow.
+        tick: Tick,
+    },
+    /// Which chunks of a snapshot the sender has.
+    SnapshotAck(SnapshotAck),
     /// The sender refused something the recipient sent.
     Error {
         /// What went wrong.
@@ -488,6 +519,8 @@ impl Message<'_> {
             Self::Status(_) => ty::STATUS,
             Self::Challenge { .. } => ty::CHALLENGE,
             Self::Padding { .. } => ty::PADDING,
+            Self::SnapshotRequest { .. } => ty::SNAPSHOT_REQUEST,
+            Self::SnapshotAck(_) => ty::SNAPSHOT_ACK,
         }
     }
 
@@ -541,7 +574,8 @@ impl Message<'_> {
             }
             Self::Status(st) => over("waiting seat", st.waiting.len(), MAX_SEATS),
             Self::SnapshotChunk(c) => {
-                over("snapshot", c.total_len as usize, MAX_SNAPSHOT)?;
+                over("snapshot", c.raw_len as usize, MAX_SNAPSHOT)?;
+                over("compressed snapshot", c.packed_len as usize, MAX_SNAPSHOT)?;
                 over("snapshot chunk", c.count as usize, MAX_CHUNKS)
             }
             _ => Ok(()),
@@ -660,10 +694,12 @@ impl Message<'_> {
             Self::SnapshotChunk(c) => {
                 put_varint(out, u64::from(c.id));
                 put_tick(out, c.tick);
-                put_varint(out, u64::from(c.total_len));
+                put_varint(out, u64::from(c.raw_len));
+                put_varint(out, u64::from(c.packed_len));
                 put_u64_le(out, c.hash);
                 put_varint(out, u64::from(c.index));
                 put_varint(out, u64::from(c.count));
+                out.extend_from_slice(&c.checksum.to_le_bytes());
                 put_bytes(out, c.data);
             }
             Self::Error { code, text } => {
@@ -705,6 +741,15 @@ impl Message<'_> {
             Self::Padding { len } => {
                 put_varint(out, *len as u64);
                 out.resize(out.len() + len, 0);
+            }
+            Self::SnapshotRequest { id, tick } => {
+                put_varint(out, u64::from(*id));
+                put_tick(out, *tick);
+            }
+            Self::SnapshotAck(a) => {
+                put_varint(out, u64::from(a.id));
+                put_varint(out, u64::from(a.next));
+                put_u64_le(out, a.bits);
             }
         }
     }
@@ -913,24 +958,28 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
         ty::SNAPSHOT_CHUNK => {
             let id = r.varint_u32()?;
             let tick = r.tick()?;
-            let total_len = r.len("snapshot", MAX_SNAPSHOT)? as u32;
+            let raw_len = r.len("snapshot", MAX_SNAPSHOT)? as u32;
+            let packed_len = r.len("compressed snapshot", MAX_SNAPSHOT)? as u32;
             let hash = r.u64_le()?;
             let index = r.varint_u32()?;
             let count = r.len("snapshot chunk", MAX_CHUNKS)? as u32;
             if index >= count {
                 return Err(WireError::Invalid("chunk index past the chunk count"));
             }
+            let checksum = r.u32_le()?;
             let data = r.byte_string("chunk", MAX_DATAGRAM_LEN)?;
-            if data.len() > total_len as usize {
+            if data.len() > packed_len as usize {
                 return Err(WireError::Invalid("chunk larger than its snapshot"));
             }
             Message::SnapshotChunk(SnapshotChunk {
                 id,
                 tick,
-                total_len,
+                raw_len,
+                packed_len,
                 hash,
                 index,
                 count,
+                checksum,
                 data,
             })
         }
@@ -993,6 +1042,15 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
             }
             Message::Padding { len }
         }
+        ty::SNAPSHOT_REQUEST => Message::SnapshotRequest {
+            id: r.varint_u32()?,
+            tick: r.tick()?,
+        },
+        ty::SNAPSHOT_ACK => Message::SnapshotAck(SnapshotAck {
+            id: r.varint_u32()?,
+            next: r.varint_u32()?,
+            bits: r.u64_le()?,
+        }),
         other => return Err(WireError::UnknownMessage(other)),
     })
 }

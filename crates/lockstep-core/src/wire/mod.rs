@@ -34,8 +34,8 @@ pub use message::{
     Abandon, ByeReason, Checksums, Datagram, DatagramWriter, Endorsement, ErrorCode, Frames,
     HEADER_LEN, Hello, InputCodec, InputRun, Inputs, MAX_CHECKSUMS, MAX_CHUNKS, MAX_COOKIE,
     MAX_FRAMES, MAX_MESSAGES, MAX_NAME, MAX_ROOM, MAX_RUN, MAX_SNAPSHOT, MAX_TEXT, MAX_TICKET,
-    MIN_HELLO_DATAGRAM, Message, RejectReason, ResumeToken, SnapshotChunk, Status, Welcome,
-    message_type, peek_version,
+    MIN_HELLO_DATAGRAM, Message, RejectReason, ResumeToken, SnapshotAck, SnapshotChunk, Status,
+    Welcome, message_type, peek_version,
 };
 
 use crate::input::InputDecodeError;
