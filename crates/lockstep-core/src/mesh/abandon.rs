@@ -24,27 +24,30 @@
 //! 4. **Endorsement.** Every other live peer that has frozen `c`, has not run
 //!    tick `T`, does not hold `c`'s own input for `T` (so cannot run it
 //!    before the decision applies) and holds `c`'s input up to `T` endorses
-//!    the decider's `(c, T)` with the digest of the input it holds itself.
-//!    Until a decision applies, a peer's endorsement follows the decider's
-//!    (a new decider, or one that changed its mind).
+//!    the decider's `(c, T)` (or one a live peer already applied) with the
+//!    digest of the input it holds itself. An endorsement never changes.
 //! 5. **Applying.** A peer applies `(c, T)` once every live seat other than
-//!    `c` endorses it with one digest, and those endorsers are a strict
-//!    majority of `c`'s voters: forwarded input before `T` becomes known,
+//!    `c` endorses it with one digest, those endorsers are a strict majority
+//!    of `c`'s voters, and no seat still in the game (frozen ones included)
+//!    endorses anything else: forwarded input before `T` becomes known,
 //!    `c`'s slot is empty from `T` on, and frame `T` carries
-//!    `SystemEvent::Abandoned`. An applied endorsement never changes.
+//!    `SystemEvent::Abandoned`.
 //!
 //! Why one dishonest peer cannot make two honest ones differ: each applies
-//! only what every live seat endorsed, the other included, at the moment
-//! it applies, and an endorsement that was applied never changes, so the
-//! second cannot apply another `T` while the first stays live. Equal digests
-//! mean both hold the same input for every tick in the window, and the
-//! window reaches back past every tick either may still hold forwarded
-//! input for; anything older both ran on input straight from `c`. No
-//! endorser can have run `T` (it ran none, and holds nothing it could run,
-//! at or past `T`). A dishonest peer can only withhold or spoil its
-//! endorsement, which stalls the abandonment (raising
-//! [`Event::AbandonDisputed`]) until the honest peers vote it out in turn:
-//! its own seat's abandonment does not need its word.
+//! only what every live seat endorsed, the other included (or, if it froze
+//! the other, what the other does not contradict), and neither ever
+//! endorses two decisions for one seat, so both apply the same `T`. Equal
+//! digests mean both hold the same input for every tick in the window, and
+//! the window reaches back past every tick either may still hold forwarded
+//! input for; anything older both ran on input straight from `c`, which is
+//! only ever told how far its own input is held. No endorser can have run
+//! `T` (it ran none, and holds nothing it could run, at or past `T`). A
+//! dishonest peer can withhold or spoil its endorsement, which stalls the
+//! abandonment (raising [`Event::AbandonDisputed`]) until the honest peers
+//! vote it out in turn (its own seat's abandonment does not need its word);
+//! as the decider it can also split the honest peers' endorsements, which
+//! stalls that abandonment for good: the price of endorsements that never
+//! change.
 
 use super::MeshSession;
 use super::store::Cell;
@@ -125,28 +128,39 @@ impl<I: Input> MeshSession<I> {
             let majority = votes * 2 > voters.len();
             let frozen = self.frozen.contains_key(&c);
             if majority && !frozen {
-                // No input forwarded yet: this is how far we hold the
-                // player's own.
-                let held = self.contiguous(c);
+                let held = self.held_own(c);
                 self.frozen.insert(c, held);
                 self.flush_all();
             } else if !majority && frozen && !self.endorsed.contains_key(&c) {
-                // Input forwarded meanwhile stays held (what we acknowledged
-                // must stay true) until the player's own replaces it.
+                // Input forwarded meanwhile stays (what we told other peers
+                // we hold stays true) until the player's own replaces it:
+                // the player itself is told how far we hold its own.
                 self.frozen.remove(&c);
                 self.flush_all();
             }
         }
     }
 
-    /// Endorses the decision the decider stands for on the frozen seat `c`
-    /// (making it, when this peer decides), switching to it if this peer
-    /// endorsed another one that has not been applied.
+    /// Endorses, once and for good, a decision on the frozen seat `c`: one
+    /// a live peer already applied, else the one the decider stands for
+    /// (making it, when this peer decides).
     fn endorse(&mut self, me: PlayerId, c: PlayerId) {
+        if self.endorsed.contains_key(&c) {
+            return;
+        }
         let Some(decider) = self.live_seats().next() else {
             return;
         };
-        let (from, proposer) = if decider == me {
+        // A live peer that endorses a decision and no longer lists the seat
+        // frozen has applied it: nothing else can ever complete.
+        let applied = self.live_seats().filter(|&s| s != me).find_map(|s| {
+            let p = self.peer_of(s)?;
+            let e = p.endorsed.iter().find(|e| e.seat == c)?;
+            (!p.frozen.iter().any(|(f, _)| *f == c)).then_some((e.from, p.id))
+        });
+        let (from, proposer) = if let Some((t, peer)) = applied {
+            (t, Some(peer))
+        } else if decider == me {
             match self.proposal(me, c) {
                 Some(t) => (t, None),
                 None => return,
@@ -160,9 +174,6 @@ impl<I: Input> MeshSession<I> {
             };
             (e.from, Some(p.id))
         };
-        if self.endorsed.get(&c).is_some_and(|e| e.from == from) {
-            return;
-        }
         // Never a tick we ran, or could run before the decision applies:
         // that would rewrite history here.
         let runnable = matches!(self.store.cell(from, c.index()), Some(Cell::Known(_)));
@@ -211,8 +222,10 @@ impl<I: Input> MeshSession<I> {
 
     /// Applies every decision that every live seat other than the abandoned
     /// one endorses with the same digest, when those endorsers are also a
-    /// strict majority of the seat's voters. A peer abandoned by the others
-    /// learns its fate the same way.
+    /// strict majority of the seat's voters and no seat still in the game
+    /// (a frozen one included: it may have applied before it froze here)
+    /// endorses another. A peer abandoned by the others learns its fate the
+    /// same way.
     fn apply_agreed(&mut self, me: PlayerId) {
         // Ours, and what the lowest other live seat endorses about our own
         // seat (checked against every other live seat below).
@@ -243,6 +256,17 @@ impl<I: Input> MeshSession<I> {
                         agreed = false;
                     }
                     None => agreed = false,
+                }
+            }
+            // Frozen seats: not needed, but never contradicted.
+            for p in self.peers.iter().filter(|p| {
+                p.seat.is_some_and(|s| {
+                    s != e.seat && self.seats[s.index()].empty_from.is_none() && !self.seat_live(s)
+                })
+            }) {
+                if p.endorsed.iter().any(|x| x.seat == e.seat && *x != e) {
+                    disputes.push(p.id);
+                    agreed = false;
                 }
             }
             for peer in disputes {

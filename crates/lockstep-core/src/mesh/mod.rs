@@ -1517,6 +1517,24 @@ impl<I: Input> MeshSession<I> {
         self.local_seat.is_some() && self.live_seats().next() == self.local_seat
     }
 
+    /// The lowest tick of `seat`'s own input (not forwarded) not held, from
+    /// the next tick on: what the player itself is told, and how far a
+    /// peer held it when it froze the seat.
+    fn held_own(&self, seat: PlayerId) -> Tick {
+        let mut t = self.next_tick;
+        while self
+            .store
+            .cell(t, seat.index())
+            .is_some_and(Cell::is_settled)
+        {
+            match t.next() {
+                Some(n) => t = n,
+                None => break,
+            }
+        }
+        t
+    }
+
     /// The lowest tick of `seat`'s input not held, from the next tick on.
     fn contiguous(&self, seat: PlayerId) -> Tick {
         let mut t = self.next_tick;

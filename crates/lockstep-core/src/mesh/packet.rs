@@ -135,8 +135,10 @@ impl<I: Input> MeshSession<I> {
     fn put_inputs(&self, w: &mut DatagramWriter<'_>, i: usize, targets: &[PlayerId]) {
         let p = &self.peers[i];
         let mut acks = Vec::new();
+        // A player is told how far we hold its own input: forwarded copies
+        // of it are not what it sent us.
         if let Some(s) = p.seat {
-            acks.push((s, self.contiguous(s)));
+            acks.push((s, self.held_own(s)));
         }
         for &c in targets {
             if Some(c) != p.seat {
