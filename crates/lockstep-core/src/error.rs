@@ -154,6 +154,9 @@ pub enum CommitError {
     /// Not connected to the sequencer yet.
     #[error("not connected yet")]
     NotConnected,
+    /// Joining a game under way: not caught up with it yet.
+    #[error("catching up with the game")]
+    CatchingUp,
     /// The tick counter reached `u32::MAX`.
     #[error("the session has run out of tick numbers")]
     TickSpaceExhausted,

@@ -36,6 +36,29 @@ pub enum Event {
         /// The tick we join at.
         tick: Tick,
     },
+    /// The sequencer asks for the game's state right after `tick`, for a
+    /// player joining the game under way: once the game has run frame
+    /// `tick` (or now, if it just did), it hands the state to
+    /// [`provide_snapshot`](crate::sequenced::ClientSession::provide_snapshot).
+    SnapshotRequested {
+        /// The tick the state must follow.
+        tick: Tick,
+    },
+    /// The game's state after `tick` arrived (we joined a game under way):
+    /// take it with
+    /// [`take_snapshot`](crate::sequenced::ClientSession::take_snapshot),
+    /// restore it, then run frames from `tick + 1` as they come.
+    Snapshot {
+        /// The tick the state follows.
+        tick: Tick,
+    },
+    /// We joined a game under way and caught up with it: our inputs count
+    /// from now on.
+    CaughtUp {
+        /// The tick our seat went live at (its inputs are due from this
+        /// tick plus the delay).
+        tick: Tick,
+    },
     /// The sequencer refused us; the session is over.
     Rejected {
         /// Why, in words a player can read.

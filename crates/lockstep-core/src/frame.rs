@@ -30,13 +30,23 @@ pub enum SystemEvent {
         /// The seat.
         player: PlayerId,
     },
+    /// A player that joined a running game from a snapshot has caught up:
+    /// its inputs count from this frame plus the input delay. Until then
+    /// the seat ran on neutral input and held nobody up.
+    CaughtUp {
+        /// The seat.
+        player: PlayerId,
+    },
 }
 
 impl SystemEvent {
     /// The seat the event is about.
     pub const fn player(&self) -> PlayerId {
         match *self {
-            Self::Joined { player } | Self::Left { player } | Self::Abandoned { player } => player,
+            Self::Joined { player }
+            | Self::Left { player }
+            | Self::Abandoned { player }
+            | Self::CaughtUp { player } => player,
         }
     }
 }

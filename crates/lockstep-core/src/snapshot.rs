@@ -284,6 +284,16 @@ impl SnapshotSender {
             .find(|&i| self.sent[i as usize].is_none())
     }
 
+    /// Whether a chunk is due at `now` (see [`next_chunk`](Self::next_chunk)).
+    pub fn has_due(&self, now: Instant) -> bool {
+        self.due(now).is_some()
+    }
+
+    /// The most bytes one chunk's message takes on the wire.
+    pub fn chunk_room(&self) -> usize {
+        self.chunk_len + 48
+    }
+
     /// When a chunk next falls due by time alone (a resend), if any.
     pub fn next_resend(&self) -> Option<Instant> {
         let window_end = self
@@ -334,8 +344,9 @@ impl SnapshotSender {
 pub struct SnapshotReceiver {
     limits: SnapshotLimits,
     current: Option<Assembly>,
-    /// The id of the last snapshot completed: its late chunks are ignored.
-    finished: Option<u32>,
+    /// The last snapshot completed, and its chunk count: its late chunks
+    /// are ignored, and it is acknowledged whole.
+    finished: Option<(u32, u32)>,
 }
 
 #[derive(Debug, Clone)]
@@ -383,7 +394,7 @@ impl SnapshotReceiver {
     /// sender restarted, or another took over). An error leaves what was
     /// received so far untouched.
     pub fn take(&mut self, c: &SnapshotChunk<'_>) -> Result<Option<Snapshot>, SnapshotError> {
-        if self.finished == Some(c.id) {
+        if self.finished.is_some_and(|(id, _)| id == c.id) {
             return Ok(None);
         }
         let bad = |what| SnapshotError::Inconsistent {
@@ -464,11 +475,11 @@ impl SnapshotReceiver {
         let whole = lz4_flex::block::decompress(&a.packed, a.raw_len as usize)
             .ok()
             .filter(|raw| raw.len() == a.raw_len as usize && xxh3_64(raw) == a.hash);
-        let tick = a.tick;
+        let (tick, count) = (a.tick, a.count);
         self.current = None;
         match whole {
             Some(bytes) => {
-                self.finished = Some(id);
+                self.finished = Some((id, count));
                 Ok(Some(Snapshot { tick, bytes }))
             }
             None => Err(SnapshotError::BadWhole { id }),
@@ -486,10 +497,19 @@ impl SnapshotReceiver {
         Some(Self::ack_of(a))
     }
 
-    /// The acknowledgement of the snapshot in progress, whether or not
-    /// anything arrived since the last one (to repeat it on a timer).
+    /// The acknowledgement of the snapshot in progress (or of the last one
+    /// completed, whole), whether or not anything arrived since the last
+    /// one: to repeat it on a timer.
     pub fn current_ack(&self) -> Option<SnapshotAck> {
-        self.current.as_ref().map(Self::ack_of)
+        match (&self.current, self.finished) {
+            (Some(a), _) => Some(Self::ack_of(a)),
+            (None, Some((id, count))) => Some(SnapshotAck {
+                id,
+                next: count,
+                bits: 0,
+            }),
+            (None, None) => None,
+        }
     }
 
     fn ack_of(a: &Assembly) -> SnapshotAck {

@@ -1026,6 +1026,7 @@ impl<I: Input> MeshSession<I> {
                 Message::SnapshotChunk(_)
                 | Message::SnapshotRequest { .. }
                 | Message::SnapshotAck(_)
+                | Message::CaughtUp { .. }
                 | Message::Error { .. }
                 | Message::Challenge { .. }
                 | Message::Padding { .. } => {}

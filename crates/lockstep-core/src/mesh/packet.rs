@@ -56,6 +56,7 @@ impl<I: Input> MeshSession<I> {
                 delay: self.config.delay,
                 seats: self.seats.len() as u32,
                 token: ResumeToken::default(),
+                snapshot: false,
             }));
         }
         // While our game waits, whom it waits on: a peer waiting on no one

@@ -9,6 +9,7 @@ use crate::error::{
 };
 use crate::secure::{self, SecureChannel};
 use crate::shared::{Events, Rtt};
+use crate::snapshot::{Snapshot, SnapshotError, SnapshotLimits, SnapshotReceiver, SnapshotSender};
 use crate::wire::{
     self, ByeReason, ChainWriter, Checksums as ChecksumsMsg, Datagram, DatagramWriter, Hello,
     InputCodec, InputRun, Inputs, MAX_COOKIE, MIN_HELLO_DATAGRAM, Message, ResumeToken, Welcome,
@@ -79,6 +80,9 @@ pub struct ClientConfig {
     /// [`ClientSession::sealed`] if you must not play without. `None`:
     /// plain datagrams (LAN, WebSocket, tests).
     pub secret: Option<[u8; 32]>,
+    /// Limits on snapshots received (joining a game under way) and sent
+    /// (for someone else joining).
+    pub snapshot: SnapshotLimits,
 }
 
 impl Default for ClientConfig {
@@ -104,6 +108,7 @@ impl Default for ClientConfig {
             ping_interval: Duration::from_secs(1),
             checksum_window: 128,
             secret: None,
+            snapshot: SnapshotLimits::default(),
         }
     }
 }
@@ -182,6 +187,8 @@ pub struct ClientStats {
     pub inputs_dropped: u64,
     /// Smoothed round-trip time to the sequencer.
     pub rtt: Option<Duration>,
+    /// Snapshot chunks refused (bad checksum, inconsistent, over the cap).
+    pub snapshot_errors: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -251,6 +258,30 @@ pub struct ClientSession<I: Input> {
     channel: Option<Box<SecureChannel>>,
     /// Scratch for opening and sealing.
     crypt: Vec<u8>,
+    /// Joining a game under way from a snapshot.
+    joining: Option<Box<Joining>>,
+    /// A snapshot the sequencer asked of us, and its transfer.
+    donation: Option<Donation>,
+}
+
+/// A client joining a game under way.
+#[derive(Debug)]
+struct Joining {
+    receiver: SnapshotReceiver,
+    /// The tick the snapshot follows, from its first chunk.
+    tick: Option<Tick>,
+    /// The snapshot, complete, until the game takes it.
+    ready: Option<Snapshot>,
+    /// The game took it: frames run.
+    restored: bool,
+}
+
+/// A snapshot asked of us.
+#[derive(Debug)]
+struct Donation {
+    id: u32,
+    tick: Tick,
+    sender: Option<Box<SnapshotSender>>,
 }
 
 impl<I: Input> ClientSession<I> {
@@ -296,6 +327,8 @@ impl<I: Input> ClientSession<I> {
             pending: None,
             channel: None,
             crypt: Vec::new(),
+            joining: None,
+            donation: None,
         })
     }
 
@@ -406,6 +439,9 @@ impl<I: Input> ClientSession<I> {
         if self.leaving.is_some() {
             return Err(CommitError::Left);
         }
+        if self.joining.is_some() {
+            return Err(CommitError::CatchingUp);
+        }
         if let Some(frame) = self.pause_frame.filter(|f| self.next_commit >= *f) {
             self.stats.commits_refused += 1;
             return Err(CommitError::Paused { frame });
@@ -447,7 +483,7 @@ impl<I: Input> ClientSession<I> {
     /// The next frame, if it has arrived. Frames come in tick order, each
     /// exactly once; run every one.
     pub fn advance(&mut self) -> Option<Frame<I>> {
-        if self.frozen() {
+        if self.frozen() || self.joining.as_ref().is_some_and(|j| !j.restored) {
             return None;
         }
         match self.frames.front() {
@@ -471,12 +507,93 @@ impl<I: Input> ClientSession<I> {
         }
         let frame = self.frames.pop_front().flatten()?;
         self.next_tick = self.next_tick.saturating_add(1);
+        if self.joining.is_some() {
+            self.note_caught_up(&frame);
+        }
         self.stats.frames += 1;
         self.last_frame_at = Some(self.now);
         if let Some(since) = self.stall_started.take() {
             self.stats.stalled_for += self.now - since;
         }
         Some(frame)
+    }
+
+    /// Whether this client is joining a game under way: receiving its
+    /// snapshot or catching up. Commits are refused until it is over.
+    pub fn joining(&self) -> bool {
+        self.joining.is_some()
+    }
+
+    /// While the snapshot of a game under way arrives: chunks in, of how
+    /// many (for a progress bar).
+    pub fn snapshot_progress(&self) -> Option<(u32, u32)> {
+        let j = self.joining.as_ref()?;
+        if j.ready.is_some() || j.restored {
+            return None;
+        }
+        j.receiver.progress().map(|(_, _, have, of)| (have, of))
+    }
+
+    /// The snapshot [`Event::Snapshot`] announced, once: restore it, then
+    /// run frames as usual (they start right after its tick).
+    pub fn take_snapshot(&mut self) -> Option<Snapshot> {
+        let j = self.joining.as_mut()?;
+        let s = j.ready.take()?;
+        j.restored = true;
+        self.flush = true;
+        Some(s)
+    }
+
+    /// Answers [`Event::SnapshotRequested`]: the game's state right after
+    /// `tick` (run that frame first). Sent in chunks beside the game's own
+    /// traffic. A state for a tick nobody asked for is ignored.
+    pub fn provide_snapshot(&mut self, tick: Tick, bytes: Vec<u8>) -> Result<(), SnapshotError> {
+        let budget = self.config.max_datagram - secure::SEALED_OVERHEAD;
+        let Some(d) = self
+            .donation
+            .as_mut()
+            .filter(|d| d.tick == tick && d.sender.is_none())
+        else {
+            return Ok(());
+        };
+        let snapshot = Snapshot::new(tick, bytes);
+        let tx = SnapshotSender::new(
+            d.id,
+            &snapshot,
+            budget.saturating_sub(160),
+            &self.config.snapshot,
+        )?;
+        d.sender = Some(Box::new(tx));
+        self.flush = true;
+        Ok(())
+    }
+
+    /// Ends joining once the frame that makes our seat live has run (a
+    /// spectator: once it has caught up with the open tick).
+    fn note_caught_up(&mut self, frame: &Frame<I>) {
+        let live = match self.seat() {
+            Some(me) => frame
+                .events
+                .contains(&crate::SystemEvent::CaughtUp { player: me }),
+            None => frame.tick.saturating_add(1) >= self.server_open,
+        };
+        if live {
+            self.joining = None;
+            if let Some(w) = self.welcome() {
+                self.next_commit = self.next_commit.max(frame.tick.saturating_add(w.delay));
+            }
+            self.push_event(Event::CaughtUp { tick: frame.tick });
+        }
+    }
+
+    /// Whether to tell the sequencer we caught up: the snapshot restored and
+    /// the frames run up to its open tick.
+    fn says_caught_up(&self) -> bool {
+        self.seat().is_some()
+            && self
+                .joining
+                .as_ref()
+                .is_some_and(|j| j.restored && self.next_tick.saturating_add(1) >= self.server_open)
     }
 
     /// Asks the sequencer to pause; every client freezes on the same frame.
@@ -760,10 +877,23 @@ impl<I: Input> ClientSession<I> {
                 }
                 Message::Ping { stamp } => self.pong_owed = Some((stamp, now)),
                 Message::Pong { stamp, held_ms } => self.rtt.pong(now, stamp, held_ms),
+                Message::SnapshotChunk(c) => self.take_chunk(&c),
+                Message::SnapshotRequest { id, tick } => self.snapshot_requested(id, tick),
+                Message::SnapshotAck(a) => {
+                    if let Some(tx) = self.donation.as_mut().and_then(|d| d.sender.as_mut()) {
+                        tx.take_ack(&a);
+                        if tx.done() {
+                            self.donation = None;
+                        }
+                    }
+                }
                 _ => {}
             }
         }
-        if self.connected() {
+        // Joining: frames count once the snapshot's tick says where they
+        // start.
+        let waiting_for_start = self.joining.as_ref().is_some_and(|j| j.tick.is_none());
+        if self.connected() && !waiting_for_start {
             let had_gap = self.frames.front().is_some_and(Option::is_none);
             for f in frames {
                 self.store_frame(f);
@@ -776,11 +906,64 @@ impl<I: Input> ClientSession<I> {
         Ok(())
     }
 
+    /// A chunk of the snapshot we are joining from.
+    fn take_chunk(&mut self, c: &wire::SnapshotChunk<'_>) {
+        let Some(j) = self
+            .joining
+            .as_mut()
+            .filter(|j| !j.restored && j.ready.is_none())
+        else {
+            return;
+        };
+        self.flush = true;
+        if j.tick != Some(c.tick) {
+            // The stream starts right after the snapshot's tick.
+            j.tick = Some(c.tick);
+            self.next_tick = c.tick.saturating_add(1);
+            self.frames.clear();
+        }
+        match j.receiver.take(c) {
+            Ok(Some(snapshot)) => {
+                let tick = snapshot.tick;
+                j.ready = Some(snapshot);
+                self.push_event(Event::Snapshot { tick });
+            }
+            Ok(None) => {}
+            Err(_) => self.stats.snapshot_errors += 1,
+        }
+    }
+
+    /// The sequencer asks for our state after `tick` for a joiner.
+    fn snapshot_requested(&mut self, id: u32, tick: Tick) {
+        if self.donation.as_ref().is_some_and(|d| d.id == id) {
+            return;
+        }
+        // The state after a tick already run is gone (unless it is the
+        // last one run: the game's current state).
+        if tick.saturating_add(1) < self.next_tick || self.joining.is_some() {
+            return;
+        }
+        self.donation = Some(Donation {
+            id,
+            tick,
+            sender: None,
+        });
+        self.push_event(Event::SnapshotRequested { tick });
+    }
+
     fn welcomed(&mut self, w: Welcome) {
         if self.connected() {
             return;
         }
-        self.next_tick = w.start;
+        if w.snapshot {
+            self.joining = Some(Box::new(Joining {
+                receiver: SnapshotReceiver::new(self.config.snapshot.clone()),
+                tick: None,
+                ready: None,
+                restored: false,
+            }));
+        }
+        self.next_tick = if w.snapshot { w.tick } else { w.start };
         self.next_commit = w.tick.saturating_add(w.delay);
         self.server_open = w.tick;
         self.state = State::Connected(w);
@@ -865,7 +1048,12 @@ impl<I: Input> ClientSession<I> {
                 silent_for: silent,
             });
         }
-        if self.send_due() <= now {
+        let chunk_due = self
+            .donation
+            .as_ref()
+            .and_then(|d| d.sender.as_ref())
+            .is_some_and(|tx| tx.has_due(now));
+        if self.send_due() <= now || chunk_due {
             self.flush = true;
         }
     }
@@ -984,6 +1172,28 @@ impl<I: Input> ClientSession<I> {
                 w.put(Message::Inputs(Inputs { acks: vec![], runs }));
             }
         }
+        if let Some(j) = &self.joining
+            && let Some(ack) = j.receiver.current_ack()
+        {
+            w.put(Message::SnapshotAck(ack));
+        }
+        if self.says_caught_up() {
+            w.put(Message::CaughtUp {
+                tick: self.next_tick,
+            });
+        }
+        let mut more = false;
+        if let Some(tx) = self.donation.as_mut().and_then(|d| d.sender.as_mut()) {
+            while w.remaining() > tx.chunk_room() {
+                let Some(chunk) = tx.next_chunk(self.now) else {
+                    break;
+                };
+                if w.push(&Message::SnapshotChunk(chunk.as_message())).is_err() {
+                    break;
+                }
+            }
+            more = tx.has_due(self.now);
+        }
         if matches!(self.state, State::Connecting) {
             // A server answers an unproven address with no more bytes than
             // it received: give it room for its challenge.
@@ -999,7 +1209,8 @@ impl<I: Input> ClientSession<I> {
             len = buf.len();
             self.crypt = sealed;
         }
-        self.flush = false;
+        // A snapshot goes out as fast as its window allows.
+        self.flush = more;
         self.pong_owed = None;
         self.checks_owed = false;
         if self.ping_due <= self.now {
@@ -1025,6 +1236,8 @@ impl<I: Input> ClientSession<I> {
         } else if !self.unacked.is_empty()
             || self.checks_owed
             || self.pause_requested.is_some()
+            || self.joining.is_some()
+            || self.donation.is_some()
             || self.checks.unacked(&self.server_checks).next().is_some()
         {
             self.config.resend_interval
@@ -1041,6 +1254,14 @@ impl<I: Input> ClientSession<I> {
         }
         let heard = self.last_heard.unwrap_or(self.started);
         let mut t = self.send_due().min(heard + self.config.timeout);
+        if let Some(r) = self
+            .donation
+            .as_ref()
+            .and_then(|d| d.sender.as_ref())
+            .and_then(|tx| tx.next_resend())
+        {
+            t = t.min(r);
+        }
         if !self.interrupted && self.last_heard.is_some() {
             t = t.min(heard + self.config.interrupt_after);
         }

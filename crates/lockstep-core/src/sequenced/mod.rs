@@ -225,6 +225,41 @@ pub enum SequencerEvent {
         /// This client's.
         got: u64,
     },
+    /// A snapshot for joiners was asked of `donor`, as the state after
+    /// `tick`.
+    SnapshotAsked {
+        /// The client asked.
+        donor: PeerId,
+        /// The tick the state follows.
+        tick: Tick,
+    },
+    /// A donor's snapshot was refused (it failed its checks, or is for
+    /// another tick) or never came: another donor is asked.
+    SnapshotFailed {
+        /// The client that was asked.
+        donor: PeerId,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A snapshot reached the sequencer and goes out to `joiners` joiners.
+    SnapshotReady {
+        /// The tick the state follows.
+        tick: Tick,
+        /// Its size, uncompressed.
+        bytes: usize,
+        /// How many joiners it serves.
+        joiners: usize,
+    },
+    /// A client that joined from a snapshot caught up; a player's inputs
+    /// count from `tick` plus the delay.
+    CaughtUp {
+        /// The client.
+        peer: PeerId,
+        /// Its seat, if it plays.
+        seat: Option<PlayerId>,
+        /// The tick it went live at.
+        tick: Tick,
+    },
     /// Every seated player reported a checksum for `tick` and no hash has a
     /// majority (two players who disagree, say): the game diverged, and
     /// nobody can tell who is right, so no client is told either way.

@@ -6,6 +6,7 @@ use crate::checksum::{Checksums, RemoteChecksums};
 use crate::endpoint::Transmit;
 use crate::error::ConfigError;
 use crate::shared::{Events, Rtt};
+use crate::snapshot::{SnapshotError, SnapshotLimits, SnapshotReceiver, SnapshotSender};
 use crate::wire::ResumeToken;
 use crate::wire::{
     self, ByeReason, Checksums as ChecksumsMsg, Datagram, DatagramWriter, ErrorCode, Frames, Hello,
@@ -83,6 +84,24 @@ pub struct SequencerConfig {
     pub max_pause: Duration,
     /// How many pauses each seat may ask for over the match.
     pub pauses_per_seat: u32,
+    /// How a client joins a game under way. `false`: it replays the stream
+    /// from the room's first tick, which only works while the history
+    /// holds it. `true`: it is handed a snapshot of the game's state taken
+    /// by an in-step client (the donor) right after a tick, then the frames
+    /// after it; it plays once it says it caught up, and until then its
+    /// seat runs neutral input and holds nobody up. The game must answer
+    /// [`Event::SnapshotRequested`](crate::Event::SnapshotRequested).
+    pub snapshot_join: bool,
+    /// After a join, how long to wait for more joiners to share one
+    /// snapshot: each new one restarts the wait, up to `join_wait_max`.
+    pub join_wait: Duration,
+    /// The longest the first joiner waits for others.
+    pub join_wait_max: Duration,
+    /// How long a donor may go without sending a chunk of its snapshot
+    /// before another client is asked instead.
+    pub donor_timeout: Duration,
+    /// Limits on snapshots passing through.
+    pub snapshot: SnapshotLimits,
 }
 
 impl Default for SequencerConfig {
@@ -113,6 +132,11 @@ impl Default for SequencerConfig {
             resume_after_silence: Duration::from_secs(1),
             max_pause: Duration::from_secs(60),
             pauses_per_seat: 3,
+            snapshot_join: false,
+            join_wait: Duration::from_millis(300),
+            join_wait_max: Duration::from_secs(3),
+            donor_timeout: Duration::from_secs(3),
+            snapshot: SnapshotLimits::default(),
         }
     }
 }
@@ -254,6 +278,33 @@ struct Conn {
     datagram_rate: TokenBucket,
     input_rate: TokenBucket,
     closing: Option<Closing>,
+    /// Joining a game under way from a snapshot.
+    join: Option<Join>,
+}
+
+/// Where a client joining from a snapshot stands.
+#[derive(Debug, Clone)]
+enum Join {
+    /// Its snapshot has not reached the sequencer yet: nothing is sent but
+    /// control messages.
+    Waiting,
+    /// Its snapshot is on the way, and the frames after it.
+    Receiving(Box<SnapshotSender>),
+    /// It has its snapshot and runs frames until it catches up.
+    CatchingUp,
+}
+
+/// The snapshot being fetched from a donor for the waiting joiners.
+#[derive(Debug, Clone)]
+struct Fetch {
+    id: u32,
+    tick: Tick,
+    donor: PeerId,
+    /// When the donor was asked or last sent a chunk.
+    progress: Instant,
+    /// Whether any chunk came (until then the request is repeated).
+    started: bool,
+    receiver: SnapshotReceiver,
 }
 
 #[derive(Debug, Clone)]
@@ -279,6 +330,9 @@ struct Seat<I> {
     last_input: Instant,
     /// Since when the open tick has been waiting on it.
     waited_since: Option<Instant>,
+    /// Whether it plays: a seat joining from a snapshot runs neutral input
+    /// and holds nobody up until its client caught up.
+    live: bool,
     /// The newest pause frame it asked for: a duplicated or delayed request
     /// is not a new one.
     pause_asked: Option<Tick>,
@@ -346,6 +400,17 @@ pub struct Sequencer<I: Input> {
     stats: SequencerStats,
     tokens: SecretStream,
     cursor: usize,
+    /// The snapshot being fetched for joiners.
+    fetch: Option<Fetch>,
+    /// When the first and the latest joiner still waiting for a snapshot
+    /// arrived.
+    join_asked: Option<(Instant, Instant)>,
+    next_snapshot_id: u32,
+    /// Clients that failed to donate since the last snapshot was ready.
+    bad_donors: Vec<PeerId>,
+    /// The last donor, told its snapshot arrived whole until it stops
+    /// sending chunks.
+    thanked: Option<(PeerId, wire::SnapshotAck)>,
 }
 
 impl<I: Input> Sequencer<I> {
@@ -379,6 +444,11 @@ impl<I: Input> Sequencer<I> {
             events: Events::new(EVENT_QUEUE_CAP),
             stats: SequencerStats::default(),
             cursor: 0,
+            fetch: None,
+            join_asked: None,
+            next_snapshot_id: 1,
+            bad_donors: Vec::new(),
+            thanked: None,
         })
     }
 
@@ -628,8 +698,11 @@ impl<I: Input> Sequencer<I> {
             self.resume();
         }
         self.seal_due();
+        self.progress_joins();
         for i in 0..self.conns.len() {
-            if self.send_due(i) <= now {
+            let chunk_due =
+                matches!(&self.conns[i].join, Some(Join::Receiving(tx)) if tx.has_due(now));
+            if self.send_due(i) <= now || chunk_due {
                 self.conns[i].flush = true;
             }
         }
@@ -679,6 +752,12 @@ impl<I: Input> Sequencer<I> {
             c.ping_due = now + self.config.ping_interval;
         }
         c.last_sent = Some(now);
+        // A snapshot goes out as fast as its window allows.
+        if let Some(Join::Receiving(tx)) = &c.join
+            && tx.has_due(now)
+        {
+            c.flush = true;
+        }
         if c.closing.is_some() {
             self.conns.remove(i);
             self.cursor = 0;
@@ -699,6 +778,19 @@ impl<I: Input> Sequencer<I> {
         }
         if let Some(at) = self.paused_at {
             consider(at + self.config.max_pause);
+        }
+        if let Some(t) = self.join_due() {
+            consider(t);
+        }
+        if let Some(f) = &self.fetch {
+            consider(f.progress + self.config.donor_timeout);
+        }
+        for c in &self.conns {
+            if let Some(Join::Receiving(tx)) = &c.join
+                && let Some(t) = tx.next_resend()
+            {
+                consider(t);
+            }
         }
         if let Policy::WaitForAll { abandon_after } = self.config.policy {
             for s in &self.waiting {
@@ -844,7 +936,10 @@ impl<I: Input> Sequencer<I> {
             });
             return Ok(());
         }
-        if self.history_base > self.config.first_tick {
+        // A game under way is joined from a snapshot when the room says so;
+        // otherwise by replaying it, while the history holds it all.
+        let from_snapshot = self.config.snapshot_join && self.open > self.config.first_tick;
+        if !from_snapshot && self.history_base > self.config.first_tick {
             return self.refuse(
                 peer,
                 Rejection::Other(
@@ -874,6 +969,7 @@ impl<I: Input> Sequencer<I> {
                 last_input: self.now,
                 waited_since: None,
                 pause_asked: None,
+                live: !from_snapshot,
             });
             self.add_tick_event(self.open, SystemEvent::Joined { player });
             if matches!(self.config.policy, Policy::Deadline { .. }) && self.clock.is_none() {
@@ -883,11 +979,23 @@ impl<I: Input> Sequencer<I> {
         };
         let token = seat.map(|_| ResumeToken(self.tokens.next_secret()));
         let now = self.now;
+        if from_snapshot {
+            self.join_asked = Some(
+                self.join_asked
+                    .map_or((now, now), |(first, _)| (first, now)),
+            );
+        }
         self.conns.push(Conn {
             peer,
             seat,
             token,
-            next: self.config.first_tick,
+            // A joiner from a snapshot is sent frames from the snapshot's
+            // tick on, once it is known.
+            next: if from_snapshot {
+                self.open
+            } else {
+                self.config.first_tick
+            },
             welcome_pending: true,
             last_heard: now,
             last_sent: None,
@@ -901,6 +1009,7 @@ impl<I: Input> Sequencer<I> {
             datagram_rate: TokenBucket::full(self.config.max_datagrams_per_sec, now),
             input_rate: TokenBucket::full(self.config.max_inputs_per_sec, now),
             closing: None,
+            join: from_snapshot.then_some(Join::Waiting),
         });
         self.push_event(SequencerEvent::Joined {
             peer,
@@ -1054,10 +1163,32 @@ impl<I: Input> Sequencer<I> {
                     "too many inputs per second".into(),
                 ));
             }
-            c.next = c.next.max(d.base.min(self.open));
+            // A joiner cannot know where its frames start before its
+            // snapshot's first chunk: its position counts from then on.
+            if !matches!(c.join, Some(Join::Waiting | Join::Receiving(_))) {
+                c.next = c.next.max(d.base.min(self.open));
+            }
+            // A spectator says nothing when it has caught up: its position
+            // shows it.
+            if c.seat.is_none()
+                && matches!(c.join, Some(Join::CatchingUp))
+                && c.next.saturating_add(1) >= self.open
+            {
+                c.join = None;
+            }
         }
 
         let mut hello_seen = false;
+        let peer = self.conns[i].peer;
+        // The last donor, once it sends no more chunks, got our thanks.
+        if self.thanked.is_some_and(|(p, _)| p == peer)
+            && !d
+                .messages
+                .iter()
+                .any(|m| matches!(m, Message::SnapshotChunk(_)))
+        {
+            self.thanked = None;
+        }
         for m in d.messages {
             match m {
                 Message::Hello(_) => hello_seen = true,
@@ -1078,6 +1209,20 @@ impl<I: Input> Sequencer<I> {
                     );
                     return Ok(());
                 }
+                Message::SnapshotChunk(c) => self.take_chunk(i, &c),
+                Message::SnapshotAck(a) => {
+                    let done = match self.conns[i].join.as_mut() {
+                        Some(Join::Receiving(tx)) => {
+                            tx.take_ack(&a);
+                            tx.done()
+                        }
+                        _ => false,
+                    };
+                    if done {
+                        self.conns[i].join = Some(Join::CatchingUp);
+                    }
+                }
+                Message::CaughtUp { .. } => self.caught_up(i),
                 _ => {}
             }
         }
@@ -1091,13 +1236,218 @@ impl<I: Input> Sequencer<I> {
         Ok(())
     }
 
+    /// A chunk of the snapshot being fetched, from its donor (anyone else's
+    /// chunks are ignored).
+    fn take_chunk(&mut self, i: usize, chunk: &wire::SnapshotChunk<'_>) {
+        let peer = self.conns[i].peer;
+        let now = self.now;
+        if self
+            .thanked
+            .is_some_and(|(p, a)| p == peer && a.id == chunk.id)
+        {
+            // It missed our last acknowledgement: say it again.
+            self.conns[i].flush = true;
+            return;
+        }
+        let Some(f) = self
+            .fetch
+            .as_mut()
+            .filter(|f| f.donor == peer && f.id == chunk.id)
+        else {
+            return;
+        };
+        f.started = true;
+        f.progress = now;
+        self.conns[i].flush = true;
+        match f.receiver.take(chunk) {
+            Ok(None) => {}
+            Ok(Some(snapshot)) if snapshot.tick != f.tick => {
+                let reason = format!(
+                    "a snapshot after tick {} instead of {}",
+                    snapshot.tick, f.tick
+                );
+                self.donor_failed(reason);
+            }
+            Ok(Some(snapshot)) => {
+                self.thanked = f.receiver.current_ack().map(|a| (f.donor, a));
+                self.fetch = None;
+                self.bad_donors.clear();
+                self.join_asked = None;
+                let chunk_len = self.config.max_datagram.saturating_sub(160);
+                let mut joiners = 0;
+                let mut too_large = None;
+                for c in &mut self.conns {
+                    if !matches!(c.join, Some(Join::Waiting)) || c.closing.is_some() {
+                        continue;
+                    }
+                    let id = self.next_snapshot_id;
+                    match SnapshotSender::new(id, &snapshot, chunk_len, &self.config.snapshot) {
+                        Ok(tx) => {
+                            c.join = Some(Join::Receiving(Box::new(tx)));
+                            c.next = snapshot.tick.saturating_add(1);
+                            c.flush = true;
+                            joiners += 1;
+                        }
+                        Err(e) => too_large = Some(e),
+                    }
+                }
+                self.next_snapshot_id = self.next_snapshot_id.wrapping_add(1);
+                if let Some(e) = too_large {
+                    self.refuse_waiting_joiners(&e);
+                }
+                self.push_event(SequencerEvent::SnapshotReady {
+                    tick: snapshot.tick,
+                    bytes: snapshot.bytes.len(),
+                    joiners,
+                });
+            }
+            Err(e @ SnapshotError::TooLarge { .. }) => {
+                // Any donor's state is as large: the joiners cannot get in.
+                self.fetch = None;
+                self.refuse_waiting_joiners(&e);
+            }
+            Err(e) => self.donor_failed(e.to_string()),
+        }
+    }
+
+    /// Closes every joiner still waiting for a snapshot, telling it why.
+    fn refuse_waiting_joiners(&mut self, e: &SnapshotError) {
+        for i in 0..self.conns.len() {
+            if matches!(self.conns[i].join, Some(Join::Waiting)) {
+                let text = format!("cannot join the game under way: {e}");
+                self.close(
+                    i,
+                    Closing::Error(ErrorCode::TooLarge, text.clone()),
+                    DropReason::Violation(ErrorCode::TooLarge, text),
+                );
+            }
+        }
+    }
+
+    /// The donor being asked failed: another is asked at once.
+    fn donor_failed(&mut self, reason: String) {
+        if let Some(f) = self.fetch.take() {
+            self.bad_donors.push(f.donor);
+            self.push_event(SequencerEvent::SnapshotFailed {
+                donor: f.donor,
+                reason,
+            });
+            self.join_asked = Some((Instant::ZERO, Instant::ZERO));
+        }
+    }
+
+    /// A joiner says it caught up: a player's seat plays from the open tick
+    /// plus the delay, and the stream says so at the open tick.
+    fn caught_up(&mut self, i: usize) {
+        if !matches!(self.conns[i].join, Some(Join::CatchingUp)) {
+            return;
+        }
+        let (peer, seat) = (self.conns[i].peer, self.conns[i].seat);
+        self.conns[i].join = None;
+        let open = self.open;
+        let from = open.saturating_add(self.config.delay);
+        if let Some(player) = seat
+            && let Some(s) = self.seats[player.index()].as_mut()
+        {
+            s.live = true;
+            s.from = from;
+            s.received = from;
+            s.last_input = self.now;
+            self.add_tick_event(open, SystemEvent::CaughtUp { player });
+        }
+        self.push_event(SequencerEvent::CaughtUp {
+            peer,
+            seat,
+            tick: open,
+        });
+    }
+
+    /// When the joiners waiting may stop waiting for others to share their
+    /// snapshot.
+    fn join_due(&self) -> Option<Instant> {
+        if self.fetch.is_some() {
+            return None;
+        }
+        let (first, last) = self.join_asked?;
+        Some((last + self.config.join_wait).min(first + self.config.join_wait_max))
+    }
+
+    /// Asks a donor for a snapshot once joiners have waited long enough,
+    /// and replaces a donor that went away or quiet.
+    fn progress_joins(&mut self) {
+        let now = self.now;
+        let waiting = self
+            .conns
+            .iter()
+            .any(|c| matches!(c.join, Some(Join::Waiting)) && c.closing.is_none());
+        if !waiting {
+            self.fetch = None;
+            self.join_asked = None;
+            return;
+        }
+        if let Some(f) = &self.fetch {
+            let gone = self
+                .conn_index(f.donor)
+                .is_none_or(|i| self.conns[i].closing.is_some());
+            if gone {
+                self.donor_failed("it left".into());
+            } else if now - f.progress >= self.config.donor_timeout {
+                self.donor_failed("it went quiet".into());
+            } else {
+                return;
+            }
+        }
+        if self.join_asked.is_none() {
+            self.join_asked = Some((now, now));
+        }
+        if self.join_due().is_some_and(|t| t > now) {
+            return;
+        }
+        // The donor: a client that is not joining itself, closest to the
+        // open tick (it runs the requested tick soonest), then nearest.
+        let open = self.open;
+        let donor = self
+            .conns
+            .iter()
+            .filter(|c| {
+                c.closing.is_none() && c.join.is_none() && !self.bad_donors.contains(&c.peer)
+            })
+            .min_by_key(|c| {
+                (
+                    open.since(c.next.min(open)),
+                    c.rtt.get().unwrap_or(Duration::MAX),
+                )
+            })
+            .map(|c| c.peer);
+        let Some(donor) = donor else {
+            // Nobody to ask (or everyone failed): try them all again later.
+            self.bad_donors.clear();
+            self.join_asked = Some((now, now));
+            return;
+        };
+        let id = self.next_snapshot_id;
+        self.next_snapshot_id = id.wrapping_add(1);
+        self.fetch = Some(Fetch {
+            id,
+            tick: open,
+            donor,
+            progress: now,
+            started: false,
+            receiver: SnapshotReceiver::new(self.config.snapshot.clone()),
+        });
+        if let Some(i) = self.conn_index(donor) {
+            self.conns[i].flush = true;
+        }
+        self.push_event(SequencerEvent::SnapshotAsked { donor, tick: open });
+    }
+
     fn accept_input(&mut self, seat: PlayerId, stamped: Tick, input: I) {
         let open = self.open;
         let deadline = matches!(self.config.policy, Policy::Deadline { .. });
         let Some(s) = self.seats[seat.index()].as_mut() else {
             return;
         };
-        if stamped < s.from || stamped < s.received {
+        if !s.live || stamped < s.from || stamped < s.received {
             self.stats.duplicate_inputs += 1;
             return;
         }
@@ -1298,7 +1648,7 @@ impl<I: Input> Sequencer<I> {
             .enumerate()
             .filter_map(|(i, s)| {
                 let s = s.as_ref()?;
-                (t >= s.from && !s.pending.contains_key(&t)).then_some(PlayerId(i as u16))
+                (s.live && t >= s.from && !s.pending.contains_key(&t)).then_some(PlayerId(i as u16))
             })
             .collect()
     }
@@ -1307,7 +1657,7 @@ impl<I: Input> Sequencer<I> {
         self.seats
             .iter()
             .flatten()
-            .any(|s| s.received > self.open && self.open >= s.from)
+            .any(|s| s.live && s.received > self.open && self.open >= s.from)
     }
 
     fn seal_one(&mut self) {
@@ -1322,7 +1672,7 @@ impl<I: Input> Sequencer<I> {
             .map(|s| {
                 let s = s.as_mut()?;
                 s.waited_since = None;
-                if t < s.from {
+                if t < s.from || !s.live {
                     return Some(I::default());
                 }
                 Some(match s.pending.remove(&t) {
@@ -1347,7 +1697,20 @@ impl<I: Input> Sequencer<I> {
         self.open = t.saturating_add(1);
         let keep = self.config.history as usize;
         if self.history.len() >= keep + keep / 2 {
-            let cut = self.history.len() - keep;
+            let mut cut = self.history.len() - keep;
+            // Joiners need the frames after their snapshot: kept for them,
+            // up to eight times the history.
+            let joiners_from = self
+                .conns
+                .iter()
+                .filter(|c| c.join.is_some() && c.closing.is_none())
+                .map(|c| c.next)
+                .min();
+            if let Some(from) = joiners_from
+                && self.history.len() < keep.saturating_mul(8)
+            {
+                cut = cut.min(from.since(self.history_base.min(from)) as usize);
+            }
             self.history.drain(..cut);
             self.history_base = self.history_base.saturating_add(cut as u32);
             for i in 0..self.conns.len() {
@@ -1423,6 +1786,7 @@ impl<I: Input> Sequencer<I> {
                 delay: self.config.delay,
                 seats: u32::from(self.config.max_seats),
                 token: c.token.unwrap_or_default(),
+                snapshot: c.join.is_some(),
             }));
         }
         if let Some((stamp, at)) = c.pong_owed {
@@ -1462,8 +1826,42 @@ impl<I: Input> Sequencer<I> {
                 entries: unacked,
             }));
         }
+        if let Some((_, ack)) = self.thanked.filter(|(p, _)| *p == c.peer) {
+            w.put(Message::SnapshotAck(ack));
+        }
+        if let Some(f) = self.fetch.as_ref().filter(|f| f.donor == c.peer) {
+            if !f.started {
+                w.put(Message::SnapshotRequest {
+                    id: f.id,
+                    tick: f.tick,
+                });
+            }
+            if let Some(ack) = f.receiver.current_ack() {
+                w.put(Message::SnapshotAck(ack));
+            }
+        }
+        let next = c.next;
+        match self.conns[i].join.as_mut() {
+            // Nothing to run before the snapshot.
+            Some(Join::Waiting) => {
+                w.finish();
+                return;
+            }
+            // The snapshot first: frames are of no use without it.
+            Some(Join::Receiving(tx)) => {
+                while w.remaining() > tx.chunk_room() {
+                    let Some(chunk) = tx.next_chunk(now) else {
+                        break;
+                    };
+                    if w.push(&Message::SnapshotChunk(chunk.as_message())).is_err() {
+                        break;
+                    }
+                }
+            }
+            Some(Join::CatchingUp) | None => {}
+        }
         // Frames from what the client lacks, as many as fit.
-        let from = c.next.max(self.history_base);
+        let from = next.max(self.history_base);
         let end = self.open.min(from.saturating_add(CATCH_UP_FRAMES));
         let a = from.since(self.history_base) as usize;
         let b = end.since(self.history_base) as usize;

@@ -24,6 +24,7 @@ const CELL_INPUT: u8 = 1;
 const EVENT_JOINED: u8 = 1;
 const EVENT_ABANDONED: u8 = 2;
 const EVENT_LEFT: u8 = 3;
+const EVENT_CAUGHT_UP: u8 = 4;
 
 /// Most system events one frame may carry on the wire.
 pub(crate) const MAX_EVENTS: usize = 256;
@@ -85,6 +86,7 @@ pub(crate) fn put_event(out: &mut Vec<u8>, ev: &SystemEvent) {
         SystemEvent::Joined { .. } => EVENT_JOINED,
         SystemEvent::Abandoned { .. } => EVENT_ABANDONED,
         SystemEvent::Left { .. } => EVENT_LEFT,
+        SystemEvent::CaughtUp { .. } => EVENT_CAUGHT_UP,
     };
     out.push(tag);
     put_varint(out, u64::from(ev.player().0));
@@ -97,6 +99,7 @@ pub(crate) fn read_event(r: &mut Reader<'_>) -> Result<SystemEvent, WireError> {
         EVENT_JOINED => Ok(SystemEvent::Joined { player }),
         EVENT_ABANDONED => Ok(SystemEvent::Abandoned { player }),
         EVENT_LEFT => Ok(SystemEvent::Left { player }),
+        EVENT_CAUGHT_UP => Ok(SystemEvent::CaughtUp { player }),
         _ => Err(WireError::Invalid("unknown system event")),
     }
 }

@@ -79,6 +79,8 @@ pub mod message_type {
     pub const SNAPSHOT_REQUEST: u8 = 0x12;
     /// [`SnapshotAck`](super::SnapshotAck).
     pub const SNAPSHOT_ACK: u8 = 0x13;
+    /// CaughtUp.
+    pub const CAUGHT_UP: u8 = 0x14;
 }
 use message_type as ty;
 
@@ -166,6 +168,10 @@ pub struct Welcome {
     /// A token to present in a later `Hello` to resume this seat (none for
     /// a spectator, and in a mesh).
     pub token: ResumeToken,
+    /// The game is under way: the connection first receives a snapshot of
+    /// its state (its tick says where the frames start), catches up, and
+    /// only then plays (`start` is not used).
+    pub snapshot: bool,
 }
 
 /// Why a connection was refused, in words a player can read.
@@ -453,6 +459,12 @@ pub enum Message<'a> {
     },
     /// Which chunks of a snapshot the sender has.
     SnapshotAck(SnapshotAck),
+    /// From a client that joined from a snapshot: it has run the frames up
+    /// to (not including) `tick` and is ready to play.
+    CaughtUp {
+        /// Its next frame.
+        tick: Tick,
+    },
     /// The sender refused something the recipient sent.
     Error {
         /// What went wrong.
@@ -521,6 +533,7 @@ impl Message<'_> {
             Self::Padding { .. } => ty::PADDING,
             Self::SnapshotRequest { .. } => ty::SNAPSHOT_REQUEST,
             Self::SnapshotAck(_) => ty::SNAPSHOT_ACK,
+            Self::CaughtUp { .. } => ty::CAUGHT_UP,
         }
     }
 
@@ -618,7 +631,7 @@ impl Message<'_> {
                     Some(s) => put_varint(out, u64::from(s.0) + 1),
                     None => out.push(0),
                 }
-                out.push(u8::from(w.deadline));
+                out.push(u8::from(w.deadline) | (u8::from(w.snapshot) << 1));
                 put_tick(out, w.start);
                 put_tick(out, w.tick);
                 put_varint(out, u64::from(w.tick_rate));
@@ -751,6 +764,7 @@ impl Message<'_> {
                 put_varint(out, u64::from(a.next));
                 put_u64_le(out, a.bits);
             }
+            Self::CaughtUp { tick } => put_tick_delta(out, base, *tick),
         }
     }
 }
@@ -824,11 +838,11 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
                 n if n <= MAX_SEATS as u64 => Some(PlayerId((n - 1) as u16)),
                 _ => return Err(WireError::Invalid("seat out of range")),
             };
-            let deadline = match r.u8()? {
-                0 => false,
-                1 => true,
-                _ => return Err(WireError::Invalid("unknown welcome flags")),
-            };
+            let flags = r.u8()?;
+            if flags & !0b11 != 0 {
+                return Err(WireError::Invalid("unknown welcome flags"));
+            }
+            let (deadline, snapshot) = (flags & 1 != 0, flags & 2 != 0);
             let start = r.tick()?;
             let tick = r.tick()?;
             let tick_rate = r.varint_u32()?;
@@ -846,6 +860,7 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
                 delay,
                 seats,
                 token: ResumeToken(r.array()?),
+                snapshot,
             })
         }
         ty::REJECT => Message::Reject(match r.u8()? {
@@ -1051,6 +1066,9 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
             next: r.varint_u32()?,
             bits: r.u64_le()?,
         }),
+        ty::CAUGHT_UP => Message::CaughtUp {
+            tick: r.tick_delta(base)?,
+        },
         other => return Err(WireError::UnknownMessage(other)),
     })
 }

@@ -1,0 +1,393 @@
+//! Joining a sequenced game under way from a snapshot, on the simulated
+//! network: a donor hands its state over, the joiner restores it, catches
+//! up, plays, and every machine ends on the same state.
+
+mod common;
+
+use common::props::cases;
+use common::star::{Node, SERVER};
+use lockstep_core::sequenced::{
+    ClientConfig, ClientSession, Policy, SequencerConfig, SequencerEvent,
+};
+use lockstep_core::sim::{LinkConditions, Outcome, Sim, SimNetwork, SimRng};
+use lockstep_core::{Event, Frame, Instant, PeerId, SystemEvent, Tick};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// A tiny deterministic game: its whole state is a fold of every frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Game {
+    next: Tick,
+    acc: u64,
+}
+
+impl Game {
+    fn step(&mut self, f: &Frame<u16>) {
+        assert_eq!(f.tick, self.next, "frames in order, each once");
+        let mut h = self.acc ^ u64::from(f.tick.get());
+        for (i, input) in f.inputs.iter().enumerate() {
+            let v = input.map_or(0xFFFF_FFFF, u64::from);
+            h = (h ^ v ^ ((i as u64) << 40)).wrapping_mul(0x100_0000_01B3);
+        }
+        for ev in &f.events {
+            h = (h ^ u64::from(ev.player().0) ^ 0xE7).wrapping_mul(0x100_0000_01B3);
+        }
+        self.acc = h;
+        self.next = f.tick.saturating_add(1);
+    }
+
+    fn bytes(&self) -> Vec<u8> {
+        let mut v = self.next.get().to_le_bytes().to_vec();
+        v.extend_from_slice(&self.acc.to_le_bytes());
+        // Bulk that does not compress, as a real state has, so the
+        // snapshot takes a few hundred chunks and several round trips.
+        let mut x = self.acc | 1;
+        v.extend((0..200_000u32).map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        }));
+        v
+    }
+
+    fn restore(b: &[u8]) -> Self {
+        let next = Tick::new(u32::from_le_bytes(b[..4].try_into().unwrap()));
+        let acc = u64::from_le_bytes(b[4..12].try_into().unwrap());
+        Self { next, acc }
+    }
+}
+
+/// One client's game loop and what it saw.
+#[derive(Debug)]
+struct App {
+    game: Option<Game>,
+    /// The state after each tick run.
+    states: BTreeMap<Tick, u64>,
+    asked: Option<Tick>,
+    rng: SimRng,
+    events: Vec<Event>,
+    inputs_after_live: u64,
+}
+
+impl App {
+    fn new(seed: u64, joining: bool) -> Self {
+        Self {
+            game: (!joining).then_some(Game {
+                next: Tick::ZERO,
+                acc: 0,
+            }),
+            states: BTreeMap::new(),
+            asked: None,
+            rng: SimRng::new(seed),
+            events: Vec::new(),
+            inputs_after_live: 0,
+        }
+    }
+
+    fn play(&mut self, c: &mut ClientSession<u16>) {
+        while let Some(ev) = c.poll_event() {
+            if let Event::SnapshotRequested { tick } = ev {
+                self.asked = Some(tick);
+            }
+            self.events.push(ev);
+        }
+        if let Some(s) = c.take_snapshot() {
+            let g = Game::restore(&s.bytes);
+            assert_eq!(g.next, s.tick.saturating_add(1));
+            self.game = Some(g);
+        }
+        if c.seat().is_some() && c.commit_local(self.rng.next_u64() as u16).is_ok() && !c.joining()
+        {
+            self.inputs_after_live += 1;
+        }
+        self.donate(c);
+        while let Some(f) = c.advance() {
+            let Some(g) = self.game.as_mut() else {
+                panic!("a frame before the state it follows");
+            };
+            g.step(&f);
+            self.states.insert(f.tick, g.acc);
+            self.donate(c);
+        }
+    }
+
+    /// Hands over the state asked for once it is the current one.
+    fn donate(&mut self, c: &mut ClientSession<u16>) {
+        if let (Some(t), Some(g)) = (self.asked, &self.game)
+            && g.next == t.saturating_add(1)
+        {
+            c.provide_snapshot(t, g.bytes())
+                .expect("snapshot under the cap");
+            self.asked = None;
+        }
+    }
+}
+
+struct World {
+    sim: Sim<Node>,
+    apps: BTreeMap<PeerId, App>,
+    server_events: Vec<SequencerEvent>,
+    period: Duration,
+}
+
+impl World {
+    fn new(players: usize, server: SequencerConfig, link: LinkConditions, seed: u64) -> Self {
+        let period = Duration::from_micros(1_000_000 / u64::from(server.tick_rate));
+        let mut sim = Sim::new(SimNetwork::new(seed, link));
+        let s = lockstep_core::sequenced::Sequencer::new(server, Instant::ZERO).unwrap();
+        sim.add(SERVER, Node::Server(s));
+        let mut w = Self {
+            sim,
+            apps: BTreeMap::new(),
+            server_events: Vec::new(),
+            period,
+        };
+        for k in 1..=players as u32 {
+            w.add_client(PeerId(k), false, false, seed);
+        }
+        w
+    }
+
+    fn add_client(&mut self, id: PeerId, joining: bool, spectator: bool, seed: u64) {
+        let config = ClientConfig {
+            spectator,
+            name: format!("c{}", id.0),
+            ..ClientConfig::default()
+        };
+        let c = ClientSession::new(config, SERVER, self.sim.now()).unwrap();
+        self.sim.add(id, Node::Client(c));
+        self.apps
+            .insert(id, App::new(seed ^ (u64::from(id.0) * 77), joining));
+    }
+
+    fn run(
+        &mut self,
+        until: Instant,
+        mut on_server: impl FnMut(&SequencerEvent, &mut Vec<PeerId>),
+    ) -> Outcome {
+        let (apps, events) = (&mut self.apps, &mut self.server_events);
+        let mut freeze = Vec::new();
+        let o = self.sim.run(
+            until,
+            self.period,
+            |id, node, _| match node {
+                Node::Server(s) => {
+                    while let Some(ev) = s.poll_event() {
+                        on_server(&ev, &mut freeze);
+                        events.push(ev);
+                    }
+                }
+                Node::Client(c) => {
+                    if let Some(app) = apps.get_mut(&id) {
+                        app.play(c);
+                    }
+                }
+            },
+            |_| false,
+        );
+        for id in freeze {
+            self.sim.freeze(id);
+        }
+        o
+    }
+
+    fn client(&self, id: PeerId) -> &ClientSession<u16> {
+        self.sim.endpoint(id).and_then(Node::client).unwrap()
+    }
+
+    /// Every pair of `ids` holds the same state after every tick both ran.
+    fn assert_states_agree(&self, ids: &[PeerId], seed: u64) -> usize {
+        let mut common = 0;
+        for a in ids {
+            for b in ids {
+                let (sa, sb) = (&self.apps[a].states, &self.apps[b].states);
+                for (t, v) in sa {
+                    if let Some(w) = sb.get(t) {
+                        assert_eq!(v, w, "seed {seed}: {a} and {b} differ after tick {t}");
+                        common += 1;
+                    }
+                }
+            }
+        }
+        common
+    }
+}
+
+fn server_config(policy: Policy) -> SequencerConfig {
+    SequencerConfig {
+        policy,
+        snapshot_join: true,
+        // Short history: joining by replay would be refused.
+        history: 64,
+        ..SequencerConfig::default()
+    }
+}
+
+#[test]
+fn a_player_joins_a_game_under_way_from_a_snapshot_and_plays() {
+    let seed = 7;
+    let mut w = World::new(
+        3,
+        server_config(Policy::WaitForAll {
+            abandon_after: Duration::from_secs(10),
+        }),
+        LinkConditions::default(),
+        seed,
+    );
+    assert_eq!(
+        w.run(Instant::from_millis(5_000), |_, _| {}),
+        Outcome::TimedOut
+    );
+    let before = w.client(PeerId(1)).frame();
+    assert!(before.get() > 100, "the game is under way: {before}");
+    w.add_client(PeerId(4), true, false, seed);
+    assert_eq!(
+        w.run(Instant::from_millis(12_000), |_, _| {}),
+        Outcome::TimedOut
+    );
+
+    let joiner = &w.apps[&PeerId(4)];
+    let snap = joiner.events.iter().find_map(|e| match e {
+        Event::Snapshot { tick } => Some(*tick),
+        _ => None,
+    });
+    let snap = snap.expect("the joiner got a snapshot");
+    assert!(snap >= before, "snapshot after tick {snap}");
+    assert!(
+        joiner
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::CaughtUp { .. })),
+        "the joiner caught up: {:?}",
+        joiner.events
+    );
+    assert!(joiner.inputs_after_live > 100, "the joiner plays");
+    assert!(!w.client(PeerId(4)).joining());
+    // Its first frame is the one right after the snapshot.
+    assert_eq!(joiner.states.keys().next(), Some(&snap.saturating_add(1)));
+    let ids: Vec<PeerId> = (1..=4).map(PeerId).collect();
+    let common = w.assert_states_agree(&ids, seed);
+    assert!(common > 1_000);
+    // The stream says when the seat joined and when it went live.
+    let events: Vec<SequencerEvent> = w.server_events.clone();
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, SequencerEvent::SnapshotReady { joiners: 1, .. }))
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, SequencerEvent::CaughtUp { .. }))
+    );
+    let _ = SystemEvent::CaughtUp {
+        player: lockstep_core::PlayerId(3),
+    };
+}
+
+#[test]
+fn a_donor_that_disappears_mid_transfer_is_replaced() {
+    let seed = 11;
+    let mut w = World::new(
+        3,
+        server_config(Policy::Deadline {
+            missing: lockstep_core::sequenced::MissingInput::RepeatLast,
+        }),
+        LinkConditions::default(),
+        seed,
+    );
+    assert_eq!(
+        w.run(Instant::from_millis(3_000), |_, _| {}),
+        Outcome::TimedOut
+    );
+    w.add_client(PeerId(4), true, false, seed);
+    // The first donor asked falls dead as soon as it is asked.
+    let mut first = None;
+    let mut at = 3_000;
+    while first.is_none() && at < 10_000 {
+        at += 20;
+        let o = w.run(Instant::from_millis(at), |ev, freeze| {
+            if let SequencerEvent::SnapshotAsked { donor, .. } = ev {
+                freeze.push(*donor);
+            }
+        });
+        assert_eq!(o, Outcome::TimedOut);
+        first = w.server_events.iter().find_map(|e| match e {
+            SequencerEvent::SnapshotAsked { donor, .. } => Some(*donor),
+            _ => None,
+        });
+    }
+    let first = first.expect("a donor was asked");
+    let o = w.run(Instant::from_millis(15_000), |_, _| {});
+    assert_eq!(o, Outcome::TimedOut);
+
+    assert!(
+        w.server_events
+            .iter()
+            .any(|e| matches!(e, SequencerEvent::SnapshotFailed { donor, .. } if *donor == first))
+    );
+    let joiner = &w.apps[&PeerId(4)];
+    assert!(
+        joiner
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::CaughtUp { .. }))
+    );
+    let ids: Vec<PeerId> = (1..=4).map(PeerId).filter(|id| *id != first).collect();
+    assert!(w.assert_states_agree(&ids, seed) > 500);
+}
+
+proptest! {
+    #![proptest_config(cases(24))]
+
+    /// Players and a spectator join at random moments through loss,
+    /// duplication and reordering, under either policy: every one gets a
+    /// snapshot, catches up, and every machine holds the same state after
+    /// every tick they both ran.
+    #[test]
+    fn joiners_under_loss_end_on_the_same_state(
+        seed in any::<u64>(),
+        deadline in any::<bool>(),
+        loss in 0.0f64..0.2,
+        joins in proptest::collection::vec(500u64..6_000, 1..3),
+        spectator in any::<bool>(),
+    ) {
+        let policy = if deadline {
+            Policy::Deadline { missing: lockstep_core::sequenced::MissingInput::Neutral }
+        } else {
+            Policy::WaitForAll { abandon_after: Duration::from_secs(10) }
+        };
+        let link = LinkConditions {
+            latency: Duration::from_millis(15),
+            jitter: Duration::from_millis(10),
+            loss,
+            duplicate: 0.05,
+            reorder: 0.1,
+            max_datagram: Some(1200),
+        };
+        let mut w = World::new(2, server_config(policy), link, seed);
+        let mut joins = joins;
+        joins.sort_unstable();
+        let mut next_id = 3u32;
+        for at in &joins {
+            prop_assert_eq!(w.run(Instant::from_millis(*at), |_, _| {}), Outcome::TimedOut);
+            w.add_client(PeerId(next_id), true, false, seed);
+            next_id += 1;
+        }
+        if spectator {
+            w.add_client(PeerId(next_id), true, true, seed);
+            next_id += 1;
+        }
+        let end = joins.last().copied().unwrap_or(0) + 15_000;
+        prop_assert_eq!(w.run(Instant::from_millis(end), |_, _| {}), Outcome::TimedOut);
+        let ids: Vec<PeerId> = (1..next_id).map(PeerId).collect();
+        for id in &ids[2..] {
+            let app = &w.apps[id];
+            prop_assert!(app.events.iter().any(|e| matches!(e, Event::CaughtUp { .. })),
+                "seed {}: {} never caught up: {:?}", seed, id, app.events);
+        }
+        w.assert_states_agree(&ids, seed);
+    }
+}
