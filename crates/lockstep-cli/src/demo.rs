@@ -49,6 +49,11 @@ pub(crate) struct DemoArgs {
     /// Input delay in ticks (0 to 1024).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=1024))]
     delay: u32,
+    /// Bots that join the match while it runs (0 to 8), spread over its
+    /// middle: each gets the game's state from a snapshot, catches up and
+    /// plays.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=8))]
+    late_joiners: u16,
 }
 
 fn percent(s: &str) -> Result<f64, String> {
@@ -90,13 +95,18 @@ struct Client {
     next_commit: Instant,
     buffers: Buffers,
     desyncs: u32,
+    snapshots: crate::snapshots::Snapshots,
+    /// Joined the match under way: when it asked, and when it caught up.
+    joined: Option<(Instant, Option<Instant>)>,
+    failure: Option<String>,
 }
 
 pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
     let mut config = RelayConfig::default();
     config.room_defaults.tick_rate = a.tick_rate;
     config.room_defaults.delay = a.delay;
-    config.room_defaults.max_seats = a.players;
+    config.room_defaults.max_seats = a.players + a.late_joiners;
+    config.room_defaults.snapshot_join = true;
     config.room_defaults.policy = a.policy.into();
     // Every bot comes from this machine's one loopback address.
     config.limits.max_udp_per_addr = 256;
@@ -138,8 +148,7 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
     );
     println!("relay on udp://{udp} and ws://{ws}");
     let clock = Clock::new();
-    let mut clients = Vec::with_capacity(usize::from(a.players));
-    for i in 0..usize::from(a.players) {
+    let new_client = |i: usize| -> Result<Client, DemoError> {
         let ws_client = match a.transport {
             TransportKind::Udp => false,
             TransportKind::Ws => true,
@@ -179,7 +188,7 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
         };
         let session = ClientSession::new(config, WsClientTransport::SERVER, clock.now())
             .map_err(|e| DemoError::Setup(e.to_string()))?;
-        clients.push(Client {
+        Ok(Client {
             name: format!("bot{i}"),
             kind: if ws_client { "ws" } else { "udp" },
             transport,
@@ -189,8 +198,20 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
             next_commit: Instant::now(),
             buffers: Buffers::default(),
             desyncs: 0,
-        });
+            snapshots: crate::snapshots::Snapshots::default(),
+            joined: None,
+            failure: None,
+        })
+    };
+    let mut clients = Vec::with_capacity(usize::from(a.players + a.late_joiners));
+    for i in 0..usize::from(a.players) {
+        clients.push(new_client(i)?);
     }
+    // Late joiners arrive at even steps through the middle of the match.
+    let mut joins: Vec<u32> = (1..=u32::from(a.late_joiners))
+        .map(|k| a.ticks / 4 + a.ticks / 2 * k / (u32::from(a.late_joiners) + 1))
+        .collect();
+    joins.reverse();
 
     let bar = ProgressBar::new(u64::from(a.ticks));
     bar.set_style(
@@ -203,7 +224,7 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
     let mut last_report = Instant::now();
     let mut timed_out = false;
     loop {
-        let done = clients.iter().all(|c| c.game.tick.get() >= a.ticks);
+        let done = joins.is_empty() && clients.iter().all(|c| c.game.tick.get() >= a.ticks);
         if done {
             break;
         }
@@ -222,8 +243,23 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
             let _ = relay.stop();
             return Err(DemoError::Refused(c.name.clone(), reason));
         }
+        let slowest = clients.iter().map(|c| c.game.tick.get()).min().unwrap_or(0);
+        if joins.last().is_some_and(|t| slowest >= *t) {
+            joins.pop();
+            let mut c = new_client(clients.len())?;
+            c.joined = Some((Instant::now(), None));
+            let line = format!("late join: {} arrives at tick {slowest}", c.name);
+            bar.suspend(|| println!("{line}"));
+            clients.push(c);
+        }
         for c in clients.iter_mut() {
             step_client(c, &clock, a.ticks, period);
+        }
+        if let Some(c) = clients.iter().find(|c| c.failure.is_some()) {
+            bar.finish_and_clear();
+            let _ = relay.stop();
+            let reason = c.failure.clone().unwrap_or_default();
+            return Err(DemoError::Refused(c.name.clone(), reason));
         }
         if last_report.elapsed() >= Duration::from_millis(100) {
             last_report = Instant::now();
@@ -297,6 +333,18 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
         );
         hashes.push(hash);
     }
+    for c in &clients {
+        if let Some((asked, live)) = c.joined {
+            match live {
+                Some(live) => println!(
+                    "late join: {} playing {:.2} s after connecting",
+                    c.name,
+                    (live - asked).as_secs_f64()
+                ),
+                None => println!("late join: {} never caught up", c.name),
+            }
+        }
+    }
     println!();
     println!(
         "relay: {} ticks sealed, {} datagrams in, {} out; {:.1} s",
@@ -329,6 +377,23 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
     Ok(())
 }
 
+/// Drains a bot's events: desyncs are counted, snapshot requests noted,
+/// and a joiner's catching up timed.
+fn take_events(c: &mut Client) {
+    while let Some(ev) = c.session.poll_event() {
+        c.snapshots.on_event(&ev);
+        match ev {
+            lockstep_core::Event::Desync { .. } => c.desyncs += 1,
+            lockstep_core::Event::CaughtUp { .. } => {
+                if let Some((_, live)) = &mut c.joined {
+                    *live = Some(Instant::now());
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// One game-loop iteration of one bot client.
 fn step_client(c: &mut Client, clock: &Clock, ticks: u32, period: Duration) {
     let _ = drive(
@@ -340,6 +405,12 @@ fn step_client(c: &mut Client, clock: &Clock, ticks: u32, period: Duration) {
     if c.bot.is_none() {
         c.bot = c.session.seat().map(|s| Bot::new(s, u64::from(s.0) + 1));
     }
+    take_events(c);
+    if let Err(e) = c.snapshots.restore(&mut c.session, &mut c.game) {
+        c.failure = Some(e);
+        return;
+    }
+    c.snapshots.donate(&mut c.session, &c.game);
     if let Some(bot) = &mut c.bot
         && Instant::now() >= c.next_commit
     {
@@ -358,12 +429,9 @@ fn step_client(c: &mut Client, clock: &Clock, ticks: u32, period: Duration) {
         if frame.tick.get().is_multiple_of(30) {
             let _ = c.session.report_checksum(frame.tick, c.game.hash());
         }
+        c.snapshots.donate(&mut c.session, &c.game);
     }
-    while let Some(ev) = c.session.poll_event() {
-        if let lockstep_core::Event::Desync { .. } = ev {
-            c.desyncs += 1;
-        }
-    }
+    take_events(c);
     let _ = drive(
         &mut c.session,
         &mut c.transport,

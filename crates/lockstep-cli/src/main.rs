@@ -7,6 +7,7 @@ mod bench;
 mod demo;
 mod play;
 mod relay;
+mod snapshots;
 mod ticket;
 
 /// Deterministic lockstep networking: run a relay, and more.

@@ -179,6 +179,8 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
     }
     let (mut transport, where_) = connect(&a.relay, a.ca.as_deref())?;
     let mut game = Game::new(a.seed);
+    let mut snapshots = crate::snapshots::Snapshots::default();
+    let mut catch_up = lockstep_core::CatchUp::default();
     let mut keys = Keys::default();
     let mut buffers = Buffers::default();
     let mut screen = Screen::open()?;
@@ -226,14 +228,41 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
                 next_commit = (next_commit + period).max(now - period);
             }
         }
-        while let Some(frame) = session.advance() {
+        if let Err(e) = snapshots.restore(&mut session, &mut game) {
+            break Some(e);
+        }
+        // Catching up runs at most a budget of ticks per render frame, so
+        // the screen keeps drawing.
+        let ready = session.stats().buffered_frames;
+        let started = Instant::now();
+        let mut ran = 0;
+        while ran < catch_up.ticks(ready).max(1) {
+            let Some(frame) = session.advance() else {
+                break;
+            };
             game.step(&frame);
+            ran += 1;
             if frame.tick.get().is_multiple_of(30) {
                 let _ = session.report_checksum(frame.tick, game.hash());
             }
+            snapshots.donate(&mut session, &game);
+        }
+        catch_up.ran(ran, started.elapsed());
+        if session.joining() {
+            status = match session.snapshot_progress() {
+                Some((have, of)) => format!("joining: the game's state, {have}/{of}"),
+                None if game.tick == lockstep_core::Tick::ZERO => "joining...".into(),
+                None => format!(
+                    "catching up: tick {} of {}",
+                    game.tick,
+                    session.stats().server_open
+                ),
+            };
         }
         while let Some(ev) = session.poll_event() {
+            snapshots.on_event(&ev);
             match ev {
+                Event::CaughtUp { .. } => status = in_room.clone(),
                 Event::Connected { .. } | Event::Recovered { .. } => status = in_room.clone(),
                 Event::Desync { tick, .. } => status = format!("DESYNC detected at tick {tick}"),
                 Event::Interrupted { .. } => status = "the relay is not answering...".into(),
@@ -242,6 +271,7 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
                 _ => {}
             }
         }
+        snapshots.donate(&mut session, &game);
         let _ = drive(&mut session, &mut transport, clock.now(), &mut buffers);
         if let Some(reason) = ended(&session, &where_) {
             break Some(reason);

@@ -49,9 +49,25 @@ pub(crate) struct RelayArgs {
     /// The private key (PEM) for --ws-cert.
     #[arg(long, requires = "ws_cert", env = "LOCKSTEP_WS_KEY")]
     ws_key: Option<PathBuf>,
+    /// How a player joins a room's game under way: from a snapshot of the
+    /// game's state (every client must hand one over when asked, as
+    /// `lockstep play` does) or by replaying it from its first tick (only
+    /// while the relay still holds it all). Without a configuration file,
+    /// snapshot.
+    #[arg(long, value_enum)]
+    join: Option<JoinMode>,
     /// Log as JSON lines instead of text.
     #[arg(long)]
     json_logs: bool,
+}
+
+/// How joiners join a game under way, as a command-line value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum JoinMode {
+    /// From a snapshot of the game's state.
+    Snapshot,
+    /// By replaying the game from its first tick.
+    Replay,
 }
 
 /// A room's sealing policy, as a command-line value.
@@ -136,6 +152,11 @@ fn config(args: &RelayArgs) -> Result<RelayConfig, RelayCliError> {
     d.delay = args.delay.unwrap_or(d.delay);
     d.max_seats = args.max_seats.unwrap_or(d.max_seats);
     d.policy = args.policy.map_or(d.policy, PolicyName::from);
+    match args.join {
+        Some(mode) => d.snapshot_join = mode == JoinMode::Snapshot,
+        None if args.config.is_none() => d.snapshot_join = true,
+        None => {}
+    }
     config.limits.max_rooms = args.max_rooms.unwrap_or(config.limits.max_rooms);
     config.plain_udp |= args.plain_udp;
     if let (Some(cert), Some(key)) = (&args.ws_cert, &args.ws_key) {

@@ -65,3 +65,37 @@ fn the_deadline_policy_over_websocket_ends_equal() {
     assert_eq!(hashes.len(), 3);
     assert!(hashes.windows(2).all(|w| w[0] == w[1]), "{hashes:?}");
 }
+
+#[test]
+fn late_joiners_get_the_state_catch_up_and_end_equal() {
+    let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args([
+            "demo",
+            "--players",
+            "3",
+            "--late-joiners",
+            "2",
+            "--ticks",
+            "400",
+            "--tick-rate",
+            "60",
+            "--loss",
+            "5",
+        ])
+        .output()
+        .expect("run lockstep demo");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "demo failed:\n{stdout}");
+    let playing = stdout
+        .lines()
+        .filter(|l| l.starts_with("late join:") && l.contains("playing"))
+        .count();
+    assert_eq!(playing, 2, "{stdout}");
+    let hashes: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("bot"))
+        .filter_map(|l| l.split_whitespace().last())
+        .collect();
+    assert_eq!(hashes.len(), 5, "{stdout}");
+    assert!(hashes.windows(2).all(|w| w[0] == w[1]), "{stdout}");
+}

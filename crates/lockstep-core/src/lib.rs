@@ -68,6 +68,7 @@
 )]
 
 pub mod admission;
+mod catch_up;
 mod checksum;
 mod endpoint;
 mod error;
@@ -88,6 +89,7 @@ mod tick;
 mod time;
 pub mod wire;
 
+pub use catch_up::CatchUp;
 pub use endpoint::{Endpoint, Transmit};
 pub use error::{
     AbandonError, ChecksumError, CommitError, ConfigError, DatagramError, Incompatibility,

@@ -219,6 +219,7 @@ fn server_config(policy: Policy) -> SequencerConfig {
     SequencerConfig {
         policy,
         snapshot_join: true,
+        snapshot_join_after: 0,
         // Short history: joining by replay would be refused.
         history: 64,
         ..SequencerConfig::default()

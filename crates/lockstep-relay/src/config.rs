@@ -199,6 +199,16 @@ pub struct RoomSettings {
     pub max_pause_secs: u64,
     /// Pauses each seat may ask for over a match.
     pub pauses_per_seat: u32,
+    /// How a client joins a game under way: `false` replays it from its
+    /// first tick (while the history holds it), `true` hands it a snapshot
+    /// of the game's state from an in-step client (every client of the
+    /// room must then answer snapshot requests).
+    pub snapshot_join: bool,
+    /// With `snapshot_join`, how many ticks into a game a joiner still
+    /// replays it instead.
+    pub snapshot_join_after: u32,
+    /// The largest snapshot passed on, in MiB.
+    pub max_snapshot_mib: u32,
 }
 
 impl Default for RoomSettings {
@@ -214,6 +224,9 @@ impl Default for RoomSettings {
             history: 4096,
             max_pause_secs: 60,
             pauses_per_seat: 3,
+            snapshot_join: false,
+            snapshot_join_after: 90,
+            max_snapshot_mib: 16,
         }
     }
 }
@@ -412,6 +425,12 @@ impl RelayConfig {
             resume_after_silence: Duration::from_secs(l.resume_after_silence_secs),
             max_pause: Duration::from_secs(s.max_pause_secs),
             pauses_per_seat: s.pauses_per_seat,
+            snapshot_join: s.snapshot_join,
+            snapshot_join_after: s.snapshot_join_after,
+            snapshot: lockstep_core::snapshot::SnapshotLimits {
+                max_len: (s.max_snapshot_mib as usize) << 20,
+                ..Default::default()
+            },
             ..SequencerConfig::default()
         }
     }

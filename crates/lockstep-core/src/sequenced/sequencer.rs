@@ -92,6 +92,10 @@ pub struct SequencerConfig {
     /// seat runs neutral input and holds nobody up. The game must answer
     /// [`Event::SnapshotRequested`](crate::Event::SnapshotRequested).
     pub snapshot_join: bool,
+    /// With `snapshot_join`, how many ticks into the game a joiner still
+    /// replays it instead (cheaper than a snapshot early on, and needs no
+    /// donor).
+    pub snapshot_join_after: u32,
     /// After a join, how long to wait for more joiners to share one
     /// snapshot: each new one restarts the wait, up to `join_wait_max`.
     pub join_wait: Duration,
@@ -133,6 +137,7 @@ impl Default for SequencerConfig {
             max_pause: Duration::from_secs(60),
             pauses_per_seat: 3,
             snapshot_join: false,
+            snapshot_join_after: 90,
             join_wait: Duration::from_millis(300),
             join_wait_max: Duration::from_secs(3),
             donor_timeout: Duration::from_secs(3),
@@ -938,7 +943,8 @@ impl<I: Input> Sequencer<I> {
         }
         // A game under way is joined from a snapshot when the room says so;
         // otherwise by replaying it, while the history holds it all.
-        let from_snapshot = self.config.snapshot_join && self.open > self.config.first_tick;
+        let from_snapshot = self.config.snapshot_join
+            && self.open.since(self.config.first_tick) >= self.config.snapshot_join_after.max(1);
         if !from_snapshot && self.history_base > self.config.first_tick {
             return self.refuse(
                 peer,
