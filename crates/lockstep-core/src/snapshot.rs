@@ -163,6 +163,9 @@ pub struct SnapshotSender {
     limits: SnapshotLimits,
     /// Where the search for the next chunk to send starts.
     cursor: u32,
+    /// When an acknowledgement last covered a new chunk (or the first chunk
+    /// went out).
+    progress: Option<Instant>,
 }
 
 impl SnapshotSender {
@@ -212,6 +215,7 @@ impl SnapshotSender {
             base: 0,
             limits: limits.clone(),
             cursor: 0,
+            progress: None,
         })
     }
 
@@ -246,6 +250,7 @@ impl SnapshotSender {
     pub fn next_chunk(&mut self, now: Instant) -> Option<OutgoingChunk<'_>> {
         let index = self.due(now)?;
         self.sent[index as usize] = Some(now);
+        self.progress.get_or_insert(now);
         self.cursor = index + 1;
         let start = index as usize * self.chunk_len;
         let end = (start + self.chunk_len).min(self.packed.len());
@@ -305,6 +310,23 @@ impl SnapshotSender {
             .filter_map(|i| self.sent[i as usize])
             .min()
             .map(|t| t + self.limits.resend_after)
+    }
+
+    /// When the receiver last acknowledged a chunk it had not before (or
+    /// the first chunk went out): a receiver that stops acknowledging stops
+    /// this.
+    pub fn last_progress(&self) -> Option<Instant> {
+        self.progress
+    }
+
+    /// Takes the receiver's acknowledgement at `now`. Acks for another
+    /// snapshot, or naming chunks that do not exist, change nothing.
+    pub fn take_ack_at(&mut self, ack: &SnapshotAck, now: Instant) {
+        let before = self.acked_count;
+        self.take_ack(ack);
+        if self.acked_count > before {
+            self.progress = Some(now);
+        }
     }
 
     /// Takes the receiver's acknowledgement. Acks for another snapshot, or

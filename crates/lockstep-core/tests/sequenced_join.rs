@@ -151,13 +151,24 @@ impl World {
     }
 
     fn add_client(&mut self, id: PeerId, joining: bool, spectator: bool, seed: u64) {
+        self.add_node(id, joining, spectator, seed, Node::Client);
+    }
+
+    fn add_node(
+        &mut self,
+        id: PeerId,
+        joining: bool,
+        spectator: bool,
+        seed: u64,
+        node: fn(ClientSession<u16>) -> Node,
+    ) {
         let config = ClientConfig {
             spectator,
             name: format!("c{}", id.0),
             ..ClientConfig::default()
         };
         let c = ClientSession::new(config, SERVER, self.sim.now()).unwrap();
-        self.sim.add(id, Node::Client(c));
+        self.sim.add(id, node(c));
         self.apps
             .insert(id, App::new(seed ^ (u64::from(id.0) * 77), joining));
     }
@@ -179,7 +190,7 @@ impl World {
                         events.push(ev);
                     }
                 }
-                Node::Client(c) => {
+                Node::Client(c) | Node::Unacking(c) => {
                     if let Some(app) = apps.get_mut(&id) {
                         app.play(c);
                     }
@@ -191,6 +202,28 @@ impl World {
             self.sim.freeze(id);
         }
         o
+    }
+
+    /// Runs in slices of 20 ms until `found` picks something out of the
+    /// sequencer's events from now on, or `limit`.
+    fn run_until<T>(
+        &mut self,
+        limit: u64,
+        found: impl Fn(&SequencerEvent) -> Option<T>,
+    ) -> Option<T> {
+        let seen = self.server_events.len();
+        let mut at = self.sim.now().as_micros() / 1000;
+        while at < limit {
+            at += 20;
+            assert_eq!(
+                self.run(Instant::from_millis(at), |_, _| {}),
+                Outcome::TimedOut
+            );
+            if let Some(t) = self.server_events[seen..].iter().find_map(&found) {
+                return Some(t);
+            }
+        }
+        None
     }
 
     fn client(&self, id: PeerId) -> &ClientSession<u16> {
@@ -391,4 +424,160 @@ proptest! {
         }
         w.assert_states_agree(&ids, seed);
     }
+}
+
+/// A datagram from `from` carrying `chunk`, as a client would send it.
+fn chunk_datagram(base: Tick, chunk: &lockstep_core::wire::SnapshotChunk<'_>) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = lockstep_core::wire::DatagramWriter::new(&mut out, base, 1200);
+    w.push(&lockstep_core::wire::Message::SnapshotChunk(*chunk))
+        .unwrap();
+    w.finish();
+    out
+}
+
+/// A whole (one-chunk) snapshot of `bytes` after `tick` as snapshot `id`.
+fn forged_snapshot(id: u32, tick: Tick, bytes: Vec<u8>) -> Vec<u8> {
+    let state = lockstep_core::snapshot::Snapshot::new(tick, bytes);
+    let mut tx = lockstep_core::snapshot::SnapshotSender::new(
+        id,
+        &state,
+        1_000,
+        &lockstep_core::snapshot::SnapshotLimits::default(),
+    )
+    .unwrap();
+    let chunk = tx.next_chunk(Instant::ZERO).unwrap().as_message();
+    chunk_datagram(tick, &chunk)
+}
+
+/// Attacks on the join by clients already in the room, while honest ones
+/// play: chunks from a client nobody asked, a donor claiming a state over
+/// the cap, a donor handing over a state for another tick. Each is ignored
+/// or the donor replaced; the joiner gets in and everyone ends on one state.
+#[test]
+fn lying_clients_cannot_keep_a_joiner_out_or_give_it_another_tick() {
+    let seed = 23;
+    let mut w = World::new(
+        4,
+        server_config(Policy::WaitForAll {
+            abandon_after: Duration::from_secs(10),
+        }),
+        LinkConditions::default(),
+        seed,
+    );
+    assert_eq!(
+        w.run(Instant::from_millis(3_000), |_, _| {}),
+        Outcome::TimedOut
+    );
+    w.add_client(PeerId(5), true, false, seed);
+    // The first donor lies about its state's size; the second hands over a
+    // state for another tick; a bystander sprays chunks of its own.
+    let (first, tick, id) = w
+        .run_until(10_000, |e| match e {
+            SequencerEvent::SnapshotAsked { donor, tick, id } => Some((*donor, *tick, *id)),
+            _ => None,
+        })
+        .expect("a donor was asked");
+    let bystander = (1..=4).map(PeerId).find(|p| *p != first).unwrap();
+    let huge = lockstep_core::wire::SnapshotChunk {
+        id,
+        tick,
+        raw_len: 60 << 20,
+        packed_len: 100,
+        hash: 1,
+        index: 0,
+        count: 1,
+        checksum: lockstep_core::snapshot::chunk_checksum(&[0; 100]),
+        data: &[0; 100],
+    };
+    w.sim.net.send(first, SERVER, &chunk_datagram(tick, &huge));
+    w.sim
+        .net
+        .send(bystander, SERVER, &forged_snapshot(id, tick, vec![1; 12]));
+    let (second, tick2, id2) = w
+        .run_until(20_000, |e| match e {
+            SequencerEvent::SnapshotAsked { donor, tick, id } if *donor != first => {
+                Some((*donor, *tick, *id))
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "another donor was asked: {:?}",
+                w.server_events
+                    .iter()
+                    .filter(|e| !matches!(e, SequencerEvent::Joined { .. }))
+                    .collect::<Vec<_>>()
+            )
+        });
+    let wrong = tick2.saturating_sub(1);
+    w.sim
+        .net
+        .send(second, SERVER, &forged_snapshot(id2, wrong, vec![2; 12]));
+    assert_eq!(
+        w.run(Instant::from_millis(25_000), |_, _| {}),
+        Outcome::TimedOut
+    );
+
+    let failed: Vec<PeerId> = w
+        .server_events
+        .iter()
+        .filter_map(|e| match e {
+            SequencerEvent::SnapshotFailed { donor, .. } => Some(*donor),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        failed.contains(&first) && failed.contains(&second),
+        "{failed:?}"
+    );
+    let joiner = &w.apps[&PeerId(5)];
+    assert!(
+        joiner
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::CaughtUp { .. })),
+        "the joiner got in: {:?}",
+        joiner.events
+    );
+    let ids: Vec<PeerId> = (1..=5).map(PeerId).collect();
+    assert!(w.assert_states_agree(&ids, seed) > 1_000);
+}
+
+/// A joiner that never acknowledges its snapshot would be sent the window
+/// again and again; it is closed once it has acknowledged nothing new for
+/// three donor timeouts, and the rest play on.
+#[test]
+fn a_joiner_that_never_acknowledges_is_closed() {
+    let seed = 29;
+    let mut w = World::new(
+        2,
+        server_config(Policy::WaitForAll {
+            abandon_after: Duration::from_secs(10),
+        }),
+        LinkConditions::default(),
+        seed,
+    );
+    assert_eq!(
+        w.run(Instant::from_millis(2_000), |_, _| {}),
+        Outcome::TimedOut
+    );
+    w.add_node(PeerId(3), true, false, seed, Node::Unacking);
+    let closed = w.run_until(20_000, |e| match e {
+        SequencerEvent::Closed { peer, reason, .. } if *peer == PeerId(3) => Some(reason.clone()),
+        _ => None,
+    });
+    let closed = closed.expect("the silent joiner was closed");
+    assert!(
+        format!("{closed:?}").contains("acknowledging"),
+        "{closed:?}"
+    );
+    assert_eq!(
+        w.run(Instant::from_millis(22_000), |_, _| {}),
+        Outcome::TimedOut
+    );
+    let ids = [PeerId(1), PeerId(2)];
+    assert!(w.assert_states_agree(&ids, seed) > 500);
+    let frames = w.apps[&PeerId(1)].states.len();
+    assert!(frames > 600, "the others played on: {frames}");
 }

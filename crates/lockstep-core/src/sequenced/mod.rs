@@ -232,6 +232,8 @@ pub enum SequencerEvent {
         donor: PeerId,
         /// The tick the state follows.
         tick: Tick,
+        /// The id its chunks must carry.
+        id: u32,
     },
     /// A donor's snapshot was refused (it failed its checks, or is for
     /// another tick) or never came: another donor is asked.

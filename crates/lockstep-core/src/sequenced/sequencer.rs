@@ -413,6 +413,9 @@ pub struct Sequencer<I: Input> {
     next_snapshot_id: u32,
     /// Clients that failed to donate since the last snapshot was ready.
     bad_donors: Vec<PeerId>,
+    /// Donors whose state was over the cap since the last snapshot was
+    /// ready: one could lie; two mean the joiners cannot get in.
+    too_large: Vec<PeerId>,
     /// The last donor, told its snapshot arrived whole until it stops
     /// sending chunks.
     thanked: Option<(PeerId, wire::SnapshotAck)>,
@@ -453,6 +456,7 @@ impl<I: Input> Sequencer<I> {
             join_asked: None,
             next_snapshot_id: 1,
             bad_donors: Vec::new(),
+            too_large: Vec::new(),
             thanked: None,
         })
     }
@@ -791,10 +795,13 @@ impl<I: Input> Sequencer<I> {
             consider(f.progress + self.config.donor_timeout);
         }
         for c in &self.conns {
-            if let Some(Join::Receiving(tx)) = &c.join
-                && let Some(t) = tx.next_resend()
-            {
-                consider(t);
+            if let Some(Join::Receiving(tx)) = &c.join {
+                if let Some(t) = tx.next_resend() {
+                    consider(t);
+                }
+                if let Some(t) = tx.last_progress() {
+                    consider(t + self.config.donor_timeout * 3);
+                }
             }
         }
         if let Policy::WaitForAll { abandon_after } = self.config.policy {
@@ -1219,7 +1226,7 @@ impl<I: Input> Sequencer<I> {
                 Message::SnapshotAck(a) => {
                     let done = match self.conns[i].join.as_mut() {
                         Some(Join::Receiving(tx)) => {
-                            tx.take_ack(&a);
+                            tx.take_ack_at(&a, now);
                             tx.done()
                         }
                         _ => false,
@@ -1278,6 +1285,7 @@ impl<I: Input> Sequencer<I> {
                 self.thanked = f.receiver.current_ack().map(|a| (f.donor, a));
                 self.fetch = None;
                 self.bad_donors.clear();
+                self.too_large.clear();
                 self.join_asked = None;
                 let chunk_len = self.config.max_datagram.saturating_sub(160);
                 let mut joiners = 0;
@@ -1308,9 +1316,25 @@ impl<I: Input> Sequencer<I> {
                 });
             }
             Err(e @ SnapshotError::TooLarge { .. }) => {
-                // Any donor's state is as large: the joiners cannot get in.
-                self.fetch = None;
-                self.refuse_waiting_joiners(&e);
+                // Every donor's state is about as large: once two say so (or
+                // nobody else could), the joiners cannot get in. One alone
+                // could be lying to keep them out.
+                let donor = f.donor;
+                self.too_large.push(donor);
+                let others = self.conns.iter().any(|c| {
+                    c.closing.is_none()
+                        && c.join.is_none()
+                        && c.peer != donor
+                        && !self.too_large.contains(&c.peer)
+                        && !self.bad_donors.contains(&c.peer)
+                });
+                if self.too_large.len() >= 2 || !others {
+                    self.fetch = None;
+                    self.too_large.clear();
+                    self.refuse_waiting_joiners(&e);
+                } else {
+                    self.donor_failed(e.to_string());
+                }
             }
             Err(e) => self.donor_failed(e.to_string()),
         }
@@ -1379,9 +1403,24 @@ impl<I: Input> Sequencer<I> {
     }
 
     /// Asks a donor for a snapshot once joiners have waited long enough,
-    /// and replaces a donor that went away or quiet.
+    /// and replaces a donor that went away or quiet; closes a joiner that
+    /// stopped acknowledging its snapshot (it would be sent the window
+    /// again and again for nothing).
     fn progress_joins(&mut self) {
         let now = self.now;
+        let stalled_after = self.config.donor_timeout * 3;
+        for i in 0..self.conns.len() {
+            let stalled = matches!(&self.conns[i].join, Some(Join::Receiving(tx))
+                if tx.last_progress().is_some_and(|t| now - t >= stalled_after));
+            if stalled && self.conns[i].closing.is_none() {
+                let text = "stopped acknowledging its snapshot".to_owned();
+                self.close(
+                    i,
+                    Closing::Error(ErrorCode::Violation, text.clone()),
+                    DropReason::Violation(ErrorCode::Violation, text),
+                );
+            }
+        }
         let waiting = self
             .conns
             .iter()
@@ -1444,7 +1483,11 @@ impl<I: Input> Sequencer<I> {
         if let Some(i) = self.conn_index(donor) {
             self.conns[i].flush = true;
         }
-        self.push_event(SequencerEvent::SnapshotAsked { donor, tick: open });
+        self.push_event(SequencerEvent::SnapshotAsked {
+            donor,
+            tick: open,
+            id,
+        });
     }
 
     fn accept_input(&mut self, seat: PlayerId, stamped: Tick, input: I) {

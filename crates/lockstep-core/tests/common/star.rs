@@ -16,12 +16,21 @@ pub const SERVER: PeerId = PeerId(0);
 pub enum Node {
     Server(Sequencer<u16>),
     Client(ClientSession<u16>),
+    /// A client whose datagrams lose every snapshot acknowledgement.
+    Unacking(ClientSession<u16>),
 }
 
 impl Node {
     pub fn client(&self) -> Option<&ClientSession<u16>> {
         match self {
-            Self::Client(c) => Some(c),
+            Self::Client(c) | Self::Unacking(c) => Some(c),
+            Self::Server(_) => None,
+        }
+    }
+
+    pub fn client_mut(&mut self) -> Option<&mut ClientSession<u16>> {
+        match self {
+            Self::Client(c) | Self::Unacking(c) => Some(c),
             Self::Server(_) => None,
         }
     }
@@ -29,7 +38,7 @@ impl Node {
     pub fn server(&self) -> Option<&Sequencer<u16>> {
         match self {
             Self::Server(s) => Some(s),
-            Self::Client(_) => None,
+            Self::Client(_) | Self::Unacking(_) => None,
         }
     }
 }
@@ -40,14 +49,16 @@ impl Endpoint for Node {
     fn handle_datagram(&mut self, from: PeerId, d: &[u8], now: Instant) -> Result<(), String> {
         match self {
             Self::Server(s) => s.handle_datagram(from, d, now).map_err(|e| e.to_string()),
-            Self::Client(c) => c.handle_datagram(from, d, now).map_err(|e| e.to_string()),
+            Self::Client(c) | Self::Unacking(c) => {
+                c.handle_datagram(from, d, now).map_err(|e| e.to_string())
+            }
         }
     }
 
     fn handle_timeout(&mut self, now: Instant) {
         match self {
             Self::Server(s) => s.handle_timeout(now),
-            Self::Client(c) => c.handle_timeout(now),
+            Self::Client(c) | Self::Unacking(c) => c.handle_timeout(now),
         }
     }
 
@@ -55,13 +66,32 @@ impl Endpoint for Node {
         match self {
             Self::Server(s) => s.poll_transmit(buf),
             Self::Client(c) => c.poll_transmit(buf),
+            Self::Unacking(c) => {
+                let t = c.poll_transmit(buf)?;
+                let reference = c.frame();
+                let d = lockstep_core::wire::Datagram::decode(&buf[..t.len], reference).ok()?;
+                let mut out = Vec::new();
+                let mut w = lockstep_core::wire::DatagramWriter::new(&mut out, d.base, usize::MAX);
+                for m in &d.messages {
+                    if !matches!(m, lockstep_core::wire::Message::SnapshotAck(_)) {
+                        let _ = w.push(m);
+                    }
+                }
+                w.finish();
+                buf.clear();
+                buf.extend_from_slice(&out);
+                Some(Transmit {
+                    destination: t.destination,
+                    len: buf.len(),
+                })
+            }
         }
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
         match self {
             Self::Server(s) => s.poll_timeout(),
-            Self::Client(c) => c.poll_timeout(),
+            Self::Client(c) | Self::Unacking(c) => c.poll_timeout(),
         }
     }
 }
