@@ -7,7 +7,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use lockstep_core::PlayerInputs;
 use lockstep_core::sequenced::{ClientConfig, ClientSession};
 use lockstep_core::wire::InputCodec;
-use lockstep_demo::{Bot, Game};
+use lockstep_demo::{Bot, Game, GameConfig};
 use lockstep_net::{
     Buffers, Clock, Faults, FaultyTransport, Transport, UdpTransport, WsClientTransport, drive,
 };
@@ -54,6 +54,11 @@ pub(crate) struct DemoArgs {
     /// plays.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=8))]
     late_joiners: u16,
+    /// A swarm of this many creeps from the first wave on (16 to 4,000),
+    /// instead of waves that grow: a bigger game for late joiners to
+    /// receive and for every client to run.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(16..=4000))]
+    creeps: Option<u32>,
 }
 
 fn percent(s: &str) -> Result<f64, String> {
@@ -177,7 +182,8 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
             room: "demo".into(),
             name: format!("bot{i}"),
             codec: InputCodec::PlayerInputs,
-            fingerprint: crate::play::fingerprint(a.seed),
+            fingerprint: crate::play::fingerprint(a.seed)
+                ^ u64::from(a.creeps.unwrap_or(0)).wrapping_mul(0xA24B_AED4_963E_E407),
             // UDP bots seal their datagrams; WebSocket rides on TCP.
             secret: if ws_client {
                 None
@@ -193,7 +199,13 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
             kind: if ws_client { "ws" } else { "udp" },
             transport,
             session,
-            game: Game::new(a.seed),
+            game: Game::with_config(
+                a.seed,
+                a.creeps.map_or_else(GameConfig::default, |n| GameConfig {
+                    max_creeps: n,
+                    first_wave: n,
+                }),
+            ),
             bot: None,
             next_commit: Instant::now(),
             buffers: Buffers::default(),
