@@ -35,6 +35,7 @@
 use crate::wire::{SnapshotAck, SnapshotChunk};
 use crate::{Instant, Tick};
 use core::time::Duration;
+use std::sync::Arc;
 use xxhash_rust::xxh3::xxh3_64;
 
 /// The game's state right after `tick` ran, as bytes the game produced and
@@ -150,7 +151,8 @@ pub struct SnapshotSender {
     tick: Tick,
     raw_len: u32,
     hash: u64,
-    packed: Vec<u8>,
+    /// Shared by every sender of the same snapshot.
+    packed: Arc<[u8]>,
     chunk_len: usize,
     count: u32,
     /// Per chunk: acknowledged.
@@ -166,7 +168,22 @@ pub struct SnapshotSender {
     /// When an acknowledgement last covered a new chunk (or the first chunk
     /// went out).
     progress: Option<Instant>,
+    /// Resend rounds since the last progress. After three, only the first
+    /// missing chunk goes again, eight times slower: a receiver that stops
+    /// acknowledging is not sent the window again and again.
+    rounds: u32,
+    /// When the last resend round began.
+    resent_at: Option<Instant>,
+    /// Chunks allowed unacknowledged now: the configured window, halved by
+    /// every resend round and grown back by every chunk acknowledged, so
+    /// a receiver that acknowledges slowly is sent little.
+    cwnd: u32,
+    /// When the first chunk went out.
+    started: Option<Instant>,
 }
+
+/// Full resend rounds without progress before the sender only probes.
+const FULL_ROUNDS: u32 = 3;
 
 impl SnapshotSender {
     /// Prepares `snapshot` as snapshot `id`, in chunks of at most
@@ -206,7 +223,7 @@ impl SnapshotSender {
             tick: snapshot.tick,
             raw_len: snapshot.bytes.len() as u32,
             hash: snapshot.hash(),
-            packed,
+            packed: packed.into(),
             chunk_len,
             count: count as u32,
             acked: vec![false; count],
@@ -216,7 +233,31 @@ impl SnapshotSender {
             limits: limits.clone(),
             cursor: 0,
             progress: None,
+            rounds: 0,
+            resent_at: None,
+            cwnd: limits.window.max(1),
+            started: None,
         })
+    }
+
+    /// The same snapshot for another receiver, as snapshot `id`: the
+    /// compressed bytes are shared, not copied or compressed again.
+    pub fn for_another(&self, id: u32) -> Self {
+        let count = self.count as usize;
+        Self {
+            id,
+            acked: vec![false; count],
+            sent: vec![None; count],
+            acked_count: 0,
+            base: 0,
+            cursor: 0,
+            progress: None,
+            rounds: 0,
+            resent_at: None,
+            cwnd: self.limits.window.max(1),
+            started: None,
+            ..self.clone()
+        }
     }
 
     /// The snapshot's id.
@@ -249,6 +290,12 @@ impl SnapshotSender {
     /// more; each call marks the chunk sent.
     pub fn next_chunk(&mut self, now: Instant) -> Option<OutgoingChunk<'_>> {
         let index = self.due(now)?;
+        if self.sent[index as usize].is_some() && self.resent_at != Some(now) {
+            self.resent_at = Some(now);
+            self.rounds = self.rounds.saturating_add(1);
+            self.cwnd = (self.cwnd / 2).max(1);
+        }
+        self.started.get_or_insert(now);
         self.sent[index as usize] = Some(now);
         self.progress.get_or_insert(now);
         self.cursor = index + 1;
@@ -271,18 +318,29 @@ impl SnapshotSender {
     }
 
     fn due(&self, now: Instant) -> Option<u32> {
-        let window_end = self
-            .base
-            .saturating_add(self.limits.window.max(1))
-            .min(self.count);
+        let window_end = self.base.saturating_add(self.cwnd.max(1)).min(self.count);
         // Lost first: the receiver cannot finish without them.
         let from = self.cursor.clamp(self.base, window_end);
+        let wait = self.limits.resend_after;
         let lost = |i: u32| {
-            !self.acked[i as usize]
-                && self.sent[i as usize].is_some_and(|t| now - t >= self.limits.resend_after)
+            !self.acked[i as usize] && self.sent[i as usize].is_some_and(|t| now - t >= wait)
         };
-        if let Some(i) = (self.base..window_end).find(|&i| lost(i)) {
-            return Some(i);
+        let round_open = match self.resent_at {
+            None => true,
+            // The round under way (one call, one instant) goes on.
+            Some(t) if t == now => true,
+            Some(t) => now - t >= self.round_gap(),
+        };
+        if round_open {
+            // Past the full rounds, a probe: the first missing chunk alone.
+            let end = if self.rounds >= FULL_ROUNDS {
+                (self.base + 1).min(window_end)
+            } else {
+                window_end
+            };
+            if let Some(i) = (self.base..end).find(|&i| lost(i)) {
+                return Some(i);
+            }
         }
         (from..window_end)
             .chain(self.base..from)
@@ -299,17 +357,27 @@ impl SnapshotSender {
         self.chunk_len + 48
     }
 
+    /// The least time between two resend rounds.
+    fn round_gap(&self) -> Duration {
+        if self.rounds >= FULL_ROUNDS {
+            self.limits.resend_after * 8
+        } else {
+            self.limits.resend_after
+        }
+    }
+
     /// When a chunk next falls due by time alone (a resend), if any.
     pub fn next_resend(&self) -> Option<Instant> {
-        let window_end = self
-            .base
-            .saturating_add(self.limits.window.max(1))
-            .min(self.count);
+        let window_end = self.base.saturating_add(self.cwnd.max(1)).min(self.count);
         (self.base..window_end)
             .filter(|&i| !self.acked[i as usize])
             .filter_map(|i| self.sent[i as usize])
             .min()
-            .map(|t| t + self.limits.resend_after)
+            .map(|t| {
+                let due = t + self.limits.resend_after;
+                self.resent_at
+                    .map_or(due, |r| due.max(r + self.round_gap()))
+            })
     }
 
     /// When the receiver last acknowledged a chunk it had not before (or
@@ -352,12 +420,24 @@ impl SnapshotSender {
         }
     }
 
+    fn mark_progress(&mut self) {
+        self.rounds = 0;
+        self.resent_at = None;
+    }
+
     fn mark(&mut self, i: u32) {
         let a = &mut self.acked[i as usize];
         if !*a {
             *a = true;
             self.acked_count += 1;
+            self.cwnd = (self.cwnd + 1).min(self.limits.window.max(1));
+            self.mark_progress();
         }
+    }
+
+    /// When the first chunk went out, if one has.
+    pub fn started(&self) -> Option<Instant> {
+        self.started
     }
 }
 

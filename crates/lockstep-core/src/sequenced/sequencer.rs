@@ -20,6 +20,9 @@ use std::collections::{BTreeMap, VecDeque};
 const REPLY_QUEUE_CAP: usize = 256;
 /// Most events held for the caller before the oldest are dropped.
 const EVENT_QUEUE_CAP: usize = 4096;
+/// Datagrams a second a connection may send beyond its usual rate while it
+/// sends or receives a snapshot.
+const SNAPSHOT_DATAGRAMS_PER_SEC: u32 = 2_000;
 /// Most frames tried in one datagram. A client catching up still gets
 /// about two thousand frames a second at 30 Hz, and the work per datagram
 /// stays bounded when a thousand clients catch up at once.
@@ -281,6 +284,10 @@ struct Conn {
     rtt: Rtt,
     checks: RemoteChecksums,
     datagram_rate: TokenBucket,
+    /// Extra datagrams allowed while it sends or receives a snapshot: a
+    /// window of chunks, and an acknowledgement for each, outrun the usual
+    /// rate.
+    snapshot_rate: TokenBucket,
     input_rate: TokenBucket,
     closing: Option<Closing>,
     /// Joining a game under way from a snapshot.
@@ -305,8 +312,10 @@ struct Fetch {
     id: u32,
     tick: Tick,
     donor: PeerId,
-    /// When the donor was asked or last sent a chunk.
+    /// When the donor was asked or last sent a chunk not seen before.
     progress: Instant,
+    /// When it was asked: however it drips, it has ten donor timeouts.
+    asked: Instant,
     /// Whether any chunk came (until then the request is repeated).
     started: bool,
     receiver: SnapshotReceiver,
@@ -793,6 +802,7 @@ impl<I: Input> Sequencer<I> {
         }
         if let Some(f) = &self.fetch {
             consider(f.progress + self.config.donor_timeout);
+            consider(f.asked + self.config.donor_timeout * 10);
         }
         for c in &self.conns {
             if let Some(Join::Receiving(tx)) = &c.join {
@@ -801,6 +811,9 @@ impl<I: Input> Sequencer<I> {
                 }
                 if let Some(t) = tx.last_progress() {
                     consider(t + self.config.donor_timeout * 3);
+                }
+                if let Some(t) = tx.started() {
+                    consider(t + self.config.donor_timeout * 20);
                 }
             }
         }
@@ -918,7 +931,11 @@ impl<I: Input> Sequencer<I> {
                     Rejection::Other("that seat's connection is still alive".into()),
                 );
             }
-            if self.history_base > self.config.first_tick {
+            // A joiner starts its join over on the new connection, which
+            // knows nothing of the old one's snapshot; anyone else replays
+            // the stream from its start, while the history holds it.
+            let rejoin = self.conns[i].join.is_some();
+            if !rejoin && self.history_base > self.config.first_tick {
                 return self.refuse(
                     peer,
                     Rejection::Other(
@@ -928,12 +945,21 @@ impl<I: Input> Sequencer<I> {
                 );
             }
             let fresh = ResumeToken(self.tokens.next_secret());
+            let now = self.now;
+            if rejoin {
+                self.join_asked = Some(self.join_asked.map_or((now, now), |(f, _)| (f, now)));
+            }
+            let open = self.open;
             let c = &mut self.conns[i];
             let previous = c.peer;
             c.peer = peer;
             c.token = Some(fresh);
-            // The new connection runs the stream from its start again.
-            c.next = self.config.first_tick;
+            if rejoin {
+                c.join = Some(Join::Waiting);
+                c.next = open;
+            } else {
+                c.next = self.config.first_tick;
+            }
             c.welcome_pending = true;
             c.last_heard = self.now;
             c.flush = true;
@@ -1020,6 +1046,7 @@ impl<I: Input> Sequencer<I> {
             rtt: Rtt::default(),
             checks: RemoteChecksums::default(),
             datagram_rate: TokenBucket::full(self.config.max_datagrams_per_sec, now),
+            snapshot_rate: TokenBucket::full(SNAPSHOT_DATAGRAMS_PER_SEC, now),
             input_rate: TokenBucket::full(self.config.max_inputs_per_sec, now),
             closing: None,
             join: from_snapshot.then_some(Join::Waiting),
@@ -1090,7 +1117,11 @@ impl<I: Input> Sequencer<I> {
         {
             let c = &mut self.conns[i];
             c.last_heard = now;
-            if !c.datagram_rate.take(1, now) {
+            let transferring = matches!(c.join, Some(Join::Receiving(_)))
+                || self.fetch.as_ref().is_some_and(|f| f.donor == c.peer);
+            let allowed =
+                (transferring && c.snapshot_rate.take(1, now)) || c.datagram_rate.take(1, now);
+            if !allowed {
                 return Err(self.violation(
                     i,
                     ErrorCode::RateLimited,
@@ -1270,9 +1301,13 @@ impl<I: Input> Sequencer<I> {
             return;
         };
         f.started = true;
-        f.progress = now;
         self.conns[i].flush = true;
-        match f.receiver.take(chunk) {
+        let before = f.receiver.progress().map_or(0, |p| p.2);
+        let taken = f.receiver.take(chunk);
+        if f.receiver.progress().map_or(0, |p| p.2) > before || matches!(taken, Ok(Some(_))) {
+            f.progress = now;
+        }
+        match taken {
             Ok(None) => {}
             Ok(Some(snapshot)) if snapshot.tick != f.tick => {
                 let reason = format!(
@@ -1288,26 +1323,26 @@ impl<I: Input> Sequencer<I> {
                 self.too_large.clear();
                 self.join_asked = None;
                 let chunk_len = self.config.max_datagram.saturating_sub(160);
+                let id = self.next_snapshot_id;
+                self.next_snapshot_id = id.wrapping_add(1);
+                // Compressed once; every joiner's sender shares the bytes.
+                let tx = match SnapshotSender::new(id, &snapshot, chunk_len, &self.config.snapshot)
+                {
+                    Ok(tx) => tx,
+                    Err(e) => {
+                        self.refuse_waiting_joiners(&e);
+                        return;
+                    }
+                };
                 let mut joiners = 0;
-                let mut too_large = None;
                 for c in &mut self.conns {
                     if !matches!(c.join, Some(Join::Waiting)) || c.closing.is_some() {
                         continue;
                     }
-                    let id = self.next_snapshot_id;
-                    match SnapshotSender::new(id, &snapshot, chunk_len, &self.config.snapshot) {
-                        Ok(tx) => {
-                            c.join = Some(Join::Receiving(Box::new(tx)));
-                            c.next = snapshot.tick.saturating_add(1);
-                            c.flush = true;
-                            joiners += 1;
-                        }
-                        Err(e) => too_large = Some(e),
-                    }
-                }
-                self.next_snapshot_id = self.next_snapshot_id.wrapping_add(1);
-                if let Some(e) = too_large {
-                    self.refuse_waiting_joiners(&e);
+                    c.join = Some(Join::Receiving(Box::new(tx.for_another(id))));
+                    c.next = snapshot.tick.saturating_add(1);
+                    c.flush = true;
+                    joiners += 1;
                 }
                 self.push_event(SequencerEvent::SnapshotReady {
                     tick: snapshot.tick,
@@ -1320,7 +1355,9 @@ impl<I: Input> Sequencer<I> {
                 // nobody else could), the joiners cannot get in. One alone
                 // could be lying to keep them out.
                 let donor = f.donor;
-                self.too_large.push(donor);
+                if !self.too_large.contains(&donor) {
+                    self.too_large.push(donor);
+                }
                 let others = self.conns.iter().any(|c| {
                     c.closing.is_none()
                         && c.join.is_none()
@@ -1384,6 +1421,9 @@ impl<I: Input> Sequencer<I> {
             s.received = from;
             s.last_input = self.now;
             self.add_tick_event(open, SystemEvent::CaughtUp { player });
+            if matches!(self.config.policy, Policy::Deadline { .. }) && self.clock.is_none() {
+                self.clock = Some((self.now, open));
+            }
         }
         self.push_event(SequencerEvent::CaughtUp {
             peer,
@@ -1409,9 +1449,11 @@ impl<I: Input> Sequencer<I> {
     fn progress_joins(&mut self) {
         let now = self.now;
         let stalled_after = self.config.donor_timeout * 3;
+        let longest = self.config.donor_timeout * 20;
         for i in 0..self.conns.len() {
             let stalled = matches!(&self.conns[i].join, Some(Join::Receiving(tx))
-                if tx.last_progress().is_some_and(|t| now - t >= stalled_after));
+                if tx.last_progress().is_some_and(|t| now - t >= stalled_after)
+                    || tx.started().is_some_and(|t| now - t >= longest));
             if stalled && self.conns[i].closing.is_none() {
                 let text = "stopped acknowledging its snapshot".to_owned();
                 self.close(
@@ -1438,6 +1480,8 @@ impl<I: Input> Sequencer<I> {
                 self.donor_failed("it left".into());
             } else if now - f.progress >= self.config.donor_timeout {
                 self.donor_failed("it went quiet".into());
+            } else if now - f.asked >= self.config.donor_timeout * 10 {
+                self.donor_failed("it sends too slowly".into());
             } else {
                 return;
             }
@@ -1472,22 +1516,28 @@ impl<I: Input> Sequencer<I> {
         };
         let id = self.next_snapshot_id;
         self.next_snapshot_id = id.wrapping_add(1);
+        // The state after the open tick, once sealed; while nothing is
+        // sealed (a pause, nobody playing), after the last tick sealed,
+        // which an in-step donor holds already.
+        let sealing = !self.paused && self.anyone_live();
+        let tick = if sealing {
+            open
+        } else {
+            open.saturating_sub(1).max(self.config.first_tick)
+        };
         self.fetch = Some(Fetch {
             id,
-            tick: open,
+            tick,
             donor,
             progress: now,
+            asked: now,
             started: false,
             receiver: SnapshotReceiver::new(self.config.snapshot.clone()),
         });
         if let Some(i) = self.conn_index(donor) {
             self.conns[i].flush = true;
         }
-        self.push_event(SequencerEvent::SnapshotAsked {
-            donor,
-            tick: open,
-            id,
-        });
+        self.push_event(SequencerEvent::SnapshotAsked { donor, tick, id });
     }
 
     fn accept_input(&mut self, seat: PlayerId, stamped: Tick, input: I) {
@@ -1614,9 +1664,10 @@ impl<I: Input> Sequencer<I> {
             }
             match self.config.policy {
                 Policy::Deadline { .. } => {
-                    // Nobody seated: stop the clock rather than seal empty
-                    // frames for nobody; the next player restarts it.
-                    if self.seats.iter().all(Option::is_none) {
+                    // Nobody playing (joiners play once caught up): stop
+                    // the clock rather than seal empty frames for nobody;
+                    // the next player restarts it.
+                    if !self.anyone_live() {
                         self.clock = None;
                         break;
                     }
@@ -1626,7 +1677,7 @@ impl<I: Input> Sequencer<I> {
                     }
                 }
                 Policy::WaitForAll { abandon_after } => {
-                    if self.seats.iter().all(Option::is_none) {
+                    if !self.anyone_live() {
                         self.waiting.clear();
                         break;
                     }
@@ -1685,6 +1736,12 @@ impl<I: Input> Sequencer<I> {
         if sealed {
             self.flush_all();
         }
+    }
+
+    /// Whether any seat plays (is taken and, if it joined from a snapshot,
+    /// caught up).
+    fn anyone_live(&self) -> bool {
+        self.seats.iter().flatten().any(|s| s.live)
     }
 
     /// Seats without input for the open tick. While every seat lacks it, the
@@ -1896,7 +1953,8 @@ impl<I: Input> Sequencer<I> {
                 w.finish();
                 return;
             }
-            // The snapshot first: frames are of no use without it.
+            // The snapshot alone: frames are of no use before it is whole
+            // (and a joiner that acknowledges slowly gets little of either).
             Some(Join::Receiving(tx)) => {
                 while w.remaining() > tx.chunk_room() {
                     let Some(chunk) = tx.next_chunk(now) else {
@@ -1906,6 +1964,8 @@ impl<I: Input> Sequencer<I> {
                         break;
                     }
                 }
+                w.finish();
+                return;
             }
             Some(Join::CatchingUp) | None => {}
         }

@@ -1,0 +1,806 @@
+//! Joining a sequenced game under way, attacked, and in the corners honest
+//! players reach, on the simulated network. Each test was written against
+//! an earlier version that it broke.
+
+use lockstep_core::sequenced::{
+    ClientConfig, ClientSession, DropReason, MissingInput, Policy, Sequencer, SequencerConfig,
+    SequencerEvent,
+};
+use lockstep_core::sim::{LinkConditions, Outcome, Sim, SimNetwork, SimRng};
+use lockstep_core::wire::{Datagram, DatagramWriter, Message, SnapshotAck, SnapshotChunk};
+use lockstep_core::{Endpoint, Event, Frame, Instant, PeerId, Tick, Transmit};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const SERVER: PeerId = PeerId(0);
+
+// ----- a tiny game ---------------------------------------------------------
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Game {
+    next: Tick,
+    acc: u64,
+}
+
+impl Game {
+    fn step(&mut self, f: &Frame<u16>) {
+        assert_eq!(f.tick, self.next, "frames in order, each once");
+        let mut h = self.acc ^ u64::from(f.tick.get());
+        for (i, input) in f.inputs.iter().enumerate() {
+            let v = input.map_or(0xFFFF_FFFF, u64::from);
+            h = (h ^ v ^ ((i as u64) << 40)).wrapping_mul(0x100_0000_01B3);
+        }
+        for ev in &f.events {
+            h = (h ^ u64::from(ev.player().0) ^ 0xE7).wrapping_mul(0x100_0000_01B3);
+        }
+        self.acc = h;
+        self.next = f.tick.saturating_add(1);
+    }
+
+    fn bytes(&self, bulk: usize) -> Vec<u8> {
+        let mut v = self.next.get().to_le_bytes().to_vec();
+        v.extend_from_slice(&self.acc.to_le_bytes());
+        // Incompressible bulk, as a real state has.
+        let mut x = self.acc | 1;
+        v.extend((0..bulk).map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        }));
+        v
+    }
+
+    fn restore(b: &[u8]) -> Self {
+        let next = Tick::new(u32::from_le_bytes(b[..4].try_into().unwrap()));
+        let acc = u64::from_le_bytes(b[4..12].try_into().unwrap());
+        Self { next, acc }
+    }
+}
+
+#[derive(Debug)]
+struct App {
+    game: Option<Game>,
+    states: BTreeMap<Tick, u64>,
+    asked: Option<Tick>,
+    rng: SimRng,
+    events: Vec<Event>,
+    bulk: usize,
+}
+
+impl App {
+    fn new(seed: u64, joining: bool, bulk: usize) -> Self {
+        Self {
+            game: (!joining).then_some(Game {
+                next: Tick::ZERO,
+                acc: 0,
+            }),
+            states: BTreeMap::new(),
+            asked: None,
+            rng: SimRng::new(seed),
+            events: Vec::new(),
+            bulk,
+        }
+    }
+
+    fn play(&mut self, c: &mut ClientSession<u16>) {
+        while let Some(ev) = c.poll_event() {
+            if let Event::SnapshotRequested { tick } = ev {
+                self.asked = Some(tick);
+            }
+            self.events.push(ev);
+        }
+        if let Some(s) = c.take_snapshot() {
+            let g = Game::restore(&s.bytes);
+            assert_eq!(g.next, s.tick.saturating_add(1));
+            self.game = Some(g);
+        }
+        if c.seat().is_some() {
+            let _ = c.commit_local(self.rng.next_u64() as u16);
+        }
+        self.donate(c);
+        while let Some(f) = c.advance() {
+            let Some(g) = self.game.as_mut() else {
+                panic!("a frame before the state it follows");
+            };
+            g.step(&f);
+            self.states.insert(f.tick, g.acc);
+            self.donate(c);
+        }
+    }
+
+    fn donate(&mut self, c: &mut ClientSession<u16>) {
+        if let (Some(t), Some(g)) = (self.asked, &self.game)
+            && g.next == t.saturating_add(1)
+        {
+            c.provide_snapshot(t, g.bytes(self.bulk))
+                .expect("snapshot under the cap");
+            self.asked = None;
+        }
+    }
+
+    fn caught_up(&self) -> bool {
+        self.events
+            .iter()
+            .any(|e| matches!(e, Event::CaughtUp { .. }))
+    }
+}
+
+// ----- nodes ---------------------------------------------------------------
+
+/// A joiner that lets one datagram out every `every`, whose snapshot
+/// acknowledgement says exactly one chunk more than the last one did.
+#[derive(Debug)]
+struct SlowAck {
+    every: Duration,
+    last: Option<Instant>,
+    next: u32,
+    now: Instant,
+    /// Bytes it received and sent once its snapshot started.
+    got: u64,
+    sent: u64,
+    started: bool,
+}
+
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+enum Node {
+    Server(Sequencer<u16>),
+    Client(ClientSession<u16>),
+    SlowAck(ClientSession<u16>, SlowAck),
+}
+
+impl Node {
+    fn client(&self) -> Option<&ClientSession<u16>> {
+        match self {
+            Self::Client(c) | Self::SlowAck(c, _) => Some(c),
+            Self::Server(_) => None,
+        }
+    }
+    fn client_mut(&mut self) -> Option<&mut ClientSession<u16>> {
+        match self {
+            Self::Client(c) | Self::SlowAck(c, _) => Some(c),
+            Self::Server(_) => None,
+        }
+    }
+    fn server(&self) -> Option<&Sequencer<u16>> {
+        match self {
+            Self::Server(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+impl Endpoint for Node {
+    type Error = String;
+
+    fn handle_datagram(&mut self, from: PeerId, d: &[u8], now: Instant) -> Result<(), String> {
+        match self {
+            Self::Server(s) => s.handle_datagram(from, d, now).map_err(|e| e.to_string()),
+            Self::Client(c) => c.handle_datagram(from, d, now).map_err(|e| e.to_string()),
+            Self::SlowAck(c, s) => {
+                s.now = now;
+                if s.started {
+                    s.got += d.len() as u64;
+                }
+                c.handle_datagram(from, d, now).map_err(|e| e.to_string())
+            }
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        match self {
+            Self::Server(s) => s.handle_timeout(now),
+            Self::Client(c) => c.handle_timeout(now),
+            Self::SlowAck(c, s) => {
+                s.now = now;
+                c.handle_timeout(now);
+            }
+        }
+    }
+
+    fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
+        match self {
+            Self::Server(s) => s.poll_transmit(buf),
+            Self::Client(c) => c.poll_transmit(buf),
+            Self::SlowAck(c, s) => loop {
+                let t = c.poll_transmit(buf)?;
+                if !s.started {
+                    if c.snapshot_progress().is_some() {
+                        s.started = true;
+                    } else {
+                        return Some(t);
+                    }
+                }
+                if s.last.is_some_and(|l| s.now - l < s.every) {
+                    continue; // dropped: the attacker sends nothing
+                }
+                let d = Datagram::decode(&buf[..t.len], c.frame()).ok()?;
+                let mut out = Vec::new();
+                let mut w = DatagramWriter::new(&mut out, d.base, usize::MAX);
+                let mut acked = false;
+                for m in &d.messages {
+                    match m {
+                        Message::SnapshotAck(a) => {
+                            s.next += 1;
+                            let _ = w.push(&Message::SnapshotAck(SnapshotAck {
+                                id: a.id,
+                                next: s.next,
+                                bits: 0,
+                            }));
+                            acked = true;
+                        }
+                        // Only the acknowledgement: nothing else is needed.
+                        Message::Status(_) | Message::Pong { .. } => {}
+                        _ => {}
+                    }
+                }
+                if !acked {
+                    continue;
+                }
+                w.finish();
+                buf.clear();
+                buf.extend_from_slice(&out);
+                s.last = Some(s.now);
+                s.sent += buf.len() as u64;
+                return Some(Transmit {
+                    destination: t.destination,
+                    len: buf.len(),
+                });
+            },
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self {
+            Self::Server(s) => s.poll_timeout(),
+            Self::Client(c) | Self::SlowAck(c, _) => c.poll_timeout(),
+        }
+    }
+}
+
+// ----- world ---------------------------------------------------------------
+
+struct World {
+    sim: Sim<Node>,
+    apps: BTreeMap<PeerId, App>,
+    server_events: Vec<SequencerEvent>,
+    period: Duration,
+    bulk: usize,
+}
+
+impl World {
+    fn new(players: usize, server: SequencerConfig, link: LinkConditions, seed: u64) -> Self {
+        Self::with_bulk(players, server, link, seed, 200_000)
+    }
+
+    fn with_bulk(
+        players: usize,
+        server: SequencerConfig,
+        link: LinkConditions,
+        seed: u64,
+        bulk: usize,
+    ) -> Self {
+        let period = Duration::from_micros(1_000_000 / u64::from(server.tick_rate));
+        let mut sim = Sim::new(SimNetwork::new(seed, link));
+        let s = Sequencer::new(server, Instant::ZERO).unwrap();
+        sim.add(SERVER, Node::Server(s));
+        let mut w = Self {
+            sim,
+            apps: BTreeMap::new(),
+            server_events: Vec::new(),
+            period,
+            bulk,
+        };
+        for k in 1..=players as u32 {
+            w.add_client(PeerId(k), false, ClientConfig::default());
+        }
+        w
+    }
+
+    fn add_client(&mut self, id: PeerId, joining: bool, config: ClientConfig) {
+        let config = ClientConfig {
+            name: format!("c{}", id.0),
+            ..config
+        };
+        let c = ClientSession::new(config, SERVER, self.sim.now()).unwrap();
+        self.sim.add(id, Node::Client(c));
+        self.apps
+            .insert(id, App::new(u64::from(id.0) * 77, joining, self.bulk));
+    }
+
+    fn run(&mut self, until: Instant) -> Outcome {
+        let (apps, events) = (&mut self.apps, &mut self.server_events);
+        self.sim.run(
+            until,
+            self.period,
+            |id, node, _| match node {
+                Node::Server(s) => {
+                    while let Some(ev) = s.poll_event() {
+                        events.push(ev);
+                    }
+                }
+                Node::Client(c) | Node::SlowAck(c, _) => {
+                    if let Some(app) = apps.get_mut(&id) {
+                        app.play(c);
+                    }
+                }
+            },
+            |_| false,
+        )
+    }
+
+    /// Runs in 20 ms slices until `found` picks something from the
+    /// sequencer's events from now on, or `limit` (ms).
+    fn run_until<T>(
+        &mut self,
+        limit: u64,
+        found: impl Fn(&SequencerEvent) -> Option<T>,
+    ) -> Option<T> {
+        let seen = self.server_events.len();
+        let mut at = self.sim.now().as_micros() / 1000;
+        while at < limit {
+            at += 20;
+            assert_eq!(self.run(Instant::from_millis(at)), Outcome::TimedOut);
+            if let Some(t) = self.server_events[seen..].iter().find_map(&found) {
+                return Some(t);
+            }
+        }
+        None
+    }
+
+    fn server(&self) -> &Sequencer<u16> {
+        self.sim.endpoint(SERVER).and_then(Node::server).unwrap()
+    }
+
+    fn client(&self, id: PeerId) -> &ClientSession<u16> {
+        self.sim.endpoint(id).and_then(Node::client).unwrap()
+    }
+
+    fn closed(&self) -> Vec<(PeerId, DropReason)> {
+        self.server_events
+            .iter()
+            .filter_map(|e| match e {
+                SequencerEvent::Closed { peer, reason, .. } => Some((*peer, reason.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn join_log(&self) -> Vec<&SequencerEvent> {
+        self.server_events
+            .iter()
+            .filter(|e| !matches!(e, SequencerEvent::Joined { .. }))
+            .collect()
+    }
+}
+
+fn server_config(policy: Policy) -> SequencerConfig {
+    SequencerConfig {
+        policy,
+        snapshot_join: true,
+        // Players there from the start join by replay; later ones
+        // (from tick 90, three seconds in) from a snapshot.
+        snapshot_join_after: 90,
+        history: 64,
+        ..SequencerConfig::default()
+    }
+}
+
+fn wait_for_all() -> Policy {
+    Policy::WaitForAll {
+        abandon_after: Duration::from_secs(10),
+    }
+}
+
+fn deadline() -> Policy {
+    Policy::Deadline {
+        missing: MissingInput::RepeatLast,
+    }
+}
+
+fn datagram(base: Tick, msgs: &[Message<'_>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = DatagramWriter::new(&mut out, base, 1200);
+    for m in msgs {
+        w.push(m).unwrap();
+    }
+    w.finish();
+    out
+}
+
+// ----- tests ---------------------------------------------------------------
+
+/// Honest only. A donor whose state is a couple of megabytes (compressed
+/// about as much) sends its chunks as fast as the sequencer acknowledges
+/// them: 64 per round trip, far above `max_datagrams_per_sec` (400) on any
+/// link under 160 ms. Neither it nor the joiner is closed for it: a
+/// transfer has a rate of its own.
+#[test]
+fn an_honest_donor_of_a_large_state_is_not_closed_for_its_rate() {
+    let seed = 3;
+    let mut w = World::with_bulk(
+        3,
+        SequencerConfig {
+            history: 4096,
+            ..server_config(wait_for_all())
+        },
+        LinkConditions::default(),
+        seed,
+        2_000_000,
+    );
+    assert_eq!(w.run(Instant::from_millis(4_000)), Outcome::TimedOut);
+    w.add_client(PeerId(4), true, ClientConfig::default());
+    assert_eq!(w.run(Instant::from_millis(40_000)), Outcome::TimedOut);
+    let closed = w.closed();
+    assert!(
+        closed.is_empty(),
+        "honest clients closed: {closed:?}; log: {:?}",
+        w.join_log()
+    );
+    assert!(w.apps[&PeerId(4)].caught_up(), "the joiner got in");
+}
+
+/// A malicious donor sends one valid chunk of a multi-chunk snapshot every
+/// two seconds (the same one, even). Only chunks not seen before count as
+/// progress, and a donor has ten donor timeouts in all: it is replaced and
+/// the joiner gets in.
+#[test]
+fn a_donor_dripping_one_chunk_at_a_time_is_replaced() {
+    let seed = 5;
+    let mut w = World::new(
+        3,
+        server_config(deadline()),
+        LinkConditions::default(),
+        seed,
+    );
+    assert_eq!(w.run(Instant::from_millis(4_000)), Outcome::TimedOut);
+    w.add_client(PeerId(4), true, ClientConfig::default());
+    let (donor, tick, id) = w
+        .run_until(10_000, |e| match e {
+            SequencerEvent::SnapshotAsked { donor, tick, id } => Some((*donor, *tick, *id)),
+            _ => None,
+        })
+        .expect("a donor was asked");
+    // The donor turns hostile: it never donates for real.
+    w.sim.freeze(donor);
+    let data = [7u8; 100];
+    let chunk = SnapshotChunk {
+        id,
+        tick,
+        raw_len: 1 << 20,
+        packed_len: 200,
+        hash: 1,
+        index: 0,
+        count: 2,
+        checksum: lockstep_core::snapshot::chunk_checksum(&data),
+        data: &data,
+    };
+    let mut at = w.sim.now().as_micros() / 1000;
+    let end = at + 40_000;
+    while at < end && !w.apps[&PeerId(4)].caught_up() {
+        let open = w.server().open_tick();
+        w.sim.net.send(
+            donor,
+            SERVER,
+            &datagram(open, &[Message::SnapshotChunk(chunk)]),
+        );
+        at += 2_000;
+        assert_eq!(w.run(Instant::from_millis(at)), Outcome::TimedOut);
+    }
+    assert!(
+        w.apps[&PeerId(4)].caught_up(),
+        "the joiner never got in after 40 s: closed {:?}; log {:?}",
+        w.closed(),
+        w.join_log()
+    );
+}
+
+/// A malicious joiner acknowledges one more chunk every 8 s (under the
+/// 9 s "stopped acknowledging" limit) and sends nothing else. Resending the
+/// whole window every 200 ms sent it 22.9 MB in a minute; now every resend
+/// round halves the window, three rounds without progress leave only a
+/// probe, no frames go out before the snapshot is whole, and a transfer has
+/// twenty donor timeouts in all: what it is sent is little more than the
+/// keepalives every client gets, and it is closed.
+#[test]
+fn a_joiner_acking_one_chunk_per_eight_seconds_gets_little_and_is_closed() {
+    let seed = 7;
+    let mut w = World::new(
+        2,
+        SequencerConfig {
+            history: 4096,
+            ..server_config(wait_for_all())
+        },
+        LinkConditions::default(),
+        seed,
+    );
+    assert_eq!(w.run(Instant::from_millis(4_000)), Outcome::TimedOut);
+    let c = ClientSession::new(ClientConfig::default(), SERVER, w.sim.now()).unwrap();
+    w.sim.add(
+        PeerId(3),
+        Node::SlowAck(
+            c,
+            SlowAck {
+                every: Duration::from_secs(8),
+                last: None,
+                next: 0,
+                now: w.sim.now(),
+                got: 0,
+                sent: 0,
+                started: false,
+            },
+        ),
+    );
+    w.apps.insert(PeerId(3), App::new(3, true, w.bulk));
+    assert_eq!(w.run(Instant::from_millis(63_000)), Outcome::TimedOut);
+    let Some(Node::SlowAck(_, s)) = w.sim.endpoint(PeerId(3)) else {
+        unreachable!()
+    };
+    let (got, sent) = (s.got, s.sent);
+    // Keepalives alone are some 2 KB a second.
+    assert!(
+        got <= 200_000,
+        "the joiner sent {sent} bytes and was sent {got} in a minute"
+    );
+    assert_eq!(w.run(Instant::from_millis(70_000)), Outcome::TimedOut);
+    assert!(
+        !w.server().is_connected(PeerId(3)),
+        "closed once its time is up"
+    );
+}
+
+/// Honest only. In `WaitForAll`, when the last live player leaves while a
+/// joiner's snapshot is on its way to it (its seat is not live yet), an
+/// earlier version found nobody blocked and sealed without end: thousands
+/// of neutral ticks in one call, until the joiner was closed for falling
+/// behind. Nothing is sealed while nobody plays.
+#[test]
+fn the_last_player_leaving_while_one_catches_up_does_not_seal_thousands_of_ticks() {
+    let seed = 9;
+    let mut w = World::new(
+        1,
+        SequencerConfig {
+            history: 1024,
+            ..server_config(wait_for_all())
+        },
+        LinkConditions::default(),
+        seed,
+    );
+    // A spectator keeps the room company.
+    w.add_client(
+        PeerId(2),
+        false,
+        ClientConfig {
+            spectator: true,
+            ..ClientConfig::default()
+        },
+    );
+    assert_eq!(w.run(Instant::from_millis(4_000)), Outcome::TimedOut);
+    w.add_client(PeerId(3), true, ClientConfig::default());
+    let mut at = 4_000;
+    // Mid-transfer: the snapshot is at the sequencer, on its way.
+    while !w
+        .client(PeerId(3))
+        .snapshot_progress()
+        .is_some_and(|(have, of)| have > 0 && have < of)
+    {
+        at += 10;
+        assert!(at < 15_000, "no transfer");
+        assert_eq!(w.run(Instant::from_millis(at)), Outcome::TimedOut);
+    }
+    let before = w.server().open_tick();
+    // The only live player leaves.
+    w.sim
+        .endpoint_mut(PeerId(1))
+        .and_then(Node::client_mut)
+        .unwrap()
+        .leave();
+    at += 500;
+    assert_eq!(w.run(Instant::from_millis(at)), Outcome::TimedOut);
+    let after = w.server().open_tick();
+    assert!(
+        after.since(before) < 100 && w.closed().iter().all(|(p, _)| *p == PeerId(1)),
+        "sealed {} ticks in half a second (from {before} to {after}); closed: {:?}",
+        after.since(before),
+        w.closed()
+    );
+}
+
+/// Honest only. A joiner whose connection changes mid-transfer takes its
+/// seat back with its resume token. The new connection knows nothing of
+/// the old one's snapshot: it starts its join over, and gets in.
+#[test]
+fn a_joiner_resuming_mid_transfer_still_gets_in() {
+    let seed = 13;
+    let mut w = World::new(
+        2,
+        SequencerConfig {
+            history: 4096,
+            ..server_config(wait_for_all())
+        },
+        LinkConditions::default(),
+        seed,
+    );
+    assert_eq!(w.run(Instant::from_millis(4_000)), Outcome::TimedOut);
+    w.add_client(PeerId(3), true, ClientConfig::default());
+    let mut at = 4_000;
+    loop {
+        at += 10;
+        assert_eq!(w.run(Instant::from_millis(at)), Outcome::TimedOut);
+        let p = w.client(PeerId(3)).snapshot_progress();
+        if p.is_some_and(|(have, of)| have > of / 2) {
+            break;
+        }
+        assert!(at < 15_000, "no transfer");
+    }
+    assert!(w.server().replayable(), "resuming is allowed");
+    let token = w.client(PeerId(3)).welcome().unwrap().token;
+    w.sim.freeze(PeerId(3));
+    at += 1_500;
+    assert_eq!(w.run(Instant::from_millis(at)), Outcome::TimedOut);
+    w.add_client(
+        PeerId(4),
+        true,
+        ClientConfig {
+            resume: Some(token),
+            ..ClientConfig::default()
+        },
+    );
+    assert_eq!(w.run(Instant::from_millis(at + 25_000)), Outcome::TimedOut);
+    assert!(
+        w.server_events
+            .iter()
+            .any(|e| matches!(e, SequencerEvent::Resumed { peer, .. } if *peer == PeerId(4))),
+        "the seat was taken back: {:?}",
+        w.join_log()
+    );
+    let app = &w.apps[&PeerId(4)];
+    assert!(
+        app.caught_up(),
+        "the resumed joiner never got in: {:?}; progress {:?}; closed {:?}",
+        app.events,
+        w.client(PeerId(4)).snapshot_progress(),
+        w.closed()
+    );
+}
+
+/// One malicious donor claims an over-the-cap state twice (it is asked
+/// again once every other candidate failed once, e.g. an honest donor that
+/// hiccuped for `donor_timeout`). It counts once: the joiner is not refused
+/// while an honest client could donate.
+#[test]
+fn one_donor_saying_too_large_twice_is_not_a_second_opinion() {
+    let seed = 17;
+    let mut w = World::new(
+        2,
+        SequencerConfig {
+            history: 4096,
+            ..server_config(deadline())
+        },
+        LinkConditions::default(),
+        seed,
+    );
+    assert_eq!(w.run(Instant::from_millis(4_000)), Outcome::TimedOut);
+    w.add_client(PeerId(3), true, ClientConfig::default());
+    let (liar, tick, id) = w
+        .run_until(10_000, |e| match e {
+            SequencerEvent::SnapshotAsked { donor, tick, id } => Some((*donor, *tick, *id)),
+            _ => None,
+        })
+        .expect("a donor was asked");
+    let honest = if liar == PeerId(1) {
+        PeerId(2)
+    } else {
+        PeerId(1)
+    };
+    w.sim.freeze(liar);
+    let huge = |id, tick| SnapshotChunk {
+        id,
+        tick,
+        raw_len: 60 << 20,
+        packed_len: 100,
+        hash: 1,
+        index: 0,
+        count: 1,
+        checksum: lockstep_core::snapshot::chunk_checksum(&[0; 100]),
+        data: &[0; 100],
+    };
+    let open = w.server().open_tick();
+    w.sim.net.send(
+        liar,
+        SERVER,
+        &datagram(open, &[Message::SnapshotChunk(huge(id, tick))]),
+    );
+    // The honest donor is asked next; it hiccups for a few seconds.
+    let mut at = w.sim.now().as_micros() / 1000;
+    let end = at + 30_000;
+    let mut seen = w.server_events.len();
+    let mut lied = 1;
+    while at < end {
+        at += 20;
+        // The liar keeps its connection alive and its position current.
+        if at.is_multiple_of(500) {
+            let open = w.server().open_tick();
+            w.sim
+                .net
+                .send(liar, SERVER, &datagram(open, &[Message::Ping { stamp: 0 }]));
+        }
+        assert_eq!(w.run(Instant::from_millis(at)), Outcome::TimedOut);
+        let new: Vec<SequencerEvent> = w.server_events[seen..].to_vec();
+        seen = w.server_events.len();
+        for e in new {
+            if let SequencerEvent::SnapshotAsked { donor, tick, id } = e {
+                if donor == liar {
+                    lied += 1;
+                    let open = w.server().open_tick();
+                    w.sim.net.send(
+                        liar,
+                        SERVER,
+                        &datagram(open, &[Message::SnapshotChunk(huge(id, tick))]),
+                    );
+                } else if donor == honest && lied == 1 {
+                    let now = w.sim.now();
+                    w.sim.net.partition(
+                        &[honest],
+                        &[SERVER],
+                        now,
+                        now + Duration::from_millis(3_500),
+                    );
+                }
+            }
+        }
+        if w.apps[&PeerId(3)].caught_up() {
+            break;
+        }
+    }
+    assert!(
+        w.apps[&PeerId(3)].caught_up(),
+        "the joiner was refused on one liar's word ({lied} claims): closed {:?}; log {:?}",
+        w.closed(),
+        w.join_log()
+    );
+}
+
+/// Honest only: a `WaitForAll` room past tick 90 whose players left while a
+/// spectator stays. A new player joins from the spectator's state (taken
+/// after the last tick sealed, since nothing is sealed while nobody plays)
+/// and plays.
+#[test]
+fn a_player_joining_a_room_only_a_spectator_is_left_in_gets_in() {
+    let seed = 19;
+    let mut w = World::new(
+        1,
+        SequencerConfig {
+            history: 1024,
+            ..server_config(wait_for_all())
+        },
+        LinkConditions::default(),
+        seed,
+    );
+    w.add_client(
+        PeerId(2),
+        false,
+        ClientConfig {
+            spectator: true,
+            ..ClientConfig::default()
+        },
+    );
+    assert_eq!(w.run(Instant::from_millis(4_000)), Outcome::TimedOut);
+    w.sim
+        .endpoint_mut(PeerId(1))
+        .and_then(Node::client_mut)
+        .unwrap()
+        .leave();
+    assert_eq!(w.run(Instant::from_millis(5_000)), Outcome::TimedOut);
+    let before = w.server().open_tick();
+    w.add_client(PeerId(3), true, ClientConfig::default());
+    assert_eq!(w.run(Instant::from_millis(15_000)), Outcome::TimedOut);
+    let after = w.server().open_tick();
+    assert!(
+        w.apps[&PeerId(3)].caught_up(),
+        "the new player never got in; open {before} -> {after}; closed {:?}; log {:?}",
+        w.closed(),
+        w.join_log()
+    );
+}
