@@ -175,8 +175,9 @@ pub struct SnapshotSender {
     /// When the last resend round began.
     resent_at: Option<Instant>,
     /// Chunks allowed unacknowledged now: the configured window, halved by
-    /// every resend round and grown back by every chunk acknowledged, so
-    /// a receiver that acknowledges slowly is sent little.
+    /// every resend round that follows another without progress and grown
+    /// back by every chunk acknowledged, so a receiver that acknowledges
+    /// slowly is sent little.
     cwnd: u32,
     /// When the first chunk went out.
     started: Option<Instant>,
@@ -293,7 +294,11 @@ impl SnapshotSender {
         if self.sent[index as usize].is_some() && self.resent_at != Some(now) {
             self.resent_at = Some(now);
             self.rounds = self.rounds.saturating_add(1);
-            self.cwnd = (self.cwnd / 2).max(1);
+            // A second round with nothing acknowledged since the first: the
+            // receiver is not keeping up (or not trying), so send it less.
+            if self.rounds >= 2 {
+                self.cwnd = (self.cwnd / 2).max(1);
+            }
         }
         self.started.get_or_insert(now);
         self.sent[index as usize] = Some(now);

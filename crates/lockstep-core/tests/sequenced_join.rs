@@ -72,10 +72,10 @@ struct App {
 }
 
 impl App {
-    fn new(seed: u64, joining: bool) -> Self {
+    fn new(seed: u64, joining: bool, first: Tick) -> Self {
         Self {
             game: (!joining).then_some(Game {
-                next: Tick::ZERO,
+                next: first,
                 acc: 0,
             }),
             states: BTreeMap::new(),
@@ -126,6 +126,7 @@ impl App {
 }
 
 struct World {
+    first: Tick,
     sim: Sim<Node>,
     apps: BTreeMap<PeerId, App>,
     server_events: Vec<SequencerEvent>,
@@ -135,10 +136,12 @@ struct World {
 impl World {
     fn new(players: usize, server: SequencerConfig, link: LinkConditions, seed: u64) -> Self {
         let period = Duration::from_micros(1_000_000 / u64::from(server.tick_rate));
+        let first = server.first_tick;
         let mut sim = Sim::new(SimNetwork::new(seed, link));
         let s = lockstep_core::sequenced::Sequencer::new(server, Instant::ZERO).unwrap();
         sim.add(SERVER, Node::Server(s));
         let mut w = Self {
+            first,
             sim,
             apps: BTreeMap::new(),
             server_events: Vec::new(),
@@ -169,8 +172,10 @@ impl World {
         };
         let c = ClientSession::new(config, SERVER, self.sim.now()).unwrap();
         self.sim.add(id, node(c));
-        self.apps
-            .insert(id, App::new(seed ^ (u64::from(id.0) * 77), joining));
+        self.apps.insert(
+            id,
+            App::new(seed ^ (u64::from(id.0) * 77), joining, self.first),
+        );
     }
 
     fn run(
@@ -580,4 +585,40 @@ fn a_joiner_that_never_acknowledges_is_closed() {
     assert!(w.assert_states_agree(&ids, seed) > 500);
     let frames = w.apps[&PeerId(1)].states.len();
     assert!(frames > 600, "the others played on: {frames}");
+}
+
+/// A room past tick 100,000 (history long since trimmed) still admits a
+/// player and a spectator: both from a snapshot, and both end on the state
+/// everyone holds.
+#[test]
+fn a_room_past_tick_100_000_admits_joiners_and_spectators() {
+    let seed = 31;
+    let mut server = server_config(Policy::WaitForAll {
+        abandon_after: Duration::from_secs(10),
+    });
+    server.first_tick = Tick::new(100_000);
+    let mut w = World::new(2, server, LinkConditions::default(), seed);
+    assert_eq!(
+        w.run(Instant::from_millis(4_000), |_, _| {}),
+        Outcome::TimedOut
+    );
+    assert!(w.client(PeerId(1)).frame().get() > 100_100);
+    w.add_client(PeerId(3), true, false, seed);
+    w.add_client(PeerId(4), true, true, seed);
+    assert_eq!(
+        w.run(Instant::from_millis(12_000), |_, _| {}),
+        Outcome::TimedOut
+    );
+    for id in [PeerId(3), PeerId(4)] {
+        assert!(
+            w.apps[&id]
+                .events
+                .iter()
+                .any(|e| matches!(e, Event::CaughtUp { .. })),
+            "{id}: {:?}",
+            w.apps[&id].events
+        );
+    }
+    let ids: Vec<PeerId> = (1..=4).map(PeerId).collect();
+    assert!(w.assert_states_agree(&ids, seed) > 1_000);
 }
