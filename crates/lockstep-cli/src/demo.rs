@@ -54,6 +54,11 @@ pub(crate) struct DemoArgs {
     /// plays.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=8))]
     late_joiners: u16,
+    /// Bots whose connection is cut in the middle of the match (0 to 8):
+    /// each reconnects 1.5 s later on a new one with its resume token, gets
+    /// the game's state from a snapshot, and plays on.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=8))]
+    drop_reconnect: u16,
     /// A swarm of this many creeps from the first wave on (16 to 4,000),
     /// instead of waves that grow: a bigger game for late joiners to
     /// receive and for every client to run.
@@ -103,6 +108,8 @@ struct Client {
     snapshots: crate::snapshots::Snapshots,
     /// Joined the match under way: when it asked, and when it caught up.
     joined: Option<(Instant, Option<Instant>)>,
+    /// Its connection is cut until then; it reconnects with this token.
+    offline: Option<(Instant, lockstep_core::wire::ResumeToken)>,
     failure: Option<String>,
 }
 
@@ -153,7 +160,9 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
     );
     println!("relay on udp://{udp} and ws://{ws}");
     let clock = Clock::new();
-    let new_client = |i: usize| -> Result<Client, DemoError> {
+    let new_client = |i: usize,
+                      resume: Option<lockstep_core::wire::ResumeToken>|
+     -> Result<Client, DemoError> {
         let ws_client = match a.transport {
             TransportKind::Udp => false,
             TransportKind::Ws => true,
@@ -184,6 +193,7 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
             codec: InputCodec::PlayerInputs,
             fingerprint: crate::play::fingerprint(a.seed)
                 ^ u64::from(a.creeps.unwrap_or(0)).wrapping_mul(0xA24B_AED4_963E_E407),
+            resume,
             // UDP bots seal their datagrams; WebSocket rides on TCP.
             secret: if ws_client {
                 None
@@ -212,18 +222,27 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
             desyncs: 0,
             snapshots: crate::snapshots::Snapshots::default(),
             joined: None,
+            offline: None,
             failure: None,
         })
     };
     let mut clients = Vec::with_capacity(usize::from(a.players + a.late_joiners));
     for i in 0..usize::from(a.players) {
-        clients.push(new_client(i)?);
+        clients.push(new_client(i, None)?);
     }
     // Late joiners arrive at even steps through the middle of the match.
     let mut joins: Vec<u32> = (1..=u32::from(a.late_joiners))
         .map(|k| a.ticks / 4 + a.ticks / 2 * k / (u32::from(a.late_joiners) + 1))
         .collect();
     joins.reverse();
+    // Cuts land in the middle third, on the first bots.
+    let mut cuts: Vec<(u32, usize)> = (0..usize::from(a.drop_reconnect))
+        .map(|k| {
+            let at = a.ticks / 3 + a.ticks / 3 * k as u32 / (u32::from(a.drop_reconnect) + 1);
+            (at, k % usize::from(a.players))
+        })
+        .collect();
+    cuts.reverse();
 
     let bar = ProgressBar::new(u64::from(a.ticks));
     bar.set_style(
@@ -236,7 +255,11 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
     let mut last_report = Instant::now();
     let mut timed_out = false;
     loop {
-        let done = joins.is_empty() && clients.iter().all(|c| c.game.tick.get() >= a.ticks);
+        let done = joins.is_empty()
+            && cuts.is_empty()
+            && clients
+                .iter()
+                .all(|c| c.offline.is_none() && c.game.tick.get() >= a.ticks);
         if done {
             break;
         }
@@ -258,13 +281,37 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
         let slowest = clients.iter().map(|c| c.game.tick.get()).min().unwrap_or(0);
         if joins.last().is_some_and(|t| slowest >= *t) {
             joins.pop();
-            let mut c = new_client(clients.len())?;
+            let mut c = new_client(clients.len(), None)?;
             c.joined = Some((Instant::now(), None));
             let line = format!("late join: {} arrives at tick {slowest}", c.name);
             bar.suspend(|| println!("{line}"));
             clients.push(c);
         }
-        for c in clients.iter_mut() {
+        if let Some(&(at, k)) = cuts.last()
+            && slowest >= at
+        {
+            cuts.pop();
+            let c = &mut clients[k];
+            if let Some(w) = c.session.welcome() {
+                c.offline = Some((Instant::now() + Duration::from_millis(1_500), w.token));
+                let line = format!("drop: {} loses its connection at tick {slowest}", c.name);
+                bar.suspend(|| println!("{line}"));
+            }
+        }
+        for (k, c) in clients.iter_mut().enumerate() {
+            let back = c.offline.filter(|(until, _)| Instant::now() >= *until);
+            if let Some((_, token)) = back {
+                // A new connection, and a new session that shows the token.
+                let fresh = new_client(k, Some(token))?;
+                c.transport = fresh.transport;
+                c.session = fresh.session;
+                c.buffers = fresh.buffers;
+                c.snapshots = fresh.snapshots;
+                c.offline = None;
+                c.joined = Some((Instant::now(), None));
+            }
+        }
+        for c in clients.iter_mut().filter(|c| c.offline.is_none()) {
             step_client(c, &clock, a.ticks, period);
         }
         if let Some(c) = clients.iter().find(|c| c.failure.is_some()) {
@@ -349,7 +396,7 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
         if let Some((asked, live)) = c.joined {
             match live {
                 Some(live) => println!(
-                    "late join: {} playing {:.2} s after connecting",
+                    "late join: {} playing {:.2} s after (re)connecting",
                     c.name,
                     (live - asked).as_secs_f64()
                 ),

@@ -99,3 +99,40 @@ fn late_joiners_get_the_state_catch_up_and_end_equal() {
     assert_eq!(hashes.len(), 5, "{stdout}");
     assert!(hashes.windows(2).all(|w| w[0] == w[1]), "{stdout}");
 }
+
+#[test]
+fn bots_that_lose_their_connection_reconnect_and_end_equal() {
+    let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args([
+            "demo",
+            "--players",
+            "3",
+            "--drop-reconnect",
+            "2",
+            "--ticks",
+            "400",
+            "--tick-rate",
+            "60",
+        ])
+        .output()
+        .expect("run lockstep demo");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "demo failed:\n{stdout}");
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("drop:")).count(),
+        2,
+        "{stdout}"
+    );
+    let back = stdout
+        .lines()
+        .filter(|l| l.starts_with("late join:") && l.contains("playing"))
+        .count();
+    assert_eq!(back, 2, "{stdout}");
+    let hashes: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("bot"))
+        .filter_map(|l| l.split_whitespace().last())
+        .collect();
+    assert_eq!(hashes.len(), 3, "{stdout}");
+    assert!(hashes.windows(2).all(|w| w[0] == w[1]), "{stdout}");
+}

@@ -157,6 +157,21 @@ impl World {
         self.add_node(id, joining, spectator, seed, Node::Client);
     }
 
+    /// A new connection taking back the seat `token` names.
+    fn reconnect(&mut self, id: PeerId, token: lockstep_core::wire::ResumeToken, seed: u64) {
+        let config = ClientConfig {
+            name: format!("c{}", id.0),
+            resume: Some(token),
+            ..ClientConfig::default()
+        };
+        let c = ClientSession::new(config, SERVER, self.sim.now()).unwrap();
+        self.sim.add(id, Node::Client(c));
+        self.apps.insert(
+            id,
+            App::new(seed ^ (u64::from(id.0) * 77), true, self.first),
+        );
+    }
+
     fn add_node(
         &mut self,
         id: PeerId,
@@ -621,4 +636,62 @@ fn a_room_past_tick_100_000_admits_joiners_and_spectators() {
     }
     let ids: Vec<PeerId> = (1..=4).map(PeerId).collect();
     assert!(w.assert_states_agree(&ids, seed) > 1_000);
+}
+
+/// A player whose connection dies reconnects on a new one with its resume
+/// token, long after the history stopped holding the game's start: it takes
+/// its seat back from a snapshot, catches up, plays on, and ends on the
+/// state everyone holds. The others were never held up for long.
+#[test]
+fn a_player_reconnects_from_a_snapshot_after_the_history_is_gone() {
+    let seed = 37;
+    let mut w = World::new(
+        3,
+        server_config(Policy::WaitForAll {
+            abandon_after: Duration::from_secs(10),
+        }),
+        LinkConditions::default(),
+        seed,
+    );
+    assert_eq!(
+        w.run(Instant::from_millis(4_000), |_, _| {}),
+        Outcome::TimedOut
+    );
+    let token = w.client(PeerId(1)).welcome().expect("welcomed").token;
+    let seat = w.client(PeerId(1)).seat();
+    w.sim.freeze(PeerId(1));
+    assert_eq!(
+        w.run(Instant::from_millis(6_000), |_, _| {}),
+        Outcome::TimedOut
+    );
+    let server = w.sim.endpoint(SERVER).and_then(Node::server).unwrap();
+    assert!(
+        !server.replayable(),
+        "the history no longer holds the start"
+    );
+    w.reconnect(PeerId(11), token, seed);
+    assert_eq!(
+        w.run(Instant::from_millis(14_000), |_, _| {}),
+        Outcome::TimedOut
+    );
+    let back = &w.apps[&PeerId(11)];
+    assert!(
+        back.events
+            .iter()
+            .any(|e| matches!(e, Event::CaughtUp { .. })),
+        "{:?}",
+        back.events
+    );
+    assert_eq!(w.client(PeerId(11)).seat(), seat, "the same seat");
+    assert!(back.inputs_after_live > 100, "it plays again");
+    assert!(
+        w.server_events.iter().any(
+            |e| matches!(e, SequencerEvent::Resumed { previous, .. } if *previous == PeerId(1))
+        )
+    );
+    let ids = [PeerId(2), PeerId(3), PeerId(11)];
+    assert!(w.assert_states_agree(&ids, seed) > 1_000);
+    // The crashed connection's stream agrees with everyone's as far as it
+    // got.
+    w.assert_states_agree(&[PeerId(1), PeerId(2)], seed);
 }

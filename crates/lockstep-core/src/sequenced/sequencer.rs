@@ -934,7 +934,10 @@ impl<I: Input> Sequencer<I> {
             // A joiner starts its join over on the new connection, which
             // knows nothing of the old one's snapshot; anyone else replays
             // the stream from its start, while the history holds it.
-            let rejoin = self.conns[i].join.is_some();
+            // Resumed from a snapshot, like a joiner, where a joiner would
+            // be (and always if it was joining): its seat runs neutral and
+            // holds nobody up until it has caught up again.
+            let rejoin = self.conns[i].join.is_some() || self.snapshot_join_now();
             if !rejoin && self.history_base > self.config.first_tick {
                 return self.refuse(
                     peer,
@@ -966,6 +969,11 @@ impl<I: Input> Sequencer<I> {
             let seat = c.seat;
             if let Some(s) = seat.and_then(|s| self.seats[s.index()].as_mut()) {
                 s.conn = Some(peer);
+                if rejoin {
+                    s.live = false;
+                    s.pending.clear();
+                    s.waited_since = None;
+                }
             }
             self.push_event(SequencerEvent::Resumed {
                 peer,
@@ -976,8 +984,7 @@ impl<I: Input> Sequencer<I> {
         }
         // A game under way is joined from a snapshot when the room says so;
         // otherwise by replaying it, while the history holds it all.
-        let from_snapshot = self.config.snapshot_join
-            && self.open.since(self.config.first_tick) >= self.config.snapshot_join_after.max(1);
+        let from_snapshot = self.snapshot_join_now();
         if !from_snapshot && self.history_base > self.config.first_tick {
             return self.refuse(
                 peer,
@@ -1736,6 +1743,13 @@ impl<I: Input> Sequencer<I> {
         if sealed {
             self.flush_all();
         }
+    }
+
+    /// Whether a client arriving now joins from a snapshot: the room says
+    /// so, and the game is far enough under way.
+    fn snapshot_join_now(&self) -> bool {
+        self.config.snapshot_join
+            && self.open.since(self.config.first_tick) >= self.config.snapshot_join_after.max(1)
     }
 
     /// Whether any seat plays (is taken and, if it joined from a snapshot,
