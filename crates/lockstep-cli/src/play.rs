@@ -166,6 +166,7 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
         },
         ..ClientConfig::default()
     };
+    let base_config = config.clone();
     // The options are checked before anything touches the network.
     let mut session =
         ClientSession::<PlayerInputs>::new(config, WsClientTransport::SERVER, clock.now())
@@ -188,8 +189,41 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
     let mut last_draw = Instant::now() - Duration::from_secs(1);
     let mut status = format!("connecting to {where_}...");
     let in_room = format!("room {} on {where_}", a.room);
+    // Since when the relay has not been heard, and reconnections so far.
+    let mut lost_since: Option<Instant> = None;
+    let mut reconnects = 0u32;
     let outcome = loop {
         let now = Instant::now();
+        // A connection lost for 3 s (or timed out) is replaced by a new one
+        // that takes the seat back with its resume token, while the relay
+        // still holds it; the game's state comes back in a snapshot.
+        let lost = lost_since.is_some_and(|t| now - t >= Duration::from_secs(3));
+        if (may_reconnect(&session, reconnects) || (lost && reconnects < 5))
+            && let Some(token) = session.welcome().map(|w| w.token)
+        {
+            reconnects += 1;
+            let config = ClientConfig {
+                resume: Some(token),
+                secret: match base_config.secret {
+                    Some(_) => Some(
+                        lockstep_net::session_secret()
+                            .map_err(|e| PlayError::Connect(e.to_string()))?,
+                    ),
+                    None => None,
+                },
+                ..base_config.clone()
+            };
+            session = ClientSession::new(config, WsClientTransport::SERVER, clock.now())
+                .map_err(|e| PlayError::Options(format!("bad option: {e}")))?;
+            if let Ok((t, _)) = connect(&a.relay, a.ca.as_deref()) {
+                transport = t;
+            }
+            buffers = Buffers::default();
+            snapshots = crate::snapshots::Snapshots::default();
+            lost_since = None;
+            status = format!("connection lost: reconnecting ({reconnects})...");
+            continue;
+        }
         while event::poll(Duration::ZERO)? {
             match event::read()? {
                 TermEvent::Key(k) => {
@@ -215,7 +249,9 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
                 _ => {}
             }
         }
-        if let Some(reason) = ended(&session, &where_) {
+        if let Some(reason) =
+            ended(&session, &where_).filter(|_| !may_reconnect(&session, reconnects))
+        {
             break Some(reason);
         }
         let _ = drive(&mut session, &mut transport, clock.now(), &mut buffers);
@@ -263,9 +299,21 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
             snapshots.on_event(&ev);
             match ev {
                 Event::CaughtUp { .. } => status = in_room.clone(),
-                Event::Connected { .. } | Event::Recovered { .. } => status = in_room.clone(),
+                // Back in a room that replays its game from the start.
+                Event::Connected { .. } if reconnects > 0 && !session.joining() => {
+                    game = Game::new(a.seed);
+                    lost_since = None;
+                    status = in_room.clone();
+                }
+                Event::Connected { .. } | Event::Recovered { .. } => {
+                    lost_since = None;
+                    status = in_room.clone();
+                }
                 Event::Desync { tick, .. } => status = format!("DESYNC detected at tick {tick}"),
-                Event::Interrupted { .. } => status = "the relay is not answering...".into(),
+                Event::Interrupted { .. } => {
+                    lost_since.get_or_insert(now);
+                    status = "the relay is not answering...".into();
+                }
                 Event::Rejected { reason } => status = format!("refused: {reason}"),
                 Event::Closed { reason } => status = format!("disconnected: {reason}"),
                 _ => {}
@@ -273,7 +321,9 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
         }
         snapshots.donate(&mut session, &game);
         let _ = drive(&mut session, &mut transport, clock.now(), &mut buffers);
-        if let Some(reason) = ended(&session, &where_) {
+        if let Some(reason) =
+            ended(&session, &where_).filter(|_| !may_reconnect(&session, reconnects))
+        {
             break Some(reason);
         }
         if now - last_draw >= Duration::from_millis(33) {
@@ -302,6 +352,14 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
         Some(reason) if reason == "left" => Ok(()),
         Some(reason) => Err(PlayError::Closed(reason)),
     }
+}
+
+/// Whether a session that ended will be replaced by a new connection: it
+/// timed out after being welcomed, and tries are left.
+fn may_reconnect(session: &ClientSession<PlayerInputs>, reconnects: u32) -> bool {
+    reconnects < 5
+        && session.welcome().is_some()
+        && matches!(session.closed(), Some(CloseReason::TimedOut))
 }
 
 /// Why the session ended, in words, if it has.
