@@ -64,6 +64,10 @@ pub(crate) struct DemoArgs {
     /// receive and for every client to run.
     #[arg(long, value_parser = clap::value_parser!(u32).range(16..=4000))]
     creeps: Option<u32>,
+    /// The relay runs the game too: it hands late joiners its own state and
+    /// is the checksum authority.
+    #[arg(long)]
+    server_sim: bool,
 }
 
 fn percent(s: &str) -> Result<f64, String> {
@@ -119,6 +123,16 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
     config.room_defaults.delay = a.delay;
     config.room_defaults.max_seats = a.players + a.late_joiners;
     config.room_defaults.snapshot_join = true;
+    let game_config = a.creeps.map_or_else(GameConfig::default, |n| GameConfig {
+        max_creeps: n,
+        first_wave: n,
+    });
+    if a.server_sim {
+        let seed = a.seed;
+        config.game = Some(lockstep_relay::GameFactory::new(move || {
+            Box::new(Game::with_config(seed, game_config))
+        }));
+    }
     config.room_defaults.policy = a.policy.into();
     // Every bot comes from this machine's one loopback address.
     config.limits.max_udp_per_addr = 256;
@@ -209,13 +223,7 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
             kind: if ws_client { "ws" } else { "udp" },
             transport,
             session,
-            game: Game::with_config(
-                a.seed,
-                a.creeps.map_or_else(GameConfig::default, |n| GameConfig {
-                    max_creeps: n,
-                    first_wave: n,
-                }),
-            ),
+            game: Game::with_config(a.seed, game_config),
             bot: None,
             next_commit: Instant::now(),
             buffers: Buffers::default(),

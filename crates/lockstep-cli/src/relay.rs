@@ -56,9 +56,23 @@ pub(crate) struct RelayArgs {
     /// snapshot.
     #[arg(long, value_enum)]
     join: Option<JoinMode>,
+    /// Run the game in every room too: the relay then hands joiners its
+    /// own state and is the checksum authority. Only swarm, the demo game.
+    #[arg(long, value_enum)]
+    game: Option<ServerGame>,
+    /// The game seed for --game (players must use the same).
+    #[arg(long, default_value_t = 1, requires = "game")]
+    seed: u64,
     /// Log as JSON lines instead of text.
     #[arg(long)]
     json_logs: bool,
+}
+
+/// A game the relay can run itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ServerGame {
+    /// The demo game.
+    Swarm,
 }
 
 /// How joiners join a game under way, as a command-line value.
@@ -152,6 +166,14 @@ fn config(args: &RelayArgs) -> Result<RelayConfig, RelayCliError> {
     d.delay = args.delay.unwrap_or(d.delay);
     d.max_seats = args.max_seats.unwrap_or(d.max_seats);
     d.policy = args.policy.map_or(d.policy, PolicyName::from);
+    if let Some(ServerGame::Swarm) = args.game {
+        let seed = args.seed;
+        config.game = Some(lockstep_relay::GameFactory::new(move || {
+            Box::new(lockstep_demo::Game::new(seed))
+        }));
+        // Clients of another build or seed would not run this game.
+        config.fingerprint = Some(crate::play::fingerprint(seed));
+    }
     match args.join {
         Some(mode) => d.snapshot_join = mode == JoinMode::Snapshot,
         None if args.config.is_none() => d.snapshot_join = true,

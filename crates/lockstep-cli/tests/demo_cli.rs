@@ -136,3 +136,32 @@ fn bots_that_lose_their_connection_reconnect_and_end_equal() {
     assert_eq!(hashes.len(), 3, "{stdout}");
     assert!(hashes.windows(2).all(|w| w[0] == w[1]), "{stdout}");
 }
+
+#[test]
+fn a_relay_that_runs_the_game_hands_joiners_its_state() {
+    let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args([
+            "demo",
+            "--players",
+            "2",
+            "--late-joiners",
+            "1",
+            "--server-sim",
+            "--ticks",
+            "300",
+            "--tick-rate",
+            "60",
+        ])
+        .output()
+        .expect("run lockstep demo");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "demo failed:\n{stdout}");
+    assert!(stdout.contains("late join: bot2 playing"), "{stdout}");
+    let hashes: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("bot"))
+        .filter_map(|l| l.split_whitespace().last())
+        .collect();
+    assert_eq!(hashes.len(), 3, "{stdout}");
+    assert!(hashes.windows(2).all(|w| w[0] == w[1]), "{stdout}");
+}

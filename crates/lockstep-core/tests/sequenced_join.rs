@@ -69,6 +69,9 @@ struct App {
     rng: SimRng,
     events: Vec<Event>,
     inputs_after_live: u64,
+    /// Reports a wrong state hash every 10 ticks (a liar, or a broken
+    /// build).
+    lie: bool,
 }
 
 impl App {
@@ -83,6 +86,7 @@ impl App {
             rng: SimRng::new(seed),
             events: Vec::new(),
             inputs_after_live: 0,
+            lie: false,
         }
     }
 
@@ -109,6 +113,9 @@ impl App {
             };
             g.step(&f);
             self.states.insert(f.tick, g.acc);
+            if f.tick.get().is_multiple_of(10) {
+                let _ = c.report_checksum(f.tick, g.acc ^ u64::from(self.lie));
+            }
             self.donate(c);
         }
     }
@@ -133,12 +140,49 @@ struct World {
     period: Duration,
 }
 
+impl lockstep_core::sequenced::Simulation<u16> for Game {
+    fn step(&mut self, frame: &Frame<u16>) {
+        Self::step(self, frame);
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        self.bytes()
+    }
+
+    fn hash(&self) -> u64 {
+        self.acc
+    }
+}
+
 impl World {
     fn new(players: usize, server: SequencerConfig, link: LinkConditions, seed: u64) -> Self {
+        Self::with(players, server, link, seed, false)
+    }
+
+    fn with(
+        players: usize,
+        server: SequencerConfig,
+        link: LinkConditions,
+        seed: u64,
+        simulates: bool,
+    ) -> Self {
         let period = Duration::from_micros(1_000_000 / u64::from(server.tick_rate));
         let first = server.first_tick;
         let mut sim = Sim::new(SimNetwork::new(seed, link));
-        let s = lockstep_core::sequenced::Sequencer::new(server, Instant::ZERO).unwrap();
+        let game = Game {
+            next: server.first_tick,
+            acc: 0,
+        };
+        let s = if simulates {
+            lockstep_core::sequenced::Sequencer::with_simulation(
+                server,
+                Instant::ZERO,
+                Box::new(game),
+            )
+        } else {
+            lockstep_core::sequenced::Sequencer::new(server, Instant::ZERO)
+        }
+        .unwrap();
         sim.add(SERVER, Node::Server(s));
         let mut w = Self {
             first,
@@ -694,4 +738,61 @@ fn a_player_reconnects_from_a_snapshot_after_the_history_is_gone() {
     // The crashed connection's stream agrees with everyone's as far as it
     // got.
     w.assert_states_agree(&[PeerId(1), PeerId(2)], seed);
+}
+
+/// A sequencer that runs the game itself: joiners get its state without any
+/// client being asked, and its hash is the checksum authority, so a lone
+/// liar is told it differs even in a room of two where no majority exists.
+#[test]
+fn a_server_that_simulates_hands_joiners_its_state_and_judges_checksums() {
+    let seed = 41;
+    let mut w = World::with(
+        2,
+        server_config(Policy::WaitForAll {
+            abandon_after: Duration::from_secs(10),
+        }),
+        LinkConditions::default(),
+        seed,
+        true,
+    );
+    if let Some(app) = w.apps.get_mut(&PeerId(2)) {
+        app.lie = true;
+    }
+    assert_eq!(
+        w.run(Instant::from_millis(3_000), |_, _| {}),
+        Outcome::TimedOut
+    );
+    w.add_client(PeerId(3), true, false, seed);
+    assert_eq!(
+        w.run(Instant::from_millis(8_000), |_, _| {}),
+        Outcome::TimedOut
+    );
+    assert!(
+        !w.server_events
+            .iter()
+            .any(|e| matches!(e, SequencerEvent::SnapshotAsked { .. })),
+        "no client was asked"
+    );
+    assert!(
+        w.server_events
+            .iter()
+            .any(|e| matches!(e, SequencerEvent::SnapshotReady { joiners: 1, .. }))
+    );
+    let joiner = &w.apps[&PeerId(3)];
+    assert!(
+        joiner
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::CaughtUp { .. }))
+    );
+    let ids: Vec<PeerId> = (1..=3).map(PeerId).collect();
+    assert!(w.assert_states_agree(&ids, seed) > 500);
+    let told = |id: u32| {
+        w.apps[&PeerId(id)]
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::Desync { .. }))
+    };
+    assert!(told(2), "the liar is told it differs");
+    assert!(!told(1) && !told(3), "the honest are not");
 }

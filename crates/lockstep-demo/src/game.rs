@@ -651,3 +651,19 @@ impl Cursor<'_> {
         Ok(n)
     }
 }
+
+/// Swarm as a server that simulates runs it: every sealed frame, the
+/// snapshot it hands joiners, and the hash clients are checked against.
+impl lockstep_core::sequenced::Simulation<PlayerInputs> for Game {
+    fn step(&mut self, frame: &Frame<PlayerInputs>) {
+        Self::step(self, frame);
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        Self::snapshot(self)
+    }
+
+    fn hash(&self) -> u64 {
+        Self::hash(self)
+    }
+}

@@ -48,6 +48,70 @@ pub struct RelayConfig {
     /// Serve the WebSocket listener over TLS (`wss://`) with this
     /// certificate and key.
     pub tls: Option<crate::tls::TlsFiles>,
+    /// A game the relay runs itself in every room of `PlayerInputs`
+    /// clients (set in code, not in the file): it hands joiners its own
+    /// state and is the checksum authority. Without one the relay knows
+    /// nothing of the game.
+    #[serde(skip)]
+    pub game: Option<GameFactory>,
+}
+
+/// Makes a room's [`Simulation`](lockstep_core::sequenced::Simulation): the
+/// game's state at the room's first tick.
+///
+/// ```
+/// use lockstep_core::sequenced::Simulation;
+/// use lockstep_core::{Frame, PlayerInputs};
+/// use lockstep_relay::GameFactory;
+///
+/// #[derive(Debug, Default)]
+/// struct Ticks(u64);
+/// impl Simulation<PlayerInputs> for Ticks {
+///     fn step(&mut self, _: &Frame<PlayerInputs>) { self.0 += 1 }
+///     fn snapshot(&self) -> Vec<u8> { self.0.to_le_bytes().to_vec() }
+///     fn hash(&self) -> u64 { self.0 }
+/// }
+/// let game = GameFactory::new(|| Box::new(Ticks::default()));
+/// assert_eq!(game.make().hash(), 0);
+/// ```
+#[derive(Clone)]
+pub struct GameFactory(
+    std::sync::Arc<
+        dyn Fn() -> Box<dyn lockstep_core::sequenced::Simulation<lockstep_core::PlayerInputs>>
+            + Send
+            + Sync,
+    >,
+);
+
+impl GameFactory {
+    /// A factory calling `make` for each new room.
+    pub fn new(
+        make: impl Fn() -> Box<dyn lockstep_core::sequenced::Simulation<lockstep_core::PlayerInputs>>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
+        Self(std::sync::Arc::new(make))
+    }
+
+    /// A new room's game.
+    pub fn make(
+        &self,
+    ) -> Box<dyn lockstep_core::sequenced::Simulation<lockstep_core::PlayerInputs>> {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for GameFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("GameFactory(..)")
+    }
+}
+
+impl PartialEq for GameFactory {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 /// Server-wide limits. A connection breaking one gets an `Error` naming it

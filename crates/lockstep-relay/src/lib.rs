@@ -39,8 +39,8 @@ mod tls;
 
 pub use background::{BackgroundRelay, Bind};
 pub use config::{
-    DeclaredRoom, Limits, MissingName, PolicyName, RelayConfig, RelayConfigError, RoomOverrides,
-    RoomSettings, TicketKeyConfig, Tickets,
+    DeclaredRoom, GameFactory, Limits, MissingName, PolicyName, RelayConfig, RelayConfigError,
+    RoomOverrides, RoomSettings, TicketKeyConfig, Tickets,
 };
 pub use metrics::Metrics;
 pub use server::{

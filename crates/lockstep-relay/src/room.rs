@@ -24,9 +24,16 @@ macro_rules! each {
 }
 
 impl Engine {
-    pub(crate) fn new(config: SequencerConfig, now: Instant) -> Result<Self, ConfigError> {
-        Ok(match config.codec {
-            InputCodec::PlayerInputs => Self::Player(Sequencer::new(config, now)?),
+    pub(crate) fn new(
+        config: SequencerConfig,
+        now: Instant,
+        game: Option<&crate::GameFactory>,
+    ) -> Result<Self, ConfigError> {
+        Ok(match (config.codec, game) {
+            (InputCodec::PlayerInputs, Some(g)) => {
+                Self::Player(Sequencer::with_simulation(config, now, g.make())?)
+            }
+            (InputCodec::PlayerInputs, None) => Self::Player(Sequencer::new(config, now)?),
             _ => Self::Opaque(Sequencer::new(config, now)?),
         })
     }

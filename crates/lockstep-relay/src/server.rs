@@ -832,7 +832,7 @@ impl Core {
             secret[..16].copy_from_slice(&self.room_keys.next_secret());
             secret[16..].copy_from_slice(&self.room_keys.next_secret());
             let seq = self.config.sequencer(&room, hello.codec, secret);
-            match Engine::new(seq, now) {
+            match Engine::new(seq, now, self.config.game.as_ref()) {
                 Ok(engine) => {
                     info!(room = %room, "room created");
                     let r = Room::new(room.clone(), engine);

@@ -262,6 +262,9 @@ pub struct ClientSession<I: Input> {
     joining: Option<Box<Joining>>,
     /// A snapshot the sequencer asked of us, and its transfer.
     donation: Option<Donation>,
+    /// The last datagram had no room for a chunk that was due: chunks wait
+    /// for the next regular datagram instead of forcing one.
+    chunk_starved: bool,
 }
 
 /// A client joining a game under way.
@@ -329,6 +332,7 @@ impl<I: Input> ClientSession<I> {
             crypt: Vec::new(),
             joining: None,
             donation: None,
+            chunk_starved: false,
         })
     }
 
@@ -1048,11 +1052,12 @@ impl<I: Input> ClientSession<I> {
                 silent_for: silent,
             });
         }
-        let chunk_due = self
-            .donation
-            .as_ref()
-            .and_then(|d| d.sender.as_ref())
-            .is_some_and(|tx| tx.has_due(now));
+        let chunk_due = !self.chunk_starved
+            && self
+                .donation
+                .as_ref()
+                .and_then(|d| d.sender.as_ref())
+                .is_some_and(|tx| tx.has_due(now));
         if self.send_due() <= now || chunk_due {
             self.flush = true;
         }
@@ -1184,6 +1189,7 @@ impl<I: Input> ClientSession<I> {
         }
         let mut more = false;
         if let Some(tx) = self.donation.as_mut().and_then(|d| d.sender.as_mut()) {
+            let mut carried = false;
             while w.remaining() > tx.chunk_room() {
                 let Some(chunk) = tx.next_chunk(self.now) else {
                     break;
@@ -1191,8 +1197,12 @@ impl<I: Input> ClientSession<I> {
                 if w.push(&Message::SnapshotChunk(chunk.as_message())).is_err() {
                     break;
                 }
+                carried = true;
             }
-            more = tx.has_due(self.now);
+            // Another datagram at once only if this one made room for a
+            // chunk (else the next one would not either).
+            more = carried && tx.has_due(self.now);
+            self.chunk_starved = !carried && tx.has_due(self.now);
         }
         if matches!(self.state, State::Connecting) {
             // A server answers an unproven address with no more bytes than
@@ -1258,6 +1268,7 @@ impl<I: Input> ClientSession<I> {
             .donation
             .as_ref()
             .and_then(|d| d.sender.as_ref())
+            .filter(|_| !self.chunk_starved)
             .and_then(|tx| tx.next_resend())
         {
             t = t.min(r);

@@ -30,7 +30,7 @@ mod sequencer;
 
 pub use client::{ClientConfig, ClientSession, ClientStats, GOODBYES};
 pub use host::{HOST_PEER, HostSession};
-pub use sequencer::{Sequencer, SequencerConfig, SequencerError, SequencerStats};
+pub use sequencer::{Sequencer, SequencerConfig, SequencerError, SequencerStats, Simulation};
 
 use crate::wire::{ByeReason, ErrorCode, RejectReason};
 use crate::{PeerId, PlayerId, Tick};

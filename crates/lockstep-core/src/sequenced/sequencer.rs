@@ -28,6 +28,47 @@ const SNAPSHOT_DATAGRAMS_PER_SEC: u32 = 2_000;
 /// stays bounded when a thousand clients catch up at once.
 const CATCH_UP_FRAMES: u32 = 64;
 
+/// A game the sequencer runs itself, as a server that simulates does: it
+/// steps every sealed frame, hands joiners its own state (no client is
+/// asked to donate), and its state hash is the checksum reference every
+/// client is compared against, whatever the players report.
+///
+/// ```
+/// use lockstep_core::sequenced::{Sequencer, SequencerConfig, Simulation};
+/// use lockstep_core::{Frame, Instant};
+///
+/// #[derive(Debug, Default)]
+/// struct Sum(u64);
+///
+/// impl Simulation<u8> for Sum {
+///     fn step(&mut self, frame: &Frame<u8>) {
+///         self.0 += frame.inputs.iter().flatten().map(|i| u64::from(*i)).sum::<u64>();
+///     }
+///     fn snapshot(&self) -> Vec<u8> {
+///         self.0.to_le_bytes().to_vec()
+///     }
+///     fn hash(&self) -> u64 {
+///         self.0
+///     }
+/// }
+///
+/// let room = Sequencer::<u8>::with_simulation(
+///     SequencerConfig::default(),
+///     Instant::ZERO,
+///     Box::new(Sum::default()),
+/// )?;
+/// # Ok::<(), lockstep_core::ConfigError>(())
+/// ```
+pub trait Simulation<I>: core::fmt::Debug + Send {
+    /// Runs one sealed frame (every frame, in order, from the room's first
+    /// tick).
+    fn step(&mut self, frame: &Frame<I>);
+    /// The state after the last frame run, as the game's clients restore it.
+    fn snapshot(&self) -> Vec<u8>;
+    /// The state hash clients report for the same tick.
+    fn hash(&self) -> u64;
+}
+
 /// How a [`Sequencer`] runs its room.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SequencerConfig {
@@ -292,6 +333,11 @@ struct Conn {
     closing: Option<Closing>,
     /// Joining a game under way from a snapshot.
     join: Option<Join>,
+    /// The last datagram built for it carried snapshot chunks.
+    carried_chunks: bool,
+    /// The last datagram had no room for a chunk that was due: chunks wait
+    /// for the next regular datagram instead of forcing one.
+    chunk_starved: bool,
 }
 
 /// Where a client joining from a snapshot stands.
@@ -428,6 +474,10 @@ pub struct Sequencer<I: Input> {
     /// The last donor, told its snapshot arrived whole until it stops
     /// sending chunks.
     thanked: Option<(PeerId, wire::SnapshotAck)>,
+    /// The game, when the sequencer runs it itself.
+    simulation: Option<Box<dyn Simulation<I>>>,
+    /// Its state hash after each recent tick, for clients' checksums.
+    sim_hashes: VecDeque<(Tick, u64)>,
 }
 
 impl<I: Input> Sequencer<I> {
@@ -467,7 +517,26 @@ impl<I: Input> Sequencer<I> {
             bad_donors: Vec::new(),
             too_large: Vec::new(),
             thanked: None,
+            simulation: None,
+            sim_hashes: VecDeque::new(),
         })
+    }
+
+    /// A room whose game the sequencer runs itself (see [`Simulation`]):
+    /// `simulation` must be the game's state at the room's first tick.
+    pub fn with_simulation(
+        config: SequencerConfig,
+        now: Instant,
+        simulation: Box<dyn Simulation<I>>,
+    ) -> Result<Self, ConfigError> {
+        let mut s = Self::new(config, now)?;
+        s.simulation = Some(simulation);
+        Ok(s)
+    }
+
+    /// The game the sequencer runs, if it runs one.
+    pub fn simulation(&self) -> Option<&dyn Simulation<I>> {
+        self.simulation.as_deref()
     }
 
     // ----- getters -------------------------------------------------------
@@ -718,8 +787,8 @@ impl<I: Input> Sequencer<I> {
         self.seal_due();
         self.progress_joins();
         for i in 0..self.conns.len() {
-            let chunk_due =
-                matches!(&self.conns[i].join, Some(Join::Receiving(tx)) if tx.has_due(now));
+            let chunk_due = !self.conns[i].chunk_starved
+                && matches!(&self.conns[i].join, Some(Join::Receiving(tx)) if tx.has_due(now));
             if self.send_due(i) <= now || chunk_due {
                 self.conns[i].flush = true;
             }
@@ -770,12 +839,15 @@ impl<I: Input> Sequencer<I> {
             c.ping_due = now + self.config.ping_interval;
         }
         c.last_sent = Some(now);
-        // A snapshot goes out as fast as its window allows.
+        // A snapshot goes out as fast as its window allows (another
+        // datagram at once only if this one had room for chunks).
         if let Some(Join::Receiving(tx)) = &c.join
+            && c.carried_chunks
             && tx.has_due(now)
         {
             c.flush = true;
         }
+        c.carried_chunks = false;
         if c.closing.is_some() {
             self.conns.remove(i);
             self.cursor = 0;
@@ -806,7 +878,7 @@ impl<I: Input> Sequencer<I> {
         }
         for c in &self.conns {
             if let Some(Join::Receiving(tx)) = &c.join {
-                if let Some(t) = tx.next_resend() {
+                if let Some(t) = tx.next_resend().filter(|_| !c.chunk_starved) {
                     consider(t);
                 }
                 if let Some(t) = tx.last_progress() {
@@ -1057,6 +1129,8 @@ impl<I: Input> Sequencer<I> {
             input_rate: TokenBucket::full(self.config.max_inputs_per_sec, now),
             closing: None,
             join: from_snapshot.then_some(Join::Waiting),
+            carried_chunks: false,
+            chunk_starved: false,
         });
         self.push_event(SequencerEvent::Joined {
             peer,
@@ -1325,62 +1399,72 @@ impl<I: Input> Sequencer<I> {
             }
             Ok(Some(snapshot)) => {
                 self.thanked = f.receiver.current_ack().map(|a| (f.donor, a));
-                self.fetch = None;
-                self.bad_donors.clear();
-                self.too_large.clear();
-                self.join_asked = None;
-                let chunk_len = self.config.max_datagram.saturating_sub(160);
-                let id = self.next_snapshot_id;
-                self.next_snapshot_id = id.wrapping_add(1);
-                // Compressed once; every joiner's sender shares the bytes.
-                let tx = match SnapshotSender::new(id, &snapshot, chunk_len, &self.config.snapshot)
-                {
-                    Ok(tx) => tx,
-                    Err(e) => {
-                        self.refuse_waiting_joiners(&e);
-                        return;
-                    }
-                };
-                let mut joiners = 0;
-                for c in &mut self.conns {
-                    if !matches!(c.join, Some(Join::Waiting)) || c.closing.is_some() {
-                        continue;
-                    }
-                    c.join = Some(Join::Receiving(Box::new(tx.for_another(id))));
-                    c.next = snapshot.tick.saturating_add(1);
-                    c.flush = true;
-                    joiners += 1;
-                }
-                self.push_event(SequencerEvent::SnapshotReady {
-                    tick: snapshot.tick,
-                    bytes: snapshot.bytes.len(),
-                    joiners,
-                });
+                self.deliver(&snapshot);
             }
             Err(e @ SnapshotError::TooLarge { .. }) => {
-                // Every donor's state is about as large: once two say so (or
-                // nobody else could), the joiners cannot get in. One alone
-                // could be lying to keep them out.
-                let donor = f.donor;
-                if !self.too_large.contains(&donor) {
-                    self.too_large.push(donor);
-                }
-                let others = self.conns.iter().any(|c| {
-                    c.closing.is_none()
-                        && c.join.is_none()
-                        && c.peer != donor
-                        && !self.too_large.contains(&c.peer)
-                        && !self.bad_donors.contains(&c.peer)
-                });
-                if self.too_large.len() >= 2 || !others {
-                    self.fetch = None;
-                    self.too_large.clear();
-                    self.refuse_waiting_joiners(&e);
-                } else {
-                    self.donor_failed(e.to_string());
-                }
+                self.too_large_claim(e);
             }
             Err(e) => self.donor_failed(e.to_string()),
+        }
+    }
+
+    /// Hands `snapshot` to every joiner waiting for one.
+    fn deliver(&mut self, snapshot: &crate::snapshot::Snapshot) {
+        self.fetch = None;
+        self.bad_donors.clear();
+        self.too_large.clear();
+        self.join_asked = None;
+        let chunk_len = self.config.max_datagram.saturating_sub(160);
+        let id = self.next_snapshot_id;
+        self.next_snapshot_id = id.wrapping_add(1);
+        // Compressed once; every joiner's sender shares the bytes.
+        let tx = match SnapshotSender::new(id, snapshot, chunk_len, &self.config.snapshot) {
+            Ok(tx) => tx,
+            Err(e) => {
+                self.refuse_waiting_joiners(&e);
+                return;
+            }
+        };
+        let mut joiners = 0;
+        for c in &mut self.conns {
+            if !matches!(c.join, Some(Join::Waiting)) || c.closing.is_some() {
+                continue;
+            }
+            c.join = Some(Join::Receiving(Box::new(tx.for_another(id))));
+            c.next = snapshot.tick.saturating_add(1);
+            c.flush = true;
+            joiners += 1;
+        }
+        self.push_event(SequencerEvent::SnapshotReady {
+            tick: snapshot.tick,
+            bytes: snapshot.bytes.len(),
+            joiners,
+        });
+    }
+
+    /// The donor says its state is over the cap. Every donor's state is
+    /// about as large: once two say so (or nobody else could), the joiners
+    /// cannot get in. One alone could be lying to keep them out.
+    fn too_large_claim(&mut self, e: SnapshotError) {
+        let Some(donor) = self.fetch.as_ref().map(|f| f.donor) else {
+            return;
+        };
+        if !self.too_large.contains(&donor) {
+            self.too_large.push(donor);
+        }
+        let others = self.conns.iter().any(|c| {
+            c.closing.is_none()
+                && c.join.is_none()
+                && c.peer != donor
+                && !self.too_large.contains(&c.peer)
+                && !self.bad_donors.contains(&c.peer)
+        });
+        if self.too_large.len() >= 2 || !others {
+            self.fetch = None;
+            self.too_large.clear();
+            self.refuse_waiting_joiners(&e);
+        } else {
+            self.donor_failed(e.to_string());
         }
     }
 
@@ -1499,6 +1583,14 @@ impl<I: Input> Sequencer<I> {
         if self.join_due().is_some_and(|t| t > now) {
             return;
         }
+        // A sequencer that runs the game hands over its own state, after
+        // the last tick sealed.
+        if let Some(sim) = &self.simulation {
+            let tick = self.open.saturating_sub(1).max(self.config.first_tick);
+            let snapshot = crate::snapshot::Snapshot::new(tick, sim.snapshot());
+            self.deliver(&snapshot);
+            return;
+        }
         // The donor: a client that is not joining itself, closest to the
         // open tick (it runs the requested tick soonest), then nearest.
         let open = self.open;
@@ -1595,6 +1687,16 @@ impl<I: Input> Sequencer<I> {
                 (Some(_), _) => {}
                 // Only seated players vote: a spectator's state counts for
                 // nobody but itself.
+                // The server's own game is the authority where there is one.
+                (None, _) if self.simulation.is_some() => {
+                    if let Some(&(_, expected)) = self.sim_hashes.iter().find(|(t, _)| *t == tick) {
+                        self.references
+                            .report(tick, expected, std::iter::empty(), |_, _| {});
+                        if expected != hash {
+                            self.desync(tick, peer, expected, hash);
+                        }
+                    }
+                }
                 (None, Some(seat)) => self.vote(tick, seat, peer, hash),
                 (None, None) => {}
             }
@@ -1808,11 +1910,19 @@ impl<I: Input> Sequencer<I> {
             })
             .collect();
         let events = self.tick_events.remove(&t).unwrap_or_default();
-        self.history.push(Frame {
+        let frame = Frame {
             tick: t,
             inputs,
             events,
-        });
+        };
+        if let Some(sim) = self.simulation.as_mut() {
+            sim.step(&frame);
+            self.sim_hashes.push_back((t, sim.hash()));
+            while self.sim_hashes.len() > self.config.checksum_window.max(1) * 4 {
+                self.sim_hashes.pop_front();
+            }
+        }
+        self.history.push(frame);
         self.stats.sealed += 1;
         self.open = t.saturating_add(1);
         let keep = self.config.history as usize;
@@ -1970,6 +2080,7 @@ impl<I: Input> Sequencer<I> {
             // The snapshot alone: frames are of no use before it is whole
             // (and a joiner that acknowledges slowly gets little of either).
             Some(Join::Receiving(tx)) => {
+                let mut carried = false;
                 while w.remaining() > tx.chunk_room() {
                     let Some(chunk) = tx.next_chunk(now) else {
                         break;
@@ -1977,7 +2088,11 @@ impl<I: Input> Sequencer<I> {
                     if w.push(&Message::SnapshotChunk(chunk.as_message())).is_err() {
                         break;
                     }
+                    carried = true;
                 }
+                let starved = !carried && tx.has_due(now);
+                self.conns[i].carried_chunks = carried;
+                self.conns[i].chunk_starved = starved;
                 w.finish();
                 return;
             }
