@@ -231,6 +231,36 @@ prop_compose! {
     }
 }
 
+/// The case's mesh on the simulated network, with its liar, and a record
+/// per peer.
+fn build(c: &Case) -> (Sim<Node>, BTreeMap<PeerId, Record>) {
+    let config = MeshConfig {
+        delay: c.delay,
+        max_lead: c.max_lead,
+        abandon_after: Some(Duration::from_secs(2)),
+        ..MeshConfig::default()
+    };
+    let mut roster = Roster::new();
+    for i in 0..c.players {
+        roster = roster.player(PeerId(i as u32), PlayerId(i as u16));
+    }
+    let mut sim = Sim::new(SimNetwork::new(c.seed, c.link.clone()));
+    let mut records = BTreeMap::new();
+    for i in 0..c.players as u16 {
+        let id = PeerId(u32::from(i));
+        let session = Session::new(config.clone(), roster.clone(), id, Instant::ZERO)
+            .unwrap_or_else(|e| panic!("config: {e}"));
+        let liar = (i == c.liar).then(|| Liar {
+            rng: SimRng::new(c.seed ^ 0x5EED),
+            lies: c.lies,
+            seats: c.players as u16,
+        });
+        sim.add(id, Node { session, liar });
+        records.insert(id, Record::new(c.seed ^ (u64::from(i) + 1), Tick::ZERO));
+    }
+    (sim, records)
+}
+
 proptest! {
     #![proptest_config(cases(48))]
 
@@ -241,30 +271,7 @@ proptest! {
     /// streams never differ, and no buffer grows past its bound.
     #[test]
     fn one_dishonest_peer_cannot_split_the_honest_ones(c in case()) {
-        let config = MeshConfig {
-            delay: c.delay,
-            max_lead: c.max_lead,
-            abandon_after: Some(Duration::from_secs(2)),
-            ..MeshConfig::default()
-        };
-        let mut roster = Roster::new();
-        for i in 0..c.players {
-            roster = roster.player(PeerId(i as u32), PlayerId(i as u16));
-        }
-        let mut sim = Sim::new(SimNetwork::new(c.seed, c.link.clone()));
-        let mut records = BTreeMap::new();
-        for i in 0..c.players as u16 {
-            let id = PeerId(u32::from(i));
-            let session = Session::new(config.clone(), roster.clone(), id, Instant::ZERO)
-                .unwrap_or_else(|e| panic!("config: {e}"));
-            let liar = (i == c.liar).then(|| Liar {
-                rng: SimRng::new(c.seed ^ 0x5EED),
-                lies: c.lies,
-                seats: c.players as u16,
-            });
-            sim.add(id, Node { session, liar });
-            records.insert(id, Record::new(c.seed ^ (u64::from(i) + 1), Tick::ZERO));
-        }
+        let (mut sim, mut records) = build(&c);
         let period = Duration::from_millis(c.period);
         let step = |sim: &mut Sim<Node>, records: &mut BTreeMap<PeerId, Record>, until: Instant| {
             sim.run(until, period, |id, n, _| {
@@ -334,30 +341,7 @@ proptest! {
     /// agreement.
     #[test]
     fn a_dishonest_peer_that_stops_playing_is_voted_out(c in case(), mute_at in 500u64..4_000) {
-        let config = MeshConfig {
-            delay: c.delay,
-            max_lead: c.max_lead,
-            abandon_after: Some(Duration::from_secs(2)),
-            ..MeshConfig::default()
-        };
-        let mut roster = Roster::new();
-        for i in 0..c.players {
-            roster = roster.player(PeerId(i as u32), PlayerId(i as u16));
-        }
-        let mut sim = Sim::new(SimNetwork::new(c.seed, c.link.clone()));
-        let mut records = BTreeMap::new();
-        for i in 0..c.players as u16 {
-            let id = PeerId(u32::from(i));
-            let session = Session::new(config.clone(), roster.clone(), id, Instant::ZERO)
-                .unwrap_or_else(|e| panic!("config: {e}"));
-            let liar = (i == c.liar).then(|| Liar {
-                rng: SimRng::new(c.seed ^ 0x5EED),
-                lies: c.lies,
-                seats: c.players as u16,
-            });
-            sim.add(id, Node { session, liar });
-            records.insert(id, Record::new(c.seed ^ (u64::from(i) + 1), Tick::ZERO));
-        }
+        let (mut sim, mut records) = build(&c);
         let liar = PeerId(u32::from(c.liar));
         let by_vote = c.lies.acks || c.lies.status || c.lies.pause;
         let period = Duration::from_millis(c.period);

@@ -5,38 +5,19 @@
 //! how fast a joiner catches up, as ticks per second and as a multiple of
 //! real time at 30 Hz.
 
+mod common;
+
 use criterion::{Criterion, criterion_group, criterion_main};
 use lockstep_core::snapshot::{Snapshot, SnapshotLimits, SnapshotReceiver, SnapshotSender};
-use lockstep_core::{Frame, Instant, PlayerId, PlayerInputs, SystemEvent, Tick};
-use lockstep_demo::{Bot, Game, GameConfig};
+use lockstep_core::{Frame, Instant, PlayerInputs};
+use lockstep_demo::{Bot, Game};
 use std::hint::black_box;
 use std::time::Duration;
 
+/// The arena after some play, so ships, shots and creeps are spread as in
+/// a real match.
 fn arena(creeps: u32) -> (Game, Vec<Bot>) {
-    let mut game = Game::with_config(
-        1,
-        GameConfig {
-            max_creeps: creeps,
-            first_wave: 0,
-        },
-    );
-    let join = Frame {
-        tick: Tick::ZERO,
-        inputs: vec![Some(PlayerInputs::default()); 8],
-        events: (0..8)
-            .map(|p| SystemEvent::Joined {
-                player: PlayerId(p),
-            })
-            .collect(),
-    };
-    game.step(&join);
-    while (game.creeps.len() as u32) < creeps {
-        game.spawn_creep();
-    }
-    let mut bots: Vec<Bot> = (0..8)
-        .map(|p| Bot::new(PlayerId(p), u64::from(p)))
-        .collect();
-    // Some play, so ships, shots and creeps are spread as in a real match.
+    let (mut game, mut bots) = common::arena(creeps);
     for _ in 0..300 {
         let inputs = bots.iter_mut().map(|b| Some(b.input(&game))).collect();
         game.step(&Frame {

@@ -1,37 +1,12 @@
 //! `cargo bench -p lockstep-demo`: one tick of swarm with 8 ships and 500
 //! or 2000 creeps, against a budget of one millisecond per tick.
 
-use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use lockstep_core::{Frame, PlayerId, PlayerInputs, SystemEvent, Tick};
-use lockstep_demo::{Bot, Game, GameConfig};
-use std::hint::black_box;
+mod common;
 
-fn arena(creeps: u32) -> (Game, Vec<Bot>) {
-    let mut game = Game::with_config(
-        1,
-        GameConfig {
-            max_creeps: creeps,
-            first_wave: 0,
-        },
-    );
-    let join = Frame {
-        tick: Tick::ZERO,
-        inputs: vec![Some(PlayerInputs::default()); 8],
-        events: (0..8)
-            .map(|p| SystemEvent::Joined {
-                player: PlayerId(p),
-            })
-            .collect(),
-    };
-    game.step(&join);
-    while (game.creeps.len() as u32) < creeps {
-        game.spawn_creep();
-    }
-    let bots = (0..8)
-        .map(|p| Bot::new(PlayerId(p), u64::from(p)))
-        .collect();
-    (game, bots)
-}
+use common::arena;
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use lockstep_core::Frame;
+use std::hint::black_box;
 
 fn step(c: &mut Criterion) {
     let mut group = c.benchmark_group("swarm step, 8 ships");
