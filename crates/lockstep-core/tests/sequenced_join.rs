@@ -6,131 +6,19 @@ mod common;
 
 use common::props::cases;
 use common::star::{Node, SERVER};
+use common::toy::{App, Game};
 use lockstep_core::sequenced::{
     ClientConfig, ClientSession, Policy, SequencerConfig, SequencerEvent,
 };
-use lockstep_core::sim::{LinkConditions, Outcome, Sim, SimNetwork, SimRng};
-use lockstep_core::{Event, Frame, Instant, PeerId, SystemEvent, Tick};
+use lockstep_core::sim::{LinkConditions, Outcome, Sim, SimNetwork};
+use lockstep_core::{Event, Instant, PeerId, SystemEvent, Tick};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// A tiny deterministic game: its whole state is a fold of every frame.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Game {
-    next: Tick,
-    acc: u64,
-}
-
-impl Game {
-    fn step(&mut self, f: &Frame<u16>) {
-        assert_eq!(f.tick, self.next, "frames in order, each once");
-        let mut h = self.acc ^ u64::from(f.tick.get());
-        for (i, input) in f.inputs.iter().enumerate() {
-            let v = input.map_or(0xFFFF_FFFF, u64::from);
-            h = (h ^ v ^ ((i as u64) << 40)).wrapping_mul(0x100_0000_01B3);
-        }
-        for ev in &f.events {
-            h = (h ^ u64::from(ev.player().0) ^ 0xE7).wrapping_mul(0x100_0000_01B3);
-        }
-        self.acc = h;
-        self.next = f.tick.saturating_add(1);
-    }
-
-    fn bytes(&self) -> Vec<u8> {
-        let mut v = self.next.get().to_le_bytes().to_vec();
-        v.extend_from_slice(&self.acc.to_le_bytes());
-        // Bulk that does not compress, as a real state has, so the
-        // snapshot takes a few hundred chunks and several round trips.
-        let mut x = self.acc | 1;
-        v.extend((0..200_000u32).map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        }));
-        v
-    }
-
-    fn restore(b: &[u8]) -> Self {
-        let next = Tick::new(u32::from_le_bytes(b[..4].try_into().unwrap()));
-        let acc = u64::from_le_bytes(b[4..12].try_into().unwrap());
-        Self { next, acc }
-    }
-}
-
-/// One client's game loop and what it saw.
-#[derive(Debug)]
-struct App {
-    game: Option<Game>,
-    /// The state after each tick run.
-    states: BTreeMap<Tick, u64>,
-    asked: Option<Tick>,
-    rng: SimRng,
-    events: Vec<Event>,
-    inputs_after_live: u64,
-    /// Reports a wrong state hash every 10 ticks (a liar, or a broken
-    /// build).
-    lie: bool,
-}
-
-impl App {
-    fn new(seed: u64, joining: bool, first: Tick) -> Self {
-        Self {
-            game: (!joining).then_some(Game {
-                next: first,
-                acc: 0,
-            }),
-            states: BTreeMap::new(),
-            asked: None,
-            rng: SimRng::new(seed),
-            events: Vec::new(),
-            inputs_after_live: 0,
-            lie: false,
-        }
-    }
-
-    fn play(&mut self, c: &mut ClientSession<u16>) {
-        while let Some(ev) = c.poll_event() {
-            if let Event::SnapshotRequested { tick } = ev {
-                self.asked = Some(tick);
-            }
-            self.events.push(ev);
-        }
-        if let Some(s) = c.take_snapshot() {
-            let g = Game::restore(&s.bytes);
-            assert_eq!(g.next, s.tick.saturating_add(1));
-            self.game = Some(g);
-        }
-        if c.seat().is_some() && c.commit_local(self.rng.next_u64() as u16).is_ok() && !c.joining()
-        {
-            self.inputs_after_live += 1;
-        }
-        self.donate(c);
-        while let Some(f) = c.advance() {
-            let Some(g) = self.game.as_mut() else {
-                panic!("a frame before the state it follows");
-            };
-            g.step(&f);
-            self.states.insert(f.tick, g.acc);
-            if f.tick.get().is_multiple_of(10) {
-                let _ = c.report_checksum(f.tick, g.acc ^ u64::from(self.lie));
-            }
-            self.donate(c);
-        }
-    }
-
-    /// Hands over the state asked for once it is the current one.
-    fn donate(&mut self, c: &mut ClientSession<u16>) {
-        if let (Some(t), Some(g)) = (self.asked, &self.game)
-            && g.next == t.saturating_add(1)
-        {
-            c.provide_snapshot(t, g.bytes())
-                .expect("snapshot under the cap");
-            self.asked = None;
-        }
-    }
-}
+/// Bytes of bulk in the game's state: a few hundred chunks, several round
+/// trips.
+const BULK: usize = 200_000;
 
 struct World {
     first: Tick,
@@ -138,20 +26,6 @@ struct World {
     apps: BTreeMap<PeerId, App>,
     server_events: Vec<SequencerEvent>,
     period: Duration,
-}
-
-impl lockstep_core::sequenced::Simulation<u16> for Game {
-    fn step(&mut self, frame: &Frame<u16>) {
-        Self::step(self, frame);
-    }
-
-    fn snapshot(&self) -> Vec<u8> {
-        self.bytes()
-    }
-
-    fn hash(&self) -> u64 {
-        self.acc
-    }
 }
 
 impl World {
@@ -169,10 +43,7 @@ impl World {
         let period = Duration::from_micros(1_000_000 / u64::from(server.tick_rate));
         let first = server.first_tick;
         let mut sim = Sim::new(SimNetwork::new(seed, link));
-        let game = Game {
-            next: server.first_tick,
-            acc: 0,
-        };
+        let game = Game::new(server.first_tick, BULK);
         let s = if simulates {
             lockstep_core::sequenced::Sequencer::with_simulation(
                 server,
@@ -212,7 +83,7 @@ impl World {
         self.sim.add(id, Node::Client(c));
         self.apps.insert(
             id,
-            App::new(seed ^ (u64::from(id.0) * 77), true, self.first),
+            App::new(seed ^ (u64::from(id.0) * 77), true, self.first, BULK),
         );
     }
 
@@ -233,7 +104,7 @@ impl World {
         self.sim.add(id, node(c));
         self.apps.insert(
             id,
-            App::new(seed ^ (u64::from(id.0) * 77), joining, self.first),
+            App::new(seed ^ (u64::from(id.0) * 77), joining, self.first, BULK),
         );
     }
 

@@ -2,129 +2,20 @@
 //! players reach, on the simulated network. Each test was written against
 //! an earlier version that it broke.
 
+mod common;
+
+use common::toy::App;
 use lockstep_core::sequenced::{
     ClientConfig, ClientSession, DropReason, MissingInput, Policy, Sequencer, SequencerConfig,
     SequencerEvent,
 };
-use lockstep_core::sim::{LinkConditions, Outcome, Sim, SimNetwork, SimRng};
+use lockstep_core::sim::{LinkConditions, Outcome, Sim, SimNetwork};
 use lockstep_core::wire::{Datagram, DatagramWriter, Message, SnapshotAck, SnapshotChunk};
-use lockstep_core::{Endpoint, Event, Frame, Instant, PeerId, Tick, Transmit};
+use lockstep_core::{Endpoint, Instant, PeerId, Tick, Transmit};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 const SERVER: PeerId = PeerId(0);
-
-// ----- a tiny game ---------------------------------------------------------
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Game {
-    next: Tick,
-    acc: u64,
-}
-
-impl Game {
-    fn step(&mut self, f: &Frame<u16>) {
-        assert_eq!(f.tick, self.next, "frames in order, each once");
-        let mut h = self.acc ^ u64::from(f.tick.get());
-        for (i, input) in f.inputs.iter().enumerate() {
-            let v = input.map_or(0xFFFF_FFFF, u64::from);
-            h = (h ^ v ^ ((i as u64) << 40)).wrapping_mul(0x100_0000_01B3);
-        }
-        for ev in &f.events {
-            h = (h ^ u64::from(ev.player().0) ^ 0xE7).wrapping_mul(0x100_0000_01B3);
-        }
-        self.acc = h;
-        self.next = f.tick.saturating_add(1);
-    }
-
-    fn bytes(&self, bulk: usize) -> Vec<u8> {
-        let mut v = self.next.get().to_le_bytes().to_vec();
-        v.extend_from_slice(&self.acc.to_le_bytes());
-        // Incompressible bulk, as a real state has.
-        let mut x = self.acc | 1;
-        v.extend((0..bulk).map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        }));
-        v
-    }
-
-    fn restore(b: &[u8]) -> Self {
-        let next = Tick::new(u32::from_le_bytes(b[..4].try_into().unwrap()));
-        let acc = u64::from_le_bytes(b[4..12].try_into().unwrap());
-        Self { next, acc }
-    }
-}
-
-#[derive(Debug)]
-struct App {
-    game: Option<Game>,
-    states: BTreeMap<Tick, u64>,
-    asked: Option<Tick>,
-    rng: SimRng,
-    events: Vec<Event>,
-    bulk: usize,
-}
-
-impl App {
-    fn new(seed: u64, joining: bool, bulk: usize) -> Self {
-        Self {
-            game: (!joining).then_some(Game {
-                next: Tick::ZERO,
-                acc: 0,
-            }),
-            states: BTreeMap::new(),
-            asked: None,
-            rng: SimRng::new(seed),
-            events: Vec::new(),
-            bulk,
-        }
-    }
-
-    fn play(&mut self, c: &mut ClientSession<u16>) {
-        while let Some(ev) = c.poll_event() {
-            if let Event::SnapshotRequested { tick } = ev {
-                self.asked = Some(tick);
-            }
-            self.events.push(ev);
-        }
-        if let Some(s) = c.take_snapshot() {
-            let g = Game::restore(&s.bytes);
-            assert_eq!(g.next, s.tick.saturating_add(1));
-            self.game = Some(g);
-        }
-        if c.seat().is_some() {
-            let _ = c.commit_local(self.rng.next_u64() as u16);
-        }
-        self.donate(c);
-        while let Some(f) = c.advance() {
-            let Some(g) = self.game.as_mut() else {
-                panic!("a frame before the state it follows");
-            };
-            g.step(&f);
-            self.states.insert(f.tick, g.acc);
-            self.donate(c);
-        }
-    }
-
-    fn donate(&mut self, c: &mut ClientSession<u16>) {
-        if let (Some(t), Some(g)) = (self.asked, &self.game)
-            && g.next == t.saturating_add(1)
-        {
-            c.provide_snapshot(t, g.bytes(self.bulk))
-                .expect("snapshot under the cap");
-            self.asked = None;
-        }
-    }
-
-    fn caught_up(&self) -> bool {
-        self.events
-            .iter()
-            .any(|e| matches!(e, Event::CaughtUp { .. }))
-    }
-}
 
 // ----- nodes ---------------------------------------------------------------
 
@@ -305,8 +196,10 @@ impl World {
         };
         let c = ClientSession::new(config, SERVER, self.sim.now()).unwrap();
         self.sim.add(id, Node::Client(c));
-        self.apps
-            .insert(id, App::new(u64::from(id.0) * 77, joining, self.bulk));
+        self.apps.insert(
+            id,
+            App::new(u64::from(id.0) * 77, joining, Tick::ZERO, self.bulk),
+        );
     }
 
     fn run(&mut self, until: Instant) -> Outcome {
@@ -532,7 +425,8 @@ fn a_joiner_acking_one_chunk_per_eight_seconds_gets_little_and_is_closed() {
             },
         ),
     );
-    w.apps.insert(PeerId(3), App::new(3, true, w.bulk));
+    w.apps
+        .insert(PeerId(3), App::new(3, true, Tick::ZERO, w.bulk));
     assert_eq!(w.run(Instant::from_millis(63_000)), Outcome::TimedOut);
     let Some(Node::SlowAck(_, s)) = w.sim.endpoint(PeerId(3)) else {
         unreachable!()

@@ -2049,8 +2049,16 @@ impl<I: Input> Sequencer<I> {
                 runs: vec![],
             }));
         }
-        let unacked: Vec<(Tick, u64)> = self.references.unacked(&c.checks).collect();
-        if !unacked.is_empty() || c.checks_owed {
+        // References are of no use to a joiner before its snapshot (and a
+        // joiner that never acknowledges them would get them all, again
+        // and again).
+        let before_snapshot = matches!(c.join, Some(Join::Waiting | Join::Receiving(_)));
+        let unacked: Vec<(Tick, u64)> = if before_snapshot {
+            Vec::new()
+        } else {
+            self.references.unacked(&c.checks).collect()
+        };
+        if !unacked.is_empty() || (c.checks_owed && !before_snapshot) {
             w.put(Message::Checksums(ChecksumsMsg {
                 ack: c.checks.received,
                 entries: unacked,

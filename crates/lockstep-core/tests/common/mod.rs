@@ -5,6 +5,7 @@
 
 pub mod props;
 pub mod star;
+pub mod toy;
 
 use lockstep_core::sim::{LinkConditions, Outcome, Sim, SimNetwork, SimRng};
 use lockstep_core::{
