@@ -150,6 +150,10 @@ pub struct SequencerConfig {
     pub donor_timeout: Duration,
     /// Limits on snapshots passing through.
     pub snapshot: SnapshotLimits,
+    /// With a [`Simulation`], its state hash becomes the checksum reference
+    /// on every tick this many ticks from the first (report checksums on
+    /// those ticks to be told of a divergence).
+    pub sim_check_every: u32,
 }
 
 impl Default for SequencerConfig {
@@ -186,6 +190,7 @@ impl Default for SequencerConfig {
             join_wait_max: Duration::from_secs(3),
             donor_timeout: Duration::from_secs(3),
             snapshot: SnapshotLimits::default(),
+            sim_check_every: 10,
         }
     }
 }
@@ -1047,6 +1052,13 @@ impl<I: Input> Sequencer<I> {
                     s.waited_since = None;
                 }
             }
+            // A CaughtUp the old connection earned and no tick carries yet
+            // would end the new one's join before it is over.
+            if let Some(player) = seat.filter(|_| rejoin) {
+                for events in self.tick_events.values_mut() {
+                    events.retain(|e| *e != SystemEvent::CaughtUp { player });
+                }
+            }
             self.push_event(SequencerEvent::Resumed {
                 peer,
                 previous,
@@ -1687,14 +1699,12 @@ impl<I: Input> Sequencer<I> {
                 (Some(_), _) => {}
                 // Only seated players vote: a spectator's state counts for
                 // nobody but itself.
-                // The server's own game is the authority where there is one.
+                // The server's own game is the authority where there is one:
+                // between its references it still judges, for its own log.
                 (None, _) if self.simulation.is_some() => {
-                    if let Some(&(_, expected)) = self.sim_hashes.iter().find(|(t, _)| *t == tick) {
-                        self.references
-                            .report(tick, expected, std::iter::empty(), |_, _| {});
-                        if expected != hash {
-                            self.desync(tick, peer, expected, hash);
-                        }
+                    let expected = self.sim_hashes.iter().find(|(t, _)| *t == tick);
+                    if let Some(&(_, expected)) = expected.filter(|(_, h)| *h != hash) {
+                        self.desync(tick, peer, expected, hash);
                     }
                 }
                 (None, Some(seat)) => self.vote(tick, seat, peer, hash),
@@ -1917,9 +1927,18 @@ impl<I: Input> Sequencer<I> {
         };
         if let Some(sim) = self.simulation.as_mut() {
             sim.step(&frame);
-            self.sim_hashes.push_back((t, sim.hash()));
+            let hash = sim.hash();
+            self.sim_hashes.push_back((t, hash));
             while self.sim_hashes.len() > self.config.checksum_window.max(1) * 4 {
                 self.sim_hashes.pop_front();
+            }
+            // Its references, in tick order, every `sim_check_every` ticks:
+            // clients reporting on those ticks are told when they differ.
+            if t.since(self.config.first_tick)
+                .is_multiple_of(self.config.sim_check_every.max(1))
+            {
+                self.references
+                    .report(t, hash, std::iter::empty(), |_, _| {});
             }
         }
         self.history.push(frame);
