@@ -667,3 +667,74 @@ fn a_server_that_simulates_hands_joiners_its_state_and_judges_checksums() {
     assert!(told(2), "the liar is told it differs");
     assert!(!told(1) && !told(3), "the honest are not");
 }
+
+proptest! {
+    #![proptest_config(cases(24))]
+
+    /// Players lose their connections at random moments and come back on
+    /// new ones with their resume tokens, through loss and under either
+    /// policy (a second drop of the same seat included, and the only donor
+    /// dropping while the others join): each takes its seat back, from a
+    /// snapshot or, when nobody else could donate, by replaying, plays
+    /// again, and every machine holds the same state after every tick they
+    /// both ran.
+    #[test]
+    fn dropped_players_reconnect_under_loss_and_end_on_the_same_state(
+        seed in any::<u64>(),
+        deadline in any::<bool>(),
+        loss in 0.0f64..0.15,
+        drops in proptest::collection::vec((1u32..=3, 500u64..5_000, 1_200u64..4_000), 1..3),
+    ) {
+        let policy = if deadline {
+            Policy::Deadline { missing: lockstep_core::sequenced::MissingInput::Neutral }
+        } else {
+            Policy::WaitForAll { abandon_after: Duration::from_secs(10) }
+        };
+        let link = LinkConditions {
+            latency: Duration::from_millis(15),
+            jitter: Duration::from_millis(10),
+            loss,
+            duplicate: 0.05,
+            reorder: 0.1,
+            max_datagram: Some(1200),
+        };
+        let mut w = World::new(3, server_config(policy), link, seed);
+        // Each drop: which player, when, and how long until it is back.
+        let mut drops = drops;
+        drops.sort_by_key(|d| d.1);
+        let mut current: BTreeMap<u32, PeerId> = (1..=3).map(|k| (k, PeerId(k))).collect();
+        let mut next_id = 10u32;
+        let mut at = 0u64;
+        let mut back = Vec::new();
+        for (player, when, away) in drops {
+            let when = when.max(at + 100);
+            prop_assert_eq!(w.run(Instant::from_millis(when), |_, _| {}), Outcome::TimedOut);
+            let id = current[&player];
+            let Some(token) = w.client(id).welcome().map(|w| w.token) else {
+                continue;
+            };
+            w.sim.freeze(id);
+            let ret = when + away;
+            prop_assert_eq!(w.run(Instant::from_millis(ret), |_, _| {}), Outcome::TimedOut);
+            let fresh = PeerId(next_id);
+            next_id += 1;
+            w.reconnect(fresh, token, seed);
+            current.insert(player, fresh);
+            back.push(fresh);
+            at = ret;
+        }
+        prop_assert_eq!(w.run(Instant::from_millis(at + 12_000), |_, _| {}), Outcome::TimedOut);
+        for id in &back {
+            if w.sim.is_frozen(*id) {
+                continue;
+            }
+            // Back from a snapshot (caught up) or, when nobody else could
+            // donate, by replaying the game: either way, playing again.
+            let app = &w.apps[id];
+            prop_assert!(!w.client(*id).joining() && app.inputs_after_live > 50,
+                "seed {}: {} is not playing: {:?}", seed, id, app.events);
+        }
+        let live: Vec<PeerId> = current.values().copied().collect();
+        prop_assert!(w.assert_states_agree(&live, seed) > 300);
+    }
+}

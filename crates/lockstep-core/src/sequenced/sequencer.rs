@@ -1014,7 +1014,10 @@ impl<I: Input> Sequencer<I> {
             // Resumed from a snapshot, like a joiner, where a joiner would
             // be (and always if it was joining): its seat runs neutral and
             // holds nobody up until it has caught up again.
-            let rejoin = self.conns[i].join.is_some() || self.snapshot_join_now();
+            // (Replaying instead, while the history holds the game, when no
+            // one else could donate: a room of joiners would wait for ever.)
+            let rejoin = (self.conns[i].join.is_some() || self.snapshot_join_now())
+                && (self.donor_available(Some(i)) || !self.replayable());
             if !rejoin && self.history_base > self.config.first_tick {
                 return self.refuse(
                     peer,
@@ -1068,7 +1071,8 @@ impl<I: Input> Sequencer<I> {
         }
         // A game under way is joined from a snapshot when the room says so;
         // otherwise by replaying it, while the history holds it all.
-        let from_snapshot = self.snapshot_join_now();
+        let from_snapshot =
+            self.snapshot_join_now() && (self.donor_available(None) || !self.replayable());
         if !from_snapshot && self.history_base > self.config.first_tick {
             return self.refuse(
                 peer,
@@ -1855,6 +1859,18 @@ impl<I: Input> Sequencer<I> {
         if sealed {
             self.flush_all();
         }
+    }
+
+    /// Whether anyone could hand a joiner the game's state: the sequencer's
+    /// own game, or a client (other than connection `except`) that is not
+    /// joining itself.
+    fn donor_available(&self, except: Option<usize>) -> bool {
+        self.simulation.is_some()
+            || self
+                .conns
+                .iter()
+                .enumerate()
+                .any(|(k, c)| Some(k) != except && c.closing.is_none() && c.join.is_none())
     }
 
     /// Whether a client arriving now joins from a snapshot: the room says

@@ -89,6 +89,10 @@ pub struct App {
     /// Reports a wrong state hash every 10 ticks (a liar, or a broken
     /// build).
     pub lie: bool,
+    /// The room's first tick and the bulk of the game's state, for a game
+    /// started afresh.
+    first: Tick,
+    bulk: usize,
 }
 
 impl App {
@@ -102,6 +106,8 @@ impl App {
             events: Vec::new(),
             inputs_after_live: 0,
             lie: false,
+            first,
+            bulk,
         }
     }
 
@@ -123,6 +129,11 @@ impl App {
         }
         self.donate(c);
         while let Some(f) = c.advance() {
+            // A client welcomed to replay the game (not joining from a
+            // snapshot) runs it from the start.
+            if self.game.is_none() && !c.joining() {
+                self.game = Some(Game::new(self.first, self.bulk));
+            }
             let Some(g) = self.game.as_mut() else {
                 panic!("a frame before the state it follows");
             };
