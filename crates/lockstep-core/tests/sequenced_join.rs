@@ -4,184 +4,15 @@
 
 mod common;
 
+use common::join::World;
 use common::props::cases;
 use common::star::{Node, SERVER};
-use common::toy::{App, Game};
-use lockstep_core::sequenced::{
-    ClientConfig, ClientSession, Policy, SequencerConfig, SequencerEvent,
-};
-use lockstep_core::sim::{LinkConditions, Outcome, Sim, SimNetwork};
+use lockstep_core::sequenced::{Policy, SequencerConfig, SequencerEvent};
+use lockstep_core::sim::{LinkConditions, Outcome};
 use lockstep_core::{Event, Instant, PeerId, SystemEvent, Tick};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::time::Duration;
-
-/// Bytes of bulk in the game's state: a few hundred chunks, several round
-/// trips.
-const BULK: usize = 200_000;
-
-struct World {
-    first: Tick,
-    sim: Sim<Node>,
-    apps: BTreeMap<PeerId, App>,
-    server_events: Vec<SequencerEvent>,
-    period: Duration,
-}
-
-impl World {
-    fn new(players: usize, server: SequencerConfig, link: LinkConditions, seed: u64) -> Self {
-        Self::with(players, server, link, seed, false)
-    }
-
-    fn with(
-        players: usize,
-        server: SequencerConfig,
-        link: LinkConditions,
-        seed: u64,
-        simulates: bool,
-    ) -> Self {
-        let period = Duration::from_micros(1_000_000 / u64::from(server.tick_rate));
-        let first = server.first_tick;
-        let mut sim = Sim::new(SimNetwork::new(seed, link));
-        let game = Game::new(server.first_tick, BULK);
-        let s = if simulates {
-            lockstep_core::sequenced::Sequencer::with_simulation(
-                server,
-                Instant::ZERO,
-                Box::new(game),
-            )
-        } else {
-            lockstep_core::sequenced::Sequencer::new(server, Instant::ZERO)
-        }
-        .unwrap();
-        sim.add(SERVER, Node::Server(s));
-        let mut w = Self {
-            first,
-            sim,
-            apps: BTreeMap::new(),
-            server_events: Vec::new(),
-            period,
-        };
-        for k in 1..=players as u32 {
-            w.add_client(PeerId(k), false, false, seed);
-        }
-        w
-    }
-
-    fn add_client(&mut self, id: PeerId, joining: bool, spectator: bool, seed: u64) {
-        self.add_node(id, joining, spectator, seed, Node::Client);
-    }
-
-    /// A new connection taking back the seat `token` names.
-    fn reconnect(&mut self, id: PeerId, token: lockstep_core::wire::ResumeToken, seed: u64) {
-        let config = ClientConfig {
-            name: format!("c{}", id.0),
-            resume: Some(token),
-            ..ClientConfig::default()
-        };
-        let c = ClientSession::new(config, SERVER, self.sim.now()).unwrap();
-        self.sim.add(id, Node::Client(c));
-        self.apps.insert(
-            id,
-            App::new(seed ^ (u64::from(id.0) * 77), true, self.first, BULK),
-        );
-    }
-
-    fn add_node(
-        &mut self,
-        id: PeerId,
-        joining: bool,
-        spectator: bool,
-        seed: u64,
-        node: fn(ClientSession<u16>) -> Node,
-    ) {
-        let config = ClientConfig {
-            spectator,
-            name: format!("c{}", id.0),
-            ..ClientConfig::default()
-        };
-        let c = ClientSession::new(config, SERVER, self.sim.now()).unwrap();
-        self.sim.add(id, node(c));
-        self.apps.insert(
-            id,
-            App::new(seed ^ (u64::from(id.0) * 77), joining, self.first, BULK),
-        );
-    }
-
-    fn run(
-        &mut self,
-        until: Instant,
-        mut on_server: impl FnMut(&SequencerEvent, &mut Vec<PeerId>),
-    ) -> Outcome {
-        let (apps, events) = (&mut self.apps, &mut self.server_events);
-        let mut freeze = Vec::new();
-        let o = self.sim.run(
-            until,
-            self.period,
-            |id, node, _| match node {
-                Node::Server(s) => {
-                    while let Some(ev) = s.poll_event() {
-                        on_server(&ev, &mut freeze);
-                        events.push(ev);
-                    }
-                }
-                Node::Client(c) | Node::Unacking(c) => {
-                    if let Some(app) = apps.get_mut(&id) {
-                        app.play(c);
-                    }
-                }
-            },
-            |_| false,
-        );
-        for id in freeze {
-            self.sim.freeze(id);
-        }
-        o
-    }
-
-    /// Runs in slices of 20 ms until `found` picks something out of the
-    /// sequencer's events from now on, or `limit`.
-    fn run_until<T>(
-        &mut self,
-        limit: u64,
-        found: impl Fn(&SequencerEvent) -> Option<T>,
-    ) -> Option<T> {
-        let seen = self.server_events.len();
-        let mut at = self.sim.now().as_micros() / 1000;
-        while at < limit {
-            at += 20;
-            assert_eq!(
-                self.run(Instant::from_millis(at), |_, _| {}),
-                Outcome::TimedOut
-            );
-            if let Some(t) = self.server_events[seen..].iter().find_map(&found) {
-                return Some(t);
-            }
-        }
-        None
-    }
-
-    fn client(&self, id: PeerId) -> &ClientSession<u16> {
-        self.sim.endpoint(id).and_then(Node::client).unwrap()
-    }
-
-    /// Every pair of `ids` holds the same state after every tick both ran.
-    fn assert_states_agree(&self, ids: &[PeerId], seed: u64) -> usize {
-        let mut common = 0;
-        for a in ids {
-            for b in ids {
-                let (sa, sb) = (&self.apps[a].states, &self.apps[b].states);
-                for (t, v) in sa {
-                    if let Some(w) = sb.get(t) {
-                        assert_eq!(v, w, "seed {seed}: {a} and {b} differ after tick {t}");
-                        common += 1;
-                    }
-                }
-            }
-        }
-        common
-    }
-}
 
 fn server_config(policy: Policy) -> SequencerConfig {
     SequencerConfig {
@@ -205,17 +36,11 @@ fn a_player_joins_a_game_under_way_from_a_snapshot_and_plays() {
         LinkConditions::default(),
         seed,
     );
-    assert_eq!(
-        w.run(Instant::from_millis(5_000), |_, _| {}),
-        Outcome::TimedOut
-    );
+    assert_eq!(w.run(Instant::from_millis(5_000)), Outcome::TimedOut);
     let before = w.client(PeerId(1)).frame();
     assert!(before.get() > 100, "the game is under way: {before}");
     w.add_client(PeerId(4), true, false, seed);
-    assert_eq!(
-        w.run(Instant::from_millis(12_000), |_, _| {}),
-        Outcome::TimedOut
-    );
+    assert_eq!(w.run(Instant::from_millis(12_000)), Outcome::TimedOut);
 
     let joiner = &w.apps[&PeerId(4)];
     let snap = joiner.events.iter().find_map(|e| match e {
@@ -267,17 +92,14 @@ fn a_donor_that_disappears_mid_transfer_is_replaced() {
         LinkConditions::default(),
         seed,
     );
-    assert_eq!(
-        w.run(Instant::from_millis(3_000), |_, _| {}),
-        Outcome::TimedOut
-    );
+    assert_eq!(w.run(Instant::from_millis(3_000)), Outcome::TimedOut);
     w.add_client(PeerId(4), true, false, seed);
     // The first donor asked falls dead as soon as it is asked.
     let mut first = None;
     let mut at = 3_000;
     while first.is_none() && at < 10_000 {
         at += 20;
-        let o = w.run(Instant::from_millis(at), |ev, freeze| {
+        let o = w.run_with(Instant::from_millis(at), |ev, freeze| {
             if let SequencerEvent::SnapshotAsked { donor, .. } = ev {
                 freeze.push(*donor);
             }
@@ -289,7 +111,7 @@ fn a_donor_that_disappears_mid_transfer_is_replaced() {
         });
     }
     let first = first.expect("a donor was asked");
-    let o = w.run(Instant::from_millis(15_000), |_, _| {});
+    let o = w.run(Instant::from_millis(15_000));
     assert_eq!(o, Outcome::TimedOut);
 
     assert!(
@@ -341,7 +163,7 @@ proptest! {
         joins.sort_unstable();
         let mut next_id = 3u32;
         for at in &joins {
-            prop_assert_eq!(w.run(Instant::from_millis(*at), |_, _| {}), Outcome::TimedOut);
+            prop_assert_eq!(w.run(Instant::from_millis(*at)), Outcome::TimedOut);
             w.add_client(PeerId(next_id), true, false, seed);
             next_id += 1;
         }
@@ -350,7 +172,7 @@ proptest! {
             next_id += 1;
         }
         let end = joins.last().copied().unwrap_or(0) + 15_000;
-        prop_assert_eq!(w.run(Instant::from_millis(end), |_, _| {}), Outcome::TimedOut);
+        prop_assert_eq!(w.run(Instant::from_millis(end)), Outcome::TimedOut);
         let ids: Vec<PeerId> = (1..next_id).map(PeerId).collect();
         for id in &ids[2..] {
             let app = &w.apps[id];
@@ -400,10 +222,7 @@ fn lying_clients_cannot_keep_a_joiner_out_or_give_it_another_tick() {
         LinkConditions::default(),
         seed,
     );
-    assert_eq!(
-        w.run(Instant::from_millis(3_000), |_, _| {}),
-        Outcome::TimedOut
-    );
+    assert_eq!(w.run(Instant::from_millis(3_000)), Outcome::TimedOut);
     w.add_client(PeerId(5), true, false, seed);
     // The first donor lies about its state's size; the second hands over a
     // state for another tick; a bystander sprays chunks of its own.
@@ -449,10 +268,7 @@ fn lying_clients_cannot_keep_a_joiner_out_or_give_it_another_tick() {
     w.sim
         .net
         .send(second, SERVER, &forged_snapshot(id2, wrong, vec![2; 12]));
-    assert_eq!(
-        w.run(Instant::from_millis(25_000), |_, _| {}),
-        Outcome::TimedOut
-    );
+    assert_eq!(w.run(Instant::from_millis(25_000)), Outcome::TimedOut);
 
     let failed: Vec<PeerId> = w
         .server_events
@@ -493,10 +309,7 @@ fn a_joiner_that_never_acknowledges_is_closed() {
         LinkConditions::default(),
         seed,
     );
-    assert_eq!(
-        w.run(Instant::from_millis(2_000), |_, _| {}),
-        Outcome::TimedOut
-    );
+    assert_eq!(w.run(Instant::from_millis(2_000)), Outcome::TimedOut);
     w.add_node(PeerId(3), true, false, seed, Node::Unacking);
     let closed = w.run_until(20_000, |e| match e {
         SequencerEvent::Closed { peer, reason, .. } if *peer == PeerId(3) => Some(reason.clone()),
@@ -507,10 +320,7 @@ fn a_joiner_that_never_acknowledges_is_closed() {
         format!("{closed:?}").contains("acknowledging"),
         "{closed:?}"
     );
-    assert_eq!(
-        w.run(Instant::from_millis(22_000), |_, _| {}),
-        Outcome::TimedOut
-    );
+    assert_eq!(w.run(Instant::from_millis(22_000)), Outcome::TimedOut);
     let ids = [PeerId(1), PeerId(2)];
     assert!(w.assert_states_agree(&ids, seed) > 500);
     let frames = w.apps[&PeerId(1)].states.len();
@@ -528,17 +338,11 @@ fn a_room_past_tick_100_000_admits_joiners_and_spectators() {
     });
     server.first_tick = Tick::new(100_000);
     let mut w = World::new(2, server, LinkConditions::default(), seed);
-    assert_eq!(
-        w.run(Instant::from_millis(4_000), |_, _| {}),
-        Outcome::TimedOut
-    );
+    assert_eq!(w.run(Instant::from_millis(4_000)), Outcome::TimedOut);
     assert!(w.client(PeerId(1)).frame().get() > 100_100);
     w.add_client(PeerId(3), true, false, seed);
     w.add_client(PeerId(4), true, true, seed);
-    assert_eq!(
-        w.run(Instant::from_millis(12_000), |_, _| {}),
-        Outcome::TimedOut
-    );
+    assert_eq!(w.run(Instant::from_millis(12_000)), Outcome::TimedOut);
     for id in [PeerId(3), PeerId(4)] {
         assert!(
             w.apps[&id]
@@ -568,27 +372,18 @@ fn a_player_reconnects_from_a_snapshot_after_the_history_is_gone() {
         LinkConditions::default(),
         seed,
     );
-    assert_eq!(
-        w.run(Instant::from_millis(4_000), |_, _| {}),
-        Outcome::TimedOut
-    );
+    assert_eq!(w.run(Instant::from_millis(4_000)), Outcome::TimedOut);
     let token = w.client(PeerId(1)).welcome().expect("welcomed").token;
     let seat = w.client(PeerId(1)).seat();
     w.sim.freeze(PeerId(1));
-    assert_eq!(
-        w.run(Instant::from_millis(6_000), |_, _| {}),
-        Outcome::TimedOut
-    );
+    assert_eq!(w.run(Instant::from_millis(6_000)), Outcome::TimedOut);
     let server = w.sim.endpoint(SERVER).and_then(Node::server).unwrap();
     assert!(
         !server.replayable(),
         "the history no longer holds the start"
     );
     w.reconnect(PeerId(11), token, seed);
-    assert_eq!(
-        w.run(Instant::from_millis(14_000), |_, _| {}),
-        Outcome::TimedOut
-    );
+    assert_eq!(w.run(Instant::from_millis(14_000)), Outcome::TimedOut);
     let back = &w.apps[&PeerId(11)];
     assert!(
         back.events
@@ -629,15 +424,9 @@ fn a_server_that_simulates_hands_joiners_its_state_and_judges_checksums() {
     if let Some(app) = w.apps.get_mut(&PeerId(2)) {
         app.lie = true;
     }
-    assert_eq!(
-        w.run(Instant::from_millis(3_000), |_, _| {}),
-        Outcome::TimedOut
-    );
+    assert_eq!(w.run(Instant::from_millis(3_000)), Outcome::TimedOut);
     w.add_client(PeerId(3), true, false, seed);
-    assert_eq!(
-        w.run(Instant::from_millis(8_000), |_, _| {}),
-        Outcome::TimedOut
-    );
+    assert_eq!(w.run(Instant::from_millis(8_000)), Outcome::TimedOut);
     assert!(
         !w.server_events
             .iter()
@@ -708,14 +497,14 @@ proptest! {
         let mut back = Vec::new();
         for (player, when, away) in drops {
             let when = when.max(at + 100);
-            prop_assert_eq!(w.run(Instant::from_millis(when), |_, _| {}), Outcome::TimedOut);
+            prop_assert_eq!(w.run(Instant::from_millis(when)), Outcome::TimedOut);
             let id = current[&player];
             let Some(token) = w.client(id).welcome().map(|w| w.token) else {
                 continue;
             };
             w.sim.freeze(id);
             let ret = when + away;
-            prop_assert_eq!(w.run(Instant::from_millis(ret), |_, _| {}), Outcome::TimedOut);
+            prop_assert_eq!(w.run(Instant::from_millis(ret)), Outcome::TimedOut);
             let fresh = PeerId(next_id);
             next_id += 1;
             w.reconnect(fresh, token, seed);
@@ -723,7 +512,7 @@ proptest! {
             back.push(fresh);
             at = ret;
         }
-        prop_assert_eq!(w.run(Instant::from_millis(at + 12_000), |_, _| {}), Outcome::TimedOut);
+        prop_assert_eq!(w.run(Instant::from_millis(at + 12_000)), Outcome::TimedOut);
         for id in &back {
             if w.sim.is_frozen(*id) {
                 continue;

@@ -3,133 +3,15 @@
 
 mod common;
 
-use common::star::{Node, SERVER};
-use common::toy::{App, Game};
+use common::join::World;
+use common::star::SERVER;
+use common::toy::Game;
 use lockstep_core::sequenced::{
     ClientConfig, ClientSession, Policy, Sequencer, SequencerConfig, SequencerEvent,
 };
-use lockstep_core::sim::{LinkConditions, Outcome, Sim, SimNetwork};
+use lockstep_core::sim::{LinkConditions, Outcome};
 use lockstep_core::{Event, Instant, PeerId, Tick};
-use std::collections::BTreeMap;
 use std::time::Duration;
-
-const BULK: usize = 200_000;
-
-struct World {
-    first: Tick,
-    sim: Sim<Node>,
-    apps: BTreeMap<PeerId, App>,
-    server_events: Vec<SequencerEvent>,
-    period: Duration,
-}
-
-impl World {
-    fn with(players: usize, server: SequencerConfig, seed: u64, simulates: bool) -> Self {
-        let period = Duration::from_micros(1_000_000 / u64::from(server.tick_rate));
-        let first = server.first_tick;
-        let mut sim = Sim::new(SimNetwork::new(seed, LinkConditions::default()));
-        let game = Game::new(server.first_tick, BULK);
-        let s = if simulates {
-            Sequencer::with_simulation(server, Instant::ZERO, Box::new(game))
-        } else {
-            Sequencer::new(server, Instant::ZERO)
-        }
-        .unwrap();
-        sim.add(SERVER, Node::Server(s));
-        let mut w = Self {
-            first,
-            sim,
-            apps: BTreeMap::new(),
-            server_events: Vec::new(),
-            period,
-        };
-        for k in 1..=players as u32 {
-            w.add_client(PeerId(k), false, false, seed);
-        }
-        w
-    }
-
-    fn add_client(&mut self, id: PeerId, joining: bool, spectator: bool, seed: u64) {
-        let config = ClientConfig {
-            spectator,
-            name: format!("c{}", id.0),
-            ..ClientConfig::default()
-        };
-        let c = ClientSession::new(config, SERVER, self.sim.now()).unwrap();
-        self.sim.add(id, Node::Client(c));
-        self.apps.insert(
-            id,
-            App::new(seed ^ (u64::from(id.0) * 77), joining, self.first, BULK),
-        );
-    }
-
-    fn reconnect(&mut self, id: PeerId, token: lockstep_core::wire::ResumeToken, seed: u64) {
-        let config = ClientConfig {
-            name: format!("c{}", id.0),
-            resume: Some(token),
-            ..ClientConfig::default()
-        };
-        let c = ClientSession::new(config, SERVER, self.sim.now()).unwrap();
-        self.sim.add(id, Node::Client(c));
-        self.apps.insert(
-            id,
-            App::new(seed ^ (u64::from(id.0) * 77), true, self.first, BULK),
-        );
-    }
-
-    fn run(&mut self, until: Instant) -> Outcome {
-        let (apps, events) = (&mut self.apps, &mut self.server_events);
-        self.sim.run(
-            until,
-            self.period,
-            |id, node, _| match node {
-                Node::Server(s) => {
-                    while let Some(ev) = s.poll_event() {
-                        events.push(ev);
-                    }
-                }
-                Node::Client(c) | Node::Unacking(c) => {
-                    if let Some(app) = apps.get_mut(&id) {
-                        app.play(c);
-                    }
-                }
-            },
-            |_| false,
-        )
-    }
-
-    fn run_until<T>(
-        &mut self,
-        limit: u64,
-        found: impl Fn(&SequencerEvent) -> Option<T>,
-    ) -> Option<T> {
-        let seen = self.server_events.len();
-        let mut at = self.sim.now().as_micros() / 1000;
-        while at < limit {
-            at += 20;
-            assert_eq!(self.run(Instant::from_millis(at)), Outcome::TimedOut);
-            if let Some(t) = self.server_events[seen..].iter().find_map(&found) {
-                return Some(t);
-            }
-        }
-        None
-    }
-
-    fn client(&self, id: PeerId) -> &ClientSession<u16> {
-        self.sim.endpoint(id).and_then(Node::client).unwrap()
-    }
-
-    fn server_mut(&mut self) -> &mut Sequencer<u16> {
-        match self.sim.endpoint_mut(SERVER).unwrap() {
-            Node::Server(s) => s,
-            _ => unreachable!(),
-        }
-    }
-
-    fn server(&self) -> &Sequencer<u16> {
-        self.sim.endpoint(SERVER).and_then(Node::server).unwrap()
-    }
-}
 
 fn server_config() -> SequencerConfig {
     SequencerConfig {
@@ -152,7 +34,7 @@ fn server_config() -> SequencerConfig {
 #[test]
 fn a_resume_during_a_pause_plays_again() {
     let seed = 5;
-    let mut w = World::with(2, server_config(), seed, false);
+    let mut w = World::with(2, server_config(), LinkConditions::default(), seed, false);
     assert_eq!(w.run(Instant::from_millis(2_000)), Outcome::TimedOut);
     w.add_client(PeerId(3), true, false, seed);
     w.run_until(6_000, |e| {

@@ -1,0 +1,191 @@
+//! A sequenced room on the simulated network whose clients play the toy
+//! game (see `toy`), for the join and reconnect tests: clients join, leave,
+//! reconnect; the sequencer's events are kept; states are compared.
+
+use super::star::{Node, SERVER};
+use super::toy::{App, Game};
+use lockstep_core::sequenced::{
+    ClientConfig, ClientSession, Sequencer, SequencerConfig, SequencerEvent,
+};
+use lockstep_core::sim::{LinkConditions, Outcome, Sim, SimNetwork};
+use lockstep_core::{Instant, PeerId, Tick};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Bytes of bulk in the game's state: a few hundred chunks, several round
+/// trips.
+pub const BULK: usize = 200_000;
+
+pub struct World {
+    pub first: Tick,
+    pub sim: Sim<Node>,
+    pub apps: BTreeMap<PeerId, App>,
+    pub server_events: Vec<SequencerEvent>,
+    pub period: Duration,
+}
+
+impl World {
+    pub fn new(players: usize, server: SequencerConfig, link: LinkConditions, seed: u64) -> Self {
+        Self::with(players, server, link, seed, false)
+    }
+
+    pub fn with(
+        players: usize,
+        server: SequencerConfig,
+        link: LinkConditions,
+        seed: u64,
+        simulates: bool,
+    ) -> Self {
+        let period = Duration::from_micros(1_000_000 / u64::from(server.tick_rate));
+        let first = server.first_tick;
+        let mut sim = Sim::new(SimNetwork::new(seed, link));
+        let game = Game::new(server.first_tick, BULK);
+        let s = if simulates {
+            Sequencer::with_simulation(server, Instant::ZERO, Box::new(game))
+        } else {
+            Sequencer::new(server, Instant::ZERO)
+        }
+        .unwrap();
+        sim.add(SERVER, Node::Server(s));
+        let mut w = Self {
+            first,
+            sim,
+            apps: BTreeMap::new(),
+            server_events: Vec::new(),
+            period,
+        };
+        for k in 1..=players as u32 {
+            w.add_client(PeerId(k), false, false, seed);
+        }
+        w
+    }
+
+    pub fn add_client(&mut self, id: PeerId, joining: bool, spectator: bool, seed: u64) {
+        self.add_node(id, joining, spectator, seed, Node::Client);
+    }
+
+    /// A new connection taking back the seat `token` names.
+    pub fn reconnect(&mut self, id: PeerId, token: lockstep_core::wire::ResumeToken, seed: u64) {
+        let config = ClientConfig {
+            name: format!("c{}", id.0),
+            resume: Some(token),
+            ..ClientConfig::default()
+        };
+        let c = ClientSession::new(config, SERVER, self.sim.now()).unwrap();
+        self.sim.add(id, Node::Client(c));
+        self.apps.insert(
+            id,
+            App::new(seed ^ (u64::from(id.0) * 77), true, self.first, BULK),
+        );
+    }
+
+    pub fn add_node(
+        &mut self,
+        id: PeerId,
+        joining: bool,
+        spectator: bool,
+        seed: u64,
+        node: fn(ClientSession<u16>) -> Node,
+    ) {
+        let config = ClientConfig {
+            spectator,
+            name: format!("c{}", id.0),
+            ..ClientConfig::default()
+        };
+        let c = ClientSession::new(config, SERVER, self.sim.now()).unwrap();
+        self.sim.add(id, node(c));
+        self.apps.insert(
+            id,
+            App::new(seed ^ (u64::from(id.0) * 77), joining, self.first, BULK),
+        );
+    }
+
+    /// Runs the world until `until`.
+    pub fn run(&mut self, until: Instant) -> Outcome {
+        self.run_with(until, |_, _| {})
+    }
+
+    /// Runs the world until `until`, showing `on_server` every sequencer
+    /// event (it may list clients to freeze once the run ends).
+    pub fn run_with(
+        &mut self,
+        until: Instant,
+        mut on_server: impl FnMut(&SequencerEvent, &mut Vec<PeerId>),
+    ) -> Outcome {
+        let (apps, events) = (&mut self.apps, &mut self.server_events);
+        let mut freeze = Vec::new();
+        let o = self.sim.run(
+            until,
+            self.period,
+            |id, node, _| match node {
+                Node::Server(s) => {
+                    while let Some(ev) = s.poll_event() {
+                        on_server(&ev, &mut freeze);
+                        events.push(ev);
+                    }
+                }
+                Node::Client(c) | Node::Unacking(c) => {
+                    if let Some(app) = apps.get_mut(&id) {
+                        app.play(c);
+                    }
+                }
+            },
+            |_| false,
+        );
+        for id in freeze {
+            self.sim.freeze(id);
+        }
+        o
+    }
+
+    /// Runs in slices of 20 ms until `found` picks something out of the
+    /// sequencer's events from now on, or `limit`.
+    pub fn run_until<T>(
+        &mut self,
+        limit: u64,
+        found: impl Fn(&SequencerEvent) -> Option<T>,
+    ) -> Option<T> {
+        let seen = self.server_events.len();
+        let mut at = self.sim.now().as_micros() / 1000;
+        while at < limit {
+            at += 20;
+            assert_eq!(self.run(Instant::from_millis(at)), Outcome::TimedOut);
+            if let Some(t) = self.server_events[seen..].iter().find_map(&found) {
+                return Some(t);
+            }
+        }
+        None
+    }
+
+    pub fn client(&self, id: PeerId) -> &ClientSession<u16> {
+        self.sim.endpoint(id).and_then(Node::client).unwrap()
+    }
+
+    pub fn server(&self) -> &Sequencer<u16> {
+        self.sim.endpoint(SERVER).and_then(Node::server).unwrap()
+    }
+
+    pub fn server_mut(&mut self) -> &mut Sequencer<u16> {
+        match self.sim.endpoint_mut(SERVER) {
+            Some(Node::Server(s)) => s,
+            _ => unreachable!("the server is at SERVER"),
+        }
+    }
+
+    /// Every pair of `ids` holds the same state after every tick both ran.
+    pub fn assert_states_agree(&self, ids: &[PeerId], seed: u64) -> usize {
+        let mut common = 0;
+        for a in ids {
+            for b in ids {
+                let (sa, sb) = (&self.apps[a].states, &self.apps[b].states);
+                for (t, v) in sa {
+                    if let Some(w) = sb.get(t) {
+                        assert_eq!(v, w, "seed {seed}: {a} and {b} differ after tick {t}");
+                        common += 1;
+                    }
+                }
+            }
+        }
+        common
+    }
+}
