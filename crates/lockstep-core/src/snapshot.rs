@@ -25,7 +25,7 @@
 //!         done = rx.take(&chunk.as_message())?;
 //!     }
 //!     if let Some(ack) = rx.ack() {
-//!         tx.take_ack(&ack);
+//!         tx.take_ack(&ack, now);
 //!     }
 //! }
 //! assert_eq!(done, Some(state));
@@ -394,20 +394,11 @@ impl SnapshotSender {
 
     /// Takes the receiver's acknowledgement at `now`. Acks for another
     /// snapshot, or naming chunks that do not exist, change nothing.
-    pub fn take_ack_at(&mut self, ack: &SnapshotAck, now: Instant) {
-        let before = self.acked_count;
-        self.take_ack(ack);
-        if self.acked_count > before {
-            self.progress = Some(now);
-        }
-    }
-
-    /// Takes the receiver's acknowledgement. Acks for another snapshot, or
-    /// naming chunks that do not exist, change nothing.
-    pub fn take_ack(&mut self, ack: &SnapshotAck) {
+    pub fn take_ack(&mut self, ack: &SnapshotAck, now: Instant) {
         if ack.id != self.id {
             return;
         }
+        let before = self.acked_count;
         let next = ack.next.min(self.count);
         for i in 0..next {
             self.mark(i);
@@ -422,6 +413,9 @@ impl SnapshotSender {
         }
         while self.base < self.count && self.acked[self.base as usize] {
             self.base += 1;
+        }
+        if self.acked_count > before {
+            self.progress = Some(now);
         }
     }
 
@@ -695,7 +689,7 @@ mod tests {
             if !rng.chance(loss)
                 && let Some(a) = rx.ack()
             {
-                tx.take_ack(&a);
+                tx.take_ack(&a, now);
             }
         }
         panic!("transfer did not finish");

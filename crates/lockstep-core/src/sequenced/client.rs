@@ -885,7 +885,7 @@ impl<I: Input> ClientSession<I> {
                 Message::SnapshotRequest { id, tick } => self.snapshot_requested(id, tick),
                 Message::SnapshotAck(a) => {
                     if let Some(tx) = self.donation.as_mut().and_then(|d| d.sender.as_mut()) {
-                        tx.take_ack(&a);
+                        tx.take_ack(&a, now);
                         if tx.done() {
                             self.donation = None;
                         }

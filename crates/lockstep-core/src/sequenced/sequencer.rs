@@ -338,8 +338,6 @@ struct Conn {
     closing: Option<Closing>,
     /// Joining a game under way from a snapshot.
     join: Option<Join>,
-    /// The last datagram built for it carried snapshot chunks.
-    carried_chunks: bool,
     /// The last datagram had no room for a chunk that was due: chunks wait
     /// for the next regular datagram instead of forcing one.
     chunk_starved: bool,
@@ -831,7 +829,7 @@ impl<I: Input> Sequencer<I> {
 
     /// Builds connection `i`'s datagram into `buf` and marks it sent.
     fn transmit(&mut self, i: usize, buf: &mut Vec<u8>) -> Transmit {
-        self.build(i, buf);
+        let carried = self.build(i, buf);
         let now = self.now;
         let c = &mut self.conns[i];
         let peer = c.peer;
@@ -847,12 +845,11 @@ impl<I: Input> Sequencer<I> {
         // A snapshot goes out as fast as its window allows (another
         // datagram at once only if this one had room for chunks).
         if let Some(Join::Receiving(tx)) = &c.join
-            && c.carried_chunks
+            && carried
             && tx.has_due(now)
         {
             c.flush = true;
         }
-        c.carried_chunks = false;
         if c.closing.is_some() {
             self.conns.remove(i);
             self.cursor = 0;
@@ -1145,7 +1142,6 @@ impl<I: Input> Sequencer<I> {
             input_rate: TokenBucket::full(self.config.max_inputs_per_sec, now),
             closing: None,
             join: from_snapshot.then_some(Join::Waiting),
-            carried_chunks: false,
             chunk_starved: false,
         });
         self.push_event(SequencerEvent::Joined {
@@ -1306,7 +1302,7 @@ impl<I: Input> Sequencer<I> {
             }
             // A joiner cannot know where its frames start before its
             // snapshot's first chunk: its position counts from then on.
-            if !matches!(c.join, Some(Join::Waiting | Join::Receiving(_))) {
+            if !Self::before_snapshot(c) {
                 c.next = c.next.max(d.base.min(self.open));
             }
             // A spectator says nothing when it has caught up: its position
@@ -1354,7 +1350,7 @@ impl<I: Input> Sequencer<I> {
                 Message::SnapshotAck(a) => {
                     let done = match self.conns[i].join.as_mut() {
                         Some(Join::Receiving(tx)) => {
-                            tx.take_ack_at(&a, now);
+                            tx.take_ack(&a, now);
                             tx.done()
                         }
                         _ => false,
@@ -2010,10 +2006,18 @@ impl<I: Input> Sequencer<I> {
             || c.next < self.open
             || !self.waiting.is_empty()
             || self.paused
-            || self.references.unacked(&c.checks).next().is_some()
+            || (!Self::before_snapshot(c) && self.references.unacked(&c.checks).next().is_some())
     }
 
-    fn build(&mut self, i: usize, buf: &mut Vec<u8>) {
+    /// Whether `c` is joining and has not got its snapshot yet: nothing but
+    /// the snapshot is of use to it.
+    fn before_snapshot(c: &Conn) -> bool {
+        matches!(c.join, Some(Join::Waiting | Join::Receiving(_)))
+    }
+
+    /// Builds connection `i`'s datagram into `buf`; says whether it carried
+    /// snapshot chunks.
+    fn build(&mut self, i: usize, buf: &mut Vec<u8>) -> bool {
         let now = self.now;
         let c = &self.conns[i];
         let mut w = DatagramWriter::new(buf, self.open, self.config.max_datagram);
@@ -2026,7 +2030,7 @@ impl<I: Input> Sequencer<I> {
                     text: truncate(text),
                 });
                 w.finish();
-                return;
+                return false;
             }
             Some(Closing::Bye(reason, text)) => {
                 w.put(Message::Bye {
@@ -2034,7 +2038,7 @@ impl<I: Input> Sequencer<I> {
                     text: truncate(text),
                 });
                 w.finish();
-                return;
+                return false;
             }
             None => {}
         }
@@ -2087,7 +2091,7 @@ impl<I: Input> Sequencer<I> {
         // References are of no use to a joiner before its snapshot (and a
         // joiner that never acknowledges them would get them all, again
         // and again).
-        let before_snapshot = matches!(c.join, Some(Join::Waiting | Join::Receiving(_)));
+        let before_snapshot = Self::before_snapshot(c);
         let unacked: Vec<(Tick, u64)> = if before_snapshot {
             Vec::new()
         } else {
@@ -2118,7 +2122,7 @@ impl<I: Input> Sequencer<I> {
             // Nothing to run before the snapshot.
             Some(Join::Waiting) => {
                 w.finish();
-                return;
+                return false;
             }
             // The snapshot alone: frames are of no use before it is whole
             // (and a joiner that acknowledges slowly gets little of either).
@@ -2134,10 +2138,9 @@ impl<I: Input> Sequencer<I> {
                     carried = true;
                 }
                 let starved = !carried && tx.has_due(now);
-                self.conns[i].carried_chunks = carried;
                 self.conns[i].chunk_starved = starved;
                 w.finish();
-                return;
+                return carried;
             }
             Some(Join::CatchingUp) | None => {}
         }
@@ -2164,6 +2167,7 @@ impl<I: Input> Sequencer<I> {
             n /= 2;
         }
         w.finish();
+        false
     }
 }
 
