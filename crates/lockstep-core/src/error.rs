@@ -186,6 +186,20 @@ pub enum DatagramError {
     Unauthenticated(#[from] crate::secure::SealError),
 }
 
+/// Why a [`ClientSession`](crate::sequenced::ClientSession) could not
+/// reconnect.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReconnectError {
+    /// It never had a seat to take back (spectators join again instead).
+    #[error("no seat to take back: the session was never welcomed to one")]
+    NoSeat,
+    /// The session ended for a reason a new connection would not change
+    /// (it left, was refused, dropped for an error or kicked).
+    #[error("the session ended ({0}); only a lost connection is taken back")]
+    Ended(crate::sequenced::CloseReason),
+}
+
 /// Why a pause could not be requested.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

@@ -36,6 +36,21 @@ pub enum Event {
         /// The tick we join at.
         tick: Tick,
     },
+    /// The sequencer took us back on a new connection
+    /// ([`reconnect`](crate::sequenced::ClientSession::reconnect)).
+    Reconnected {
+        /// Our seat.
+        seat: Option<PlayerId>,
+        /// The next frame the game will be handed.
+        tick: Tick,
+        /// Whether the game's state stands. `true`: frames go on from where
+        /// they stopped. `false`: the session starts over as a new one
+        /// would after [`Connected`](Event::Connected): the game resets its
+        /// state, then restores the [`Snapshot`](Event::Snapshot) that
+        /// follows (or, in a room without snapshots, runs every frame from
+        /// `tick`, the room's first).
+        kept: bool,
+    },
     /// The sequencer asks for the game's state right after `tick`, for a
     /// player joining the game under way: once the game has run frame
     /// `tick` (or now, if it just did), it hands the state to

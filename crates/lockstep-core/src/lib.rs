@@ -93,7 +93,7 @@ pub use catch_up::CatchUp;
 pub use endpoint::{Endpoint, Transmit};
 pub use error::{
     AbandonError, ChecksumError, CommitError, ConfigError, DatagramError, Incompatibility,
-    PauseError,
+    PauseError, ReconnectError,
 };
 pub use event::Event;
 pub use frame::{Frame, StreamHash, SystemEvent};

@@ -394,11 +394,9 @@ fn a_player_reconnects_from_a_snapshot_after_the_history_is_gone() {
     );
     assert_eq!(w.client(PeerId(11)).seat(), seat, "the same seat");
     assert!(back.inputs_after_live > 100, "it plays again");
-    assert!(
-        w.server_events.iter().any(
-            |e| matches!(e, SequencerEvent::Resumed { previous, .. } if *previous == PeerId(1))
-        )
-    );
+    assert!(w.server_events.iter().any(
+        |e| matches!(e, SequencerEvent::Resumed { previous, .. } if *previous == Some(PeerId(1)))
+    ));
     let ids = [PeerId(2), PeerId(3), PeerId(11)];
     assert!(w.assert_states_agree(&ids, seed) > 1_000);
     // The crashed connection's stream agrees with everyone's as far as it

@@ -200,3 +200,241 @@ fn a_simulating_room_tells_a_diverged_client_at_its_first_checkpoint() {
         "C is told late (or never) once M reports ticks 11, 21, ..."
     );
 }
+
+/// A room whose connections time out after 2 s and hold a dropped player's
+/// seat for `grace`.
+fn grace_config(policy: Policy, grace: Duration) -> SequencerConfig {
+    SequencerConfig {
+        policy,
+        snapshot_join: true,
+        snapshot_join_after: 0,
+        timeout: Duration::from_secs(2),
+        seat_grace: grace,
+        ..SequencerConfig::default()
+    }
+}
+
+fn deadline() -> Policy {
+    Policy::Deadline {
+        missing: lockstep_core::sequenced::MissingInput::RepeatLast,
+    }
+}
+
+/// Cuts `id` off the server from now until far in the future (its old
+/// address is dead; it keeps running its game).
+fn cut(w: &mut World, id: PeerId) {
+    let now = w.sim.now();
+    w.sim
+        .net
+        .partition(&[id], &[SERVER], now, Instant::from_millis(10_000_000));
+}
+
+fn ms(w: &World) -> u64 {
+    w.sim.now().as_micros() / 1000
+}
+
+/// How many of the server's last `n` frames ran an input of `seat`'s that
+/// was not neutral.
+fn played(w: &World, seat: lockstep_core::PlayerId, n: u32) -> usize {
+    let s = w.server();
+    let open = s.open_tick();
+    (1..n)
+        .filter_map(|k| s.frame(Tick::new(open.get() - k)))
+        .filter(|f| f.inputs[seat.index()].is_some_and(|i| i != 0))
+        .count()
+}
+
+/// A player's network goes away for 8 s, long past the 2 s timeout: the
+/// seat is held (neutral input, not the last one repeated), the player
+/// reconnects on a new socket with the same session, is sent the frames it
+/// lacks from the history, keeps its game, and plays on. Nothing is run
+/// twice or skipped (the toy game checks every tick), nobody's stream says
+/// the seat left, and every machine ends on the same state.
+#[test]
+fn a_player_whose_network_drops_takes_its_seat_back_and_keeps_its_state() {
+    let seed = 11;
+    let mut w = World::new(
+        3,
+        grace_config(deadline(), Duration::from_secs(30)),
+        LinkConditions::default(),
+        seed,
+    );
+    assert_eq!(w.run(Instant::from_millis(3_000)), Outcome::TimedOut);
+    let seat = w.client(PeerId(1)).seat().unwrap();
+    cut(&mut w, PeerId(1));
+    assert_eq!(w.run(Instant::from_millis(11_000)), Outcome::TimedOut);
+    assert!(
+        w.server_events.iter().any(|e| matches!(
+            e,
+            SequencerEvent::Closed {
+                peer: PeerId(1),
+                reason: lockstep_core::sequenced::DropReason::Lost,
+                ..
+            }
+        )),
+        "the connection was dropped, the seat held"
+    );
+    // Held seats run neutral: nobody is holding a key down.
+    assert_eq!(played(&w, seat, 100), 0);
+    let before = w.apps[&PeerId(1)].states.len();
+    w.move_client(PeerId(1), PeerId(11));
+    assert_eq!(w.run(Instant::from_millis(20_000)), Outcome::TimedOut);
+    let app = &w.apps[&PeerId(11)];
+    assert!(
+        app.events
+            .iter()
+            .any(|e| matches!(e, Event::Reconnected { kept: true, .. })),
+        "{:?}",
+        app.events
+    );
+    assert!(app.states.len() > before + 200, "it ran on");
+    assert!(w.server_events.iter().any(|e| matches!(
+        e,
+        SequencerEvent::Resumed {
+            peer: PeerId(11),
+            previous: None,
+            ..
+        }
+    )));
+    assert!(
+        !w.server_events
+            .iter()
+            .any(|e| matches!(e, SequencerEvent::SeatReleased { .. }))
+    );
+    assert!(played(&w, seat, 100) > 50, "its inputs run again");
+    let ids = [PeerId(11), PeerId(2), PeerId(3)];
+    assert!(w.assert_states_agree(&ids, seed) > 1_000);
+}
+
+/// Back after the history moved past it (64 frames kept), a player is
+/// resumed from a snapshot: told its state was not kept, it restores the
+/// snapshot, catches up and plays.
+#[test]
+fn a_reconnect_past_the_history_comes_back_from_a_snapshot() {
+    let seed = 12;
+    let mut config = grace_config(deadline(), Duration::from_secs(30));
+    config.history = 64;
+    let mut w = World::new(3, config, LinkConditions::default(), seed);
+    assert_eq!(w.run(Instant::from_millis(3_000)), Outcome::TimedOut);
+    let seat = w.client(PeerId(1)).seat().unwrap();
+    cut(&mut w, PeerId(1));
+    assert_eq!(w.run(Instant::from_millis(8_000)), Outcome::TimedOut);
+    w.move_client(PeerId(1), PeerId(11));
+    assert_eq!(w.run(Instant::from_millis(18_000)), Outcome::TimedOut);
+    let app = &w.apps[&PeerId(11)];
+    let reconnected = app
+        .events
+        .iter()
+        .position(|e| matches!(e, Event::Reconnected { kept: false, .. }));
+    let caught_up = app
+        .events
+        .iter()
+        .rposition(|e| matches!(e, Event::CaughtUp { .. }));
+    assert!(
+        reconnected.is_some() && caught_up > reconnected,
+        "{:?}",
+        app.events
+    );
+    assert!(played(&w, seat, 100) > 50, "its inputs run again");
+    let ids = [PeerId(11), PeerId(2), PeerId(3)];
+    assert!(w.assert_states_agree(&ids, seed) > 1_000);
+}
+
+/// Nobody takes the seat back within its grace (5 s): it is `Left` at one
+/// tick for everyone, and the token no longer takes anything (a typed
+/// refusal, `BadToken`).
+#[test]
+fn a_seat_not_taken_back_within_its_grace_is_left() {
+    let seed = 13;
+    let mut w = World::new(
+        3,
+        grace_config(deadline(), Duration::from_secs(5)),
+        LinkConditions::default(),
+        seed,
+    );
+    assert_eq!(w.run(Instant::from_millis(3_000)), Outcome::TimedOut);
+    let seat = w.client(PeerId(1)).seat().unwrap();
+    cut(&mut w, PeerId(1));
+    let released = w
+        .run_until(12_000, |e| match e {
+            SequencerEvent::SeatReleased { seat, tick } => Some((*seat, *tick)),
+            _ => None,
+        })
+        .expect("the seat is given up");
+    assert_eq!(released.0, seat);
+    // About 5 s after the player was last heard.
+    let at = ms(&w);
+    assert!((7_900..8_300).contains(&at), "released at {at} ms");
+    assert_eq!(w.run(Instant::from_millis(at + 2_000)), Outcome::TimedOut);
+    for id in [PeerId(2), PeerId(3)] {
+        let s = w.server().frame(released.1).expect("in the history");
+        assert!(
+            s.events
+                .contains(&lockstep_core::SystemEvent::Left { player: seat })
+        );
+        assert!(w.apps[&id].states.contains_key(&released.1), "{id} ran it");
+    }
+    w.move_client(PeerId(1), PeerId(11));
+    assert_eq!(w.run(Instant::from_millis(at + 4_000)), Outcome::TimedOut);
+    assert_eq!(
+        w.client(PeerId(11)).closed(),
+        Some(&lockstep_core::sequenced::CloseReason::Rejected(
+            lockstep_core::sequenced::Rejection::BadToken
+        ))
+    );
+    assert!(w.assert_states_agree(&[PeerId(2), PeerId(3)], seed) > 300);
+}
+
+/// Under `WaitForAll` a held seat holds the game up until `abandon_after`
+/// (3 s here, inside the 30 s grace): then it is abandoned, the others play
+/// on, and its token is spent.
+#[test]
+fn a_held_seat_stalls_wait_for_all_until_it_is_abandoned() {
+    let seed = 14;
+    let policy = Policy::WaitForAll {
+        abandon_after: Duration::from_secs(3),
+    };
+    let mut w = World::new(
+        3,
+        grace_config(policy, Duration::from_secs(30)),
+        LinkConditions::default(),
+        seed,
+    );
+    assert_eq!(w.run(Instant::from_millis(3_000)), Outcome::TimedOut);
+    let seat = w.client(PeerId(1)).seat().unwrap();
+    cut(&mut w, PeerId(1));
+    let stalled_at = w.server().open_tick();
+    let released = w
+        .run_until(12_000, |e| match e {
+            SequencerEvent::SeatReleased { seat, tick } => Some((*seat, *tick)),
+            _ => None,
+        })
+        .expect("the seat is abandoned");
+    assert_eq!(released.0, seat);
+    // It stalled: about 3 s of waiting sealed a handful of ticks at most.
+    assert!(
+        released.1.since(stalled_at) < 20,
+        "{stalled_at} -> {}",
+        released.1
+    );
+    let t = ms(&w);
+    assert_eq!(w.run(Instant::from_millis(t + 3_000)), Outcome::TimedOut);
+    let s = w.server().frame(released.1).expect("in the history");
+    assert!(
+        s.events
+            .contains(&lockstep_core::SystemEvent::Abandoned { player: seat })
+    );
+    assert!(
+        w.server().open_tick().since(released.1) > 60,
+        "the others play on"
+    );
+    w.move_client(PeerId(1), PeerId(11));
+    assert_eq!(w.run(Instant::from_millis(t + 5_000)), Outcome::TimedOut);
+    assert_eq!(
+        w.client(PeerId(11)).closed(),
+        Some(&lockstep_core::sequenced::CloseReason::Rejected(
+            lockstep_core::sequenced::Rejection::BadToken
+        ))
+    );
+    assert!(w.assert_states_agree(&[PeerId(2), PeerId(3)], seed) > 300);
+}

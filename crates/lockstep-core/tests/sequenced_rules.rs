@@ -996,7 +996,7 @@ fn a_resume_proof_seen_on_the_wire_takes_no_seat_elsewhere() {
         matches!(
             r,
             Err(SequencerError::Refused {
-                reason: Rejection::RoomFull,
+                reason: Rejection::BadToken,
                 ..
             })
         ),
@@ -1010,7 +1010,7 @@ fn a_resume_proof_seen_on_the_wire_takes_no_seat_elsewhere() {
             e,
             SequencerEvent::Resumed {
                 peer: PeerId(7),
-                previous: PeerId(1),
+                previous: Some(PeerId(1)),
                 ..
             }
         )),

@@ -188,13 +188,13 @@ proptest! {
             RejectReason::ProtocolMismatch { server: nums.3, client: nums.3.wrapping_add(1) },
             RejectReason::GameMismatch { server: nums.4, client: fingerprint },
             RejectReason::RoomFull, RejectReason::ServerFull, RejectReason::BadTicket,
-            RejectReason::NoSuchRoom, RejectReason::Other(&name),
+            RejectReason::NoSuchRoom, RejectReason::BadToken, RejectReason::Other(&name),
         ];
         let errors = [ErrorCode::Malformed, ErrorCode::Violation, ErrorCode::RateLimited,
             ErrorCode::TooLarge, ErrorCode::Unauthorized, ErrorCode::Internal];
         let byes = [ByeReason::Leaving, ByeReason::Shutdown, ByeReason::Kicked, ByeReason::Timeout];
         let messages = vec![
-            Message::Hello(Hello { fingerprint, spectator: nums.3.is_multiple_of(2), room: &room, name: &name, ticket: &ticket, resume: resume.map(ResumeToken), codec: if nums.1.is_multiple_of(2) { InputCodec::Opaque } else { InputCodec::PlayerInputs }, cookie: cookie.as_deref(), key: resume.map(|r| [r[0]; 32]) }),
+            Message::Hello(Hello { fingerprint, spectator: nums.3.is_multiple_of(2), room: &room, name: &name, ticket: &ticket, resume: resume.map(ResumeToken), codec: if nums.1.is_multiple_of(2) { InputCodec::Opaque } else { InputCodec::PlayerInputs }, cookie: cookie.as_deref(), key: resume.map(|r| [r[0]; 32]), resume_from: resume.map(|r| Tick::new(u32::from_le_bytes([r[0], r[1], r[2], r[3]]))) }),
             Message::Welcome(Welcome { seat: welcome_seat, start: Tick::new(nums.0 / 2), tick: Tick::new(nums.0), deadline: nums.3 > 100, tick_rate: u32::from(nums.1 % 1001), delay: u32::from(nums.2 % 1025), seats: u32::from(nums.2) % 257, token: ResumeToken(resume.unwrap_or([7; 16])), snapshot: nums.3 % 3 == 0 }),
             Message::Reject(reasons[codes.2]),
             Message::Inputs(Inputs {

@@ -1025,8 +1025,8 @@ impl Core {
                     previous,
                     seat,
                 } => {
-                    info!(room = %name, %peer, %previous, ?seat, "resumed");
-                    resumed.push(previous);
+                    info!(room = %name, %peer, ?previous, ?seat, "resumed");
+                    resumed.extend(previous);
                 }
                 SequencerEvent::Rejected { peer, reason } => {
                     info!(room = %name, %peer, "refused: {reason}");
@@ -1046,6 +1046,9 @@ impl Core {
                         other => info!(room = %name, %peer, ?seat, %tick, "left: {other:?}"),
                     }
                     closed.push(peer);
+                }
+                SequencerEvent::SeatReleased { seat, tick } => {
+                    info!(room = %name, %seat, %tick, "seat given up: its player did not come back");
                 }
                 SequencerEvent::ChecksumSplit { tick, hashes } => {
                     warn!(room = %name, %tick, hashes, "checksums split with no majority");

@@ -312,7 +312,7 @@ fn ten_thousand_guessed_resume_tokens_take_no_seat() {
         for m in d.messages {
             match m {
                 Message::Welcome(w) => panic!("a guess took a seat: {w:?}"),
-                Message::Reject(RejectReason::RoomFull) => refusals += 1,
+                Message::Reject(RejectReason::BadToken) => refusals += 1,
                 _ => {}
             }
         }
@@ -360,7 +360,7 @@ fn a_resume_token_moves_a_quiet_seat_once_and_never_a_live_one() {
     assert_eq!(back.session.seat(), seat, "the seat came back");
     let fresh = back.session.welcome().expect("welcomed").token;
     assert_ne!(fresh, token, "a token is spent by its use");
-    // The spent token takes nothing: the room is full again.
+    // The spent token takes nothing: no seat is held for it.
     let mut replay = Player::new(&relay, Kind::Udp, config, None, 32, &clock);
     let end = Instant::now() + Duration::from_secs(5);
     while replay.session.closed().is_none() && Instant::now() < end {
@@ -370,7 +370,7 @@ fn a_resume_token_moves_a_quiet_seat_once_and_never_a_live_one() {
     }
     assert_eq!(
         replay.session.closed(),
-        Some(&CloseReason::Rejected(Rejection::RoomFull))
+        Some(&CloseReason::Rejected(Rejection::BadToken))
     );
     // The resumed seat and the other player carry on together.
     let survivor = players.pop().expect("player 1");

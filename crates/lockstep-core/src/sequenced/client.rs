@@ -6,6 +6,7 @@ use crate::checksum::{Checksums, Mismatch, RemoteChecksums};
 use crate::endpoint::Transmit;
 use crate::error::{
     ChecksumError, CommitError, ConfigError, DatagramError, Incompatibility, PauseError,
+    ReconnectError,
 };
 use crate::secure::{self, SecureChannel};
 use crate::shared::{Events, Rtt};
@@ -265,6 +266,10 @@ pub struct ClientSession<I: Input> {
     /// The last datagram had no room for a chunk that was due: chunks wait
     /// for the next regular datagram instead of forcing one.
     chunk_starved: bool,
+    /// The token of our seat, from the latest Welcome.
+    token: Option<ResumeToken>,
+    /// Connecting again with `token`, keeping what we have.
+    reconnecting: bool,
 }
 
 /// A client joining a game under way.
@@ -333,6 +338,8 @@ impl<I: Input> ClientSession<I> {
             joining: None,
             donation: None,
             chunk_starved: false,
+            token: None,
+            reconnecting: false,
         })
     }
 
@@ -607,6 +614,66 @@ impl<I: Input> ClientSession<I> {
         }
         self.pause_requested = Some(true);
         self.flush = true;
+        Ok(())
+    }
+
+    /// Takes our seat back on a new connection, after this one was lost:
+    /// the caller opened a new transport (a new socket, so the server sees
+    /// a new address) whose id for the sequencer is `server`, and passes a
+    /// fresh `secret` if datagrams are sealed. The session repeats the
+    /// handshake with proof of its resume token and the first frame it
+    /// lacks; what it has run, committed and buffered stays. The sequencer
+    /// sends the rest from its history, or a snapshot when the history no
+    /// longer reaches back (then [`Event::Reconnected`] says the state was
+    /// not kept). Call it when the sequencer has been silent for a while
+    /// (after [`Event::Interrupted`], say 3 s), or once the session timed
+    /// out; the seat is held for the room's grace (30 s by default).
+    ///
+    /// ```
+    /// use lockstep_core::sequenced::{ClientConfig, ClientSession};
+    /// use lockstep_core::{Instant, PeerId, ReconnectError};
+    ///
+    /// let mut s = ClientSession::<u8>::new(ClientConfig::default(), PeerId(0), Instant::ZERO)?;
+    /// // Never welcomed to a seat: there is nothing to take back.
+    /// assert_eq!(s.reconnect(PeerId(1), None, Instant::ZERO), Err(ReconnectError::NoSeat));
+    /// # Ok::<(), lockstep_core::ConfigError>(())
+    /// ```
+    pub fn reconnect(
+        &mut self,
+        server: PeerId,
+        secret: Option<[u8; 32]>,
+        now: Instant,
+    ) -> Result<(), ReconnectError> {
+        match &self.state {
+            State::Closed(CloseReason::TimedOut | CloseReason::Bye(ByeReason::Timeout, _)) => {}
+            State::Closed(r) => return Err(ReconnectError::Ended(r.clone())),
+            _ if self.leaving.is_some() => return Err(ReconnectError::Ended(CloseReason::Left)),
+            _ => {}
+        }
+        let token = self.token.ok_or(ReconnectError::NoSeat)?;
+        self.now = self.now.max(now);
+        self.config.resume = Some(token);
+        self.config.secret = secret;
+        self.public = secret.as_ref().map(secure::client_public);
+        self.server = server;
+        self.state = State::Connecting;
+        self.reconnecting = true;
+        self.started = self.now;
+        self.cookie.clear();
+        self.pending = None;
+        self.channel = None;
+        self.last_heard = None;
+        self.interrupted = false;
+        self.last_sent = None;
+        self.flush = true;
+        self.pong_owed = None;
+        self.ping_due = self.now;
+        self.rtt = Rtt::default();
+        self.server_checks = RemoteChecksums::default();
+        self.checks_owed = false;
+        self.waiting.clear();
+        self.donation = None;
+        self.chunk_starved = false;
         Ok(())
     }
 
@@ -959,6 +1026,38 @@ impl<I: Input> ClientSession<I> {
         if self.connected() {
             return;
         }
+        if w.seat.is_some() {
+            self.token = Some(w.token);
+        }
+        let reconnected = core::mem::take(&mut self.reconnecting);
+        if reconnected {
+            // Our state stands unless the sequencer sends a snapshot, or we
+            // had none of our own yet (we were joining).
+            let kept = !w.snapshot && self.joining.is_none();
+            self.state = State::Connected(w);
+            if !kept {
+                self.frames.clear();
+                self.unacked.clear();
+                self.joining = None;
+                self.start_over(w);
+            }
+            self.push_event(Event::Reconnected {
+                seat: w.seat,
+                tick: self.next_tick,
+                kept,
+            });
+            return;
+        }
+        self.start_over(w);
+        self.state = State::Connected(w);
+        self.push_event(Event::Connected {
+            seat: w.seat,
+            tick: w.tick,
+        });
+    }
+
+    /// Takes our position from `w`, as a session that has run nothing.
+    fn start_over(&mut self, w: Welcome) {
         if w.snapshot {
             self.joining = Some(Box::new(Joining {
                 receiver: SnapshotReceiver::new(self.config.snapshot.clone()),
@@ -970,11 +1069,6 @@ impl<I: Input> ClientSession<I> {
         self.next_tick = if w.snapshot { w.tick } else { w.start };
         self.next_commit = w.tick.saturating_add(w.delay);
         self.server_open = w.tick;
-        self.state = State::Connected(w);
-        self.push_event(Event::Connected {
-            seat: w.seat,
-            tick: w.tick,
-        });
     }
 
     fn store_frame(&mut self, f: Frame<I>) {
@@ -1101,6 +1195,9 @@ impl<I: Input> ClientSession<I> {
                 codec: config.codec,
                 cookie: (!self.cookie.is_empty()).then_some(self.cookie.as_slice()),
                 key: self.public,
+                // Where we are, when we kept our state across a lost
+                // connection: the rest may come from the history.
+                resume_from: (self.reconnecting && self.joining.is_none()).then_some(base),
             }));
         }
         if let Some((stamp, at)) = self.pong_owed {

@@ -94,6 +94,8 @@ pub enum Rejection {
     BadTicket,
     /// No such room.
     NoSuchRoom,
+    /// The resume token matches no seat held for it (expired or used).
+    BadToken,
     /// Anything else.
     Other(String),
 }
@@ -109,6 +111,7 @@ impl From<RejectReason<'_>> for Rejection {
             RejectReason::ServerFull => Self::ServerFull,
             RejectReason::BadTicket => Self::BadTicket,
             RejectReason::NoSuchRoom => Self::NoSuchRoom,
+            RejectReason::BadToken => Self::BadToken,
             RejectReason::Other(s) => Self::Other(s.to_owned()),
         }
     }
@@ -130,6 +133,7 @@ impl Rejection {
             Self::ServerFull => RejectReason::ServerFull,
             Self::BadTicket => RejectReason::BadTicket,
             Self::NoSuchRoom => RejectReason::NoSuchRoom,
+            Self::BadToken => RejectReason::BadToken,
             Self::Other(s) => RejectReason::Other(s),
         }
     }
@@ -190,8 +194,9 @@ pub enum SequencerEvent {
     Resumed {
         /// The new connection.
         peer: PeerId,
-        /// The connection that held the seat until now.
-        previous: PeerId,
+        /// The connection that held the seat until now, unless it had
+        /// been dropped already.
+        previous: Option<PeerId>,
         /// The seat.
         seat: Option<PlayerId>,
     },
@@ -206,7 +211,8 @@ pub enum SequencerEvent {
     Closed {
         /// The connection.
         peer: PeerId,
-        /// Its seat, now empty from `tick` on.
+        /// Its seat, now empty from `tick` on (or, when the connection was
+        /// [`Lost`](DropReason::Lost), held for its player's resume token).
         seat: Option<PlayerId>,
         /// The first tick the seat is empty.
         tick: Tick,
@@ -252,6 +258,15 @@ pub enum SequencerEvent {
         /// How many joiners it serves.
         joiners: usize,
     },
+    /// A seat held for a dropped player was given up: nobody took it back
+    /// within the grace (it is `Left`), or the game waited on it too long
+    /// (`Abandoned`).
+    SeatReleased {
+        /// The seat, empty from `tick` on.
+        seat: PlayerId,
+        /// The first tick the seat is empty.
+        tick: Tick,
+    },
     /// A client that joined from a snapshot caught up; a player's inputs
     /// count from `tick` plus the delay.
     CaughtUp {
@@ -282,6 +297,9 @@ pub enum DropReason {
     /// Nothing was heard from it for the timeout (or, while the game waited
     /// on it, for `abandon_after`).
     TimedOut,
+    /// A player's connection went silent for the timeout: its seat is held
+    /// for its resume token for `seat_grace`, then released.
+    Lost,
     /// It broke a rule and was told so with an `Error`.
     Violation(ErrorCode, String),
     /// It fell further behind than the history the sequencer keeps.

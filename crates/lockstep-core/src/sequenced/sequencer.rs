@@ -123,6 +123,13 @@ pub struct SequencerConfig {
     /// token moves the seat to a new connection: a live player's seat is
     /// never taken over, whoever holds its token.
     pub resume_after_silence: Duration,
+    /// How long a player's seat is held for its resume token once its
+    /// connection has been dropped for silence (`timeout`), counted from
+    /// the last datagram heard. Meanwhile the seat runs neutral input;
+    /// under `WaitForAll` the game waits on it until `abandon_after`, then
+    /// it is abandoned. When the grace ends the seat is `Left`. A grace no
+    /// longer than `timeout` holds no seat.
+    pub seat_grace: Duration,
     /// The longest a pause lasts: then play resumes by itself, whoever asked
     /// for it.
     pub max_pause: Duration,
@@ -182,6 +189,7 @@ impl Default for SequencerConfig {
             first_tick: Tick::ZERO,
             secret: [0; 32],
             resume_after_silence: Duration::from_secs(1),
+            seat_grace: Duration::from_secs(30),
             max_pause: Duration::from_secs(60),
             pauses_per_seat: 3,
             snapshot_join: false,
@@ -315,8 +323,6 @@ enum Reply {
 struct Conn {
     peer: PeerId,
     seat: Option<PlayerId>,
-    /// What takes the seat back; none for a spectator.
-    token: Option<ResumeToken>,
     /// The first frame the client lacks (its datagrams' base).
     next: Tick,
     welcome_pending: bool,
@@ -372,8 +378,14 @@ struct Fetch {
 
 #[derive(Debug, Clone)]
 struct Seat<I> {
-    /// The connection playing it, while occupied.
+    /// The connection playing it; none while the seat is held for a
+    /// player whose connection was dropped.
     conn: Option<PeerId>,
+    /// What takes the seat back on a new connection.
+    token: ResumeToken,
+    /// When the player was last heard, once its connection was dropped for
+    /// silence: the seat is held until `seat_grace` after it.
+    lost: Option<Instant>,
     /// Inputs are due from this tick; earlier ticks run neutral.
     from: Tick,
     /// Inputs waiting for their tick, by the tick they will run on.
@@ -564,9 +576,10 @@ impl<I: Input> Sequencer<I> {
         self.paused
     }
 
-    /// Whether nobody is connected.
+    /// Whether nobody is connected and no seat is held for a dropped
+    /// player (a server keeps the room while one may come back).
     pub fn is_empty(&self) -> bool {
-        self.conns.is_empty()
+        self.conns.is_empty() && !self.seats.iter().flatten().any(|s| s.lost.is_some())
     }
 
     /// Connections, with their seats.
@@ -583,21 +596,37 @@ impl<I: Input> Sequencer<I> {
     /// (the token is live and its seat's connection has gone quiet), so a
     /// server can let it in without spending a join ticket.
     pub fn would_resume(&self, hello: &Hello<'_>, now: Instant) -> bool {
-        self.resumable(hello).is_some_and(|i| {
-            now.max(self.now) - self.conns[i].last_heard >= self.config.resume_after_silence
+        self.resumable(hello)
+            .is_some_and(|seat| self.seat_quiet(seat, now.max(self.now)))
+    }
+
+    /// The seat `hello` proves it may take back.
+    fn resumable(&self, hello: &Hello<'_>) -> Option<PlayerId> {
+        let proof = hello.resume?;
+        let cookie = hello.cookie.unwrap_or_default();
+        self.seats
+            .iter()
+            .position(|s| {
+                s.as_ref().is_some_and(|s| {
+                    admission::resume_proof(&s.token, cookie, hello.key.as_ref()) == proof
+                })
+            })
+            .map(|i| PlayerId(i as u16))
+    }
+
+    /// Whether `seat`'s connection, if it still has one, has been quiet long
+    /// enough for its token to move the seat to another.
+    fn seat_quiet(&self, seat: PlayerId, now: Instant) -> bool {
+        self.seat_conn(seat).is_none_or(|i| {
+            let c = &self.conns[i];
+            c.closing.is_some() || now - c.last_heard >= self.config.resume_after_silence
         })
     }
 
-    /// The live connection whose seat `hello` proves it may take back.
-    fn resumable(&self, hello: &Hello<'_>) -> Option<usize> {
-        let proof = hello.resume?;
-        let cookie = hello.cookie.unwrap_or_default();
-        self.conns.iter().position(|c| {
-            c.closing.is_none()
-                && c.token.is_some_and(|t| {
-                    admission::resume_proof(&t, cookie, hello.key.as_ref()) == proof
-                })
-        })
+    /// The connection playing `seat`, if any.
+    fn seat_conn(&self, seat: PlayerId) -> Option<usize> {
+        let peer = self.seats.get(seat.index())?.as_ref()?.conn?;
+        self.conn_index(peer)
     }
 
     /// Whether the history still holds every frame from the room's first
@@ -697,6 +726,14 @@ impl<I: Input> Sequencer<I> {
         }
     }
 
+    /// Starts the `Deadline` clock at the open tick if it stopped (nobody
+    /// was playing).
+    fn start_clock(&mut self) {
+        if matches!(self.config.policy, Policy::Deadline { .. }) && self.clock.is_none() {
+            self.clock = Some((self.now, self.open));
+        }
+    }
+
     /// Closes `peer` with a goodbye (kicked), freeing its seat: the stream
     /// records it as `Abandoned` (it did not choose to leave).
     pub fn kick(&mut self, peer: PeerId, text: &str) {
@@ -774,11 +811,31 @@ impl<I: Input> Sequencer<I> {
         for i in 0..self.conns.len() {
             let c = &self.conns[i];
             if c.closing.is_none() && now - c.last_heard >= self.config.timeout {
+                // A player's seat is held for its resume token a while.
+                let hold = c.seat.is_some() && self.config.seat_grace > self.config.timeout;
                 self.close(
                     i,
                     Closing::Bye(ByeReason::Timeout, String::new()),
-                    DropReason::TimedOut,
+                    if hold {
+                        DropReason::Lost
+                    } else {
+                        DropReason::TimedOut
+                    },
                 );
+            }
+        }
+        for k in 0..self.seats.len() {
+            let expired = self.seats[k]
+                .as_ref()
+                .and_then(|s| s.lost)
+                .is_some_and(|t| now - t >= self.config.seat_grace);
+            if expired {
+                let seat = PlayerId(k as u16);
+                self.release_seat(seat, SystemEvent::Left { player: seat });
+                self.push_event(SequencerEvent::SeatReleased {
+                    seat,
+                    tick: self.open,
+                });
             }
         }
         if self
@@ -864,6 +921,11 @@ impl<I: Input> Sequencer<I> {
         for (i, c) in self.conns.iter().enumerate() {
             consider(self.send_due(i));
             consider(c.last_heard + self.config.timeout);
+        }
+        for seat in self.seats.iter().flatten() {
+            if let Some(t) = seat.lost {
+                consider(t + self.config.seat_grace);
+            }
         }
         if let Some(t) = self.next_seal_at() {
             consider(t);
@@ -997,25 +1059,33 @@ impl<I: Input> Sequencer<I> {
             );
         }
         // A known token takes its seat back on this new connection, once the
-        // seat's own connection has gone quiet, and is spent doing so.
-        if let Some(i) = self.resumable(hello) {
-            if self.now - self.conns[i].last_heard < self.config.resume_after_silence {
+        // seat's old connection has gone quiet (or was dropped), and is
+        // spent doing so.
+        if let Some(player) = self.resumable(hello) {
+            if !self.seat_quiet(player, self.now) {
                 return self.refuse(
                     peer,
                     Rejection::Other("that seat's connection is still alive".into()),
                 );
             }
-            // A joiner starts its join over on the new connection, which
-            // knows nothing of the old one's snapshot; anyone else replays
-            // the stream from its start, while the history holds it.
-            // Resumed from a snapshot, like a joiner, where a joiner would
-            // be (and always if it was joining): its seat runs neutral and
-            // holds nobody up until it has caught up again.
-            // (Replaying instead, while the history holds the game, when no
-            // one else could donate: a room of joiners would wait for ever.)
-            let rejoin = (self.conns[i].join.is_some() || self.snapshot_join_now())
-                && (self.donor_available(Some(i)) || !self.replayable());
-            if !rejoin && self.history_base > self.config.first_tick {
+            let old = self.seat_conn(player);
+            let live = self.seats[player.index()].as_ref().is_some_and(|s| s.live);
+            // A player that was playing and still holds the frames up to
+            // the one it names is sent the rest from the history.
+            let from_history = hello
+                .resume_from
+                .filter(|t| live && *t >= self.history_base && *t <= self.open);
+            // Otherwise it is resumed from a snapshot, like a joiner, where a
+            // joiner would be (and always if it was joining): its seat runs
+            // neutral and holds nobody up until it has caught up again. A
+            // joiner starts its join over: the new connection knows nothing
+            // of the old one's snapshot. (It replays the game instead, while
+            // the history holds it, when nobody else could donate: a room
+            // of joiners would wait for ever.)
+            let rejoin = from_history.is_none()
+                && (!live || self.snapshot_join_now())
+                && (self.donor_available(old) || !self.replayable());
+            if from_history.is_none() && !rejoin && !self.replayable() {
                 return self.refuse(
                     peer,
                     Rejection::Other(
@@ -1024,47 +1094,65 @@ impl<I: Input> Sequencer<I> {
                     ),
                 );
             }
-            let fresh = ResumeToken(self.tokens.next_secret());
+            let previous = old.map(|i| {
+                let previous = self.conns[i].peer;
+                self.conns.remove(i);
+                self.cursor = 0;
+                previous
+            });
             let now = self.now;
             if rejoin {
                 self.join_asked = Some(self.join_asked.map_or((now, now), |(f, _)| (f, now)));
             }
-            let open = self.open;
-            let c = &mut self.conns[i];
-            let previous = c.peer;
-            c.peer = peer;
-            c.token = Some(fresh);
-            if rejoin {
-                c.join = Some(Join::Waiting);
-                c.next = open;
-            } else {
-                c.next = self.config.first_tick;
-            }
-            c.welcome_pending = true;
-            c.last_heard = self.now;
-            c.flush = true;
-            let seat = c.seat;
-            if let Some(s) = seat.and_then(|s| self.seats[s.index()].as_mut()) {
+            let next = match from_history {
+                Some(t) => t,
+                None if rejoin => self.open,
+                None => self.config.first_tick,
+            };
+            let conn = self.new_conn(peer, Some(player), next, rejoin);
+            self.conns.push(conn);
+            let fresh = ResumeToken(self.tokens.next_secret());
+            if let Some(s) = self.seats[player.index()].as_mut() {
                 s.conn = Some(peer);
+                s.token = fresh;
+                s.lost = None;
+                s.last_input = now;
                 if rejoin {
                     s.live = false;
                     s.pending.clear();
                     s.waited_since = None;
                 }
             }
+            // A joiner that replays the game instead plays at once, as one
+            // joining by replay does (its inputs are due after a delay).
+            if !rejoin && !live {
+                let from = self.open.saturating_add(self.config.delay);
+                if let Some(s) = self.seats[player.index()].as_mut() {
+                    s.live = true;
+                    s.from = s.from.max(from);
+                    s.received = s.received.max(s.from);
+                }
+                self.add_tick_event(self.open, SystemEvent::CaughtUp { player });
+            }
             // A CaughtUp the old connection earned and no tick carries yet
             // would end the new one's join before it is over.
-            if let Some(player) = seat.filter(|_| rejoin) {
+            if rejoin {
                 for events in self.tick_events.values_mut() {
                     events.retain(|e| *e != SystemEvent::CaughtUp { player });
                 }
             }
+            self.start_clock();
             self.push_event(SequencerEvent::Resumed {
                 peer,
                 previous,
-                seat,
+                seat: Some(player),
             });
             return Ok(());
+        }
+        // A token no seat holds: taking a new seat instead would hand a
+        // client that kept its state someone else's game.
+        if hello.resume.is_some() {
+            return self.refuse(peer, Rejection::BadToken);
         }
         // A game under way is joined from a snapshot when the room says so;
         // otherwise by replaying it, while the history holds it all.
@@ -1092,6 +1180,8 @@ impl<I: Input> Sequencer<I> {
             let from = self.open.saturating_add(self.config.delay);
             self.seats[free] = Some(Seat {
                 conn: Some(peer),
+                token: ResumeToken(self.tokens.next_secret()),
+                lost: None,
                 from,
                 pending: BTreeMap::new(),
                 received: from,
@@ -1103,12 +1193,9 @@ impl<I: Input> Sequencer<I> {
                 live: !from_snapshot,
             });
             self.add_tick_event(self.open, SystemEvent::Joined { player });
-            if matches!(self.config.policy, Policy::Deadline { .. }) && self.clock.is_none() {
-                self.clock = Some((self.now, self.open));
-            }
+            self.start_clock();
             Some(player)
         };
-        let token = seat.map(|_| ResumeToken(self.tokens.next_secret()));
         let now = self.now;
         if from_snapshot {
             self.join_asked = Some(
@@ -1116,17 +1203,31 @@ impl<I: Input> Sequencer<I> {
                     .map_or((now, now), |(first, _)| (first, now)),
             );
         }
-        self.conns.push(Conn {
+        // A joiner from a snapshot is sent frames from the snapshot's tick
+        // on, once it is known.
+        let next = if from_snapshot {
+            self.open
+        } else {
+            self.config.first_tick
+        };
+        let conn = self.new_conn(peer, seat, next, from_snapshot);
+        self.conns.push(conn);
+        self.push_event(SequencerEvent::Joined {
             peer,
             seat,
-            token,
-            // A joiner from a snapshot is sent frames from the snapshot's
-            // tick on, once it is known.
-            next: if from_snapshot {
-                self.open
-            } else {
-                self.config.first_tick
-            },
+            tick: self.open,
+            name: hello.name.to_owned(),
+        });
+        Ok(())
+    }
+
+    /// A connection just admitted, sent frames from `next`.
+    fn new_conn(&self, peer: PeerId, seat: Option<PlayerId>, next: Tick, join: bool) -> Conn {
+        let now = self.now;
+        Conn {
+            peer,
+            seat,
+            next,
             welcome_pending: true,
             last_heard: now,
             last_sent: None,
@@ -1141,16 +1242,9 @@ impl<I: Input> Sequencer<I> {
             snapshot_rate: TokenBucket::full(SNAPSHOT_DATAGRAMS_PER_SEC, now),
             input_rate: TokenBucket::full(self.config.max_inputs_per_sec, now),
             closing: None,
-            join: from_snapshot.then_some(Join::Waiting),
+            join: join.then_some(Join::Waiting),
             chunk_starved: false,
-        });
-        self.push_event(SequencerEvent::Joined {
-            peer,
-            seat,
-            tick: self.open,
-            name: hello.name.to_owned(),
-        });
-        Ok(())
+        }
     }
 
     /// Records `ev` for `tick`, in the order things happened: a seat left
@@ -1171,15 +1265,20 @@ impl<I: Input> Sequencer<I> {
         }
         c.closing = Some(closing);
         c.flush = true;
-        let (peer, seat) = (c.peer, c.seat);
+        let (peer, seat, last_heard) = (c.peer, c.seat, c.last_heard);
         if let Some(s) = seat {
-            self.seats[s.index()] = None;
-            let ev = match reason {
-                DropReason::Left => SystemEvent::Left { player: s },
-                _ => SystemEvent::Abandoned { player: s },
-            };
-            self.add_tick_event(self.open, ev);
-            self.waiting.retain(|w| *w != s);
+            if reason == DropReason::Lost
+                && let Some(held) = self.seats[s.index()].as_mut()
+            {
+                held.conn = None;
+                held.lost = Some(last_heard);
+            } else {
+                let ev = match reason {
+                    DropReason::Left => SystemEvent::Left { player: s },
+                    _ => SystemEvent::Abandoned { player: s },
+                };
+                self.release_seat(s, ev);
+            }
         }
         if let DropReason::Violation(..) = reason {
             self.stats.violations += 1;
@@ -1190,6 +1289,13 @@ impl<I: Input> Sequencer<I> {
             tick: self.open,
             reason,
         });
+    }
+
+    /// Empties `seat` from the open tick on, saying so with `ev`.
+    fn release_seat(&mut self, seat: PlayerId, ev: SystemEvent) {
+        self.seats[seat.index()] = None;
+        self.add_tick_event(self.open, ev);
+        self.waiting.retain(|w| *w != seat);
     }
 
     fn violation(&mut self, i: usize, code: ErrorCode, text: String) -> SequencerError {
@@ -1524,9 +1630,7 @@ impl<I: Input> Sequencer<I> {
             s.received = from;
             s.last_input = self.now;
             self.add_tick_event(open, SystemEvent::CaughtUp { player });
-            if matches!(self.config.policy, Policy::Deadline { .. }) && self.clock.is_none() {
-                self.clock = Some((self.now, open));
-            }
+            self.start_clock();
         }
         self.push_event(SequencerEvent::CaughtUp {
             peer,
@@ -1820,14 +1924,23 @@ impl<I: Input> Sequencer<I> {
                             let conn = seat
                                 .and_then(|seat| seat.conn)
                                 .and_then(|p| self.conn_index(p));
-                            if let (true, Some(i)) = (silent, conn) {
-                                self.close(
+                            match (silent, conn) {
+                                (true, Some(i)) => self.close(
                                     i,
                                     Closing::Bye(ByeReason::Timeout, "abandoned".into()),
                                     DropReason::TimedOut,
-                                );
-                                dropped = true;
+                                ),
+                                // Held for a dropped player: given up.
+                                (true, None) => {
+                                    self.release_seat(*s, SystemEvent::Abandoned { player: *s });
+                                    self.push_event(SequencerEvent::SeatReleased {
+                                        seat: *s,
+                                        tick: self.open,
+                                    });
+                                }
+                                (false, _) => continue,
                             }
+                            dropped = true;
                         }
                         if dropped {
                             continue;
@@ -1876,10 +1989,13 @@ impl<I: Input> Sequencer<I> {
             && self.open.since(self.config.first_tick) >= self.config.snapshot_join_after.max(1)
     }
 
-    /// Whether any seat plays (is taken and, if it joined from a snapshot,
-    /// caught up).
+    /// Whether any seat plays (is taken by a connected player and, if it
+    /// joined from a snapshot, caught up).
     fn anyone_live(&self) -> bool {
-        self.seats.iter().flatten().any(|s| s.live)
+        self.seats
+            .iter()
+            .flatten()
+            .any(|s| s.live && s.conn.is_some())
     }
 
     /// Seats without input for the open tick. While every seat lacks it, the
@@ -1924,9 +2040,10 @@ impl<I: Input> Sequencer<I> {
                         s.last = input.clone();
                         input
                     }
+                    // A held seat's player is not there to hold a key down.
                     None => match missing {
-                        MissingInput::Neutral => I::default(),
-                        MissingInput::RepeatLast => s.last.clone(),
+                        MissingInput::RepeatLast if s.conn.is_some() => s.last.clone(),
+                        _ => I::default(),
                     },
                 })
             })
@@ -1976,13 +2093,19 @@ impl<I: Input> Sequencer<I> {
             self.history_base = self.history_base.saturating_add(cut as u32);
             for i in 0..self.conns.len() {
                 if self.conns[i].next < self.history_base && self.conns[i].closing.is_none() {
+                    // A player's seat is held: it may come back on a new
+                    // connection and get a snapshot.
+                    let hold = self.conns[i].seat.is_some()
+                        && self.config.seat_grace > self.config.timeout;
+                    let (kind, reason) = if hold {
+                        (ByeReason::Timeout, DropReason::Lost)
+                    } else {
+                        (ByeReason::Kicked, DropReason::FellBehind)
+                    };
                     self.close(
                         i,
-                        Closing::Bye(
-                            ByeReason::Kicked,
-                            "fell further behind than the history".into(),
-                        ),
-                        DropReason::FellBehind,
+                        Closing::Bye(kind, "fell further behind than the history".into()),
+                        reason,
                     );
                 }
             }
@@ -2054,7 +2177,11 @@ impl<I: Input> Sequencer<I> {
                 tick_rate: self.config.tick_rate,
                 delay: self.config.delay,
                 seats: u32::from(self.config.max_seats),
-                token: c.token.unwrap_or_default(),
+                token: c
+                    .seat
+                    .and_then(|s| self.seats[s.index()].as_ref())
+                    .map(|s| s.token)
+                    .unwrap_or_default(),
                 snapshot: c.join.is_some(),
             }));
         }

@@ -386,6 +386,12 @@ impl<E: Endpoint> Sim<E> {
         );
     }
 
+    /// Takes endpoint `id` out (to add it again under another id, as a
+    /// process that moved to a new socket).
+    pub fn remove(&mut self, id: PeerId) -> Option<E> {
+        self.nodes.remove(&id).map(|n| n.endpoint)
+    }
+
     /// The virtual time.
     pub fn now(&self) -> Instant {
         self.net.now()

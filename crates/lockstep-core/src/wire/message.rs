@@ -110,6 +110,11 @@ pub struct Hello<'a> {
     /// The sender's X25519 public key: it asks for sealed datagrams (see
     /// [`secure`](crate::secure)).
     pub key: Option<[u8; 32]>,
+    /// With `resume`: the first frame the sender lacks, when it kept the
+    /// frames before it (a session reconnecting by itself). The rest come
+    /// from the sequencer's history if it still holds them, instead of the
+    /// game from its start or a snapshot.
+    pub resume_from: Option<Tick>,
 }
 
 /// A secret that lets its holder take a seat back (see
@@ -200,6 +205,9 @@ pub enum RejectReason<'a> {
     BadTicket,
     /// No such room, and rooms are not created on demand.
     NoSuchRoom,
+    /// The resume token matches no seat held for it: the seat's grace
+    /// expired, the token was already used, or it was never issued.
+    BadToken,
     /// Anything else.
     Other(&'a str),
 }
@@ -218,6 +226,9 @@ impl fmt::Display for RejectReason<'_> {
             Self::ServerFull => f.write_str("the server is full"),
             Self::BadTicket => f.write_str("the join ticket is missing, invalid or expired"),
             Self::NoSuchRoom => f.write_str("no such room"),
+            Self::BadToken => {
+                f.write_str("no seat is held for that resume token (expired or already used)")
+            }
             Self::Other(s) => f.write_str(s),
         }
     }
@@ -610,7 +621,8 @@ impl Message<'_> {
                         | u8::from(h.resume.is_some()) << 1
                         | codec << 2
                         | u8::from(h.cookie.is_some()) << 3
-                        | u8::from(h.key.is_some()) << 4,
+                        | u8::from(h.key.is_some()) << 4
+                        | u8::from(h.resume_from.is_some()) << 5,
                 );
                 put_u64_le(out, h.fingerprint);
                 put_str(out, h.room);
@@ -624,6 +636,9 @@ impl Message<'_> {
                 }
                 if let Some(k) = h.key {
                     out.extend_from_slice(&k);
+                }
+                if let Some(t) = h.resume_from {
+                    out.extend_from_slice(&t.get().to_le_bytes());
                 }
             }
             Self::Welcome(w) => {
@@ -652,6 +667,7 @@ impl Message<'_> {
                 RejectReason::ServerFull => out.push(4),
                 RejectReason::BadTicket => out.push(5),
                 RejectReason::NoSuchRoom => out.push(6),
+                RejectReason::BadToken => out.push(7),
                 RejectReason::Other(text) => {
                     out.push(0xFF);
                     put_str(out, text);
@@ -793,7 +809,7 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
     Ok(match kind {
         ty::HELLO => {
             let flags = r.u8()?;
-            if flags & !0b1_1111 != 0 {
+            if flags & !0b11_1111 != 0 {
                 return Err(WireError::Invalid("unknown hello flags"));
             }
             let codec = if flags & 4 != 0 {
@@ -820,6 +836,11 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
             } else {
                 None
             };
+            let resume_from = if flags & 32 != 0 {
+                Some(Tick::new(r.u32_le()?))
+            } else {
+                None
+            };
             Message::Hello(Hello {
                 fingerprint,
                 spectator: flags & 1 != 0,
@@ -830,6 +851,7 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
                 codec,
                 cookie,
                 key,
+                resume_from,
             })
         }
         ty::WELCOME => {
@@ -876,6 +898,7 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
             4 => RejectReason::ServerFull,
             5 => RejectReason::BadTicket,
             6 => RejectReason::NoSuchRoom,
+            7 => RejectReason::BadToken,
             0xFF => RejectReason::Other(r.str("reject text", MAX_TEXT)?),
             _ => return Err(WireError::Invalid("unknown reject reason")),
         }),

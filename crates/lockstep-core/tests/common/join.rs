@@ -100,6 +100,19 @@ impl World {
         );
     }
 
+    /// Client `old` opens a new transport (reachable as `new`) and takes its
+    /// seat back on it, keeping its session and game.
+    pub fn move_client(&mut self, old: PeerId, new: PeerId) {
+        let Some(Node::Client(mut c)) = self.sim.remove(old) else {
+            panic!("{old} is not a client");
+        };
+        c.reconnect(SERVER, None, self.sim.now())
+            .expect("a seat to take back");
+        self.sim.add(new, Node::Client(c));
+        let app = self.apps.remove(&old).expect("its game");
+        self.apps.insert(new, app);
+    }
+
     /// Runs the world until `until`.
     pub fn run(&mut self, until: Instant) -> Outcome {
         self.run_with(until, |_, _| {})

@@ -113,8 +113,12 @@ impl App {
 
     pub fn play(&mut self, c: &mut ClientSession<u16>) {
         while let Some(ev) = c.poll_event() {
-            if let Event::SnapshotRequested { tick } = ev {
-                self.asked = Some(tick);
+            match ev {
+                Event::SnapshotRequested { tick } => self.asked = Some(tick),
+                // Taken back without our state: start over, as a new
+                // client would.
+                Event::Reconnected { kept: false, .. } => self.game = None,
+                _ => {}
             }
             self.events.push(ev);
         }
