@@ -141,6 +141,10 @@ pub struct Limits {
     /// Seconds a seat's connection must have been silent before its resume
     /// token moves the seat to a new connection.
     pub resume_after_silence_secs: u64,
+    /// Seconds a dropped player's seat is held for its resume token,
+    /// counted from its last datagram (see
+    /// [`SequencerConfig::seat_grace`](lockstep_core::sequenced::SequencerConfig::seat_grace)).
+    pub seat_grace_secs: u64,
     /// UDP connections open at once from one IP address (sealed ones may
     /// share an address).
     pub max_udp_per_addr: usize,
@@ -174,6 +178,7 @@ impl Default for Limits {
             stranger_replies_per_sec: 1000,
             stranger_replies_per_addr: 5,
             resume_after_silence_secs: 1,
+            seat_grace_secs: 30,
             max_udp_per_addr: 16,
             handshakes_per_sec: 2000,
             handshakes_per_addr: 20,
@@ -487,6 +492,7 @@ impl RelayConfig {
             codec,
             secret,
             resume_after_silence: Duration::from_secs(l.resume_after_silence_secs),
+            seat_grace: Duration::from_secs(l.seat_grace_secs),
             max_pause: Duration::from_secs(s.max_pause_secs),
             pauses_per_seat: s.pauses_per_seat,
             snapshot_join: s.snapshot_join,
