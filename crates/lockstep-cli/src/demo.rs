@@ -55,8 +55,8 @@ pub(crate) struct DemoArgs {
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=8))]
     late_joiners: u16,
     /// Bots whose connection is cut in the middle of the match (0 to 8):
-    /// each reconnects 1.5 s later on a new one with its resume token, gets
-    /// the game's state from a snapshot, and plays on.
+    /// each reconnects 1.5 s later on a new socket, takes its seat back with
+    /// its resume token, is sent the frames it missed, and plays on.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=8))]
     drop_reconnect: u16,
     /// A swarm of this many creeps from the first wave on (16 to 4,000),
@@ -112,8 +112,13 @@ struct Client {
     snapshots: crate::snapshots::Snapshots,
     /// Joined the match under way: when it asked, and when it caught up.
     joined: Option<(Instant, Option<Instant>)>,
-    /// Its connection is cut until then; it reconnects with this token.
-    offline: Option<(Instant, lockstep_core::wire::ResumeToken)>,
+    /// Reconnected: whether its state was kept (else it came back from a
+    /// snapshot).
+    reconnected: Option<bool>,
+    /// Its connection is cut until then; then it reconnects.
+    offline: Option<Instant>,
+    /// The game as it starts, for a reconnect that does not keep the state.
+    start: Game,
     failure: Option<String>,
 }
 
@@ -174,9 +179,9 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
     );
     println!("relay on udp://{udp} and ws://{ws}");
     let clock = Clock::new();
-    let new_client = |i: usize,
-                      resume: Option<lockstep_core::wire::ResumeToken>|
-     -> Result<Client, DemoError> {
+    // Bot `i`'s transport (a new socket each time), whether it is a
+    // WebSocket, and the key that seals its datagrams if not.
+    let open = |i: usize| -> Result<(Box<dyn Transport>, bool, Option<[u8; 32]>), DemoError> {
         let ws_client = match a.transport {
             TransportKind::Udp => false,
             TransportKind::Ws => true,
@@ -201,42 +206,49 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
             )),
             None => inner,
         };
+        // UDP bots seal their datagrams; WebSocket rides on TCP.
+        let secret = if ws_client {
+            None
+        } else {
+            Some(lockstep_net::session_secret().map_err(|e| DemoError::Setup(e.to_string()))?)
+        };
+        Ok((transport, ws_client, secret))
+    };
+    let new_client = |i: usize| -> Result<Client, DemoError> {
+        let (transport, ws_client, secret) = open(i)?;
         let config = ClientConfig {
             room: "demo".into(),
             name: format!("bot{i}"),
             codec: InputCodec::PlayerInputs,
             fingerprint: crate::play::fingerprint(a.seed)
                 ^ u64::from(a.creeps.unwrap_or(0)).wrapping_mul(0xA24B_AED4_963E_E407),
-            resume,
-            // UDP bots seal their datagrams; WebSocket rides on TCP.
-            secret: if ws_client {
-                None
-            } else {
-                Some(lockstep_net::session_secret().map_err(|e| DemoError::Setup(e.to_string()))?)
-            },
+            secret,
             ..ClientConfig::default()
         };
         let session = ClientSession::new(config, WsClientTransport::SERVER, clock.now())
             .map_err(|e| DemoError::Setup(e.to_string()))?;
+        let game = Game::with_config(a.seed, game_config);
         Ok(Client {
             name: format!("bot{i}"),
             kind: if ws_client { "ws" } else { "udp" },
             transport,
             session,
-            game: Game::with_config(a.seed, game_config),
+            start: game.clone(),
+            game,
             bot: None,
             next_commit: Instant::now(),
             buffers: Buffers::default(),
             desyncs: 0,
             snapshots: crate::snapshots::Snapshots::default(),
             joined: None,
+            reconnected: None,
             offline: None,
             failure: None,
         })
     };
     let mut clients = Vec::with_capacity(usize::from(a.players + a.late_joiners));
     for i in 0..usize::from(a.players) {
-        clients.push(new_client(i, None)?);
+        clients.push(new_client(i)?);
     }
     // Late joiners arrive at even steps through the middle of the match.
     let mut joins: Vec<u32> = (1..=u32::from(a.late_joiners))
@@ -289,7 +301,7 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
         let slowest = clients.iter().map(|c| c.game.tick.get()).min().unwrap_or(0);
         if joins.last().is_some_and(|t| slowest >= *t) {
             joins.pop();
-            let mut c = new_client(clients.len(), None)?;
+            let mut c = new_client(clients.len())?;
             c.joined = Some((Instant::now(), None));
             let line = format!("late join: {} arrives at tick {slowest}", c.name);
             bar.suspend(|| println!("{line}"));
@@ -300,23 +312,24 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
         {
             cuts.pop();
             let c = &mut clients[k];
-            if let Some(w) = c.session.welcome() {
-                c.offline = Some((Instant::now() + Duration::from_millis(1_500), w.token));
+            if c.session.seat().is_some() {
+                c.offline = Some(Instant::now() + Duration::from_millis(1_500));
                 let line = format!("drop: {} loses its connection at tick {slowest}", c.name);
                 bar.suspend(|| println!("{line}"));
             }
         }
         for (k, c) in clients.iter_mut().enumerate() {
-            let back = c.offline.filter(|(until, _)| Instant::now() >= *until);
-            if let Some((_, token)) = back {
-                // A new connection, and a new session that shows the token.
-                let fresh = new_client(k, Some(token))?;
-                c.transport = fresh.transport;
-                c.session = fresh.session;
-                c.buffers = fresh.buffers;
-                c.snapshots = fresh.snapshots;
+            if c.offline.is_some_and(|until| Instant::now() >= until) {
+                // A new socket; the same session takes its seat back on it.
+                let (transport, _, secret) = open(k)?;
+                c.transport = transport;
+                c.buffers = Buffers::default();
+                c.session
+                    .reconnect(WsClientTransport::SERVER, secret, clock.now())
+                    .map_err(|e| DemoError::Refused(c.name.clone(), e.to_string()))?;
                 c.offline = None;
                 c.joined = Some((Instant::now(), None));
+                c.reconnected = Some(true);
             }
         }
         for c in clients.iter_mut().filter(|c| c.offline.is_none()) {
@@ -401,14 +414,19 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
         hashes.push(hash);
     }
     for c in &clients {
+        let what = match c.reconnected {
+            Some(true) => "reconnect (state kept, frames from the history)",
+            Some(false) => "reconnect (from a snapshot)",
+            None => "late join",
+        };
         if let Some((asked, live)) = c.joined {
             match live {
                 Some(live) => println!(
-                    "late join: {} playing {:.2} s after (re)connecting",
+                    "{what}: {} playing {:.3} s after connecting",
                     c.name,
                     (live - asked).as_secs_f64()
                 ),
-                None => println!("late join: {} never caught up", c.name),
+                None => println!("{what}: {} never caught up", c.name),
             }
         }
     }
@@ -451,10 +469,16 @@ fn take_events(c: &mut Client) {
         c.snapshots.on_event(&ev);
         match ev {
             lockstep_core::Event::Desync { .. } => c.desyncs += 1,
-            lockstep_core::Event::CaughtUp { .. } => {
+            lockstep_core::Event::CaughtUp { .. }
+            | lockstep_core::Event::Reconnected { kept: true, .. } => {
                 if let Some((_, live)) = &mut c.joined {
                     *live = Some(Instant::now());
                 }
+            }
+            // Back without our state: start over; a snapshot follows.
+            lockstep_core::Event::Reconnected { kept: false, .. } => {
+                c.game = c.start.clone();
+                c.reconnected = Some(false);
             }
             _ => {}
         }

@@ -194,35 +194,34 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
     let mut reconnects = 0u32;
     let outcome = loop {
         let now = Instant::now();
-        // A connection lost for 3 s (or timed out) is replaced by a new one
-        // that takes the seat back with its resume token, while the relay
-        // still holds it; the game's state comes back in a snapshot.
+        // A connection lost for 3 s (or timed out) is replaced by a new
+        // socket on which the session takes its seat back, while the relay
+        // still holds it: the game goes on from where it stopped (or, after
+        // a long absence, from a snapshot).
         let lost = lost_since.is_some_and(|t| now - t >= Duration::from_secs(3));
-        if (may_reconnect(&session, reconnects) || (lost && reconnects < 5))
-            && let Some(token) = session.welcome().map(|w| w.token)
+        if may_reconnect(&session, reconnects)
+            || (lost && reconnects < 5 && session.can_reconnect())
         {
             reconnects += 1;
-            let config = ClientConfig {
-                resume: Some(token),
-                secret: match base_config.secret {
-                    Some(_) => Some(
-                        lockstep_net::session_secret()
-                            .map_err(|e| PlayError::Connect(e.to_string()))?,
-                    ),
-                    None => None,
-                },
-                ..base_config.clone()
+            let secret = match base_config.secret {
+                Some(_) => Some(
+                    lockstep_net::session_secret()
+                        .map_err(|e| PlayError::Connect(e.to_string()))?,
+                ),
+                None => None,
             };
-            session = ClientSession::new(config, WsClientTransport::SERVER, clock.now())
-                .map_err(|e| PlayError::Options(format!("bad option: {e}")))?;
-            if let Ok((t, _)) = connect(&a.relay, a.ca.as_deref()) {
-                transport = t;
+            if session
+                .reconnect(WsClientTransport::SERVER, secret, clock.now())
+                .is_ok()
+            {
+                if let Ok((t, _)) = connect(&a.relay, a.ca.as_deref()) {
+                    transport = t;
+                }
+                buffers = Buffers::default();
+                lost_since = None;
+                status = format!("connection lost: reconnecting ({reconnects})...");
+                continue;
             }
-            buffers = Buffers::default();
-            snapshots = crate::snapshots::Snapshots::default();
-            lost_since = None;
-            status = format!("connection lost: reconnecting ({reconnects})...");
-            continue;
         }
         while event::poll(Duration::ZERO)? {
             match event::read()? {
@@ -299,13 +298,14 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
             snapshots.on_event(&ev);
             match ev {
                 Event::CaughtUp { .. } => status = in_room.clone(),
-                // Back in a room that replays its game from the start.
-                Event::Connected { .. } if reconnects > 0 && !session.joining() => {
+                // Back without our state: start over; a snapshot follows,
+                // or the game from its start.
+                Event::Reconnected { kept: false, .. } => {
                     game = Game::new(a.seed);
+                    snapshots = crate::snapshots::Snapshots::default();
                     lost_since = None;
-                    status = in_room.clone();
                 }
-                Event::Connected { .. } | Event::Recovered { .. } => {
+                Event::Connected { .. } | Event::Recovered { .. } | Event::Reconnected { .. } => {
                     lost_since = None;
                     status = in_room.clone();
                 }
@@ -357,9 +357,7 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
 /// Whether a session that ended will be replaced by a new connection: it
 /// timed out after being welcomed, and tries are left.
 fn may_reconnect(session: &ClientSession<PlayerInputs>, reconnects: u32) -> bool {
-    reconnects < 5
-        && session.welcome().is_some()
-        && matches!(session.closed(), Some(CloseReason::TimedOut))
+    reconnects < 5 && session.closed().is_some() && session.can_reconnect()
 }
 
 /// Why the session ended, in words, if it has.

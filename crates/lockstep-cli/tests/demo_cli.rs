@@ -111,7 +111,11 @@ fn bots_that_lose_their_connection_reconnect_and_end_equal() {
     ];
     let stdout = demo_ok(&args, 3);
     assert_eq!(count(&stdout, "drop:", ""), 2, "{stdout}");
-    assert_eq!(count(&stdout, "late join:", "playing"), 2, "{stdout}");
+    assert_eq!(
+        count(&stdout, "reconnect (state kept", "playing"),
+        2,
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -644,12 +644,7 @@ impl<I: Input> ClientSession<I> {
         secret: Option<[u8; 32]>,
         now: Instant,
     ) -> Result<(), ReconnectError> {
-        match &self.state {
-            State::Closed(CloseReason::TimedOut | CloseReason::Bye(ByeReason::Timeout, _)) => {}
-            State::Closed(r) => return Err(ReconnectError::Ended(r.clone())),
-            _ if self.leaving.is_some() => return Err(ReconnectError::Ended(CloseReason::Left)),
-            _ => {}
-        }
+        self.reconnect_check()?;
         let token = self.token.ok_or(ReconnectError::NoSeat)?;
         self.now = self.now.max(now);
         self.config.resume = Some(token);
@@ -675,6 +670,22 @@ impl<I: Input> ClientSession<I> {
         self.donation = None;
         self.chunk_starved = false;
         Ok(())
+    }
+
+    /// Whether [`reconnect`](Self::reconnect) would take our seat back
+    /// (we have a seat, and the session was not ended on purpose).
+    pub fn can_reconnect(&self) -> bool {
+        self.reconnect_check().is_ok()
+    }
+
+    fn reconnect_check(&self) -> Result<(), ReconnectError> {
+        match &self.state {
+            State::Closed(CloseReason::TimedOut | CloseReason::Bye(ByeReason::Timeout, _)) => {}
+            State::Closed(r) => return Err(ReconnectError::Ended(r.clone())),
+            _ if self.leaving.is_some() => return Err(ReconnectError::Ended(CloseReason::Left)),
+            _ => {}
+        }
+        self.token.map(|_| ()).ok_or(ReconnectError::NoSeat)
     }
 
     /// Asks the sequencer to resume.
