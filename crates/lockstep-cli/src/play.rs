@@ -188,7 +188,7 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
     let mut next_commit = Instant::now();
     let mut last_draw = Instant::now() - Duration::from_secs(1);
     let mut status = format!("connecting to {where_}...");
-    let in_room = format!("room {} on {where_}", a.room);
+    let mut in_room = format!("room {} on {where_}", a.room);
     // Since when the relay has not been heard, and reconnections so far.
     let mut lost_since: Option<Instant> = None;
     let mut reconnects = 0u32;
@@ -300,12 +300,16 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
                 Event::CaughtUp { .. } => status = in_room.clone(),
                 // Back without our state: start over; a snapshot follows,
                 // or the game from its start.
-                Event::Reconnected { kept: false, .. } => {
-                    game = Game::new(a.seed);
-                    snapshots = crate::snapshots::Snapshots::default();
+                Event::Reconnected { kept, .. } => {
+                    if !kept {
+                        game = Game::new(a.seed);
+                        snapshots = crate::snapshots::Snapshots::default();
+                    }
                     lost_since = None;
+                    in_room = format!("room {} on {where_} (reconnected {reconnects}x)", a.room);
+                    status = in_room.clone();
                 }
-                Event::Connected { .. } | Event::Recovered { .. } | Event::Reconnected { .. } => {
+                Event::Connected { .. } | Event::Recovered { .. } => {
                     lost_since = None;
                     status = in_room.clone();
                 }

@@ -174,3 +174,98 @@ fn the_terminal_client_draws_the_arena_and_quits() {
         "the client exits cleanly: {status:?}"
     );
 }
+
+/// A UDP relay-in-the-middle on loopback: each client address gets its own
+/// upstream socket to `upstream`; `cut` kills every path open so far (as a
+/// player's network going away), while a client that opens a new socket
+/// gets through.
+struct Cable {
+    addr: std::net::SocketAddr,
+    dead: std::sync::Arc<std::sync::Mutex<Vec<std::net::SocketAddr>>>,
+    paths: std::sync::Arc<std::sync::Mutex<Vec<std::net::SocketAddr>>>,
+}
+
+impl Cable {
+    fn new(upstream: std::net::SocketAddr) -> Self {
+        use std::net::UdpSocket;
+        use std::sync::{Arc, Mutex};
+        let front = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let addr = front.local_addr().expect("addr");
+        let dead: Arc<Mutex<Vec<std::net::SocketAddr>>> = Arc::default();
+        let paths: Arc<Mutex<Vec<std::net::SocketAddr>>> = Arc::default();
+        let (d, p) = (dead.clone(), paths.clone());
+        std::thread::spawn(move || {
+            let mut ups: Vec<(std::net::SocketAddr, UdpSocket)> = Vec::new();
+            let mut buf = [0u8; 2048];
+            loop {
+                let Ok((n, from)) = front.recv_from(&mut buf) else {
+                    return;
+                };
+                if d.lock().expect("lock").contains(&from) {
+                    continue;
+                }
+                if !ups.iter().any(|(a, _)| *a == from) {
+                    let up = UdpSocket::bind("127.0.0.1:0").expect("bind");
+                    up.connect(upstream).expect("connect");
+                    let back = up.try_clone().expect("clone");
+                    let (front, d) = (front.try_clone().expect("clone"), d.clone());
+                    std::thread::spawn(move || {
+                        let mut buf = [0u8; 2048];
+                        while let Ok(n) = back.recv(&mut buf) {
+                            if !d.lock().expect("lock").contains(&from) {
+                                let _ = front.send_to(&buf[..n], from);
+                            }
+                        }
+                    });
+                    p.lock().expect("lock").push(from);
+                    ups.push((from, up));
+                }
+                if let Some((_, up)) = ups.iter().find(|(a, _)| *a == from) {
+                    let _ = up.send(&buf[..n]);
+                }
+            }
+        });
+        Self { addr, dead, paths }
+    }
+
+    fn cut(&self) {
+        let open = self.paths.lock().expect("lock").clone();
+        self.dead.lock().expect("lock").extend(open);
+    }
+}
+
+/// The player's network goes away mid-game: after 3 s without the relay the
+/// client opens a new socket, takes its seat back with its resume token and
+/// plays on from where it stopped (the relay's history still holds the
+/// frames it missed).
+#[test]
+fn a_player_whose_network_drops_reconnects_by_itself_and_plays_on() {
+    let relay = RelayProcess::start(&UDP_ONLY);
+    let cable = Cable::new(relay.addr("udp"));
+    let via = cable.addr.to_string();
+    let mut screen = spawn(&["play", "--relay", &via, "--room", "cut", "--name", "ada"]);
+    screen.wait_for("our ship in seat 0", |s| s.contains("you: 0"));
+    let before = screen.wait_for("the game to run", |s| {
+        tick_on_screen(s).is_some_and(|t| t > 30)
+    });
+    let before = tick_on_screen(&before).unwrap_or(0);
+    cable.cut();
+    let back = screen.wait_for("the client to reconnect", |s| {
+        s.contains("(reconnected 1x)")
+    });
+    let back = tick_on_screen(&back).unwrap_or(0);
+    // Nothing ran while the cable was cut (3 s at 60 Hz would be 180 ticks).
+    assert!(
+        back < before + 120,
+        "ticks {before} -> {back} across the cut"
+    );
+    screen.wait_for("play to go on, seat kept", |s| {
+        s.contains("you: 0") && tick_on_screen(s).is_some_and(|t| t >= back + 60)
+    });
+    screen.session.write_all(b"q").expect("quit");
+    let (status, _) = screen.exit();
+    assert!(
+        matches!(status, WaitStatus::Exited(_, 0)),
+        "the client exits cleanly: {status:?}"
+    );
+}
