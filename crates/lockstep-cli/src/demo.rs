@@ -99,6 +99,10 @@ pub(crate) enum DemoError {
     Refused(String, String),
 }
 
+/// A bot's new transport, whether it is a WebSocket, and the key that
+/// seals its datagrams if not.
+type Opened = (Box<dyn Transport>, bool, Option<[u8; 32]>);
+
 struct Client {
     name: String,
     kind: &'static str,
@@ -181,7 +185,7 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
     let clock = Clock::new();
     // Bot `i`'s transport (a new socket each time), whether it is a
     // WebSocket, and the key that seals its datagrams if not.
-    let open = |i: usize| -> Result<(Box<dyn Transport>, bool, Option<[u8; 32]>), DemoError> {
+    let open = |i: usize| -> Result<Opened, DemoError> {
         let ws_client = match a.transport {
             TransportKind::Udp => false,
             TransportKind::Ws => true,
