@@ -438,3 +438,172 @@ fn a_held_seat_stalls_wait_for_all_until_it_is_abandoned() {
     );
     assert!(w.assert_states_agree(&[PeerId(2), PeerId(3)], seed) > 300);
 }
+
+/// Drops everything the server sends `id` (its uplink still works).
+fn deafen(w: &mut World, id: PeerId) {
+    let dead = LinkConditions {
+        loss: 1.0,
+        ..LinkConditions::default()
+    };
+    w.sim.net.set_link(SERVER, id, dead);
+}
+
+/// A player that sends no input but takes its own seat back every two
+/// seconds, each time from a new address, does not hold a `WaitForAll`
+/// room up past `abandon_after` (found in review: every resume restarted
+/// the clock, and the room sealed nothing for a minute).
+#[test]
+fn resuming_again_and_again_does_not_hold_wait_for_all_up() {
+    let seed = 15;
+    let policy = Policy::WaitForAll {
+        abandon_after: Duration::from_secs(3),
+    };
+    let mut w = World::new(
+        3,
+        grace_config(policy, Duration::from_secs(30)),
+        LinkConditions::default(),
+        seed,
+    );
+    assert_eq!(w.run(Instant::from_millis(2_000)), Outcome::TimedOut);
+    let seat = w.client(PeerId(1)).seat().unwrap();
+    let stalled_from = w.server().open_tick();
+    let mut id = PeerId(1);
+    for k in 0..20 {
+        if let Some(app) = w.apps.get_mut(&id) {
+            app.mute = true;
+        }
+        cut(&mut w, id);
+        let t = ms(&w);
+        assert_eq!(w.run(Instant::from_millis(t + 1_100)), Outcome::TimedOut);
+        if !w.client(id).can_reconnect() {
+            break;
+        }
+        let next = PeerId(100 + k);
+        w.move_client(id, next);
+        id = next;
+        let t = ms(&w);
+        assert_eq!(w.run(Instant::from_millis(t + 900)), Outcome::TimedOut);
+    }
+    // Released about `abandon_after` into the stall: the rest play on.
+    let t = ms(&w);
+    assert!(t < 9_000, "still resuming at {t} ms");
+    assert_eq!(w.run(Instant::from_millis(t + 5_000)), Outcome::TimedOut);
+    let released = w
+        .server_events
+        .iter()
+        .any(|e| matches!(e, SequencerEvent::SeatReleased { seat: s, .. } | SequencerEvent::Closed { seat: Some(s), reason: lockstep_core::sequenced::DropReason::TimedOut, .. } if *s == seat));
+    let sealed = w.server().open_tick().since(stalled_from);
+    assert!(
+        released && sealed > 150,
+        "{sealed} ticks sealed; released: {released}"
+    );
+    assert!(w.assert_states_agree(&[PeerId(2), PeerId(3)], seed) > 300);
+}
+
+/// The player's downlink fails while its uplink works, so the old
+/// connection is still heard when the player reconnects: refused
+/// `SeatBusy`, the reconnecting client repeats its Hello and gets in once
+/// the old connection is quiet (found in review: refused for good).
+#[test]
+fn a_reconnect_while_the_old_connection_is_still_heard_gets_in_after_it() {
+    let seed = 16;
+    let mut w = World::new(
+        3,
+        grace_config(deadline(), Duration::from_secs(30)),
+        LinkConditions::default(),
+        seed,
+    );
+    assert_eq!(w.run(Instant::from_millis(2_000)), Outcome::TimedOut);
+    deafen(&mut w, PeerId(1));
+    assert_eq!(w.run(Instant::from_millis(6_000)), Outcome::TimedOut);
+    w.move_client(PeerId(1), PeerId(11));
+    assert_eq!(w.run(Instant::from_millis(12_000)), Outcome::TimedOut);
+    assert!(
+        w.server_events.iter().any(|e| matches!(
+            e,
+            SequencerEvent::Rejected {
+                peer: PeerId(11),
+                reason: lockstep_core::sequenced::Rejection::SeatBusy
+            }
+        )),
+        "the first Hello came while the old connection was heard"
+    );
+    let app = &w.apps[&PeerId(11)];
+    assert!(
+        app.events
+            .iter()
+            .any(|e| matches!(e, Event::Reconnected { .. })),
+        "{:?}",
+        w.client(PeerId(11)).closed()
+    );
+    assert!(w.assert_states_agree(&[PeerId(11), PeerId(2), PeerId(3)], seed) > 500);
+}
+
+/// A closed transport (a WebSocket) holds the seat like a timeout does
+/// (found in review: it released the seat at once, and the reconnect got
+/// `BadToken`).
+#[test]
+fn a_closed_transport_holds_the_seat() {
+    let seed = 17;
+    let mut w = World::new(
+        3,
+        grace_config(deadline(), Duration::from_secs(30)),
+        LinkConditions::default(),
+        seed,
+    );
+    assert_eq!(w.run(Instant::from_millis(2_000)), Outcome::TimedOut);
+    cut(&mut w, PeerId(1));
+    w.server_mut().disconnect(PeerId(1));
+    assert_eq!(w.run(Instant::from_millis(2_500)), Outcome::TimedOut);
+    w.move_client(PeerId(1), PeerId(11));
+    assert_eq!(w.run(Instant::from_millis(6_000)), Outcome::TimedOut);
+    assert!(
+        w.apps[&PeerId(11)]
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::Reconnected { .. })),
+        "{:?}",
+        w.client(PeerId(11)).closed()
+    );
+    assert!(w.assert_states_agree(&[PeerId(11), PeerId(2), PeerId(3)], seed) > 300);
+}
+
+/// The Welcome of a reconnect is lost and the player moves to yet another
+/// socket: the token it holds (the one before) still takes the seat, until
+/// a connection shows it got the new one (found in review: `BadToken`, the
+/// seat lost for good).
+#[test]
+fn a_lost_welcome_on_reconnect_does_not_lose_the_seat() {
+    let seed = 18;
+    let mut w = World::new(
+        3,
+        grace_config(deadline(), Duration::from_secs(30)),
+        LinkConditions::default(),
+        seed,
+    );
+    assert_eq!(w.run(Instant::from_millis(2_000)), Outcome::TimedOut);
+    cut(&mut w, PeerId(1));
+    assert_eq!(w.run(Instant::from_millis(5_000)), Outcome::TimedOut);
+    w.move_client(PeerId(1), PeerId(11));
+    deafen(&mut w, PeerId(11));
+    assert_eq!(w.run(Instant::from_millis(8_000)), Outcome::TimedOut);
+    assert!(w.server_events.iter().any(|e| matches!(
+        e,
+        SequencerEvent::Resumed {
+            peer: PeerId(11),
+            ..
+        }
+    )));
+    cut(&mut w, PeerId(11));
+    w.move_client(PeerId(11), PeerId(12));
+    assert_eq!(w.run(Instant::from_millis(14_000)), Outcome::TimedOut);
+    assert!(
+        w.apps[&PeerId(12)]
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::Reconnected { .. })),
+        "{:?}",
+        w.client(PeerId(12)).closed()
+    );
+    assert!(w.assert_states_agree(&[PeerId(12), PeerId(2), PeerId(3)], seed) > 500);
+}

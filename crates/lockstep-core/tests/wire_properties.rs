@@ -188,7 +188,7 @@ proptest! {
             RejectReason::ProtocolMismatch { server: nums.3, client: nums.3.wrapping_add(1) },
             RejectReason::GameMismatch { server: nums.4, client: fingerprint },
             RejectReason::RoomFull, RejectReason::ServerFull, RejectReason::BadTicket,
-            RejectReason::NoSuchRoom, RejectReason::BadToken, RejectReason::Other(&name),
+            RejectReason::NoSuchRoom, RejectReason::BadToken, RejectReason::SeatBusy, RejectReason::Other(&name),
         ];
         let errors = [ErrorCode::Malformed, ErrorCode::Violation, ErrorCode::RateLimited,
             ErrorCode::TooLarge, ErrorCode::Unauthorized, ErrorCode::Internal];

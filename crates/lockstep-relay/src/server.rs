@@ -779,17 +779,19 @@ impl Core {
         let existing: Option<RoomName> = self.rooms.get(hello.room).map(|r| r.name.clone());
         // A ticket checked for the connection being opened, spent if it opens.
         let mut to_spend: Option<Verified> = None;
-        if !self.ticket_keys.is_empty() {
+        // A seat taken back with its resume token needs no ticket: the
+        // token is the credential (the ticket may have expired meanwhile).
+        let resuming = existing
+            .as_ref()
+            .and_then(|r| self.rooms.get(r))
+            .is_some_and(|r| r.engine.would_resume(&hello, now));
+        if !self.ticket_keys.is_empty() && !resuming {
             let role = if hello.spectator {
                 Role::Spectator
             } else {
                 Role::Player
             };
             let unix = unix_now();
-            let resuming = existing
-                .as_ref()
-                .and_then(|r| self.rooms.get(r))
-                .is_some_and(|r| r.engine.would_resume(&hello, now));
             let checked = ticket::verify(
                 &self.ticket_keys,
                 hello.ticket,
@@ -799,14 +801,11 @@ impl Core {
                 unix,
             )
             .and_then(|t| {
-                // A seat taken back with its resume token spends no ticket.
-                if !resuming {
-                    self.ledger.check(&t, unix)?;
-                }
+                self.ledger.check(&t, unix)?;
                 Ok(t)
             });
             match checked {
-                Ok(t) => to_spend = (!resuming).then_some(t),
+                Ok(t) => to_spend = Some(t),
                 Err(e) => {
                     info!(?key, room = %hello.room, name = %hello.name, "ticket refused: {e}");
                     self.metrics.bad_tickets.fetch_add(1, Ordering::Relaxed);

@@ -906,6 +906,10 @@ impl<I: Input> ClientSession<I> {
                     };
                     self.flush = true;
                 }
+                // Reconnecting before the old connection went quiet (its
+                // late datagrams still arrive): the Hello is repeated
+                // until the seat is free.
+                Message::Reject(wire::RejectReason::SeatBusy) if self.reconnecting => {}
                 Message::Reject(r) => {
                     self.close(CloseReason::Rejected(r.into()));
                     return Ok(());

@@ -96,6 +96,8 @@ pub enum Rejection {
     NoSuchRoom,
     /// The resume token matches no seat held for it (expired or used).
     BadToken,
+    /// The resume token's seat is still played by a live connection.
+    SeatBusy,
     /// Anything else.
     Other(String),
 }
@@ -112,6 +114,7 @@ impl From<RejectReason<'_>> for Rejection {
             RejectReason::BadTicket => Self::BadTicket,
             RejectReason::NoSuchRoom => Self::NoSuchRoom,
             RejectReason::BadToken => Self::BadToken,
+            RejectReason::SeatBusy => Self::SeatBusy,
             RejectReason::Other(s) => Self::Other(s.to_owned()),
         }
     }
@@ -134,6 +137,7 @@ impl Rejection {
             Self::BadTicket => RejectReason::BadTicket,
             Self::NoSuchRoom => RejectReason::NoSuchRoom,
             Self::BadToken => RejectReason::BadToken,
+            Self::SeatBusy => RejectReason::SeatBusy,
             Self::Other(s) => RejectReason::Other(s),
         }
     }

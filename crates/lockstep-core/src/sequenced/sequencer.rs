@@ -383,6 +383,10 @@ struct Seat<I> {
     conn: Option<PeerId>,
     /// What takes the seat back on a new connection.
     token: ResumeToken,
+    /// The token before the last resume, still good until the connection
+    /// it moved the seat to shows it got its Welcome (a datagram without a
+    /// Hello): a client whose Welcome was lost still holds only this one.
+    previous: Option<ResumeToken>,
     /// When the player was last heard, once its connection was dropped for
     /// silence: the seat is held until `seat_grace` after it.
     lost: Option<Instant>,
@@ -597,21 +601,27 @@ impl<I: Input> Sequencer<I> {
     /// server can let it in without spending a join ticket.
     pub fn would_resume(&self, hello: &Hello<'_>, now: Instant) -> bool {
         self.resumable(hello)
-            .is_some_and(|seat| self.seat_quiet(seat, now.max(self.now)))
+            .is_some_and(|(seat, _)| self.seat_quiet(seat, now.max(self.now)))
     }
 
-    /// The seat `hello` proves it may take back.
-    fn resumable(&self, hello: &Hello<'_>) -> Option<PlayerId> {
+    /// The seat `hello` proves it may take back, and the token it proves:
+    /// the seat's own (`false`) or the one before (`true`).
+    fn resumable(&self, hello: &Hello<'_>) -> Option<(PlayerId, bool)> {
         let proof = hello.resume?;
         let cookie = hello.cookie.unwrap_or_default();
-        self.seats
-            .iter()
-            .position(|s| {
-                s.as_ref().is_some_and(|s| {
-                    admission::resume_proof(&s.token, cookie, hello.key.as_ref()) == proof
-                })
-            })
-            .map(|i| PlayerId(i as u16))
+        let proves =
+            |t: &ResumeToken| admission::resume_proof(t, cookie, hello.key.as_ref()) == proof;
+        self.seats.iter().enumerate().find_map(|(i, s)| {
+            let s = s.as_ref()?;
+            let previous = if proves(&s.token) {
+                false
+            } else if s.previous.as_ref().is_some_and(proves) {
+                true
+            } else {
+                return None;
+            };
+            Some((PlayerId(i as u16), previous))
+        })
     }
 
     /// Whether `seat`'s connection, if it still has one, has been quiet long
@@ -759,15 +769,27 @@ impl<I: Input> Sequencer<I> {
     }
 
     /// Ends `peer`'s connection because its transport closed (a WebSocket
-    /// closed, say): its seat is empty from the open tick at once, as if
-    /// it had timed out, without waiting for the silence.
+    /// closed, say), as if it had timed out, without waiting for the
+    /// silence: a player's seat is held for `seat_grace` from its last
+    /// datagram (or emptied at once when the grace holds none).
     pub fn disconnect(&mut self, peer: PeerId) {
         if let Some(i) = self.conn_index(peer) {
+            let reason = self.silence_reason(i);
             self.close(
                 i,
                 Closing::Bye(ByeReason::Timeout, "connection closed".into()),
-                DropReason::TimedOut,
+                reason,
             );
+        }
+    }
+
+    /// How connection `i` ends when it is given up for silence: a player's
+    /// seat is held for its resume token, when the grace holds any.
+    fn silence_reason(&self, i: usize) -> DropReason {
+        if self.conns[i].seat.is_some() && self.config.seat_grace > self.config.timeout {
+            DropReason::Lost
+        } else {
+            DropReason::TimedOut
         }
     }
 
@@ -811,17 +833,8 @@ impl<I: Input> Sequencer<I> {
         for i in 0..self.conns.len() {
             let c = &self.conns[i];
             if c.closing.is_none() && now - c.last_heard >= self.config.timeout {
-                // A player's seat is held for its resume token a while.
-                let hold = c.seat.is_some() && self.config.seat_grace > self.config.timeout;
-                self.close(
-                    i,
-                    Closing::Bye(ByeReason::Timeout, String::new()),
-                    if hold {
-                        DropReason::Lost
-                    } else {
-                        DropReason::TimedOut
-                    },
-                );
+                let reason = self.silence_reason(i);
+                self.close(i, Closing::Bye(ByeReason::Timeout, String::new()), reason);
             }
         }
         for k in 0..self.seats.len() {
@@ -1061,12 +1074,9 @@ impl<I: Input> Sequencer<I> {
         // A known token takes its seat back on this new connection, once the
         // seat's old connection has gone quiet (or was dropped), and is
         // spent doing so.
-        if let Some(player) = self.resumable(hello) {
+        if let Some((player, with_previous)) = self.resumable(hello) {
             if !self.seat_quiet(player, self.now) {
-                return self.refuse(
-                    peer,
-                    Rejection::Other("that seat's connection is still alive".into()),
-                );
+                return self.refuse(peer, Rejection::SeatBusy);
             }
             let old = self.seat_conn(player);
             let live = self.seats[player.index()].as_ref().is_some_and(|s| s.live);
@@ -1114,9 +1124,13 @@ impl<I: Input> Sequencer<I> {
             let fresh = ResumeToken(self.tokens.next_secret());
             if let Some(s) = self.seats[player.index()].as_mut() {
                 s.conn = Some(peer);
+                // The token the client holds stays good until it shows it
+                // got the new one.
+                if !with_previous {
+                    s.previous = Some(s.token);
+                }
                 s.token = fresh;
                 s.lost = None;
-                s.last_input = now;
                 if rejoin {
                     s.live = false;
                     s.pending.clear();
@@ -1129,6 +1143,7 @@ impl<I: Input> Sequencer<I> {
                 let from = self.open.saturating_add(self.config.delay);
                 if let Some(s) = self.seats[player.index()].as_mut() {
                     s.live = true;
+                    s.last_input = now;
                     s.from = s.from.max(from);
                     s.received = s.received.max(s.from);
                 }
@@ -1181,6 +1196,7 @@ impl<I: Input> Sequencer<I> {
             self.seats[free] = Some(Seat {
                 conn: Some(peer),
                 token: ResumeToken(self.tokens.next_secret()),
+                previous: None,
                 lost: None,
                 from,
                 pending: BTreeMap::new(),
@@ -1470,6 +1486,10 @@ impl<I: Input> Sequencer<I> {
             }
         }
         self.conns[i].welcome_pending = hello_seen;
+        // It has its Welcome, and the token in it: the one before is spent.
+        if !hello_seen && let Some(s) = seat.and_then(|s| self.seats[s.index()].as_mut()) {
+            s.previous = None;
+        }
         if let Some(s) = seat {
             for (t, input) in inputs {
                 self.accept_input(s, t, input);
@@ -2095,12 +2115,9 @@ impl<I: Input> Sequencer<I> {
                 if self.conns[i].next < self.history_base && self.conns[i].closing.is_none() {
                     // A player's seat is held: it may come back on a new
                     // connection and get a snapshot.
-                    let hold = self.conns[i].seat.is_some()
-                        && self.config.seat_grace > self.config.timeout;
-                    let (kind, reason) = if hold {
-                        (ByeReason::Timeout, DropReason::Lost)
-                    } else {
-                        (ByeReason::Kicked, DropReason::FellBehind)
+                    let (kind, reason) = match self.silence_reason(i) {
+                        DropReason::Lost => (ByeReason::Timeout, DropReason::Lost),
+                        _ => (ByeReason::Kicked, DropReason::FellBehind),
                     };
                     self.close(
                         i,

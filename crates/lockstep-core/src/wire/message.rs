@@ -208,6 +208,10 @@ pub enum RejectReason<'a> {
     /// The resume token matches no seat held for it: the seat's grace
     /// expired, the token was already used, or it was never issued.
     BadToken,
+    /// The resume token's seat is still played by a connection heard in
+    /// the last `resume_after_silence`: try again (a reconnecting client
+    /// repeats its Hello until the old connection has gone quiet).
+    SeatBusy,
     /// Anything else.
     Other(&'a str),
 }
@@ -229,6 +233,7 @@ impl fmt::Display for RejectReason<'_> {
             Self::BadToken => {
                 f.write_str("no seat is held for that resume token (expired or already used)")
             }
+            Self::SeatBusy => f.write_str("that seat's connection is still alive"),
             Self::Other(s) => f.write_str(s),
         }
     }
@@ -668,6 +673,7 @@ impl Message<'_> {
                 RejectReason::BadTicket => out.push(5),
                 RejectReason::NoSuchRoom => out.push(6),
                 RejectReason::BadToken => out.push(7),
+                RejectReason::SeatBusy => out.push(8),
                 RejectReason::Other(text) => {
                     out.push(0xFF);
                     put_str(out, text);
@@ -899,6 +905,7 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
             5 => RejectReason::BadTicket,
             6 => RejectReason::NoSuchRoom,
             7 => RejectReason::BadToken,
+            8 => RejectReason::SeatBusy,
             0xFF => RejectReason::Other(r.str("reject text", MAX_TEXT)?),
             _ => return Err(WireError::Invalid("unknown reject reason")),
         }),

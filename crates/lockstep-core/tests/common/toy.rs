@@ -89,6 +89,8 @@ pub struct App {
     /// Reports a wrong state hash every 10 ticks (a liar, or a broken
     /// build).
     pub lie: bool,
+    /// Commits no input (its connection stays alive).
+    pub mute: bool,
     /// The room's first tick and the bulk of the game's state, for a game
     /// started afresh.
     first: Tick,
@@ -106,6 +108,7 @@ impl App {
             events: Vec::new(),
             inputs_after_live: 0,
             lie: false,
+            mute: false,
             first,
             bulk,
         }
@@ -127,7 +130,10 @@ impl App {
             assert_eq!(g.next, s.tick.saturating_add(1));
             self.game = Some(g);
         }
-        if c.seat().is_some() && c.commit_local(self.rng.next_u64() as u16).is_ok() && !c.joining()
+        if c.seat().is_some()
+            && !self.mute
+            && c.commit_local(self.rng.next_u64() as u16).is_ok()
+            && !c.joining()
         {
             self.inputs_after_live += 1;
         }
