@@ -385,28 +385,31 @@ fn a_seat_not_taken_back_within_its_grace_is_left() {
     assert!(w.assert_states_agree(&[PeerId(2), PeerId(3)], seed) > 300);
 }
 
-/// Under `WaitForAll` a held seat holds the game up until `abandon_after`
-/// (3 s here, inside the 30 s grace): then it is abandoned, the others play
-/// on, and its token is spent.
+/// Under `WaitForAll` a silent player whose connection is still open holds
+/// the game up until `abandon_after` (3 s, inside the 5 s timeout): then it
+/// is abandoned, the others play on, and its token is spent. A player whose
+/// transport closed instead is held without holding anybody up.
 #[test]
-fn a_held_seat_stalls_wait_for_all_until_it_is_abandoned() {
+fn wait_for_all_abandons_a_silent_player_and_holds_nobody_up_for_a_closed_one() {
     let seed = 14;
     let policy = Policy::WaitForAll {
         abandon_after: Duration::from_secs(3),
     };
-    let mut w = World::new(
-        3,
-        grace_config(policy, Duration::from_secs(30)),
-        LinkConditions::default(),
-        seed,
-    );
+    let mut config = grace_config(policy, Duration::from_secs(30));
+    config.timeout = Duration::from_secs(5);
+    let mut w = World::new(4, config, LinkConditions::default(), seed);
     assert_eq!(w.run(Instant::from_millis(3_000)), Outcome::TimedOut);
     let seat = w.client(PeerId(1)).seat().unwrap();
     cut(&mut w, PeerId(1));
     let stalled_at = w.server().open_tick();
     let released = w
         .run_until(12_000, |e| match e {
-            SequencerEvent::SeatReleased { seat, tick } => Some((*seat, *tick)),
+            SequencerEvent::Closed {
+                seat: Some(s),
+                tick,
+                reason: lockstep_core::sequenced::DropReason::TimedOut,
+                ..
+            } => Some((*s, *tick)),
             _ => None,
         })
         .expect("the seat is abandoned");
@@ -436,7 +439,17 @@ fn a_held_seat_stalls_wait_for_all_until_it_is_abandoned() {
             lockstep_core::sequenced::Rejection::BadToken
         ))
     );
-    assert!(w.assert_states_agree(&[PeerId(2), PeerId(3)], seed) > 300);
+    // Player 2's transport closes: nobody waits on its seat.
+    cut(&mut w, PeerId(2));
+    w.server_mut().disconnect(PeerId(2));
+    let before = w.server().open_tick();
+    let t = ms(&w);
+    assert_eq!(w.run(Instant::from_millis(t + 1_000)), Outcome::TimedOut);
+    assert!(
+        w.server().open_tick().since(before) > 25,
+        "a closed seat held the room up"
+    );
+    assert!(w.assert_states_agree(&[PeerId(3), PeerId(4)], seed) > 300);
 }
 
 /// Drops everything the server sends `id` (its uplink still works).

@@ -263,8 +263,7 @@ pub enum SequencerEvent {
         joiners: usize,
     },
     /// A seat held for a dropped player was given up: nobody took it back
-    /// within the grace (it is `Left`), or the game waited on it too long
-    /// (`Abandoned`).
+    /// within the grace (it is `Left`).
     SeatReleased {
         /// The seat, empty from `tick` on.
         seat: PlayerId,

@@ -125,10 +125,11 @@ pub struct SequencerConfig {
     pub resume_after_silence: Duration,
     /// How long a player's seat is held for its resume token once its
     /// connection has been dropped for silence (`timeout`), counted from
-    /// the last datagram heard. Meanwhile the seat runs neutral input;
-    /// under `WaitForAll` the game waits on it until `abandon_after`, then
-    /// it is abandoned. When the grace ends the seat is `Left`. A grace no
-    /// longer than `timeout` holds no seat.
+    /// the last datagram heard, or once its transport closed. Meanwhile the
+    /// seat runs neutral input and holds nobody up (under `WaitForAll` a
+    /// silent player is abandoned after `abandon_after` while its
+    /// connection is still open). When the grace ends the seat is `Left`.
+    /// A grace no longer than `timeout` holds no seat.
     pub seat_grace: Duration,
     /// The longest a pause lasts: then play resumes by itself, whoever asked
     /// for it.
@@ -1944,23 +1945,14 @@ impl<I: Input> Sequencer<I> {
                             let conn = seat
                                 .and_then(|seat| seat.conn)
                                 .and_then(|p| self.conn_index(p));
-                            match (silent, conn) {
-                                (true, Some(i)) => self.close(
+                            if let (true, Some(i)) = (silent, conn) {
+                                self.close(
                                     i,
                                     Closing::Bye(ByeReason::Timeout, "abandoned".into()),
                                     DropReason::TimedOut,
-                                ),
-                                // Held for a dropped player: given up.
-                                (true, None) => {
-                                    self.release_seat(*s, SystemEvent::Abandoned { player: *s });
-                                    self.push_event(SequencerEvent::SeatReleased {
-                                        seat: *s,
-                                        tick: self.open,
-                                    });
-                                }
-                                (false, _) => continue,
+                                );
+                                dropped = true;
                             }
-                            dropped = true;
                         }
                         if dropped {
                             continue;
@@ -2028,7 +2020,9 @@ impl<I: Input> Sequencer<I> {
             .enumerate()
             .filter_map(|(i, s)| {
                 let s = s.as_ref()?;
-                (s.live && t >= s.from && !s.pending.contains_key(&t)).then_some(PlayerId(i as u16))
+                // A held seat (its connection dropped) holds nobody up.
+                (s.live && s.conn.is_some() && t >= s.from && !s.pending.contains_key(&t))
+                    .then_some(PlayerId(i as u16))
             })
             .collect()
     }
