@@ -452,6 +452,31 @@ fn wait_for_all_abandons_a_silent_player_and_holds_nobody_up_for_a_closed_one() 
     assert!(w.assert_states_agree(&[PeerId(3), PeerId(4)], seed) > 300);
 }
 
+/// Three players at 30 Hz under `Deadline`, seats held 30 s, after 2 s of
+/// play.
+fn held_room(seed: u64) -> World {
+    let mut w = World::new(
+        3,
+        grace_config(deadline(), Duration::from_secs(30)),
+        LinkConditions::default(),
+        seed,
+    );
+    assert_eq!(w.run(Instant::from_millis(2_000)), Outcome::TimedOut);
+    w
+}
+
+/// `id` was taken back (its game says so).
+fn assert_reconnected(w: &World, id: PeerId) {
+    assert!(
+        w.apps[&id]
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::Reconnected { .. })),
+        "{:?}",
+        w.client(id).closed()
+    );
+}
+
 /// Drops everything the server sends `id` (its uplink still works).
 fn deafen(w: &mut World, id: PeerId) {
     let dead = LinkConditions {
@@ -520,13 +545,7 @@ fn resuming_again_and_again_does_not_hold_wait_for_all_up() {
 #[test]
 fn a_reconnect_while_the_old_connection_is_still_heard_gets_in_after_it() {
     let seed = 16;
-    let mut w = World::new(
-        3,
-        grace_config(deadline(), Duration::from_secs(30)),
-        LinkConditions::default(),
-        seed,
-    );
-    assert_eq!(w.run(Instant::from_millis(2_000)), Outcome::TimedOut);
+    let mut w = held_room(seed);
     deafen(&mut w, PeerId(1));
     assert_eq!(w.run(Instant::from_millis(6_000)), Outcome::TimedOut);
     w.move_client(PeerId(1), PeerId(11));
@@ -558,26 +577,13 @@ fn a_reconnect_while_the_old_connection_is_still_heard_gets_in_after_it() {
 #[test]
 fn a_closed_transport_holds_the_seat() {
     let seed = 17;
-    let mut w = World::new(
-        3,
-        grace_config(deadline(), Duration::from_secs(30)),
-        LinkConditions::default(),
-        seed,
-    );
-    assert_eq!(w.run(Instant::from_millis(2_000)), Outcome::TimedOut);
+    let mut w = held_room(seed);
     cut(&mut w, PeerId(1));
     w.server_mut().disconnect(PeerId(1));
     assert_eq!(w.run(Instant::from_millis(2_500)), Outcome::TimedOut);
     w.move_client(PeerId(1), PeerId(11));
     assert_eq!(w.run(Instant::from_millis(6_000)), Outcome::TimedOut);
-    assert!(
-        w.apps[&PeerId(11)]
-            .events
-            .iter()
-            .any(|e| matches!(e, Event::Reconnected { .. })),
-        "{:?}",
-        w.client(PeerId(11)).closed()
-    );
+    assert_reconnected(&w, PeerId(11));
     assert!(w.assert_states_agree(&[PeerId(11), PeerId(2), PeerId(3)], seed) > 300);
 }
 
@@ -588,13 +594,7 @@ fn a_closed_transport_holds_the_seat() {
 #[test]
 fn a_lost_welcome_on_reconnect_does_not_lose_the_seat() {
     let seed = 18;
-    let mut w = World::new(
-        3,
-        grace_config(deadline(), Duration::from_secs(30)),
-        LinkConditions::default(),
-        seed,
-    );
-    assert_eq!(w.run(Instant::from_millis(2_000)), Outcome::TimedOut);
+    let mut w = held_room(seed);
     cut(&mut w, PeerId(1));
     assert_eq!(w.run(Instant::from_millis(5_000)), Outcome::TimedOut);
     w.move_client(PeerId(1), PeerId(11));
@@ -610,13 +610,6 @@ fn a_lost_welcome_on_reconnect_does_not_lose_the_seat() {
     cut(&mut w, PeerId(11));
     w.move_client(PeerId(11), PeerId(12));
     assert_eq!(w.run(Instant::from_millis(14_000)), Outcome::TimedOut);
-    assert!(
-        w.apps[&PeerId(12)]
-            .events
-            .iter()
-            .any(|e| matches!(e, Event::Reconnected { .. })),
-        "{:?}",
-        w.client(PeerId(12)).closed()
-    );
+    assert_reconnected(&w, PeerId(12));
     assert!(w.assert_states_agree(&[PeerId(12), PeerId(2), PeerId(3)], seed) > 500);
 }
