@@ -223,6 +223,7 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
                 continue;
             }
         }
+        let mut quitting = false;
         while event::poll(Duration::ZERO)? {
             match event::read()? {
                 TermEvent::Key(k) => {
@@ -230,8 +231,7 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
                         || (k.code == KeyCode::Char('c')
                             && k.modifiers.contains(KeyModifiers::CONTROL));
                     if quit && k.kind != KeyEventKind::Release {
-                        session.leave();
-                        let _ = drive(&mut session, &mut transport, clock.now(), &mut buffers);
+                        quitting = true;
                         break;
                     }
                     let code = match k.code {
@@ -248,12 +248,29 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
                 _ => {}
             }
         }
+        if quitting {
+            // Say goodbye while the relay answers (a moment at most: the
+            // transport may be dead), then go.
+            session.leave();
+            let until = Instant::now() + Duration::from_millis(500);
+            while session.closed().is_none() && Instant::now() < until {
+                if drive(&mut session, &mut transport, clock.now(), &mut buffers).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            break None;
+        }
         if let Some(reason) =
             ended(&session, &where_).filter(|_| !may_reconnect(&session, reconnects))
         {
             break Some(reason);
         }
-        let _ = drive(&mut session, &mut transport, clock.now(), &mut buffers);
+        // A transport that died (a closed WebSocket) is replaced a second
+        // later, without waiting for the session to notice the silence.
+        if drive(&mut session, &mut transport, clock.now(), &mut buffers).is_err() {
+            lost_since.get_or_insert(now - Duration::from_secs(2));
+        }
         if let Some(w) = session.welcome().copied()
             && w.seat.is_some()
             && now >= next_commit
@@ -324,7 +341,9 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
             }
         }
         snapshots.donate(&mut session, &game);
-        let _ = drive(&mut session, &mut transport, clock.now(), &mut buffers);
+        if drive(&mut session, &mut transport, clock.now(), &mut buffers).is_err() {
+            lost_since.get_or_insert(now - Duration::from_secs(2));
+        }
         if let Some(reason) =
             ended(&session, &where_).filter(|_| !may_reconnect(&session, reconnects))
         {

@@ -106,6 +106,23 @@ pub fn connection_id(datagram: &[u8]) -> Option<u64> {
     Some(u64::from_le_bytes(id))
 }
 
+/// Another secret from `secret`, as unpredictable as it (HMAC-SHA256
+/// under it): a client that must start a handshake over without a new
+/// random key (a refused Hello names a connection the server retired).
+///
+/// ```
+/// let a = [7u8; 32];
+/// let b = lockstep_core::secure::next_secret(&a);
+/// assert_ne!(a, b);
+/// assert_ne!(b, lockstep_core::secure::next_secret(&b));
+/// ```
+pub fn next_secret(secret: &[u8; 32]) -> [u8; 32] {
+    let mut m = Hmac::<Sha256>::new_from_slice(secret)
+        .unwrap_or_else(|_| Hmac::<Sha256>::new(&Default::default()));
+    m.update(b"lockstep next client secret");
+    m.finalize().into_bytes().into()
+}
+
 /// The public key that goes in a client's Hello, for its `secret` (32
 /// bytes from a CSPRNG, new for every connection).
 pub fn client_public(secret: &[u8; 32]) -> [u8; 32] {

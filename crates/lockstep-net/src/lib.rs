@@ -190,13 +190,24 @@ pub fn drive<E: Endpoint + ?Sized, T: Transport + ?Sized>(
     buffers: &mut Buffers,
 ) -> Result<Driven, TransportError> {
     let mut d = Driven::default();
-    while let Some((from, len)) = transport.recv(&mut buffers.recv)? {
-        d.received += 1;
-        if endpoint
-            .handle_datagram(from, &buffers.recv[..len], now)
-            .is_err()
-        {
-            d.rejected += 1;
+    loop {
+        match transport.recv(&mut buffers.recv) {
+            Ok(Some((from, len))) => {
+                d.received += 1;
+                if endpoint
+                    .handle_datagram(from, &buffers.recv[..len], now)
+                    .is_err()
+                {
+                    d.rejected += 1;
+                }
+            }
+            Ok(None) => break,
+            // A dead transport still lets the endpoint's timers run: it
+            // notices the silence, times out, and says so.
+            Err(e) => {
+                endpoint.handle_timeout(now);
+                return Err(e);
+            }
         }
     }
     endpoint.handle_timeout(now);

@@ -638,3 +638,104 @@ fn relay_with_limits(edit: impl FnOnce(&mut lockstep_relay::Limits)) -> TestRela
     edit(&mut config.limits);
     TestRelay::start(config)
 }
+
+/// Steps `players` until `p` (one of them) says it was taken back, or 10 s.
+fn until_reconnected(players: &mut [Player<lockstep_core::PlayerInputs>], p: usize, clock: &Clock) {
+    let end = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < end
+        && players[p].session.closed().is_none()
+        && !players[p]
+            .events
+            .iter()
+            .any(|e| matches!(e, lockstep_core::Event::Reconnected { .. }))
+    {
+        for pl in players.iter_mut() {
+            pl.step(clock);
+        }
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    assert!(
+        players[p]
+            .events
+            .iter()
+            .any(|e| matches!(e, lockstep_core::Event::Reconnected { kept: true, .. })),
+        "{:?} {:?} {:?}",
+        players[p].session.closed(),
+        players[p].events,
+        players[p].session.stats()
+    );
+}
+
+/// A sealed UDP player reconnects on a new socket while its old connection
+/// was heard a moment ago: refused `SeatBusy`, it starts its handshake over
+/// (the relay forgets a refused sealed connection) until the old one is
+/// quiet, then is taken back with its state (found by a walkthrough: the
+/// retried Hello named a retired connection and was ignored for good).
+#[test]
+fn a_sealed_reconnect_refused_as_busy_retries_and_gets_in() {
+    let relay = two_seat_relay();
+    let clock = Clock::new();
+    let mut players = honest(&relay, &clock);
+    players[0].transport = common::transport(&relay, Kind::Udp, None, 40);
+    let secret = lockstep_net::session_secret().expect("secret");
+    players[0]
+        .session
+        .reconnect(
+            lockstep_net::WsClientTransport::SERVER,
+            Some(secret),
+            clock.now(),
+        )
+        .expect("a seat to take back");
+    until_reconnected(&mut players, 0, &clock);
+    // It was refused as busy at least once on the way.
+    let metrics = relay.http_get("/metrics");
+    assert!(
+        metrics.contains("lockstep_rejects_total ")
+            && !metrics.contains("lockstep_rejects_total 0\n"),
+        "{metrics}"
+    );
+    still_fine(players, &clock);
+}
+
+/// A WebSocket player's connection closes; it opens a new one and takes its
+/// seat back with its state (found in review: the close released the seat
+/// and the reconnect was refused `BadToken`).
+#[test]
+fn a_websocket_player_reconnects_after_its_socket_closes() {
+    let relay = two_seat_relay();
+    let clock = Clock::new();
+    let mut players: Vec<_> = (0..2)
+        .map(|i| {
+            Player::new(
+                &relay,
+                Kind::Ws,
+                client_config("room", &format!("ws{i}")),
+                None,
+                i + 1,
+                &clock,
+            )
+        })
+        .collect();
+    play_until(&mut players, &clock, Duration::from_secs(20), |p| {
+        p.hash.frames() >= 50
+    });
+    // The old socket closes; a moment later a new one opens (the relay
+    // closes a WebSocket it refused, so the player waits until the close
+    // has reached the relay rather than be refused as busy).
+    let old = std::mem::replace(
+        &mut players[0].transport,
+        common::transport(&relay, Kind::Ws, None, 41),
+    );
+    drop(old);
+    let end = Instant::now() + Duration::from_millis(200);
+    while Instant::now() < end {
+        players[1].step(&clock);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    players[0]
+        .session
+        .reconnect(lockstep_net::WsClientTransport::SERVER, None, clock.now())
+        .expect("a seat to take back");
+    until_reconnected(&mut players, 0, &clock);
+    still_fine(players, &clock);
+}

@@ -688,6 +688,19 @@ impl<I: Input> ClientSession<I> {
         self.token.map(|_| ()).ok_or(ReconnectError::NoSeat)
     }
 
+    /// Forgets the handshake under way (cookie and keys) so the next Hello
+    /// starts a new one, with a new key: a server forgets a refused sealed
+    /// connection for good.
+    fn start_handshake_over(&mut self) {
+        self.cookie.clear();
+        self.pending = None;
+        self.channel = None;
+        if let Some(secret) = self.config.secret.as_mut() {
+            *secret = secure::next_secret(secret);
+            self.public = Some(secure::client_public(secret));
+        }
+    }
+
     /// Asks the sequencer to resume.
     pub fn resume(&mut self) {
         self.pause_requested = Some(false);
@@ -908,8 +921,11 @@ impl<I: Input> ClientSession<I> {
                 }
                 // Reconnecting before the old connection went quiet (its
                 // late datagrams still arrive): the Hello is repeated
-                // until the seat is free.
-                Message::Reject(wire::RejectReason::SeatBusy) if self.reconnecting => {}
+                // until the seat is free, each time as a new handshake (a
+                // server forgets a refused sealed connection for good).
+                Message::Reject(wire::RejectReason::SeatBusy) if self.reconnecting => {
+                    self.start_handshake_over();
+                }
                 Message::Reject(r) => {
                     self.close(CloseReason::Rejected(r.into()));
                     return Ok(());
