@@ -97,6 +97,8 @@ pub(crate) enum DemoError {
     Timeout,
     #[error("{0} was turned away: {1}")]
     Refused(String, String),
+    #[error("{0} joined but was not playing when the match ended (give it more --ticks)")]
+    NotCaughtUp(String),
 }
 
 /// A bot's new transport, whether it is a WebSocket, and the key that
@@ -182,6 +184,11 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
         ))
     );
     println!("relay on udp://{udp} and ws://{ws}");
+    if a.server_sim {
+        println!(
+            "the relay runs the game too: it hands joiners its own state and is the checksum authority"
+        );
+    }
     let clock = Clock::new();
     // Bot `i`'s transport (a new socket each time), whether it is a
     // WebSocket, and the key that seals its datagrams if not.
@@ -451,6 +458,14 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
     if !agree || desyncs > 0 {
         println!("FAILED: the clients ended on different states ({desyncs} desync reports)");
         return Err(DemoError::Desync);
+    }
+    // Equal hashes say nothing of a joiner that never played.
+    if let Some(c) = clients
+        .iter()
+        .find(|c| c.joined.is_some_and(|(_, live)| live.is_none()))
+    {
+        println!("FAILED: {} never caught up", c.name);
+        return Err(DemoError::NotCaughtUp(c.name.clone()));
     }
     let ships = clients.first().map_or(0, |c| c.game.ships.len());
     let creeps = clients.first().map_or(0, |c| c.game.creeps.len());

@@ -175,7 +175,7 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
     use std::io::IsTerminal;
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
         return Err(PlayError::Options(
-            "lockstep play needs an interactive terminal (its input or output is not one)".into(),
+            "play needs an interactive terminal (its input or output is not one)".into(),
         ));
     }
     let (mut transport, where_) = connect(&a.relay, a.ca.as_deref())?;
@@ -356,6 +356,7 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
                 ping_ms: session.stats().rtt.map(|r| r.as_millis() as u32),
                 delay: session.welcome().map_or(0, |w| w.delay),
                 me: session.seat(),
+                spectator: a.watch,
                 waiting_on: if session.stalled() {
                     session.awaiting()
                 } else {
@@ -389,13 +390,24 @@ fn ended(session: &ClientSession<PlayerInputs>, relay: &str) -> Option<String> {
         CloseReason::TimedOut if session.welcome().is_none() => {
             format!("no answer from the relay at {relay}")
         }
+        CloseReason::Rejected(lockstep_core::sequenced::Rejection::GameMismatch { .. }) => {
+            format!("{}: is everyone using the same --seed?", session.closed()?)
+        }
         other => other.to_string(),
     })
 }
 
 /// Refuses an address with a scheme `connect` does not speak.
 fn check_address(relay: &str) -> Result<(), PlayError> {
+    let udp = relay.strip_prefix("udp://").unwrap_or(relay);
+    // A UDP address needs its port (an IPv6 one is written [addr]:port).
+    let port = udp.rsplit_once(':').is_some_and(|(host, port)| {
+        !port.is_empty() && (!host.contains(':') || host.ends_with(']'))
+    });
     match relay.split_once("://") {
+        Some(("udp", _)) | None if !port => Err(PlayError::Options(format!(
+            "--relay: {relay} has no port: use host:port, e.g. 127.0.0.1:7777"
+        ))),
         Some(("udp" | "ws" | "wss", _)) | None => Ok(()),
         Some((scheme, _)) => Err(PlayError::Options(format!(
             "--relay: {scheme}:// is not a relay address: use host:port (UDP), ws://host:port/ \

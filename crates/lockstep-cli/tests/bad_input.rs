@@ -47,6 +47,11 @@ fn out_of_range_numbers_are_refused_in_words() {
 }
 
 #[test]
+fn a_relay_address_without_a_port_says_so() {
+    refused(&["play", "--relay", "127.0.0.1"], "has no port");
+}
+
+#[test]
 fn play_without_a_terminal_says_so() {
     refused(&["play"], "needs an interactive terminal");
 }

@@ -17,8 +17,10 @@ pub struct Hud {
     pub ping_ms: Option<u32>,
     /// Input delay in ticks.
     pub delay: u32,
-    /// Our seat (none when spectating).
+    /// Our seat (none when spectating, or not seated yet).
     pub me: Option<PlayerId>,
+    /// We only watch (else a missing seat is one still to come).
+    pub spectator: bool,
     /// Who the game is waiting on, while stalled.
     pub waiting_on: Vec<PlayerId>,
     /// One line about the connection ("room lobby on 127.0.0.1:7777").
@@ -55,7 +57,8 @@ pub fn draw(f: &mut Frame<'_>, game: &Game, hud: &Hud) {
     let me = match hud.me.and_then(|p| game.ship(p).map(|s| (p, s))) {
         Some((p, s)) if s.alive() => format!("you: {} ({})  score {}", p.0, ship_char(p), s.score),
         Some((p, s)) => format!("you: {} respawning  score {}", p.0, s.score),
-        None if hud.me.is_none() => "watching".to_owned(),
+        None if hud.me.is_none() && hud.spectator => "watching".to_owned(),
+        None if hud.me.is_none() => "connecting...".to_owned(),
         None => "joining...".to_owned(),
     };
     // Most important first: a narrow terminal cuts the end, so the one

@@ -57,6 +57,7 @@ fn ships_creeps_and_the_hud_are_on_screen() {
         ping_ms: Some(42),
         delay: 3,
         me: Some(PlayerId(1)),
+        spectator: false,
         status: "room test".into(),
         help: "WASD move".into(),
         ..Hud::default()
@@ -123,6 +124,13 @@ fn a_stall_shows_who_the_game_waits_on() {
 fn a_spectator_is_told_so() {
     let game = known_game();
     let mut t = Terminal::new(TestBackend::new(100, 12)).expect("terminal");
-    t.draw(|f| draw(f, &game, &Hud::default())).expect("draw");
+    let watcher = Hud {
+        spectator: true,
+        ..Hud::default()
+    };
+    t.draw(|f| draw(f, &game, &watcher)).expect("draw");
     assert!(screen(&t)[0].contains("watching"));
+    // A player not seated yet is connecting, not watching.
+    t.draw(|f| draw(f, &game, &Hud::default())).expect("draw");
+    assert!(screen(&t)[0].contains("connecting..."));
 }
