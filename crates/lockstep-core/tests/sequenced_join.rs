@@ -456,21 +456,23 @@ fn a_server_that_simulates_hands_joiners_its_state_and_judges_checksums() {
 }
 
 proptest! {
-    #![proptest_config(cases(24))]
+    #![proptest_config(cases(64))]
 
     /// Players lose their connections at random moments and come back on
     /// new ones with their resume tokens, through loss and under either
     /// policy (a second drop of the same seat included, and the only donor
-    /// dropping while the others join): each takes its seat back, from a
-    /// snapshot or, when nobody else could donate, by replaying, plays
-    /// again, and every machine holds the same state after every tick they
-    /// both ran.
+    /// dropping while the others join): a new process with the token, or
+    /// the same session reconnecting on a new socket (its game checks that
+    /// no frame is run twice or skipped across it). Each takes its seat
+    /// back, from the history, a snapshot or, when nobody else could
+    /// donate, by replaying, plays again, and every machine holds the same
+    /// state after every tick they both ran.
     #[test]
     fn dropped_players_reconnect_under_loss_and_end_on_the_same_state(
         seed in any::<u64>(),
         deadline in any::<bool>(),
         loss in 0.0f64..0.15,
-        drops in proptest::collection::vec((1u32..=3, 500u64..5_000, 1_200u64..4_000), 1..3),
+        drops in proptest::collection::vec((1u32..=3, 500u64..5_000, 1_200u64..4_000, any::<bool>()), 1..3),
     ) {
         let policy = if deadline {
             Policy::Deadline { missing: lockstep_core::sequenced::MissingInput::Neutral }
@@ -489,34 +491,49 @@ proptest! {
         // Each drop: which player, when, and how long until it is back.
         let mut drops = drops;
         drops.sort_by_key(|d| d.1);
+        let end_of = Instant::from_millis(10_000_000);
         let mut current: BTreeMap<u32, PeerId> = (1..=3).map(|k| (k, PeerId(k))).collect();
         let mut next_id = 10u32;
         let mut at = 0u64;
         let mut back = Vec::new();
-        for (player, when, away) in drops {
+        for (player, when, away, same_session) in drops {
             let when = when.max(at + 100);
             prop_assert_eq!(w.run(Instant::from_millis(when)), Outcome::TimedOut);
             let id = current[&player];
             let Some(token) = w.client(id).welcome().map(|w| w.token) else {
                 continue;
             };
-            w.sim.freeze(id);
+            // Either the process dies and a new one comes back with the
+            // token, or the network goes away and the same session
+            // reconnects on a new socket, keeping its game.
+            if same_session {
+                let now = w.sim.now();
+                w.sim.net.partition(&[id], &[SERVER], now, end_of);
+            } else {
+                w.sim.freeze(id);
+            }
             let ret = when + away;
             prop_assert_eq!(w.run(Instant::from_millis(ret)), Outcome::TimedOut);
             let fresh = PeerId(next_id);
             next_id += 1;
-            w.reconnect(fresh, token, seed);
+            if same_session && w.client(id).can_reconnect() {
+                w.move_client(id, fresh);
+            } else {
+                w.sim.freeze(id);
+                w.reconnect(fresh, token, seed);
+            }
             current.insert(player, fresh);
             back.push(fresh);
             at = ret;
         }
         prop_assert_eq!(w.run(Instant::from_millis(at + 12_000)), Outcome::TimedOut);
         for id in &back {
-            if w.sim.is_frozen(*id) {
+            // Frozen, or moved on to yet another socket.
+            if w.sim.is_frozen(*id) || !w.apps.contains_key(id) {
                 continue;
             }
-            // Back from a snapshot (caught up) or, when nobody else could
-            // donate, by replaying the game: either way, playing again.
+            // Back from the history, a snapshot (caught up) or, when nobody
+            // else could donate, by replaying the game: playing again.
             let app = &w.apps[id];
             prop_assert!(!w.client(*id).joining() && app.inputs_after_live > 50,
                 "seed {}: {} is not playing: {:?}", seed, id, app.events);

@@ -348,6 +348,9 @@ struct Conn {
     /// The last datagram had no room for a chunk that was due: chunks wait
     /// for the next regular datagram instead of forcing one.
     chunk_starved: bool,
+    /// Resumed by replaying the game from its start: the history is kept
+    /// for it like a joiner's, until it has caught up with the open tick.
+    replaying: bool,
 }
 
 /// Where a client joining from a snapshot stands.
@@ -1120,7 +1123,8 @@ impl<I: Input> Sequencer<I> {
                 None if rejoin => self.open,
                 None => self.config.first_tick,
             };
-            let conn = self.new_conn(peer, Some(player), next, rejoin);
+            let mut conn = self.new_conn(peer, Some(player), next, rejoin);
+            conn.replaying = !rejoin && next < self.open;
             self.conns.push(conn);
             let fresh = ResumeToken(self.tokens.next_secret());
             if let Some(s) = self.seats[player.index()].as_mut() {
@@ -1261,6 +1265,7 @@ impl<I: Input> Sequencer<I> {
             closing: None,
             join: join.then_some(Join::Waiting),
             chunk_starved: false,
+            replaying: false,
         }
     }
 
@@ -1427,6 +1432,9 @@ impl<I: Input> Sequencer<I> {
             // snapshot's first chunk: its position counts from then on.
             if !Self::before_snapshot(c) {
                 c.next = c.next.max(d.base.min(self.open));
+                // Caught up once within a lead of the open tick.
+                c.replaying = c.replaying
+                    && self.open.since(c.next) > self.config.delay + self.config.max_lead;
             }
             // A spectator says nothing when it has caught up: its position
             // shows it.
@@ -2090,13 +2098,28 @@ impl<I: Input> Sequencer<I> {
         let keep = self.config.history as usize;
         if self.history.len() >= keep + keep / 2 {
             let mut cut = self.history.len() - keep;
-            // Joiners need the frames after their snapshot: kept for them,
-            // up to eight times the history.
+            // Joiners need the frames after their snapshot, and a client
+            // replaying the game (one resumed while nobody could donate) the
+            // frames from its start: kept for them, up to eight times the
+            // history.
             let joiners_from = self
                 .conns
                 .iter()
-                .filter(|c| c.join.is_some() && c.closing.is_none())
+                .filter(|c| c.closing.is_none() && (c.join.is_some() || c.replaying))
                 .map(|c| c.next)
+                // A joiner still waiting gets the snapshot being fetched,
+                // and the frames after its tick; while the game can still be
+                // replayed from its start, it stays so (if every donor goes,
+                // the joiners replay it instead of waiting for ever).
+                .chain(self.fetch.as_ref().map(|f| f.tick.saturating_add(1)))
+                .chain(
+                    (self.replayable()
+                        && self
+                            .conns
+                            .iter()
+                            .any(|c| matches!(c.join, Some(Join::Waiting))))
+                    .then_some(self.config.first_tick),
+                )
                 .min();
             if let Some(from) = joiners_from
                 && self.history.len() < keep.saturating_mul(8)
