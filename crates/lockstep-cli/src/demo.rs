@@ -129,6 +129,12 @@ struct Client {
 }
 
 pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
+    if a.drop_reconnect > a.players {
+        return Err(DemoError::Setup(format!(
+            "--drop-reconnect {} cuts more bots than --players {} starts",
+            a.drop_reconnect, a.players
+        )));
+    }
     let mut config = RelayConfig::default();
     config.room_defaults.tick_rate = a.tick_rate;
     config.room_defaults.delay = a.delay;
@@ -176,12 +182,16 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
             TransportKind::Ws => "WebSocket",
             TransportKind::Mixed => "mixed UDP/WebSocket",
         },
-        faults.as_ref().map_or(String::new(), |f| format!(
-            ", {:.0}% loss, {} ms +- {} ms each way",
-            f.loss * 100.0,
-            a.latency,
-            a.jitter
-        ))
+        faults.as_ref().map_or(String::new(), |f| {
+            let mut s = String::new();
+            if f.loss > 0.0 {
+                s += &format!(", {:.0}% loss", f.loss * 100.0);
+            }
+            if a.latency > 0 || a.jitter > 0 {
+                s += &format!(", {} ms +- {} ms", a.latency, a.jitter);
+            }
+            s + " each way"
+        })
     );
     println!("relay on udp://{udp} and ws://{ws}");
     if a.server_sim {
