@@ -613,3 +613,31 @@ fn a_lost_welcome_on_reconnect_does_not_lose_the_seat() {
     assert_reconnected(&w, PeerId(12));
     assert!(w.assert_states_agree(&[PeerId(12), PeerId(2), PeerId(3)], seed) > 500);
 }
+
+/// Single-player mode over a network: one player alone in a `Deadline` room
+/// 40 ms away (with jitter) has its inputs sealed as they arrive; the
+/// clock waits a tick and a round trip for them, so (after the first
+/// ticks) no tick of its runs neutral for want of its input.
+#[test]
+fn a_player_alone_over_a_network_is_never_sealed_without_its_input() {
+    let seed = 19;
+    let link = LinkConditions {
+        latency: Duration::from_millis(20),
+        jitter: Duration::from_millis(5),
+        ..LinkConditions::default()
+    };
+    let mut w = World::new(
+        1,
+        grace_config(deadline(), Duration::from_secs(30)),
+        link,
+        seed,
+    );
+    assert_eq!(w.run(Instant::from_millis(12_000)), Outcome::TimedOut);
+    let seat = w.client(PeerId(1)).seat().unwrap();
+    let neutral = 300 - played(&w, seat, 301);
+    assert!(
+        neutral <= 2,
+        "{neutral} of the last 300 ticks ran without its input"
+    );
+    assert!(w.server().open_tick().get() > 300);
+}

@@ -501,6 +501,8 @@ pub struct Sequencer<I: Input> {
     simulation: Option<Box<dyn Simulation<I>>>,
     /// Its state hash after each recent tick, for clients' checksums.
     sim_hashes: VecDeque<(Tick, u64)>,
+    /// The seat playing alone, in `Deadline`'s single-player mode.
+    solo: Option<PlayerId>,
 }
 
 impl<I: Input> Sequencer<I> {
@@ -542,6 +544,7 @@ impl<I: Input> Sequencer<I> {
             thanked: None,
             simulation: None,
             sim_hashes: VecDeque::new(),
+            solo: None,
         })
     }
 
@@ -1923,6 +1926,31 @@ impl<I: Input> Sequencer<I> {
                         self.clock = None;
                         break;
                     }
+                    // Single-player mode: a player alone has its input for
+                    // the open tick sealed as it arrives, with no wait for
+                    // the clock (which then counts from a tick and a round
+                    // trip later, sealing ticks it sends nothing for: a game
+                    // committing every tick always comes first).
+                    let solo = self.solo_seat();
+                    if self.solo != solo {
+                        self.switch_solo(solo);
+                    }
+                    let ready = solo
+                        .and_then(|p| self.seats[p.index()].as_ref())
+                        .is_some_and(|s| s.pending.contains_key(&self.open));
+                    if ready {
+                        self.seal_one();
+                        // A tick more, and the player's round trip: its
+                        // next input has time to come.
+                        let period = Duration::from_secs(1) / self.config.tick_rate;
+                        let rtt = solo
+                            .and_then(|p| self.seat_conn(p))
+                            .and_then(|i| self.conns[i].rtt.get())
+                            .unwrap_or_default();
+                        self.clock = Some((self.now + period + rtt, self.open));
+                        sealed = true;
+                        continue;
+                    }
                     match self.next_seal_at() {
                         Some(at) if at <= self.now => {}
                         _ => break,
@@ -2007,6 +2035,34 @@ impl<I: Input> Sequencer<I> {
     fn snapshot_join_now(&self) -> bool {
         self.config.snapshot_join
             && self.open.since(self.config.first_tick) >= self.config.snapshot_join_after.max(1)
+    }
+
+    /// The one seat that plays, when only one does (`Deadline`'s
+    /// single-player mode).
+    fn solo_seat(&self) -> Option<PlayerId> {
+        let mut live = self
+            .seats
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.as_ref().is_some_and(|s| s.live && s.conn.is_some()))
+            .map(|(i, _)| PlayerId(i as u16));
+        let first = live.next();
+        live.next().is_none().then_some(first).flatten()
+    }
+
+    /// Enters or leaves single-player mode. Leaving it, the player is told
+    /// its input came late, so it stamps its next input `delay` ticks ahead
+    /// again (the ticks between run neutral for it: nothing it committed is
+    /// dropped or run twice).
+    fn switch_solo(&mut self, solo: Option<PlayerId>) {
+        if let Some(was) = self.solo
+            && solo.is_none()
+            && let Some(s) = self.seats[was.index()].as_mut()
+        {
+            s.slack = s.slack.min(-1);
+        }
+        self.solo = solo;
+        self.flush_all();
     }
 
     /// Whether any seat plays (is taken by a connected player and, if it
