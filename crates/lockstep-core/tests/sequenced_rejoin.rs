@@ -407,7 +407,7 @@ fn wait_for_all_abandons_a_silent_player_and_holds_nobody_up_for_a_closed_one() 
             SequencerEvent::Closed {
                 seat: Some(s),
                 tick,
-                reason: lockstep_core::sequenced::DropReason::TimedOut,
+                reason: lockstep_core::sequenced::DropReason::Abandoned,
                 ..
             } => Some((*s, *tick)),
             _ => None,
@@ -529,7 +529,7 @@ fn resuming_again_and_again_does_not_hold_wait_for_all_up() {
     let released = w
         .server_events
         .iter()
-        .any(|e| matches!(e, SequencerEvent::SeatReleased { seat: s, .. } | SequencerEvent::Closed { seat: Some(s), reason: lockstep_core::sequenced::DropReason::TimedOut, .. } if *s == seat));
+        .any(|e| matches!(e, SequencerEvent::SeatReleased { seat: s, .. } | SequencerEvent::Closed { seat: Some(s), reason: lockstep_core::sequenced::DropReason::Abandoned, .. } if *s == seat));
     let sealed = w.server().open_tick().since(stalled_from);
     assert!(
         released && sealed > 150,

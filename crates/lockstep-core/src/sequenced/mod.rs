@@ -297,9 +297,11 @@ pub enum SequencerEvent {
 pub enum DropReason {
     /// The client said goodbye.
     Left,
-    /// Nothing was heard from it for the timeout (or, while the game waited
-    /// on it, for `abandon_after`).
+    /// Nothing was heard from it for the timeout.
     TimedOut,
+    /// The game waited on its input for `abandon_after` (`WaitForAll`): its
+    /// seat is `Abandoned`.
+    Abandoned,
     /// A player's connection went silent for the timeout: its seat is held
     /// for its resume token for `seat_grace`, then released.
     Lost,

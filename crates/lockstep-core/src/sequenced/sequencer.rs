@@ -1984,8 +1984,11 @@ impl<I: Input> Sequencer<I> {
                             if let (true, Some(i)) = (silent, conn) {
                                 self.close(
                                     i,
-                                    Closing::Bye(ByeReason::Timeout, "abandoned".into()),
-                                    DropReason::TimedOut,
+                                    Closing::Bye(
+                                        ByeReason::Timeout,
+                                        "abandoned: the game waited on your input too long".into(),
+                                    ),
+                                    DropReason::Abandoned,
                                 );
                                 dropped = true;
                             }
