@@ -1,12 +1,13 @@
 //! A sequencer with two honest clients, fed arbitrary datagrams from
-//! arbitrary peers in between: no panic, buffers within bounds, and the
-//! honest clients agree on every frame both ran.
+//! arbitrary peers in between, the clients reconnecting on new addresses
+//! and the room joining from snapshots or not: no panic, buffers within
+//! bounds, and the honest clients agree on every frame both ran.
 #![no_main]
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use lockstep_core::sequenced::{ClientConfig, ClientSession, Policy, MissingInput, Sequencer, SequencerConfig};
-use lockstep_core::{Instant, PeerId, StreamHash};
+use lockstep_core::{Event, Instant, PeerId, StreamHash};
 use std::time::Duration;
 
 #[derive(Arbitrary, Debug)]
@@ -19,10 +20,11 @@ enum Op {
     Pause,
     Resume,
     Leave { client: bool },
+    Reconnect { client: bool },
 }
 
-fuzz_target!(|input: (bool, Vec<Op>)| {
-    let (deadline, ops) = input;
+fuzz_target!(|input: (bool, bool, Vec<Op>)| {
+    let (deadline, snapshots, ops) = input;
     let config = SequencerConfig {
         policy: if deadline {
             Policy::Deadline { missing: MissingInput::RepeatLast }
@@ -30,6 +32,11 @@ fuzz_target!(|input: (bool, Vec<Op>)| {
             Policy::WaitForAll { abandon_after: Duration::from_secs(2) }
         },
         max_seats: 3,
+        snapshot_join: snapshots,
+        snapshot_join_after: 20,
+        history: 64,
+        timeout: Duration::from_secs(3),
+        seat_grace: Duration::from_secs(8),
         ..SequencerConfig::default()
     };
     let mut now = Instant::ZERO;
@@ -38,6 +45,9 @@ fuzz_target!(|input: (bool, Vec<Op>)| {
     let mut clients: Vec<ClientSession<u16>> = (0..2)
         .map(|_| ClientSession::new(ClientConfig::default(), server_id, now).expect("config"))
         .collect();
+    // Each client's address (a reconnect moves it to a new one).
+    let mut ids = [1u32, 2];
+    let mut next_id = 10u32;
     let mut hashes = vec![StreamHash::new(); 2];
     // Each client's running hash after every frame, so their streams are
     // compared on the prefix both ran, whatever their lengths.
@@ -52,19 +62,25 @@ fuzz_target!(|input: (bool, Vec<Op>)| {
                     c.handle_timeout(now);
                     while let Some(t) = c.poll_transmit(&mut buf) {
                         if seen.len() < 64 {
-                            seen.push((i as u32 + 1, buf[..t.len].to_vec()));
+                            seen.push((ids[i], buf[..t.len].to_vec()));
                         }
-                        let _ = server.handle_datagram(PeerId(i as u32 + 1), &buf[..t.len], now);
+                        let _ = server.handle_datagram(PeerId(ids[i]), &buf[..t.len], now);
                     }
                 }
                 server.handle_timeout(now);
                 while let Some(t) = server.poll_transmit(&mut buf) {
-                    let k = t.destination.0 as usize;
-                    if (1..=2).contains(&k) {
-                        let _ = clients[k - 1].handle_datagram(server_id, &buf[..t.len], now);
+                    if let Some(k) = ids.iter().position(|id| *id == t.destination.0) {
+                        let _ = clients[k].handle_datagram(server_id, &buf[..t.len], now);
                     }
                 }
                 for ((c, h), r) in clients.iter_mut().zip(hashes.iter_mut()).zip(running.iter_mut()) {
+                    // Taken back without its state: its stream starts over.
+                    while let Some(ev) = c.poll_event() {
+                        if matches!(ev, Event::Reconnected { kept: false, .. }) {
+                            *h = StreamHash::new();
+                            r.clear();
+                        }
+                    }
                     while let Some(f) = c.advance() {
                         h.push(&f);
                         r.push(h.value());
@@ -92,9 +108,17 @@ fuzz_target!(|input: (bool, Vec<Op>)| {
             Op::Pause => server.pause(),
             Op::Resume => server.resume(),
             Op::Leave { client } => clients[usize::from(client)].leave(),
+            Op::Reconnect { client } => {
+                let k = usize::from(client);
+                if clients[k].reconnect(server_id, None, now).is_ok() {
+                    ids[k] = next_id;
+                    next_id += 1;
+                }
+            }
         }
         let st = server.stats();
-        assert!(st.history <= server.config().history as usize * 3 / 2);
+        // Kept for joiners and replaying clients up to eight times.
+        assert!(st.history <= server.config().history as usize * 8);
         assert!(st.pending_inputs <= 3 * 64);
         for c in &clients {
             assert!(c.stats().buffered_frames <= c.buffer_bound());
