@@ -641,3 +641,44 @@ fn a_player_alone_over_a_network_is_never_sealed_without_its_input() {
     );
     assert!(w.server().open_tick().get() > 300);
 }
+
+/// A lone player claims a 59 s round trip with Pongs nobody asked for:
+/// single-player mode waits at most 500 ms of it, and when a second player
+/// arrives the clock takes over at once (found in review: the room sealed
+/// nothing for a minute).
+#[test]
+fn a_claimed_round_trip_does_not_freeze_a_room_after_single_player_mode() {
+    let seed = 20;
+    let mut w = World::new(
+        1,
+        grace_config(deadline(), Duration::from_secs(30)),
+        LinkConditions::default(),
+        seed,
+    );
+    assert_eq!(w.run(Instant::from_millis(1_000)), Outcome::TimedOut);
+    for k in 0..50u64 {
+        let now = w.sim.now();
+        let stamp = ((now.as_micros() / 1000) as u32).wrapping_sub(59_000);
+        let mut out = Vec::new();
+        let mut dw =
+            lockstep_core::wire::DatagramWriter::new(&mut out, w.client(PeerId(1)).frame(), 1200);
+        dw.put(lockstep_core::wire::Message::Pong { stamp, held_ms: 0 });
+        dw.finish();
+        w.sim.net.send(PeerId(1), SERVER, &out);
+        assert_eq!(
+            w.run(Instant::from_millis(1_000 + 10 * (k + 1))),
+            Outcome::TimedOut
+        );
+    }
+    assert_eq!(w.run(Instant::from_millis(2_000)), Outcome::TimedOut);
+    w.add_client(PeerId(2), false, false, seed);
+    assert_eq!(w.run(Instant::from_millis(2_500)), Outcome::TimedOut);
+    let from = w.server().open_tick();
+    assert_eq!(w.run(Instant::from_millis(7_500)), Outcome::TimedOut);
+    let sealed = w.server().open_tick().since(from);
+    assert!(
+        sealed >= 140,
+        "5 s at 30 Hz with two players sealed {sealed} ticks"
+    );
+    assert!(w.assert_states_agree(&[PeerId(1), PeerId(2)], seed) > 100);
+}

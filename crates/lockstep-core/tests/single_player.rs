@@ -251,3 +251,27 @@ fn the_last_player_in_a_mesh_runs_its_input_at_once() {
     let ticks: Vec<Tick> = ran.keys().copied().collect();
     assert!(ticks.windows(2).all(|w| w[1] == w[0].saturating_add(1)));
 }
+
+/// A lone player whose loop commits as fast as it is let (a cheat, or an
+/// uncapped loop) runs no faster than the tick rate plus its lead (found in
+/// review: 21,782 ticks in 10 s at 30 Hz, leaving joiners behind for good).
+#[test]
+fn a_player_alone_runs_no_faster_than_the_tick_rate() {
+    let mut table = Table::new(Policy::Deadline {
+        missing: MissingInput::Neutral,
+    });
+    for _ in 0..300 {
+        table.step();
+        for k in 0..50u16 {
+            if table.host.commit_local(60_000 + k).is_err() {
+                break;
+            }
+        }
+        while let Some(f) = table.host.advance() {
+            table.next = f.tick.next();
+        }
+    }
+    let open = table.host.sequencer().open_tick().get();
+    // 300 ticks of 33 ms, and the lead (delay 3 + max_lead 8).
+    assert!(open <= 300 + 12, "{open} ticks in 10 s at 30 Hz");
+}

@@ -27,6 +27,9 @@ const SNAPSHOT_DATAGRAMS_PER_SEC: u32 = 2_000;
 /// about two thousand frames a second at 30 Hz, and the work per datagram
 /// stays bounded when a thousand clients catch up at once.
 const CATCH_UP_FRAMES: u32 = 64;
+/// The most of a lone player's round trip the `Deadline` clock waits for
+/// in single-player mode (a client can claim any round trip it likes).
+const SOLO_MAX_RTT: Duration = Duration::from_millis(500);
 
 /// A game the sequencer runs itself, as a server that simulates does: it
 /// steps every sealed frame, hands joiners its own state (no client is
@@ -503,6 +506,9 @@ pub struct Sequencer<I: Input> {
     sim_hashes: VecDeque<(Tick, u64)>,
     /// The seat playing alone, in `Deadline`'s single-player mode.
     solo: Option<PlayerId>,
+    /// Where single-player mode's pace started (time, tick): a player
+    /// alone runs at most `delay + max_lead` ticks ahead of the tick rate.
+    solo_pace: Option<(Instant, Tick)>,
 }
 
 impl<I: Input> Sequencer<I> {
@@ -545,6 +551,7 @@ impl<I: Input> Sequencer<I> {
             simulation: None,
             sim_hashes: VecDeque::new(),
             solo: None,
+            solo_pace: None,
         })
     }
 
@@ -739,6 +746,9 @@ impl<I: Input> Sequencer<I> {
             if self.clock.is_some() {
                 self.clock = Some((self.now, self.open));
             }
+            if self.solo_pace.is_some() {
+                self.solo_pace = Some((self.now, self.open));
+            }
             self.flush_all();
         }
     }
@@ -748,6 +758,9 @@ impl<I: Input> Sequencer<I> {
     fn start_clock(&mut self) {
         if matches!(self.config.policy, Policy::Deadline { .. }) && self.clock.is_none() {
             self.clock = Some((self.now, self.open));
+            if self.solo_pace.is_some() {
+                self.solo_pace = Some((self.now, self.open));
+            }
         }
     }
 
@@ -1935,9 +1948,18 @@ impl<I: Input> Sequencer<I> {
                     if self.solo != solo {
                         self.switch_solo(solo);
                     }
-                    let ready = solo
-                        .and_then(|p| self.seats[p.index()].as_ref())
-                        .is_some_and(|s| s.pending.contains_key(&self.open));
+                    // Never faster than the tick rate allows, give or take
+                    // the lead a client may have.
+                    let in_pace = self.solo_pace.is_none_or(|(t0, k0)| {
+                        let due = (self.now - t0).as_micros() * u128::from(self.config.tick_rate)
+                            / 1_000_000;
+                        u128::from(self.open.since(k0))
+                            < due + u128::from(self.config.delay + self.config.max_lead)
+                    });
+                    let ready = in_pace
+                        && solo
+                            .and_then(|p| self.seats[p.index()].as_ref())
+                            .is_some_and(|s| s.pending.contains_key(&self.open));
                     if ready {
                         self.seal_one();
                         // A tick more, and the player's round trip: its
@@ -1946,7 +1968,8 @@ impl<I: Input> Sequencer<I> {
                         let rtt = solo
                             .and_then(|p| self.seat_conn(p))
                             .and_then(|i| self.conns[i].rtt.get())
-                            .unwrap_or_default();
+                            .unwrap_or_default()
+                            .min(SOLO_MAX_RTT);
                         self.clock = Some((self.now + period + rtt, self.open));
                         sealed = true;
                         continue;
@@ -2063,6 +2086,15 @@ impl<I: Input> Sequencer<I> {
             && let Some(s) = self.seats[was.index()].as_mut()
         {
             s.slack = s.slack.min(-1);
+        }
+        if solo.is_none() {
+            // The clock takes over from now, whatever wait solo mode set.
+            self.solo_pace = None;
+            if self.clock.is_some_and(|(at, _)| at > self.now) {
+                self.clock = Some((self.now, self.open));
+            }
+        } else if self.solo.is_none() || self.solo_pace.is_none() {
+            self.solo_pace = Some((self.now, self.open));
         }
         self.solo = solo;
         self.flush_all();
