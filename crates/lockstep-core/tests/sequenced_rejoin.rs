@@ -4,7 +4,7 @@
 mod common;
 
 use common::join::World;
-use common::star::SERVER;
+use common::star::{Node, SERVER};
 use common::toy::Game;
 use lockstep_core::sequenced::{
     ClientConfig, ClientSession, Policy, Sequencer, SequencerConfig, SequencerEvent,
@@ -681,4 +681,46 @@ fn a_claimed_round_trip_does_not_freeze_a_room_after_single_player_mode() {
         "5 s at 30 Hz with two players sealed {sealed} ticks"
     );
     assert!(w.assert_states_agree(&[PeerId(1), PeerId(2)], seed) > 100);
+}
+
+/// A joiner's only donor leaves before handing over its state: the joiner
+/// is told to come back, and its reconnect replays the game, which the room
+/// still holds from its start (found in review: it waited for ever).
+#[test]
+fn a_joiner_whose_only_donor_leaves_comes_back_and_replays() {
+    let seed = 21;
+    let mut w = World::new(
+        1,
+        grace_config(deadline(), Duration::from_secs(30)),
+        LinkConditions::default(),
+        seed,
+    );
+    assert_eq!(w.run(Instant::from_millis(2_000)), Outcome::TimedOut);
+    w.add_client(PeerId(2), true, false, seed);
+    assert_eq!(w.run(Instant::from_millis(2_100)), Outcome::TimedOut);
+    assert!(w.client(PeerId(2)).joining());
+    // The only player leaves before the join wait is over.
+    let Some(Node::Client(mut a)) = w.sim.remove(PeerId(1)) else {
+        panic!("a client")
+    };
+    a.leave();
+    let mut buf = Vec::new();
+    while let Some(t) = a.poll_transmit(&mut buf) {
+        w.sim.net.send(PeerId(1), SERVER, &buf[..t.len]);
+    }
+    assert_eq!(w.run(Instant::from_millis(4_000)), Outcome::TimedOut);
+    assert!(w.server().replayable());
+    assert!(
+        w.client(PeerId(2)).can_reconnect(),
+        "{:?}",
+        w.client(PeerId(2)).closed()
+    );
+    w.move_client(PeerId(2), PeerId(12));
+    assert_eq!(w.run(Instant::from_millis(8_000)), Outcome::TimedOut);
+    let c = w.client(PeerId(12));
+    assert!(!c.joining() && c.connected(), "{:?}", c.closed());
+    assert!(
+        w.apps[&PeerId(12)].states.len() > 100,
+        "it replayed and plays"
+    );
 }

@@ -1769,6 +1769,31 @@ impl<I: Input> Sequencer<I> {
             })
             .map(|c| c.peer);
         let Some(donor) = donor else {
+            // Everyone left is waiting for a state nobody has: while the
+            // game can still be replayed, they are told to come back and
+            // replay it (a player's seat is held for it; its resume takes
+            // the replay, since nobody could donate).
+            let all_waiting = self
+                .conns
+                .iter()
+                .all(|c| c.closing.is_some() || matches!(c.join, Some(Join::Waiting)));
+            if all_waiting && self.simulation.is_none() && self.replayable() {
+                for i in 0..self.conns.len() {
+                    if self.conns[i].closing.is_none() {
+                        let reason = self.silence_reason(i);
+                        self.close(
+                            i,
+                            Closing::Bye(
+                                ByeReason::Timeout,
+                                "nobody can hand you the game's state: reconnect to replay it"
+                                    .into(),
+                            ),
+                            reason,
+                        );
+                    }
+                }
+                return;
+            }
             // Nobody to ask (or everyone failed): try them all again later.
             self.bad_donors.clear();
             self.join_asked = Some((now, now));
