@@ -6,11 +6,14 @@ use core::time::Duration;
 use std::collections::VecDeque;
 
 /// Round-trip time from ping stamps, smoothed with a gain of 1/8 (TCP's
-/// SRTT). A sample over a minute is taken for a forged or wrapped stamp and
-/// ignored.
+/// SRTT). Only the pong for the latest ping counts, once: a pong nobody
+/// asked for, or a late one for a ping since replaced, is ignored (a peer
+/// could otherwise claim any round trip under a minute).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Rtt {
     smoothed: Option<Duration>,
+    /// The stamp of the latest ping sent, until its pong comes.
+    outstanding: Option<u32>,
 }
 
 impl Rtt {
@@ -19,9 +22,18 @@ impl Rtt {
         now.as_millis() as u32
     }
 
+    /// Notes that a ping stamped at `now` went out.
+    pub(crate) fn pinged(&mut self, now: Instant) {
+        self.outstanding = Some(Self::stamp(now));
+    }
+
     /// Takes the pong for a ping stamped `stamp`, held `held_ms` by the
     /// other side before it answered.
     pub(crate) fn pong(&mut self, now: Instant, stamp: u32, held_ms: u32) {
+        if self.outstanding != Some(stamp) {
+            return;
+        }
+        self.outstanding = None;
         let ms = Self::stamp(now).wrapping_sub(stamp).wrapping_sub(held_ms);
         if ms < 60_000 {
             let sample = Duration::from_millis(u64::from(ms));
@@ -79,13 +91,28 @@ mod tests {
     fn rtt_smooths_and_ignores_nonsense() {
         let mut r = Rtt::default();
         let sent = Instant::from_millis(1_000);
+        r.pinged(sent);
         r.pong(Instant::from_millis(1_080), Rtt::stamp(sent), 0);
         assert_eq!(r.get(), Some(Duration::from_millis(80)));
-        r.pong(Instant::from_millis(1_200), Rtt::stamp(sent), 40);
-        assert_eq!(r.get(), Some(Duration::from_millis(90)));
-        // A stamp from the future wraps to a huge sample: ignored.
-        r.pong(sent, Rtt::stamp(Instant::from_millis(5_000)), 0);
-        assert_eq!(r.get(), Some(Duration::from_millis(90)));
+        let again = Instant::from_millis(2_000);
+        r.pinged(again);
+        r.pong(Instant::from_millis(2_140), Rtt::stamp(again), 40);
+        assert_eq!(r.get(), Some(Duration::from_micros(82_500)));
+        // The same pong again, one never asked for, one from the future:
+        // ignored.
+        r.pong(Instant::from_millis(2_500), Rtt::stamp(again), 0);
+        r.pong(
+            Instant::from_millis(2_500),
+            Rtt::stamp(Instant::from_millis(100)),
+            0,
+        );
+        r.pinged(Instant::from_millis(3_000));
+        r.pong(
+            Instant::from_millis(3_000),
+            Rtt::stamp(Instant::from_millis(5_000)),
+            0,
+        );
+        assert_eq!(r.get(), Some(Duration::from_micros(82_500)));
     }
 
     #[test]

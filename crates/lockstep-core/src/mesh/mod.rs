@@ -1345,6 +1345,7 @@ impl<I: Input> MeshSession<I> {
                 p.pong_owed = None;
                 if p.ping_due <= now {
                     p.ping_due = now + self.config.ping_interval;
+                    p.rtt.pinged(now);
                 }
                 p.last_sent = Some(now);
                 p.told_next = self.next_tick;

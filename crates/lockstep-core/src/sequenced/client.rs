@@ -1353,6 +1353,9 @@ impl<I: Input> ClientSession<I> {
         self.checks_owed = false;
         if self.ping_due <= self.now {
             self.ping_due = self.now + self.config.ping_interval;
+            if self.connected() {
+                self.rtt.pinged(self.now);
+            }
         }
         self.last_sent = Some(self.now);
         self.stats.datagrams_sent += 1;

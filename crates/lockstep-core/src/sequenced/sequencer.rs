@@ -930,6 +930,7 @@ impl<I: Input> Sequencer<I> {
         c.welcome_pending = c.welcome_pending && c.closing.is_none();
         if c.ping_due <= now {
             c.ping_due = now + self.config.ping_interval;
+            c.rtt.pinged(now);
         }
         c.last_sent = Some(now);
         // A snapshot goes out as fast as its window allows (another
