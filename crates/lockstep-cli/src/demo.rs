@@ -51,7 +51,7 @@ pub(crate) struct DemoArgs {
     delay: u32,
     /// Bots that join the match while it runs (0 to 8), spread over its
     /// middle: each gets the game's state from a snapshot, catches up and
-    /// plays.
+    /// plays (before tick 90 it replays the match instead).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=8))]
     late_joiners: u16,
     /// Bots whose connection is cut in the middle of the match (0 to 8):
@@ -447,7 +447,7 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
                     c.name,
                     (live - asked).as_secs_f64()
                 ),
-                None => println!("{what}: {} never caught up", c.name),
+                None => println!("{what}: {} never played", c.name),
             }
         }
     }
@@ -470,12 +470,14 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
         return Err(DemoError::Desync);
     }
     // Equal hashes say nothing of a joiner that never played.
-    if let Some(c) = clients
+    let idle: Vec<&str> = clients
         .iter()
-        .find(|c| c.joined.is_some_and(|(_, live)| live.is_none()))
-    {
-        println!("FAILED: {} never caught up", c.name);
-        return Err(DemoError::NotCaughtUp(c.name.clone()));
+        .filter(|c| c.joined.is_some_and(|(_, live)| live.is_none()))
+        .map(|c| c.name.as_str())
+        .collect();
+    if !idle.is_empty() {
+        println!("FAILED: {} never played", idle.join(", "));
+        return Err(DemoError::NotCaughtUp(idle.join(", ")));
     }
     let ships = clients.first().map_or(0, |c| c.game.ships.len());
     let creeps = clients.first().map_or(0, |c| c.game.creeps.len());
@@ -536,6 +538,11 @@ fn step_client(c: &mut Client, clock: &Clock, ticks: u32, period: Duration) {
     {
         let input = bot.input(&c.game);
         if c.session.commit_local(input).is_ok() {
+            // A joiner plays once its input is taken: after catching up
+            // from a snapshot, or at once when it replays the match.
+            if let Some((_, live @ None)) = &mut c.joined {
+                *live = Some(Instant::now());
+            }
             c.next_commit += period;
             // Never build up a burst after a stall.
             c.next_commit = c.next_commit.max(Instant::now() - period);

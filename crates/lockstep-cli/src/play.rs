@@ -80,6 +80,9 @@ struct Keys {
 }
 
 const HOLD: Duration = Duration::from_millis(280);
+/// How long after losing the relay `play` keeps trying to take its seat
+/// back: the relay holds a seat 30 s from the last packet.
+const RECONNECT_FOR: Duration = Duration::from_secs(30);
 
 impl Keys {
     fn press(&mut self, k: KeyCode, now: Instant) {
@@ -178,7 +181,7 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
             "play needs an interactive terminal (its input or output is not one)".into(),
         ));
     }
-    let (mut transport, where_) = connect(&a.relay, a.ca.as_deref())?;
+    let (mut transport, where_) = connect(&a.relay, a.ca.as_deref(), Duration::from_secs(5))?;
     let mut game = Game::new(a.seed);
     let mut snapshots = crate::snapshots::Snapshots::default();
     let mut catch_up = lockstep_core::CatchUp::default();
@@ -189,9 +192,12 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
     let mut last_draw = Instant::now() - Duration::from_secs(1);
     let mut status = format!("connecting to {where_}...");
     let mut in_room = format!("room {} on {where_}", a.room);
-    // Since when the relay has not been heard, and reconnections so far.
+    // Since when the relay has not been heard; since when we have been
+    // trying to get back, and how often in this outage; times we got back.
     let mut lost_since: Option<Instant> = None;
-    let mut reconnects = 0u32;
+    let mut outage: Option<Instant> = None;
+    let mut tries = 0u32;
+    let mut back = 0u32;
     let outcome = loop {
         let now = Instant::now();
         // A connection lost for 3 s (or timed out) is replaced by a new
@@ -199,10 +205,10 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
         // still holds it: the game goes on from where it stopped (or, after
         // a long absence, from a snapshot).
         let lost = lost_since.is_some_and(|t| now - t >= Duration::from_secs(3));
-        if may_reconnect(&session, reconnects)
-            || (lost && reconnects < 5 && session.can_reconnect())
-        {
-            reconnects += 1;
+        let in_time = outage.is_none_or(|t| now - t < RECONNECT_FOR);
+        if may_reconnect(&session, outage, now) || (lost && in_time && session.can_reconnect()) {
+            outage.get_or_insert(now);
+            tries += 1;
             let secret = match base_config.secret {
                 Some(_) => Some(
                     lockstep_net::session_secret()
@@ -214,12 +220,14 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
                 .reconnect(WsClientTransport::SERVER, secret, clock.now())
                 .is_ok()
             {
-                if let Ok((t, _)) = connect(&a.relay, a.ca.as_deref()) {
+                // A short wait for the new connection: the screen is not
+                // drawn meanwhile, and a failed try is repeated a second on.
+                if let Ok((t, _)) = connect(&a.relay, a.ca.as_deref(), Duration::from_secs(1)) {
                     transport = t;
                 }
                 buffers = Buffers::default();
                 lost_since = None;
-                status = format!("connection lost: reconnecting ({reconnects})...");
+                status = format!("connection lost: reconnecting ({tries})...");
                 continue;
             }
         }
@@ -262,7 +270,7 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
             break None;
         }
         if let Some(reason) =
-            ended(&session, &where_).filter(|_| !may_reconnect(&session, reconnects))
+            ended(&session, &where_).filter(|_| !may_reconnect(&session, outage, now))
         {
             break Some(reason);
         }
@@ -323,7 +331,10 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
                         snapshots = crate::snapshots::Snapshots::default();
                     }
                     lost_since = None;
-                    in_room = format!("room {} on {where_} (reconnected {reconnects}x)", a.room);
+                    back += 1;
+                    tries = 0;
+                    outage = None;
+                    in_room = format!("room {} on {where_} (reconnected {back}x)", a.room);
                     status = in_room.clone();
                 }
                 Event::Connected { .. } | Event::Recovered { .. } => {
@@ -345,7 +356,7 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
             lost_since.get_or_insert(now - Duration::from_secs(2));
         }
         if let Some(reason) =
-            ended(&session, &where_).filter(|_| !may_reconnect(&session, reconnects))
+            ended(&session, &where_).filter(|_| !may_reconnect(&session, outage, now))
         {
             break Some(reason);
         }
@@ -357,7 +368,9 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
                 delay: session.welcome().map_or(0, |w| w.delay),
                 me: session.seat(),
                 spectator: a.watch,
-                waiting_on: if session.stalled() {
+                // Not while the relay is silent: its last word on whom the
+                // game waits is stale.
+                waiting_on: if session.stalled() && lost_since.is_none() && tries == 0 {
                     session.awaiting()
                 } else {
                     Vec::new()
@@ -380,8 +393,14 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
 
 /// Whether a session that ended will be replaced by a new connection: it
 /// timed out after being welcomed, and tries are left.
-fn may_reconnect(session: &ClientSession<PlayerInputs>, reconnects: u32) -> bool {
-    reconnects < 5 && session.closed().is_some() && session.can_reconnect()
+fn may_reconnect(
+    session: &ClientSession<PlayerInputs>,
+    outage: Option<Instant>,
+    now: Instant,
+) -> bool {
+    session.closed().is_some()
+        && session.can_reconnect()
+        && outage.is_none_or(|t| now - t < RECONNECT_FOR)
 }
 
 /// Why the session ended, in words, if it has.
@@ -419,12 +438,12 @@ fn check_address(relay: &str) -> Result<(), PlayError> {
 fn connect(
     relay: &str,
     ca: Option<&std::path::Path>,
+    timeout: Duration,
 ) -> Result<(Box<dyn Transport>, String), PlayError> {
     // The address as the screen shows it works too.
     let relay = relay.strip_prefix("udp://").unwrap_or(relay);
     if let Some(rest) = relay.strip_prefix("wss://") {
         let host = rest.split('/').next().unwrap_or(rest).to_owned();
-        let timeout = Duration::from_secs(5);
         let t = match ca {
             Some(path) => {
                 let pem = std::fs::read(path)
@@ -440,18 +459,16 @@ fn connect(
     }
     if let Some(rest) = relay.strip_prefix("ws://") {
         let host = rest.split('/').next().unwrap_or(rest).to_owned();
-        let t = WsClientTransport::connect(relay, host.as_str(), Duration::from_secs(5)).map_err(
-            |e| {
-                // A TLS listener answers a clear handshake with bytes that
-                // are not HTTP.
-                let hint = if e.to_string().contains("httparse") {
-                    " (does the relay serve wss:// there? try --relay wss://...)"
-                } else {
-                    ""
-                };
-                PlayError::Connect(format!("{e}{hint}"))
-            },
-        )?;
+        let t = WsClientTransport::connect(relay, host.as_str(), timeout).map_err(|e| {
+            // A TLS listener answers a clear handshake with bytes that
+            // are not HTTP.
+            let hint = if e.to_string().contains("httparse") {
+                " (does the relay serve wss:// there? try --relay wss://...)"
+            } else {
+                ""
+            };
+            PlayError::Connect(format!("{e}{hint}"))
+        })?;
         Ok((Box::new(t), relay.to_owned()))
     } else {
         check_address(relay)?;

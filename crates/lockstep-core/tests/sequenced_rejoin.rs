@@ -724,3 +724,35 @@ fn a_joiner_whose_only_donor_leaves_comes_back_and_replays() {
         "it replayed and plays"
     );
 }
+
+/// Under `WaitForAll`, a player whose transport closed comes back after 5 s
+/// (150 ticks run on without it): its inputs are due a delay from then, so
+/// nobody waits while it stamps its way up from where it stopped (found in
+/// a walkthrough: everyone froze for 4 s).
+#[test]
+fn a_player_back_from_a_drop_holds_nobody_up_while_it_catches_up() {
+    let seed = 22;
+    let policy = Policy::WaitForAll {
+        abandon_after: Duration::from_secs(10),
+    };
+    let mut w = World::new(
+        3,
+        grace_config(policy, Duration::from_secs(30)),
+        LinkConditions::default(),
+        seed,
+    );
+    assert_eq!(w.run(Instant::from_millis(2_000)), Outcome::TimedOut);
+    cut(&mut w, PeerId(1));
+    w.server_mut().disconnect(PeerId(1));
+    assert_eq!(w.run(Instant::from_millis(7_000)), Outcome::TimedOut);
+    w.move_client(PeerId(1), PeerId(11));
+    let from = w.server().open_tick();
+    assert_eq!(w.run(Instant::from_millis(9_000)), Outcome::TimedOut);
+    let sealed = w.server().open_tick().since(from);
+    assert!(
+        sealed >= 50,
+        "2 s at 30 Hz after the return sealed {sealed} ticks"
+    );
+    assert_reconnected(&w, PeerId(11));
+    assert!(w.assert_states_agree(&[PeerId(11), PeerId(2), PeerId(3)], seed) > 300);
+}

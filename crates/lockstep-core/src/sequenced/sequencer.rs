@@ -1152,6 +1152,15 @@ impl<I: Input> Sequencer<I> {
                     s.previous = Some(s.token);
                 }
                 s.token = fresh;
+                // Back from a drop (its seat ran neutral meanwhile): its
+                // inputs are due a delay from now, as a joiner's are, so
+                // nobody waits while it stamps its way up from where it
+                // stopped (its acknowledgement moves it there).
+                if s.lost.is_some() && s.live {
+                    let due = self.open.saturating_add(self.config.delay);
+                    s.from = s.from.max(due);
+                    s.received = s.received.max(s.from);
+                }
                 s.lost = None;
                 if rejoin {
                     s.live = false;
