@@ -24,6 +24,13 @@ enum Command {
     /// every client ended on the same state.
     Demo(demo::DemoArgs),
     /// Play swarm in this terminal against a relay (or watch with --watch).
+    ///
+    /// Keys: WASD move, arrows (or IJKL) aim, space fires, F toggles
+    /// auto-fire, B boosts, Q quits. Ships are digits (yours is the seat in
+    /// `you: N` in the top bar), creeps `x` (`X` the tough ones). Needs a
+    /// terminal of 80x24 or more. A lost connection is taken back by itself
+    /// for 30 s (the seat the relay holds); the title then says
+    /// `(reconnected Nx)`.
     Play(play::PlayArgs),
     /// Run a relay server: rooms of UDP and WebSocket clients.
     Relay(relay::RelayArgs),
