@@ -455,14 +455,26 @@ fn wait_for_all_abandons_a_silent_player_and_holds_nobody_up_for_a_closed_one() 
 /// Three players at 30 Hz under `Deadline`, seats held 30 s, after 2 s of
 /// play.
 fn held_room(seed: u64) -> World {
+    room_under(deadline(), seed)
+}
+
+/// Three players at 30 Hz under `policy`, seats held 30 s, after 2 s of
+/// play.
+fn room_under(policy: Policy, seed: u64) -> World {
     let mut w = World::new(
         3,
-        grace_config(deadline(), Duration::from_secs(30)),
+        grace_config(policy, Duration::from_secs(30)),
         LinkConditions::default(),
         seed,
     );
     assert_eq!(w.run(Instant::from_millis(2_000)), Outcome::TimedOut);
     w
+}
+
+fn wait_for_all(abandon_after_secs: u64) -> Policy {
+    Policy::WaitForAll {
+        abandon_after: Duration::from_secs(abandon_after_secs),
+    }
 }
 
 /// `id` was taken back (its game says so).
@@ -493,16 +505,7 @@ fn deafen(w: &mut World, id: PeerId) {
 #[test]
 fn resuming_again_and_again_does_not_hold_wait_for_all_up() {
     let seed = 15;
-    let policy = Policy::WaitForAll {
-        abandon_after: Duration::from_secs(3),
-    };
-    let mut w = World::new(
-        3,
-        grace_config(policy, Duration::from_secs(30)),
-        LinkConditions::default(),
-        seed,
-    );
-    assert_eq!(w.run(Instant::from_millis(2_000)), Outcome::TimedOut);
+    let mut w = room_under(wait_for_all(3), seed);
     let seat = w.client(PeerId(1)).seat().unwrap();
     let stalled_from = w.server().open_tick();
     let mut id = PeerId(1);
@@ -732,16 +735,7 @@ fn a_joiner_whose_only_donor_leaves_comes_back_and_replays() {
 #[test]
 fn a_player_back_from_a_drop_holds_nobody_up_while_it_catches_up() {
     let seed = 22;
-    let policy = Policy::WaitForAll {
-        abandon_after: Duration::from_secs(10),
-    };
-    let mut w = World::new(
-        3,
-        grace_config(policy, Duration::from_secs(30)),
-        LinkConditions::default(),
-        seed,
-    );
-    assert_eq!(w.run(Instant::from_millis(2_000)), Outcome::TimedOut);
+    let mut w = room_under(wait_for_all(10), seed);
     cut(&mut w, PeerId(1));
     w.server_mut().disconnect(PeerId(1));
     assert_eq!(w.run(Instant::from_millis(7_000)), Outcome::TimedOut);
