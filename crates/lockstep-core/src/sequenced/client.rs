@@ -644,19 +644,14 @@ impl<I: Input> ClientSession<I> {
         secret: Option<[u8; 32]>,
         now: Instant,
     ) -> Result<(), ReconnectError> {
-        self.reconnect_check()?;
-        let token = self.token.ok_or(ReconnectError::NoSeat)?;
+        let token = self.reconnect_check()?;
         self.now = self.now.max(now);
         self.config.resume = Some(token);
-        self.config.secret = secret;
-        self.public = secret.as_ref().map(secure::client_public);
+        self.new_handshake(secret);
         self.server = server;
         self.state = State::Connecting;
         self.reconnecting = true;
         self.started = self.now;
-        self.cookie.clear();
-        self.pending = None;
-        self.channel = None;
         self.last_heard = None;
         self.interrupted = false;
         self.last_sent = None;
@@ -678,27 +673,31 @@ impl<I: Input> ClientSession<I> {
         self.reconnect_check().is_ok()
     }
 
-    fn reconnect_check(&self) -> Result<(), ReconnectError> {
+    /// The token `reconnect` would present, or why it would not.
+    fn reconnect_check(&self) -> Result<ResumeToken, ReconnectError> {
         match &self.state {
             State::Closed(CloseReason::TimedOut | CloseReason::Bye(ByeReason::Timeout, _)) => {}
             State::Closed(r) => return Err(ReconnectError::Ended(r.clone())),
             _ if self.leaving.is_some() => return Err(ReconnectError::Ended(CloseReason::Left)),
             _ => {}
         }
-        self.token.map(|_| ()).ok_or(ReconnectError::NoSeat)
+        self.token.ok_or(ReconnectError::NoSeat)
     }
 
     /// Forgets the handshake under way (cookie and keys) so the next Hello
     /// starts a new one, with a new key: a server forgets a refused sealed
     /// connection for good.
     fn start_handshake_over(&mut self) {
+        self.new_handshake(self.config.secret.as_ref().map(secure::next_secret));
+    }
+
+    /// Forgets the handshake under way, to start one with `secret`.
+    fn new_handshake(&mut self, secret: Option<[u8; 32]>) {
+        self.config.secret = secret;
+        self.public = secret.as_ref().map(secure::client_public);
         self.cookie.clear();
         self.pending = None;
         self.channel = None;
-        if let Some(secret) = self.config.secret.as_mut() {
-            *secret = secure::next_secret(secret);
-            self.public = Some(secure::client_public(secret));
-        }
     }
 
     /// Asks the sequencer to resume.

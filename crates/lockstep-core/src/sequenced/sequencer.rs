@@ -424,6 +424,15 @@ struct Seat<I> {
     pause_asked: Option<Tick>,
 }
 
+impl<I> Seat<I> {
+    /// Its inputs are due from `tick` on (if not already later); earlier
+    /// ticks run neutral, and its acknowledgement tells its client so.
+    fn due_from(&mut self, tick: Tick) {
+        self.from = self.from.max(tick);
+        self.received = self.received.max(self.from);
+    }
+}
+
 /// A room's sequencer: admits connections, seats players, decides which tick
 /// each input runs on and sends every sealed tick to every client.
 ///
@@ -1144,6 +1153,10 @@ impl<I: Input> Sequencer<I> {
             conn.replaying = !rejoin && next < self.open;
             self.conns.push(conn);
             let fresh = ResumeToken(self.tokens.next_secret());
+            let due = self.open.saturating_add(self.config.delay);
+            // A joiner that replays the game instead plays at once, as one
+            // joining by replay does.
+            let replays = !rejoin && !live;
             if let Some(s) = self.seats[player.index()].as_mut() {
                 s.conn = Some(peer);
                 // The token the client holds stays good until it shows it
@@ -1152,14 +1165,16 @@ impl<I: Input> Sequencer<I> {
                     s.previous = Some(s.token);
                 }
                 s.token = fresh;
-                // Back from a drop (its seat ran neutral meanwhile): its
-                // inputs are due a delay from now, as a joiner's are, so
-                // nobody waits while it stamps its way up from where it
-                // stopped (its acknowledgement moves it there).
-                if s.lost.is_some() && s.live {
-                    let due = self.open.saturating_add(self.config.delay);
-                    s.from = s.from.max(due);
-                    s.received = s.received.max(s.from);
+                // Back from a drop (its seat ran neutral meanwhile), or
+                // replaying: its inputs are due a delay from now, as a
+                // joiner's are, so nobody waits while it stamps its way up
+                // from where it stopped (its acknowledgement moves it there).
+                if (s.lost.is_some() && s.live) || replays {
+                    s.due_from(due);
+                }
+                if replays {
+                    s.live = true;
+                    s.last_input = now;
                 }
                 s.lost = None;
                 if rejoin {
@@ -1168,16 +1183,7 @@ impl<I: Input> Sequencer<I> {
                     s.waited_since = None;
                 }
             }
-            // A joiner that replays the game instead plays at once, as one
-            // joining by replay does (its inputs are due after a delay).
-            if !rejoin && !live {
-                let from = self.open.saturating_add(self.config.delay);
-                if let Some(s) = self.seats[player.index()].as_mut() {
-                    s.live = true;
-                    s.last_input = now;
-                    s.from = s.from.max(from);
-                    s.received = s.received.max(s.from);
-                }
+            if replays {
                 self.add_tick_event(self.open, SystemEvent::CaughtUp { player });
             }
             // A CaughtUp the old connection earned and no tick carries yet
@@ -1681,8 +1687,7 @@ impl<I: Input> Sequencer<I> {
             && let Some(s) = self.seats[player.index()].as_mut()
         {
             s.live = true;
-            s.from = from;
-            s.received = from;
+            s.due_from(from);
             s.last_input = self.now;
             self.add_tick_event(open, SystemEvent::CaughtUp { player });
             self.start_clock();
