@@ -185,12 +185,7 @@ proptest! {
 
 /// A datagram from `from` carrying `chunk`, as a client would send it.
 fn chunk_datagram(base: Tick, chunk: &lockstep_core::wire::SnapshotChunk<'_>) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut w = lockstep_core::wire::DatagramWriter::new(&mut out, base, 1200);
-    w.push(&lockstep_core::wire::Message::SnapshotChunk(*chunk))
-        .unwrap();
-    w.finish();
-    out
+    common::join::datagram(base, &[lockstep_core::wire::Message::SnapshotChunk(*chunk)])
 }
 
 /// A whole (one-chunk) snapshot of `bytes` after `tick` as snapshot `id`.

@@ -4,269 +4,13 @@
 
 mod common;
 
-use common::toy::App;
-use lockstep_core::sequenced::{
-    ClientConfig, ClientSession, DropReason, MissingInput, Policy, Sequencer, SequencerConfig,
-    SequencerEvent,
-};
-use lockstep_core::sim::{LinkConditions, Outcome, Sim, SimNetwork};
-use lockstep_core::wire::{Datagram, DatagramWriter, Message, SnapshotAck, SnapshotChunk};
-use lockstep_core::{Endpoint, Instant, PeerId, Tick, Transmit};
-use std::collections::BTreeMap;
+use common::join::{World, datagram};
+use common::star::{Node, SERVER, SlowAck};
+use lockstep_core::sequenced::{MissingInput, Policy, SequencerConfig, SequencerEvent};
+use lockstep_core::sim::{LinkConditions, Outcome};
+use lockstep_core::wire::{Message, SnapshotChunk};
+use lockstep_core::{Instant, PeerId};
 use std::time::Duration;
-
-const SERVER: PeerId = PeerId(0);
-
-// ----- nodes ---------------------------------------------------------------
-
-/// A joiner that lets one datagram out every `every`, whose snapshot
-/// acknowledgement says exactly one chunk more than the last one did.
-#[derive(Debug)]
-struct SlowAck {
-    every: Duration,
-    last: Option<Instant>,
-    next: u32,
-    now: Instant,
-    /// Bytes it received and sent once its snapshot started.
-    got: u64,
-    sent: u64,
-    started: bool,
-}
-
-#[derive(Debug)]
-#[allow(clippy::large_enum_variant)]
-enum Node {
-    Server(Sequencer<u16>),
-    Client(ClientSession<u16>),
-    SlowAck(ClientSession<u16>, SlowAck),
-}
-
-impl Node {
-    fn client(&self) -> Option<&ClientSession<u16>> {
-        match self {
-            Self::Client(c) | Self::SlowAck(c, _) => Some(c),
-            Self::Server(_) => None,
-        }
-    }
-    fn client_mut(&mut self) -> Option<&mut ClientSession<u16>> {
-        match self {
-            Self::Client(c) | Self::SlowAck(c, _) => Some(c),
-            Self::Server(_) => None,
-        }
-    }
-    fn server(&self) -> Option<&Sequencer<u16>> {
-        match self {
-            Self::Server(s) => Some(s),
-            _ => None,
-        }
-    }
-}
-
-impl Endpoint for Node {
-    type Error = String;
-
-    fn handle_datagram(&mut self, from: PeerId, d: &[u8], now: Instant) -> Result<(), String> {
-        match self {
-            Self::Server(s) => s.handle_datagram(from, d, now).map_err(|e| e.to_string()),
-            Self::Client(c) => c.handle_datagram(from, d, now).map_err(|e| e.to_string()),
-            Self::SlowAck(c, s) => {
-                s.now = now;
-                if s.started {
-                    s.got += d.len() as u64;
-                }
-                c.handle_datagram(from, d, now).map_err(|e| e.to_string())
-            }
-        }
-    }
-
-    fn handle_timeout(&mut self, now: Instant) {
-        match self {
-            Self::Server(s) => s.handle_timeout(now),
-            Self::Client(c) => c.handle_timeout(now),
-            Self::SlowAck(c, s) => {
-                s.now = now;
-                c.handle_timeout(now);
-            }
-        }
-    }
-
-    fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
-        match self {
-            Self::Server(s) => s.poll_transmit(buf),
-            Self::Client(c) => c.poll_transmit(buf),
-            Self::SlowAck(c, s) => loop {
-                let t = c.poll_transmit(buf)?;
-                if !s.started {
-                    if c.snapshot_progress().is_some() {
-                        s.started = true;
-                    } else {
-                        return Some(t);
-                    }
-                }
-                if s.last.is_some_and(|l| s.now - l < s.every) {
-                    continue; // dropped: the attacker sends nothing
-                }
-                let d = Datagram::decode(&buf[..t.len], c.frame()).ok()?;
-                let mut out = Vec::new();
-                let mut w = DatagramWriter::new(&mut out, d.base, usize::MAX);
-                let mut acked = false;
-                for m in &d.messages {
-                    match m {
-                        Message::SnapshotAck(a) => {
-                            s.next += 1;
-                            let _ = w.push(&Message::SnapshotAck(SnapshotAck {
-                                id: a.id,
-                                next: s.next,
-                                bits: 0,
-                            }));
-                            acked = true;
-                        }
-                        // Only the acknowledgement: nothing else is needed.
-                        Message::Status(_) | Message::Pong { .. } => {}
-                        _ => {}
-                    }
-                }
-                if !acked {
-                    continue;
-                }
-                w.finish();
-                buf.clear();
-                buf.extend_from_slice(&out);
-                s.last = Some(s.now);
-                s.sent += buf.len() as u64;
-                return Some(Transmit {
-                    destination: t.destination,
-                    len: buf.len(),
-                });
-            },
-        }
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        match self {
-            Self::Server(s) => s.poll_timeout(),
-            Self::Client(c) | Self::SlowAck(c, _) => c.poll_timeout(),
-        }
-    }
-}
-
-// ----- world ---------------------------------------------------------------
-
-struct World {
-    sim: Sim<Node>,
-    apps: BTreeMap<PeerId, App>,
-    server_events: Vec<SequencerEvent>,
-    period: Duration,
-    bulk: usize,
-}
-
-impl World {
-    fn new(players: usize, server: SequencerConfig, link: LinkConditions, seed: u64) -> Self {
-        Self::with_bulk(players, server, link, seed, 200_000)
-    }
-
-    fn with_bulk(
-        players: usize,
-        server: SequencerConfig,
-        link: LinkConditions,
-        seed: u64,
-        bulk: usize,
-    ) -> Self {
-        let period = Duration::from_micros(1_000_000 / u64::from(server.tick_rate));
-        let mut sim = Sim::new(SimNetwork::new(seed, link));
-        let s = Sequencer::new(server, Instant::ZERO).unwrap();
-        sim.add(SERVER, Node::Server(s));
-        let mut w = Self {
-            sim,
-            apps: BTreeMap::new(),
-            server_events: Vec::new(),
-            period,
-            bulk,
-        };
-        for k in 1..=players as u32 {
-            w.add_client(PeerId(k), false, ClientConfig::default());
-        }
-        w
-    }
-
-    fn add_client(&mut self, id: PeerId, joining: bool, config: ClientConfig) {
-        let config = ClientConfig {
-            name: format!("c{}", id.0),
-            ..config
-        };
-        let c = ClientSession::new(config, SERVER, self.sim.now()).unwrap();
-        self.sim.add(id, Node::Client(c));
-        self.apps.insert(
-            id,
-            App::new(u64::from(id.0) * 77, joining, Tick::ZERO, self.bulk),
-        );
-    }
-
-    fn run(&mut self, until: Instant) -> Outcome {
-        let (apps, events) = (&mut self.apps, &mut self.server_events);
-        self.sim.run(
-            until,
-            self.period,
-            |id, node, _| match node {
-                Node::Server(s) => {
-                    while let Some(ev) = s.poll_event() {
-                        events.push(ev);
-                    }
-                }
-                Node::Client(c) | Node::SlowAck(c, _) => {
-                    if let Some(app) = apps.get_mut(&id) {
-                        app.play(c);
-                    }
-                }
-            },
-            |_| false,
-        )
-    }
-
-    /// Runs in 20 ms slices until `found` picks something from the
-    /// sequencer's events from now on, or `limit` (ms).
-    fn run_until<T>(
-        &mut self,
-        limit: u64,
-        found: impl Fn(&SequencerEvent) -> Option<T>,
-    ) -> Option<T> {
-        let seen = self.server_events.len();
-        let mut at = self.sim.now().as_micros() / 1000;
-        while at < limit {
-            at += 20;
-            assert_eq!(self.run(Instant::from_millis(at)), Outcome::TimedOut);
-            if let Some(t) = self.server_events[seen..].iter().find_map(&found) {
-                return Some(t);
-            }
-        }
-        None
-    }
-
-    fn server(&self) -> &Sequencer<u16> {
-        self.sim.endpoint(SERVER).and_then(Node::server).unwrap()
-    }
-
-    fn client(&self, id: PeerId) -> &ClientSession<u16> {
-        self.sim.endpoint(id).and_then(Node::client).unwrap()
-    }
-
-    fn closed(&self) -> Vec<(PeerId, DropReason)> {
-        self.server_events
-            .iter()
-            .filter_map(|e| match e {
-                SequencerEvent::Closed { peer, reason, .. } => Some((*peer, reason.clone())),
-                _ => None,
-            })
-            .collect()
-    }
-
-    fn join_log(&self) -> Vec<&SequencerEvent> {
-        self.server_events
-            .iter()
-            .filter(|e| !matches!(e, SequencerEvent::Joined { .. }))
-            .collect()
-    }
-}
 
 fn server_config(policy: Policy) -> SequencerConfig {
     SequencerConfig {
@@ -292,16 +36,6 @@ fn deadline() -> Policy {
     }
 }
 
-fn datagram(base: Tick, msgs: &[Message<'_>]) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut w = DatagramWriter::new(&mut out, base, 1200);
-    for m in msgs {
-        w.push(m).unwrap();
-    }
-    w.finish();
-    out
-}
-
 // ----- tests ---------------------------------------------------------------
 
 /// Honest only. A donor whose state is a couple of megabytes (compressed
@@ -323,7 +57,7 @@ fn an_honest_donor_of_a_large_state_is_not_closed_for_its_rate() {
         2_000_000,
     );
     assert_eq!(w.run(Instant::from_millis(4_000)), Outcome::TimedOut);
-    w.add_client(PeerId(4), true, ClientConfig::default());
+    w.add_client(PeerId(4), true, false, seed);
     assert_eq!(w.run(Instant::from_millis(40_000)), Outcome::TimedOut);
     let closed = w.closed();
     assert!(
@@ -348,7 +82,7 @@ fn a_donor_dripping_one_chunk_at_a_time_is_replaced() {
         seed,
     );
     assert_eq!(w.run(Instant::from_millis(4_000)), Outcome::TimedOut);
-    w.add_client(PeerId(4), true, ClientConfig::default());
+    w.add_client(PeerId(4), true, false, seed);
     let (donor, tick, id) = w
         .run_until(10_000, |e| match e {
             SequencerEvent::SnapshotAsked { donor, tick, id } => Some((*donor, *tick, *id)),
@@ -409,24 +143,9 @@ fn a_joiner_acking_one_chunk_per_eight_seconds_gets_little_and_is_closed() {
         seed,
     );
     assert_eq!(w.run(Instant::from_millis(4_000)), Outcome::TimedOut);
-    let c = ClientSession::new(ClientConfig::default(), SERVER, w.sim.now()).unwrap();
-    w.sim.add(
-        PeerId(3),
-        Node::SlowAck(
-            c,
-            SlowAck {
-                every: Duration::from_secs(8),
-                last: None,
-                next: 0,
-                now: w.sim.now(),
-                got: 0,
-                sent: 0,
-                started: false,
-            },
-        ),
-    );
-    w.apps
-        .insert(PeerId(3), App::new(3, true, Tick::ZERO, w.bulk));
+    w.add_node(PeerId(3), true, false, seed, |c| {
+        Node::SlowAck(c, SlowAck::new(Duration::from_secs(8)))
+    });
     assert_eq!(w.run(Instant::from_millis(63_000)), Outcome::TimedOut);
     let Some(Node::SlowAck(_, s)) = w.sim.endpoint(PeerId(3)) else {
         unreachable!()
@@ -462,16 +181,9 @@ fn the_last_player_leaving_while_one_catches_up_does_not_seal_thousands_of_ticks
         seed,
     );
     // A spectator keeps the room company.
-    w.add_client(
-        PeerId(2),
-        false,
-        ClientConfig {
-            spectator: true,
-            ..ClientConfig::default()
-        },
-    );
+    w.add_client(PeerId(2), false, true, seed);
     assert_eq!(w.run(Instant::from_millis(4_000)), Outcome::TimedOut);
-    w.add_client(PeerId(3), true, ClientConfig::default());
+    w.add_client(PeerId(3), true, false, seed);
     let mut at = 4_000;
     // Mid-transfer: the snapshot is at the sequencer, on its way.
     while !w
@@ -517,7 +229,7 @@ fn a_joiner_resuming_mid_transfer_still_gets_in() {
         seed,
     );
     assert_eq!(w.run(Instant::from_millis(4_000)), Outcome::TimedOut);
-    w.add_client(PeerId(3), true, ClientConfig::default());
+    w.add_client(PeerId(3), true, false, seed);
     let mut at = 4_000;
     loop {
         at += 10;
@@ -533,14 +245,7 @@ fn a_joiner_resuming_mid_transfer_still_gets_in() {
     w.sim.freeze(PeerId(3));
     at += 1_500;
     assert_eq!(w.run(Instant::from_millis(at)), Outcome::TimedOut);
-    w.add_client(
-        PeerId(4),
-        true,
-        ClientConfig {
-            resume: Some(token),
-            ..ClientConfig::default()
-        },
-    );
+    w.reconnect(PeerId(4), token, seed);
     assert_eq!(w.run(Instant::from_millis(at + 25_000)), Outcome::TimedOut);
     assert!(
         w.server_events
@@ -576,7 +281,7 @@ fn one_donor_saying_too_large_twice_is_not_a_second_opinion() {
         seed,
     );
     assert_eq!(w.run(Instant::from_millis(4_000)), Outcome::TimedOut);
-    w.add_client(PeerId(3), true, ClientConfig::default());
+    w.add_client(PeerId(3), true, false, seed);
     let (liar, tick, id) = w
         .run_until(10_000, |e| match e {
             SequencerEvent::SnapshotAsked { donor, tick, id } => Some((*donor, *tick, *id)),
@@ -672,14 +377,7 @@ fn a_player_joining_a_room_only_a_spectator_is_left_in_gets_in() {
         LinkConditions::default(),
         seed,
     );
-    w.add_client(
-        PeerId(2),
-        false,
-        ClientConfig {
-            spectator: true,
-            ..ClientConfig::default()
-        },
-    );
+    w.add_client(PeerId(2), false, true, seed);
     assert_eq!(w.run(Instant::from_millis(4_000)), Outcome::TimedOut);
     w.sim
         .endpoint_mut(PeerId(1))
@@ -688,7 +386,7 @@ fn a_player_joining_a_room_only_a_spectator_is_left_in_gets_in() {
         .leave();
     assert_eq!(w.run(Instant::from_millis(5_000)), Outcome::TimedOut);
     let before = w.server().open_tick();
-    w.add_client(PeerId(3), true, ClientConfig::default());
+    w.add_client(PeerId(3), true, false, seed);
     assert_eq!(w.run(Instant::from_millis(15_000)), Outcome::TimedOut);
     let after = w.server().open_tick();
     assert!(

@@ -662,11 +662,8 @@ fn a_claimed_round_trip_does_not_freeze_a_room_after_single_player_mode() {
     for k in 0..50u64 {
         let now = w.sim.now();
         let stamp = ((now.as_micros() / 1000) as u32).wrapping_sub(59_000);
-        let mut out = Vec::new();
-        let mut dw =
-            lockstep_core::wire::DatagramWriter::new(&mut out, w.client(PeerId(1)).frame(), 1200);
-        dw.put(lockstep_core::wire::Message::Pong { stamp, held_ms: 0 });
-        dw.finish();
+        let pong = lockstep_core::wire::Message::Pong { stamp, held_ms: 0 };
+        let out = common::join::datagram(w.client(PeerId(1)).frame(), &[pong]);
         w.sim.net.send(PeerId(1), SERVER, &out);
         assert_eq!(
             w.run(Instant::from_millis(1_000 + 10 * (k + 1))),

@@ -5,7 +5,7 @@
 use super::star::{Node, SERVER};
 use super::toy::{App, Game};
 use lockstep_core::sequenced::{
-    ClientConfig, ClientSession, Sequencer, SequencerConfig, SequencerEvent,
+    ClientConfig, ClientSession, DropReason, Sequencer, SequencerConfig, SequencerEvent,
 };
 use lockstep_core::sim::{LinkConditions, Outcome, Sim, SimNetwork};
 use lockstep_core::{Instant, PeerId, Tick};
@@ -16,12 +16,25 @@ use std::time::Duration;
 /// trips.
 pub const BULK: usize = 200_000;
 
+/// One datagram of `msgs` with base `base`, as a client would send it.
+pub fn datagram(base: Tick, msgs: &[lockstep_core::wire::Message<'_>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = lockstep_core::wire::DatagramWriter::new(&mut out, base, 1200);
+    for m in msgs {
+        w.push(m).unwrap();
+    }
+    w.finish();
+    out
+}
+
 pub struct World {
     pub first: Tick,
     pub sim: Sim<Node>,
     pub apps: BTreeMap<PeerId, App>,
     pub server_events: Vec<SequencerEvent>,
     pub period: Duration,
+    /// Bytes of bulk in the games of clients added from now on.
+    pub bulk: usize,
 }
 
 impl World {
@@ -36,10 +49,32 @@ impl World {
         seed: u64,
         simulates: bool,
     ) -> Self {
+        Self::build(players, server, link, seed, simulates, BULK)
+    }
+
+    /// A room whose games carry `bulk` bytes of state.
+    pub fn with_bulk(
+        players: usize,
+        server: SequencerConfig,
+        link: LinkConditions,
+        seed: u64,
+        bulk: usize,
+    ) -> Self {
+        Self::build(players, server, link, seed, false, bulk)
+    }
+
+    fn build(
+        players: usize,
+        server: SequencerConfig,
+        link: LinkConditions,
+        seed: u64,
+        simulates: bool,
+        bulk: usize,
+    ) -> Self {
         let period = Duration::from_micros(1_000_000 / u64::from(server.tick_rate));
         let first = server.first_tick;
         let mut sim = Sim::new(SimNetwork::new(seed, link));
-        let game = Game::new(server.first_tick, BULK);
+        let game = Game::new(server.first_tick, bulk);
         let s = if simulates {
             Sequencer::with_simulation(server, Instant::ZERO, Box::new(game))
         } else {
@@ -53,6 +88,7 @@ impl World {
             apps: BTreeMap::new(),
             server_events: Vec::new(),
             period,
+            bulk,
         };
         for k in 1..=players as u32 {
             w.add_client(PeerId(k), false, false, seed);
@@ -75,7 +111,7 @@ impl World {
         self.sim.add(id, Node::Client(c));
         self.apps.insert(
             id,
-            App::new(seed ^ (u64::from(id.0) * 77), true, self.first, BULK),
+            App::new(seed ^ (u64::from(id.0) * 77), true, self.first, self.bulk),
         );
     }
 
@@ -96,7 +132,12 @@ impl World {
         self.sim.add(id, node(c));
         self.apps.insert(
             id,
-            App::new(seed ^ (u64::from(id.0) * 77), joining, self.first, BULK),
+            App::new(
+                seed ^ (u64::from(id.0) * 77),
+                joining,
+                self.first,
+                self.bulk,
+            ),
         );
     }
 
@@ -137,7 +178,7 @@ impl World {
                         events.push(ev);
                     }
                 }
-                Node::Client(c) | Node::Unacking(c) => {
+                Node::Client(c) | Node::Unacking(c) | Node::SlowAck(c, _) => {
                     if let Some(app) = apps.get_mut(&id) {
                         app.play(c);
                     }
@@ -168,6 +209,25 @@ impl World {
             }
         }
         None
+    }
+
+    /// The connections the sequencer closed, and why.
+    pub fn closed(&self) -> Vec<(PeerId, DropReason)> {
+        self.server_events
+            .iter()
+            .filter_map(|e| match e {
+                SequencerEvent::Closed { peer, reason, .. } => Some((*peer, reason.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The sequencer's events but joins: what a failing join assertion shows.
+    pub fn join_log(&self) -> Vec<&SequencerEvent> {
+        self.server_events
+            .iter()
+            .filter(|e| !matches!(e, SequencerEvent::Joined { .. }))
+            .collect()
     }
 
     pub fn client(&self, id: PeerId) -> &ClientSession<u16> {

@@ -18,19 +18,94 @@ pub enum Node {
     Client(ClientSession<u16>),
     /// A client whose datagrams lose every snapshot acknowledgement.
     Unacking(ClientSession<u16>),
+    /// A joiner crawling through its snapshot (see [`SlowAck`]).
+    SlowAck(ClientSession<u16>, SlowAck),
+}
+
+/// A joiner that lets one datagram out every `every` once its snapshot
+/// started, carrying nothing but an acknowledgement of exactly one chunk
+/// more than the last one did; it counts the bytes both ways from then.
+#[derive(Debug)]
+pub struct SlowAck {
+    pub every: Duration,
+    last: Option<Instant>,
+    next: u32,
+    now: Instant,
+    pub got: u64,
+    pub sent: u64,
+    started: bool,
+}
+
+impl SlowAck {
+    pub fn new(every: Duration) -> Self {
+        Self {
+            every,
+            last: None,
+            next: 0,
+            now: Instant::ZERO,
+            got: 0,
+            sent: 0,
+            started: false,
+        }
+    }
+
+    /// What it lets out of `c`'s next datagram, if anything.
+    fn transmit(&mut self, c: &mut ClientSession<u16>, buf: &mut Vec<u8>) -> Option<Transmit> {
+        use lockstep_core::wire::{Datagram, DatagramWriter, Message, SnapshotAck};
+        loop {
+            let t = c.poll_transmit(buf)?;
+            if !self.started {
+                if c.snapshot_progress().is_some() {
+                    self.started = true;
+                } else {
+                    return Some(t);
+                }
+            }
+            if self.last.is_some_and(|l| self.now - l < self.every) {
+                continue; // dropped: the attacker sends nothing
+            }
+            let d = Datagram::decode(&buf[..t.len], c.frame()).ok()?;
+            let mut out = Vec::new();
+            let mut w = DatagramWriter::new(&mut out, d.base, usize::MAX);
+            let mut acked = false;
+            for m in &d.messages {
+                if let Message::SnapshotAck(a) = m {
+                    self.next += 1;
+                    let _ = w.push(&Message::SnapshotAck(SnapshotAck {
+                        id: a.id,
+                        next: self.next,
+                        bits: 0,
+                    }));
+                    acked = true;
+                }
+            }
+            if !acked {
+                continue;
+            }
+            w.finish();
+            buf.clear();
+            buf.extend_from_slice(&out);
+            self.last = Some(self.now);
+            self.sent += buf.len() as u64;
+            return Some(Transmit {
+                destination: t.destination,
+                len: buf.len(),
+            });
+        }
+    }
 }
 
 impl Node {
     pub fn client(&self) -> Option<&ClientSession<u16>> {
         match self {
-            Self::Client(c) | Self::Unacking(c) => Some(c),
+            Self::Client(c) | Self::Unacking(c) | Self::SlowAck(c, _) => Some(c),
             Self::Server(_) => None,
         }
     }
 
     pub fn client_mut(&mut self) -> Option<&mut ClientSession<u16>> {
         match self {
-            Self::Client(c) | Self::Unacking(c) => Some(c),
+            Self::Client(c) | Self::Unacking(c) | Self::SlowAck(c, _) => Some(c),
             Self::Server(_) => None,
         }
     }
@@ -38,7 +113,7 @@ impl Node {
     pub fn server(&self) -> Option<&Sequencer<u16>> {
         match self {
             Self::Server(s) => Some(s),
-            Self::Client(_) | Self::Unacking(_) => None,
+            _ => None,
         }
     }
 }
@@ -52,6 +127,13 @@ impl Endpoint for Node {
             Self::Client(c) | Self::Unacking(c) => {
                 c.handle_datagram(from, d, now).map_err(|e| e.to_string())
             }
+            Self::SlowAck(c, s) => {
+                s.now = now;
+                if s.started {
+                    s.got += d.len() as u64;
+                }
+                c.handle_datagram(from, d, now).map_err(|e| e.to_string())
+            }
         }
     }
 
@@ -59,6 +141,10 @@ impl Endpoint for Node {
         match self {
             Self::Server(s) => s.handle_timeout(now),
             Self::Client(c) | Self::Unacking(c) => c.handle_timeout(now),
+            Self::SlowAck(c, s) => {
+                s.now = now;
+                c.handle_timeout(now);
+            }
         }
     }
 
@@ -66,6 +152,7 @@ impl Endpoint for Node {
         match self {
             Self::Server(s) => s.poll_transmit(buf),
             Self::Client(c) => c.poll_transmit(buf),
+            Self::SlowAck(c, s) => s.transmit(c, buf),
             Self::Unacking(c) => {
                 let t = c.poll_transmit(buf)?;
                 let reference = c.frame();
@@ -91,7 +178,7 @@ impl Endpoint for Node {
     fn poll_timeout(&self) -> Option<Instant> {
         match self {
             Self::Server(s) => s.poll_timeout(),
-            Self::Client(c) | Self::Unacking(c) => c.poll_timeout(),
+            Self::Client(c) | Self::Unacking(c) | Self::SlowAck(c, _) => c.poll_timeout(),
         }
     }
 }
