@@ -747,3 +747,55 @@ fn a_player_back_from_a_drop_holds_nobody_up_while_it_catches_up() {
     assert_reconnected(&w, PeerId(11));
     assert!(w.assert_states_agree(&[PeerId(11), PeerId(2), PeerId(3)], seed) > 300);
 }
+
+/// A player taking its own seat back (nobody else can: the proof is bound
+/// to the handshake's cookie, which a forged address never gets) may name
+/// any first frame it lacks. Out of range (before the history, past the
+/// open tick, the last tick there is) it changes nothing but how its seat
+/// comes back: a snapshot, or a refusal; the honest players play on and
+/// end on one state.
+#[test]
+fn a_resume_naming_any_first_frame_changes_nothing_for_the_others() {
+    let seed = 23;
+    for (k, claim) in [u32::MAX, 0, 5, 1_000_000].into_iter().enumerate() {
+        let mut config = grace_config(deadline(), Duration::from_secs(30));
+        config.history = 64;
+        let mut w = World::new(3, config, LinkConditions::default(), seed);
+        assert_eq!(w.run(Instant::from_millis(4_000)), Outcome::TimedOut);
+        let token = w.client(PeerId(1)).welcome().unwrap().token;
+        w.sim.freeze(PeerId(1));
+        assert_eq!(w.run(Instant::from_millis(5_500)), Outcome::TimedOut);
+        let hello = lockstep_core::wire::Hello {
+            resume: Some(lockstep_core::admission::resume_proof(&token, &[], None)),
+            resume_from: Some(Tick::new(claim)),
+            ..lockstep_core::wire::Hello::default()
+        };
+        let bytes = common::join::datagram(
+            w.server().open_tick(),
+            &[
+                lockstep_core::wire::Message::Hello(hello),
+                lockstep_core::wire::Message::Padding { len: 128 },
+            ],
+        );
+        let liar = PeerId(50 + k as u32);
+        w.sim.net.send(liar, SERVER, &bytes);
+        assert_eq!(w.run(Instant::from_millis(12_000)), Outcome::TimedOut);
+        let resumed = w
+            .server_events
+            .iter()
+            .any(|e| matches!(e, SequencerEvent::Resumed { peer, .. } if *peer == liar));
+        let refused = w
+            .server_events
+            .iter()
+            .any(|e| matches!(e, SequencerEvent::Rejected { peer, .. } if *peer == liar));
+        assert!(resumed || refused, "claim {claim}: {:?}", w.join_log());
+        assert!(
+            w.assert_states_agree(&[PeerId(2), PeerId(3)], seed) > 300,
+            "claim {claim}"
+        );
+        assert!(
+            w.server().open_tick().get() > 300,
+            "claim {claim}: the game went on"
+        );
+    }
+}
