@@ -1,14 +1,17 @@
 //! An arbitrary sequence of calls on a three-player mesh with an observer,
 //! with datagrams delivered, dropped, duplicated, reordered or replaced by
+//! fuzzer bytes, snapshots handed over and restored (the observer's window
+//! is short, so it falls behind), and forged snapshots whose envelope is
 //! fuzzer bytes. Whatever happens: no panic, buffers within their bound,
 //! and any two sessions agree on every frame both ran.
 #![no_main]
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use lockstep_core::{
-    Frame, Instant, MeshConfig, MeshSession, PeerId, PlayerId, Roster, StreamHash,
-};
+use lockstep_core::snapshot::{Snapshot, SnapshotLimits, SnapshotSender};
+use lockstep_core::wire::{DatagramWriter, Message};
+use lockstep_core::{Event, Frame, Instant, MeshConfig, MeshSession, PeerId, PlayerId, Roster, Tick};
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Duration;
 
 const PEERS: usize = 4;
@@ -29,6 +32,44 @@ enum Op {
     Abandon { peer: u8, seat: u8 },
     Leave { peer: u8 },
     Checksum { peer: u8 },
+    /// Answers every snapshot request with the current state.
+    Donate { peer: u8 },
+    /// Takes a snapshot in hand and restores it.
+    Restore { peer: u8 },
+    /// A whole, well-formed snapshot whose envelope is fuzzer bytes.
+    ForgedSnapshot { peer: u8, from: u8, ahead: u16, bytes: Vec<u8> },
+    AddObserver { peer: u8, id: u8 },
+    RemoveObserver { peer: u8, id: u8 },
+}
+
+/// The state after each tick run, by tick; `None` for ticks a snapshot
+/// skipped.
+#[derive(Default)]
+struct Game {
+    chain: Vec<Option<u64>>,
+    state: u64,
+    asked: bool,
+}
+
+impl Game {
+    fn run(&mut self, f: &Frame<u16>) {
+        assert_eq!(f.tick.get() as usize, self.chain.len(), "frames in order, each once");
+        let mut h = DefaultHasher::new();
+        (self.state, &f.inputs, &f.events).hash(&mut h);
+        self.state = h.finish();
+        self.chain.push(Some(self.state));
+    }
+
+    /// Restores `s`; false if it is not a state of this game (forged).
+    fn restore(&mut self, s: &Snapshot) -> bool {
+        let at = s.tick.get() as usize;
+        assert!(at >= self.chain.len(), "a snapshot of a state already run past");
+        let raw = <[u8; 8]>::try_from(s.bytes.as_slice()).ok();
+        self.state = raw.map_or(0, u64::from_le_bytes);
+        self.chain.resize(at, None);
+        self.chain.push(Some(self.state));
+        raw.is_some()
+    }
 }
 
 fuzz_target!(|ops: Vec<Op>| {
@@ -37,23 +78,22 @@ fuzz_target!(|ops: Vec<Op>| {
         .player(PeerId(1), PlayerId(1))
         .player(PeerId(2), PlayerId(2))
         .observer(PeerId(3));
-    let config = MeshConfig { abandon_after: Some(Duration::from_secs(2)), ..MeshConfig::default() };
+    let config = MeshConfig {
+        abandon_after: Some(Duration::from_secs(2)),
+        observer_window: 16,
+        ..MeshConfig::default()
+    };
     let mut now = Instant::ZERO;
     let mut sessions: Vec<MeshSession<u16>> = (0..PEERS as u32)
         .map(|i| MeshSession::new(config.clone(), roster.clone(), PeerId(i), now).expect("config"))
         .collect();
-    let mut chains: Vec<Vec<u64>> = vec![Vec::new(); PEERS];
-    let mut hashes: Vec<StreamHash> = (0..PEERS).map(|_| StreamHash::new()).collect();
+    let mut games: Vec<Game> = (0..PEERS).map(|_| Game::default()).collect();
     let mut wire: Vec<(usize, usize, Vec<u8>)> = Vec::new();
     let mut buf = Vec::new();
     // Forged bytes that decode are another peer's word: a mesh trusts its
     // peers' addresses, so after one is accepted agreement is not checked.
     let mut tainted = false;
     let pick = |p: u8| usize::from(p) % PEERS;
-    let record = |i: usize, f: &Frame<u16>, chains: &mut Vec<Vec<u64>>, hashes: &mut Vec<StreamHash>| {
-        hashes[i].push(f);
-        chains[i].push(hashes[i].value());
-    };
     for op in ops.into_iter().take(2_000) {
         match op {
             Op::Commit { peer, input } => {
@@ -62,7 +102,10 @@ fuzz_target!(|ops: Vec<Op>| {
             Op::Advance { peer } => {
                 let i = pick(peer);
                 while let Some(f) = sessions[i].advance() {
-                    record(i, &f, &mut chains, &mut hashes);
+                    games[i].run(&f);
+                }
+                while let Some(ev) = sessions[i].poll_event() {
+                    games[i].asked |= matches!(ev, Event::SnapshotRequested { .. });
                 }
             }
             Op::Timeout { peer } => sessions[pick(peer)].handle_timeout(now),
@@ -70,7 +113,8 @@ fuzz_target!(|ops: Vec<Op>| {
             Op::Send { peer } => {
                 let i = pick(peer);
                 while let Some(t) = sessions[i].poll_transmit(&mut buf) {
-                    if wire.len() < 256 {
+                    // Added observers have no session here: their datagrams go nowhere.
+                    if wire.len() < 256 && (t.destination.0 as usize) < PEERS {
                         wire.push((i, t.destination.0 as usize, buf[..t.len].to_vec()));
                     }
                 }
@@ -117,9 +161,44 @@ fuzz_target!(|ops: Vec<Op>| {
             Op::Leave { peer } => sessions[pick(peer)].leave(),
             Op::Checksum { peer } => {
                 let i = pick(peer);
-                if let Some(last) = chains[i].len().checked_sub(1) {
-                    let _ = sessions[i].report_checksum(lockstep_core::Tick::new(last as u32), chains[i][last]);
+                if let Some(last) = games[i].chain.len().checked_sub(1) {
+                    let _ = sessions[i].report_checksum(Tick::new(last as u32), games[i].state);
                 }
+            }
+            Op::Donate { peer } => {
+                let i = pick(peer);
+                if let Some(last) = games[i].chain.len().checked_sub(1).filter(|_| games[i].asked) {
+                    games[i].asked = false;
+                    let bytes = games[i].state.to_le_bytes().to_vec();
+                    let _ = sessions[i].provide_snapshot(Tick::new(last as u32), bytes);
+                }
+            }
+            Op::Restore { peer } => {
+                let i = pick(peer);
+                if let Some(s) = sessions[i].take_snapshot() {
+                    tainted |= !games[i].restore(&s);
+                }
+            }
+            Op::ForgedSnapshot { peer, from, ahead, bytes } => {
+                let i = pick(peer);
+                let tick = sessions[i].frame().saturating_add(u32::from(ahead));
+                let limits = SnapshotLimits::default();
+                let Ok(mut tx) = SnapshotSender::new(9, &Snapshot::new(tick, bytes), 1000, &limits) else {
+                    continue;
+                };
+                let mut d = Vec::new();
+                let mut w = DatagramWriter::new(&mut d, tick, 1200);
+                if let Some(c) = tx.next_chunk(now) {
+                    let _ = w.push(&Message::SnapshotChunk(c.as_message()));
+                }
+                w.finish();
+                tainted |= sessions[i].handle_datagram(PeerId(u32::from(from) % 6), &d, now).is_ok();
+            }
+            Op::AddObserver { peer, id } => {
+                let _ = sessions[pick(peer)].add_observer(PeerId(u32::from(id) % 8));
+            }
+            Op::RemoveObserver { peer, id } => {
+                let _ = sessions[pick(peer)].remove_observer(PeerId(u32::from(id) % 8));
             }
         }
         for s in &sessions {
@@ -131,9 +210,9 @@ fuzz_target!(|ops: Vec<Op>| {
     }
     for a in 0..PEERS {
         for b in 0..PEERS {
-            let n = chains[a].len().min(chains[b].len());
-            if n > 0 {
-                assert_eq!(chains[a][n - 1], chains[b][n - 1], "peers {a} and {b} disagree");
+            let n = games[a].chain.len().min(games[b].chain.len());
+            if let (Some(Some(x)), Some(Some(y))) = (n.checked_sub(1).map(|k| games[a].chain[k]), n.checked_sub(1).map(|k| games[b].chain[k])) {
+                assert_eq!(x, y, "peers {a} and {b} disagree");
             }
         }
     }

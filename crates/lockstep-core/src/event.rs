@@ -51,18 +51,28 @@ pub enum Event {
         /// `tick`, the room's first).
         kept: bool,
     },
-    /// The sequencer asks for the game's state right after `tick`, for a
-    /// player joining the game under way: once the game has run frame
-    /// `tick` (or now, if it just did), it hands the state to
-    /// [`provide_snapshot`](crate::sequenced::ClientSession::provide_snapshot).
+    /// The game's state is wanted for someone joining the game under way.
+    ///
+    /// Sequenced: the sequencer asks for the state right after `tick`, for
+    /// a joining player; once the game has run frame `tick` (or now, if it
+    /// just did), it hands that state to
+    /// [`ClientSession::provide_snapshot`](crate::sequenced::ClientSession::provide_snapshot).
+    ///
+    /// Mesh: an observer fell behind the frames kept for it, or joined
+    /// late; any state from `tick` on will do, so the game hands its
+    /// current one to
+    /// [`MeshSession::provide_snapshot`](crate::MeshSession::provide_snapshot)
+    /// at once.
     SnapshotRequested {
         /// The tick the state must follow.
         tick: Tick,
     },
-    /// The game's state after `tick` arrived (we joined a game under way):
-    /// take it with
-    /// [`take_snapshot`](crate::sequenced::ClientSession::take_snapshot),
-    /// restore it, then run frames from `tick + 1` as they come.
+    /// The game's state after `tick` arrived (we joined a game under way,
+    /// or, as a mesh observer, fell too far behind): take it with the
+    /// session's `take_snapshot`
+    /// ([sequenced](crate::sequenced::ClientSession::take_snapshot),
+    /// [mesh](crate::MeshSession::take_snapshot)), replace the game's state
+    /// with it, then run frames from `tick + 1` as they come.
     Snapshot {
         /// The tick the state follows.
         tick: Tick,

@@ -186,6 +186,12 @@ pub struct SnapshotSender {
 /// Full resend rounds without progress before the sender only probes.
 const FULL_ROUNDS: u32 = 3;
 
+/// Chunks sent before the receiver acknowledges any: a receiver that never
+/// asked (its address forged) gets a few datagrams, not a window of them.
+/// Each chunk acknowledged grows the window by one, up to the configured
+/// one: it doubles every round trip.
+const INITIAL_WINDOW: u32 = 4;
+
 impl SnapshotSender {
     /// Prepares `snapshot` as snapshot `id`, in chunks of at most
     /// `chunk_len` bytes (what a datagram has room for).
@@ -236,7 +242,7 @@ impl SnapshotSender {
             progress: None,
             rounds: 0,
             resent_at: None,
-            cwnd: limits.window.max(1),
+            cwnd: limits.window.clamp(1, INITIAL_WINDOW),
             started: None,
         })
     }
@@ -255,7 +261,7 @@ impl SnapshotSender {
             progress: None,
             rounds: 0,
             resent_at: None,
-            cwnd: self.limits.window.max(1),
+            cwnd: self.limits.window.clamp(1, INITIAL_WINDOW),
             started: None,
             ..self.clone()
         }
@@ -374,7 +380,14 @@ impl SnapshotSender {
     /// When a chunk next falls due by time alone (a resend), if any.
     pub fn next_resend(&self) -> Option<Instant> {
         let window_end = self.base.saturating_add(self.cwnd.max(1)).min(self.count);
-        (self.base..window_end)
+        // Past the full rounds only the first missing chunk is probed: a
+        // later one sent long ago is not due (the same rule as `due`).
+        let end = if self.rounds >= FULL_ROUNDS {
+            (self.base + 1).min(window_end)
+        } else {
+            window_end
+        };
+        (self.base..end)
             .filter(|&i| !self.acked[i as usize])
             .filter_map(|i| self.sent[i as usize])
             .min()
@@ -728,6 +741,29 @@ mod tests {
         assert_eq!(sent, count);
     }
 
+    #[test]
+    fn a_receiver_that_never_acknowledges_gets_four_chunks_then_probes() {
+        let mut rng = SimRng::new(4);
+        let state = Snapshot::new(Tick::new(5), pseudo_state(&mut rng, 200_000));
+        let mut tx = SnapshotSender::new(1, &state, 1_100, &SnapshotLimits::default()).unwrap();
+        let mut sent = 0;
+        let mut now = Instant::ZERO;
+        // A minute of silence from the receiver (its address forged, say).
+        for _ in 0..600 {
+            while tx.next_chunk(now).is_some() {
+                sent += 1;
+            }
+            now += Duration::from_millis(100);
+        }
+        // Four at first, resent in three rounds of a halving window (4, 2,
+        // 1), then one probe every 1.6 s: 48 chunks of 1.1 KB in a minute.
+        assert!(
+            sent <= 4 + 4 + 2 + 1 + 60 / 2 * 10 / 8 + 1,
+            "{sent} chunks for no acknowledgement"
+        );
+        assert!(sent >= 4);
+    }
+
     /// A chunk held with its own bytes.
     struct Owned {
         meta: SnapshotChunk<'static>,
@@ -746,12 +782,24 @@ mod tests {
     fn chunks_of(state: &Snapshot) -> Vec<Owned> {
         let mut tx = SnapshotSender::new(4, state, 100, &SnapshotLimits::default()).unwrap();
         let mut out = Vec::new();
-        while let Some(c) = tx.next_chunk(Instant::ZERO) {
-            let m = c.as_message();
-            out.push(Owned {
-                meta: SnapshotChunk { data: &[], ..m },
-                data: m.data.to_vec(),
-            });
+        while !tx.done() {
+            while let Some(c) = tx.next_chunk(Instant::ZERO) {
+                let m = c.as_message();
+                out.push(Owned {
+                    meta: SnapshotChunk { data: &[], ..m },
+                    data: m.data.to_vec(),
+                });
+            }
+            // Acknowledged, the window opens on the next chunks.
+            let next = out.len() as u32;
+            tx.take_ack(
+                &SnapshotAck {
+                    id: 4,
+                    next,
+                    bits: 0,
+                },
+                Instant::ZERO,
+            );
         }
         out
     }

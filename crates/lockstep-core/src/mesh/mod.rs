@@ -5,6 +5,7 @@
 //! in hand. See [`MeshSession`] for the rules and the call order.
 
 mod abandon;
+mod observe;
 mod packet;
 mod store;
 
@@ -17,6 +18,7 @@ use crate::error::{
 use crate::frame::SystemEvent;
 use crate::pause::{PauseAgreement, PauseChange};
 use crate::shared::{Events, Rtt};
+use crate::snapshot::{SnapshotLimits, SnapshotSender};
 use crate::wire::{self, Abandon, Datagram, Endorsement, Message, WireError};
 use crate::{Event, Frame, Input, Instant, PeerId, PlayerId, Tick};
 use core::time::Duration;
@@ -69,8 +71,12 @@ pub struct MeshConfig {
     /// Silence after which a player is abandoned automatically; `None`
     /// leaves it to the game to call [`MeshSession::abandon`].
     pub abandon_after: Option<Duration>,
-    /// How many frames are kept for an observer that has fallen behind.
+    /// How many frames are kept for an observer that has fallen behind;
+    /// one further behind (or one that joins late) is sent a snapshot.
     pub observer_window: u32,
+    /// Bounds on the snapshots sent to observers that fell behind and taken
+    /// by an observer catching up.
+    pub snapshot: SnapshotLimits,
     /// How many checksums are held, per peer and locally.
     pub checksum_window: usize,
     /// A hash of the game's build and content. Peers with different
@@ -96,6 +102,7 @@ impl Default for MeshConfig {
             interrupt_after: Duration::from_millis(1000),
             abandon_after: Some(Duration::from_secs(10)),
             observer_window: 1024,
+            snapshot: SnapshotLimits::default(),
             checksum_window: 128,
             fingerprint: 0,
             ping_interval: Duration::from_millis(1000),
@@ -212,6 +219,9 @@ pub struct MeshStats {
     pub inputs_refused: u64,
     /// Events dropped because the game did not drain them.
     pub events_dropped: u64,
+    /// Snapshot chunks (or whole snapshots) refused: a bad checksum, over
+    /// the cap, inconsistent.
+    pub snapshot_errors: u64,
     /// Ticks held in the input store.
     pub buffered_ticks: usize,
     /// Checksums held (local and received).
@@ -297,6 +307,48 @@ struct Peer {
     lifted_known: Option<Tick>,
     rtt: Rtt,
     checks: RemoteChecksums,
+    /// The snapshot we send it, an observer too far behind for frames.
+    outgoing: Option<Box<SnapshotSender>>,
+    /// The last datagram to it had no room for a chunk that was due:
+    /// chunks wait for the next datagram instead of forcing one.
+    chunk_starved: bool,
+}
+
+impl Peer {
+    fn new(id: PeerId, seat: Option<PlayerId>, width: usize, first: Tick, now: Instant) -> Self {
+        Self {
+            id,
+            seat,
+            next_tick: first,
+            acks: vec![None; width],
+            votes: Vec::new(),
+            frozen: Vec::new(),
+            endorsed: Vec::new(),
+            last_heard: None,
+            last_input: None,
+            waits_on_itself: false,
+            waited_since: None,
+            interrupted: false,
+            last_sent: None,
+            told_next: first,
+            flush: false,
+            ack_pending: false,
+            checks_owed: false,
+            greeted: false,
+            welcomed: false,
+            owe_welcome: false,
+            refused: None,
+            incompatible: None,
+            left: false,
+            pong_owed: None,
+            ping_due: now,
+            lifted_known: None,
+            rtt: Rtt::default(),
+            checks: RemoteChecksums::default(),
+            outgoing: None,
+            chunk_starved: false,
+        }
+    }
 }
 
 /// One peer's side of a peer-to-peer lockstep session.
@@ -419,6 +471,11 @@ pub struct MeshSession<I: Input> {
     decisions: Vec<(PlayerId, Tick)>,
     events: Events<Event>,
     stats: MeshStats,
+    /// As the feeder: the state asked of the game for observers too far
+    /// behind for frames.
+    donor: observe::Donor,
+    /// As an observer: a snapshot to catch up from.
+    incoming: Option<Box<observe::Incoming>>,
     stall_started: Option<Instant>,
     /// Inputs committed since the game last got a frame.
     commits_since_frame: u32,
@@ -484,36 +541,7 @@ impl<I: Input> MeshSession<I> {
             .members()
             .iter()
             .filter(|(p, _)| *p != local)
-            .map(|&(id, seat)| Peer {
-                id,
-                seat,
-                next_tick: config.first_tick,
-                acks: vec![None; width],
-                votes: Vec::new(),
-                frozen: Vec::new(),
-                endorsed: Vec::new(),
-                last_heard: None,
-                last_input: None,
-                waits_on_itself: false,
-                waited_since: None,
-                interrupted: false,
-                last_sent: None,
-                told_next: config.first_tick,
-                flush: false,
-                ack_pending: false,
-                checks_owed: false,
-                greeted: false,
-                welcomed: false,
-                owe_welcome: false,
-                refused: None,
-                incompatible: None,
-                left: false,
-                pong_owed: None,
-                ping_due: now,
-                lifted_known: None,
-                rtt: Rtt::default(),
-                checks: RemoteChecksums::default(),
-            })
+            .map(|&(id, seat)| Peer::new(id, seat, width, config.first_tick, now))
             .collect();
         let config_first = config.first_tick;
         let next_commit = config.first_tick.saturating_add(config.delay);
@@ -539,6 +567,8 @@ impl<I: Input> MeshSession<I> {
             decisions: Vec::new(),
             events: Events::new(EVENT_QUEUE_CAP),
             stats: MeshStats::default(),
+            donor: observe::Donor::default(),
+            incoming: None,
             stall_started: None,
             commits_since_frame: 0,
             cursor: 0,
@@ -748,7 +778,7 @@ impl<I: Input> MeshSession<I> {
     /// `None` means "not yet": a missing input (see
     /// [`awaiting`](Self::awaiting)) or the pause frame.
     pub fn advance(&mut self) -> Option<Frame<I>> {
-        if self.frozen() {
+        if self.frozen() || self.snapshot_waiting() {
             return None;
         }
         let tick = self.next_tick;
@@ -767,6 +797,7 @@ impl<I: Input> MeshSession<I> {
         let next = tick.next()?;
         self.commits_since_frame = 0;
         if self.local_seat.is_none() {
+            self.drop_passed_snapshot();
             // Observers learn membership from the frames themselves.
             for ev in &frame.events {
                 if let SystemEvent::Abandoned { player } = *ev {
@@ -790,6 +821,7 @@ impl<I: Input> MeshSession<I> {
             }
         }
         self.prune();
+        self.plan_snapshots();
         Some(frame)
     }
 
@@ -855,6 +887,41 @@ impl<I: Input> MeshSession<I> {
         self.vote(player);
         self.progress_abandonments();
         Ok(())
+    }
+
+    /// Adds an observer to a session under way (the game learned of it
+    /// from its lobby, as it learned the roster). Its own session lists the
+    /// players and itself; it is sent the game's state as a snapshot (see
+    /// [`Event::SnapshotRequested`]), then frames. Datagrams from a peer not
+    /// added are refused as [`DatagramError::UnknownPeer`].
+    ///
+    /// ```
+    /// use lockstep_core::{ConfigError, Instant, MeshConfig, MeshSession, PeerId, PlayerId, Roster};
+    /// let roster = Roster::new().player(PeerId(0), PlayerId(0)).player(PeerId(1), PlayerId(1));
+    /// let mut s = MeshSession::<u8>::new(MeshConfig::default(), roster, PeerId(0), Instant::ZERO)?;
+    /// s.add_observer(PeerId(7))?;
+    /// assert_eq!(s.add_observer(PeerId(1)), Err(ConfigError::DuplicatePeer(PeerId(1))));
+    /// assert!(s.remove_observer(PeerId(7)));
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn add_observer(&mut self, peer: PeerId) -> Result<(), ConfigError> {
+        if peer == self.local || self.peers.iter().any(|p| p.id == peer) {
+            return Err(ConfigError::DuplicatePeer(peer));
+        }
+        let (width, first, now) = (self.seats.len(), self.start, self.now);
+        self.peers.push(Peer::new(peer, None, width, first, now));
+        Ok(())
+    }
+
+    /// Forgets an observer (it left, or the game stopped admitting it):
+    /// nothing more is sent to it and its datagrams are refused. Returns
+    /// whether it was one. Players are never removed: they are abandoned.
+    pub fn remove_observer(&mut self, peer: PeerId) -> bool {
+        let before = self.peers.len();
+        self.peers.retain(|p| p.seat.is_some() || p.id != peer);
+        self.cursor = 0;
+        self.prune();
+        self.peers.len() < before
     }
 
     /// Leaves the session: every peer is told goodbye (and abandons this
@@ -933,7 +1000,22 @@ impl<I: Input> MeshSession<I> {
             .iter()
             .position(|p| p.id == from)
             .ok_or(DatagramError::UnknownPeer(from))?;
-        let d = match Datagram::decode(datagram, self.next_tick) {
+        // The header holds the low 16 bits of the sender's tick, read as
+        // the tick nearest to ours between players (never more than a lead
+        // apart), and to where the sender was last when an observer is at
+        // either end: right unless it moved 32 768 ticks since, which only
+        // an observer far behind (or jumping ahead from a snapshot) does.
+        // Those datagrams open with the full tick (a Hello's `resume_from`,
+        // a Welcome's `tick`): the anchor the header is read against.
+        let anchor = wire::peek_anchor(datagram);
+        let players = self.local_seat.is_some() && self.peers[idx].seat.is_some();
+        let guess = if players {
+            self.next_tick
+        } else {
+            self.peers[idx].next_tick
+        };
+        let reference = anchor.unwrap_or(guess);
+        let d = match Datagram::decode(datagram, reference) {
             Ok(d) => d,
             Err(e) => {
                 if let WireError::UnsupportedVersion { ours, theirs } = e {
@@ -942,19 +1024,28 @@ impl<I: Input> MeshSession<I> {
                 return Err(e.into());
             }
         };
+        let anchored = anchor.is_some();
         if let Some(reason) = self.peers[idx].incompatible {
             return Err(DatagramError::Incompatible(reason));
         }
         // Everything is validated and decoded before any state changes.
         let r = self.read(idx, &d)?;
         self.take_handshake(idx, &r)?;
-        self.take_peer_state(idx, &r, d.base);
+        self.take_peer_state(idx, &r, d.base, anchored);
         self.take_pause(idx, &r);
         self.take_bye(idx, &r);
         self.take_abandon(idx, r.abandon);
         self.take_inputs(idx, r.inputs);
         self.take_frames(idx, r.frames);
+        for c in &r.chunks {
+            self.take_chunk(idx, c);
+        }
+        if let Some(ack) = r.snapshot_ack {
+            self.take_snapshot_ack(idx, &ack);
+        }
         self.progress_abandonments();
+        self.plan_snapshots();
+        self.flush_chunks();
         Ok(())
     }
 
@@ -1023,9 +1114,9 @@ impl<I: Input> MeshSession<I> {
                 }
                 Message::Ping { stamp } => r.ping = Some(*stamp),
                 Message::Pong { stamp, held_ms } => r.pong = Some((*stamp, *held_ms)),
-                Message::SnapshotChunk(_)
-                | Message::SnapshotRequest { .. }
-                | Message::SnapshotAck(_)
+                Message::SnapshotChunk(c) => r.chunks.push(*c),
+                Message::SnapshotAck(a) => r.snapshot_ack = Some(*a),
+                Message::SnapshotRequest { .. }
                 | Message::CaughtUp { .. }
                 | Message::Error { .. }
                 | Message::Challenge { .. }
@@ -1070,7 +1161,7 @@ impl<I: Input> MeshSession<I> {
 
     /// What the datagram says about its sender: it is alive, where it is,
     /// what it holds, its round trip and its checksums.
-    fn take_peer_state(&mut self, idx: usize, r: &Received<'_, I>, base: Tick) {
+    fn take_peer_state(&mut self, idx: usize, r: &Received<'_, I>, base: Tick, anchored: bool) {
         let now = self.now;
         let p = &mut self.peers[idx];
         p.last_heard = Some(now);
@@ -1083,7 +1174,13 @@ impl<I: Input> MeshSession<I> {
             self.push_event(Event::Recovered { peer, player });
         }
         let p = &mut self.peers[idx];
-        p.next_tick = p.next_tick.max(base);
+        // An anchored position is the sender's own word, also backwards
+        // (it restarted, or an earlier reading was off by 65 536).
+        p.next_tick = if anchored {
+            base
+        } else {
+            p.next_tick.max(base)
+        };
         p.waits_on_itself = r.waits_on_itself;
         if let Some(stamp) = r.ping {
             p.pong_owed = Some((stamp, now));
@@ -1326,6 +1423,8 @@ impl<I: Input> MeshSession<I> {
             self.vote(seat);
         }
         self.progress_abandonments();
+        self.plan_snapshots();
+        self.flush_chunks();
     }
 
     /// Writes the next datagram to send into `buf`.
@@ -1336,10 +1435,10 @@ impl<I: Input> MeshSession<I> {
             if self.peers[i].flush {
                 self.cursor = (i + 1) % n;
                 buf.clear();
-                self.build_datagram(i, buf);
+                let more = self.build_datagram(i, buf);
                 let now = self.now;
                 let p = &mut self.peers[i];
-                p.flush = false;
+                p.flush = more;
                 p.ack_pending = false;
                 p.checks_owed = false;
                 p.pong_owed = None;
@@ -1379,6 +1478,9 @@ impl<I: Input> MeshSession<I> {
                     consider(t);
                 }
             }
+        }
+        if let Some(t) = self.snapshot_timeout() {
+            consider(t);
         }
         next
     }
@@ -1561,7 +1663,13 @@ impl<I: Input> MeshSession<I> {
                 let keep = match p.seat {
                     Some(s) if self.seat_live(s) => p.next_tick,
                     Some(_) => continue,
-                    None => p.next_tick.max(self.next_tick.saturating_sub(window)),
+                    // An observer being sent a snapshot needs the frames
+                    // after it, whatever position it claims meanwhile.
+                    None => {
+                        let sent = p.outgoing.as_ref().map(|tx| tx.tick().saturating_add(1));
+                        let want = sent.map_or(p.next_tick, |t| t.min(p.next_tick));
+                        want.max(self.next_tick.saturating_sub(window))
+                    }
                 };
                 floor = floor.min(keep);
             }
@@ -1606,7 +1714,10 @@ impl<I: Input> MeshSession<I> {
             return true;
         }
         if p.seat.is_none() {
-            return self.is_feeder() && p.next_tick < self.min_live_next();
+            // One behind every frame held is fed a snapshot instead.
+            return self.is_feeder()
+                && p.next_tick >= self.store.base()
+                && p.next_tick < self.min_live_next();
         }
         let unacked_own = self.local_seat.is_some_and(|s| {
             p.acks[s.index()].unwrap_or(p.next_tick).max(p.next_tick) < self.next_commit
@@ -1670,6 +1781,8 @@ struct Received<'a, I> {
     ping: Option<u32>,
     pong: Option<(u32, u32)>,
     waits_on_itself: bool,
+    chunks: Vec<wire::SnapshotChunk<'a>>,
+    snapshot_ack: Option<wire::SnapshotAck>,
 }
 
 impl<I> Default for Received<'_, I> {
@@ -1689,6 +1802,8 @@ impl<I> Default for Received<'_, I> {
             ping: None,
             pong: None,
             waits_on_itself: false,
+            chunks: Vec::new(),
+            snapshot_ack: None,
         }
     }
 }

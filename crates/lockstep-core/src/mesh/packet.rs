@@ -19,8 +19,9 @@ const RUN_HEADER: usize = 12;
 const INPUTS_HEADER: usize = 3;
 
 impl<I: Input> MeshSession<I> {
-    /// Writes the datagram for peer `i` into `buf`.
-    pub(super) fn build_datagram(&mut self, i: usize, buf: &mut Vec<u8>) {
+    /// Writes the datagram for peer `i` into `buf`; returns whether another
+    /// should follow at once (snapshot chunks are due that did not fit).
+    pub(super) fn build_datagram(&mut self, i: usize, buf: &mut Vec<u8>) -> bool {
         let now = self.now;
         let budget = self.config.max_datagram;
         let mut w = DatagramWriter::new(buf, self.next_tick, budget);
@@ -31,7 +32,7 @@ impl<I: Input> MeshSession<I> {
         if let Some(reason) = p.refused {
             w.put(Message::Reject(reason.as_reject()));
             w.finish();
-            return;
+            return false;
         }
         if self.leaving {
             w.put(Message::Bye {
@@ -39,10 +40,14 @@ impl<I: Input> MeshSession<I> {
                 text: "",
             });
         }
-        if !p.welcomed {
+        // Until welcomed, and again while the peer is silent: the Hello
+        // carries our full tick, which anchors how it reads the datagram's
+        // 16-bit one after a long silence.
+        if !p.welcomed || p.interrupted {
             w.put(Message::Hello(Hello {
                 fingerprint: self.config.fingerprint,
                 spectator: self.local_seat.is_none(),
+                resume_from: Some(self.next_tick),
                 ..Hello::default()
             }));
         }
@@ -59,6 +64,11 @@ impl<I: Input> MeshSession<I> {
                 snapshot: false,
             }));
         }
+        // A snapshot's chunks come next: they are what an observer catching
+        // up needs most, and everything after them is repeated until
+        // acknowledged anyway.
+        let more = self.put_chunks(&mut w, i);
+        let p = &self.peers[i];
         // While our game waits, whom it waits on: a peer waiting on no one
         // but itself is one that stopped sending input.
         let waiting = self.awaiting();
@@ -93,6 +103,9 @@ impl<I: Input> MeshSession<I> {
                 entries: unacked,
             }));
         }
+        if let Some(ack) = self.snapshot_ack_for(i) {
+            w.put(Message::SnapshotAck(ack));
+        }
         let targets = self.targets();
         if self.local_seat.is_some() && p.seat.is_some() {
             // An endorsement is repeated until the peer is past its tick (it
@@ -116,9 +129,13 @@ impl<I: Input> MeshSession<I> {
             }
             self.put_inputs(&mut w, i, &targets);
         } else if p.seat.is_none() && self.is_feeder() {
-            self.put_frames(&mut w, self.peers[i].next_tick);
+            // One behind every frame held gets a snapshot instead.
+            if self.peers[i].next_tick >= self.store.base() {
+                self.put_frames(&mut w, self.peers[i].next_tick);
+            }
         }
         w.finish();
+        more
     }
 
     /// Seats whose input we may still need forwarded, or forward: the

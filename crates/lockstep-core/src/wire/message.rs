@@ -1174,6 +1174,45 @@ pub fn peek_version(bytes: &[u8]) -> Option<u8> {
     }
 }
 
+/// A mesh peer's full next tick, when the datagram opens with one: the
+/// `resume_from` of a Hello or the `tick` of a Welcome, before any message
+/// whose ticks are read against the header's. A receiver reads the 16-bit
+/// header tick against it instead of its own guess, so a peer far behind
+/// (an observer joining late) or jumping ahead (one restored from a
+/// snapshot) is read right.
+///
+/// ```
+/// use lockstep_core::Tick;
+/// use lockstep_core::wire::{Datagram, DatagramWriter, Hello, Message, peek_anchor};
+///
+/// let mut buf = Vec::new();
+/// let mut w = DatagramWriter::new(&mut buf, Tick::new(70_005), 1200);
+/// w.push(&Message::Hello(Hello { resume_from: Some(Tick::new(70_005)), ..Hello::default() }))?;
+/// w.push(&Message::Pause { frame: Tick::new(70_010) })?;
+/// w.finish();
+/// // Read against tick 0, the header alone would say 4 469.
+/// assert_eq!(Datagram::decode(&buf, Tick::ZERO)?.base, Tick::new(4_469));
+/// assert_eq!(peek_anchor(&buf), Some(Tick::new(70_005)));
+/// # Ok::<(), lockstep_core::wire::WireError>(())
+/// ```
+pub fn peek_anchor(bytes: &[u8]) -> Option<Tick> {
+    if bytes.len() > MAX_DATAGRAM_LEN || peek_version(bytes) != Some(VERSION) {
+        return None;
+    }
+    let mut r = Reader::new(bytes.get(HEADER_LEN..)?);
+    while !r.is_empty() {
+        // A message of the opening sort carries no tick read against the
+        // header's, so any base will do.
+        match read_message(&mut r, Tick::ZERO).ok()? {
+            Message::Hello(h) => return h.resume_from,
+            Message::Welcome(w) => return Some(w.tick),
+            Message::Bye { .. } | Message::Padding { .. } => {}
+            _ => return None,
+        }
+    }
+    None
+}
+
 /// Writes messages into one datagram without exceeding a size budget.
 ///
 /// ```

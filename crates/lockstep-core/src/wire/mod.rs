@@ -35,7 +35,7 @@ pub use message::{
     HEADER_LEN, Hello, InputCodec, InputRun, Inputs, MAX_CHECKSUMS, MAX_CHUNKS, MAX_COOKIE,
     MAX_FRAMES, MAX_MESSAGES, MAX_NAME, MAX_ROOM, MAX_RUN, MAX_SNAPSHOT, MAX_TEXT, MAX_TICKET,
     MIN_HELLO_DATAGRAM, Message, RejectReason, ResumeToken, SnapshotAck, SnapshotChunk, Status,
-    Welcome, message_type, peek_version,
+    Welcome, message_type, peek_anchor, peek_version,
 };
 
 use crate::input::InputDecodeError;

@@ -10,8 +10,7 @@ pub mod toy;
 
 use lockstep_core::sim::{LinkConditions, Outcome, Sim, SimNetwork, SimRng};
 use lockstep_core::{
-    Event, Frame, Instant, MeshConfig, MeshSession, PeerId, PlayerId, Roster, StreamHash,
-    SystemEvent, Tick,
+    Event, Frame, Instant, MeshConfig, MeshSession, PeerId, PlayerId, Roster, SystemEvent, Tick,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -23,10 +22,20 @@ pub type Session = MeshSession<u16>;
 pub struct Record {
     /// The session's first tick.
     pub first: Tick,
-    /// The running stream hash after each frame, indexed by tick since the
-    /// first.
+    /// The game's state after each frame, indexed by tick since the first:
+    /// a hash of every frame run, folded in one at a time, so it can be
+    /// handed over as a snapshot and restored.
     pub chain: Vec<u64>,
-    pub hash: StreamHash,
+    /// The state now.
+    pub state: u64,
+    /// The index in `chain` of the latest snapshot restored: the entries
+    /// before it were skipped (they repeat the snapshot's state).
+    pub restored: Option<usize>,
+    /// Bytes of filler, derived from the state, that make snapshots as big
+    /// as a real game's (and hard to compress).
+    pub bulk: usize,
+    /// Snapshots the session refused to send (over the cap).
+    pub snapshot_refusals: Vec<lockstep_core::snapshot::SnapshotError>,
     /// Ticks that carried system events, with the events.
     pub system: Vec<(Tick, Vec<SystemEvent>)>,
     pub events: Vec<Event>,
@@ -44,7 +53,10 @@ impl Record {
         Self {
             first,
             chain: Vec::new(),
-            hash: StreamHash::new(),
+            state: 0,
+            restored: None,
+            bulk: 0,
+            snapshot_refusals: Vec::new(),
             system: Vec::new(),
             events: Vec::new(),
             rng: SimRng::new(seed),
@@ -68,11 +80,47 @@ impl Record {
             self.chain.len(),
             "frames must come in order, each once"
         );
-        self.hash.push(frame);
-        self.chain.push(self.hash.value());
+        let mut bytes = Vec::new();
+        lockstep_core::wire::encode_frame(frame, &mut bytes);
+        self.state = xxhash_rust::xxh3::xxh3_64_with_seed(&bytes, self.state);
+        self.chain.push(self.state);
         if !frame.events.is_empty() {
             self.system.push((frame.tick, frame.events.clone()));
         }
+    }
+
+    /// The game's state, as a snapshot's bytes.
+    pub fn snapshot(&self) -> Vec<u8> {
+        let mut out = self.state.to_le_bytes().to_vec();
+        out.extend(filler(self.state, self.bulk));
+        out
+    }
+
+    /// Replaces the state with a snapshot's, taken after `tick`: the frames
+    /// up to it are skipped, never run.
+    pub fn restore(&mut self, tick: Tick, bytes: &[u8]) {
+        let at = tick.since(self.first) as usize;
+        assert!(
+            at >= self.chain.len(),
+            "a snapshot of a state already run past"
+        );
+        assert_eq!(bytes.len(), 8 + self.bulk, "a snapshot of the wrong size");
+        let (head, rest) = bytes.split_at(8);
+        let mut raw = [0u8; 8];
+        raw.copy_from_slice(head);
+        self.state = u64::from_le_bytes(raw);
+        assert!(
+            rest.iter().copied().eq(filler(self.state, self.bulk)),
+            "a snapshot with bad filler"
+        );
+        self.chain.resize(at + 1, self.state);
+        self.restored = Some(at);
+    }
+
+    /// The last tick run, if any.
+    pub fn last_tick(&self) -> Option<Tick> {
+        let n = u32::try_from(self.chain.len()).ok()?;
+        n.checked_sub(1).map(|k| self.first.saturating_add(k))
     }
 
     /// Input that changes every few ticks, like a held stick.
@@ -169,6 +217,9 @@ pub struct Harness {
 
 /// One game-loop iteration for one peer.
 pub fn play(s: &mut Session, rec: &mut Record, checksum_every: u32) {
+    if let Some(snap) = s.take_snapshot() {
+        rec.restore(snap.tick, &snap.bytes);
+    }
     if !s.watching() && !rec.mute {
         let input = rec.input();
         match s.commit_local(input) {
@@ -183,23 +234,19 @@ pub fn play(s: &mut Session, rec: &mut Record, checksum_every: u32) {
         record_frame(s, rec, &frame, checksum_every);
     }
     while let Some(ev) = s.poll_event() {
+        if let (Event::SnapshotRequested { .. }, Some(last)) = (&ev, rec.last_tick())
+            && let Err(e) = s.provide_snapshot(last, rec.snapshot())
+        {
+            rec.snapshot_refusals.push(e);
+        }
         rec.events.push(ev);
     }
 }
 
 fn record_frame(s: &mut Session, rec: &mut Record, frame: &Frame<u16>, checksum_every: u32) {
-    assert_eq!(
-        frame.tick.since(rec.first) as usize,
-        rec.chain.len(),
-        "frames must come in order, each once"
-    );
-    rec.hash.push(frame);
-    rec.chain.push(rec.hash.value());
-    if !frame.events.is_empty() {
-        rec.system.push((frame.tick, frame.events.clone()));
-    }
+    rec.record(frame);
     if frame.tick.since(rec.first).is_multiple_of(checksum_every) {
-        s.report_checksum(frame.tick, rec.hash.value())
+        s.report_checksum(frame.tick, rec.state)
             .unwrap_or_else(|e| panic!("checksum: {e}"));
     }
 }
@@ -284,6 +331,17 @@ pub fn exchange(sessions: &mut [(PeerId, Session)], clock: &mut Instant) {
     }
 }
 
+/// `len` bytes that follow from `state` and do not compress.
+fn filler(state: u64, len: usize) -> impl Iterator<Item = u8> {
+    let mut x = state | 1;
+    (0..len).map(move |_| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x as u8
+    })
+}
+
 pub fn secs(s: u64) -> Instant {
     Instant::from_millis(s * 1000)
 }
@@ -299,8 +357,11 @@ pub fn assert_streams_agree(seed: u64, records: &BTreeMap<PeerId, Record>, ids: 
         for b in ids {
             let (ra, rb) = (&records[a].chain, &records[b].chain);
             let n = ra.len().min(rb.len());
-            if n > 0 && ra[n - 1] != rb[n - 1] {
-                let first = (0..n).find(|&i| ra[i] != rb[i]).unwrap_or(n);
+            // Ticks a snapshot skipped were never run there: compared from
+            // the snapshot on.
+            let from = records[a].restored.max(records[b].restored).unwrap_or(0);
+            if n > from && ra[n - 1] != rb[n - 1] {
+                let first = (from..n).find(|&i| ra[i] != rb[i]).unwrap_or(n);
                 panic!("seed {seed}: {a} and {b} diverge at tick {first} (of {n} common)");
             }
         }

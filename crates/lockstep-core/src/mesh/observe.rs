@@ -1,0 +1,436 @@
+//! Observers catching up from a snapshot.
+//!
+//! An observer that fell further behind than the frames kept for it, or
+//! that joined a mesh already under way, cannot be fed frame by frame. The
+//! feeder (the lowest live seat, which feeds observers their frames) asks
+//! its game for its state ([`Event::SnapshotRequested`]), wraps it with the
+//! mesh's own membership, and sends it in chunks, once every live player has
+//! run its tick: the rule frames to observers follow, so an abandonment can
+//! never undo it. The observer checks and reassembles it, hands the game its
+//! bytes ([`Event::Snapshot`]) and runs frames from the tick after it.
+//!
+//! The membership travels with the game's bytes because an observer that
+//! skips frames skips the [`SystemEvent::Abandoned`](crate::SystemEvent)s
+//! they carried. The envelope is
+//!
+//! ```text
+//! u8     version (1)
+//! u16le  count of empty seats
+//! count × { u16le seat, u32le first empty tick }   ascending seats, ticks <= the snapshot's
+//! ...    the game's bytes
+//! ```
+
+use super::{MeshSession, Peer};
+use crate::snapshot::{Snapshot, SnapshotError, SnapshotReceiver, SnapshotSender};
+use crate::wire::{DatagramWriter, Message, SnapshotAck, SnapshotChunk};
+use crate::{Event, Input, Instant, PeerId, PlayerId, Tick};
+
+/// The version of the envelope a mesh snapshot's game bytes travel in.
+const ENVELOPE_VERSION: u8 = 1;
+
+/// Bytes a chunk message takes besides its data, with room to spare for
+/// the other messages of the datagram it rides in.
+const CHUNK_ROOM: usize = 160;
+
+/// The feeder's side: the state asked of the game, and the latest one it
+/// handed over.
+#[derive(Debug, Default)]
+pub(super) struct Donor {
+    /// From which tick on a state will do, and when the game was asked.
+    asked: Option<(Tick, Instant)>,
+    /// The latest state handed over, compressed once and copied for each
+    /// observer that needs it.
+    ready: Option<Box<SnapshotSender>>,
+    /// The id of the next snapshot.
+    next_id: u32,
+}
+
+/// The observer's side: a snapshot arriving, or arrived and not yet taken.
+#[derive(Debug)]
+pub(super) struct Incoming {
+    receiver: SnapshotReceiver,
+    /// The peer sending it.
+    from: PeerId,
+    /// When it last sent a chunk.
+    heard: Instant,
+    /// The snapshot, whole and checked, with the seats empty by its tick,
+    /// until the game takes it.
+    ready: Option<(Snapshot, Vec<(PlayerId, Tick)>)>,
+}
+
+/// Why a reassembled snapshot's envelope was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct BadEnvelope;
+
+/// Wraps the game's `bytes` with the seats empty by the snapshot's tick.
+fn wrap(empty: &[(PlayerId, Tick)], bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(3 + empty.len() * 6 + bytes.len());
+    out.push(ENVELOPE_VERSION);
+    out.extend_from_slice(&(empty.len() as u16).to_le_bytes());
+    for (seat, from) in empty {
+        out.extend_from_slice(&seat.0.to_le_bytes());
+        out.extend_from_slice(&from.get().to_le_bytes());
+    }
+    out.extend_from_slice(bytes);
+    out
+}
+
+/// Splits a snapshot into the seats empty by its tick and the game's bytes,
+/// checking every seat is one of the session's `width` and every tick is at
+/// or before the snapshot's.
+fn unwrap(mut s: Snapshot, width: usize) -> Result<(Snapshot, Vec<(PlayerId, Tick)>), BadEnvelope> {
+    let b = &s.bytes;
+    if b.first() != Some(&ENVELOPE_VERSION) || b.len() < 3 {
+        return Err(BadEnvelope);
+    }
+    let count = u16::from_le_bytes([b[1], b[2]]) as usize;
+    let end = 3 + count * 6;
+    if count > width || b.len() < end {
+        return Err(BadEnvelope);
+    }
+    let mut empty: Vec<(PlayerId, Tick)> = Vec::with_capacity(count);
+    for e in b[3..end].chunks_exact(6) {
+        let seat = PlayerId(u16::from_le_bytes([e[0], e[1]]));
+        let from = Tick::new(u32::from_le_bytes([e[2], e[3], e[4], e[5]]));
+        let ascending = empty.last().is_none_or(|(last, _)| *last < seat);
+        if seat.index() >= width || from > s.tick || !ascending {
+            return Err(BadEnvelope);
+        }
+        empty.push((seat, from));
+    }
+    s.bytes.drain(..end);
+    Ok((s, empty))
+}
+
+impl<I: Input> MeshSession<I> {
+    /// Answers [`Event::SnapshotRequested`]: the game's state right after
+    /// `tick`, the last frame it ran. Any tick from the one requested on
+    /// will do, so the current state always does: hand it over as soon as
+    /// the event is seen. A state nobody asked for, or for a frame not run
+    /// yet, is ignored.
+    ///
+    /// The state goes to every observer that needs it (one that fell behind
+    /// the frames kept for it, or joined late), in chunks, once every live
+    /// player has run `tick`.
+    pub fn provide_snapshot(&mut self, tick: Tick, bytes: Vec<u8>) -> Result<(), SnapshotError> {
+        let Some((asked, _)) = self.donor.asked else {
+            return Ok(());
+        };
+        if tick < asked || tick >= self.next_tick || tick.saturating_add(1) < self.store.base() {
+            return Ok(());
+        }
+        let empty: Vec<(PlayerId, Tick)> = (0..self.seats.len())
+            .filter_map(super::seat_id)
+            .filter_map(|s| {
+                let seat = &self.seats[s.index()];
+                let from = seat.empty_from.filter(|f| *f <= tick)?;
+                seat.peer.is_some().then_some((s, from))
+            })
+            .collect();
+        let state = Snapshot::new(tick, wrap(&empty, &bytes));
+        let chunk = self.config.max_datagram.saturating_sub(CHUNK_ROOM);
+        let id = self.donor.next_id;
+        let tx = SnapshotSender::new(id, &state, chunk, &self.config.snapshot)?;
+        self.donor.next_id = id.wrapping_add(1);
+        self.donor.asked = None;
+        self.donor.ready = Some(Box::new(tx));
+        self.plan_snapshots();
+        Ok(())
+    }
+
+    /// The snapshot [`Event::Snapshot`] announced, once (an observer that
+    /// fell behind, or joined late): replace the game's state with it, then
+    /// run frames as usual; they go on from the tick after it.
+    pub fn take_snapshot(&mut self) -> Option<Snapshot> {
+        if !self.snapshot_waiting() {
+            return None;
+        }
+        let (snapshot, empty) = self.incoming.take()?.ready?;
+        let next = snapshot.tick.next()?;
+        // Frames from elsewhere took us past it meanwhile: not needed.
+        if next <= self.next_tick {
+            return None;
+        }
+        for (seat, from) in empty {
+            let s = &mut self.seats[seat.index()];
+            if s.peer.is_some() && s.empty_from.is_none() {
+                s.empty_from = Some(from);
+                self.decisions.push((seat, from));
+                self.ignore_checksums_of(seat, from);
+            }
+        }
+        // A pause whose frame the state is past was lifted: the players
+        // ran on.
+        if self.pause.frame().is_some_and(|f| f <= snapshot.tick) {
+            let change = self.pause.resume();
+            self.note_pause_change(change);
+        }
+        self.store.prune_below(next);
+        self.next_tick = next;
+        self.next_commit = self.next_commit.max(next);
+        // Our new position, far from the old one, is news: every peer gets
+        // a Hello again, whose full tick anchors how it reads ours.
+        for p in &mut self.peers {
+            p.welcomed = false;
+        }
+        self.flush_all();
+        Some(snapshot)
+    }
+
+    /// While a snapshot arrives (an observer catching up): chunks in, of
+    /// how many, for a progress bar.
+    pub fn snapshot_progress(&self) -> Option<(u32, u32)> {
+        let inc = self.incoming.as_ref().filter(|i| i.ready.is_none())?;
+        inc.receiver.progress().map(|(_, _, have, of)| (have, of))
+    }
+
+    /// Whether a snapshot is in hand that the game has not taken yet:
+    /// frames wait for it.
+    pub(super) fn snapshot_waiting(&self) -> bool {
+        self.incoming.as_ref().is_some_and(|i| i.ready.is_some())
+    }
+
+    /// Forgets a snapshot arriving for a tick frames have since taken us
+    /// past (its donor went back to feeding frames).
+    pub(super) fn drop_passed_snapshot(&mut self) {
+        let next = self.next_tick;
+        if self.incoming.as_ref().is_some_and(|inc| {
+            inc.ready.is_none() && inc.receiver.progress().is_some_and(|(_, t, _, _)| t < next)
+        }) {
+            self.incoming = None;
+        }
+    }
+
+    /// Whether `p` is an observer the feeder can no longer feed frame by
+    /// frame: it is behind every frame held, and alive.
+    fn needs_snapshot(&self, p: &Peer) -> bool {
+        p.seat.is_none()
+            && p.greeted
+            && !p.left
+            && !p.interrupted
+            && p.incompatible.is_none()
+            && p.next_tick < self.store.base()
+    }
+
+    /// The feeder's bookkeeping, after anything that may have moved an
+    /// observer, the frames held or who feeds: drops transfers that are
+    /// done with, starts one for every observer that needs it, and asks the
+    /// game for its state when none held will do.
+    pub(super) fn plan_snapshots(&mut self) {
+        if !self.is_feeder() {
+            self.donor = Donor::default();
+            for p in &mut self.peers {
+                p.outgoing = None;
+            }
+            return;
+        }
+        let base = self.store.base();
+        // A snapshot from a tick whose next frames are gone is no use.
+        let useful = |tx: &SnapshotSender| tx.tick().saturating_add(1) >= base;
+        // A transfer ends once the observer has every chunk and is past its
+        // tick, or said goodbye. Until then it pauses while the observer
+        // does not need it (it can be fed frames, it went quiet): an
+        // observer that flips its position back and forth and acknowledges
+        // nothing gets each chunk once and then probes, never a fresh
+        // window of chunks per flip.
+        for p in &mut self.peers {
+            if p.outgoing
+                .as_deref()
+                .is_some_and(|tx| p.left || !useful(tx) || (tx.done() && p.next_tick > tx.tick()))
+            {
+                p.outgoing = None;
+                p.chunk_starved = false;
+            }
+        }
+        if self.donor.ready.as_deref().is_some_and(|tx| !useful(tx)) {
+            self.donor.ready = None;
+        }
+        let needy: Vec<usize> = (0..self.peers.len())
+            .filter(|&i| self.peers[i].outgoing.is_none() && self.needs_snapshot(&self.peers[i]))
+            .collect();
+        if needy.is_empty() {
+            self.donor.asked = None;
+            return;
+        }
+        if let Some(template) = self.donor.ready.as_deref() {
+            for i in needy {
+                let id = self.donor.next_id;
+                self.donor.next_id = id.wrapping_add(1);
+                self.peers[i].outgoing = Some(Box::new(template.for_another(id)));
+                self.peers[i].flush = true;
+            }
+            return;
+        }
+        // Asked already: a game that let the request pass (it was busy
+        // running frames) is asked again after a while.
+        let now = self.now;
+        let stale = |at: Instant| now - at >= self.config.interrupt_after;
+        if self.next_tick <= self.start {
+            return;
+        }
+        let last = self.next_tick.saturating_sub(1);
+        if self.donor.asked.is_none_or(|(_, at)| stale(at)) {
+            self.donor.asked = Some((last, now));
+            self.push_event(Event::SnapshotRequested { tick: last });
+        }
+    }
+
+    /// Marks every peer with chunks due for a datagram.
+    pub(super) fn flush_chunks(&mut self) {
+        for i in 0..self.peers.len() {
+            if !self.peers[i].chunk_starved && self.chunks_due(i) {
+                self.peers[i].flush = true;
+            }
+        }
+    }
+
+    /// When the feeder next has something to do for snapshots by time
+    /// alone: a lost chunk to send again, a request to repeat.
+    pub(super) fn snapshot_timeout(&self) -> Option<Instant> {
+        // A snapshot whose tick not every live player has run waits for
+        // their datagrams, not for a timer.
+        let open = self.min_live_next();
+        let resend = self
+            .peers
+            .iter()
+            .filter(|p| !p.chunk_starved && self.needs_snapshot(p))
+            .filter_map(|p| {
+                p.outgoing
+                    .as_ref()
+                    .filter(|tx| tx.tick() < open)?
+                    .next_resend()
+            })
+            .min();
+        let ask = self
+            .donor
+            .asked
+            .map(|(_, at)| at + self.config.interrupt_after);
+        resend.into_iter().chain(ask).min()
+    }
+
+    /// Whether peer `i` has snapshot chunks to send now: its snapshot's
+    /// tick has been run by every live player, and a chunk is due.
+    pub(super) fn chunks_due(&self, i: usize) -> bool {
+        let p = &self.peers[i];
+        p.outgoing.as_ref().is_some_and(|tx| {
+            self.needs_snapshot(p) && tx.tick() < self.min_live_next() && tx.has_due(self.now)
+        })
+    }
+
+    /// Puts as many due chunks of peer `i`'s snapshot as fit; returns
+    /// whether more are due (another datagram should follow at once).
+    pub(super) fn put_chunks(&mut self, w: &mut DatagramWriter<'_>, i: usize) -> bool {
+        if !self.chunks_due(i) {
+            return false;
+        }
+        let now = self.now;
+        let p = &mut self.peers[i];
+        let Some(tx) = p.outgoing.as_mut() else {
+            return false;
+        };
+        let mut carried = false;
+        while w.remaining() > tx.chunk_room() {
+            let Some(chunk) = tx.next_chunk(now) else {
+                break;
+            };
+            if w.push(&Message::SnapshotChunk(chunk.as_message())).is_err() {
+                break;
+            }
+            carried = true;
+        }
+        // Another datagram at once only if this one made room for a chunk
+        // (else the next one would not either).
+        p.chunk_starved = !carried;
+        carried && tx.has_due(now)
+    }
+
+    /// The acknowledgement to send peer `i`, if it is sending us a
+    /// snapshot.
+    pub(super) fn snapshot_ack_for(&self, i: usize) -> Option<SnapshotAck> {
+        let inc = self
+            .incoming
+            .as_ref()
+            .filter(|inc| inc.from == self.peers[i].id)?;
+        inc.receiver.current_ack()
+    }
+
+    /// An acknowledgement from peer `i` of the snapshot we send it.
+    pub(super) fn take_snapshot_ack(&mut self, i: usize, ack: &SnapshotAck) {
+        let now = self.now;
+        if let Some(tx) = self.peers[i].outgoing.as_mut() {
+            tx.take_ack(ack, now);
+        }
+    }
+
+    /// A chunk from peer `i`, for an observer: a state ahead of ours, from
+    /// a player. A second donor's chunks are taken only once the first has
+    /// gone quiet (it left, or stopped feeding).
+    pub(super) fn take_chunk(&mut self, i: usize, c: &SnapshotChunk<'_>) {
+        if self.local_seat.is_some() || self.peers[i].seat.is_none() || c.tick < self.next_tick {
+            return;
+        }
+        let (now, from) = (self.now, self.peers[i].id);
+        let quiet = self.config.interrupt_after;
+        let limits = &self.config.snapshot;
+        let inc = self.incoming.get_or_insert_with(|| {
+            Box::new(Incoming {
+                receiver: SnapshotReceiver::new(limits.clone()),
+                from,
+                heard: now,
+                ready: None,
+            })
+        });
+        if inc.ready.is_some() {
+            return;
+        }
+        if inc.from != from {
+            if now - inc.heard < quiet {
+                return;
+            }
+            inc.receiver.reset();
+            inc.from = from;
+        }
+        inc.heard = now;
+        self.peers[i].flush = true;
+        let whole = match inc.receiver.take(c) {
+            Ok(Some(s)) => unwrap(s, self.seats.len()).map_err(|_| ()),
+            Ok(None) => return,
+            Err(_) => Err(()),
+        };
+        match whole {
+            Ok((snapshot, empty)) => {
+                let tick = snapshot.tick;
+                inc.ready = Some((snapshot, empty));
+                self.push_event(Event::Snapshot { tick });
+            }
+            Err(()) => {
+                self.stats.snapshot_errors += 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_envelope_round_trips_and_refuses_what_does_not_fit() {
+        let empty = [(PlayerId(1), Tick::new(40)), (PlayerId(3), Tick::new(90))];
+        let bytes = wrap(&empty, b"state");
+        let (s, got) = unwrap(Snapshot::new(Tick::new(90), bytes.clone()), 4).unwrap();
+        assert_eq!(s.bytes, b"state");
+        assert_eq!(got, empty);
+        // A tick after the snapshot's, a seat past the width, a truncated
+        // list, another version.
+        assert!(unwrap(Snapshot::new(Tick::new(89), bytes.clone()), 4).is_err());
+        assert!(unwrap(Snapshot::new(Tick::new(90), bytes.clone()), 3).is_err());
+        assert!(unwrap(Snapshot::new(Tick::new(90), bytes[..10].to_vec()), 4).is_err());
+        let mut v2 = bytes;
+        v2[0] = 2;
+        assert!(unwrap(Snapshot::new(Tick::new(90), v2), 4).is_err());
+        // Seats out of order.
+        let swapped = wrap(&[empty[1], empty[0]], b"");
+        assert!(unwrap(Snapshot::new(Tick::new(90), swapped), 4).is_err());
+    }
+}

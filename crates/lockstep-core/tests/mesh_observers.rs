@@ -1,0 +1,555 @@
+//! Mesh observers catching up from a snapshot: one cut off for longer than
+//! the frames kept for it, one that joins a mesh under way, one whose donor
+//! vanishes mid-transfer, and what a hostile or oversized snapshot changes
+//! (nothing, for anyone).
+//!
+//! The test game's state is a hash folded over every frame run, so an
+//! observer that restored a snapshot and ran on agrees with the players
+//! tick for tick from the snapshot on, and a wrong snapshot shows.
+
+mod common;
+
+use common::props::{cases, link};
+use common::{Harness, Record, Scenario, Session, outcome_ok};
+use lockstep_core::sim::LinkConditions;
+use lockstep_core::snapshot::{Snapshot, SnapshotError, SnapshotLimits, SnapshotSender};
+use lockstep_core::wire::{DatagramWriter, Hello, Message, SnapshotChunk};
+use lockstep_core::{Event, Instant, PeerId, PlayerId, Roster, Tick};
+use proptest::prelude::*;
+use std::time::Duration;
+
+prop_compose! {
+    fn scenario(max_players: usize)(
+        players in 2..=max_players,
+        delay in 0u32..4,
+        max_lead in 1u32..8,
+        window in 16u32..128,
+        period in 16u64..50,
+        link in link(100, 40),
+        seed in any::<u64>(),
+    ) -> Scenario {
+        let mut s = Scenario::new(players, seed);
+        s.config.delay = delay;
+        s.config.max_lead = max_lead;
+        s.config.observer_window = window;
+        s.config.abandon_after = Some(Duration::from_secs(2));
+        s.link = link;
+        s.period = Duration::from_millis(period);
+        s
+    }
+}
+
+/// Every live peer has run `ticks` frames.
+fn all_reached(h: &Harness, ticks: u32) -> bool {
+    h.sim.live().all(|(_, s)| s.frame().since(h.first) >= ticks)
+}
+
+fn live_ids(h: &Harness) -> Vec<PeerId> {
+    h.sim.live().map(|(id, _)| id).collect()
+}
+
+/// Buffers stay within their stated bounds, observers and donors included.
+fn assert_bounded(h: &Harness, seed: u64) {
+    for (id, s) in h.sim.live() {
+        let st = s.stats();
+        assert!(
+            st.buffered_ticks <= s.buffer_bound(),
+            "seed {seed}: {id} holds {} ticks, bound {}",
+            st.buffered_ticks,
+            s.buffer_bound()
+        );
+    }
+}
+
+/// Adds observer `id` to a mesh under way: its own session lists the
+/// players and itself; every player adds it.
+fn join_observer(h: &mut Harness, sc: &Scenario, id: PeerId) {
+    let mut roster = Roster::new();
+    for i in 0..sc.players {
+        roster = roster.player(PeerId(i as u32), PlayerId(i as u16));
+    }
+    roster = roster.observer(id);
+    let now = h.sim.now();
+    let s = Session::new(sc.config.clone(), roster, id, now).unwrap();
+    h.sim.add(id, s);
+    let mut rec = Record::new(sc.seed ^ 0xABCD, sc.config.first_tick);
+    rec.bulk = h.records[&PeerId(0)].bulk;
+    h.records.insert(id, rec);
+    for p in sc.player_ids() {
+        if let Some(s) = h.sim.endpoint_mut(p) {
+            s.add_observer(id).unwrap();
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(cases(60))]
+
+    /// An observer cut off from every player for longer than the frames
+    /// kept for it catches up from a snapshot, and from there runs exactly
+    /// the players' frames; a player crashing meanwhile (and abandoned)
+    /// changes nothing to that.
+    #[test]
+    fn an_observer_cut_off_past_its_window_catches_up(
+        sc in scenario(4),
+        observers in 1usize..=2,
+        cut_at in 200u64..3_000,
+        cut_for in 1_000u64..6_000,
+        crash in proptest::option::of((0usize..4, 0u64..8_000)),
+        bulk in prop_oneof![Just(0usize), 1_000usize..30_000],
+    ) {
+        let mut sc = sc;
+        sc.observers = observers;
+        let mut h = sc.build();
+        for r in h.records.values_mut() {
+            r.bulk = bulk;
+        }
+        let ids = sc.peer_ids();
+        let (players, watchers) = ids.split_at(sc.players);
+        let heal = cut_at + cut_for;
+        h.sim.net.partition(players, watchers,
+            Instant::from_millis(cut_at), Instant::from_millis(heal));
+        // A crash of a player other than the last (someone must play on).
+        let crash = crash.map(|(who, at)| (PeerId((who % (sc.players - 1)) as u32 + 1), at));
+        let mut steps: Vec<(u64, Option<PeerId>)> = vec![(heal, None)];
+        if let Some((victim, at)) = crash {
+            steps.push((at, Some(victim)));
+        }
+        steps.sort();
+        // How far behind the players each observer is when the cut heals.
+        let mut behind_at_heal = Vec::new();
+        for (at, victim) in steps {
+            h.run(Instant::from_millis(at), |_, _, _, _| {}, |_| false);
+            match victim {
+                Some(v) => h.sim.freeze(v),
+                None => {
+                    let lead = h.sim.live().filter(|(_, s)| !s.watching()).map(|(_, s)| s.frame()).min();
+                    for w in watchers {
+                        let o = h.session(*w).frame();
+                        behind_at_heal.push((*w, lead.map_or(0, |l| l.since(o.min(l)))));
+                    }
+                }
+            }
+        }
+        // Well past the heal and every abandonment: 300 ticks more than
+        // the players had run by then.
+        let first = h.first;
+        let target = h.session(PeerId(0)).frame().since(first) + 300;
+        let until = Instant::from_millis(heal) + Duration::from_secs(400);
+        let outcome = h.run(until, |_, _, _, _| {}, |sim| {
+            sim.live().all(|(_, s)| s.frame().since(first) >= target)
+        });
+        let live = live_ids(&h);
+        h.assert_streams_agree(&live);
+        h.assert_no_desync();
+        assert_bounded(&h, sc.seed);
+        prop_assert!(all_reached(&h, target), "seed {}: {:?} (crash {:?}) stalled at {:?}",
+            sc.seed, outcome, crash,
+            h.sim.live().map(|(id, s)| (id, s.frame(), s.stats().snapshot_errors, s.poll_timeout(), s.snapshot_progress())).collect::<Vec<_>>());
+        // Behind every frame the players still held: only a snapshot
+        // could bring it back.
+        let kept = sc.config.observer_window.max(h.session(PeerId(0)).abandon_window());
+        for (w, behind) in behind_at_heal {
+            if behind > kept + sc.config.delay + sc.config.max_lead + 2 {
+                prop_assert!(h.records[&w].restored.is_some(),
+                    "seed {}: {w} was {behind} ticks behind and caught up without a snapshot", sc.seed);
+            }
+        }
+        // The observers learned every abandonment, from the snapshot or
+        // the frames.
+        let players_view = h.session(PeerId(0)).abandoned().to_vec();
+        for w in watchers {
+            let mut got = h.session(*w).abandoned().to_vec();
+            got.sort();
+            let mut want = players_view.clone();
+            want.sort();
+            prop_assert_eq!(got, want, "seed {}", sc.seed);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(cases(40))]
+
+    /// An observer that joins a mesh under way (its session created late,
+    /// every player adding it) is sent the game's state, with the seats
+    /// abandoned before it, and from there runs exactly the players'
+    /// frames. Started at `first_tick` near 2^16 and 2^32 too, where the
+    /// 16-bit tick in the datagram header is read across its wrap.
+    #[test]
+    fn an_observer_joining_a_mesh_under_way_catches_up(
+        sc in scenario(4),
+        join_at in 500u64..6_000,
+        crash in proptest::option::of((0usize..4, 0u64..6_000)),
+        bulk in prop_oneof![Just(0usize), 1_000usize..30_000],
+        first in prop_oneof![
+            3 => Just(0u32),
+            1 => 65_300u32..65_536,
+            1 => (u32::MAX - 5_000)..(u32::MAX - 4_500),
+        ],
+    ) {
+        let mut sc = sc;
+        sc.config.first_tick = Tick::new(first);
+        let mut h = sc.build();
+        for r in h.records.values_mut() {
+            r.bulk = bulk;
+        }
+        let crash = crash.map(|(who, at)| (PeerId((who % (sc.players - 1)) as u32 + 1), at));
+        let observer = PeerId(sc.players as u32);
+        let mut steps: Vec<(u64, Option<PeerId>)> = vec![(join_at, None)];
+        if let Some((victim, at)) = crash {
+            steps.push((at, Some(victim)));
+        }
+        steps.sort();
+        let mut gone = false;
+        for (at, victim) in steps {
+            h.run(Instant::from_millis(at), |_, _, _, _| {}, |_| false);
+            match victim {
+                Some(v) => h.sim.freeze(v),
+                None => {
+                    // Whether the players dropped the opening frames.
+                    let p0 = h.session(PeerId(0));
+                    gone = p0.frame().since(h.first) > sc.config.observer_window.max(p0.abandon_window());
+                    join_observer(&mut h, &sc, observer);
+                }
+            }
+        }
+        let first = h.first;
+        let target = h.session(PeerId(0)).frame().since(first) + 300;
+        let until = Instant::from_millis(join_at) + Duration::from_secs(400);
+        let outcome = h.run(until, |_, _, _, _| {}, |sim| {
+            sim.live().all(|(_, s)| s.frame().since(first) >= target)
+        });
+        let live = live_ids(&h);
+        h.assert_streams_agree(&live);
+        h.assert_no_desync();
+        assert_bounded(&h, sc.seed);
+        prop_assert!(all_reached(&h, target), "seed {}: {:?} (crash {:?}) stalled at {:?}",
+            sc.seed, outcome, crash,
+            h.sim.live().map(|(id, s)| (id, s.frame(), s.stats().snapshot_errors)).collect::<Vec<_>>());
+        // The players no longer held the opening frames: a snapshot.
+        if gone {
+            prop_assert!(h.records[&observer].restored.is_some(), "seed {}: joined without a snapshot", sc.seed);
+        }
+        let mut want = h.session(PeerId(0)).abandoned().to_vec();
+        let mut got = h.session(observer).abandoned().to_vec();
+        want.sort();
+        got.sort();
+        prop_assert_eq!(got, want, "seed {}", sc.seed);
+    }
+}
+
+/// Two players on a clean 5 ms link, ticking every `period_ms`.
+fn clean(players: usize, seed: u64, period_ms: u64) -> Scenario {
+    let mut sc = Scenario::new(players, seed);
+    sc.link = LinkConditions {
+        latency: Duration::from_millis(5),
+        max_datagram: Some(1200),
+        ..LinkConditions::default()
+    };
+    sc.period = Duration::from_millis(period_ms);
+    sc.config.abandon_after = Some(Duration::from_secs(2));
+    sc
+}
+
+/// Runs until every live peer has run `ticks` frames, or panics.
+fn reach(h: &mut Harness, ticks: u32, within: Duration, what: &str) {
+    let first = h.first;
+    let until = h.sim.now() + within;
+    let seed = h.sim.net.seed();
+    let o = h.run(
+        until,
+        |_, _, _, _| {},
+        |sim| sim.live().all(|(_, s)| s.frame().since(first) >= ticks),
+    );
+    outcome_ok(o, what, seed);
+}
+
+/// An observer joining 70 000 ticks into a match (past 2^16: its own
+/// first datagrams and the players' differ by more than the 16-bit header
+/// tick can tell) reads them right from the full tick its Hello and their
+/// Welcome carry, and catches up.
+#[test]
+fn an_observer_joining_70_000_ticks_in_reads_the_wrapped_header_tick() {
+    let sc = clean(2, 11, 1);
+    let mut h = sc.build();
+    reach(
+        &mut h,
+        70_000,
+        Duration::from_secs(200),
+        "the players' first 70 000 ticks",
+    );
+    let observer = PeerId(2);
+    join_observer(&mut h, &sc, observer);
+    reach(
+        &mut h,
+        70_300,
+        Duration::from_secs(30),
+        "the observer catching up",
+    );
+    let rec = &h.records[&observer];
+    assert!(
+        rec.restored.is_some_and(|at| at >= 70_000),
+        "restored at {:?}",
+        rec.restored
+    );
+    h.assert_streams_agree(&live_ids(&h));
+    h.assert_no_desync();
+    assert_eq!(h.sim.rejected(observer), 0);
+    assert_eq!(h.sim.rejected(PeerId(0)), 0);
+}
+
+/// The feeder crashes while its snapshot is half sent: the next player
+/// becomes the feeder once the crash is abandoned, sends its own, and the
+/// observer (which takes a second donor's chunks once the first has been
+/// quiet a while) catches up from it.
+#[test]
+fn a_donor_that_vanishes_mid_transfer_is_replaced() {
+    let mut sc = clean(3, 5, 16);
+    // A small window of chunks: the transfer takes a while.
+    sc.config.snapshot.window = 4;
+    let mut h = sc.build();
+    for r in h.records.values_mut() {
+        r.bulk = 200_000;
+    }
+    reach(
+        &mut h,
+        200,
+        Duration::from_secs(30),
+        "the players' first 200 ticks",
+    );
+    let observer = PeerId(3);
+    join_observer(&mut h, &sc, observer);
+    let o = h.run(
+        h.sim.now() + Duration::from_secs(10),
+        |_, _, _, _| {},
+        |sim| {
+            sim.endpoint(observer)
+                .and_then(|s| s.snapshot_progress())
+                .is_some_and(|(have, of)| have >= 20 && have < of)
+        },
+    );
+    outcome_ok(o, "half the snapshot", 5);
+    h.sim.freeze(PeerId(0));
+    let target = h.session(PeerId(1)).frame().since(h.first) + 300;
+    reach(
+        &mut h,
+        target,
+        Duration::from_secs(60),
+        "the observer catching up from the next donor",
+    );
+    assert!(h.records[&observer].restored.is_some());
+    assert!(
+        h.records[&PeerId(1)]
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::SnapshotRequested { .. })),
+        "the next player donated"
+    );
+    h.assert_streams_agree(&live_ids(&h));
+    h.assert_no_desync();
+    // The crash is in the observer's membership, from the snapshot or the
+    // frames after it.
+    assert_eq!(
+        h.session(observer).abandoned(),
+        h.session(PeerId(1)).abandoned()
+    );
+    assert_eq!(h.session(observer).abandoned().len(), 1);
+}
+
+/// Writes one datagram from `from`'s side, as a hostile player would.
+fn forged(base: Tick, messages: &[Message<'_>]) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let mut w = DatagramWriter::new(&mut buf, base, 1200);
+    for m in messages {
+        w.push(m).unwrap();
+    }
+    w.finish();
+    buf
+}
+
+/// A player sends an observer chunks with a wrong checksum, over the
+/// observer's cap, a whole snapshot whose envelope does not decode, and
+/// one for a tick the observer has passed: each is refused (counted in
+/// `snapshot_errors`, or ignored), changes nothing, and play goes on
+/// identical for everyone.
+#[test]
+fn hostile_snapshot_chunks_change_nothing() {
+    let mut sc = clean(2, 9, 16);
+    sc.observers = 1;
+    sc.config.snapshot.max_len = 100_000;
+    let mut h = sc.build();
+    reach(&mut h, 100, Duration::from_secs(30), "100 ticks");
+    let observer = PeerId(2);
+    let before = h.session(observer).frame();
+    let liar = h.session(PeerId(1)).frame();
+    let data = [7u8; 100];
+    let chunk = |tick: Tick, raw_len: u32, checksum: u32| SnapshotChunk {
+        id: 99,
+        tick,
+        raw_len,
+        packed_len: 100,
+        hash: 0,
+        index: 0,
+        count: 1,
+        checksum,
+        data: &data,
+    };
+    let good_sum = lockstep_core::snapshot::chunk_checksum(&data);
+    let ahead = liar.saturating_add(500);
+    // A wrong checksum; a snapshot over the cap.
+    let attacks = [
+        forged(
+            liar,
+            &[Message::SnapshotChunk(chunk(ahead, 1_000, good_sum ^ 1))],
+        ),
+        forged(
+            liar,
+            &[Message::SnapshotChunk(chunk(ahead, 200_000, good_sum))],
+        ),
+    ];
+    let now = h.sim.now();
+    for (k, a) in attacks.iter().enumerate() {
+        let s = h.sim.endpoint_mut(observer).unwrap();
+        s.handle_datagram(PeerId(1), a, now).unwrap();
+        assert_eq!(s.stats().snapshot_errors, k as u64 + 1);
+    }
+    // A whole snapshot, sound as chunks go, whose envelope is not one.
+    let limits = SnapshotLimits::default();
+    let bogus = Snapshot::new(ahead, vec![9, 0, 0, 1, 2, 3]);
+    let mut tx = SnapshotSender::new(7, &bogus, 1000, &limits).unwrap();
+    let c = tx.next_chunk(now).unwrap().as_message();
+    let s = h.sim.endpoint_mut(observer).unwrap();
+    s.handle_datagram(PeerId(1), &forged(liar, &[Message::SnapshotChunk(c)]), now)
+        .unwrap();
+    assert_eq!(s.stats().snapshot_errors, 3);
+    // A sound snapshot of a tick the observer has passed: ignored.
+    let old = Snapshot::new(Tick::new(5), vec![1, 0, 0]);
+    let mut tx = SnapshotSender::new(8, &old, 1000, &limits).unwrap();
+    let c = tx.next_chunk(now).unwrap().as_message();
+    s.handle_datagram(PeerId(1), &forged(liar, &[Message::SnapshotChunk(c)]), now)
+        .unwrap();
+    assert_eq!(s.stats().snapshot_errors, 3);
+    assert_eq!(s.take_snapshot(), None);
+    assert_eq!(s.frame(), before);
+    assert!(
+        !h.records[&observer]
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::Snapshot { .. }))
+    );
+    reach(&mut h, 400, Duration::from_secs(30), "play going on");
+    h.assert_streams_agree(&sc.peer_ids());
+    h.assert_no_desync();
+    assert_eq!(h.records[&observer].restored, None);
+}
+
+/// A game state over the configured cap is refused with a typed error
+/// where it is handed over; the observer that needed it waits, and nobody
+/// else notices.
+#[test]
+fn a_snapshot_over_the_cap_is_refused_with_a_typed_error() {
+    let mut sc = clean(2, 13, 16);
+    sc.config.snapshot.max_len = 1_000;
+    sc.config.observer_window = 16;
+    let mut h = sc.build();
+    for r in h.records.values_mut() {
+        r.bulk = 5_000;
+    }
+    reach(&mut h, 100, Duration::from_secs(30), "100 ticks");
+    let observer = PeerId(2);
+    join_observer(&mut h, &sc, observer);
+    let first = h.first;
+    let o = h.run(
+        h.sim.now() + Duration::from_secs(10),
+        |_, _, _, _| {},
+        |sim| {
+            sim.live()
+                .filter(|(_, s)| !s.watching())
+                .all(|(_, s)| s.frame().since(first) >= 400)
+        },
+    );
+    outcome_ok(o, "the players playing on", 13);
+    let refusals = &h.records[&PeerId(0)].snapshot_refusals;
+    assert!(!refusals.is_empty());
+    assert!(
+        refusals
+            .iter()
+            .all(|e| matches!(e, SnapshotError::TooLarge { max: 1_000, .. }))
+    );
+    assert!(h.session(PeerId(0)).frame().since(h.first) >= 400);
+    assert!(h.session(observer).frame().since(h.first) < 100);
+    h.assert_streams_agree(&sc.player_ids());
+    h.assert_no_desync();
+}
+
+/// What a feeder sends, in 10 s, to an observer (or someone forging its
+/// address) that acknowledges nothing and sends a Hello every 20 ms
+/// naming `position(k, feeder's frame)`; and whether the feeder's game was
+/// asked for its state, and how often.
+fn cost_of_an_observer(position: impl Fn(u32, Tick) -> Tick) -> (u64, u64, usize) {
+    let sc = clean(2, 17, 16);
+    let mut h = sc.build();
+    for r in h.records.values_mut() {
+        r.bulk = 200_000;
+    }
+    reach(&mut h, 1_100, Duration::from_secs(60), "1 100 ticks");
+    let liar = PeerId(9);
+    for p in sc.player_ids() {
+        h.sim.endpoint_mut(p).unwrap().add_observer(liar).unwrap();
+    }
+    let stats = |h: &Harness| {
+        (
+            h.session(PeerId(0)).stats().bytes_sent,
+            h.session(PeerId(1)).stats().bytes_received,
+        )
+    };
+    let (sent0, received0) = stats(&h);
+    let mut from_liar = 0;
+    for k in 0..500 {
+        let now = h.sim.now() + Duration::from_millis(20);
+        h.run(now, |_, _, _, _| {}, |_| false);
+        let pos = position(k, h.session(PeerId(0)).frame());
+        let hello = Hello {
+            resume_from: Some(pos),
+            spectator: true,
+            ..Hello::default()
+        };
+        let d = forged(pos, &[Message::Hello(hello)]);
+        from_liar += d.len() as u64;
+        let feeder = h.sim.endpoint_mut(PeerId(0)).unwrap();
+        feeder.handle_datagram(liar, &d, now).unwrap();
+    }
+    let (sent1, received1) = stats(&h);
+    let target = h.session(PeerId(0)).frame().since(h.first) + 100;
+    reach(&mut h, target, Duration::from_secs(10), "play going on");
+    h.assert_streams_agree(&sc.player_ids());
+    let asked = h.records[&PeerId(0)]
+        .events
+        .iter()
+        .filter(|e| matches!(e, Event::SnapshotRequested { .. }))
+        .count();
+    // What the feeder sent beyond what the other player got from it.
+    (from_liar, (sent1 - sent0) - (received1 - received0), asked)
+}
+
+/// An observer that flips its position between far behind and caught up
+/// every 20 ms, acknowledging nothing, costs the feeder its first chunks of
+/// one snapshot and then a probe every 1.6 s over what a caught-up observer
+/// that acknowledges nothing costs; its game is asked for its state once;
+/// the players play on. (Found in review: a fresh window of chunks per
+/// flip, 1.3 MB in 10 s, and a state asked of the game every flip once
+/// the claimed position let the frames after it go.)
+#[test]
+fn an_observer_flipping_its_position_gets_no_burst_per_flip() {
+    let (sent, flipping, asked) =
+        cost_of_an_observer(|k, frame| if k % 2 == 0 { Tick::ZERO } else { frame });
+    let (_, steady, never) = cost_of_an_observer(|_, frame| frame);
+    eprintln!("a flipping observer sent {sent} bytes and got {flipping}; a steady one {steady}");
+    assert_eq!((asked, never), (1, 0));
+    // Four chunks, four again, two, one, then a probe every 1.6 s.
+    assert!(
+        flipping < steady + 17 * 1_200,
+        "{flipping} bytes against {steady}"
+    );
+}
