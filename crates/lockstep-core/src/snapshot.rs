@@ -32,7 +32,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use crate::wire::{SnapshotAck, SnapshotChunk};
+use crate::wire::{DatagramWriter, Message, SnapshotAck, SnapshotChunk};
 use crate::{Instant, Tick};
 use core::time::Duration;
 use std::sync::Arc;
@@ -358,6 +358,24 @@ impl SnapshotSender {
             .find(|&i| self.sent[i as usize].is_none())
     }
 
+    /// Writes as many due chunks as `w` has room for, after whatever it
+    /// holds already; returns whether it wrote any. A datagram with no room
+    /// for one is no reason to send another at once: the next one will not
+    /// have more.
+    pub fn write_due(&mut self, w: &mut DatagramWriter<'_>, now: Instant) -> bool {
+        let mut carried = false;
+        while w.remaining() > self.chunk_room() {
+            let Some(chunk) = self.next_chunk(now) else {
+                break;
+            };
+            if w.push(&Message::SnapshotChunk(chunk.as_message())).is_err() {
+                break;
+            }
+            carried = true;
+        }
+        carried
+    }
+
     /// Whether a chunk is due at `now` (see [`next_chunk`](Self::next_chunk)).
     pub fn has_due(&self, now: Instant) -> bool {
         self.due(now).is_some()
@@ -675,9 +693,8 @@ mod tests {
             while let Some(c) = tx.next_chunk(now) {
                 sent += 1;
                 let mut buf = Vec::new();
-                let mut w = crate::wire::DatagramWriter::new(&mut buf, Tick::ZERO, 1_200);
-                w.push(&crate::wire::Message::SnapshotChunk(c.as_message()))
-                    .unwrap();
+                let mut w = DatagramWriter::new(&mut buf, Tick::ZERO, 1_200);
+                w.push(&Message::SnapshotChunk(c.as_message())).unwrap();
                 w.finish();
                 if !rng.chance(loss) {
                     in_flight.push(buf.clone());
@@ -692,7 +709,7 @@ mod tests {
                 let buf = in_flight.swap_remove(i);
                 let d = crate::wire::Datagram::decode(&buf, Tick::ZERO).unwrap();
                 for m in &d.messages {
-                    if let crate::wire::Message::SnapshotChunk(c) = m
+                    if let Message::SnapshotChunk(c) = m
                         && let Some(done) = rx.take(c).unwrap()
                     {
                         return (done, sent);

@@ -16,6 +16,7 @@ use lockstep_core::snapshot::{Snapshot, SnapshotError, SnapshotLimits, SnapshotS
 use lockstep_core::wire::{DatagramWriter, Hello, Message, SnapshotChunk};
 use lockstep_core::{Event, Instant, PeerId, PlayerId, Roster, Tick};
 use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
 use std::time::Duration;
 
 prop_compose! {
@@ -82,6 +83,51 @@ fn join_observer(h: &mut Harness, sc: &Scenario, id: PeerId) {
     }
 }
 
+/// The case's event at `at` (`None`) and, if any, the crash of a player
+/// other than the first (someone must play on), in time order.
+fn schedule(at: u64, crash: Option<(usize, u64)>, players: usize) -> Vec<(u64, Option<PeerId>)> {
+    let mut steps = vec![(at, None)];
+    if let Some((who, when)) = crash {
+        steps.push((when, Some(PeerId((who % (players - 1)) as u32 + 1))));
+    }
+    steps.sort();
+    steps
+}
+
+/// Runs until every live peer is 300 ticks past where the players are
+/// (within 400 s of `from_ms`), then checks what every case must: they got
+/// there, their streams agree, nobody saw a desync, buffers stayed bounded.
+fn play_on(h: &mut Harness, seed: u64, from_ms: u64) -> Result<(), TestCaseError> {
+    let first = h.first;
+    let target = h.session(PeerId(0)).frame().since(first) + 300;
+    let until = Instant::from_millis(from_ms) + Duration::from_secs(400);
+    let outcome = h.run(
+        until,
+        |_, _, _, _| {},
+        |sim| sim.live().all(|(_, s)| s.frame().since(first) >= target),
+    );
+    h.assert_streams_agree(&live_ids(h));
+    h.assert_no_desync();
+    assert_bounded(h, seed);
+    let at: Vec<_> = h
+        .sim
+        .live()
+        .map(|(id, s)| {
+            (
+                id,
+                s.frame(),
+                s.stats().snapshot_errors,
+                s.snapshot_progress(),
+            )
+        })
+        .collect();
+    prop_assert!(
+        all_reached(h, target),
+        "seed {seed}: {outcome:?}, stalled at {at:?}"
+    );
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(cases(60))]
 
@@ -109,13 +155,7 @@ proptest! {
         let heal = cut_at + cut_for;
         h.sim.net.partition(players, watchers,
             Instant::from_millis(cut_at), Instant::from_millis(heal));
-        // A crash of a player other than the last (someone must play on).
-        let crash = crash.map(|(who, at)| (PeerId((who % (sc.players - 1)) as u32 + 1), at));
-        let mut steps: Vec<(u64, Option<PeerId>)> = vec![(heal, None)];
-        if let Some((victim, at)) = crash {
-            steps.push((at, Some(victim)));
-        }
-        steps.sort();
+        let steps = schedule(heal, crash, sc.players);
         // How far behind the players each observer is when the cut heals.
         let mut behind_at_heal = Vec::new();
         for (at, victim) in steps {
@@ -131,21 +171,8 @@ proptest! {
                 }
             }
         }
-        // Well past the heal and every abandonment: 300 ticks more than
-        // the players had run by then.
-        let first = h.first;
-        let target = h.session(PeerId(0)).frame().since(first) + 300;
-        let until = Instant::from_millis(heal) + Duration::from_secs(400);
-        let outcome = h.run(until, |_, _, _, _| {}, |sim| {
-            sim.live().all(|(_, s)| s.frame().since(first) >= target)
-        });
-        let live = live_ids(&h);
-        h.assert_streams_agree(&live);
-        h.assert_no_desync();
-        assert_bounded(&h, sc.seed);
-        prop_assert!(all_reached(&h, target), "seed {}: {:?} (crash {:?}) stalled at {:?}",
-            sc.seed, outcome, crash,
-            h.sim.live().map(|(id, s)| (id, s.frame(), s.stats().snapshot_errors, s.poll_timeout(), s.snapshot_progress())).collect::<Vec<_>>());
+        // Well past the heal and every abandonment.
+        play_on(&mut h, sc.seed, heal)?;
         // Behind every frame the players still held: only a snapshot
         // could bring it back.
         let kept = sc.config.observer_window.max(h.session(PeerId(0)).abandon_window());
@@ -194,13 +221,8 @@ proptest! {
         for r in h.records.values_mut() {
             r.bulk = bulk;
         }
-        let crash = crash.map(|(who, at)| (PeerId((who % (sc.players - 1)) as u32 + 1), at));
         let observer = PeerId(sc.players as u32);
-        let mut steps: Vec<(u64, Option<PeerId>)> = vec![(join_at, None)];
-        if let Some((victim, at)) = crash {
-            steps.push((at, Some(victim)));
-        }
-        steps.sort();
+        let steps = schedule(join_at, crash, sc.players);
         let mut gone = false;
         for (at, victim) in steps {
             h.run(Instant::from_millis(at), |_, _, _, _| {}, |_| false);
@@ -214,19 +236,7 @@ proptest! {
                 }
             }
         }
-        let first = h.first;
-        let target = h.session(PeerId(0)).frame().since(first) + 300;
-        let until = Instant::from_millis(join_at) + Duration::from_secs(400);
-        let outcome = h.run(until, |_, _, _, _| {}, |sim| {
-            sim.live().all(|(_, s)| s.frame().since(first) >= target)
-        });
-        let live = live_ids(&h);
-        h.assert_streams_agree(&live);
-        h.assert_no_desync();
-        assert_bounded(&h, sc.seed);
-        prop_assert!(all_reached(&h, target), "seed {}: {:?} (crash {:?}) stalled at {:?}",
-            sc.seed, outcome, crash,
-            h.sim.live().map(|(id, s)| (id, s.frame(), s.stats().snapshot_errors)).collect::<Vec<_>>());
+        play_on(&mut h, sc.seed, join_at)?;
         // The players no longer held the opening frames: a snapshot.
         if gone {
             prop_assert!(h.records[&observer].restored.is_some(), "seed {}: joined without a snapshot", sc.seed);

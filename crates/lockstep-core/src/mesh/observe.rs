@@ -22,7 +22,7 @@
 
 use super::{MeshSession, Peer};
 use crate::snapshot::{Snapshot, SnapshotError, SnapshotReceiver, SnapshotSender};
-use crate::wire::{DatagramWriter, Message, SnapshotAck, SnapshotChunk};
+use crate::wire::{DatagramWriter, SnapshotAck, SnapshotChunk};
 use crate::{Event, Input, Instant, PeerId, PlayerId, Tick};
 
 /// The version of the envelope a mesh snapshot's game bytes travel in.
@@ -328,16 +328,7 @@ impl<I: Input> MeshSession<I> {
         let Some(tx) = p.outgoing.as_mut() else {
             return false;
         };
-        let mut carried = false;
-        while w.remaining() > tx.chunk_room() {
-            let Some(chunk) = tx.next_chunk(now) else {
-                break;
-            };
-            if w.push(&Message::SnapshotChunk(chunk.as_message())).is_err() {
-                break;
-            }
-            carried = true;
-        }
+        let carried = tx.write_due(w, now);
         // Another datagram at once only if this one made room for a chunk
         // (else the next one would not either).
         p.chunk_starved = !carried;

@@ -1316,16 +1316,7 @@ impl<I: Input> ClientSession<I> {
         }
         let mut more = false;
         if let Some(tx) = self.donation.as_mut().and_then(|d| d.sender.as_mut()) {
-            let mut carried = false;
-            while w.remaining() > tx.chunk_room() {
-                let Some(chunk) = tx.next_chunk(self.now) else {
-                    break;
-                };
-                if w.push(&Message::SnapshotChunk(chunk.as_message())).is_err() {
-                    break;
-                }
-                carried = true;
-            }
+            let carried = tx.write_due(&mut w, self.now);
             // Another datagram at once only if this one made room for a
             // chunk (else the next one would not either).
             more = carried && tx.has_due(self.now);

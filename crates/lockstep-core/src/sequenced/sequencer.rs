@@ -2419,16 +2419,7 @@ impl<I: Input> Sequencer<I> {
             // The snapshot alone: frames are of no use before it is whole
             // (and a joiner that acknowledges slowly gets little of either).
             Some(Join::Receiving(tx)) => {
-                let mut carried = false;
-                while w.remaining() > tx.chunk_room() {
-                    let Some(chunk) = tx.next_chunk(now) else {
-                        break;
-                    };
-                    if w.push(&Message::SnapshotChunk(chunk.as_message())).is_err() {
-                        break;
-                    }
-                    carried = true;
-                }
+                let carried = tx.write_due(&mut w, now);
                 let starved = !carried && tx.has_due(now);
                 self.conns[i].chunk_starved = starved;
                 w.finish();
