@@ -563,3 +563,60 @@ fn an_observer_flipping_its_position_gets_no_burst_per_flip() {
         "{flipping} bytes against {steady}"
     );
 }
+
+/// A player that is not the feeder sends a late observer chunks of a
+/// snapshot that never completes, every 20 ms, starting before the
+/// feeder's: the feeder (the lowest live seat) takes over the transfer at
+/// once, and the observer catches up on the players' state.
+#[test]
+fn a_higher_seat_cannot_hold_an_observer_with_chunks_of_its_own() {
+    let sc = clean(3, 21, 16);
+    let mut h = sc.build();
+    for r in h.records.values_mut() {
+        r.bulk = 50_000;
+    }
+    reach(&mut h, 1_100, Duration::from_secs(60), "1 100 ticks");
+    let observer = PeerId(3);
+    // The feeder hears the observer last: the liar's chunks come first.
+    let now = h.sim.now();
+    h.sim.net.partition(
+        &[PeerId(0)],
+        &[observer],
+        now,
+        now + Duration::from_millis(500),
+    );
+    join_observer(&mut h, &sc, observer);
+    let bogus = Snapshot::new(h.session(PeerId(2)).frame(), vec![3; 500_000]);
+    let mut tx = SnapshotSender::new(77, &bogus, 1000, &SnapshotLimits::default()).unwrap();
+    let first = tx.next_chunk(h.sim.now()).unwrap().as_message();
+    let junk: Vec<u8> = first.data.to_vec();
+    let first = SnapshotChunk {
+        data: &junk,
+        ..first
+    };
+    let first_tick = h.first;
+    let mut caught_up = false;
+    for _ in 0..200 {
+        let now = h.sim.now() + Duration::from_millis(20);
+        h.run(now, |_, _, _, _| {}, |_| false);
+        let base = h.session(PeerId(2)).frame();
+        let d = forged(base, &[Message::SnapshotChunk(first)]);
+        let s = h.sim.endpoint_mut(observer).unwrap();
+        // Before the observer's Hello got through, it is not greeted yet.
+        let _ = s.handle_datagram(PeerId(2), &d, now);
+        if s.frame().since(first_tick) > 1_100 {
+            caught_up = true;
+            break;
+        }
+    }
+    assert!(caught_up, "held by the liar's chunks");
+    let target = h.session(PeerId(0)).frame().since(h.first) + 100;
+    reach(
+        &mut h,
+        target,
+        Duration::from_secs(10),
+        "the observer catching up",
+    );
+    assert!(h.records[&observer].restored.is_some());
+    h.assert_streams_agree(&live_ids(&h));
+}

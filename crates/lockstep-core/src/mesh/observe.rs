@@ -49,8 +49,9 @@ pub(super) struct Donor {
 #[derive(Debug)]
 pub(super) struct Incoming {
     receiver: SnapshotReceiver,
-    /// The peer sending it.
+    /// The peer sending it, and its seat.
     from: PeerId,
+    seat: PlayerId,
     /// When it last sent a chunk.
     heard: Instant,
     /// The snapshot, whole and checked, with the seats empty by its tick,
@@ -354,19 +355,22 @@ impl<I: Input> MeshSession<I> {
     }
 
     /// A chunk from peer `i`, for an observer: a state ahead of ours, from
-    /// a player. A second donor's chunks are taken only once the first has
-    /// gone quiet (it left, or stopped feeding).
+    /// a player, one donor at a time.
     pub(super) fn take_chunk(&mut self, i: usize, c: &SnapshotChunk<'_>) {
-        if self.local_seat.is_some() || self.peers[i].seat.is_none() || c.tick < self.next_tick {
+        let (now, from) = (self.now, self.peers[i].id);
+        let Some(seat) = self.peers[i].seat else {
+            return;
+        };
+        if self.local_seat.is_some() || c.tick < self.next_tick {
             return;
         }
-        let (now, from) = (self.now, self.peers[i].id);
         let quiet = self.config.interrupt_after;
         let limits = &self.config.snapshot;
         let inc = self.incoming.get_or_insert_with(|| {
             Box::new(Incoming {
                 receiver: SnapshotReceiver::new(limits.clone()),
                 from,
+                seat,
                 heard: now,
                 ready: None,
             })
@@ -375,11 +379,17 @@ impl<I: Input> MeshSession<I> {
             return;
         }
         if inc.from != from {
-            if now - inc.heard < quiet {
+            // The feeder is the lowest live seat: a lower seat's chunks
+            // take over at once (a higher one cannot hold the observer
+            // with chunks of its own), a higher seat's once the current
+            // donor has gone quiet (it crashed and is being abandoned).
+            let lower = seat < inc.seat;
+            if !lower && now - inc.heard < quiet {
                 return;
             }
             inc.receiver.reset();
             inc.from = from;
+            inc.seat = seat;
         }
         inc.heard = now;
         self.peers[i].flush = true;
