@@ -620,3 +620,34 @@ fn a_higher_seat_cannot_hold_an_observer_with_chunks_of_its_own() {
     assert!(h.records[&observer].restored.is_some());
     h.assert_streams_agree(&live_ids(&h));
 }
+
+/// The time a late observer takes, in virtual time on the simulated
+/// network, from its session's start to running the players' frames:
+/// four players at 30 Hz, a 200 KB state that does not compress, 20 ms
+/// each way. (Reported in docs/benchmarks.md.)
+#[test]
+fn a_late_observer_of_a_200_kb_state_is_live_within_a_second() {
+    let mut sc = clean(4, 23, 33);
+    sc.link.latency = Duration::from_millis(20);
+    let mut h = sc.build();
+    for r in h.records.values_mut() {
+        r.bulk = 200_000;
+    }
+    reach(&mut h, 3_000, Duration::from_secs(200), "3 000 ticks");
+    let observer = PeerId(4);
+    let joined = h.sim.now();
+    join_observer(&mut h, &sc, observer);
+    let first = h.first;
+    let o = h.run(joined + Duration::from_secs(5), |_, _, _, _| {}, |sim| {
+        let lead = sim.endpoint(PeerId(0)).map_or(first, |s| s.frame());
+        sim.endpoint(observer)
+            .is_some_and(|s| s.frame().saturating_add(3) >= lead)
+    });
+    outcome_ok(o, "the observer caught up", 23);
+    let took = h.sim.now() - joined;
+    let sent = h.session(PeerId(0)).stats().bytes_sent;
+    eprintln!("a late observer of a 200 KB state ran the players' frames {took:?} after it started ({sent} bytes sent by the feeder in all)");
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    assert!(h.records[&observer].restored.is_some());
+    h.assert_streams_agree(&live_ids(&h));
+}
