@@ -9,12 +9,12 @@
 
 mod common;
 
+use common::observe::{all_reached, assert_bounded, clean, forged, join_observer, live_ids, reach};
 use common::props::{cases, link};
-use common::{Harness, Record, Scenario, Session, outcome_ok};
-use lockstep_core::sim::LinkConditions;
+use common::{Harness, Scenario, outcome_ok};
 use lockstep_core::snapshot::{Snapshot, SnapshotError, SnapshotLimits, SnapshotSender};
-use lockstep_core::wire::{DatagramWriter, Hello, Message, SnapshotChunk};
-use lockstep_core::{Event, Instant, PeerId, PlayerId, Roster, Tick};
+use lockstep_core::wire::{Hello, Message, SnapshotChunk};
+use lockstep_core::{Event, Instant, PeerId, Tick};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use std::time::Duration;
@@ -24,7 +24,7 @@ prop_compose! {
         players in 2..=max_players,
         delay in 0u32..4,
         max_lead in 1u32..8,
-        window in 16u32..128,
+        window in 64u32..256,
         period in 16u64..50,
         link in link(100, 40),
         seed in any::<u64>(),
@@ -32,54 +32,13 @@ prop_compose! {
         let mut s = Scenario::new(players, seed);
         s.config.delay = delay;
         s.config.max_lead = max_lead;
+        // The window must cover a transfer (it starts at 4 chunks and
+        // doubles each round trip): 64 ticks of 16 ms is one second.
         s.config.observer_window = window;
         s.config.abandon_after = Some(Duration::from_secs(2));
         s.link = link;
         s.period = Duration::from_millis(period);
         s
-    }
-}
-
-/// Every live peer has run `ticks` frames.
-fn all_reached(h: &Harness, ticks: u32) -> bool {
-    h.sim.live().all(|(_, s)| s.frame().since(h.first) >= ticks)
-}
-
-fn live_ids(h: &Harness) -> Vec<PeerId> {
-    h.sim.live().map(|(id, _)| id).collect()
-}
-
-/// Buffers stay within their stated bounds, observers and donors included.
-fn assert_bounded(h: &Harness, seed: u64) {
-    for (id, s) in h.sim.live() {
-        let st = s.stats();
-        assert!(
-            st.buffered_ticks <= s.buffer_bound(),
-            "seed {seed}: {id} holds {} ticks, bound {}",
-            st.buffered_ticks,
-            s.buffer_bound()
-        );
-    }
-}
-
-/// Adds observer `id` to a mesh under way: its own session lists the
-/// players and itself; every player adds it.
-fn join_observer(h: &mut Harness, sc: &Scenario, id: PeerId) {
-    let mut roster = Roster::new();
-    for i in 0..sc.players {
-        roster = roster.player(PeerId(i as u32), PlayerId(i as u16));
-    }
-    roster = roster.observer(id);
-    let now = h.sim.now();
-    let s = Session::new(sc.config.clone(), roster, id, now).unwrap();
-    h.sim.add(id, s);
-    let mut rec = Record::new(sc.seed ^ 0xABCD, sc.config.first_tick);
-    rec.bulk = h.records[&PeerId(0)].bulk;
-    h.records.insert(id, rec);
-    for p in sc.player_ids() {
-        if let Some(s) = h.sim.endpoint_mut(p) {
-            s.add_observer(id).unwrap();
-        }
     }
 }
 
@@ -249,32 +208,6 @@ proptest! {
     }
 }
 
-/// Two players on a clean 5 ms link, ticking every `period_ms`.
-fn clean(players: usize, seed: u64, period_ms: u64) -> Scenario {
-    let mut sc = Scenario::new(players, seed);
-    sc.link = LinkConditions {
-        latency: Duration::from_millis(5),
-        max_datagram: Some(1200),
-        ..LinkConditions::default()
-    };
-    sc.period = Duration::from_millis(period_ms);
-    sc.config.abandon_after = Some(Duration::from_secs(2));
-    sc
-}
-
-/// Runs until every live peer has run `ticks` frames, or panics.
-fn reach(h: &mut Harness, ticks: u32, within: Duration, what: &str) {
-    let first = h.first;
-    let until = h.sim.now() + within;
-    let seed = h.sim.net.seed();
-    let o = h.run(
-        until,
-        |_, _, _, _| {},
-        |sim| sim.live().all(|(_, s)| s.frame().since(first) >= ticks),
-    );
-    outcome_ok(o, what, seed);
-}
-
 /// An observer joining 70 000 ticks into a match (past 2^16: its own
 /// first datagrams and the players' differ by more than the 16-bit header
 /// tick can tell) reads them right from the full tick its Hello and their
@@ -367,17 +300,6 @@ fn a_donor_that_vanishes_mid_transfer_is_replaced() {
     assert_eq!(h.session(observer).abandoned().len(), 1);
 }
 
-/// Writes one datagram from `from`'s side, as a hostile player would.
-fn forged(base: Tick, messages: &[Message<'_>]) -> Vec<u8> {
-    let mut buf = Vec::new();
-    let mut w = DatagramWriter::new(&mut buf, base, 1200);
-    for m in messages {
-        w.push(m).unwrap();
-    }
-    w.finish();
-    buf
-}
-
 /// A player sends an observer chunks with a wrong checksum, over the
 /// observer's cap, a whole snapshot whose envelope does not decode, and
 /// one for a tick the observer has passed: each is refused (counted in
@@ -406,7 +328,10 @@ fn hostile_snapshot_chunks_change_nothing() {
         data: &data,
     };
     let good_sum = lockstep_core::snapshot::chunk_checksum(&data);
-    let ahead = liar.saturating_add(500);
+    // A tick the observer has not run and the players have: what a
+    // feeder's snapshot could be of.
+    let ahead = h.session(observer).frame();
+    assert!(ahead < liar);
     // A wrong checksum; a snapshot over the cap.
     let attacks = [
         forged(
@@ -638,15 +563,21 @@ fn a_late_observer_of_a_200_kb_state_is_live_within_a_second() {
     let joined = h.sim.now();
     join_observer(&mut h, &sc, observer);
     let first = h.first;
-    let o = h.run(joined + Duration::from_secs(5), |_, _, _, _| {}, |sim| {
-        let lead = sim.endpoint(PeerId(0)).map_or(first, |s| s.frame());
-        sim.endpoint(observer)
-            .is_some_and(|s| s.frame().saturating_add(3) >= lead)
-    });
+    let o = h.run(
+        joined + Duration::from_secs(5),
+        |_, _, _, _| {},
+        |sim| {
+            let lead = sim.endpoint(PeerId(0)).map_or(first, |s| s.frame());
+            sim.endpoint(observer)
+                .is_some_and(|s| s.frame().saturating_add(3) >= lead)
+        },
+    );
     outcome_ok(o, "the observer caught up", 23);
     let took = h.sim.now() - joined;
     let sent = h.session(PeerId(0)).stats().bytes_sent;
-    eprintln!("a late observer of a 200 KB state ran the players' frames {took:?} after it started ({sent} bytes sent by the feeder in all)");
+    eprintln!(
+        "a late observer of a 200 KB state ran the players' frames {took:?} after it started ({sent} bytes sent by the feeder in all)"
+    );
     assert!(took < Duration::from_secs(1), "{took:?}");
     assert!(h.records[&observer].restored.is_some());
     h.assert_streams_agree(&live_ids(&h));

@@ -797,7 +797,6 @@ impl<I: Input> MeshSession<I> {
         let next = tick.next()?;
         self.commits_since_frame = 0;
         if self.local_seat.is_none() {
-            self.drop_passed_snapshot();
             // Observers learn membership from the frames themselves.
             for ev in &frame.events {
                 if let SystemEvent::Abandoned { player } = *ev {
@@ -1163,6 +1162,7 @@ impl<I: Input> MeshSession<I> {
     /// what it holds, its round trip and its checksums.
     fn take_peer_state(&mut self, idx: usize, r: &Received<'_, I>, base: Tick, anchored: bool) {
         let now = self.now;
+        let (local_plays, local_next) = (self.local_seat.is_some(), self.next_tick);
         let p = &mut self.peers[idx];
         p.last_heard = Some(now);
         if r.welcomed {
@@ -1175,9 +1175,15 @@ impl<I: Input> MeshSession<I> {
         }
         let p = &mut self.peers[idx];
         // An anchored position is the sender's own word, also backwards
-        // (it restarted, or an earlier reading was off by 65 536).
+        // (it restarted, or an earlier reading was off by 65 536). An
+        // observer's position is its latest datagram's, never past ours (it
+        // runs only frames the players ran): a datagram from before it
+        // jumped ahead, read against the jump, can land anywhere, and must
+        // not stick as a maximum would.
         p.next_tick = if anchored {
             base
+        } else if p.seat.is_none() && local_plays {
+            base.min(local_next)
         } else {
             p.next_tick.max(base)
         };
@@ -1425,6 +1431,7 @@ impl<I: Input> MeshSession<I> {
         self.progress_abandonments();
         self.plan_snapshots();
         self.flush_chunks();
+        self.drop_passed_snapshot();
     }
 
     /// Writes the next datagram to send into `buf`.

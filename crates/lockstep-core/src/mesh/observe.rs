@@ -45,18 +45,47 @@ pub(super) struct Donor {
     next_id: u32,
 }
 
-/// The observer's side: a snapshot arriving, or arrived and not yet taken.
-#[derive(Debug)]
+/// How many `interrupt_after` a donor has the transfer to itself, however
+/// it progresses, before another donor's chunks may take over.
+const EXCLUSIVE_FOR: u32 = 30;
+
+/// The observer's side: a snapshot arriving (from one donor at a time),
+/// arrived and not yet taken, or taken and still acknowledged.
+#[derive(Debug, Default)]
 pub(super) struct Incoming {
-    receiver: SnapshotReceiver,
-    /// The peer sending it, and its seat.
-    from: PeerId,
-    seat: PlayerId,
-    /// When it last sent a chunk.
-    heard: Instant,
+    /// The transfer chunks are taken from now.
+    current: Option<Transfer>,
+    /// The one before, kept: switching back to its donor loses nothing.
+    parked: Option<Transfer>,
+    /// A donor whose snapshot failed its checks, refused until then.
+    barred: Option<(PeerId, Instant)>,
     /// The snapshot, whole and checked, with the seats empty by its tick,
     /// until the game takes it.
     ready: Option<(Snapshot, Vec<(PlayerId, Tick)>)>,
+    /// When the game took it: its donor is told it is whole a while longer.
+    taken: Option<Instant>,
+}
+
+/// One donor's transfer to an observer.
+#[derive(Debug)]
+struct Transfer {
+    from: PeerId,
+    receiver: SnapshotReceiver,
+    /// When it began (or was switched to), and when a chunk not held
+    /// before last arrived.
+    began: Instant,
+    progress: Instant,
+}
+
+impl Transfer {
+    fn new(from: PeerId, limits: &crate::snapshot::SnapshotLimits, now: Instant) -> Self {
+        Self {
+            from,
+            receiver: SnapshotReceiver::new(limits.clone()),
+            began: now,
+            progress: now,
+        }
+    }
 }
 
 /// Why a reassembled snapshot's envelope was refused.
@@ -143,13 +172,14 @@ impl<I: Input> MeshSession<I> {
     /// fell behind, or joined late): replace the game's state with it, then
     /// run frames as usual; they go on from the tick after it.
     pub fn take_snapshot(&mut self) -> Option<Snapshot> {
-        if !self.snapshot_waiting() {
-            return None;
-        }
-        let (snapshot, empty) = self.incoming.take()?.ready?;
+        let inc = self.incoming.as_mut()?;
+        let (snapshot, empty) = inc.ready.take()?;
+        // Its donor is told a while longer that it is whole.
+        inc.taken = Some(self.now);
         let next = snapshot.tick.next()?;
         // Frames from elsewhere took us past it meanwhile: not needed.
         if next <= self.next_tick {
+            self.incoming = None;
             return None;
         }
         for (seat, from) in empty {
@@ -181,8 +211,12 @@ impl<I: Input> MeshSession<I> {
     /// While a snapshot arrives (an observer catching up): chunks in, of
     /// how many, for a progress bar.
     pub fn snapshot_progress(&self) -> Option<(u32, u32)> {
-        let inc = self.incoming.as_ref().filter(|i| i.ready.is_none())?;
-        inc.receiver.progress().map(|(_, _, have, of)| (have, of))
+        let inc = self.incoming.as_ref()?;
+        if inc.ready.is_some() || inc.taken.is_some() {
+            return None;
+        }
+        let (_, _, have, of) = inc.current.as_ref()?.receiver.progress()?;
+        Some((have, of))
     }
 
     /// Whether a snapshot is in hand that the game has not taken yet:
@@ -192,12 +226,22 @@ impl<I: Input> MeshSession<I> {
     }
 
     /// Forgets a snapshot arriving for a tick frames have since taken us
-    /// past (its donor went back to feeding frames).
+    /// past (its donor went back to feeding frames), and one taken a while
+    /// ago (its donor has been told it is whole).
     pub(super) fn drop_passed_snapshot(&mut self) {
-        let next = self.next_tick;
-        if self.incoming.as_ref().is_some_and(|inc| {
-            inc.ready.is_none() && inc.receiver.progress().is_some_and(|(_, t, _, _)| t < next)
-        }) {
+        let (next, now, quiet) = (self.next_tick, self.now, self.config.interrupt_after);
+        let Some(inc) = self.incoming.as_ref() else {
+            return;
+        };
+        let passed = inc.ready.is_none()
+            && inc.taken.is_none()
+            && inc
+                .current
+                .as_ref()
+                .and_then(|t| t.receiver.progress())
+                .is_some_and(|(_, t, _, _)| t < next);
+        let told = inc.taken.is_some_and(|t| now - t >= quiet);
+        if passed || told {
             self.incoming = None;
         }
     }
@@ -339,11 +383,11 @@ impl<I: Input> MeshSession<I> {
     /// The acknowledgement to send peer `i`, if it is sending us a
     /// snapshot.
     pub(super) fn snapshot_ack_for(&self, i: usize) -> Option<SnapshotAck> {
-        let inc = self
-            .incoming
-            .as_ref()
-            .filter(|inc| inc.from == self.peers[i].id)?;
-        inc.receiver.current_ack()
+        let t = self.incoming.as_ref()?.current.as_ref()?;
+        if t.from != self.peers[i].id {
+            return None;
+        }
+        t.receiver.current_ack()
     }
 
     /// An acknowledgement from peer `i` of the snapshot we send it.
@@ -356,58 +400,116 @@ impl<I: Input> MeshSession<I> {
 
     /// A chunk from peer `i`, for an observer: a state ahead of ours, from
     /// a player, one donor at a time.
+    ///
+    /// The donor keeps the transfer while it progresses (a chunk not held
+    /// before at least every `interrupt_after`), for up to `EXCLUSIVE_FOR`
+    /// of them; another's chunks take over only then, so neither a stray
+    /// chunk nor a player sending chunks of its own can hold the feeder's
+    /// off for long. The transfer switched from is kept, so switching back
+    /// loses nothing. A donor whose snapshot fails its checks is refused
+    /// for `EXCLUSIVE_FOR` of `interrupt_after`.
     pub(super) fn take_chunk(&mut self, i: usize, c: &SnapshotChunk<'_>) {
         let (now, from) = (self.now, self.peers[i].id);
         let Some(seat) = self.peers[i].seat else {
             return;
         };
-        if self.local_seat.is_some() || c.tick < self.next_tick {
+        if self.local_seat.is_some()
+            || c.tick < self.next_tick
+            // A seat known to be empty feeds nobody.
+            || self.seats[seat.index()].empty_from.is_some()
+            || !self.plausible(i, c.tick)
+        {
             return;
         }
+        self.drop_passed_snapshot();
         let quiet = self.config.interrupt_after;
+        let exclusive = quiet * EXCLUSIVE_FOR;
         let limits = &self.config.snapshot;
-        let inc = self.incoming.get_or_insert_with(|| {
-            Box::new(Incoming {
-                receiver: SnapshotReceiver::new(limits.clone()),
-                from,
-                seat,
-                heard: now,
-                ready: None,
-            })
-        });
-        if inc.ready.is_some() {
+        let inc = self.incoming.get_or_insert_with(Box::default);
+        if inc.ready.is_some()
+            || inc.taken.is_some()
+            || inc
+                .barred
+                .is_some_and(|(b, until)| b == from && now < until)
+        {
             return;
         }
-        if inc.from != from {
-            // The feeder is the lowest live seat: a lower seat's chunks
-            // take over at once (a higher one cannot hold the observer
-            // with chunks of its own), a higher seat's once the current
-            // donor has gone quiet (it crashed and is being abandoned).
-            let lower = seat < inc.seat;
-            if !lower && now - inc.heard < quiet {
+        match inc.current.as_ref() {
+            Some(t) if t.from == from => {}
+            Some(t) if now - t.progress < quiet && now - t.began < exclusive => return,
+            _ => {
+                let mut next = match inc.parked.take() {
+                    Some(p) if p.from == from => p,
+                    other => {
+                        inc.parked = other;
+                        Transfer::new(from, limits, now)
+                    }
+                };
+                (next.began, next.progress) = (now, now);
+                if let Some(old) = inc.current.replace(next) {
+                    inc.parked = Some(old);
+                }
+            }
+        }
+        let Some(t) = inc.current.as_mut() else {
+            return;
+        };
+        self.peers[i].flush = true;
+        let before = t.receiver.progress();
+        let taken = t.receiver.take(c);
+        let gained = match (before, t.receiver.progress()) {
+            (Some((a, _, had, _)), Some((b, _, has, _))) => a == b && has > had,
+            (None, Some(_)) => true,
+            _ => false,
+        };
+        if gained {
+            t.progress = now;
+        }
+        let whole = match taken {
+            Ok(None) => return,
+            Ok(Some(s)) => unwrap(s, self.seats.len()).ok(),
+            // One bad chunk is the link's or a stray's; a bad whole is the
+            // donor's.
+            Err(SnapshotError::BadWhole { .. }) => None,
+            Err(_) => {
+                self.stats.snapshot_errors += 1;
                 return;
             }
-            inc.receiver.reset();
-            inc.from = from;
-            inc.seat = seat;
-        }
-        inc.heard = now;
-        self.peers[i].flush = true;
-        let whole = match inc.receiver.take(c) {
-            Ok(Some(s)) => unwrap(s, self.seats.len()).map_err(|_| ()),
-            Ok(None) => return,
-            Err(_) => Err(()),
         };
         match whole {
-            Ok((snapshot, empty)) => {
+            Some((snapshot, empty)) => {
                 let tick = snapshot.tick;
                 inc.ready = Some((snapshot, empty));
                 self.push_event(Event::Snapshot { tick });
             }
-            Err(()) => {
+            None => {
                 self.stats.snapshot_errors += 1;
+                inc.barred = Some((from, now + exclusive));
+                inc.current = inc.parked.take();
             }
         }
+    }
+
+    /// Whether a snapshot of `tick` from peer `i` could be the feeder's:
+    /// every live player ran its tick before it was sent, so it is below
+    /// the sender's position and not far past the other players' (those
+    /// heard lately; a position told to us lags a little).
+    fn plausible(&self, i: usize, tick: Tick) -> bool {
+        let quiet = self.config.interrupt_after;
+        let others = self
+            .peers
+            .iter()
+            .enumerate()
+            .filter(|&(k, p)| {
+                k != i
+                    && p.seat
+                        .is_some_and(|s| self.seats[s.index()].empty_from.is_none())
+                    && p.last_heard.is_some_and(|t| self.now - t < quiet)
+            })
+            .map(|(_, p)| p.next_tick)
+            .max();
+        tick < self.peers[i].next_tick
+            && others.is_none_or(|o| tick < o.saturating_add(self.config.observer_window))
     }
 }
 

@@ -4,6 +4,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod join;
+pub mod observe;
 pub mod props;
 pub mod star;
 pub mod toy;
