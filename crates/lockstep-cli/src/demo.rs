@@ -171,9 +171,15 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
         jitter: Duration::from_millis(a.jitter),
         ..Faults::default()
     });
+    let late = if a.late_joiners > 0 {
+        format!(" (+{} joining late)", a.late_joiners)
+    } else {
+        String::new()
+    };
     println!(
-        "swarm: {} bots, {} ticks at {} Hz, {:?} policy, {} transport{}",
+        "swarm: {} bot{}{late}, {} ticks at {} Hz, {:?} policy, {} transport{}",
         a.players,
+        if a.players == 1 { "" } else { "s" },
         a.ticks,
         a.tick_rate,
         a.policy,

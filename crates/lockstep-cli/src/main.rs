@@ -28,9 +28,11 @@ enum Command {
     /// Keys: WASD move, arrows (or IJKL) aim, space fires, F toggles
     /// auto-fire, B boosts, Q quits. Ships are digits (yours is the seat in
     /// `you: N` in the top bar), creeps `x` (`X` the tough ones). Needs a
-    /// terminal of 80x24 or more. A lost connection is taken back by itself
-    /// for 30 s (the seat the relay holds); the title then says
-    /// `(reconnected Nx)`.
+    /// real terminal of 80x24 or more (not a pipe). A lost connection is
+    /// taken back by itself (the title then says `(reconnected Nx)`) while
+    /// the relay holds the seat: 30 s from the last packet, but under the
+    /// default `wait-for-all` policy a player silent for 10 s is dropped
+    /// from the game first, so come back within 10 s to keep playing.
     Play(play::PlayArgs),
     /// Run a relay server: rooms of UDP and WebSocket clients.
     Relay(relay::RelayArgs),

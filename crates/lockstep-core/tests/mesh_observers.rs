@@ -582,3 +582,34 @@ fn a_late_observer_of_a_200_kb_state_is_live_within_a_second() {
     assert!(h.records[&observer].restored.is_some());
     h.assert_streams_agree(&live_ids(&h));
 }
+
+/// An observer added a minute into a match is not reported silent for that
+/// minute: its silence counts from when it was added. A late observer runs
+/// no frame before the feeder's snapshot.
+#[test]
+fn a_late_observer_is_silent_only_from_when_it_was_added() {
+    let sc = clean(2, 29, 16);
+    let mut h = sc.build();
+    reach(&mut h, 3_750, Duration::from_secs(70), "a minute of play");
+    let observer = PeerId(2);
+    join_observer(&mut h, &sc, observer);
+    let now = h.sim.now() + Duration::from_millis(5);
+    h.run(now, |_, _, _, _| {}, |_| false);
+    // Nothing run of its own making: the feeder's state comes first.
+    assert_eq!(h.session(observer).frame(), h.first);
+    reach(
+        &mut h,
+        3_900,
+        Duration::from_secs(10),
+        "the observer catching up",
+    );
+    for p in sc.player_ids() {
+        let silent = h.records[&p].events.iter().find_map(|e| match e {
+            Event::Interrupted {
+                peer, silent_for, ..
+            } if *peer == observer => Some(*silent_for),
+            _ => None,
+        });
+        assert_eq!(silent, None, "{p} reported the observer silent");
+    }
+}

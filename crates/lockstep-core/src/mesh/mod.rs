@@ -307,6 +307,8 @@ struct Peer {
     lifted_known: Option<Tick>,
     rtt: Rtt,
     checks: RemoteChecksums,
+    /// When it was added: silence counts from then until it is heard.
+    since: Instant,
     /// The snapshot we send it, an observer too far behind for frames.
     outgoing: Option<Box<SnapshotSender>>,
     /// The last datagram to it had no room for a chunk that was due:
@@ -345,6 +347,7 @@ impl Peer {
             lifted_known: None,
             rtt: Rtt::default(),
             checks: RemoteChecksums::default(),
+            since: now,
             outgoing: None,
             chunk_starved: false,
         }
@@ -397,7 +400,11 @@ impl Peer {
 /// * History is pruned as soon as every peer has it, also while stalled.
 /// * Observers receive confirmed frames from the lowest live seat, once every
 ///   live player has run them, run the same frames, commit nothing and are
-///   waited for by nobody.
+///   waited for by nobody. One further behind than `observer_window`, or
+///   joining a match under way ([`add_observer`](Self::add_observer),
+///   [`join_under_way`](Self::join_under_way)), is sent that player's game
+///   state instead ([`Event::SnapshotRequested`], [`Event::Snapshot`]) and
+///   runs on from it.
 /// * Pause and resume follow the agreement rules of the pause module: the
 ///   earliest proposed freeze frame wins however messages interleave.
 /// * Abandoning a silent player: peers stop taking its input and report how
@@ -494,6 +501,43 @@ impl<I: Input> MeshSession<I> {
         local: PeerId,
         now: Instant,
     ) -> Result<Self, ConfigError> {
+        Self::build(config, roster, local, now, false)
+    }
+
+    /// An observer's session for a match already under way: its roster
+    /// lists the players and itself, and every player
+    /// [adds it](Self::add_observer). Unlike [`new`](Self::new), it runs no
+    /// frame of its own making: the first frame it hands out is one the
+    /// feeder sent it, or the one after the [snapshot](Event::Snapshot) it
+    /// was sent. Only an observer can join under way.
+    ///
+    /// ```
+    /// use lockstep_core::{Instant, MeshConfig, MeshSession, PeerId, PlayerId, Roster};
+    /// let roster = Roster::new()
+    ///     .player(PeerId(0), PlayerId(0))
+    ///     .player(PeerId(1), PlayerId(1))
+    ///     .observer(PeerId(9));
+    /// let mut late = MeshSession::<u8>::join_under_way(MeshConfig::default(), roster, PeerId(9), Instant::ZERO)?;
+    /// // Nothing to run until the feeder's frames or snapshot arrive.
+    /// assert!(late.advance().is_none());
+    /// # Ok::<(), lockstep_core::ConfigError>(())
+    /// ```
+    pub fn join_under_way(
+        config: MeshConfig,
+        roster: Roster,
+        local: PeerId,
+        now: Instant,
+    ) -> Result<Self, ConfigError> {
+        Self::build(config, roster, local, now, true)
+    }
+
+    fn build(
+        config: MeshConfig,
+        roster: Roster,
+        local: PeerId,
+        now: Instant,
+        under_way: bool,
+    ) -> Result<Self, ConfigError> {
         config.validate()?;
         let mut seen_peers = BTreeSet::new();
         let mut seen_seats = BTreeSet::new();
@@ -522,6 +566,10 @@ impl<I: Input> MeshSession<I> {
             Some((_, seat)) => *seat,
             None => return Err(ConfigError::LocalNotInRoster(local)),
         };
+        ConfigError::unless(
+            under_way && local_seat.is_some(),
+            "only an observer joins a session under way",
+        )?;
         let mut seats = vec![
             Seat {
                 peer: None,
@@ -575,8 +623,10 @@ impl<I: Input> MeshSession<I> {
             scratch: Vec::new(),
         };
         // Prime the opening ticks so play starts at once instead of waiting a
-        // round trip for input nobody could have sent yet.
-        for k in 0..session.config.delay {
+        // round trip for input nobody could have sent yet. (An observer
+        // joining under way runs no frame the feeder did not send it.)
+        let primed = if under_way { 0 } else { session.config.delay };
+        for k in 0..primed {
             let (seats, start) = (&session.seats, session.start);
             let tick = start.saturating_add(k);
             if let Some(slot) = session.store.ensure(tick, |t| new_slot(seats, start, t)) {
@@ -1409,7 +1459,7 @@ impl<I: Input> MeshSession<I> {
                 let p = &self.peers[i];
                 (p.id, p.seat, p.last_heard, p.interrupted)
             };
-            let silent = now - heard.unwrap_or(self.started);
+            let silent = now - heard.unwrap_or(self.peers[i].since);
             if !interrupted && silent >= self.config.interrupt_after {
                 self.peers[i].interrupted = true;
                 self.push_event(Event::Interrupted {
@@ -1473,7 +1523,7 @@ impl<I: Input> MeshSession<I> {
         for i in 0..self.peers.len() {
             consider(self.send_due(i));
             let p = &self.peers[i];
-            let heard = p.last_heard.unwrap_or(self.started);
+            let heard = p.last_heard.unwrap_or(p.since);
             if !p.interrupted {
                 consider(heard + self.config.interrupt_after);
             }

@@ -170,7 +170,10 @@ impl<I: Input> MeshSession<I> {
 
     /// The snapshot [`Event::Snapshot`] announced, once (an observer that
     /// fell behind, or joined late): replace the game's state with it, then
-    /// run frames as usual; they go on from the tick after it.
+    /// run frames as usual; they go on from the tick after it. Its bytes are
+    /// exactly those the feeder's game handed to
+    /// [`provide_snapshot`](Self::provide_snapshot). Frames wait until it is
+    /// taken.
     pub fn take_snapshot(&mut self) -> Option<Snapshot> {
         let inc = self.incoming.as_mut()?;
         let (snapshot, empty) = inc.ready.take()?;

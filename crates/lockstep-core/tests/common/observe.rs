@@ -38,7 +38,7 @@ pub fn join_observer(h: &mut Harness, sc: &Scenario, id: PeerId) {
     }
     roster = roster.observer(id);
     let now = h.sim.now();
-    let s = Session::new(sc.config.clone(), roster, id, now).unwrap();
+    let s = Session::join_under_way(sc.config.clone(), roster, id, now).unwrap();
     h.sim.add(id, s);
     let mut rec = Record::new(sc.seed ^ 0xABCD, sc.config.first_tick);
     rec.bulk = h.records[&PeerId(0)].bulk;
