@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::observe::{clean, forged, join_observer, reach};
+use common::observe::{clean, forged, join_observer, reach, until_caught_up, wait_for};
 use common::{Harness, Scenario, outcome_ok};
 use lockstep_core::snapshot::{Snapshot, SnapshotLimits, SnapshotSender};
 use lockstep_core::wire::{Hello, Message, SnapshotAck, SnapshotChunk};
@@ -36,10 +36,7 @@ fn seat_zero_abandoned_with(
 ) -> (Scenario, Harness) {
     let mut sc = clean(3, seed, 16);
     sc.config.observer_window = window;
-    let mut h = sc.build();
-    for r in h.records.values_mut() {
-        r.bulk = bulk;
-    }
+    let mut h = sc.build_with_bulk(bulk);
     reach(&mut h, 200, Duration::from_secs(30), "200 ticks");
     h.sim.freeze(PeerId(0));
     let first = h.first;
@@ -159,17 +156,14 @@ fn one_stray_chunk_from_another_seat_costs_nothing() {
             let _ = s.handle_datagram(PeerId(0), &d, now);
             let _ = s.handle_datagram(PeerId(0), &d2, now);
         }
-        let first = h.first;
-        let o = h.run(
-            joined + Duration::from_secs(120),
-            |_, _, _, _| {},
-            |sim| {
-                let lead = sim.endpoint(PeerId(1)).map_or(first, |s| s.frame());
-                sim.endpoint(observer)
-                    .is_some_and(|s| s.frame().saturating_add(5) >= lead)
-            },
+        until_caught_up(
+            &mut h,
+            observer,
+            PeerId(1),
+            5,
+            Duration::from_secs(120),
+            "caught up",
         );
-        outcome_ok(o, "caught up", 37);
         (h.sim.now() - joined, requests(&h, PeerId(1)))
     };
     let (clean_took, clean_asked) = measure(false);
@@ -198,15 +192,9 @@ fn a_datagram_from_before_an_observers_jump_does_not_lose_it_frames() {
     let observer = PeerId(2);
     join_observer(&mut h, &sc, observer);
     let first = h.first;
-    let o = h.run(
-        h.sim.now() + Duration::from_secs(10),
-        |_, _, _, _| {},
-        |sim| {
-            sim.endpoint(observer)
-                .is_some_and(|s| s.frame().since(first) > 40_000)
-        },
-    );
-    outcome_ok(o, "restored", 41);
+    wait_for(&mut h, observer, Duration::from_secs(10), "restored", |s| {
+        Some(s).is_some_and(|s| s.frame().since(first) > 40_000)
+    });
     // Let its post-restore Hello land.
     let now = h.sim.now() + Duration::from_millis(20);
     h.run(now, |_, _, _, _| {}, |_| false);
@@ -257,23 +245,18 @@ fn a_datagram_from_before_an_observers_jump_does_not_lose_it_frames() {
 #[test]
 fn forged_hellos_cost_one_state_per_observer_window() {
     let sc = clean(2, 43, 16);
-    let mut h = sc.build();
-    for r in h.records.values_mut() {
-        r.bulk = 200_000;
-    }
+    let mut h = sc.build_with_bulk(200_000);
     reach(&mut h, 1_100, Duration::from_secs(60), "1 100 ticks");
     let observer = PeerId(2);
     join_observer(&mut h, &sc, observer);
     let first = h.first;
-    let o = h.run(
-        h.sim.now() + Duration::from_secs(10),
-        |_, _, _, _| {},
-        |sim| {
-            sim.endpoint(observer)
-                .is_some_and(|s| s.frame().since(first) > 1_100)
-        },
+    wait_for(
+        &mut h,
+        observer,
+        Duration::from_secs(10),
+        "caught up",
+        |s| Some(s).is_some_and(|s| s.frame().since(first) > 1_100),
     );
-    outcome_ok(o, "caught up", 43);
     let asked0 = requests(&h, PeerId(0));
     let sent0 = h.session(PeerId(0)).stats().bytes_sent;
     let got0 = h.session(PeerId(1)).stats().bytes_received;
@@ -321,10 +304,7 @@ fn late_observers_catch_up_on_a_reordering_link() {
     let mut stalled = Vec::new();
     for seed in 0..12u64 {
         let mut sc = clean(2, 1000 + seed, 1);
-        let mut h = sc.build();
-        for r in h.records.values_mut() {
-            r.bulk = 50_000;
-        }
+        let mut h = sc.build_with_bulk(50_000);
         reach(&mut h, 40_000, Duration::from_secs(200), "40 000 ticks");
         let observer = PeerId(2);
         sc.link.reorder = 0.3;
@@ -487,23 +467,21 @@ fn an_observer_removed_mid_transfer_and_added_again_catches_up() {
     let mut sc = clean(2, 59, 16);
     sc.config.observer_window = 64;
     sc.config.snapshot.window = 4;
-    let mut h = sc.build();
-    for r in h.records.values_mut() {
-        r.bulk = 200_000;
-    }
+    let mut h = sc.build_with_bulk(200_000);
     reach(&mut h, 300, Duration::from_secs(30), "300 ticks");
     let observer = PeerId(2);
     join_observer(&mut h, &sc, observer);
-    let o = h.run(
-        h.sim.now() + Duration::from_secs(10),
-        |_, _, _, _| {},
-        |sim| {
-            sim.endpoint(observer)
+    wait_for(
+        &mut h,
+        observer,
+        Duration::from_secs(10),
+        "mid-transfer",
+        |s| {
+            Some(s)
                 .and_then(|s| s.snapshot_progress())
                 .is_some_and(|(have, of)| have >= 20 && have < of)
         },
     );
-    outcome_ok(o, "mid-transfer", 59);
     for p in sc.player_ids() {
         assert!(h.sim.endpoint_mut(p).unwrap().remove_observer(observer));
     }
@@ -536,22 +514,17 @@ fn a_seat_the_observer_knows_is_abandoned_feeds_it_nothing() {
     let mut sc = clean(3, 61, 16);
     sc.observers = 1;
     sc.config.observer_window = 64;
-    let mut h = sc.build();
-    for r in h.records.values_mut() {
-        r.bulk = 20_000;
-    }
+    let mut h = sc.build_with_bulk(20_000);
     reach(&mut h, 200, Duration::from_secs(30), "200 ticks");
     h.sim.freeze(PeerId(0));
     let observer = PeerId(3);
-    let o = h.run(
-        h.sim.now() + Duration::from_secs(30),
-        |_, _, _, _| {},
-        |sim| {
-            sim.endpoint(observer)
-                .is_some_and(|s| !s.abandoned().is_empty())
-        },
+    wait_for(
+        &mut h,
+        observer,
+        Duration::from_secs(30),
+        "the observer saw seat 0 abandoned",
+        |s| Some(s).is_some_and(|s| !s.abandoned().is_empty()),
     );
-    outcome_ok(o, "the observer saw seat 0 abandoned", 61);
     let now = h.sim.now();
     h.sim.net.partition(
         &[PeerId(1), PeerId(2)],

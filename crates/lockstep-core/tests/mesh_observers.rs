@@ -9,7 +9,10 @@
 
 mod common;
 
-use common::observe::{all_reached, assert_bounded, clean, forged, join_observer, live_ids, reach};
+use common::observe::{
+    all_reached, assert_bounded, clean, forged, join_observer, live_ids, reach, until_caught_up,
+    wait_for,
+};
 use common::props::{cases, link};
 use common::{Harness, Scenario, outcome_ok};
 use lockstep_core::snapshot::{Snapshot, SnapshotError, SnapshotLimits, SnapshotSender};
@@ -105,10 +108,7 @@ proptest! {
     ) {
         let mut sc = sc;
         sc.observers = observers;
-        let mut h = sc.build();
-        for r in h.records.values_mut() {
-            r.bulk = bulk;
-        }
+        let mut h = sc.build_with_bulk(bulk);
         let ids = sc.peer_ids();
         let (players, watchers) = ids.split_at(sc.players);
         let heal = cut_at + cut_for;
@@ -176,10 +176,7 @@ proptest! {
     ) {
         let mut sc = sc;
         sc.config.first_tick = Tick::new(first);
-        let mut h = sc.build();
-        for r in h.records.values_mut() {
-            r.bulk = bulk;
-        }
+        let mut h = sc.build_with_bulk(bulk);
         let observer = PeerId(sc.players as u32);
         let steps = schedule(join_at, crash, sc.players);
         let mut gone = false;
@@ -251,10 +248,7 @@ fn a_donor_that_vanishes_mid_transfer_is_replaced() {
     let mut sc = clean(3, 5, 16);
     // A small window of chunks: the transfer takes a while.
     sc.config.snapshot.window = 4;
-    let mut h = sc.build();
-    for r in h.records.values_mut() {
-        r.bulk = 200_000;
-    }
+    let mut h = sc.build_with_bulk(200_000);
     reach(
         &mut h,
         200,
@@ -263,16 +257,17 @@ fn a_donor_that_vanishes_mid_transfer_is_replaced() {
     );
     let observer = PeerId(3);
     join_observer(&mut h, &sc, observer);
-    let o = h.run(
-        h.sim.now() + Duration::from_secs(10),
-        |_, _, _, _| {},
-        |sim| {
-            sim.endpoint(observer)
+    wait_for(
+        &mut h,
+        observer,
+        Duration::from_secs(10),
+        "half the snapshot",
+        |s| {
+            Some(s)
                 .and_then(|s| s.snapshot_progress())
                 .is_some_and(|(have, of)| have >= 20 && have < of)
         },
     );
-    outcome_ok(o, "half the snapshot", 5);
     h.sim.freeze(PeerId(0));
     let target = h.session(PeerId(1)).frame().since(h.first) + 300;
     reach(
@@ -387,10 +382,7 @@ fn a_snapshot_over_the_cap_is_refused_with_a_typed_error() {
     let mut sc = clean(2, 13, 16);
     sc.config.snapshot.max_len = 1_000;
     sc.config.observer_window = 16;
-    let mut h = sc.build();
-    for r in h.records.values_mut() {
-        r.bulk = 5_000;
-    }
+    let mut h = sc.build_with_bulk(5_000);
     reach(&mut h, 100, Duration::from_secs(30), "100 ticks");
     let observer = PeerId(2);
     join_observer(&mut h, &sc, observer);
@@ -424,10 +416,7 @@ fn a_snapshot_over_the_cap_is_refused_with_a_typed_error() {
 /// asked for its state, and how often.
 fn cost_of_an_observer(position: impl Fn(u32, Tick) -> Tick) -> (u64, u64, usize) {
     let sc = clean(2, 17, 16);
-    let mut h = sc.build();
-    for r in h.records.values_mut() {
-        r.bulk = 200_000;
-    }
+    let mut h = sc.build_with_bulk(200_000);
     reach(&mut h, 1_100, Duration::from_secs(60), "1 100 ticks");
     let liar = PeerId(9);
     for p in sc.player_ids() {
@@ -496,10 +485,7 @@ fn an_observer_flipping_its_position_gets_no_burst_per_flip() {
 #[test]
 fn a_higher_seat_cannot_hold_an_observer_with_chunks_of_its_own() {
     let sc = clean(3, 21, 16);
-    let mut h = sc.build();
-    for r in h.records.values_mut() {
-        r.bulk = 50_000;
-    }
+    let mut h = sc.build_with_bulk(50_000);
     reach(&mut h, 1_100, Duration::from_secs(60), "1 100 ticks");
     let observer = PeerId(3);
     // The feeder hears the observer last: the liar's chunks come first.
@@ -554,25 +540,19 @@ fn a_higher_seat_cannot_hold_an_observer_with_chunks_of_its_own() {
 fn a_late_observer_of_a_200_kb_state_is_live_within_a_second() {
     let mut sc = clean(4, 23, 33);
     sc.link.latency = Duration::from_millis(20);
-    let mut h = sc.build();
-    for r in h.records.values_mut() {
-        r.bulk = 200_000;
-    }
+    let mut h = sc.build_with_bulk(200_000);
     reach(&mut h, 3_000, Duration::from_secs(200), "3 000 ticks");
     let observer = PeerId(4);
     let joined = h.sim.now();
     join_observer(&mut h, &sc, observer);
-    let first = h.first;
-    let o = h.run(
-        joined + Duration::from_secs(5),
-        |_, _, _, _| {},
-        |sim| {
-            let lead = sim.endpoint(PeerId(0)).map_or(first, |s| s.frame());
-            sim.endpoint(observer)
-                .is_some_and(|s| s.frame().saturating_add(3) >= lead)
-        },
+    until_caught_up(
+        &mut h,
+        observer,
+        PeerId(0),
+        3,
+        Duration::from_secs(5),
+        "the observer caught up",
     );
-    outcome_ok(o, "the observer caught up", 23);
     let took = h.sim.now() - joined;
     let sent = h.session(PeerId(0)).stats().bytes_sent;
     eprintln!(

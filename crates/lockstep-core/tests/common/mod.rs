@@ -175,6 +175,16 @@ impl Scenario {
         (0..self.players as u32).map(PeerId).collect()
     }
 
+    /// As [`build`](Self::build), with every game's snapshots `bulk`
+    /// bytes bigger (filler that does not compress).
+    pub fn build_with_bulk(&self, bulk: usize) -> Harness {
+        let mut h = self.build();
+        for r in h.records.values_mut() {
+            r.bulk = bulk;
+        }
+        h
+    }
+
     pub fn build(&self) -> Harness {
         let mut roster = Roster::new();
         for i in 0..self.players {

@@ -86,3 +86,45 @@ pub fn forged(base: Tick, messages: &[Message<'_>]) -> Vec<u8> {
     w.finish();
     buf
 }
+
+/// Runs until `observer`'s session satisfies `done`, or panics with `what`.
+pub fn wait_for(
+    h: &mut Harness,
+    observer: PeerId,
+    within: Duration,
+    what: &str,
+    done: impl Fn(&Session) -> bool,
+) {
+    let until = h.sim.now() + within;
+    let seed = h.sim.net.seed();
+    let o = h.run(
+        until,
+        |_, _, _, _| {},
+        |sim| sim.endpoint(observer).is_some_and(&done),
+    );
+    outcome_ok(o, what, seed);
+}
+
+/// Runs until `observer` is within `slack` ticks of `leader`, or panics
+/// with `what`.
+pub fn until_caught_up(
+    h: &mut Harness,
+    observer: PeerId,
+    leader: PeerId,
+    slack: u32,
+    within: Duration,
+    what: &str,
+) {
+    let until = h.sim.now() + within;
+    let (seed, first) = (h.sim.net.seed(), h.first);
+    let o = h.run(
+        until,
+        |_, _, _, _| {},
+        |sim| {
+            let lead = sim.endpoint(leader).map_or(first, |s| s.frame());
+            sim.endpoint(observer)
+                .is_some_and(|s| s.frame().saturating_add(slack) >= lead)
+        },
+    );
+    outcome_ok(o, what, seed);
+}
