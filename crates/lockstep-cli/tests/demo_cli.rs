@@ -134,3 +134,29 @@ fn a_relay_that_runs_the_game_hands_joiners_its_state() {
     let stdout = demo_ok(&args, 3);
     assert!(stdout.contains("late join: bot2 playing"), "{stdout}");
 }
+
+#[test]
+fn self_check_runs_swarm_twice_and_finds_it_deterministic() {
+    let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args([
+            "demo",
+            "--self-check",
+            "7",
+            "--players",
+            "6",
+            "--ticks",
+            "900",
+        ])
+        .output()
+        .expect("run lockstep demo --self-check");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("OK: 900 ticks and 128 snapshot round trips"),
+        "{stdout}"
+    );
+}

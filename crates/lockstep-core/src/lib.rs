@@ -70,6 +70,7 @@
 pub mod admission;
 mod catch_up;
 mod checksum;
+pub mod desync;
 mod endpoint;
 mod error;
 mod event;

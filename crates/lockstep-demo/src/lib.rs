@@ -22,6 +22,7 @@
 )]
 
 mod bot;
+mod check;
 mod game;
 pub mod render;
 mod rng;

@@ -207,3 +207,50 @@ proptest! {
         }
     }
 }
+
+/// Swarm under `SelfCheck`: two copies on the bots' frames, one through a
+/// snapshot round trip every 7 ticks, identical at every tick; and a copy
+/// whose restore forgets a field is named at the first round trip.
+#[test]
+fn swarm_passes_its_self_check_and_a_forgetful_restore_is_named() {
+    use lockstep_core::desync::{Cause, Checked, Fields, SelfCheck};
+    let frames = bot_frames(4, 600, 400, 3);
+    let passed = SelfCheck::every(7)
+        .run(|| Game::new(3), frames.clone())
+        .unwrap_or_else(|d| panic!("{d}"));
+    assert_eq!((passed.ticks, passed.round_trips), (600, 85));
+
+    /// Swarm whose restore loses every ship's score.
+    struct Forgetful(Game);
+    impl Checked for Forgetful {
+        type Input = PlayerInputs;
+        fn step(&mut self, f: &Frame<PlayerInputs>) {
+            self.0.step(f);
+        }
+        fn hash(&self) -> u64 {
+            self.0.hash()
+        }
+        fn save(&self) -> Vec<u8> {
+            self.0.snapshot()
+        }
+        fn restore(bytes: &[u8]) -> Result<Self, String> {
+            let mut g = Game::restore(bytes).map_err(|e| e.to_string())?;
+            for s in &mut g.ships {
+                s.score = 0;
+            }
+            Ok(Self(g))
+        }
+        fn fields(&self, out: &mut Fields) {
+            Checked::fields(&self.0, out);
+        }
+    }
+    let found = SelfCheck::every(7)
+        .run(|| Forgetful(Game::new(3)), frames)
+        .unwrap_err();
+    assert_eq!(found.cause, Cause::RoundTrip);
+    assert!(
+        found.fields.iter().all(|d| d.path.ends_with(".score")),
+        "{found}"
+    );
+    assert!(!found.fields.is_empty());
+}
