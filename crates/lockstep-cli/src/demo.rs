@@ -595,7 +595,7 @@ fn game_config(a: &DemoArgs) -> GameConfig {
 /// `--self-check`: two copies of swarm on the bots' frames, one round-tripped
 /// through its snapshot every `every` ticks.
 fn self_check(a: &DemoArgs, every: u32) -> Result<(), DemoError> {
-    use lockstep_core::desync::SelfCheck;
+    use lockstep_core::desync::{Report, SelfCheck};
     use lockstep_core::{Frame, PlayerId, SystemEvent, Tick};
     let config = game_config(a);
     println!(
@@ -628,8 +628,23 @@ fn self_check(a: &DemoArgs, every: u32) -> Result<(), DemoError> {
             inputs,
             events,
         };
-        run.step(&frame)
-            .map_err(|d| DemoError::NotDeterministic(Box::new(d)))?;
+        if let Err(d) = run.step(&frame) {
+            let game = format!(
+                "swarm (seed {}, {} bots, --creeps {:?})",
+                a.seed, a.players, a.creeps
+            );
+            let report = Report::from_divergence(&d, "self-check", &game, run.recent());
+            let file = std::path::PathBuf::from(format!("desync-report-tick-{}.json", d.tick));
+            match crate::desync::write(&report, &file) {
+                Ok(()) => println!(
+                    "report written to {} (read it with `lockstep desync show {}`)",
+                    file.display(),
+                    file.display()
+                ),
+                Err(e) => eprintln!("{e}"),
+            }
+            return Err(DemoError::NotDeterministic(Box::new(d)));
+        }
     }
     let passed = run.passed();
     println!(

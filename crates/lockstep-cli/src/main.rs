@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 mod bench;
 mod demo;
+mod desync;
 mod play;
 mod relay;
 mod snapshots;
@@ -40,6 +41,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Sign a join ticket for a relay that requires them.
     Ticket(ticket::TicketArgs),
+    /// Read desync reports: `lockstep desync show FILE`.
+    Desync(desync::DesyncArgs),
 }
 
 fn main() -> ExitCode {
@@ -50,6 +53,7 @@ fn main() -> ExitCode {
         Command::Relay(args) => relay::main(args).map_err(|e| e.to_string()),
         Command::Bench(args) => bench::main(args).map_err(|e| e.to_string()),
         Command::Ticket(args) => ticket::main(args).map_err(|e| e.to_string()),
+        Command::Desync(args) => desync::main(args).map_err(|e| e.to_string()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -47,7 +47,10 @@
 
 use crate::{Frame, Input, Tick};
 use core::fmt;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+
+/// Frames a [`Run`] keeps, the last run, for a report.
+const RECENT: usize = 8;
 
 /// A game as [`SelfCheck`] runs it.
 pub trait Checked: Sized {
@@ -274,6 +277,7 @@ impl SelfCheck {
             every: self.every,
             reference,
             other,
+            recent: VecDeque::with_capacity(RECENT),
             passed: Passed {
                 ticks: 0,
                 round_trips: 0,
@@ -286,10 +290,12 @@ impl SelfCheck {
 
 /// A [`SelfCheck`] under way.
 #[derive(Debug)]
-pub struct Run<G> {
+pub struct Run<G: Checked> {
     every: u32,
     reference: G,
     other: G,
+    /// The last frames run, oldest first.
+    recent: VecDeque<Frame<G::Input>>,
     passed: Passed,
 }
 
@@ -304,9 +310,19 @@ impl<G: Checked> Run<G> {
         self.passed
     }
 
+    /// The last frames run (up to 8), oldest first: the ones a
+    /// [`Report`] shows.
+    pub fn recent(&self) -> impl Iterator<Item = &Frame<G::Input>> {
+        self.recent.iter()
+    }
+
     /// Runs one frame on both copies, compares them, and round-trips the
     /// other copy's snapshot when one is due.
     pub fn step(&mut self, frame: &Frame<G::Input>) -> Result<(), Divergence> {
+        if self.recent.len() == RECENT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(frame.clone());
         self.reference.step(frame);
         self.other.step(frame);
         self.passed.ticks += 1;
@@ -347,5 +363,174 @@ impl<G: Checked> Run<G> {
             found,
             fields,
         })
+    }
+}
+
+/// The version of the [`Report`] layout; a reader refuses one it does not
+/// know.
+pub const REPORT_VERSION: u32 = 1;
+
+/// A desync explained, to keep and to read later: where two states parted,
+/// why, both hashes, the fields that differ and the frames that led there.
+/// With the `serde` feature it serializes; as JSON it is the desync report
+/// file `lockstep desync show` prints.
+///
+/// ```
+/// use lockstep_core::desync::{Cause, Divergence, FieldDiff, Report};
+/// use lockstep_core::{Frame, Tick};
+/// let d = Divergence {
+///     tick: Tick::new(41),
+///     cause: Cause::Step,
+///     expected: 1,
+///     found: 2,
+///     fields: vec![FieldDiff { path: "hp".into(), expected: Some("3".into()), found: Some("4".into()) }],
+/// };
+/// let frames = [Frame { tick: Tick::new(41), inputs: vec![Some(7u8), None], events: vec![] }];
+/// let r = Report::from_divergence(&d, "self-check", "my game 1.2", &frames);
+/// let text = r.render();
+/// assert!(text.starts_with("hp: 3 != 4"));
+/// assert!(text.contains("tick 41"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Report {
+    /// [`REPORT_VERSION`] when written.
+    pub version: u32,
+    /// What found it (`"self-check"`).
+    pub found_by: String,
+    /// The first tick after which the states differ.
+    pub tick: u32,
+    /// What was happening, in words.
+    pub cause: String,
+    /// The reference state's hash, 16 hex digits.
+    pub expected_hash: String,
+    /// The other state's hash.
+    pub found_hash: String,
+    /// The fields that differ.
+    pub fields: Vec<ReportField>,
+    /// The frames run up to and including `tick`, oldest first.
+    pub frames: Vec<ReportFrame>,
+    /// The engine that wrote it (`lockstep-core` and its version).
+    pub engine: String,
+    /// What the game says of itself (its name, version, fingerprint).
+    pub game: String,
+}
+
+/// A field in a [`Report`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct ReportField {
+    /// Its path.
+    pub path: String,
+    /// The reference state's value, if it has the field.
+    pub expected: Option<String>,
+    /// The other state's value, if it has the field.
+    pub found: Option<String>,
+}
+
+/// A frame in a [`Report`]: each seat's input as the game's `Debug` prints
+/// it (`None` for an empty seat) and its membership events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct ReportFrame {
+    /// The tick.
+    pub tick: u32,
+    /// Per seat.
+    pub inputs: Vec<Option<String>>,
+    /// Membership events.
+    pub events: Vec<String>,
+}
+
+impl Report {
+    /// The report of `divergence`, found by `found_by`, in `game` (the
+    /// game's own description), after `frames` (the last few run).
+    pub fn from_divergence<'a, I: Input>(
+        divergence: &Divergence,
+        found_by: &str,
+        game: &str,
+        frames: impl IntoIterator<Item = &'a Frame<I>>,
+    ) -> Self {
+        Self {
+            version: REPORT_VERSION,
+            found_by: found_by.into(),
+            tick: divergence.tick.get(),
+            cause: divergence.cause.to_string(),
+            expected_hash: format!("{:016x}", divergence.expected),
+            found_hash: format!("{:016x}", divergence.found),
+            fields: divergence
+                .fields
+                .iter()
+                .map(|d| ReportField {
+                    path: d.path.clone(),
+                    expected: d.expected.clone(),
+                    found: d.found.clone(),
+                })
+                .collect(),
+            frames: frames
+                .into_iter()
+                .map(|f| ReportFrame {
+                    tick: f.tick.get(),
+                    inputs: f
+                        .inputs
+                        .iter()
+                        .map(|i| i.as_ref().map(|i| format!("{i:?}")))
+                        .collect(),
+                    events: f.events.iter().map(|e| format!("{e:?}")).collect(),
+                })
+                .collect(),
+            engine: format!("lockstep-core {}", env!("CARGO_PKG_VERSION")),
+            game: game.into(),
+        }
+    }
+
+    /// The report as text: the fields that differ first, then the tick and
+    /// cause, the hashes, the frames, and who wrote it.
+    pub fn render(&self) -> String {
+        use fmt::Write as _;
+        let mut out = String::new();
+        let side = |v: &Option<String>| v.clone().unwrap_or_else(|| "(absent)".into());
+        if self.fields.is_empty() {
+            out.push_str("(no fields shown: the game's Checked::fields lists none)\n");
+        }
+        for f in &self.fields {
+            let _ = writeln!(
+                out,
+                "{}: {} != {}",
+                f.path,
+                side(&f.expected),
+                side(&f.found)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\nfirst different after tick {}: {}",
+            self.tick, self.cause
+        );
+        let _ = writeln!(
+            out,
+            "state hash {} (reference), {} (other)",
+            self.expected_hash, self.found_hash
+        );
+        if !self.frames.is_empty() {
+            out.push_str("\nframes up to it:\n");
+        }
+        for f in &self.frames {
+            let inputs: Vec<String> = f
+                .inputs
+                .iter()
+                .map(|i| i.clone().unwrap_or_else(|| "-".into()))
+                .collect();
+            let _ = write!(out, "  tick {}: {}", f.tick, inputs.join(" | "));
+            if !f.events.is_empty() {
+                let _ = write!(out, "  [{}]", f.events.join(", "));
+            }
+            out.push('\n');
+        }
+        let _ = writeln!(
+            out,
+            "\nfound by {} in {}, {}; report version {}",
+            self.found_by, self.game, self.engine, self.version
+        );
+        out
     }
 }
