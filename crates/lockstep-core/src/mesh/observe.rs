@@ -21,7 +21,7 @@
 //! ```
 
 use super::{MeshSession, Peer};
-use crate::snapshot::{Snapshot, SnapshotError, SnapshotReceiver, SnapshotSender};
+use crate::snapshot::{Snapshot, SnapshotError, SnapshotLimits, SnapshotReceiver, SnapshotSender};
 use crate::wire::{DatagramWriter, SnapshotAck, SnapshotChunk};
 use crate::{Event, Input, Instant, PeerId, PlayerId, Tick};
 
@@ -78,7 +78,7 @@ struct Transfer {
 }
 
 impl Transfer {
-    fn new(from: PeerId, limits: &crate::snapshot::SnapshotLimits, now: Instant) -> Self {
+    fn new(from: PeerId, limits: &SnapshotLimits, now: Instant) -> Self {
         Self {
             from,
             receiver: SnapshotReceiver::new(limits.clone()),
@@ -93,7 +93,7 @@ impl Transfer {
 struct BadEnvelope;
 
 /// Wraps the game's `bytes` with the seats empty by the snapshot's tick.
-fn wrap(empty: &[(PlayerId, Tick)], bytes: &[u8]) -> Vec<u8> {
+fn wrap_envelope(empty: &[(PlayerId, Tick)], bytes: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(3 + empty.len() * 6 + bytes.len());
     out.push(ENVELOPE_VERSION);
     out.extend_from_slice(&(empty.len() as u16).to_le_bytes());
@@ -108,7 +108,10 @@ fn wrap(empty: &[(PlayerId, Tick)], bytes: &[u8]) -> Vec<u8> {
 /// Splits a snapshot into the seats empty by its tick and the game's bytes,
 /// checking every seat is one of the session's `width` and every tick is at
 /// or before the snapshot's.
-fn unwrap(mut s: Snapshot, width: usize) -> Result<(Snapshot, Vec<(PlayerId, Tick)>), BadEnvelope> {
+fn open_envelope(
+    mut s: Snapshot,
+    width: usize,
+) -> Result<(Snapshot, Vec<(PlayerId, Tick)>), BadEnvelope> {
     let b = &s.bytes;
     if b.first() != Some(&ENVELOPE_VERSION) || b.len() < 3 {
         return Err(BadEnvelope);
@@ -157,7 +160,7 @@ impl<I: Input> MeshSession<I> {
                 seat.peer.is_some().then_some((s, from))
             })
             .collect();
-        let state = Snapshot::new(tick, wrap(&empty, &bytes));
+        let state = Snapshot::new(tick, wrap_envelope(&empty, &bytes));
         let chunk = self.config.max_datagram.saturating_sub(CHUNK_ROOM);
         let id = self.donor.next_id;
         let tx = SnapshotSender::new(id, &state, chunk, &self.config.snapshot)?;
@@ -470,7 +473,7 @@ impl<I: Input> MeshSession<I> {
         }
         let whole = match taken {
             Ok(None) => return,
-            Ok(Some(s)) => unwrap(s, self.seats.len()).ok(),
+            Ok(Some(s)) => open_envelope(s, self.seats.len()).ok(),
             // One bad chunk is the link's or a stray's; a bad whole is the
             // donor's.
             Err(SnapshotError::BadWhole { .. }) => None,
@@ -523,20 +526,20 @@ mod tests {
     #[test]
     fn the_envelope_round_trips_and_refuses_what_does_not_fit() {
         let empty = [(PlayerId(1), Tick::new(40)), (PlayerId(3), Tick::new(90))];
-        let bytes = wrap(&empty, b"state");
-        let (s, got) = unwrap(Snapshot::new(Tick::new(90), bytes.clone()), 4).unwrap();
+        let bytes = wrap_envelope(&empty, b"state");
+        let (s, got) = open_envelope(Snapshot::new(Tick::new(90), bytes.clone()), 4).unwrap();
         assert_eq!(s.bytes, b"state");
         assert_eq!(got, empty);
         // A tick after the snapshot's, a seat past the width, a truncated
         // list, another version.
-        assert!(unwrap(Snapshot::new(Tick::new(89), bytes.clone()), 4).is_err());
-        assert!(unwrap(Snapshot::new(Tick::new(90), bytes.clone()), 3).is_err());
-        assert!(unwrap(Snapshot::new(Tick::new(90), bytes[..10].to_vec()), 4).is_err());
+        assert!(open_envelope(Snapshot::new(Tick::new(89), bytes.clone()), 4).is_err());
+        assert!(open_envelope(Snapshot::new(Tick::new(90), bytes.clone()), 3).is_err());
+        assert!(open_envelope(Snapshot::new(Tick::new(90), bytes[..10].to_vec()), 4).is_err());
         let mut v2 = bytes;
         v2[0] = 2;
-        assert!(unwrap(Snapshot::new(Tick::new(90), v2), 4).is_err());
+        assert!(open_envelope(Snapshot::new(Tick::new(90), v2), 4).is_err());
         // Seats out of order.
-        let swapped = wrap(&[empty[1], empty[0]], b"");
-        assert!(unwrap(Snapshot::new(Tick::new(90), swapped), 4).is_err());
+        let swapped = wrap_envelope(&[empty[1], empty[0]], b"");
+        assert!(open_envelope(Snapshot::new(Tick::new(90), swapped), 4).is_err());
     }
 }
