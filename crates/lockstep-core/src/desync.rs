@@ -534,3 +534,231 @@ impl Report {
         out
     }
 }
+
+/// The state hashes of the last ticks run, and the chain over them that
+/// checkpoints compare between machines.
+///
+/// The chain folds each tick's hash into the one before,
+/// `C(t) = xxh3-64(C(t-1) ‖ hash(t))` (both `u64` little-endian, `C` of the
+/// tick before the first being 0). Two machines whose states part at tick
+/// `t*` have equal chains before it and different ones at `t*` and every
+/// tick after (but for a 2^-64 collision). So a short piece of the chain
+/// sent now and then still catches a divergence: each checkpoint of 16
+/// bits misses with probability 2^-16, two in a row with 2^-32; and
+/// "where do the chains first differ" is a binary search over the window
+/// ([`first_difference`](Self::first_difference)), a handful of questions
+/// rather than a dump of every hash.
+///
+/// ```
+/// use lockstep_core::desync::HashChain;
+/// use lockstep_core::Tick;
+/// let (mut ours, mut theirs) = (HashChain::new(256), HashChain::new(256));
+/// for t in 0..200u32 {
+///     ours.push(Tick::new(t), u64::from(t))?;
+///     // Their state parts from ours at tick 137.
+///     theirs.push(Tick::new(t), u64::from(t) + u64::from(t >= 137))?;
+/// }
+/// assert_ne!(ours.checkpoint16(Tick::new(199)), theirs.checkpoint16(Tick::new(199)));
+/// let mut asked = 0;
+/// let first = ours.first_difference(Tick::new(0), Tick::new(199), |t| {
+///     asked += 1;
+///     theirs.chain(t)
+/// });
+/// assert_eq!(first, Some(Tick::new(137)));
+/// assert!(asked <= 9);
+/// # Ok::<(), lockstep_core::desync::ChainError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct HashChain {
+    window: usize,
+    /// The tick of the oldest entry held.
+    first: Tick,
+    /// Per tick from `first`: its state hash and the chain through it.
+    entries: VecDeque<(u64, u64)>,
+    /// The chain through the tick before `first` (0 before any).
+    before: u64,
+}
+
+/// Why a hash was not added to a [`HashChain`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChainError {
+    /// Ticks go one after another: this one is not the next.
+    #[error("tick {got} is not the next one ({expected})")]
+    NotNext {
+        /// The tick given.
+        got: Tick,
+        /// The tick expected.
+        expected: Tick,
+    },
+}
+
+impl HashChain {
+    /// An empty chain keeping the last `window` ticks (at least 1).
+    pub fn new(window: usize) -> Self {
+        Self {
+            window: window.max(1),
+            first: Tick::ZERO,
+            entries: VecDeque::new(),
+            before: 0,
+        }
+    }
+
+    /// The next tick expected, once one was pushed.
+    pub fn next(&self) -> Option<Tick> {
+        (!self.entries.is_empty()).then(|| self.first.saturating_add(self.entries.len() as u32))
+    }
+
+    /// Adds the state hash after `tick`: the first tick pushed may be any,
+    /// each one after must be the next. The oldest beyond the window goes.
+    pub fn push(&mut self, tick: Tick, hash: u64) -> Result<(), ChainError> {
+        match self.next() {
+            Some(expected) if expected != tick => {
+                return Err(ChainError::NotNext {
+                    got: tick,
+                    expected,
+                });
+            }
+            Some(_) => {}
+            None => self.first = tick,
+        }
+        let prev = self.entries.back().map_or(self.before, |&(_, c)| c);
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&prev.to_le_bytes());
+        bytes[8..].copy_from_slice(&hash.to_le_bytes());
+        self.entries
+            .push_back((hash, xxhash_rust::xxh3::xxh3_64(&bytes)));
+        if self.entries.len() > self.window {
+            if let Some((_, c)) = self.entries.pop_front() {
+                self.before = c;
+            }
+            self.first = self.first.saturating_add(1);
+        }
+        Ok(())
+    }
+
+    fn entry(&self, tick: Tick) -> Option<&(u64, u64)> {
+        if tick < self.first {
+            return None;
+        }
+        self.entries.get(tick.since(self.first) as usize)
+    }
+
+    /// The state hash after `tick`, if held.
+    pub fn hash(&self, tick: Tick) -> Option<u64> {
+        self.entry(tick).map(|e| e.0)
+    }
+
+    /// The chain through `tick`, if held.
+    pub fn chain(&self, tick: Tick) -> Option<u64> {
+        self.entry(tick).map(|e| e.1)
+    }
+
+    /// The low 16 bits of the chain through `tick`: a checkpoint.
+    pub fn checkpoint16(&self, tick: Tick) -> Option<u16> {
+        self.chain(tick).map(|c| c as u16)
+    }
+
+    /// The first tick in `lo..=hi` whose chain differs from the other
+    /// machine's, asking `theirs(t)` for its chain through `t` (`None`: it
+    /// no longer holds it) as few times as a binary search needs: about
+    /// log2 of the range. `lo` must be a tick both agree on or the first
+    /// that may differ; `None` if the chains agree through `hi`, or a tick
+    /// needed is not held on either side.
+    pub fn first_difference(
+        &self,
+        lo: Tick,
+        hi: Tick,
+        mut theirs: impl FnMut(Tick) -> Option<u64>,
+    ) -> Option<Tick> {
+        let mut differs = |t: Tick| -> Option<bool> { Some(self.chain(t)? != theirs(t)?) };
+        if !differs(hi)? {
+            return None;
+        }
+        // Invariant: the chains differ at `hi`; every tick before `lo` agrees.
+        let (mut lo, mut hi) = (lo, hi);
+        while lo < hi {
+            let mid = lo.saturating_add(hi.since(lo) / 2);
+            if differs(mid)? {
+                hi = mid;
+            } else {
+                lo = mid.saturating_add(1);
+            }
+        }
+        Some(hi)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Two machines whose states part at `split`: the search names
+        /// exactly `split`, in at most log2(range) + 1 questions, the
+        /// memory stays within the window, and every checkpoint from the
+        /// split on differs (for these seeds).
+        #[test]
+        fn the_first_difference_is_found_exactly_in_few_questions(
+            first in prop_oneof![Just(0u32), 65_500u32..65_600, (u32::MAX - 3_000)..(u32::MAX - 2_000)],
+            len in 2u32..1_500,
+            window in 1usize..600,
+            split in 0u32..1_500,
+            seed in any::<u64>(),
+        ) {
+            let (mut ours, mut theirs) = (HashChain::new(window), HashChain::new(window));
+            let mut rng = crate::sim::SimRng::new(seed);
+            for k in 0..len {
+                let t = Tick::new(first).saturating_add(k);
+                let h = rng.next_u64();
+                ours.push(t, h).unwrap();
+                theirs.push(t, if k >= split { h ^ 1 } else { h }).unwrap();
+                prop_assert!(ours.entries.len() <= window);
+            }
+            let last = Tick::new(first).saturating_add(len - 1);
+            let lo = last.saturating_sub(window as u32 - 1).max(Tick::new(first));
+            let mut asked = 0u32;
+            let found = ours.first_difference(lo, last, |t| {
+                asked += 1;
+                theirs.chain(t)
+            });
+            let range = last.since(lo) + 1;
+            prop_assert!(asked <= 32 - range.leading_zeros() + 1, "{asked} questions for {range} ticks");
+            let split_tick = Tick::new(first).saturating_add(split);
+            if split >= len {
+                prop_assert_eq!(found, None);
+            } else if split_tick >= lo {
+                prop_assert_eq!(found, Some(split_tick));
+                for k in split..len {
+                    let t = Tick::new(first).saturating_add(k);
+                    prop_assert_ne!(ours.chain(t), theirs.chain(t));
+                }
+            } else {
+                // It parted before the window: the oldest tick held is as
+                // far back as anyone can say.
+                prop_assert_eq!(found, Some(lo));
+            }
+        }
+    }
+
+    #[test]
+    fn ticks_must_follow_one_another() {
+        let mut c = HashChain::new(4);
+        c.push(Tick::new(10), 1).unwrap();
+        assert_eq!(
+            c.push(Tick::new(12), 2),
+            Err(ChainError::NotNext {
+                got: Tick::new(12),
+                expected: Tick::new(11)
+            })
+        );
+        c.push(Tick::new(11), 2).unwrap();
+        for t in 12..20 {
+            c.push(Tick::new(t), 3).unwrap();
+        }
+        assert_eq!(c.hash(Tick::new(15)), None);
+        assert_eq!(c.hash(Tick::new(16)), Some(3));
+        assert_eq!(c.next(), Some(Tick::new(20)));
+    }
+}
