@@ -10,8 +10,8 @@
 mod common;
 
 use common::observe::{
-    all_reached, assert_bounded, clean, forged, join_observer, live_ids, reach, until_caught_up,
-    wait_for,
+    all_reached, assert_bounded, clean, forged, join_observer, live_ids, mid_transfer, reach,
+    until_caught_up,
 };
 use common::props::{cases, link};
 use common::{Harness, Scenario, outcome_ok};
@@ -257,17 +257,7 @@ fn a_donor_that_vanishes_mid_transfer_is_replaced() {
     );
     let observer = PeerId(3);
     join_observer(&mut h, &sc, observer);
-    wait_for(
-        &mut h,
-        observer,
-        Duration::from_secs(10),
-        "half the snapshot",
-        |s| {
-            Some(s)
-                .and_then(|s| s.snapshot_progress())
-                .is_some_and(|(have, of)| have >= 20 && have < of)
-        },
-    );
+    mid_transfer(&mut h, observer, "half the snapshot");
     h.sim.freeze(PeerId(0));
     let target = h.session(PeerId(1)).frame().since(h.first) + 300;
     reach(

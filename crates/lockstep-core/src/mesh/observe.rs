@@ -268,6 +268,11 @@ impl<I: Input> MeshSession<I> {
     /// done with, starts one for every observer that needs it, and asks the
     /// game for its state when none held will do.
     pub(super) fn plan_snapshots(&mut self) {
+        // Called after every frame: a mesh without observers has nothing
+        // to plan (and, never having had one, nothing to forget).
+        if self.peers.iter().all(|p| p.seat.is_some()) && self.donor.ready.is_none() {
+            return;
+        }
         if !self.is_feeder() {
             self.donor = Donor::default();
             for p in &mut self.peers {

@@ -128,3 +128,12 @@ pub fn until_caught_up(
     );
     outcome_ok(o, what, seed);
 }
+
+/// Runs until `observer` holds 20 chunks of a snapshot and not all of them
+/// (a transfer under way, to cut), or panics with `what`.
+pub fn mid_transfer(h: &mut Harness, observer: PeerId, what: &str) {
+    wait_for(h, observer, Duration::from_secs(10), what, |s| {
+        s.snapshot_progress()
+            .is_some_and(|(have, of)| have >= 20 && have < of)
+    });
+}
