@@ -269,8 +269,10 @@ impl<I: Input> MeshSession<I> {
     /// game for its state when none held will do.
     pub(super) fn plan_snapshots(&mut self) {
         // Called after every frame: a mesh without observers has nothing
-        // to plan (and, never having had one, nothing to forget).
-        if self.peers.iter().all(|p| p.seat.is_some()) && self.donor.ready.is_none() {
+        // to plan, once nothing is left to forget (a state held or asked
+        // for an observer since removed, whose timer would else stay due).
+        let idle = self.donor.ready.is_none() && self.donor.asked.is_none();
+        if idle && self.peers.iter().all(|p| p.seat.is_some()) {
             return;
         }
         if !self.is_feeder() {
