@@ -1,51 +1,432 @@
-//! State checksum exchange and comparison.
+//! Checkpoints: catching a divergence between machines cheaply.
 //!
-//! Each machine reports a hash of its game state after some ticks; the
-//! hashes travel to every peer, and a peer whose hash for the same tick
-//! differs has diverged. The first mismatch with each peer is reported once
-//! (every later tick will differ too).
+//! Each machine reports the hash of its game state after the ticks it runs
+//! (every tick, or the same subset on every machine) into a
+//! [`HashChain`]. Once per [`CHECK_INTERVAL`] it sends a checkpoint: the
+//! chain through the last tick it reported in the interval, 16 bits of it,
+//! or all 64 when the checkpoint closes a [`BLOCK`]. The chain folds in
+//! every hash since the block began, so a checkpoint that arrives catches
+//! any divergence since, even one the states recovered from; a lost one
+//! costs nothing but the wait for the next. No acknowledgements: each
+//! checkpoint goes to each peer once.
 //!
-//! Delivery is acknowledged: a packet carries the reporter's checksums after
-//! the latest one the recipient acknowledged, oldest first, so every
-//! checksum reaches every peer despite loss and a divergence is found at the
-//! first reported tick where it shows. All storage is capped.
+//! The first mismatch with each remote is reported once (every later
+//! checkpoint in the block will differ too), with the last checkpoint both
+//! agreed on: the search for the first divergent tick starts after it.
 
-use crate::Tick;
+use crate::desync::{
+    BLOCK, CHECK_INTERVAL, ChainError, FirstDifference, HashChain, Search, Step, block_of,
+};
+use crate::rate::TokenBucket;
+use crate::wire::{Checkpoint, DatagramWriter, MAX_CHAIN_QUESTIONS, Message};
+use crate::{Instant, PeerId, PlayerId, Tick};
+use core::time::Duration;
 use std::collections::{BTreeMap, VecDeque};
 
-/// Most checksums one packet carries.
-pub(crate) const PER_PACKET: usize = 8;
+/// Checkpoints of the remote's kept for ticks we have not reported yet.
+const PENDING: usize = 32;
+/// Checkpoints made and kept for sending.
+const MADE: usize = 4;
+
+/// The checkpoint value for the chain `chain` through `tick`: the whole
+/// chain when `full`, else its low 16 bits.
+pub(crate) fn truncate(chain: u64, full: bool) -> u64 {
+    if full { chain } else { chain & 0xFFFF }
+}
+
+/// One answered tick: the tick, the chain through it, the state hash
+/// after it.
+pub(crate) type Link = (Tick, u64, u64);
+/// An answer: the question's id and the ticks answered.
+pub(crate) type Answer = (u32, Vec<Link>);
 
 /// A mismatch found while comparing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Mismatch {
+    /// The checkpoint's tick.
     pub(crate) tick: Tick,
+    /// Our checkpoint value.
     pub(crate) local: u64,
+    /// Theirs.
     pub(crate) remote: u64,
+    /// The last checkpoint both agreed on before it, in the same run of
+    /// comparisons.
+    pub(crate) agreed: Option<Tick>,
+}
+
+/// This machine's chain and the checkpoints it made from it.
+#[derive(Debug, Clone)]
+pub(crate) struct LocalChecks {
+    chain: HashChain,
+    /// The first tick reported since the chain (re)started: a block that
+    /// began before it may have had reports we never saw.
+    origin: Option<Tick>,
+    /// Checkpoints made, oldest first.
+    made: VecDeque<Checkpoint>,
+}
+
+impl LocalChecks {
+    pub(crate) fn new(window: usize) -> Self {
+        Self {
+            chain: HashChain::new(window),
+            origin: None,
+            made: VecDeque::new(),
+        }
+    }
+
+    /// The last tick reported.
+    pub(crate) fn latest(&self) -> Option<Tick> {
+        self.chain.last()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.chain.ticks_in(Tick::ZERO, Tick::MAX).count()
+    }
+
+    /// Whether the chain through `tick` covers its whole block.
+    fn complete(&self, tick: Tick) -> bool {
+        self.origin
+            .is_some_and(|o| o.get() <= block_of(tick) * BLOCK)
+    }
+
+    /// The checkpoint value we hold for `tick`, if the chain through it is
+    /// held and complete.
+    pub(crate) fn value(&self, tick: Tick, full: bool) -> Option<u64> {
+        if !self.complete(tick) {
+            return None;
+        }
+        Some(truncate(self.chain.chain(tick)?, full))
+    }
+
+    /// Records the hash after `tick`; returns the checkpoint it closed, if
+    /// any (the one for the interval of the tick reported before).
+    pub(crate) fn report(
+        &mut self,
+        tick: Tick,
+        hash: u64,
+    ) -> Result<Option<Checkpoint>, ChainError> {
+        let before = self.chain.last();
+        self.chain.push(tick, hash)?;
+        self.origin.get_or_insert(tick);
+        let Some(prev) = before else { return Ok(None) };
+        if prev.get() / CHECK_INTERVAL == tick.get() / CHECK_INTERVAL {
+            return Ok(None);
+        }
+        let full = block_of(prev) != block_of(tick);
+        let Some(value) = self.value(prev, full) else {
+            return Ok(None);
+        };
+        let cp = Checkpoint {
+            tick: prev,
+            full,
+            value,
+        };
+        if self.made.len() >= MADE {
+            self.made.pop_front();
+        }
+        self.made.push_back(cp);
+        Ok(Some(cp))
+    }
+
+    /// Starts over: the game's state was replaced, and its chain is
+    /// complete again from the next block.
+    pub(crate) fn restart(&mut self) {
+        self.chain.clear();
+        self.origin = None;
+        self.made.clear();
+    }
+
+    /// Checkpoints made after `sent`, oldest first.
+    pub(crate) fn unsent(&self, sent: Option<Tick>) -> impl Iterator<Item = Checkpoint> + '_ {
+        self.made
+            .iter()
+            .copied()
+            .filter(move |c| sent.is_none_or(|s| c.tick > s))
+    }
+
+    /// Compares a remote's checkpoint with ours; returns the first mismatch
+    /// with that remote. Checkpoints for ticks we have not reported yet
+    /// wait (a few of them).
+    pub(crate) fn receive(&self, remote: &mut RemoteChecks, cp: Checkpoint) -> Option<Mismatch> {
+        if remote.ignored(cp.tick) {
+            return None;
+        }
+        if self.latest().is_none_or(|l| cp.tick > l) {
+            if remote.pending.len() >= PENDING {
+                remote.pending.pop_first();
+            }
+            remote.pending.insert(cp.tick, cp);
+            return None;
+        }
+        self.compare(remote, cp)
+    }
+
+    /// Compares what `remote` sent for ticks up to our latest; returns the
+    /// first mismatch.
+    pub(crate) fn catch_up(&self, remote: &mut RemoteChecks) -> Option<Mismatch> {
+        let latest = self.latest()?;
+        let mut found = None;
+        while let Some((&t, &cp)) = remote.pending.first_key_value() {
+            if t > latest {
+                break;
+            }
+            remote.pending.pop_first();
+            if let Some(m) = self.compare(remote, cp) {
+                found.get_or_insert(m);
+            }
+        }
+        found
+    }
+
+    fn compare(&self, remote: &mut RemoteChecks, cp: Checkpoint) -> Option<Mismatch> {
+        let local = self.value(cp.tick, cp.full)?;
+        if local == cp.value {
+            if remote.mismatch.is_none() {
+                remote.agreed = remote.agreed.max(Some(cp.tick));
+            }
+            return None;
+        }
+        if remote.mismatch.is_some() {
+            return None;
+        }
+        let m = Mismatch {
+            tick: cp.tick,
+            local,
+            remote: cp.value,
+            agreed: remote.agreed.filter(|a| *a < cp.tick),
+        };
+        remote.mismatch = Some(m);
+        Some(m)
+    }
+}
+
+/// How long a question waits for its answer before it is asked again.
+pub(crate) const ASK_AGAIN: Duration = Duration::from_millis(250);
+/// How many times a round's question is asked before the search gives up.
+const TRIES: u8 = 8;
+/// Answers given to one remote per second (a burst of as many).
+pub(crate) const ANSWERS_PER_SEC: u32 = 8;
+
+/// The search for the first divergent tick with one remote, after a
+/// mismatch: rounds of [`ChainQuery`](crate::wire::Message::ChainQuery),
+/// each narrowing the range between the last agreed checkpoint and the one
+/// that differed.
+#[derive(Debug, Clone)]
+pub(crate) struct Bisect {
+    search: Search,
+    /// The checkpoint that differed.
+    pub(crate) checkpoint: Tick,
+    id: u32,
+    asked: Vec<Tick>,
+    due: Instant,
+    tries: u8,
+    /// Their state hashes from the answers so far (a few per round).
+    theirs: Vec<(Tick, u64)>,
+}
+
+/// How a search round ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Located {
+    /// The first divergent tick, or `None` when it cannot be told (the
+    /// ticks needed are no longer held on one side, or it stopped
+    /// answering).
+    Done(Option<FirstDifference>),
+    /// Still searching.
+    Searching,
+}
+
+impl Bisect {
+    /// Starts searching from the mismatch `m`; `id` tells this search's
+    /// answers from a stale one's.
+    pub(crate) fn start(m: &Mismatch, local: &LocalChecks, id: u32, now: Instant) -> Self {
+        let lo = match m.agreed {
+            Some(a) => a.saturating_add(1),
+            None => local.chain.oldest().unwrap_or(m.tick),
+        };
+        let search = Search::within_block(lo, m.tick);
+        let mut b = Self {
+            search,
+            checkpoint: m.tick,
+            id,
+            asked: Vec::new(),
+            due: now,
+            tries: 0,
+            theirs: Vec::new(),
+        };
+        b.next_round(local);
+        b
+    }
+
+    /// This round's questions: the search's, and the end of the range
+    /// while its hash is not known (the first divergent tick may be it).
+    fn next_round(&mut self, local: &LocalChecks) {
+        let mut asked = self.search.questions(&local.chain, MAX_CHAIN_QUESTIONS - 1);
+        let (_, hi) = self.search.range();
+        if !self.theirs.iter().any(|(t, _)| *t == hi) {
+            asked.push(hi);
+        }
+        self.asked = asked;
+    }
+
+    /// The question to send now, if one is due: `(id, ticks)`.
+    pub(crate) fn question(&mut self, now: Instant) -> Option<(u32, Vec<Tick>)> {
+        if now < self.due || self.tries >= TRIES {
+            return None;
+        }
+        self.tries += 1;
+        self.due = now + ASK_AGAIN;
+        Some((self.id, self.asked.clone()))
+    }
+
+    /// When the next question is due, if one will be.
+    pub(crate) fn next_due(&self) -> Option<Instant> {
+        (self.tries < TRIES).then_some(self.due)
+    }
+
+    /// When the search gives up if no answer comes.
+    pub(crate) fn gave_up_at(&self) -> Instant {
+        self.due
+    }
+
+    /// Whether the remote stopped answering.
+    pub(crate) fn gave_up(&self, now: Instant) -> bool {
+        self.tries >= TRIES && now >= self.due
+    }
+
+    /// Takes an answer; answers to another search or round are ignored.
+    pub(crate) fn answer(
+        &mut self,
+        local: &LocalChecks,
+        id: u32,
+        entries: &[(Tick, u64, u64)],
+        now: Instant,
+    ) -> Located {
+        if id != self.id {
+            return Located::Searching;
+        }
+        let answers: Vec<(Tick, Option<u64>)> = self
+            .asked
+            .iter()
+            .map(|&t| {
+                let theirs = entries.iter().find(|e| e.0 == t);
+                if let Some(e) = theirs
+                    && self.theirs.len() < 4 * MAX_CHAIN_QUESTIONS
+                {
+                    self.theirs.push((t, e.2));
+                }
+                (t, theirs.map(|e| e.1))
+            })
+            .collect();
+        let step = self.search.answer(&local.chain, &answers);
+        let found = match step {
+            Step::Found(tick) => Some(tick),
+            Step::Ask => None,
+            Step::Agree | Step::Unknown => return Located::Done(None),
+        };
+        let (_, hi) = self.search.range();
+        let remote = self.theirs.iter().find(|(t, _)| *t == hi).map(|e| e.1);
+        match (found, remote) {
+            (Some(tick), Some(remote)) => {
+                Located::Done(local.chain.hash(tick).map(|local| FirstDifference {
+                    tick,
+                    local,
+                    remote,
+                }))
+            }
+            // Found, but its hash is still to be asked: one more round.
+            _ => {
+                self.id = self.id.wrapping_add(1);
+                self.next_round(local);
+                self.due = now;
+                self.tries = 0;
+                Located::Searching
+            }
+        }
+    }
+}
+
+/// Answers a [`ChainQuery`](crate::wire::Message::ChainQuery) from what we
+/// hold: the ticks asked about whose block is complete here.
+pub(crate) fn answer_query(local: &LocalChecks, ticks: &[Tick]) -> Vec<(Tick, u64, u64)> {
+    ticks
+        .iter()
+        .take(MAX_CHAIN_QUESTIONS)
+        .filter_map(|&t| {
+            let chain = local.value(t, true)?;
+            Some((t, chain, local.chain.hash(t)?))
+        })
+        .collect()
 }
 
 /// One remote's side of the exchange.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct RemoteChecksums {
-    /// The latest of our checksums the remote acknowledged.
-    pub(crate) acked: Option<Tick>,
-    /// The latest of the remote's checksums we received (what we ack).
-    pub(crate) received: Option<Tick>,
-    /// Remote checksums for ticks we have not reported yet.
-    pending: BTreeMap<Tick, u64>,
-    /// Whether a mismatch was already reported for this remote.
-    pub(crate) diverged: bool,
-    /// The remote's checksums from this tick on describe a stream nobody
-    /// else runs (its seat was abandoned there): not compared.
+pub(crate) struct RemoteChecks {
+    /// Its checkpoints for ticks we have not reported yet.
+    pending: BTreeMap<Tick, Checkpoint>,
+    /// The last checkpoint we agreed on.
+    pub(crate) agreed: Option<Tick>,
+    /// The first mismatch, once found.
+    pub(crate) mismatch: Option<Mismatch>,
+    /// Its checkpoints from this tick on describe a stream nobody else runs
+    /// (its seat was abandoned there): not compared.
     ignore_from: Option<Tick>,
+    /// The latest of our checkpoints sent to it.
+    pub(crate) sent: Option<Tick>,
+    /// Our search for where we parted, after a mismatch.
+    pub(crate) bisect: Option<Bisect>,
+    /// Its latest question to us, to answer in the next datagram.
+    pub(crate) owed: Option<Answer>,
+    /// Answers it may still get (`None` until it first asks).
+    answers: Option<TokenBucket>,
+    /// The id of our next search.
+    next_id: u32,
 }
 
-impl RemoteChecksums {
+/// What came of a remote's checkpoints and answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// A checkpoint differed (the search for the first divergent tick has
+    /// begun).
+    Mismatch(Mismatch),
+    /// The search ended.
+    Located {
+        checkpoint: Tick,
+        first: Option<FirstDifference>,
+    },
+}
+
+/// The checks messages of one datagram.
+#[derive(Debug, Default)]
+pub(crate) struct Incoming<'a> {
+    pub(crate) checkpoints: Vec<Checkpoint>,
+    pub(crate) query: Option<(u32, &'a [Tick])>,
+    pub(crate) answer: Option<(u32, &'a [Link])>,
+}
+
+impl<'a> Incoming<'a> {
+    /// Takes `m` if it is a checks message; returns whether it was.
+    pub(crate) fn take(&mut self, m: &'a Message<'a>) -> bool {
+        match m {
+            // A few per datagram: more is noise (or an attack).
+            Message::Checkpoint(c) => {
+                if self.checkpoints.len() < MADE {
+                    self.checkpoints.push(*c);
+                }
+            }
+            Message::ChainQuery { id, ticks } => self.query = Some((*id, ticks)),
+            Message::ChainAnswer { id, entries } => self.answer = Some((*id, entries)),
+            _ => return false,
+        }
+        true
+    }
+}
+
+impl RemoteChecks {
     pub(crate) fn len(&self) -> usize {
         self.pending.len()
     }
 
-    /// Stops comparing checksums for `tick` and later.
+    /// Stops comparing checkpoints for `tick` and later.
     pub(crate) fn ignore_from(&mut self, tick: Tick) {
         self.ignore_from = Some(self.ignore_from.map_or(tick, |t| t.min(tick)));
         self.pending.retain(|t, _| *t < tick);
@@ -54,137 +435,381 @@ impl RemoteChecksums {
     fn ignored(&self, tick: Tick) -> bool {
         self.ignore_from.is_some_and(|t| tick >= t)
     }
-}
 
-#[derive(Debug, Clone)]
-pub(crate) struct Checksums {
-    local: VecDeque<(Tick, u64)>,
-    cap: usize,
-}
-
-impl Checksums {
-    pub(crate) fn new(cap: usize) -> Self {
-        Self {
-            local: VecDeque::new(),
-            cap: cap.max(1),
-        }
+    /// Starts comparing afresh: our state was replaced.
+    pub(crate) fn restart(&mut self) {
+        self.pending.clear();
+        self.agreed = None;
+        self.mismatch = None;
+        self.bisect = None;
     }
 
-    pub(crate) fn len(&self) -> usize {
-        self.local.len()
-    }
-
-    /// The local checksum for `tick`, if held.
-    pub(crate) fn get(&self, tick: Tick) -> Option<u64> {
-        let i = self.local.binary_search_by_key(&tick, |(t, _)| *t).ok()?;
-        Some(self.local[i].1)
-    }
-
-    pub(crate) fn latest(&self) -> Option<Tick> {
-        self.local.back().map(|(t, _)| *t)
-    }
-
-    /// Records a local checksum (ticks strictly ascending, checked by the
-    /// caller) and compares it with what `remotes` already sent.
-    pub(crate) fn report<'a>(
-        &mut self,
-        tick: Tick,
-        hash: u64,
-        remotes: impl Iterator<Item = &'a mut RemoteChecksums>,
-        mut mismatch: impl FnMut(usize, Mismatch),
-    ) {
-        if self.local.len() >= self.cap {
-            self.local.pop_front();
-        }
-        self.local.push_back((tick, hash));
-        for (i, r) in remotes.enumerate() {
-            // Remote entries older than this tick will never be matched.
-            while let Some((&t, &h)) = r.pending.first_key_value() {
-                if t > tick {
-                    break;
-                }
-                r.pending.pop_first();
-                if t == tick && h != hash && !r.diverged {
-                    r.diverged = true;
-                    mismatch(
-                        i,
-                        Mismatch {
-                            tick,
-                            local: hash,
-                            remote: h,
-                        },
-                    );
-                }
-            }
-        }
-    }
-
-    /// Takes a remote's checksums; returns the first new mismatch.
+    /// Takes what one of its datagrams carried: its checkpoints are
+    /// compared with ours, its question answered, its answer taken.
     pub(crate) fn receive(
-        &self,
-        remote: &mut RemoteChecksums,
-        entries: &[(Tick, u64)],
-        cap: usize,
-    ) -> Option<Mismatch> {
-        let mut found = None;
-        for &(tick, h) in entries {
-            if remote.received.is_some_and(|r| tick <= r) {
-                continue;
-            }
-            remote.received = Some(tick);
-            if remote.ignored(tick) {
-                continue;
-            }
-            match self.local.binary_search_by_key(&tick, |(t, _)| *t) {
-                Ok(i) => {
-                    let local = self.local[i].1;
-                    if local != h && !remote.diverged {
-                        remote.diverged = true;
-                        found.get_or_insert(Mismatch {
-                            tick,
-                            local,
-                            remote: h,
-                        });
-                    }
-                }
-                Err(_) if self.latest().is_none_or(|l| tick > l) => {
-                    if remote.pending.len() >= cap {
-                        remote.pending.pop_first();
-                    }
-                    remote.pending.insert(tick, h);
-                }
-                // A tick we passed without reporting: nothing to compare.
-                Err(_) => {}
+        &mut self,
+        local: &LocalChecks,
+        msgs: &Incoming<'_>,
+        now: Instant,
+    ) -> Vec<Outcome> {
+        let mut out = Vec::new();
+        for &cp in &msgs.checkpoints {
+            if let Some(m) = local.receive(self, cp) {
+                out.push(self.mismatched(local, m, now));
             }
         }
-        found
+        if let Some((id, ticks)) = msgs.query {
+            self.asked(local, id, ticks, now);
+        }
+        if let (Some((id, entries)), Some(b)) = (msgs.answer, self.bisect.as_mut()) {
+            let checkpoint = b.checkpoint;
+            if let Located::Done(first) = b.answer(local, id, entries, now) {
+                self.bisect = None;
+                out.push(Outcome::Located { checkpoint, first });
+            }
+        }
+        out
     }
 
-    /// Our checksums the remote has not acknowledged, oldest first.
-    pub(crate) fn unacked(
-        &self,
-        remote: &RemoteChecksums,
-    ) -> impl Iterator<Item = (Tick, u64)> + '_ {
-        let from = remote.acked;
-        self.local
-            .iter()
-            .copied()
-            .filter(move |(t, _)| from.is_none_or(|a| *t > a))
-            .take(PER_PACKET)
+    /// Compares what it sent for ticks we have now reported.
+    pub(crate) fn catch_up(&mut self, local: &LocalChecks, now: Instant) -> Option<Outcome> {
+        let m = local.catch_up(self)?;
+        Some(self.mismatched(local, m, now))
     }
 
-    /// Forgets local checksums every remote acknowledged.
-    pub(crate) fn prune<'a>(&mut self, remotes: impl Iterator<Item = &'a RemoteChecksums>) {
-        let mut floor: Option<Option<Tick>> = None;
-        for r in remotes {
-            floor = Some(match floor {
-                None => r.acked,
-                Some(f) => f.min(r.acked),
+    fn mismatched(&mut self, local: &LocalChecks, m: Mismatch, now: Instant) -> Outcome {
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(MAX_CHAIN_QUESTIONS as u32 * 4);
+        self.bisect = Some(Bisect::start(&m, local, id, now));
+        Outcome::Mismatch(m)
+    }
+
+    /// Ends a search whose remote stopped answering.
+    pub(crate) fn progress(&mut self, now: Instant) -> Option<Outcome> {
+        let b = self.bisect.as_ref().filter(|b| b.gave_up(now))?;
+        let checkpoint = b.checkpoint;
+        self.bisect = None;
+        Some(Outcome::Located {
+            checkpoint,
+            first: None,
+        })
+    }
+
+    /// Whether something for it is due: a checkpoint not sent, an answer,
+    /// a question.
+    pub(crate) fn has_news(&self, local: &LocalChecks, now: Instant) -> bool {
+        self.owed.is_some()
+            || local.unsent(self.sent).next().is_some()
+            || self.question_due().is_some_and(|d| d <= now)
+    }
+
+    /// When the search next asks or gives up.
+    pub(crate) fn question_due(&self) -> Option<Instant> {
+        self.bisect
+            .as_ref()
+            .map(|b| b.next_due().unwrap_or(b.gave_up_at()))
+    }
+
+    /// Writes our checkpoints it has not had, the answer owed and the
+    /// question due.
+    pub(crate) fn write(&mut self, local: &LocalChecks, w: &mut DatagramWriter<'_>, now: Instant) {
+        for cp in local.unsent(self.sent) {
+            if w.push(&Message::Checkpoint(cp)).is_ok() {
+                self.sent = Some(cp.tick);
+            }
+        }
+        if let Some((id, entries)) = self.owed.take() {
+            w.put(Message::ChainAnswer { id, entries });
+        }
+        if let Some((id, ticks)) = self.bisect.as_mut().and_then(|b| b.question(now)) {
+            w.put(Message::ChainQuery { id, ticks });
+        }
+    }
+
+    /// Takes its question, answered in the next datagram if it has not
+    /// asked too often.
+    fn asked(&mut self, local: &LocalChecks, id: u32, ticks: &[Tick], now: Instant) {
+        let bucket = self
+            .answers
+            .get_or_insert_with(|| TokenBucket::full(ANSWERS_PER_SEC, now));
+        if bucket.take(1, now) {
+            self.owed = Some((id, answer_query(local, ticks)));
+        }
+    }
+}
+
+/// Verdicts the sequencer keeps and sends.
+const VERDICTS: usize = 8;
+/// Routes of forwarded questions the sequencer keeps.
+const ROUTES: usize = 64;
+
+/// A checkpoint the sequencer holds as the reference: a strict majority of
+/// the seated players sent it, or its own simulation made it.
+#[derive(Debug, Clone)]
+struct Verdict {
+    cp: Checkpoint,
+    /// Who sent it (none for the simulation's): asked when a client that
+    /// differs searches for its first divergent tick.
+    voters: Vec<PeerId>,
+}
+
+/// A question forwarded from one client to another, for the answer's way
+/// back.
+#[derive(Debug, Clone)]
+struct Route {
+    id: u32,
+    asker: PeerId,
+    asker_id: u32,
+    to: PeerId,
+    ticks: Vec<Tick>,
+}
+
+/// What the sequencer concluded from a client's checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdicted {
+    /// `peer`'s checkpoint differs from the reference.
+    Desync {
+        tick: Tick,
+        peer: PeerId,
+        expected: u64,
+        got: u64,
+    },
+    /// Every seated player sent one and no value has a majority.
+    Split { tick: Tick, hashes: usize },
+}
+
+/// Where a client's question goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Routed {
+    /// To this client, with this id.
+    Forward { to: PeerId, id: u32 },
+    /// Answered at once from the sequencer's own simulation.
+    Answer(Vec<(Tick, u64, u64)>),
+    /// Nobody can answer.
+    Nowhere,
+}
+
+/// The sequencer's side of the checks: votes, verdicts, its own
+/// simulation's chain when it has one (then the authority), and questions
+/// passed between clients.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Referee {
+    verdicts: VecDeque<Verdict>,
+    votes: BTreeMap<Tick, Vec<(PlayerId, PeerId, Checkpoint)>>,
+    sim: Option<LocalChecks>,
+    routes: VecDeque<Route>,
+    next_route: u32,
+    window: usize,
+}
+
+impl Referee {
+    pub(crate) fn new(window: usize, simulated: bool) -> Self {
+        Self {
+            sim: simulated.then(|| LocalChecks::new(window)),
+            window: window.max(1),
+            ..Self::default()
+        }
+    }
+
+    fn verdict(&self, tick: Tick) -> Option<&Verdict> {
+        self.verdicts.iter().find(|v| v.cp.tick == tick)
+    }
+
+    fn settle(&mut self, cp: Checkpoint, voters: Vec<PeerId>) {
+        if self.verdicts.len() >= VERDICTS {
+            self.verdicts.pop_front();
+        }
+        self.verdicts.push_back(Verdict { cp, voters });
+    }
+
+    /// The server's own game's hash after `tick`: its checkpoints are the
+    /// references.
+    pub(crate) fn simulated(&mut self, tick: Tick, hash: u64) {
+        let Some(sim) = self.sim.as_mut() else { return };
+        if let Ok(Some(cp)) = sim.report(tick, hash) {
+            self.settle(cp, Vec::new());
+        }
+    }
+
+    /// Takes a client's checkpoint. Only seated players vote: a spectator's
+    /// state counts for nobody but itself, but it is still judged against
+    /// a reference. No single player can plant a reference.
+    pub(crate) fn vote(
+        &mut self,
+        seat: Option<PlayerId>,
+        peer: PeerId,
+        cp: Checkpoint,
+        seated: usize,
+    ) -> Vec<Verdicted> {
+        let differs = |expected: Checkpoint| {
+            (expected.full == cp.full && expected.value != cp.value).then_some(Verdicted::Desync {
+                tick: cp.tick,
+                peer,
+                expected: expected.value,
+                got: cp.value,
+            })
+        };
+        if let Some(sim) = &self.sim {
+            // The server's own game is the authority.
+            let expected = sim
+                .value(cp.tick, cp.full)
+                .map(|value| Checkpoint { value, ..cp });
+            return expected.and_then(differs).into_iter().collect();
+        }
+        if let Some(v) = self.verdict(cp.tick) {
+            return differs(v.cp).into_iter().collect();
+        }
+        let Some(seat) = seat else { return Vec::new() };
+        if self.verdicts.back().is_some_and(|v| cp.tick <= v.cp.tick) {
+            return Vec::new();
+        }
+        let list = self.votes.entry(cp.tick).or_default();
+        if list.iter().any(|(s, ..)| *s == seat) {
+            return Vec::new();
+        }
+        list.push((seat, peer, cp));
+        let agree = list.iter().filter(|(.., c)| *c == cp).count();
+        let mut out = Vec::new();
+        if agree * 2 > seated {
+            let list = self.votes.remove(&cp.tick).unwrap_or_default();
+            let voters = list
+                .iter()
+                .filter(|(.., c)| *c == cp)
+                .map(|(_, p, _)| *p)
+                .collect();
+            for (_, p, c) in list.iter().filter(|(.., c)| *c != cp) {
+                out.push(Verdicted::Desync {
+                    tick: cp.tick,
+                    peer: *p,
+                    expected: cp.value,
+                    got: c.value,
+                });
+            }
+            self.settle(cp, voters);
+            // Older ticks can no longer get a verdict: the newer one covers
+            // them.
+            self.votes.retain(|t, _| *t > cp.tick);
+        } else if list.len() >= seated {
+            let hashes = list.len();
+            self.votes.remove(&cp.tick);
+            out.push(Verdicted::Split {
+                tick: cp.tick,
+                hashes,
             });
         }
-        let Some(Some(floor)) = floor else { return };
-        while self.local.front().is_some_and(|(t, _)| *t <= floor) && self.local.len() > 1 {
-            self.local.pop_front();
+        while self.votes.len() > self.window {
+            self.votes.pop_first();
+        }
+        out
+    }
+
+    /// Verdicts after `sent`, oldest first.
+    pub(crate) fn unsent(&self, sent: Option<Tick>) -> impl Iterator<Item = Checkpoint> + '_ {
+        self.verdicts
+            .iter()
+            .map(|v| v.cp)
+            .filter(move |c| sent.is_none_or(|s| c.tick > s))
+    }
+
+    /// Routes `asker`'s question: answered from the simulation, or passed to
+    /// a client that sent the latest verdict (`live` says who is still
+    /// connected).
+    pub(crate) fn route(
+        &mut self,
+        asker: PeerId,
+        asker_id: u32,
+        ticks: &[Tick],
+        live: impl Fn(PeerId) -> bool,
+    ) -> Routed {
+        if let Some(sim) = &self.sim {
+            return Routed::Answer(answer_query(sim, ticks));
+        }
+        let to = self
+            .verdicts
+            .iter()
+            .rev()
+            .flat_map(|v| v.voters.iter())
+            .copied()
+            .find(|p| *p != asker && live(*p));
+        let Some(to) = to else { return Routed::Nowhere };
+        let id = self.next_route;
+        self.next_route = self.next_route.wrapping_add(1);
+        if self.routes.len() >= ROUTES {
+            self.routes.pop_front();
+        }
+        self.routes.push_back(Route {
+            id,
+            asker,
+            asker_id,
+            to,
+            ticks: ticks.iter().copied().take(MAX_CHAIN_QUESTIONS).collect(),
+        });
+        Routed::Forward { to, id }
+    }
+
+    /// An answer from `from` to a forwarded question: for whom, with which
+    /// id, and the entries for ticks that were asked.
+    pub(crate) fn answered(
+        &mut self,
+        from: PeerId,
+        id: u32,
+        entries: &[(Tick, u64, u64)],
+    ) -> Option<(PeerId, Answer)> {
+        let i = self
+            .routes
+            .iter()
+            .position(|r| r.id == id && r.to == from)?;
+        let route = self.routes.remove(i)?;
+        let entries = entries
+            .iter()
+            .filter(|e| route.ticks.contains(&e.0))
+            .copied()
+            .collect();
+        Some((route.asker, (route.asker_id, entries)))
+    }
+}
+
+/// The sequencer's side of one client.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Relayed {
+    /// The latest verdict sent to it.
+    sent: Option<Tick>,
+    /// A question passed on to it.
+    pub(crate) query: Option<(u32, Vec<Tick>)>,
+    /// An answer passed back to it.
+    pub(crate) answer: Option<Answer>,
+    /// Questions it may still ask (`None` until it first does).
+    asks: Option<TokenBucket>,
+}
+
+impl Relayed {
+    /// Whether it may ask another question now.
+    pub(crate) fn may_ask(&mut self, now: Instant) -> bool {
+        self.asks
+            .get_or_insert_with(|| TokenBucket::full(ANSWERS_PER_SEC, now))
+            .take(1, now)
+    }
+
+    /// Whether something for it is waiting.
+    pub(crate) fn has_news(&self, referee: &Referee) -> bool {
+        self.query.is_some() || self.answer.is_some() || referee.unsent(self.sent).next().is_some()
+    }
+
+    /// Writes the verdicts it has not had and what is passed on to it;
+    /// `verdicts: false` for a client that cannot use them yet.
+    pub(crate) fn write(&mut self, referee: &Referee, w: &mut DatagramWriter<'_>, verdicts: bool) {
+        if verdicts {
+            for cp in referee.unsent(self.sent) {
+                if w.push(&Message::Checkpoint(cp)).is_ok() {
+                    self.sent = Some(cp.tick);
+                }
+            }
+        }
+        if let Some((id, ticks)) = self.query.take() {
+            w.put(Message::ChainQuery { id, ticks });
+        }
+        if let Some((id, entries)) = self.answer.take() {
+            w.put(Message::ChainAnswer { id, entries });
         }
     }
 }
@@ -193,73 +818,110 @@ impl Checksums {
 mod tests {
     use super::*;
 
-    #[test]
-    fn mismatch_found_whichever_side_reports_first() {
-        let mut c = Checksums::new(16);
-        let mut r = RemoteChecksums::default();
-        // Remote first.
-        assert_eq!(c.receive(&mut r, &[(Tick::new(5), 1)], 16), None);
-        let mut seen = Vec::new();
-        c.report(Tick::new(5), 2, std::iter::once(&mut r), |i, m| {
-            seen.push((i, m))
-        });
-        assert_eq!(
-            seen,
-            vec![(
-                0,
-                Mismatch {
-                    tick: Tick::new(5),
-                    local: 2,
-                    remote: 1
-                }
-            )]
-        );
-        // Reported once only.
-        c.report(Tick::new(6), 3, std::iter::once(&mut r), |_, _| {
-            panic!("again")
-        });
-        assert_eq!(c.receive(&mut r, &[(Tick::new(6), 9)], 16), None);
+    fn run(
+        checks: &mut LocalChecks,
+        ticks: impl Iterator<Item = u32>,
+        hash: impl Fn(u32) -> u64,
+    ) -> Vec<Checkpoint> {
+        ticks
+            .filter_map(|t| checks.report(Tick::new(t), hash(t)).unwrap())
+            .collect()
+    }
 
-        // Local first.
-        let mut c = Checksums::new(16);
-        let mut r = RemoteChecksums::default();
-        c.report(Tick::new(5), 2, std::iter::once(&mut r), |_, _| {});
-        assert_eq!(
-            c.receive(&mut r, &[(Tick::new(5), 7)], 16),
-            Some(Mismatch {
-                tick: Tick::new(5),
-                local: 2,
-                remote: 7
-            })
-        );
+    #[test]
+    fn one_checkpoint_per_interval_full_at_each_block_end() {
+        let mut c = LocalChecks::new(256);
+        let made = run(&mut c, 0..200, |_| 1);
+        let ticks: Vec<u32> = made.iter().map(|c| c.tick.get()).collect();
+        assert_eq!(ticks, (0..24).map(|k| k * 8 + 7).collect::<Vec<_>>());
+        for cp in &made {
+            assert_eq!(cp.full, cp.tick.get() % 64 == 63, "{cp:?}");
+            assert!(cp.full || cp.value <= 0xFFFF);
+        }
+        // Every tenth tick: one per interval it falls in, the last of a block
+        // in full.
+        let mut c = LocalChecks::new(256);
+        let made = run(&mut c, (0..20).map(|k| k * 10), |_| 1);
+        let full: Vec<u32> = made
+            .iter()
+            .filter(|c| c.full)
+            .map(|c| c.tick.get())
+            .collect();
+        assert_eq!(full, vec![60, 120]);
+    }
+
+    #[test]
+    fn a_late_starter_checks_from_its_first_whole_block() {
+        let mut a = LocalChecks::new(256);
+        let mut b = LocalChecks::new(256);
+        run(&mut a, 0..300, u64::from);
+        let made = run(&mut b, 100..300, u64::from);
+        assert!(made.iter().all(|c| c.tick.get() >= 128), "{made:?}");
+        let mut r = RemoteChecks::default();
+        for cp in made {
+            assert_eq!(a.receive(&mut r, cp), None);
+        }
+        assert_eq!(r.agreed, Some(Tick::new(295)));
+    }
+
+    #[test]
+    fn mismatch_found_whichever_side_reports_first_and_once() {
+        let mut a = LocalChecks::new(256);
+        let mut b = LocalChecks::new(256);
+        let theirs = run(&mut b, 0..100, |t| u64::from(t == 50));
+        // Theirs arrive before we run: they wait.
+        let mut r = RemoteChecks::default();
+        for cp in &theirs {
+            assert_eq!(a.receive(&mut r, *cp), None);
+        }
+        assert_eq!(r.len(), theirs.len());
+        run(&mut a, 0..100, |_| 0);
+        let m = a.catch_up(&mut r).unwrap();
+        assert_eq!(m.tick, Tick::new(55));
+        assert_eq!(m.agreed, Some(Tick::new(47)));
+        assert_eq!(a.catch_up(&mut r), None);
+        // Ours first: found on arrival, once.
+        let mut r = RemoteChecks::default();
+        let found: Vec<_> = theirs
+            .iter()
+            .filter_map(|cp| a.receive(&mut r, *cp))
+            .collect();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].tick, Tick::new(55));
+    }
+
+    #[test]
+    fn a_divergence_the_states_recover_from_is_still_caught() {
+        let mut a = LocalChecks::new(256);
+        let mut b = LocalChecks::new(256);
+        run(&mut a, 0..65, |_| 0);
+        let theirs = run(&mut b, 0..65, |t| u64::from(t == 57));
+        let mut r = RemoteChecks::default();
+        let found: Vec<_> = theirs
+            .iter()
+            .filter_map(|cp| a.receive(&mut r, *cp))
+            .collect();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].tick, Tick::new(63));
+        assert!(theirs.last().unwrap().full);
     }
 
     #[test]
     fn storage_is_capped() {
-        let mut c = Checksums::new(4);
-        let mut r = RemoteChecksums::default();
-        for t in 0..100 {
-            c.report(Tick::new(t), 0, std::iter::empty(), |_, _| {});
-        }
+        let mut c = LocalChecks::new(4);
+        run(&mut c, 0..100, |_| 0);
         assert_eq!(c.len(), 4);
-        let far: Vec<_> = (1000..1100).map(|t| (Tick::new(t), 0)).collect();
-        c.receive(&mut r, &far, 4);
-        assert_eq!(r.len(), 4);
-    }
-
-    #[test]
-    fn unacked_resends_from_the_ack_and_prune_follows_it() {
-        let mut c = Checksums::new(64);
-        let mut r = RemoteChecksums::default();
-        for t in 0..20 {
-            c.report(Tick::new(t * 10), t.into(), std::iter::empty(), |_, _| {});
+        let mut r = RemoteChecks::default();
+        for t in 1000..1100 {
+            c.receive(
+                &mut r,
+                Checkpoint {
+                    tick: Tick::new(t),
+                    full: false,
+                    value: 0,
+                },
+            );
         }
-        let first: Vec<_> = c.unacked(&r).map(|(t, _)| t.get()).collect();
-        assert_eq!(first, vec![0, 10, 20, 30, 40, 50, 60, 70]);
-        r.acked = Some(Tick::new(70));
-        let next: Vec<_> = c.unacked(&r).map(|(t, _)| t.get()).collect();
-        assert_eq!(next[0], 80);
-        c.prune(std::iter::once(&r));
-        assert_eq!(c.len(), 12);
+        assert_eq!(r.len(), PENDING);
     }
 }

@@ -535,19 +535,52 @@ impl Report {
     }
 }
 
-/// The state hashes of the last ticks run, and the chain over them that
+/// The first tick whose state differs between this machine and another,
+/// found by comparing their hash chains after a checkpoint mismatch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FirstDifference {
+    /// The tick.
+    pub tick: Tick,
+    /// Our state hash after it.
+    pub local: u64,
+    /// Theirs.
+    pub remote: u64,
+}
+
+/// Ticks per block. The chain restarts at the first tick reported in each
+/// block (so a machine that joined, or restored a state, has a complete chain
+/// from its first whole block on), and the checkpoint closing a block is
+/// sent in full.
+pub const BLOCK: u32 = 64;
+
+/// Ticks per checkpoint interval: a machine sends one checkpoint, the chain
+/// through the last tick it reported in the interval, per interval.
+pub const CHECK_INTERVAL: u32 = 8;
+
+/// The block `tick` is in.
+pub(crate) fn block_of(tick: Tick) -> u32 {
+    tick.get() / BLOCK
+}
+
+/// The state hashes of the last ticks reported, and the chain over them that
 /// checkpoints compare between machines.
 ///
-/// The chain folds each tick's hash into the one before,
-/// `C(t) = xxh3-64(C(t-1) ‖ hash(t))` (both `u64` little-endian, `C` of the
-/// tick before the first being 0). Two machines whose states part at tick
-/// `t*` have equal chains before it and different ones at `t*` and every
-/// tick after (but for a 2^-64 collision). So a short piece of the chain
-/// sent now and then still catches a divergence: each checkpoint of 16
-/// bits misses with probability 2^-16, two in a row with 2^-32; and
-/// "where do the chains first differ" is a binary search over the window
-/// ([`first_difference`](Self::first_difference)), a handful of questions
-/// rather than a dump of every hash.
+/// The chain folds each reported tick's hash into the one before,
+/// `C(t) = xxh3-64(C(p) ‖ t ‖ hash(t))` (`C(p)` the chain through the tick
+/// reported before `t`, as `u64` little-endian, or 0 when `t` is the first
+/// reported in its [`BLOCK`]; `t` as `u32` little-endian; `hash(t)` as `u64`
+/// little-endian). Two machines whose states part at tick `t*` have equal
+/// chains before it and different ones from `t*` to the end of its block
+/// (but for a 2^-64 collision), even if the states become equal again. So a
+/// short piece of the chain sent now and then still catches a divergence:
+/// each 16-bit checkpoint misses with probability 2^-16, and the full one
+/// closing the block never does; and "where do the chains first differ" is
+/// a search over the window ([`first_difference`](Self::first_difference)):
+/// one question per block, then a binary search inside the first block that
+/// differs, rather than a dump of every hash.
+///
+/// Ticks need not follow one another (a game may report every tick, or
+/// every tenth), but every machine must report the same ones.
 ///
 /// ```
 /// use lockstep_core::desync::HashChain;
@@ -558,112 +591,127 @@ impl Report {
 ///     // Their state parts from ours at tick 137.
 ///     theirs.push(Tick::new(t), u64::from(t) + u64::from(t >= 137))?;
 /// }
-/// assert_ne!(ours.checkpoint16(Tick::new(199)), theirs.checkpoint16(Tick::new(199)));
+/// assert_ne!(ours.chain(Tick::new(199)), theirs.chain(Tick::new(199)));
 /// let mut asked = 0;
 /// let first = ours.first_difference(Tick::new(0), Tick::new(199), |t| {
 ///     asked += 1;
 ///     theirs.chain(t)
 /// });
 /// assert_eq!(first, Some(Tick::new(137)));
-/// assert!(asked <= 9);
+/// assert!(asked <= 10);
 /// # Ok::<(), lockstep_core::desync::ChainError>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct HashChain {
     window: usize,
-    /// The tick of the oldest entry held.
-    first: Tick,
-    /// Per tick from `first`: its state hash and the chain through it.
-    entries: VecDeque<(u64, u64)>,
-    /// The chain through the tick before `first` (0 before any).
-    before: u64,
+    /// Per reported tick, oldest first: the tick, its hash and the chain
+    /// through it.
+    links: VecDeque<Link>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Link {
+    tick: Tick,
+    hash: u64,
+    chain: u64,
 }
 
 /// Why a hash was not added to a [`HashChain`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ChainError {
-    /// Ticks go one after another: this one is not the next.
-    #[error("tick {got} is not the next one ({expected})")]
-    NotNext {
+    /// Ticks ascend: this one is not after the last.
+    #[error("tick {got} is not after the last one reported ({last})")]
+    NotAscending {
         /// The tick given.
         got: Tick,
-        /// The tick expected.
-        expected: Tick,
+        /// The last tick reported.
+        last: Tick,
     },
 }
 
 impl HashChain {
-    /// An empty chain keeping the last `window` ticks (at least 1).
+    /// An empty chain keeping the last `window` reported ticks (at least 1).
     pub fn new(window: usize) -> Self {
         Self {
             window: window.max(1),
-            first: Tick::ZERO,
-            entries: VecDeque::new(),
-            before: 0,
+            links: VecDeque::new(),
         }
     }
 
-    /// The next tick expected, once one was pushed.
-    pub fn next(&self) -> Option<Tick> {
-        (!self.entries.is_empty()).then(|| self.first.saturating_add(self.entries.len() as u32))
+    /// The last tick reported.
+    pub fn last(&self) -> Option<Tick> {
+        self.links.back().map(|l| l.tick)
     }
 
-    /// Adds the state hash after `tick`: the first tick pushed may be any,
-    /// each one after must be the next. The oldest beyond the window goes.
+    /// The oldest tick held.
+    pub fn oldest(&self) -> Option<Tick> {
+        self.links.front().map(|l| l.tick)
+    }
+
+    /// Adds the state hash after `tick`, which must come after the last one
+    /// added. The oldest beyond the window goes.
     pub fn push(&mut self, tick: Tick, hash: u64) -> Result<(), ChainError> {
-        match self.next() {
-            Some(expected) if expected != tick => {
-                return Err(ChainError::NotNext {
+        let prev = match self.links.back() {
+            Some(l) if l.tick >= tick => {
+                return Err(ChainError::NotAscending {
                     got: tick,
-                    expected,
+                    last: l.tick,
                 });
             }
-            Some(_) => {}
-            None => self.first = tick,
-        }
-        let prev = self.entries.back().map_or(self.before, |&(_, c)| c);
-        let mut bytes = [0u8; 16];
+            Some(l) if block_of(l.tick) == block_of(tick) => l.chain,
+            _ => 0,
+        };
+        let mut bytes = [0u8; 20];
         bytes[..8].copy_from_slice(&prev.to_le_bytes());
-        bytes[8..].copy_from_slice(&hash.to_le_bytes());
-        self.entries
-            .push_back((hash, xxhash_rust::xxh3::xxh3_64(&bytes)));
-        if self.entries.len() > self.window {
-            if let Some((_, c)) = self.entries.pop_front() {
-                self.before = c;
-            }
-            self.first = self.first.saturating_add(1);
+        bytes[8..12].copy_from_slice(&tick.get().to_le_bytes());
+        bytes[12..].copy_from_slice(&hash.to_le_bytes());
+        self.links.push_back(Link {
+            tick,
+            hash,
+            chain: xxhash_rust::xxh3::xxh3_64(&bytes),
+        });
+        if self.links.len() > self.window {
+            self.links.pop_front();
         }
         Ok(())
     }
 
-    fn entry(&self, tick: Tick) -> Option<&(u64, u64)> {
-        if tick < self.first {
-            return None;
-        }
-        self.entries.get(tick.since(self.first) as usize)
+    /// Forgets everything: the machine's state was replaced, so the chain
+    /// starts over (complete again from the next block).
+    pub fn clear(&mut self) {
+        self.links.clear();
+    }
+
+    fn link(&self, tick: Tick) -> Option<&Link> {
+        let i = self.links.binary_search_by_key(&tick, |l| l.tick).ok()?;
+        self.links.get(i)
     }
 
     /// The state hash after `tick`, if held.
     pub fn hash(&self, tick: Tick) -> Option<u64> {
-        self.entry(tick).map(|e| e.0)
+        self.link(tick).map(|l| l.hash)
     }
 
     /// The chain through `tick`, if held.
     pub fn chain(&self, tick: Tick) -> Option<u64> {
-        self.entry(tick).map(|e| e.1)
+        self.link(tick).map(|l| l.chain)
     }
 
-    /// The low 16 bits of the chain through `tick`: a checkpoint.
-    pub fn checkpoint16(&self, tick: Tick) -> Option<u16> {
-        self.chain(tick).map(|c| c as u16)
+    /// The ticks held in `lo..=hi`, ascending.
+    pub fn ticks_in(&self, lo: Tick, hi: Tick) -> impl Iterator<Item = Tick> + '_ {
+        let from = self.links.partition_point(|l| l.tick < lo);
+        self.links
+            .range(from..)
+            .map(|l| l.tick)
+            .take_while(move |t| *t <= hi)
     }
 
-    /// The first tick in `lo..=hi` whose chain differs from the other
+    /// The first tick in `lo..=hi` whose state differs from the other
     /// machine's, asking `theirs(t)` for its chain through `t` (`None`: it
-    /// no longer holds it) as few times as a binary search needs: about
-    /// log2 of the range. `lo` must be a tick both agree on or the first
-    /// that may differ; `None` if the chains agree through `hi`, or a tick
+    /// does not hold it) once per block in the range, then as often as a
+    /// binary search in the first block that differs needs. Ticks before
+    /// `lo` must agree. `None` if the chains agree through `hi`, or a tick
     /// needed is not held on either side.
     pub fn first_difference(
         &self,
@@ -671,21 +719,180 @@ impl HashChain {
         hi: Tick,
         mut theirs: impl FnMut(Tick) -> Option<u64>,
     ) -> Option<Tick> {
-        let mut differs = |t: Tick| -> Option<bool> { Some(self.chain(t)? != theirs(t)?) };
-        if !differs(hi)? {
-            return None;
-        }
-        // Invariant: the chains differ at `hi`; every tick before `lo` agrees.
-        let (mut lo, mut hi) = (lo, hi);
-        while lo < hi {
-            let mid = lo.saturating_add(hi.since(lo) / 2);
-            if differs(mid)? {
-                hi = mid;
-            } else {
-                lo = mid.saturating_add(1);
+        let mut search = Search::new(lo, hi);
+        loop {
+            let questions = search.questions(self, 1);
+            let answers: Vec<_> = questions.iter().map(|&t| (t, theirs(t))).collect();
+            match search.answer(self, &answers) {
+                Step::Ask => {}
+                Step::Found(t) => return Some(t),
+                Step::Agree | Step::Unknown => return None,
             }
         }
-        Some(hi)
+    }
+}
+
+/// A search for the first divergent tick between this machine's chain and
+/// another's, one round of questions at a time: the form the search takes
+/// between machines, where each round is a message there and back.
+///
+/// ```
+/// use lockstep_core::desync::{HashChain, Search, Step};
+/// use lockstep_core::Tick;
+/// let (mut ours, mut theirs) = (HashChain::new(256), HashChain::new(256));
+/// for t in 0..64u32 {
+///     ours.push(Tick::new(t), 7)?;
+///     theirs.push(Tick::new(t), if t == 41 { 8 } else { 7 })?;
+/// }
+/// // The checkpoint through tick 63 differed: the search is within its block.
+/// let mut search = Search::within_block(Tick::new(0), Tick::new(63));
+/// let mut rounds = 0;
+/// let found = loop {
+///     rounds += 1;
+///     let asked = search.questions(&ours, 8);
+///     let answers: Vec<_> = asked.iter().map(|&t| (t, theirs.chain(t))).collect();
+///     match search.answer(&ours, &answers) {
+///         Step::Ask => continue,
+///         Step::Found(t) => break t,
+///         other => panic!("{other:?}"),
+///     }
+/// };
+/// assert_eq!(found, Tick::new(41));
+/// assert_eq!(rounds, 2);
+/// # Ok::<(), lockstep_core::desync::ChainError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Search {
+    /// Every tick before it agrees.
+    lo: Tick,
+    /// It differs (or is the end of the range, before the first answer).
+    hi: Tick,
+    /// `lo..=hi` lies in one block whose chain differs at `hi`.
+    narrowed: bool,
+}
+
+/// What a [`Search`] round found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Ask the next round's questions.
+    Ask,
+    /// The first tick whose state differs.
+    Found(Tick),
+    /// The chains agree through the end of the range.
+    Agree,
+    /// The other side does not hold the ticks needed (or this one does
+    /// not): the search cannot go on.
+    Unknown,
+}
+
+impl Search {
+    /// A search over `lo..=hi`, every tick before `lo` agreeing.
+    pub fn new(lo: Tick, hi: Tick) -> Self {
+        Self {
+            lo,
+            hi: hi.max(lo),
+            narrowed: false,
+        }
+    }
+
+    /// A search over `lo..=hi` where the chain through `hi` is known to
+    /// differ (a checkpoint did), so the first divergent tick is in `hi`'s
+    /// block: ticks before that block are not asked about.
+    pub fn within_block(lo: Tick, hi: Tick) -> Self {
+        Self {
+            lo: lo.max(Tick::new(block_of(hi) * BLOCK)).min(hi),
+            hi,
+            narrowed: true,
+        }
+    }
+
+    /// The range still searched.
+    pub fn range(&self) -> (Tick, Tick) {
+        (self.lo, self.hi)
+    }
+
+    /// The next round's questions, at most `most` (at least 1): ticks whose
+    /// chain the other machine is asked for.
+    pub fn questions(&self, ours: &HashChain, most: usize) -> Vec<Tick> {
+        let most = most.max(1);
+        if !self.narrowed {
+            // The last tick held in each block of the range.
+            let mut ends: Vec<Tick> = Vec::new();
+            for t in ours.ticks_in(self.lo, self.hi) {
+                match ends.last_mut() {
+                    Some(e) if block_of(*e) == block_of(t) => *e = t,
+                    _ => ends.push(t),
+                }
+            }
+            ends.truncate(most);
+            return ends;
+        }
+        // Inside the block: ticks before `hi`, evenly spread.
+        let held: Vec<Tick> = ours
+            .ticks_in(self.lo, self.hi)
+            .filter(|t| *t < self.hi)
+            .collect();
+        if held.len() <= most {
+            return held;
+        }
+        (1..=most)
+            .map(|k| held[k * held.len() / (most + 1)])
+            .collect()
+    }
+
+    /// Takes the answers to the last questions (`None`: the other side
+    /// does not hold that tick).
+    pub fn answer(&mut self, ours: &HashChain, answers: &[(Tick, Option<u64>)]) -> Step {
+        let mut answers: Vec<(Tick, bool)> = answers
+            .iter()
+            .filter_map(|&(t, theirs)| Some((t, ours.chain(t)? != theirs?)))
+            .filter(|(t, _)| (self.lo..=self.hi).contains(t))
+            .collect();
+        answers.sort_unstable_by_key(|(t, _)| *t);
+        if answers.is_empty() && !(self.narrowed && self.done(ours)) {
+            return Step::Unknown;
+        }
+        if !self.narrowed {
+            // The first block whose end differs holds the first divergent
+            // tick; every block before it agrees.
+            for (end, differs) in answers {
+                if differs {
+                    self.lo = self.lo.max(Tick::new(block_of(end) * BLOCK));
+                    self.hi = end;
+                    self.narrowed = true;
+                    break;
+                }
+                if end >= self.hi {
+                    return Step::Agree;
+                }
+                self.lo = self.lo.max(end.saturating_add(1));
+            }
+            if !self.narrowed {
+                return if ours.ticks_in(self.lo, self.hi).next().is_some() {
+                    Step::Ask
+                } else {
+                    Step::Agree
+                };
+            }
+        } else {
+            for (t, differs) in answers {
+                if differs {
+                    self.hi = self.hi.min(t);
+                } else if t < self.hi {
+                    self.lo = self.lo.max(t.saturating_add(1));
+                }
+            }
+        }
+        if self.done(ours) {
+            Step::Found(self.hi)
+        } else {
+            Step::Ask
+        }
+    }
+
+    /// No tick held between the agreed ones and `hi`: `hi` is the first.
+    fn done(&self, ours: &HashChain) -> bool {
+        self.narrowed && ours.ticks_in(self.lo, self.hi).next() == Some(self.hi)
     }
 }
 
@@ -695,70 +902,87 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// Two machines whose states part at `split`: the search names
-        /// exactly `split`, in at most log2(range) + 1 questions, the
-        /// memory stays within the window, and every checkpoint from the
-        /// split on differs (for these seeds).
+        /// Two machines whose states part at `split` (for one reported
+        /// tick or for good): the search names exactly `split` when the
+        /// window still holds it, in one question per block and at most
+        /// log2(block) + 1 more, the memory stays within the window, and the
+        /// chain differs from the split to the end of its block (for these
+        /// seeds).
         #[test]
         fn the_first_difference_is_found_exactly_in_few_questions(
-            first in prop_oneof![Just(0u32), 65_500u32..65_600, (u32::MAX - 3_000)..(u32::MAX - 2_000)],
+            first in prop_oneof![Just(0u32), 65_500u32..65_600, (u32::MAX - 30_000)..(u32::MAX - 29_000)],
             len in 2u32..1_500,
             window in 1usize..600,
             split in 0u32..1_500,
+            every in prop_oneof![Just(1u32), 1u32..12],
+            lasting in any::<bool>(),
             seed in any::<u64>(),
         ) {
             let (mut ours, mut theirs) = (HashChain::new(window), HashChain::new(window));
             let mut rng = crate::sim::SimRng::new(seed);
             for k in 0..len {
-                let t = Tick::new(first).saturating_add(k);
+                let t = Tick::new(first).saturating_add(k * every);
                 let h = rng.next_u64();
                 ours.push(t, h).unwrap();
-                theirs.push(t, if k >= split { h ^ 1 } else { h }).unwrap();
-                prop_assert!(ours.entries.len() <= window);
+                // Their state differs at `split` only, or from it on.
+                let differs = k == split || (k > split && lasting);
+                theirs.push(t, if differs { h ^ 1 } else { h }).unwrap();
+                prop_assert!(ours.links.len() <= window);
             }
-            let last = Tick::new(first).saturating_add(len - 1);
-            let lo = last.saturating_sub(window as u32 - 1).max(Tick::new(first));
+            let last = ours.last().unwrap();
+            let lo = ours.oldest().unwrap();
             let mut asked = 0u32;
             let found = ours.first_difference(lo, last, |t| {
                 asked += 1;
                 theirs.chain(t)
             });
-            let range = last.since(lo) + 1;
-            prop_assert!(asked <= 32 - range.leading_zeros() + 1, "{asked} questions for {range} ticks");
-            let split_tick = Tick::new(first).saturating_add(split);
+            let blocks = block_of(last) - block_of(lo) + 1;
+            let per_block = BLOCK.div_ceil(every);
+            prop_assert!(
+                asked <= blocks + 32 - per_block.leading_zeros() + 1,
+                "{asked} questions for {blocks} blocks"
+            );
+            let held = len.min(window as u32);
             if split >= len {
                 prop_assert_eq!(found, None);
-            } else if split_tick >= lo {
+            } else if split >= len - held {
+                let split_tick = Tick::new(first).saturating_add(split * every);
                 prop_assert_eq!(found, Some(split_tick));
-                for k in split..len {
-                    let t = Tick::new(first).saturating_add(k);
+                // Its block's chain differs from the split on.
+                for t in ours.ticks_in(split_tick, last).filter(|t| block_of(*t) == block_of(split_tick)) {
                     prop_assert_ne!(ours.chain(t), theirs.chain(t));
                 }
-            } else {
-                // It parted before the window: the oldest tick held is as
-                // far back as anyone can say.
-                prop_assert_eq!(found, Some(lo));
             }
         }
     }
 
     #[test]
-    fn ticks_must_follow_one_another() {
+    fn ticks_ascend_with_gaps_and_the_chain_restarts_per_block() {
         let mut c = HashChain::new(4);
         c.push(Tick::new(10), 1).unwrap();
         assert_eq!(
-            c.push(Tick::new(12), 2),
-            Err(ChainError::NotNext {
-                got: Tick::new(12),
-                expected: Tick::new(11)
+            c.push(Tick::new(10), 2),
+            Err(ChainError::NotAscending {
+                got: Tick::new(10),
+                last: Tick::new(10)
             })
         );
-        c.push(Tick::new(11), 2).unwrap();
-        for t in 12..20 {
+        c.push(Tick::new(12), 2).unwrap();
+        for t in [20, 30, 40, 50] {
             c.push(Tick::new(t), 3).unwrap();
         }
-        assert_eq!(c.hash(Tick::new(15)), None);
-        assert_eq!(c.hash(Tick::new(16)), Some(3));
-        assert_eq!(c.next(), Some(Tick::new(20)));
+        assert_eq!(c.hash(Tick::new(12)), None);
+        assert_eq!(c.hash(Tick::new(20)), Some(3));
+        assert_eq!(c.last(), Some(Tick::new(50)));
+        // Equal histories from a block's first report on give equal chains,
+        // whatever came before.
+        let (mut a, mut b) = (HashChain::new(8), HashChain::new(8));
+        a.push(Tick::new(60), 1).unwrap();
+        b.push(Tick::new(61), 2).unwrap();
+        for t in 64..70 {
+            a.push(Tick::new(t), 5).unwrap();
+            b.push(Tick::new(t), 5).unwrap();
+        }
+        assert_eq!(a.chain(Tick::new(69)), b.chain(Tick::new(69)));
     }
 }

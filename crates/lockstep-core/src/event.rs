@@ -1,5 +1,6 @@
 //! Things a game may want to show or log.
 
+use crate::desync::FirstDifference;
 use crate::error::Incompatibility;
 use crate::sequenced::{CloseReason, Rejection};
 use crate::{PeerId, PlayerId, Tick};
@@ -158,16 +159,33 @@ pub enum Event {
         /// The peer that disagrees.
         peer: PeerId,
     },
-    /// A peer's state checksum differs from ours for the same tick: the two
-    /// simulations diverged at or before `tick`. Reported once per peer.
+    /// A peer's checkpoint differs from ours: the two simulations diverged
+    /// at or before `tick`, since the last checkpoint they agreed on.
+    /// Reported once per peer (until the state is replaced); the search for
+    /// the first divergent tick follows, and ends with
+    /// [`DesyncLocated`](Event::DesyncLocated). In the sequenced topology
+    /// the peer is the sequencer, whose reference is the majority's (or its
+    /// own simulation's) checkpoint.
     Desync {
-        /// The tick compared.
+        /// The checkpoint's tick.
         tick: Tick,
         /// The peer that differs.
         peer: PeerId,
-        /// Our checksum.
+        /// Our checkpoint value (16 bits of the hash chain, or all 64 for
+        /// the checkpoint closing a block).
         local: u64,
         /// Theirs.
         remote: u64,
+    },
+    /// The search that follows a [`Desync`](Event::Desync) ended.
+    DesyncLocated {
+        /// The peer compared with.
+        peer: PeerId,
+        /// The checkpoint that differed.
+        checkpoint: Tick,
+        /// The first tick whose state differs, with both hashes after it;
+        /// `None` when it cannot be told (the ticks needed are no longer
+        /// held on one side, or the peer stopped answering).
+        first: Option<FirstDifference>,
     },
 }

@@ -531,50 +531,65 @@ fn abandon_is_refused_for_nonsense() {
 }
 
 #[test]
-fn mismatching_checksums_raise_desync_on_both_sides() {
+fn mismatching_checkpoints_raise_desync_on_both_sides_and_find_the_first_tick() {
     let mut t = T0;
     let mut peers = mesh(2, 0);
-    for (_, s) in peers.iter_mut() {
-        advance_all(s);
+    // Peer 1's state parts from peer 0's at tick 13, for good.
+    let hash =
+        |peer: usize, tick: Tick| u64::from(tick.get()) + u64::from(peer == 1 && tick.get() >= 13);
+    let mut events: Vec<Vec<Event>> = vec![Vec::new(), Vec::new()];
+    for _ in 0..40 {
+        for (k, (_, s)) in peers.iter_mut().enumerate() {
+            if s.commit_local(0).is_err() {
+                continue;
+            }
+            for f in advance_all(s) {
+                s.report_checksum(f.tick, hash(k, f.tick)).unwrap();
+            }
+        }
+        exchange(&mut peers, &mut t);
+        for (k, (_, s)) in peers.iter_mut().enumerate() {
+            events[k].extend(std::iter::from_fn(|| s.poll_event()));
+        }
     }
-    peers[0].1.report_checksum(Tick::new(0), 111).unwrap();
-    peers[1].1.report_checksum(Tick::new(0), 111).unwrap();
-    peers[0].1.report_checksum(Tick::new(1), 222).unwrap();
-    peers[1].1.report_checksum(Tick::new(1), 333).unwrap();
-    exchange(&mut peers, &mut t);
-    let a: Vec<_> = std::iter::from_fn(|| peers[0].1.poll_event()).collect();
-    assert_eq!(
-        a,
-        vec![Event::Desync {
-            tick: Tick::new(1),
-            peer: PeerId(1),
-            local: 222,
-            remote: 333
-        }]
-    );
-    let b: Vec<_> = std::iter::from_fn(|| peers[1].1.poll_event()).collect();
-    assert_eq!(
-        b,
-        vec![Event::Desync {
-            tick: Tick::new(1),
-            peer: PeerId(0),
-            local: 333,
-            remote: 222
-        }]
-    );
+    for (k, other) in [(0, 1u32), (1, 0)] {
+        let desyncs: Vec<_> = events[k]
+            .iter()
+            .filter(|e| matches!(e, Event::Desync { .. } | Event::DesyncLocated { .. }))
+            .collect();
+        // Found at the first checkpoint after the split (the chain through
+        // tick 15, 16 bits of it), once, and the search names tick 13.
+        assert_eq!(desyncs.len(), 2, "{k}: {desyncs:?}");
+        assert!(
+            matches!(desyncs[0], Event::Desync { tick, peer, local, remote }
+                if *tick == Tick::new(15) && *peer == PeerId(other) && local != remote && *local <= 0xFFFF),
+            "{desyncs:?}"
+        );
+        let Event::DesyncLocated {
+            peer,
+            checkpoint,
+            first,
+        } = desyncs[1]
+        else {
+            panic!("{desyncs:?}")
+        };
+        assert_eq!((*peer, *checkpoint), (PeerId(other), Tick::new(15)));
+        let first = first.expect("located");
+        assert_eq!(first.tick, Tick::new(13));
+        assert_eq!(first.local, hash(k, Tick::new(13)));
+        assert_eq!(first.remote, hash(other as usize, Tick::new(13)));
+    }
     let s = &mut peers[0].1;
+    let last = s.frame().saturating_sub(1);
     assert_eq!(
-        s.report_checksum(Tick::new(1), 0),
-        Err(ChecksumError::NotAscending {
-            tick: Tick::new(1),
-            last: Tick::new(1)
-        })
+        s.report_checksum(last, 0),
+        Err(ChecksumError::NotAscending { tick: last, last })
     );
     assert_eq!(
-        s.report_checksum(Tick::new(9), 0),
+        s.report_checksum(last.saturating_add(9), 0),
         Err(ChecksumError::NotRun {
-            tick: Tick::new(9),
-            next: Tick::new(2)
+            tick: last.saturating_add(9),
+            next: last.saturating_add(1)
         })
     );
 }

@@ -1,8 +1,8 @@
-//! Round-trip properties of every message and codec of protocol v2:
+//! Round-trip properties of every message and codec of protocol v3:
 //! encode then decode gives back exactly what went in.
 
 use lockstep_core::wire::{
-    self, Abandon, ByeReason, ChainWriter, Checksums, Datagram, DatagramWriter, Endorsement,
+    self, Abandon, ByeReason, ChainWriter, Checkpoint, Datagram, DatagramWriter, Endorsement,
     ErrorCode, Frames, Hello, InputCodec, InputRun, Inputs, Message, RejectReason, ResumeToken,
     SnapshotAck, SnapshotChunk, Status, Welcome,
 };
@@ -202,7 +202,10 @@ proptest! {
                 runs: vec![InputRun { seat: PlayerId(1), start: run_start, count: inputs.len() as u32, chain: &chain_bytes }],
             }),
             Message::Frames(Frames { start: near(1), count: 1, seats: 2, body: &body }),
-            Message::Checksums(Checksums { ack: resume.map(|_| near(2)), entries: checks.iter().enumerate().map(|(k, h)| (near(k), *h)).collect() }),
+            Message::Checkpoint(Checkpoint { tick: near(2), full: true, value: nums.4 }),
+            Message::Checkpoint(Checkpoint { tick: near(3), full: false, value: nums.4 & 0xFFFF }),
+            Message::ChainQuery { id: stamps.0, ticks: checks.iter().take(8).enumerate().map(|(k, _)| near(k)).collect() },
+            Message::ChainAnswer { id: stamps.1, entries: checks.iter().take(8).enumerate().map(|(k, h)| (near(k), *h, h.rotate_left(7))).collect() },
             Message::Pause { frame: near(5) },
             Message::Resume { lifted: near(6) },
             Message::Abandon(Abandon { votes: seats_ticks.clone(), frozen: seats_ticks.iter().rev().enumerate().map(|(k, s)| (*s, near(k))).collect(), endorsements: seats_ticks.iter().enumerate().map(|(k, s)| Endorsement { seat: *s, from: near(k), digest: stamps.0.into() }).collect() }),

@@ -8,7 +8,7 @@ mod common;
 use common::{
     Kind, Player, Raw, TestRelay, client_config, datagram, honest, play_on, play_until, still_fine,
 };
-use lockstep_core::wire::{Checksums, Message};
+use lockstep_core::wire::{Checkpoint, Message};
 use lockstep_core::{Event, PlayerInputs, SystemEvent, Tick};
 use lockstep_net::Clock;
 use lockstep_relay::RelayConfig;
@@ -115,18 +115,34 @@ fn a_spectator_cannot_plant_a_checksum() {
         codec: lockstep_core::wire::InputCodec::PlayerInputs,
         ..Default::default()
     });
-    // Bogus checksums for every tick the honest players will report,
+    // Bogus checkpoints for every interval the honest players will close,
     // repeated, so each reaches the relay as soon as its tick is sealed:
     // before the honest players' own.
-    let entries: Vec<(Tick, u64)> = (1..=64).map(|k| (Tick::new(30 * k), 0xBAD)).collect();
-    let plant = datagram(
-        Tick::ZERO,
-        &[Message::Checksums(Checksums { ack: None, entries })],
-    );
+    let plants: Vec<Vec<u8>> = (0..80u32)
+        .collect::<Vec<_>>()
+        .chunks(4)
+        .map(|ks| {
+            let msgs: Vec<Message<'_>> = ks
+                .iter()
+                .map(|k| {
+                    let tick = Tick::new(8 * k + 7);
+                    let full = tick.get() % 64 == 63;
+                    Message::Checkpoint(Checkpoint {
+                        tick,
+                        full,
+                        value: if full { 0xBAD } else { 0xBA },
+                    })
+                })
+                .collect();
+            datagram(Tick::ZERO, &msgs)
+        })
+        .collect();
     let mut last = Instant::now();
     play_on(&mut players, &clock, 300, || {
         if last.elapsed() > Duration::from_millis(20) {
-            watcher.send(&plant);
+            for plant in &plants {
+                watcher.send(plant);
+            }
             last = Instant::now();
         }
     });

@@ -9,7 +9,7 @@ mod observe;
 mod packet;
 mod store;
 
-use crate::checksum::{Checksums, Mismatch, RemoteChecksums};
+use crate::checksum::{Incoming, LocalChecks, Mismatch, Outcome, RemoteChecks};
 use crate::endpoint::Transmit;
 use crate::error::{
     AbandonError, ChecksumError, CommitError, ConfigError, DatagramError, Incompatibility,
@@ -286,8 +286,6 @@ struct Peer {
     flush: bool,
     /// It sent inputs we have not acknowledged yet.
     ack_pending: bool,
-    /// It sent checksums we have not acknowledged yet.
-    checks_owed: bool,
     /// Its Hello showed the same game: its datagrams are taken.
     greeted: bool,
     /// It answered our Hello: no need to send it again.
@@ -306,7 +304,7 @@ struct Peer {
     /// The highest lifted pause it told us of.
     lifted_known: Option<Tick>,
     rtt: Rtt,
-    checks: RemoteChecksums,
+    checks: RemoteChecks,
     /// When it was added: silence counts from then until it is heard.
     since: Instant,
     /// The snapshot we send it, an observer too far behind for frames.
@@ -335,7 +333,6 @@ impl Peer {
             told_next: first,
             flush: false,
             ack_pending: false,
-            checks_owed: false,
             greeted: false,
             welcomed: false,
             owe_welcome: false,
@@ -346,7 +343,7 @@ impl Peer {
             ping_due: now,
             lifted_known: None,
             rtt: Rtt::default(),
-            checks: RemoteChecksums::default(),
+            checks: RemoteChecks::default(),
             since: now,
             outgoing: None,
             chunk_starved: false,
@@ -463,7 +460,7 @@ pub struct MeshSession<I: Input> {
     started: Instant,
     now: Instant,
     pause: PauseAgreement,
-    checks: Checksums,
+    checks: LocalChecks,
     /// Seats this peer votes to abandon.
     votes: BTreeSet<PlayerId>,
     /// Seats a majority voted for, whose own input this peer no longer
@@ -478,6 +475,7 @@ pub struct MeshSession<I: Input> {
     decisions: Vec<(PlayerId, Tick)>,
     events: Events<Event>,
     stats: MeshStats,
+
     /// As the feeder: the state asked of the game for observers too far
     /// behind for frames.
     donor: observe::Donor,
@@ -594,7 +592,7 @@ impl<I: Input> MeshSession<I> {
         let config_first = config.first_tick;
         let next_commit = config.first_tick.saturating_add(config.delay);
         let mut session = Self {
-            checks: Checksums::new(config.checksum_window),
+            checks: LocalChecks::new(config.checksum_window),
             next_commit,
             config,
             local,
@@ -995,16 +993,16 @@ impl<I: Input> MeshSession<I> {
         if let Some(last) = self.checks.latest().filter(|l| tick <= *l) {
             return Err(ChecksumError::NotAscending { tick, last });
         }
-        let mut found = Vec::new();
-        self.checks.report(
-            tick,
-            hash,
-            self.peers.iter_mut().map(|p| &mut p.checks),
-            |i, m| found.push((i, m)),
-        );
-        for (i, m) in found {
-            let peer = self.peers[i].id;
-            self.push_desync(peer, m);
+        if self.checks.report(tick, hash).ok().flatten().is_some() {
+            for p in &mut self.peers {
+                p.flush = true;
+            }
+        }
+        let now = self.now;
+        for i in 0..self.peers.len() {
+            if let Some(o) = self.peers[i].checks.catch_up(&self.checks, now) {
+                self.check_outcome(i, o);
+            }
         }
         Ok(())
     }
@@ -1150,7 +1148,11 @@ impl<I: Input> MeshSession<I> {
                     }
                     r.frames.extend(f.decode::<I>()?);
                 }
-                Message::Checksums(c) => r.checksums = Some(c),
+                m @ (Message::Checkpoint(_)
+                | Message::ChainQuery { .. }
+                | Message::ChainAnswer { .. }) => {
+                    r.checks.take(m);
+                }
                 Message::Pause { frame } => r.pause = Some(*frame),
                 Message::Resume { lifted } => r.lifted = Some(*lifted),
                 Message::Abandon(a) => {
@@ -1268,20 +1270,54 @@ impl<I: Input> MeshSession<I> {
                 (None, _) => {}
             }
         }
-        if let Some(c) = r.checksums {
-            if let Some(t) = c.ack {
-                p.checks.acked = Some(p.checks.acked.map_or(t, |old| old.max(t)));
+        let now = self.now;
+        let p = &mut self.peers[idx];
+        for o in p.checks.receive(&self.checks, &r.checks, now) {
+            self.check_outcome(idx, o);
+        }
+        let p = &mut self.peers[idx];
+        p.flush |= p.checks.has_news(&self.checks, now);
+    }
+
+    /// Searches for the first divergent tick: a question due goes out, and a
+    /// peer that stopped answering ends its search empty-handed.
+    fn progress_searches(&mut self) {
+        let now = self.now;
+        for i in 0..self.peers.len() {
+            if let Some(o) = self.peers[i].checks.progress(now) {
+                self.check_outcome(i, o);
             }
-            if !c.entries.is_empty() {
-                p.checks_owed = true;
-                let found =
-                    self.checks
-                        .receive(&mut p.checks, &c.entries, self.config.checksum_window);
-                if let Some(m) = found {
-                    let from = self.peers[idx].id;
-                    self.push_desync(from, m);
-                }
+            if self.peers[i]
+                .checks
+                .question_due()
+                .is_some_and(|d| d <= now)
+            {
+                self.peers[i].flush = true;
             }
+        }
+    }
+
+    /// The game's state is being replaced: our chain starts over, and so
+    /// does every comparison.
+    pub(super) fn restart_checks(&mut self) {
+        self.checks.restart();
+        for p in &mut self.peers {
+            p.checks.restart();
+        }
+    }
+
+    /// What came of peer `i`'s checkpoints: the game hears of a mismatch
+    /// and of where the search for the first divergent tick ended.
+    fn check_outcome(&mut self, i: usize, o: Outcome) {
+        let peer = self.peers[i].id;
+        self.peers[i].flush = true;
+        match o {
+            Outcome::Mismatch(m) => self.push_desync(peer, m),
+            Outcome::Located { checkpoint, first } => self.push_event(Event::DesyncLocated {
+                peer,
+                checkpoint,
+                first,
+            }),
         }
     }
 
@@ -1478,6 +1514,7 @@ impl<I: Input> MeshSession<I> {
         for seat in silent_seats {
             self.vote(seat);
         }
+        self.progress_searches();
         self.progress_abandonments();
         self.plan_snapshots();
         self.flush_chunks();
@@ -1497,7 +1534,6 @@ impl<I: Input> MeshSession<I> {
                 let p = &mut self.peers[i];
                 p.flush = more;
                 p.ack_pending = false;
-                p.checks_owed = false;
                 p.pong_owed = None;
                 if p.ping_due <= now {
                     p.ping_due = now + self.config.ping_interval;
@@ -1538,6 +1574,11 @@ impl<I: Input> MeshSession<I> {
         }
         if let Some(t) = self.snapshot_timeout() {
             consider(t);
+        }
+        for p in &self.peers {
+            if let Some(t) = p.checks.question_due() {
+                consider(t);
+            }
         }
         next
     }
@@ -1734,7 +1775,6 @@ impl<I: Input> MeshSession<I> {
         // The abandon window is kept whatever happens: peers compare it.
         floor = floor.min(self.next_tick.saturating_sub(self.abandon_window()));
         self.store.prune_below(floor);
-        self.checks.prune(self.peers.iter().map(|p| &p.checks));
     }
 
     fn send_due(&self, i: usize) -> Instant {
@@ -1754,13 +1794,13 @@ impl<I: Input> MeshSession<I> {
         // Our progress is news: a peer held back by the lead limit waits
         // for it.
         if p.ack_pending
-            || p.checks_owed
+            || p.checks.has_news(&self.checks, self.now)
             || !p.welcomed
             || p.owe_welcome
             || self.leaving
             || p.told_next < self.next_tick
             || self.pause.frame().is_some()
-            || self.checks.unacked(&p.checks).next().is_some()
+            || self.checks.unsent(p.checks.sent).next().is_some()
         {
             return true;
         }
@@ -1831,7 +1871,7 @@ struct Received<'a, I> {
     acks: Vec<(PlayerId, Tick)>,
     inputs: Vec<(PlayerId, Tick, I)>,
     frames: Vec<Frame<I>>,
-    checksums: Option<&'a wire::Checksums>,
+    checks: Incoming<'a>,
     pause: Option<Tick>,
     lifted: Option<Tick>,
     abandon: Option<&'a Abandon>,
@@ -1852,7 +1892,7 @@ impl<I> Default for Received<'_, I> {
             acks: Vec::new(),
             inputs: Vec::new(),
             frames: Vec::new(),
-            checksums: None,
+            checks: Incoming::default(),
             pause: None,
             lifted: None,
             abandon: None,

@@ -493,6 +493,7 @@ impl<I: Input> MeshSession<I> {
             Some((snapshot, empty)) => {
                 let tick = snapshot.tick;
                 inc.ready = Some((snapshot, empty));
+                self.restart_checks();
                 self.push_event(Event::Snapshot { tick });
             }
             None => {

@@ -8,8 +8,8 @@ use super::MeshSession;
 use super::store::Cell;
 use crate::shared::Rtt;
 use crate::wire::{
-    self, Abandon, ByeReason, ChainWriter, Checksums, DatagramWriter, Endorsement, Frames, Hello,
-    InputRun, Inputs, Message, RejectReason, ResumeToken, Status, Welcome,
+    self, Abandon, ByeReason, ChainWriter, DatagramWriter, Endorsement, Frames, Hello, InputRun,
+    Inputs, Message, RejectReason, ResumeToken, Status, Welcome,
 };
 use crate::{Frame, Input, PlayerId, Tick};
 
@@ -96,13 +96,9 @@ impl<I: Input> MeshSession<I> {
                 w.put(Message::Resume { lifted });
             }
         }
-        let unacked: Vec<(Tick, u64)> = self.checks.unacked(&p.checks).collect();
-        if !unacked.is_empty() || p.checks_owed {
-            w.put(Message::Checksums(Checksums {
-                ack: p.checks.received,
-                entries: unacked,
-            }));
-        }
+        let p = &mut self.peers[i];
+        p.checks.write(&self.checks, &mut w, now);
+        let p = &self.peers[i];
         if let Some(ack) = self.snapshot_ack_for(i) {
             w.put(Message::SnapshotAck(ack));
         }

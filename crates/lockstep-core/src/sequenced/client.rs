@@ -2,7 +2,7 @@
 
 use super::{CloseReason, Rejection};
 use crate::admission;
-use crate::checksum::{Checksums, Mismatch, RemoteChecksums};
+use crate::checksum::{Incoming, LocalChecks, Outcome, RemoteChecks};
 use crate::endpoint::Transmit;
 use crate::error::{
     ChecksumError, CommitError, ConfigError, DatagramError, Incompatibility, PauseError,
@@ -12,9 +12,8 @@ use crate::secure::{self, SecureChannel};
 use crate::shared::{Events, Rtt};
 use crate::snapshot::{Snapshot, SnapshotError, SnapshotLimits, SnapshotReceiver, SnapshotSender};
 use crate::wire::{
-    self, ByeReason, ChainWriter, Checksums as ChecksumsMsg, Datagram, DatagramWriter, Hello,
-    InputCodec, InputRun, Inputs, MAX_COOKIE, MIN_HELLO_DATAGRAM, Message, ResumeToken, Welcome,
-    WireError,
+    self, ByeReason, ChainWriter, Datagram, DatagramWriter, Hello, InputCodec, InputRun, Inputs,
+    MAX_COOKIE, MIN_HELLO_DATAGRAM, Message, ResumeToken, Welcome, WireError,
 };
 use crate::{Event, Frame, Input, Instant, PeerId, PlayerId, Tick};
 use core::time::Duration;
@@ -240,9 +239,8 @@ pub struct ClientSession<I: Input> {
     pong_owed: Option<(u32, Instant)>,
     ping_due: Instant,
     rtt: Rtt,
-    checks: Checksums,
-    server_checks: RemoteChecksums,
-    checks_owed: bool,
+    checks: LocalChecks,
+    server_checks: RemoteChecks,
     events: Events<Event>,
     stats: ClientStats,
     stall_started: Option<Instant>,
@@ -299,7 +297,7 @@ impl<I: Input> ClientSession<I> {
         config.validate()?;
         let public = config.secret.as_ref().map(secure::client_public);
         Ok(Self {
-            checks: Checksums::new(config.checksum_window),
+            checks: LocalChecks::new(config.checksum_window),
             config,
             server,
             state: State::Connecting,
@@ -324,8 +322,7 @@ impl<I: Input> ClientSession<I> {
             pong_owed: None,
             ping_due: now,
             rtt: Rtt::default(),
-            server_checks: RemoteChecksums::default(),
-            checks_owed: false,
+            server_checks: RemoteChecks::default(),
             events: Events::new(EVENT_QUEUE_CAP),
             stats: ClientStats::default(),
             stall_started: None,
@@ -659,8 +656,7 @@ impl<I: Input> ClientSession<I> {
         self.pong_owed = None;
         self.ping_due = self.now;
         self.rtt = Rtt::default();
-        self.server_checks = RemoteChecksums::default();
-        self.checks_owed = false;
+        self.server_checks = RemoteChecks::default();
         self.waiting.clear();
         self.donation = None;
         self.chunk_starved = false;
@@ -723,9 +719,12 @@ impl<I: Input> ClientSession<I> {
         self.leaving.is_some_and(|since| self.now < since + window)
     }
 
-    /// Reports the game's state hash after running `tick`; the sequencer
-    /// compares it with the first one reported for that tick and a mismatch
-    /// comes back as [`Event::Desync`].
+    /// Reports the game's state hash after running `tick` (every tick, or
+    /// the same ones on every machine). Checkpoints of the hash chain go to
+    /// the sequencer, which votes; a checkpoint that differs from the
+    /// majority's (or the server's own simulation's) comes back as
+    /// [`Event::Desync`], and the search for the first divergent tick as
+    /// [`Event::DesyncLocated`].
     pub fn report_checksum(&mut self, tick: Tick, hash: u64) -> Result<(), ChecksumError> {
         if tick >= self.next_tick {
             return Err(ChecksumError::NotRun {
@@ -736,27 +735,33 @@ impl<I: Input> ClientSession<I> {
         if let Some(last) = self.checks.latest().filter(|l| tick <= *l) {
             return Err(ChecksumError::NotAscending { tick, last });
         }
-        let mut found = None;
-        self.checks.report(
-            tick,
-            hash,
-            std::iter::once(&mut self.server_checks),
-            |_, m| {
-                found = Some(m);
-            },
-        );
-        self.desync(found);
+        if self.checks.report(tick, hash).ok().flatten().is_some() {
+            self.flush = true;
+        }
+        if let Some(o) = self.server_checks.catch_up(&self.checks, self.now) {
+            self.check_outcome(o);
+        }
         Ok(())
     }
 
-    fn desync(&mut self, found: Option<Mismatch>) {
-        if let Some(m) = found {
-            self.push_event(Event::Desync {
+    /// What came of the sequencer's reference checkpoints: the game hears
+    /// of a mismatch and of where the search for the first divergent tick
+    /// ended.
+    fn check_outcome(&mut self, o: Outcome) {
+        self.flush = true;
+        let peer = self.server;
+        match o {
+            Outcome::Mismatch(m) => self.push_event(Event::Desync {
                 tick: m.tick,
-                peer: self.server,
+                peer,
                 local: m.local,
                 remote: m.remote,
-            });
+            }),
+            Outcome::Located { checkpoint, first } => self.push_event(Event::DesyncLocated {
+                peer,
+                checkpoint,
+                first,
+            }),
         }
     }
 
@@ -902,6 +907,14 @@ impl<I: Input> ClientSession<I> {
             });
         }
         self.server_base = d.base;
+        let mut checks = Incoming::default();
+        for m in &d.messages {
+            checks.take(m);
+        }
+        for o in self.server_checks.receive(&self.checks, &checks, now) {
+            self.check_outcome(o);
+        }
+        self.flush |= self.server_checks.has_news(&self.checks, now);
         for m in d.messages {
             match m {
                 Message::Welcome(w) => self.welcomed(w),
@@ -954,7 +967,6 @@ impl<I: Input> ClientSession<I> {
                         self.next_commit = self.next_commit.max(acked);
                     }
                 }
-                Message::Checksums(c) => self.take_checksums(&c),
                 Message::Pause { frame } => {
                     let stale = self.lifted.is_some_and(|l| frame <= l);
                     if self.pause_frame.is_none() && frame >= self.next_tick && !stale {
@@ -1027,6 +1039,9 @@ impl<I: Input> ClientSession<I> {
             Ok(Some(snapshot)) => {
                 let tick = snapshot.tick;
                 j.ready = Some(snapshot);
+                // The game's state is replaced: our chain starts over.
+                self.checks.restart();
+                self.server_checks.restart();
                 self.push_event(Event::Snapshot { tick });
             }
             Ok(None) => {}
@@ -1117,22 +1132,6 @@ impl<I: Input> ClientSession<I> {
         }
     }
 
-    fn take_checksums(&mut self, c: &ChecksumsMsg) {
-        if let Some(t) = c.ack {
-            let a = &mut self.server_checks.acked;
-            *a = Some(a.map_or(t, |old| old.max(t)));
-        }
-        if !c.entries.is_empty() {
-            self.checks_owed = true;
-            let found = self.checks.receive(
-                &mut self.server_checks,
-                &c.entries,
-                self.config.checksum_window,
-            );
-            self.desync(found);
-        }
-    }
-
     fn close(&mut self, reason: CloseReason) {
         if matches!(self.state, State::Closed(_)) {
             return;
@@ -1182,7 +1181,11 @@ impl<I: Input> ClientSession<I> {
                 .as_ref()
                 .and_then(|d| d.sender.as_ref())
                 .is_some_and(|tx| tx.has_due(now));
-        if self.send_due() <= now || chunk_due {
+        if let Some(o) = self.server_checks.progress(now) {
+            self.check_outcome(o);
+        }
+        let question_due = self.server_checks.question_due().is_some_and(|d| d <= now);
+        if self.send_due() <= now || chunk_due || question_due {
             self.flush = true;
         }
     }
@@ -1248,13 +1251,7 @@ impl<I: Input> ClientSession<I> {
             }),
             None => {}
         }
-        let unacked: Vec<(Tick, u64)> = self.checks.unacked(&self.server_checks).collect();
-        if !unacked.is_empty() || self.checks_owed {
-            w.put(Message::Checksums(ChecksumsMsg {
-                ack: self.server_checks.received,
-                entries: unacked,
-            }));
-        }
+        self.server_checks.write(&self.checks, &mut w, self.now);
         if let Some(seat) = self.seat() {
             // Every unacknowledged input, oldest first, one run per stretch of
             // consecutive ticks (a late client may have skipped some).
@@ -1340,7 +1337,6 @@ impl<I: Input> ClientSession<I> {
         // A snapshot goes out as fast as its window allows.
         self.flush = more;
         self.pong_owed = None;
-        self.checks_owed = false;
         if self.ping_due <= self.now {
             self.ping_due = self.now + self.config.ping_interval;
             if self.connected() {
@@ -1365,11 +1361,10 @@ impl<I: Input> ClientSession<I> {
         } else if !self.connected() {
             self.config.hello_interval
         } else if !self.unacked.is_empty()
-            || self.checks_owed
+            || self.server_checks.has_news(&self.checks, self.now)
             || self.pause_requested.is_some()
             || self.joining.is_some()
             || self.donation.is_some()
-            || self.checks.unacked(&self.server_checks).next().is_some()
         {
             self.config.resend_interval
         } else {
@@ -1396,6 +1391,9 @@ impl<I: Input> ClientSession<I> {
         }
         if !self.interrupted && self.last_heard.is_some() {
             t = t.min(heard + self.config.interrupt_after);
+        }
+        if let Some(q) = self.server_checks.question_due() {
+            t = t.min(q);
         }
         Some(t)
     }

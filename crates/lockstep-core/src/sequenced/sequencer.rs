@@ -2,15 +2,15 @@
 
 use super::{DropReason, MissingInput, Policy, Rejection, SequencerEvent};
 use crate::admission::{self, SecretStream};
-use crate::checksum::{Checksums, RemoteChecksums};
+use crate::checksum::{Incoming, Referee, Relayed, Routed, Verdicted};
 use crate::endpoint::Transmit;
 use crate::error::ConfigError;
 use crate::shared::{Events, Rtt};
 use crate::snapshot::{SnapshotError, SnapshotLimits, SnapshotReceiver, SnapshotSender};
 use crate::wire::ResumeToken;
 use crate::wire::{
-    self, ByeReason, Checksums as ChecksumsMsg, Datagram, DatagramWriter, ErrorCode, Frames, Hello,
-    InputCodec, Inputs, Message, Status, Welcome, WireError,
+    self, ByeReason, Datagram, DatagramWriter, ErrorCode, Frames, Hello, InputCodec, Inputs,
+    Message, Status, Welcome, WireError,
 };
 use crate::{Frame, Input, Instant, PeerId, PlayerId, SystemEvent, Tick, TokenBucket};
 use core::time::Duration;
@@ -114,7 +114,7 @@ pub struct SequencerConfig {
     pub keepalive_interval: Duration,
     /// How often round-trip time is measured.
     pub ping_interval: Duration,
-    /// Checksums held per client and as references.
+    /// Votes held for checkpoints without a verdict yet.
     pub checksum_window: usize,
     /// The room's first tick.
     pub first_tick: Tick,
@@ -161,9 +161,10 @@ pub struct SequencerConfig {
     pub donor_timeout: Duration,
     /// Limits on snapshots passing through.
     pub snapshot: SnapshotLimits,
-    /// With a [`Simulation`], its state hash becomes the checksum reference
-    /// on every tick this many ticks from the first (report checksums on
-    /// those ticks to be told of a divergence).
+    /// With a [`Simulation`], the ticks whose state hash it folds into its
+    /// hash chain, whose checkpoints are the references: every tick this
+    /// many ticks from the first. Clients must report the same ticks (by
+    /// default every one) to be told of a divergence.
     pub sim_check_every: u32,
 }
 
@@ -202,7 +203,7 @@ impl Default for SequencerConfig {
             join_wait_max: Duration::from_secs(3),
             donor_timeout: Duration::from_secs(3),
             snapshot: SnapshotLimits::default(),
-            sim_check_every: 10,
+            sim_check_every: 1,
         }
     }
 }
@@ -334,11 +335,10 @@ struct Conn {
     last_sent: Option<Instant>,
     flush: bool,
     ack_pending: bool,
-    checks_owed: bool,
     pong_owed: Option<(u32, Instant)>,
     ping_due: Instant,
     rtt: Rtt,
-    checks: RemoteChecksums,
+    checks: Relayed,
     datagram_rate: TokenBucket,
     /// Extra datagrams allowed while it sends or receives a snapshot: a
     /// window of chunks, and an acknowledgement for each, outrun the usual
@@ -486,10 +486,8 @@ pub struct Sequencer<I: Input> {
     lifted: Option<Tick>,
     /// Seats the open tick waits on (`WaitForAll`).
     waiting: Vec<PlayerId>,
-    /// Checksums a majority of the seated players agreed on.
-    references: Checksums,
-    /// Checksums reported by seated players for ticks without a verdict.
-    votes: BTreeMap<Tick, Vec<(PlayerId, PeerId, u64)>>,
+    /// Checkpoint votes and verdicts, and questions between clients.
+    referee: Referee,
     replies: VecDeque<(PeerId, Reply)>,
     events: Events<SequencerEvent>,
     stats: SequencerStats,
@@ -511,8 +509,6 @@ pub struct Sequencer<I: Input> {
     thanked: Option<(PeerId, wire::SnapshotAck)>,
     /// The game, when the sequencer runs it itself.
     simulation: Option<Box<dyn Simulation<I>>>,
-    /// Its state hash after each recent tick, for clients' checksums.
-    sim_hashes: VecDeque<(Tick, u64)>,
     /// The seat playing alone, in `Deadline`'s single-player mode.
     solo: Option<PlayerId>,
     /// Where single-player mode's pace started (time, tick): a player
@@ -528,7 +524,7 @@ impl<I: Input> Sequencer<I> {
         let seats = (0..max_seats).map(|_| None).collect();
         Ok(Self {
             fingerprint: config.fingerprint,
-            references: Checksums::new(config.checksum_window),
+            referee: Referee::new(config.checksum_window, false),
             history_base: config.first_tick,
             open: config.first_tick,
             tokens: SecretStream::new(config.secret),
@@ -546,7 +542,6 @@ impl<I: Input> Sequencer<I> {
             pause_frame: Tick::ZERO,
             lifted: None,
             waiting: Vec::new(),
-            votes: BTreeMap::new(),
             replies: VecDeque::new(),
             events: Events::new(EVENT_QUEUE_CAP),
             stats: SequencerStats::default(),
@@ -558,7 +553,6 @@ impl<I: Input> Sequencer<I> {
             too_large: Vec::new(),
             thanked: None,
             simulation: None,
-            sim_hashes: VecDeque::new(),
             solo: None,
             solo_pace: None,
         })
@@ -573,6 +567,7 @@ impl<I: Input> Sequencer<I> {
     ) -> Result<Self, ConfigError> {
         let mut s = Self::new(config, now)?;
         s.simulation = Some(simulation);
+        s.referee = Referee::new(s.config.checksum_window, true);
         Ok(s)
     }
 
@@ -934,7 +929,6 @@ impl<I: Input> Sequencer<I> {
         let peer = c.peer;
         c.flush = false;
         c.ack_pending = false;
-        c.checks_owed = false;
         c.pong_owed = None;
         c.welcome_pending = c.welcome_pending && c.closing.is_none();
         if c.ping_due <= now {
@@ -1286,11 +1280,10 @@ impl<I: Input> Sequencer<I> {
             last_sent: None,
             flush: true,
             ack_pending: false,
-            checks_owed: false,
             pong_owed: None,
             ping_due: now,
             rtt: Rtt::default(),
-            checks: RemoteChecksums::default(),
+            checks: Relayed::default(),
             datagram_rate: TokenBucket::full(self.config.max_datagrams_per_sec, now),
             snapshot_rate: TokenBucket::full(SNAPSHOT_DATAGRAMS_PER_SEC, now),
             input_rate: TokenBucket::full(self.config.max_inputs_per_sec, now),
@@ -1489,10 +1482,14 @@ impl<I: Input> Sequencer<I> {
         {
             self.thanked = None;
         }
+        let mut checks = Incoming::default();
+        for m in &d.messages {
+            checks.take(m);
+        }
+        self.take_checks(i, &checks);
         for m in d.messages {
             match m {
                 Message::Hello(_) => hello_seen = true,
-                Message::Checksums(c) => self.take_checksums(i, &c),
                 Message::Pause { frame } => {
                     if let Some(s) = seat {
                         self.pause_asked(s, frame);
@@ -1867,90 +1864,66 @@ impl<I: Input> Sequencer<I> {
         s.pending.insert(at, input);
     }
 
-    fn take_checksums(&mut self, i: usize, c: &ChecksumsMsg) {
+    /// A client's checkpoints, questions and answers about its state.
+    fn take_checks(&mut self, i: usize, msgs: &Incoming<'_>) {
         let (peer, seat) = (self.conns[i].peer, self.conns[i].seat);
-        if let Some(t) = c.ack {
-            let r = &mut self.conns[i].checks;
-            r.acked = Some(r.acked.map_or(t, |old| old.max(t)));
+        let seated = self.seats.iter().flatten().count();
+        for &cp in &msgs.checkpoints {
+            if cp.tick >= self.open {
+                continue;
+            }
+            for v in self.referee.vote(seat, peer, cp, seated) {
+                self.stats.desyncs += 1;
+                let ev = match v {
+                    Verdicted::Desync {
+                        tick,
+                        peer,
+                        expected,
+                        got,
+                    } => SequencerEvent::Desync {
+                        tick,
+                        peer,
+                        expected,
+                        got,
+                    },
+                    Verdicted::Split { tick, hashes } => {
+                        SequencerEvent::ChecksumSplit { tick, hashes }
+                    }
+                };
+                self.push_event(ev);
+            }
         }
-        for &(tick, hash) in &c.entries {
-            if tick >= self.open {
-                continue;
-            }
-            self.conns[i].checks_owed = true;
-            let r = &mut self.conns[i].checks;
-            if r.received.is_some_and(|x| tick <= x) {
-                continue;
-            }
-            r.received = Some(tick);
-            match (self.reference(tick), seat) {
-                (Some(expected), _) if expected != hash => self.desync(tick, peer, expected, hash),
-                (Some(_), _) => {}
-                // Only seated players vote: a spectator's state counts for
-                // nobody but itself.
-                // The server's own game is the authority where there is one:
-                // between its references it still judges, for its own log.
-                (None, _) if self.simulation.is_some() => {
-                    let expected = self.sim_hashes.iter().find(|(t, _)| *t == tick);
-                    if let Some(&(_, expected)) = expected.filter(|(_, h)| *h != hash) {
-                        self.desync(tick, peer, expected, hash);
+        let now = self.now;
+        if let Some((id, ticks)) = msgs.query
+            && seat.is_some()
+            && self.conns[i].checks.may_ask(now)
+        {
+            let live = |p: PeerId| {
+                self.conns
+                    .iter()
+                    .any(|c| c.peer == p && c.closing.is_none() && !Self::before_snapshot(c))
+            };
+            match self.referee.route(peer, id, ticks, live) {
+                Routed::Forward { to, id } => {
+                    if let Some(j) = self.conn_index(to) {
+                        self.conns[j].checks.query = Some((id, ticks.to_vec()));
+                        self.conns[j].flush = true;
                     }
                 }
-                (None, Some(seat)) => self.vote(tick, seat, peer, hash),
-                (None, None) => {}
-            }
-        }
-    }
-
-    fn desync(&mut self, tick: Tick, peer: PeerId, expected: u64, got: u64) {
-        self.stats.desyncs += 1;
-        self.push_event(SequencerEvent::Desync {
-            tick,
-            peer,
-            expected,
-            got,
-        });
-    }
-
-    /// Counts `seat`'s checksum for `tick`. The hash a strict majority of the
-    /// seated players reported becomes the reference every client compares
-    /// against; no single player (or spectator) can plant one.
-    fn vote(&mut self, tick: Tick, seat: PlayerId, peer: PeerId, hash: u64) {
-        if self.references.latest().is_some_and(|l| tick <= l) {
-            return;
-        }
-        let seated = self.seats.iter().flatten().count();
-        let list = self.votes.entry(tick).or_default();
-        if list.iter().any(|(s, ..)| *s == seat) {
-            return;
-        }
-        list.push((seat, peer, hash));
-        let agree = list.iter().filter(|(.., h)| *h == hash).count();
-        if agree * 2 > seated {
-            let list = self.votes.remove(&tick).unwrap_or_default();
-            self.references
-                .report(tick, hash, std::iter::empty(), |_, _| {});
-            for (_, p, h) in list {
-                if h != hash {
-                    self.desync(tick, p, hash, h);
+                Routed::Answer(entries) => {
+                    self.conns[i].checks.answer = Some((id, entries));
+                    self.conns[i].flush = true;
                 }
+                Routed::Nowhere => {}
             }
-            // Older ticks can no longer get a verdict: the newer one covers
-            // them (a divergence never heals by itself).
-            self.votes.retain(|t, _| *t > tick);
-        } else if list.len() >= seated {
-            let hashes = list.len();
-            self.votes.remove(&tick);
-            self.stats.desyncs += 1;
-            self.push_event(SequencerEvent::ChecksumSplit { tick, hashes });
         }
-        while self.votes.len() > self.config.checksum_window {
-            self.votes.pop_first();
+        if let Some((id, entries)) = msgs.answer
+            && let Some((asker, answer)) = self.referee.answered(peer, id, entries)
+            && let Some(j) = self.conn_index(asker)
+        {
+            self.conns[j].checks.answer = Some(answer);
+            self.conns[j].flush = true;
         }
-    }
-
-    fn reference(&self, tick: Tick) -> Option<u64> {
-        self.references.get(tick)
     }
 
     fn next_seal_at(&self) -> Option<Instant> {
@@ -2209,18 +2182,12 @@ impl<I: Input> Sequencer<I> {
         };
         if let Some(sim) = self.simulation.as_mut() {
             sim.step(&frame);
-            let hash = sim.hash();
-            self.sim_hashes.push_back((t, hash));
-            while self.sim_hashes.len() > self.config.checksum_window.max(1) * 4 {
-                self.sim_hashes.pop_front();
-            }
-            // Its references, in tick order, every `sim_check_every` ticks:
-            // clients reporting on those ticks are told when they differ.
+            // Its chain gives the references: clients reporting the same
+            // ticks are told when they differ.
             if t.since(self.config.first_tick)
                 .is_multiple_of(self.config.sim_check_every.max(1))
             {
-                self.references
-                    .report(t, hash, std::iter::empty(), |_, _| {});
+                self.referee.simulated(t, sim.hash());
             }
         }
         self.history.push(frame);
@@ -2290,11 +2257,10 @@ impl<I: Input> Sequencer<I> {
         c.closing.is_some()
             || c.welcome_pending
             || c.ack_pending
-            || c.checks_owed
             || c.next < self.open
             || !self.waiting.is_empty()
             || self.paused
-            || (!Self::before_snapshot(c) && self.references.unacked(&c.checks).next().is_some())
+            || (!Self::before_snapshot(c) && c.checks.has_news(&self.referee))
     }
 
     /// Whether `c` is joining and has not got its snapshot yet: nothing but
@@ -2384,17 +2350,10 @@ impl<I: Input> Sequencer<I> {
         // joiner that never acknowledges them would get them all, again
         // and again).
         let before_snapshot = Self::before_snapshot(c);
-        let unacked: Vec<(Tick, u64)> = if before_snapshot {
-            Vec::new()
-        } else {
-            self.references.unacked(&c.checks).collect()
-        };
-        if !unacked.is_empty() || (c.checks_owed && !before_snapshot) {
-            w.put(Message::Checksums(ChecksumsMsg {
-                ack: c.checks.received,
-                entries: unacked,
-            }));
-        }
+        let mut checks = core::mem::take(&mut self.conns[i].checks);
+        checks.write(&self.referee, &mut w, !before_snapshot);
+        self.conns[i].checks = checks;
+        let c = &self.conns[i];
         if let Some((_, ack)) = self.thanked.filter(|(p, _)| *p == c.peer) {
             w.put(Message::SnapshotAck(ack));
         }

@@ -1,4 +1,4 @@
-//! Protocol v2 messages and the datagram envelope.
+//! Protocol v3 messages and the datagram envelope.
 
 use super::chain::decode_chain;
 use super::codec::{
@@ -15,8 +15,8 @@ pub const MAX_MESSAGES: usize = 64;
 pub const MAX_RUN: usize = 1024;
 /// Most frames in one `Frames` message.
 pub const MAX_FRAMES: usize = 1024;
-/// Most checksums in one `Checksums` message.
-pub const MAX_CHECKSUMS: usize = 64;
+/// Most ticks one `ChainQuery` asks about (and one `ChainAnswer` answers).
+pub const MAX_CHAIN_QUESTIONS: usize = 8;
 /// Longest room name, in bytes.
 pub const MAX_ROOM: usize = 64;
 /// Longest player name, in bytes.
@@ -51,8 +51,8 @@ pub mod message_type {
     pub const INPUTS: u8 = 0x04;
     /// [`Frames`](super::Frames).
     pub const FRAMES: u8 = 0x05;
-    /// [`Checksums`](super::Checksums).
-    pub const CHECKSUMS: u8 = 0x06;
+    /// [`Checkpoint`](super::Checkpoint).
+    pub const CHECKPOINT: u8 = 0x06;
     /// Pause.
     pub const PAUSE: u8 = 0x07;
     /// Resume.
@@ -81,6 +81,10 @@ pub mod message_type {
     pub const SNAPSHOT_ACK: u8 = 0x13;
     /// CaughtUp.
     pub const CAUGHT_UP: u8 = 0x14;
+    /// ChainQuery.
+    pub const CHAIN_QUERY: u8 = 0x15;
+    /// ChainAnswer.
+    pub const CHAIN_ANSWER: u8 = 0x16;
 }
 use message_type as ty;
 
@@ -295,13 +299,18 @@ impl Frames<'_> {
     }
 }
 
-/// State checksums and their acknowledgement.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Checksums {
-    /// The latest checksum tick the sender received from the recipient.
-    pub ack: Option<Tick>,
-    /// Checksums the sender reported, ascending by tick.
-    pub entries: Vec<(Tick, u64)>,
+/// A checkpoint of the sender's state-hash chain (see
+/// [`HashChain`](crate::desync::HashChain)): the chain through `tick`, the
+/// last tick the sender reported in its checkpoint interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Checkpoint {
+    /// The tick the chain runs through.
+    pub tick: Tick,
+    /// Whether the checkpoint closes a block and carries all 64 bits;
+    /// otherwise only the low 16.
+    pub full: bool,
+    /// The chain, or its low 16 bits.
+    pub value: u64,
 }
 
 /// A mesh peer's part in giving up on silent players: its votes, the seats
@@ -423,7 +432,7 @@ impl fmt::Display for ErrorCode {
     }
 }
 
-/// One message of protocol v2.
+/// One message of protocol v3.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Message<'a> {
@@ -437,8 +446,24 @@ pub enum Message<'a> {
     Inputs(Inputs<'a>),
     /// Confirmed frames.
     Frames(Frames<'a>),
-    /// State checksums.
-    Checksums(Checksums),
+    /// A checkpoint of the sender's state-hash chain.
+    Checkpoint(Checkpoint),
+    /// Asks for the recipient's chain through each of `ticks`: a round of the search for the first divergent tick.
+    ChainQuery {
+        /// Chosen by the asker; the answer carries it back.
+        id: u32,
+        /// Ascending ticks, at most [`MAX_CHAIN_QUESTIONS`].
+        ticks: Vec<Tick>,
+    },
+    /// The answer to a [`ChainQuery`](Message::ChainQuery): the chain through
+    /// each tick asked about that the sender holds, and the state hash after
+    /// it (a tick left out is not held, or its block is not complete).
+    ChainAnswer {
+        /// The query's id.
+        id: u32,
+        /// Ascending `(tick, chain, hash)`, at most [`MAX_CHAIN_QUESTIONS`].
+        entries: Vec<(Tick, u64, u64)>,
+    },
     /// A pause freezing on `frame`.
     Pause {
         /// The freeze frame.
@@ -535,7 +560,9 @@ impl Message<'_> {
             Self::Reject(_) => ty::REJECT,
             Self::Inputs(_) => ty::INPUTS,
             Self::Frames(_) => ty::FRAMES,
-            Self::Checksums(_) => ty::CHECKSUMS,
+            Self::Checkpoint(_) => ty::CHECKPOINT,
+            Self::ChainQuery { .. } => ty::CHAIN_QUERY,
+            Self::ChainAnswer { .. } => ty::CHAIN_ANSWER,
             Self::Pause { .. } => ty::PAUSE,
             Self::Resume { .. } => ty::RESUME,
             Self::Abandon(_) => ty::ABANDON,
@@ -595,7 +622,15 @@ impl Message<'_> {
                 over("frame", f.count as usize, MAX_FRAMES)?;
                 over("seat", f.seats as usize, MAX_SEATS)
             }
-            Self::Checksums(c) => over("checksum", c.entries.len(), MAX_CHECKSUMS),
+            Self::Checkpoint(c) if !c.full && c.value > 0xFFFF => {
+                Err(WireError::Invalid("short checkpoint wider than 16 bits"))
+            }
+            Self::ChainQuery { ticks, .. } => {
+                over("chain question", ticks.len(), MAX_CHAIN_QUESTIONS)
+            }
+            Self::ChainAnswer { entries, .. } => {
+                over("chain answer", entries.len(), MAX_CHAIN_QUESTIONS)
+            }
             Self::Abandon(a) => {
                 over("vote", a.votes.len(), MAX_SEATS)?;
                 over("frozen seat", a.frozen.len(), MAX_SEATS)?;
@@ -695,15 +730,29 @@ impl Message<'_> {
                 put_varint(out, u64::from(f.seats));
                 put_bytes(out, f.body);
             }
-            Self::Checksums(c) => {
-                out.push(u8::from(c.ack.is_some()));
-                if let Some(a) = c.ack {
-                    put_tick_delta(out, base, a);
+            Self::Checkpoint(c) => {
+                put_tick_delta(out, base, c.tick);
+                out.push(u8::from(c.full));
+                if c.full {
+                    put_u64_le(out, c.value);
+                } else {
+                    out.extend_from_slice(&(c.value as u16).to_le_bytes());
                 }
-                put_varint(out, c.entries.len() as u64);
-                for (t, h) in &c.entries {
+            }
+            Self::ChainQuery { id, ticks } => {
+                put_varint(out, u64::from(*id));
+                put_varint(out, ticks.len() as u64);
+                for t in ticks {
                     put_tick_delta(out, base, *t);
-                    put_u64_le(out, *h);
+                }
+            }
+            Self::ChainAnswer { id, entries } => {
+                put_varint(out, u64::from(*id));
+                put_varint(out, entries.len() as u64);
+                for (t, chain, hash) in entries {
+                    put_tick_delta(out, base, *t);
+                    put_u64_le(out, *chain);
+                    put_u64_le(out, *hash);
                 }
             }
             Self::Pause { frame } => put_tick_delta(out, base, *frame),
@@ -951,21 +1000,35 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
                 body,
             })
         }
-        ty::CHECKSUMS => {
-            let flags = r.u8()?;
-            if flags > 1 {
-                return Err(WireError::Invalid("unknown checksum flags"));
-            }
-            let ack = if flags == 1 {
-                Some(r.tick_delta(base)?)
-            } else {
-                None
+        ty::CHECKPOINT => {
+            let tick = r.tick_delta(base)?;
+            let full = match r.u8()? {
+                0 => false,
+                1 => true,
+                _ => return Err(WireError::Invalid("unknown checkpoint flags")),
             };
-            let n = r.count("checksum", MAX_CHECKSUMS, 9)?;
-            let entries = (0..n)
-                .map(|_| Ok((r.tick_delta(base)?, r.u64_le()?)))
+            let value = if full {
+                r.u64_le()?
+            } else {
+                u64::from(r.u16_le()?)
+            };
+            Message::Checkpoint(Checkpoint { tick, full, value })
+        }
+        ty::CHAIN_QUERY => {
+            let id = r.varint_u32()?;
+            let n = r.count("chain question", MAX_CHAIN_QUESTIONS, 1)?;
+            let ticks = (0..n)
+                .map(|_| r.tick_delta(base))
                 .collect::<Result<_, WireError>>()?;
-            Message::Checksums(Checksums { ack, entries })
+            Message::ChainQuery { id, ticks }
+        }
+        ty::CHAIN_ANSWER => {
+            let id = r.varint_u32()?;
+            let n = r.count("chain answer", MAX_CHAIN_QUESTIONS, 17)?;
+            let entries = (0..n)
+                .map(|_| Ok((r.tick_delta(base)?, r.u64_le()?, r.u64_le()?)))
+                .collect::<Result<_, WireError>>()?;
+            Message::ChainAnswer { id, entries }
         }
         ty::PAUSE => Message::Pause {
             frame: r.tick_delta(base)?,

@@ -1,4 +1,4 @@
-//! The binary wire format, protocol v2.
+//! The binary wire format, protocol v3.
 //!
 //! Every datagram starts with a five-byte header, then one or more
 //! messages:
@@ -31,8 +31,8 @@ pub use chain::{ChainWriter, decode_chain, xor_delta, xor_undelta};
 pub use codec::{MAX_TICK_DELTA, expand_tick};
 pub use frame::{FrameRef, decode_frames_body, encode_frame, encode_frames_body};
 pub use message::{
-    Abandon, ByeReason, Checksums, Datagram, DatagramWriter, Endorsement, ErrorCode, Frames,
-    HEADER_LEN, Hello, InputCodec, InputRun, Inputs, MAX_CHECKSUMS, MAX_CHUNKS, MAX_COOKIE,
+    Abandon, ByeReason, Checkpoint, Datagram, DatagramWriter, Endorsement, ErrorCode, Frames,
+    HEADER_LEN, Hello, InputCodec, InputRun, Inputs, MAX_CHAIN_QUESTIONS, MAX_CHUNKS, MAX_COOKIE,
     MAX_FRAMES, MAX_MESSAGES, MAX_NAME, MAX_ROOM, MAX_RUN, MAX_SNAPSHOT, MAX_TEXT, MAX_TICKET,
     MIN_HELLO_DATAGRAM, Message, RejectReason, ResumeToken, SnapshotAck, SnapshotChunk, Status,
     Welcome, message_type, peek_anchor, peek_version,
@@ -44,7 +44,7 @@ use crate::input::InputDecodeError;
 pub const MAGIC: [u8; 2] = *b"LK";
 
 /// The protocol version this build speaks.
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
 
 /// The most seats a session may have in this protocol version.
 pub const MAX_SEATS: usize = 256;

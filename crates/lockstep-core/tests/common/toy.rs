@@ -149,9 +149,7 @@ impl App {
             };
             g.step(&f);
             self.states.insert(f.tick, g.acc);
-            if f.tick.get().is_multiple_of(10) {
-                let _ = c.report_checksum(f.tick, g.acc ^ u64::from(self.lie));
-            }
+            let _ = c.report_checksum(f.tick, g.acc ^ u64::from(self.lie));
             self.donate(c);
         }
     }
