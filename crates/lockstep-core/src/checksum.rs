@@ -6,9 +6,10 @@
 //! chain through the last tick it reported in the interval, 16 bits of it,
 //! or all 64 when the checkpoint closes a [`BLOCK`]. The chain folds in
 //! every hash since the block began, so a checkpoint that arrives catches
-//! any divergence since, even one the states recovered from; a lost one
-//! costs nothing but the wait for the next. No acknowledgements: each
-//! checkpoint goes to each peer once.
+//! any divergence since, even one the states recovered from. Delivery is
+//! acknowledged, but only the newest checkpoint and the newest full one
+//! are ever resent: a later checkpoint of the same block covers every
+//! earlier one.
 //!
 //! The first mismatch with each remote is reported once (every later
 //! checkpoint in the block will differ too), with the last checkpoint both
@@ -61,8 +62,14 @@ pub(crate) struct LocalChecks {
     /// The first tick reported since the chain (re)started: a block that
     /// began before it may have had reports we never saw.
     origin: Option<Tick>,
+    /// The session's first tick, while the chain runs from it: every
+    /// machine starts there, so its first block is complete too.
+    start: Option<Tick>,
     /// Checkpoints made, oldest first.
     made: VecDeque<Checkpoint>,
+    /// The latest full checkpoint made (kept until it is delivered, even
+    /// once four newer ones were made).
+    last_full: Option<Checkpoint>,
 }
 
 impl LocalChecks {
@@ -70,7 +77,9 @@ impl LocalChecks {
         Self {
             chain: HashChain::new(window),
             origin: None,
+            start: None,
             made: VecDeque::new(),
+            last_full: None,
         }
     }
 
@@ -83,10 +92,17 @@ impl LocalChecks {
         self.chain.ticks_in(Tick::ZERO, Tick::MAX).count()
     }
 
+    /// Every machine runs the session from `tick`: reports from it on
+    /// cover its block, though the block began earlier.
+    pub(crate) fn starts_at(&mut self, tick: Tick) {
+        self.start = Some(tick);
+    }
+
     /// Whether the chain through `tick` covers its whole block.
     fn complete(&self, tick: Tick) -> bool {
-        self.origin
-            .is_some_and(|o| o.get() <= block_of(tick) * BLOCK)
+        self.origin.is_some_and(|o| {
+            o.get() <= block_of(tick) * BLOCK || self.start.is_some_and(|s| o <= s)
+        })
     }
 
     /// The checkpoint value we hold for `tick`, if the chain through it is
@@ -120,11 +136,15 @@ impl LocalChecks {
             tick: prev,
             full,
             value,
+            ack: None,
         };
         if self.made.len() >= MADE {
             self.made.pop_front();
         }
         self.made.push_back(cp);
+        if full {
+            self.last_full = Some(cp);
+        }
         Ok(Some(cp))
     }
 
@@ -133,15 +153,17 @@ impl LocalChecks {
     pub(crate) fn restart(&mut self) {
         self.chain.clear();
         self.origin = None;
+        self.start = None;
         self.made.clear();
+        self.last_full = None;
     }
 
-    /// Checkpoints made after `sent`, oldest first.
-    pub(crate) fn unsent(&self, sent: Option<Tick>) -> impl Iterator<Item = Checkpoint> + '_ {
-        self.made
-            .iter()
-            .copied()
-            .filter(move |c| sent.is_none_or(|s| c.tick > s))
+    /// The checkpoints kept for sending, oldest first.
+    fn kept(&self) -> Vec<Checkpoint> {
+        let mut v: Vec<Checkpoint> = self.last_full.into_iter().collect();
+        v.extend(self.made.iter().filter(|c| Some(**c) != self.last_full));
+        v.sort_unstable_by_key(|c| c.tick);
+        v
     }
 
     /// Compares a remote's checkpoint with ours; returns the first mismatch
@@ -202,8 +224,9 @@ impl LocalChecks {
 
 /// How long a question waits for its answer before it is asked again.
 pub(crate) const ASK_AGAIN: Duration = Duration::from_millis(250);
-/// How many times a round's question is asked before the search gives up.
-const TRIES: u8 = 8;
+/// How many times a round's question is asked before the search gives up
+/// (ten seconds: a question and its answer may cross four lossy links).
+const TRIES: u8 = 40;
 /// Answers given to one remote per second (a burst of as many).
 pub(crate) const ANSWERS_PER_SEC: u32 = 8;
 
@@ -239,11 +262,16 @@ impl Bisect {
     /// Starts searching from the mismatch `m`; `id` tells this search's
     /// answers from a stale one's.
     pub(crate) fn start(m: &Mismatch, local: &LocalChecks, id: u32, now: Instant) -> Self {
-        let lo = match m.agreed {
-            Some(a) => a.saturating_add(1),
-            None => local.chain.oldest().unwrap_or(m.tick),
+        // From the checkpoint agreed on: within the block when it is in the
+        // same one, else from there (a lost full checkpoint may have hidden
+        // the block where the states parted).
+        let search = match m.agreed {
+            Some(a) if block_of(a) == block_of(m.tick) => {
+                Search::within_block(a.saturating_add(1), m.tick)
+            }
+            Some(a) => Search::new(a.saturating_add(1), m.tick),
+            None => Search::new(local.chain.oldest().unwrap_or(m.tick), m.tick),
         };
-        let search = Search::within_block(lo, m.tick);
         let mut b = Self {
             search,
             checkpoint: m.tick,
@@ -358,6 +386,124 @@ pub(crate) fn answer_query(local: &LocalChecks, ticks: &[Tick]) -> Vec<(Tick, u6
         .collect()
 }
 
+/// How long an unacknowledged checkpoint waits before it is sent again.
+const RESEND: Duration = Duration::from_millis(250);
+
+/// Checkpoints on their way to one remote, and our acknowledgements of
+/// its: each is sent once, and then only the newest and the newest full one
+/// are sent again (every [`RESEND`]) until acknowledged, since a later
+/// checkpoint covers the earlier ones of its block.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Delivery {
+    /// The newest checkpoint sent at least once.
+    sent: Option<Tick>,
+    /// The newest it acknowledged (which covers the earlier ones of its
+    /// block).
+    acked: Option<Tick>,
+    /// The newest full one it acknowledged.
+    acked_full: Option<Tick>,
+    /// When the newest one was last sent.
+    newest_at: Option<Instant>,
+    /// When the newest full one was last sent.
+    full_at: Option<Instant>,
+    /// The newest of its checkpoints we received.
+    received: Option<Tick>,
+    ack_owed: bool,
+    /// The newest full one we received, acknowledged on its own (a newer
+    /// checkpoint's acknowledgement does not cover an older block).
+    received_full: Option<Tick>,
+    full_ack_owed: bool,
+}
+
+impl Delivery {
+    /// Its checkpoint arrived: acknowledged in the next datagram.
+    fn took(&mut self, cp: Checkpoint) {
+        self.received = self.received.max(Some(cp.tick));
+        self.ack_owed = true;
+        if cp.full {
+            self.received_full = self.received_full.max(Some(cp.tick));
+            self.full_ack_owed = true;
+        }
+    }
+
+    /// Its acknowledgement of `tick`, one of `kept`.
+    fn acked(&mut self, tick: Tick, kept: &[Checkpoint]) {
+        self.acked = self.acked.max(Some(tick));
+        if kept.iter().any(|c| c.tick == tick && c.full) {
+            self.acked_full = self.acked_full.max(Some(tick));
+        }
+    }
+
+    /// Of `kept` (ascending), what to send now: the ones never sent, and,
+    /// if a resend is due, the newest and the newest full one still
+    /// unacknowledged.
+    fn due(&self, kept: &[Checkpoint], now: Instant) -> Vec<Checkpoint> {
+        let mut out: Vec<Checkpoint> = kept
+            .iter()
+            .filter(|c| self.sent.is_none_or(|s| c.tick > s))
+            .copied()
+            .collect();
+        let sent = |c: &&Checkpoint| self.sent.is_some_and(|s| c.tick <= s);
+        let due = |at: Option<Instant>| at.is_none_or(|t| now >= t + RESEND);
+        let newest = kept
+            .last()
+            .filter(|c| sent(c) && self.acked.is_none_or(|a| c.tick > a))
+            .filter(|_| due(self.newest_at));
+        let full = kept
+            .iter()
+            .rev()
+            .find(|c| c.full)
+            .filter(|c| sent(c) && self.acked_full.is_none_or(|a| c.tick > a))
+            .filter(|_| due(self.full_at));
+        for c in [full, newest].into_iter().flatten() {
+            if !out.contains(c) {
+                out.push(*c);
+            }
+        }
+        out.sort_unstable_by_key(|c| c.tick);
+        out
+    }
+
+    fn has_news(&self, kept: &[Checkpoint], now: Instant) -> bool {
+        self.ack_owed || self.full_ack_owed || !self.due(kept, now).is_empty()
+    }
+
+    /// Writes what is due of `kept`, the acknowledgement riding on the
+    /// first checkpoint (or alone).
+    fn write(&mut self, kept: &[Checkpoint], w: &mut DatagramWriter<'_>, now: Instant) {
+        let due = self.due(kept, now);
+        for mut cp in due {
+            if self.ack_owed {
+                cp.ack = self.received;
+            }
+            if w.push(&Message::Checkpoint(cp)).is_ok() {
+                if cp.ack.is_some() {
+                    self.ack_owed = false;
+                    self.full_ack_owed &= cp.ack != self.received_full;
+                }
+                self.sent = self.sent.max(Some(cp.tick));
+                if kept.last() == Some(&Checkpoint { ack: None, ..cp }) {
+                    self.newest_at = Some(now);
+                }
+                if cp.full {
+                    self.full_at = Some(now);
+                }
+            }
+        }
+        if let Some(tick) = self.received.filter(|_| self.ack_owed)
+            && w.push(&Message::CheckpointAck { tick }).is_ok()
+        {
+            self.ack_owed = false;
+            self.full_ack_owed &= Some(tick) != self.received_full;
+        }
+        if let Some(tick) = self.received_full.filter(|_| self.full_ack_owed)
+            && w.push(&Message::CheckpointAck { tick }).is_ok()
+        {
+            self.full_ack_owed = false;
+        }
+    }
+}
+
 /// One remote's side of the exchange.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RemoteChecks {
@@ -370,8 +516,8 @@ pub(crate) struct RemoteChecks {
     /// Its checkpoints from this tick on describe a stream nobody else runs
     /// (its seat was abandoned there): not compared.
     ignore_from: Option<Tick>,
-    /// The latest of our checkpoints sent to it.
-    pub(crate) sent: Option<Tick>,
+    /// Our checkpoints on the way to it, and our acknowledgements of its.
+    delivery: Delivery,
     /// Our search for where we parted, after a mismatch.
     pub(crate) bisect: Option<Bisect>,
     /// Its latest question to us, to answer in the next datagram.
@@ -401,18 +547,32 @@ pub(crate) struct Incoming<'a> {
     pub(crate) checkpoints: Vec<Checkpoint>,
     pub(crate) query: Option<(u32, &'a [Tick])>,
     pub(crate) answer: Option<(u32, &'a [Link])>,
+    /// Our checkpoints acknowledged (a few).
+    pub(crate) acks: Vec<Tick>,
 }
 
 impl<'a> Incoming<'a> {
+    fn ack(&mut self, tick: Option<Tick>) {
+        if let Some(t) = tick
+            && self.acks.len() < MADE
+        {
+            self.acks.push(t);
+        }
+    }
+
     /// Takes `m` if it is a checks message; returns whether it was.
     pub(crate) fn take(&mut self, m: &'a Message<'a>) -> bool {
         match m {
             // A few per datagram: more is noise (or an attack).
             Message::Checkpoint(c) => {
                 if self.checkpoints.len() < MADE {
-                    self.checkpoints.push(*c);
+                    // The acknowledgement rides along; it is no part of
+                    // the checkpoint compared.
+                    self.checkpoints.push(Checkpoint { ack: None, ..*c });
                 }
+                self.ack(c.ack);
             }
+            Message::CheckpointAck { tick } => self.ack(Some(*tick)),
             Message::ChainQuery { id, ticks } => self.query = Some((*id, ticks)),
             Message::ChainAnswer { id, entries } => self.answer = Some((*id, entries)),
             _ => return false,
@@ -454,9 +614,13 @@ impl RemoteChecks {
     ) -> Vec<Outcome> {
         let mut out = Vec::new();
         for &cp in &msgs.checkpoints {
+            self.delivery.took(cp);
             if let Some(m) = local.receive(self, cp) {
                 out.push(self.mismatched(local, m, now));
             }
+        }
+        for &t in &msgs.acks {
+            self.delivery.acked(t, &local.kept());
         }
         if let Some((id, ticks)) = msgs.query {
             self.asked(local, id, ticks, now);
@@ -499,7 +663,7 @@ impl RemoteChecks {
     /// a question.
     pub(crate) fn has_news(&self, local: &LocalChecks, now: Instant) -> bool {
         self.owed.is_some()
-            || local.unsent(self.sent).next().is_some()
+            || self.delivery.has_news(&local.kept(), now)
             || self.question_due().is_some_and(|d| d <= now)
     }
 
@@ -513,11 +677,7 @@ impl RemoteChecks {
     /// Writes our checkpoints it has not had, the answer owed and the
     /// question due.
     pub(crate) fn write(&mut self, local: &LocalChecks, w: &mut DatagramWriter<'_>, now: Instant) {
-        for cp in local.unsent(self.sent) {
-            if w.push(&Message::Checkpoint(cp)).is_ok() {
-                self.sent = Some(cp.tick);
-            }
-        }
+        self.delivery.write(&local.kept(), w, now);
         if let Some((id, entries)) = self.owed.take() {
             w.put(Message::ChainAnswer { id, entries });
         }
@@ -616,10 +776,11 @@ impl Referee {
     }
 
     fn settle(&mut self, cp: Checkpoint, voters: Vec<PeerId>) {
-        if self.verdicts.len() >= VERDICTS {
+        let at = self.verdicts.partition_point(|v| v.cp.tick < cp.tick);
+        self.verdicts.insert(at, Verdict { cp, voters });
+        if self.verdicts.len() > VERDICTS {
             self.verdicts.pop_front();
         }
-        self.verdicts.push_back(Verdict { cp, voters });
     }
 
     /// The server's own game's hash after `tick`: its checkpoints are the
@@ -660,7 +821,9 @@ impl Referee {
             return differs(v.cp).into_iter().collect();
         }
         let Some(seat) = seat else { return Vec::new() };
-        if self.verdicts.back().is_some_and(|v| cp.tick <= v.cp.tick) {
+        // A newer verdict covers the older checkpoints of its block; a full
+        // one, closing an older block, still gets its own.
+        if !cp.full && self.verdicts.back().is_some_and(|v| cp.tick <= v.cp.tick) {
             return Vec::new();
         }
         let list = self.votes.entry(cp.tick).or_default();
@@ -686,9 +849,10 @@ impl Referee {
                 });
             }
             self.settle(cp, voters);
-            // Older ticks can no longer get a verdict: the newer one covers
-            // them.
-            self.votes.retain(|t, _| *t > cp.tick);
+            // Older ticks can no longer get a verdict, but for full ones:
+            // the newer one covers them.
+            self.votes
+                .retain(|t, list| *t > cp.tick || list.first().is_some_and(|(.., c)| c.full));
         } else if list.len() >= seated {
             let hashes = list.len();
             self.votes.remove(&cp.tick);
@@ -703,12 +867,9 @@ impl Referee {
         out
     }
 
-    /// Verdicts after `sent`, oldest first.
-    pub(crate) fn unsent(&self, sent: Option<Tick>) -> impl Iterator<Item = Checkpoint> + '_ {
-        self.verdicts
-            .iter()
-            .map(|v| v.cp)
-            .filter(move |c| sent.is_none_or(|s| c.tick > s))
+    /// The verdicts kept, oldest first.
+    fn kept(&self) -> Vec<Checkpoint> {
+        self.verdicts.iter().map(|v| v.cp).collect()
     }
 
     /// Routes `asker`'s question: answered from the simulation, or passed to
@@ -772,8 +933,9 @@ impl Referee {
 /// The sequencer's side of one client.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Relayed {
-    /// The latest verdict sent to it.
-    sent: Option<Tick>,
+    /// Verdicts on the way to it, and our acknowledgements of its
+    /// checkpoints.
+    delivery: Delivery,
     /// A question passed on to it.
     pub(crate) query: Option<(u32, Vec<Tick>)>,
     /// An answer passed back to it.
@@ -790,21 +952,38 @@ impl Relayed {
             .take(1, now)
     }
 
-    /// Whether something for it is waiting.
-    pub(crate) fn has_news(&self, referee: &Referee) -> bool {
-        self.query.is_some() || self.answer.is_some() || referee.unsent(self.sent).next().is_some()
+    /// Its checkpoint arrived, or its acknowledgement of a verdict.
+    pub(crate) fn took(&mut self, msgs: &Incoming<'_>, referee: &Referee) {
+        for &cp in &msgs.checkpoints {
+            self.delivery.took(cp);
+        }
+        let kept = referee.kept();
+        for &t in &msgs.acks {
+            self.delivery.acked(t, &kept);
+        }
+    }
+
+    /// Whether something for it is waiting; `verdicts: false` for a client
+    /// that cannot use them yet.
+    pub(crate) fn has_news(&self, referee: &Referee, verdicts: bool, now: Instant) -> bool {
+        self.query.is_some()
+            || self.answer.is_some()
+            || self.delivery.ack_owed
+            || self.delivery.full_ack_owed
+            || (verdicts && self.delivery.has_news(&referee.kept(), now))
     }
 
     /// Writes the verdicts it has not had and what is passed on to it;
     /// `verdicts: false` for a client that cannot use them yet.
-    pub(crate) fn write(&mut self, referee: &Referee, w: &mut DatagramWriter<'_>, verdicts: bool) {
-        if verdicts {
-            for cp in referee.unsent(self.sent) {
-                if w.push(&Message::Checkpoint(cp)).is_ok() {
-                    self.sent = Some(cp.tick);
-                }
-            }
-        }
+    pub(crate) fn write(
+        &mut self,
+        referee: &Referee,
+        w: &mut DatagramWriter<'_>,
+        verdicts: bool,
+        now: Instant,
+    ) {
+        let kept = if verdicts { referee.kept() } else { Vec::new() };
+        self.delivery.write(&kept, w, now);
         if let Some((id, ticks)) = self.query.take() {
             w.put(Message::ChainQuery { id, ticks });
         }
@@ -919,6 +1098,7 @@ mod tests {
                     tick: Tick::new(t),
                     full: false,
                     value: 0,
+                    ack: None,
                 },
             );
         }

@@ -131,6 +131,7 @@ fn a_spectator_cannot_plant_a_checksum() {
                         tick,
                         full,
                         value: if full { 0xBAD } else { 0xBA },
+                        ack: None,
                     })
                 })
                 .collect();

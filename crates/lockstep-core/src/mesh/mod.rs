@@ -103,7 +103,7 @@ impl Default for MeshConfig {
             abandon_after: Some(Duration::from_secs(10)),
             observer_window: 1024,
             snapshot: SnapshotLimits::default(),
-            checksum_window: 128,
+            checksum_window: 512,
             fingerprint: 0,
             ping_interval: Duration::from_millis(1000),
             first_tick: Tick::ZERO,
@@ -592,7 +592,13 @@ impl<I: Input> MeshSession<I> {
         let config_first = config.first_tick;
         let next_commit = config.first_tick.saturating_add(config.delay);
         let mut session = Self {
-            checks: LocalChecks::new(config.checksum_window),
+            checks: {
+                let mut c = LocalChecks::new(config.checksum_window);
+                if !under_way {
+                    c.starts_at(config.first_tick);
+                }
+                c
+            },
             next_commit,
             config,
             local,
@@ -1149,6 +1155,7 @@ impl<I: Input> MeshSession<I> {
                     r.frames.extend(f.decode::<I>()?);
                 }
                 m @ (Message::Checkpoint(_)
+                | Message::CheckpointAck { .. }
                 | Message::ChainQuery { .. }
                 | Message::ChainAnswer { .. }) => {
                     r.checks.take(m);
@@ -1800,7 +1807,6 @@ impl<I: Input> MeshSession<I> {
             || self.leaving
             || p.told_next < self.next_tick
             || self.pause.frame().is_some()
-            || self.checks.unsent(p.checks.sent).next().is_some()
         {
             return true;
         }

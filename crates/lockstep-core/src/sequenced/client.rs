@@ -106,7 +106,7 @@ impl Default for ClientConfig {
             interrupt_after: Duration::from_secs(1),
             timeout: Duration::from_secs(15),
             ping_interval: Duration::from_secs(1),
-            checksum_window: 128,
+            checksum_window: 512,
             secret: None,
             snapshot: SnapshotLimits::default(),
         }
@@ -1113,6 +1113,13 @@ impl<I: Input> ClientSession<I> {
         }
         self.next_tick = if w.snapshot { w.tick } else { w.start };
         self.next_commit = w.tick.saturating_add(w.delay);
+        // A state from a snapshot has a chain complete from its next block;
+        // one run from the room's first tick, from the start.
+        self.checks.restart();
+        self.server_checks.restart();
+        if !w.snapshot {
+            self.checks.starts_at(w.start);
+        }
         self.server_open = w.tick;
     }
 

@@ -190,7 +190,7 @@ impl Default for SequencerConfig {
             resend_interval: Duration::from_millis(40),
             keepalive_interval: Duration::from_millis(250),
             ping_interval: Duration::from_secs(1),
-            checksum_window: 128,
+            checksum_window: 512,
             first_tick: Tick::ZERO,
             secret: [0; 32],
             resume_after_silence: Duration::from_secs(1),
@@ -1867,6 +1867,12 @@ impl<I: Input> Sequencer<I> {
     /// A client's checkpoints, questions and answers about its state.
     fn take_checks(&mut self, i: usize, msgs: &Incoming<'_>) {
         let (peer, seat) = (self.conns[i].peer, self.conns[i].seat);
+        self.conns[i].checks.took(msgs, &self.referee);
+        if !msgs.checkpoints.is_empty() {
+            self.conns[i].flush |= self.conns[i]
+                .checks
+                .has_news(&self.referee, false, self.now);
+        }
         let seated = self.seats.iter().flatten().count();
         for &cp in &msgs.checkpoints {
             if cp.tick >= self.open {
@@ -2260,7 +2266,8 @@ impl<I: Input> Sequencer<I> {
             || c.next < self.open
             || !self.waiting.is_empty()
             || self.paused
-            || (!Self::before_snapshot(c) && c.checks.has_news(&self.referee))
+            || c.checks
+                .has_news(&self.referee, !Self::before_snapshot(c), self.now)
     }
 
     /// Whether `c` is joining and has not got its snapshot yet: nothing but
@@ -2351,7 +2358,7 @@ impl<I: Input> Sequencer<I> {
         // and again).
         let before_snapshot = Self::before_snapshot(c);
         let mut checks = core::mem::take(&mut self.conns[i].checks);
-        checks.write(&self.referee, &mut w, !before_snapshot);
+        checks.write(&self.referee, &mut w, !before_snapshot, now);
         self.conns[i].checks = checks;
         let c = &self.conns[i];
         if let Some((_, ack)) = self.thanked.filter(|(p, _)| *p == c.peer) {

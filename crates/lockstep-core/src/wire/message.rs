@@ -85,6 +85,8 @@ pub mod message_type {
     pub const CHAIN_QUERY: u8 = 0x15;
     /// ChainAnswer.
     pub const CHAIN_ANSWER: u8 = 0x16;
+    /// CheckpointAck.
+    pub const CHECKPOINT_ACK: u8 = 0x17;
 }
 use message_type as ty;
 
@@ -311,6 +313,8 @@ pub struct Checkpoint {
     pub full: bool,
     /// The chain, or its low 16 bits.
     pub value: u64,
+    /// The latest of the recipient's checkpoints the sender received.
+    pub ack: Option<Tick>,
 }
 
 /// A mesh peer's part in giving up on silent players: its votes, the seats
@@ -448,6 +452,12 @@ pub enum Message<'a> {
     Frames(Frames<'a>),
     /// A checkpoint of the sender's state-hash chain.
     Checkpoint(Checkpoint),
+    /// The latest of the recipient's checkpoints the sender received, when
+    /// no checkpoint of its own carries the acknowledgement.
+    CheckpointAck {
+        /// The checkpoint's tick.
+        tick: Tick,
+    },
     /// Asks for the recipient's chain through each of `ticks`: a round of the search for the first divergent tick.
     ChainQuery {
         /// Chosen by the asker; the answer carries it back.
@@ -561,6 +571,7 @@ impl Message<'_> {
             Self::Inputs(_) => ty::INPUTS,
             Self::Frames(_) => ty::FRAMES,
             Self::Checkpoint(_) => ty::CHECKPOINT,
+            Self::CheckpointAck { .. } => ty::CHECKPOINT_ACK,
             Self::ChainQuery { .. } => ty::CHAIN_QUERY,
             Self::ChainAnswer { .. } => ty::CHAIN_ANSWER,
             Self::Pause { .. } => ty::PAUSE,
@@ -732,13 +743,17 @@ impl Message<'_> {
             }
             Self::Checkpoint(c) => {
                 put_tick_delta(out, base, c.tick);
-                out.push(u8::from(c.full));
+                out.push(u8::from(c.full) | u8::from(c.ack.is_some()) << 1);
                 if c.full {
                     put_u64_le(out, c.value);
                 } else {
                     out.extend_from_slice(&(c.value as u16).to_le_bytes());
                 }
+                if let Some(a) = c.ack {
+                    put_tick_delta(out, base, a);
+                }
             }
+            Self::CheckpointAck { tick } => put_tick_delta(out, base, *tick),
             Self::ChainQuery { id, ticks } => {
                 put_varint(out, u64::from(*id));
                 put_varint(out, ticks.len() as u64);
@@ -1002,18 +1017,31 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
         }
         ty::CHECKPOINT => {
             let tick = r.tick_delta(base)?;
-            let full = match r.u8()? {
-                0 => false,
-                1 => true,
-                _ => return Err(WireError::Invalid("unknown checkpoint flags")),
-            };
+            let flags = r.u8()?;
+            if flags > 3 {
+                return Err(WireError::Invalid("unknown checkpoint flags"));
+            }
+            let full = flags & 1 != 0;
             let value = if full {
                 r.u64_le()?
             } else {
                 u64::from(r.u16_le()?)
             };
-            Message::Checkpoint(Checkpoint { tick, full, value })
+            let ack = if flags & 2 != 0 {
+                Some(r.tick_delta(base)?)
+            } else {
+                None
+            };
+            Message::Checkpoint(Checkpoint {
+                tick,
+                full,
+                value,
+                ack,
+            })
         }
+        ty::CHECKPOINT_ACK => Message::CheckpointAck {
+            tick: r.tick_delta(base)?,
+        },
         ty::CHAIN_QUERY => {
             let id = r.varint_u32()?;
             let n = r.count("chain question", MAX_CHAIN_QUESTIONS, 1)?;

@@ -18,6 +18,9 @@ use std::time::Duration;
 
 pub type Session = MeshSession<u16>;
 
+/// What a skewed hash differs by.
+pub const SKEW: u64 = 0x5A5A_5A5A;
+
 /// What one peer's game saw.
 #[derive(Debug)]
 pub struct Record {
@@ -47,6 +50,9 @@ pub struct Record {
     /// The game stops committing input (the session still runs: its
     /// connection stays alive, as a keepalive-only griefer's does).
     pub mute: bool,
+    /// A desync injected into the hashes reported: from this tick on
+    /// (`true`), or at this tick only (`false`, a state that recovers).
+    pub skew: Option<(Tick, bool)>,
 }
 
 impl Record {
@@ -65,6 +71,7 @@ impl Record {
             committed: 0,
             refused: 0,
             mute: false,
+            skew: None,
         }
     }
 
@@ -116,6 +123,14 @@ impl Record {
         );
         self.chain.resize(at + 1, self.state);
         self.restored = Some(at);
+    }
+
+    /// The state hash reported for `tick` (the state's, unless skewed).
+    pub fn reported(&self, tick: Tick) -> u64 {
+        match self.skew {
+            Some((at, lasting)) if tick == at || (lasting && tick > at) => self.state ^ SKEW,
+            _ => self.state,
+        }
     }
 
     /// The last tick run, if any.
@@ -257,7 +272,7 @@ pub fn play(s: &mut Session, rec: &mut Record, checksum_every: u32) {
 fn record_frame(s: &mut Session, rec: &mut Record, frame: &Frame<u16>, checksum_every: u32) {
     rec.record(frame);
     if frame.tick.since(rec.first).is_multiple_of(checksum_every) {
-        s.report_checksum(frame.tick, rec.state)
+        s.report_checksum(frame.tick, rec.reported(frame.tick))
             .unwrap_or_else(|e| panic!("checksum: {e}"));
     }
 }

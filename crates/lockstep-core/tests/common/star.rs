@@ -267,7 +267,7 @@ pub fn play(c: &mut ClientSession<u16>, rec: &mut Record) {
     }
     while let Some(frame) = c.advance() {
         rec.record(&frame);
-        let _ = c.report_checksum(frame.tick, rec.state);
+        let _ = c.report_checksum(frame.tick, rec.reported(frame.tick));
     }
     while let Some(ev) = c.poll_event() {
         rec.events.push(ev);
