@@ -245,6 +245,9 @@ pub(crate) struct Bisect {
     tries: u8,
     /// Their state hashes from the answers so far (a few per round).
     theirs: Vec<(Tick, u64)>,
+    /// Our chain as it was when the checkpoint differed: the state may be
+    /// replaced (resynced) before the search ends.
+    ours: HashChain,
 }
 
 /// How a search round ended.
@@ -280,15 +283,16 @@ impl Bisect {
             due: now,
             tries: 0,
             theirs: Vec::new(),
+            ours: local.chain.clone(),
         };
-        b.next_round(local);
+        b.next_round();
         b
     }
 
     /// This round's questions: the search's, and the end of the range
     /// while its hash is not known (the first divergent tick may be it).
-    fn next_round(&mut self, local: &LocalChecks) {
-        let mut asked = self.search.questions(&local.chain, MAX_CHAIN_QUESTIONS - 1);
+    fn next_round(&mut self) {
+        let mut asked = self.search.questions(&self.ours, MAX_CHAIN_QUESTIONS - 1);
         let (_, hi) = self.search.range();
         if !self.theirs.iter().any(|(t, _)| *t == hi) {
             asked.push(hi);
@@ -324,7 +328,6 @@ impl Bisect {
     /// Takes an answer; answers to another search or round are ignored.
     pub(crate) fn answer(
         &mut self,
-        local: &LocalChecks,
         id: u32,
         entries: &[(Tick, u64, u64)],
         now: Instant,
@@ -345,7 +348,7 @@ impl Bisect {
                 (t, theirs.map(|e| e.1))
             })
             .collect();
-        let step = self.search.answer(&local.chain, &answers);
+        let step = self.search.answer(&self.ours, &answers);
         let found = match step {
             Step::Found(tick) => Some(tick),
             Step::Ask => None,
@@ -355,7 +358,7 @@ impl Bisect {
         let remote = self.theirs.iter().find(|(t, _)| *t == hi).map(|e| e.1);
         match (found, remote) {
             (Some(tick), Some(remote)) => {
-                Located::Done(local.chain.hash(tick).map(|local| FirstDifference {
+                Located::Done(self.ours.hash(tick).map(|local| FirstDifference {
                     tick,
                     local,
                     remote,
@@ -364,7 +367,7 @@ impl Bisect {
             // Found, but its hash is still to be asked: one more round.
             _ => {
                 self.id = self.id.wrapping_add(1);
-                self.next_round(local);
+                self.next_round();
                 self.due = now;
                 self.tries = 0;
                 Located::Searching
@@ -596,12 +599,12 @@ impl RemoteChecks {
         self.ignore_from.is_some_and(|t| tick >= t)
     }
 
-    /// Starts comparing afresh: our state was replaced.
+    /// Starts comparing afresh: our state was replaced. A search under way
+    /// goes on (it holds the chain it needs).
     pub(crate) fn restart(&mut self) {
         self.pending.clear();
         self.agreed = None;
         self.mismatch = None;
-        self.bisect = None;
     }
 
     /// Takes what one of its datagrams carried: its checkpoints are
@@ -627,7 +630,7 @@ impl RemoteChecks {
         }
         if let (Some((id, entries)), Some(b)) = (msgs.answer, self.bisect.as_mut()) {
             let checkpoint = b.checkpoint;
-            if let Located::Done(first) = b.answer(local, id, entries, now) {
+            if let Located::Done(first) = b.answer(id, entries, now) {
                 self.bisect = None;
                 out.push(Outcome::Located { checkpoint, first });
             }
@@ -870,6 +873,15 @@ impl Referee {
     /// The verdicts kept, oldest first.
     fn kept(&self) -> Vec<Checkpoint> {
         self.verdicts.iter().map(|v| v.cp).collect()
+    }
+
+    /// Forgets `peer`'s votes: its state is being replaced, and what it
+    /// said of the old one must not count against the new.
+    pub(crate) fn forget(&mut self, peer: PeerId) {
+        for list in self.votes.values_mut() {
+            list.retain(|(_, p, _)| *p != peer);
+        }
+        self.votes.retain(|_, list| !list.is_empty());
     }
 
     /// Routes `asker`'s question: answered from the simulation, or passed to

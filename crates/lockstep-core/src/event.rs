@@ -177,6 +177,13 @@ pub enum Event {
         /// Theirs.
         remote: u64,
     },
+    /// The sequencer found our state diverged from the majority's (or from
+    /// its own simulation's): a snapshot of the majority's state follows
+    /// ([`Snapshot`](Event::Snapshot)), which replaces the game's, and the
+    /// game runs on from it as a joiner does until
+    /// [`CaughtUp`](Event::CaughtUp). Until the snapshot arrives the game
+    /// gets no frames and commits are refused. Sequenced topology only.
+    Resyncing,
     /// The search that follows a [`Desync`](Event::Desync) ended.
     DesyncLocated {
         /// The peer compared with.

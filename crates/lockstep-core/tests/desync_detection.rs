@@ -210,4 +210,110 @@ proptest! {
         }
         prop_assert!(!blamed.is_empty() && blamed.iter().all(|p| *p == skewed), "seed {}: {:?}", seed, blamed);
     }
+
+    /// Sequenced healing: a client whose state itself diverged is resynced
+    /// from a client that agrees with the majority, runs on from the
+    /// snapshot, and ends in the same state as everyone; nobody else is
+    /// resynced.
+    #[test]
+    fn a_diverged_client_is_resynced_and_agrees_again(
+        players in 3u32..=4,
+        inj in injection(4),
+        link in lossy(),
+        seed in any::<u64>(),
+    ) {
+        let mut sc = StarScenario::new(players as usize, seed);
+        sc.link = link;
+        sc.server.snapshot_join = true;
+        let mut h = sc.build();
+        let skewed = PeerId(1 + inj.peer % players);
+        let at = Tick::new(inj.after);
+        h.records.get_mut(&skewed).unwrap().corrupt = Some(at);
+        let outcome = h.run_until_frames(u64::from(inj.after + 2 * BLOCK + 600), secs(900));
+        prop_assert_eq!(outcome, Outcome::Done, "seed {}", seed);
+        h.assert_streams_agree(&sc.client_ids());
+        let states: Vec<u64> = sc.client_ids().iter().map(|id| h.records[id].state).collect();
+        let n = sc
+            .client_ids()
+            .iter()
+            .map(|id| h.records[id].chain.len())
+            .min()
+            .unwrap_or(0);
+        for id in sc.client_ids() {
+            let rec = &h.records[&id];
+            prop_assert_eq!(rec.chain[n - 1], h.records[&PeerId(1 + (skewed.0 % players))].chain[n - 1],
+                "seed {}: {} ends apart ({:?})", seed, id, states);
+            let resynced = rec.events.iter().any(|e| matches!(e, Event::Resyncing));
+            prop_assert_eq!(resynced, id == skewed, "seed {}: {}: {:?}", seed, id, rec.events);
+        }
+        let rec = &h.records[&skewed];
+        let order: Vec<&str> = rec
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Resyncing => Some("resyncing"),
+                Event::Snapshot { .. } => Some("snapshot"),
+                Event::CaughtUp { .. } => Some("caught up"),
+                _ => None,
+            })
+            .collect();
+        prop_assert_eq!(order, vec!["resyncing", "snapshot", "caught up"], "seed {}", seed);
+    }
+}
+
+/// A client whose game keeps diverging (its hashes differ however often
+/// its state is replaced) is resynced `max_resyncs` times, then dropped;
+/// the others play on and agree.
+#[test]
+fn a_client_that_keeps_diverging_is_dropped() {
+    let mut sc = StarScenario::new(3, 7);
+    sc.link = LinkConditions {
+        latency: Duration::from_millis(20),
+        jitter: Duration::from_millis(5),
+        loss: 0.05,
+        ..LinkConditions::default()
+    };
+    sc.server.snapshot_join = true;
+    sc.server.max_resyncs = 2;
+    let mut h = sc.build();
+    let bad = PeerId(2);
+    h.records.get_mut(&bad).unwrap().skew = Some((Tick::new(40), true));
+    let honest = [PeerId(1), PeerId(3)];
+    let outcome = h.run(
+        secs(120),
+        |_, _, _| {},
+        |sim| {
+            honest.iter().all(|id| {
+                sim.endpoint(*id)
+                    .and_then(Node::client)
+                    .is_some_and(|c| c.stats().frames >= 1_500)
+            })
+        },
+    );
+    assert_eq!(outcome, Outcome::Done);
+    h.assert_streams_agree(&honest);
+    let resyncs = h.records[&bad]
+        .events
+        .iter()
+        .filter(|e| matches!(e, Event::Resyncing))
+        .count();
+    assert_eq!(resyncs, 2, "{:?}", h.records[&bad].events);
+    assert!(
+        h.records[&bad]
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::Closed { .. })),
+        "dropped: {:?}",
+        h.records[&bad].events
+    );
+    for id in honest {
+        assert!(
+            !h.records[&id].events.iter().any(|e| matches!(
+                e,
+                Event::Resyncing | Event::Desync { .. } | Event::Closed { .. }
+            )),
+            "{id}: {:?}",
+            h.records[&id].events
+        );
+    }
 }

@@ -1176,6 +1176,7 @@ impl<I: Input> MeshSession<I> {
                 Message::SnapshotAck(a) => r.snapshot_ack = Some(*a),
                 Message::SnapshotRequest { .. }
                 | Message::CaughtUp { .. }
+                | Message::Resync { .. }
                 | Message::Error { .. }
                 | Message::Challenge { .. }
                 | Message::Padding { .. } => {}

@@ -259,6 +259,8 @@ pub struct ClientSession<I: Input> {
     crypt: Vec<u8>,
     /// Joining a game under way from a snapshot.
     joining: Option<Box<Joining>>,
+    /// The id of the last resync the sequencer asked of us.
+    resynced: u32,
     /// A snapshot the sequencer asked of us, and its transfer.
     donation: Option<Donation>,
     /// The last datagram had no room for a chunk that was due: chunks wait
@@ -333,6 +335,7 @@ impl<I: Input> ClientSession<I> {
             channel: None,
             crypt: Vec::new(),
             joining: None,
+            resynced: 0,
             donation: None,
             chunk_starved: false,
             token: None,
@@ -967,6 +970,7 @@ impl<I: Input> ClientSession<I> {
                         self.next_commit = self.next_commit.max(acked);
                     }
                 }
+                Message::Resync { id } => self.resync(id),
                 Message::Pause { frame } => {
                     let stale = self.lifted.is_some_and(|l| frame <= l);
                     if self.pause_frame.is_none() && frame >= self.next_tick && !stale {
@@ -1099,6 +1103,27 @@ impl<I: Input> ClientSession<I> {
             seat: w.seat,
             tick: w.tick,
         });
+    }
+
+    /// The sequencer found our state diverged from the majority's: we wait
+    /// for a snapshot as a joiner does (the game stops getting frames until
+    /// it arrives), then run on from it.
+    fn resync(&mut self, id: u32) {
+        if id <= self.resynced || self.joining.is_some() || !self.connected() {
+            return;
+        }
+        self.resynced = id;
+        self.joining = Some(Box::new(Joining {
+            receiver: SnapshotReceiver::new(self.config.snapshot.clone()),
+            tick: None,
+            ready: None,
+            restored: false,
+        }));
+        // Our seat runs neutral until we caught up: inputs not yet
+        // acknowledged will never run.
+        self.unacked.clear();
+        self.flush = true;
+        self.push_event(Event::Resyncing);
     }
 
     /// Takes our position from `w`, as a session that has run nothing.

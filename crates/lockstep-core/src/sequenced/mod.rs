@@ -289,6 +289,16 @@ pub enum SequencerEvent {
         /// How many reports there were.
         hashes: usize,
     },
+    /// A client found diverged is being resynced from a snapshot (see
+    /// [`SequencerConfig::max_resyncs`]).
+    Resync {
+        /// The client.
+        peer: PeerId,
+        /// Its seat, if it plays.
+        seat: Option<PlayerId>,
+        /// How many times the seat has been resynced, this one included.
+        count: u32,
+    },
 }
 
 /// Why a sequencer closed a connection.

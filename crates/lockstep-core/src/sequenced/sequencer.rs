@@ -147,6 +147,14 @@ pub struct SequencerConfig {
     /// seat runs neutral input and holds nobody up. The game must answer
     /// [`Event::SnapshotRequested`](crate::Event::SnapshotRequested).
     pub snapshot_join: bool,
+    /// With `snapshot_join`, a client whose state the seated majority (or
+    /// the server's own simulation) found diverged is resynced: told so
+    /// ([`Message::Resync`](crate::wire::Message::Resync)), handed a
+    /// snapshot from a client that agrees with the majority, and run on
+    /// from it as a joiner is (its seat runs neutral until it caught up).
+    /// After this many resyncs of the same seat it is dropped instead
+    /// (its game keeps diverging); 0 never resyncs.
+    pub max_resyncs: u32,
     /// With `snapshot_join`, how many ticks into the game a joiner still
     /// replays it instead (cheaper than a snapshot early on, and needs no
     /// donor).
@@ -199,6 +207,7 @@ impl Default for SequencerConfig {
             pauses_per_seat: 3,
             snapshot_join: false,
             snapshot_join_after: 90,
+            max_resyncs: 3,
             join_wait: Duration::from_millis(300),
             join_wait_max: Duration::from_secs(3),
             donor_timeout: Duration::from_secs(3),
@@ -354,6 +363,8 @@ struct Conn {
     /// Resumed by replaying the game from its start: the history is kept
     /// for it like a joiner's, until it has caught up with the open tick.
     replaying: bool,
+    /// It is being resynced: the id its `Resync` message carries.
+    resync: Option<u32>,
 }
 
 /// Where a client joining from a snapshot stands.
@@ -488,6 +499,9 @@ pub struct Sequencer<I: Input> {
     waiting: Vec<PlayerId>,
     /// Checkpoint votes and verdicts, and questions between clients.
     referee: Referee,
+    /// How many times each seat was resynced.
+    resyncs: BTreeMap<PlayerId, u32>,
+    next_resync: u32,
     replies: VecDeque<(PeerId, Reply)>,
     events: Events<SequencerEvent>,
     stats: SequencerStats,
@@ -525,6 +539,8 @@ impl<I: Input> Sequencer<I> {
         Ok(Self {
             fingerprint: config.fingerprint,
             referee: Referee::new(config.checksum_window, false),
+            resyncs: BTreeMap::new(),
+            next_resync: 1,
             history_base: config.first_tick,
             open: config.first_tick,
             tokens: SecretStream::new(config.secret),
@@ -1291,6 +1307,7 @@ impl<I: Input> Sequencer<I> {
             join: join.then_some(Join::Waiting),
             chunk_starved: false,
             replaying: false,
+            resync: None,
         }
     }
 
@@ -1864,6 +1881,60 @@ impl<I: Input> Sequencer<I> {
         s.pending.insert(at, input);
     }
 
+    /// A client found diverged is resynced, where the room allows it: it
+    /// waits for a snapshot as a joiner does, on the same connection; a
+    /// seat resynced `max_resyncs` times already is dropped instead.
+    fn resync(&mut self, peer: PeerId) {
+        if !self.config.snapshot_join || self.config.max_resyncs == 0 {
+            return;
+        }
+        let Some(i) = self.conn_index(peer) else {
+            return;
+        };
+        let c = &self.conns[i];
+        if c.closing.is_some() || c.join.is_some() {
+            return;
+        }
+        let seat = c.seat;
+        let count = match seat {
+            Some(s) => {
+                let n = self.resyncs.entry(s).or_insert(0);
+                *n += 1;
+                *n
+            }
+            None => 1,
+        };
+        if count > self.config.max_resyncs {
+            let text = format!("its game diverged {count} times");
+            self.close(
+                i,
+                Closing::Error(ErrorCode::Violation, text.clone()),
+                DropReason::Violation(ErrorCode::Violation, text),
+            );
+            return;
+        }
+        self.referee.forget(peer);
+        let id = self.next_resync;
+        self.next_resync = self.next_resync.wrapping_add(1);
+        let c = &mut self.conns[i];
+        c.join = Some(Join::Waiting);
+        c.resync = Some(id);
+        c.flush = true;
+        if let Some(player) = seat {
+            if let Some(s) = self.seats[player.index()].as_mut() {
+                s.live = false;
+                s.pending.clear();
+                s.waited_since = None;
+            }
+            for events in self.tick_events.values_mut() {
+                events.retain(|e| *e != SystemEvent::CaughtUp { player });
+            }
+        }
+        let now = self.now;
+        self.join_asked = Some(self.join_asked.map_or((now, now), |(f, _)| (f, now)));
+        self.push_event(SequencerEvent::Resync { peer, seat, count });
+    }
+
     /// A client's checkpoints, questions and answers about its state.
     fn take_checks(&mut self, i: usize, msgs: &Incoming<'_>) {
         let (peer, seat) = (self.conns[i].peer, self.conns[i].seat);
@@ -1874,12 +1945,18 @@ impl<I: Input> Sequencer<I> {
                 .has_news(&self.referee, false, self.now);
         }
         let seated = self.seats.iter().flatten().count();
-        for &cp in &msgs.checkpoints {
+        // A client joining (or being resynced) runs a state not yet judged:
+        // its checkpoints count once it caught up.
+        let judged = self.conns[i].join.is_none();
+        for &cp in msgs.checkpoints.iter().filter(|_| judged) {
             if cp.tick >= self.open {
                 continue;
             }
             for v in self.referee.vote(seat, peer, cp, seated) {
                 self.stats.desyncs += 1;
+                if let Verdicted::Desync { peer, .. } = v {
+                    self.resync(peer);
+                }
                 let ev = match v {
                     Verdicted::Desync {
                         tick,
@@ -2357,6 +2434,12 @@ impl<I: Input> Sequencer<I> {
         // joiner that never acknowledges them would get them all, again
         // and again).
         let before_snapshot = Self::before_snapshot(c);
+        // Until its first chunk shows it took the news.
+        if let Some(id) = c.resync
+            && matches!(c.join, Some(Join::Waiting | Join::Receiving(_)))
+        {
+            w.put(Message::Resync { id });
+        }
         let mut checks = core::mem::take(&mut self.conns[i].checks);
         checks.write(&self.referee, &mut w, !before_snapshot, now);
         self.conns[i].checks = checks;

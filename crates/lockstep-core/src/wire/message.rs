@@ -87,6 +87,8 @@ pub mod message_type {
     pub const CHAIN_ANSWER: u8 = 0x16;
     /// CheckpointAck.
     pub const CHECKPOINT_ACK: u8 = 0x17;
+    /// Resync.
+    pub const RESYNC: u8 = 0x18;
 }
 use message_type as ty;
 
@@ -452,6 +454,14 @@ pub enum Message<'a> {
     Frames(Frames<'a>),
     /// A checkpoint of the sender's state-hash chain.
     Checkpoint(Checkpoint),
+    /// From the sequencer: the recipient's state differs from the
+    /// majority's; a snapshot follows, which replaces it (the recipient
+    /// waits for it as a joiner does). Repeated until the snapshot's first
+    /// chunk arrives; `id` tells a repeat from a new resync.
+    Resync {
+        /// This resync's id.
+        id: u32,
+    },
     /// The latest of the recipient's checkpoints the sender received, when
     /// no checkpoint of its own carries the acknowledgement.
     CheckpointAck {
@@ -572,6 +582,7 @@ impl Message<'_> {
             Self::Frames(_) => ty::FRAMES,
             Self::Checkpoint(_) => ty::CHECKPOINT,
             Self::CheckpointAck { .. } => ty::CHECKPOINT_ACK,
+            Self::Resync { .. } => ty::RESYNC,
             Self::ChainQuery { .. } => ty::CHAIN_QUERY,
             Self::ChainAnswer { .. } => ty::CHAIN_ANSWER,
             Self::Pause { .. } => ty::PAUSE,
@@ -754,6 +765,7 @@ impl Message<'_> {
                 }
             }
             Self::CheckpointAck { tick } => put_tick_delta(out, base, *tick),
+            Self::Resync { id } => put_varint(out, u64::from(*id)),
             Self::ChainQuery { id, ticks } => {
                 put_varint(out, u64::from(*id));
                 put_varint(out, ticks.len() as u64);
@@ -1041,6 +1053,9 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
         }
         ty::CHECKPOINT_ACK => Message::CheckpointAck {
             tick: r.tick_delta(base)?,
+        },
+        ty::RESYNC => Message::Resync {
+            id: r.varint_u32()?,
         },
         ty::CHAIN_QUERY => {
             let id = r.varint_u32()?;

@@ -53,6 +53,11 @@ pub struct Record {
     /// A desync injected into the hashes reported: from this tick on
     /// (`true`), or at this tick only (`false`, a state that recovers).
     pub skew: Option<(Tick, bool)>,
+    /// A desync injected into the state itself at this tick: it differs
+    /// from every other machine's from then on.
+    pub corrupt: Option<Tick>,
+    /// A snapshot asked of the game for a tick it has not run yet.
+    pub owed: Option<Tick>,
 }
 
 impl Record {
@@ -72,6 +77,8 @@ impl Record {
             refused: 0,
             mute: false,
             skew: None,
+            corrupt: None,
+            owed: None,
         }
     }
 
@@ -91,6 +98,11 @@ impl Record {
         let mut bytes = Vec::new();
         lockstep_core::wire::encode_frame(frame, &mut bytes);
         self.state = xxhash_rust::xxh3::xxh3_64_with_seed(&bytes, self.state);
+        if self.corrupt == Some(frame.tick) {
+            // Once: a state resynced to before the tick runs it again.
+            self.corrupt = None;
+            self.state ^= SKEW;
+        }
         self.chain.push(self.state);
         if !frame.events.is_empty() {
             self.system.push((frame.tick, frame.events.clone()));
@@ -104,14 +116,20 @@ impl Record {
         out
     }
 
+    /// The state after `tick`, as a snapshot's bytes, if it was run.
+    pub fn snapshot_at(&self, tick: Tick) -> Option<Vec<u8>> {
+        let state = *self.chain.get(tick.since(self.first) as usize)?;
+        let mut out = state.to_le_bytes().to_vec();
+        out.extend(filler(state, self.bulk));
+        Some(out)
+    }
+
     /// Replaces the state with a snapshot's, taken after `tick`: the frames
-    /// up to it are skipped, never run.
+    /// up to it are skipped, never run (or, for a state resynced to an
+    /// earlier tick, the ones after it are forgotten and run again).
     pub fn restore(&mut self, tick: Tick, bytes: &[u8]) {
         let at = tick.since(self.first) as usize;
-        assert!(
-            at >= self.chain.len(),
-            "a snapshot of a state already run past"
-        );
+        self.chain.truncate(at);
         assert_eq!(bytes.len(), 8 + self.bulk, "a snapshot of the wrong size");
         let (head, rest) = bytes.split_at(8);
         let mut raw = [0u8; 8];

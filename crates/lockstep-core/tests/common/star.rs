@@ -4,7 +4,7 @@
 use super::Record;
 use lockstep_core::sequenced::{ClientConfig, ClientSession, Sequencer, SequencerConfig};
 use lockstep_core::sim::{LinkConditions, Outcome, Sim, SimNetwork};
-use lockstep_core::{Endpoint, Instant, PeerId, Transmit};
+use lockstep_core::{Endpoint, Event, Instant, PeerId, Transmit};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -258,6 +258,9 @@ pub struct StarHarness {
 
 /// One game-loop iteration for a client.
 pub fn play(c: &mut ClientSession<u16>, rec: &mut Record) {
+    if let Some(snap) = c.take_snapshot() {
+        rec.restore(snap.tick, &snap.bytes);
+    }
     if c.seat().is_some() {
         let input = rec.input();
         match c.commit_local(input) {
@@ -270,7 +273,19 @@ pub fn play(c: &mut ClientSession<u16>, rec: &mut Record) {
         let _ = c.report_checksum(frame.tick, rec.reported(frame.tick));
     }
     while let Some(ev) = c.poll_event() {
+        if let Event::SnapshotRequested { tick } = ev {
+            rec.owed = Some(tick);
+        }
         rec.events.push(ev);
+    }
+    // The state right after the tick asked for, once it has been run.
+    if let Some(tick) = rec.owed
+        && let Some(bytes) = rec.snapshot_at(tick)
+    {
+        rec.owed = None;
+        if let Err(e) = c.provide_snapshot(tick, bytes) {
+            rec.snapshot_refusals.push(e);
+        }
     }
 }
 
