@@ -67,9 +67,9 @@ pub(crate) struct LocalChecks {
     start: Option<Tick>,
     /// Checkpoints made, oldest first.
     made: VecDeque<Checkpoint>,
-    /// The latest full checkpoint made (kept until it is delivered, even
-    /// once four newer ones were made).
-    last_full: Option<Checkpoint>,
+    /// The latest full checkpoints made (kept for resending until
+    /// delivered, even once newer ones were made).
+    fulls: VecDeque<Checkpoint>,
 }
 
 impl LocalChecks {
@@ -79,7 +79,7 @@ impl LocalChecks {
             origin: None,
             start: None,
             made: VecDeque::new(),
-            last_full: None,
+            fulls: VecDeque::new(),
         }
     }
 
@@ -143,7 +143,10 @@ impl LocalChecks {
         }
         self.made.push_back(cp);
         if full {
-            self.last_full = Some(cp);
+            if self.fulls.len() >= FULLS {
+                self.fulls.pop_front();
+            }
+            self.fulls.push_back(cp);
         }
         Ok(Some(cp))
     }
@@ -155,14 +158,14 @@ impl LocalChecks {
         self.origin = None;
         self.start = None;
         self.made.clear();
-        self.last_full = None;
+        self.fulls.clear();
     }
 
     /// The checkpoints kept for sending, oldest first.
     fn kept(&self) -> Vec<Checkpoint> {
-        let mut v: Vec<Checkpoint> = self.last_full.into_iter().collect();
-        v.extend(self.made.iter().filter(|c| Some(**c) != self.last_full));
+        let mut v: Vec<Checkpoint> = self.fulls.iter().chain(&self.made).copied().collect();
         v.sort_unstable_by_key(|c| c.tick);
+        v.dedup();
         v
     }
 
@@ -392,10 +395,14 @@ pub(crate) fn answer_query(local: &LocalChecks, ticks: &[Tick]) -> Vec<(Tick, u6
 /// How long an unacknowledged checkpoint waits before it is sent again.
 const RESEND: Duration = Duration::from_millis(250);
 
+/// Full checkpoints kept until acknowledged (four blocks' worth).
+const FULLS: usize = 4;
+
 /// Checkpoints on their way to one remote, and our acknowledgements of
-/// its: each is sent once, and then only the newest and the newest full one
-/// are sent again (every [`RESEND`]) until acknowledged, since a later
-/// checkpoint covers the earlier ones of its block.
+/// its: each is sent once, and then the newest, and every full one of the
+/// last [`FULLS`] blocks, are sent again (every [`RESEND`]) until
+/// acknowledged: a later checkpoint covers the earlier ones of its block,
+/// and only the full one covers the end of a block.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Delivery {
     /// The newest checkpoint sent at least once.
@@ -403,19 +410,18 @@ pub(crate) struct Delivery {
     /// The newest it acknowledged (which covers the earlier ones of its
     /// block).
     acked: Option<Tick>,
-    /// The newest full one it acknowledged.
-    acked_full: Option<Tick>,
+    /// The full ones it acknowledged, newest last.
+    acked_fulls: VecDeque<Tick>,
     /// When the newest one was last sent.
     newest_at: Option<Instant>,
-    /// When the newest full one was last sent.
-    full_at: Option<Instant>,
+    /// When full ones were last sent again.
+    fulls_at: Option<Instant>,
     /// The newest of its checkpoints we received.
     received: Option<Tick>,
     ack_owed: bool,
-    /// The newest full one we received, acknowledged on its own (a newer
-    /// checkpoint's acknowledgement does not cover an older block).
-    received_full: Option<Tick>,
-    full_ack_owed: bool,
+    /// Its full ones received and not acknowledged yet, each on its own (a
+    /// newer checkpoint's acknowledgement does not cover an older block).
+    full_acks_owed: Vec<Tick>,
 }
 
 impl Delivery {
@@ -423,22 +429,24 @@ impl Delivery {
     fn took(&mut self, cp: Checkpoint) {
         self.received = self.received.max(Some(cp.tick));
         self.ack_owed = true;
-        if cp.full {
-            self.received_full = self.received_full.max(Some(cp.tick));
-            self.full_ack_owed = true;
+        if cp.full && !self.full_acks_owed.contains(&cp.tick) && self.full_acks_owed.len() < FULLS {
+            self.full_acks_owed.push(cp.tick);
         }
     }
 
     /// Its acknowledgement of `tick`, one of `kept`.
     fn acked(&mut self, tick: Tick, kept: &[Checkpoint]) {
         self.acked = self.acked.max(Some(tick));
-        if kept.iter().any(|c| c.tick == tick && c.full) {
-            self.acked_full = self.acked_full.max(Some(tick));
+        if kept.iter().any(|c| c.tick == tick && c.full) && !self.acked_fulls.contains(&tick) {
+            if self.acked_fulls.len() >= FULLS {
+                self.acked_fulls.pop_front();
+            }
+            self.acked_fulls.push_back(tick);
         }
     }
 
     /// Of `kept` (ascending), what to send now: the ones never sent, and,
-    /// if a resend is due, the newest and the newest full one still
+    /// when a resend is due, the newest and the full ones still
     /// unacknowledged.
     fn due(&self, kept: &[Checkpoint], now: Instant) -> Vec<Checkpoint> {
         let mut out: Vec<Checkpoint> = kept
@@ -446,63 +454,64 @@ impl Delivery {
             .filter(|c| self.sent.is_none_or(|s| c.tick > s))
             .copied()
             .collect();
-        let sent = |c: &&Checkpoint| self.sent.is_some_and(|s| c.tick <= s);
+        let sent = |c: &Checkpoint| self.sent.is_some_and(|s| c.tick <= s);
         let due = |at: Option<Instant>| at.is_none_or(|t| now >= t + RESEND);
         let newest = kept
             .last()
             .filter(|c| sent(c) && self.acked.is_none_or(|a| c.tick > a))
             .filter(|_| due(self.newest_at));
-        let full = kept
-            .iter()
-            .rev()
-            .find(|c| c.full)
-            .filter(|c| sent(c) && self.acked_full.is_none_or(|a| c.tick > a))
-            .filter(|_| due(self.full_at));
-        for c in [full, newest].into_iter().flatten() {
-            if !out.contains(c) {
-                out.push(*c);
-            }
+        out.extend(newest);
+        if due(self.fulls_at) {
+            out.extend(
+                kept.iter()
+                    .filter(|c| c.full && sent(c) && !self.acked_fulls.contains(&c.tick)),
+            );
         }
         out.sort_unstable_by_key(|c| c.tick);
+        out.dedup();
         out
     }
 
     fn has_news(&self, kept: &[Checkpoint], now: Instant) -> bool {
-        self.ack_owed || self.full_ack_owed || !self.due(kept, now).is_empty()
+        self.ack_owed || !self.full_acks_owed.is_empty() || !self.due(kept, now).is_empty()
     }
 
     /// Writes what is due of `kept`, the acknowledgement riding on the
     /// first checkpoint (or alone).
     fn write(&mut self, kept: &[Checkpoint], w: &mut DatagramWriter<'_>, now: Instant) {
         let due = self.due(kept, now);
+        let resent_full = due
+            .iter()
+            .any(|c| c.full && self.sent.is_some_and(|s| c.tick <= s));
         for mut cp in due {
             if self.ack_owed {
                 cp.ack = self.received;
             }
             if w.push(&Message::Checkpoint(cp)).is_ok() {
-                if cp.ack.is_some() {
+                if let Some(a) = cp.ack {
                     self.ack_owed = false;
-                    self.full_ack_owed &= cp.ack != self.received_full;
+                    self.full_acks_owed.retain(|t| *t != a);
                 }
                 self.sent = self.sent.max(Some(cp.tick));
                 if kept.last() == Some(&Checkpoint { ack: None, ..cp }) {
                     self.newest_at = Some(now);
                 }
-                if cp.full {
-                    self.full_at = Some(now);
-                }
             }
+        }
+        if resent_full || self.fulls_at.is_none() {
+            self.fulls_at = Some(now);
         }
         if let Some(tick) = self.received.filter(|_| self.ack_owed)
             && w.push(&Message::CheckpointAck { tick }).is_ok()
         {
             self.ack_owed = false;
-            self.full_ack_owed &= Some(tick) != self.received_full;
+            self.full_acks_owed.retain(|t| *t != tick);
         }
-        if let Some(tick) = self.received_full.filter(|_| self.full_ack_owed)
-            && w.push(&Message::CheckpointAck { tick }).is_ok()
-        {
-            self.full_ack_owed = false;
+        while let Some(&tick) = self.full_acks_owed.first() {
+            if w.push(&Message::CheckpointAck { tick }).is_err() {
+                break;
+            }
+            self.full_acks_owed.remove(0);
         }
     }
 }
@@ -781,8 +790,16 @@ impl Referee {
     fn settle(&mut self, cp: Checkpoint, voters: Vec<PeerId>) {
         let at = self.verdicts.partition_point(|v| v.cp.tick < cp.tick);
         self.verdicts.insert(at, Verdict { cp, voters });
-        if self.verdicts.len() > VERDICTS {
-            self.verdicts.pop_front();
+        // The oldest short verdicts go first: the full ones are resent
+        // until delivered.
+        while self.verdicts.len() > VERDICTS {
+            let fulls = self.verdicts.iter().filter(|v| v.cp.full).count();
+            let drop = self
+                .verdicts
+                .iter()
+                .position(|v| !v.cp.full || fulls > FULLS)
+                .unwrap_or(0);
+            self.verdicts.remove(drop);
         }
     }
 
@@ -981,7 +998,7 @@ impl Relayed {
         self.query.is_some()
             || self.answer.is_some()
             || self.delivery.ack_owed
-            || self.delivery.full_ack_owed
+            || !self.delivery.full_acks_owed.is_empty()
             || (verdicts && self.delivery.has_news(&referee.kept(), now))
     }
 

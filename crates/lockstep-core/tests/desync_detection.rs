@@ -230,7 +230,8 @@ proptest! {
         let at = Tick::new(inj.after);
         h.records.get_mut(&skewed).unwrap().corrupt = Some(at);
         let outcome = h.run_until_frames(u64::from(inj.after + 2 * BLOCK + 600), secs(900));
-        prop_assert_eq!(outcome, Outcome::Done, "seed {}", seed);
+        prop_assert_eq!(outcome, Outcome::Done, "seed {}: {:?}; frames {:?}", seed, h.records[&skewed].events,
+            sc.client_ids().iter().map(|id| h.client(*id).stats().frames).collect::<Vec<_>>());
         h.assert_streams_agree(&sc.client_ids());
         let states: Vec<u64> = sc.client_ids().iter().map(|id| h.records[id].state).collect();
         let n = sc

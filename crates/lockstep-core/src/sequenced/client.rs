@@ -282,6 +282,9 @@ struct Joining {
     ready: Option<Snapshot>,
     /// The game took it: frames run.
     restored: bool,
+    /// A resync: frames run on until the snapshot's first chunk says
+    /// which tick it follows.
+    resync: bool,
 }
 
 /// A snapshot asked of us.
@@ -494,7 +497,14 @@ impl<I: Input> ClientSession<I> {
     /// The next frame, if it has arrived. Frames come in tick order, each
     /// exactly once; run every one.
     pub fn advance(&mut self) -> Option<Frame<I>> {
-        if self.frozen() || self.joining.as_ref().is_some_and(|j| !j.restored) {
+        // Joining, frames wait for the snapshot; being resynced, they run
+        // until its first chunk.
+        if self.frozen()
+            || self
+                .joining
+                .as_ref()
+                .is_some_and(|j| !(j.restored || (j.resync && j.tick.is_none())))
+        {
             return None;
         }
         match self.frames.front() {
@@ -518,7 +528,7 @@ impl<I: Input> ClientSession<I> {
         }
         let frame = self.frames.pop_front().flatten()?;
         self.next_tick = self.next_tick.saturating_add(1);
-        if self.joining.is_some() {
+        if self.joining.as_ref().is_some_and(|j| j.restored) {
             self.note_caught_up(&frame);
         }
         self.stats.frames += 1;
@@ -737,6 +747,14 @@ impl<I: Input> ClientSession<I> {
         }
         if let Some(last) = self.checks.latest().filter(|l| tick <= *l) {
             return Err(ChecksumError::NotAscending { tick, last });
+        }
+        // Being resynced, the state is about to be replaced.
+        if self
+            .joining
+            .as_ref()
+            .is_some_and(|j| j.resync && !j.restored)
+        {
+            return Ok(());
         }
         if self.checks.report(tick, hash).ok().flatten().is_some() {
             self.flush = true;
@@ -1009,7 +1027,10 @@ impl<I: Input> ClientSession<I> {
         }
         // Joining: frames count once the snapshot's tick says where they
         // start.
-        let waiting_for_start = self.joining.as_ref().is_some_and(|j| j.tick.is_none());
+        let waiting_for_start = self
+            .joining
+            .as_ref()
+            .is_some_and(|j| j.tick.is_none() && !j.resync);
         if self.connected() && !waiting_for_start {
             let had_gap = self.frames.front().is_some_and(Option::is_none);
             for f in frames {
@@ -1118,10 +1139,14 @@ impl<I: Input> ClientSession<I> {
             tick: None,
             ready: None,
             restored: false,
+            resync: true,
         }));
         // Our seat runs neutral until we caught up: inputs not yet
-        // acknowledged will never run.
+        // acknowledged will never run. Our hashes describe a state about to
+        // be replaced: none is sent until the new one runs.
         self.unacked.clear();
+        self.checks.restart();
+        self.server_checks.restart();
         self.flush = true;
         self.push_event(Event::Resyncing);
     }
@@ -1134,6 +1159,7 @@ impl<I: Input> ClientSession<I> {
                 tick: None,
                 ready: None,
                 restored: false,
+                resync: false,
             }));
         }
         self.next_tick = if w.snapshot { w.tick } else { w.start };

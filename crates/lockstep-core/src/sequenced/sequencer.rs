@@ -365,6 +365,8 @@ struct Conn {
     replaying: bool,
     /// It is being resynced: the id its `Resync` message carries.
     resync: Option<u32>,
+    /// Its checkpoints before this tick describe a state since replaced.
+    judged_from: Tick,
 }
 
 /// Where a client joining from a snapshot stands.
@@ -1308,6 +1310,7 @@ impl<I: Input> Sequencer<I> {
             chunk_starved: false,
             replaying: false,
             resync: None,
+            judged_from: Tick::ZERO,
         }
     }
 
@@ -1625,6 +1628,7 @@ impl<I: Input> Sequencer<I> {
             }
             c.join = Some(Join::Receiving(Box::new(tx.for_another(id))));
             c.next = snapshot.tick.saturating_add(1);
+            c.judged_from = c.next;
             c.flush = true;
             joiners += 1;
         }
@@ -1720,6 +1724,14 @@ impl<I: Input> Sequencer<I> {
             return None;
         }
         let (first, last) = self.join_asked?;
+        // A client being resynced does not wait for joiners to share with.
+        let resync = self
+            .conns
+            .iter()
+            .any(|c| c.resync.is_some() && matches!(c.join, Some(Join::Waiting)));
+        if resync {
+            return Some(last);
+        }
         Some((last + self.config.join_wait).min(first + self.config.join_wait_max))
     }
 
@@ -1948,7 +1960,8 @@ impl<I: Input> Sequencer<I> {
         // A client joining (or being resynced) runs a state not yet judged:
         // its checkpoints count once it caught up.
         let judged = self.conns[i].join.is_none();
-        for &cp in msgs.checkpoints.iter().filter(|_| judged) {
+        let from = self.conns[i].judged_from;
+        for &cp in msgs.checkpoints.iter().filter(|c| judged && c.tick >= from) {
             if cp.tick >= self.open {
                 continue;
             }
@@ -2459,7 +2472,19 @@ impl<I: Input> Sequencer<I> {
             }
         }
         let next = c.next;
+        let resyncing = self.conns[i].resync.is_some();
+        // A client being resynced runs on up to its snapshot's tick (its own
+        // state there shows how it differs), never past it: frames it ran
+        // beyond would be named by its datagrams after it went back.
+        let mut end = self.open;
         match self.conns[i].join.as_mut() {
+            Some(Join::Waiting) if resyncing => match &self.fetch {
+                Some(f) => end = end.min(f.tick.saturating_add(1)),
+                None => {
+                    w.finish();
+                    return false;
+                }
+            },
             // Nothing to run before the snapshot.
             Some(Join::Waiting) => {
                 w.finish();
@@ -2478,7 +2503,7 @@ impl<I: Input> Sequencer<I> {
         }
         // Frames from what the client lacks, as many as fit.
         let from = next.max(self.history_base);
-        let end = self.open.min(from.saturating_add(CATCH_UP_FRAMES));
+        let end = end.min(from.saturating_add(CATCH_UP_FRAMES)).max(from);
         let a = from.since(self.history_base) as usize;
         let b = end.since(self.history_base) as usize;
         let seats = usize::from(self.config.max_seats);
