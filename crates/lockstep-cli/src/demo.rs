@@ -77,6 +77,27 @@ pub(crate) struct DemoArgs {
     #[arg(long, value_name = "EVERY", num_args = 0..=1, default_missing_value = "30",
           value_parser = clap::value_parser!(u32).range(1..))]
     self_check: Option<u32>,
+    /// Breaks one bot on purpose: at tick TICK the bot playing seat SEAT
+    /// changes its own score, a field no other client changes. The relay's
+    /// majority finds the divergence at the next checkpoint; the bot finds
+    /// the first divergent tick, writes a desync report (read it with
+    /// `lockstep desync show`), is resynced from another bot's state and
+    /// plays on; the match must still end with equal hashes.
+    #[arg(long, value_name = "SEAT@TICK", value_parser = seat_at_tick)]
+    inject_desync: Option<(u16, u32)>,
+}
+
+fn seat_at_tick(s: &str) -> Result<(u16, u32), String> {
+    let (seat, tick) = s
+        .split_once('@')
+        .ok_or_else(|| format!("{s:?} is not SEAT@TICK (say 1@200)"))?;
+    let seat = seat
+        .parse()
+        .map_err(|_| format!("{seat:?} is not a seat number"))?;
+    let tick = tick
+        .parse()
+        .map_err(|_| format!("{tick:?} is not a tick number"))?;
+    Ok((seat, tick))
 }
 
 fn percent(s: &str) -> Result<f64, String> {
@@ -110,6 +131,8 @@ pub(crate) enum DemoError {
     NotCaughtUp(String),
     #[error("swarm is {0}")]
     NotDeterministic(Box<lockstep_core::desync::Divergence>),
+    #[error("the desync injected into {0} was not {1}")]
+    NotHealed(String, &'static str),
 }
 
 /// A bot's new transport, whether it is a WebSocket, and the key that
@@ -137,11 +160,52 @@ struct Client {
     /// The game as it starts, for a reconnect that does not keep the state.
     start: Game,
     failure: Option<String>,
+    /// Its recent states, newest last: when it is resynced, its own state
+    /// at the snapshot's tick, beside the majority's, shows what differs.
+    history: std::collections::VecDeque<Game>,
+    /// Its recent frames, for a desync report.
+    frames: std::collections::VecDeque<lockstep_core::Frame<PlayerInputs>>,
+    /// The seat whose bot breaks its own state, and the tick when
+    /// (`--inject-desync`).
+    inject: Option<(u16, u32)>,
+    desync: Notes,
 }
+
+/// What a bot heard of its own desync.
+#[derive(Debug, Default)]
+struct Notes {
+    /// The checkpoint that differed.
+    checkpoint: Option<lockstep_core::Tick>,
+    /// Where the search ended.
+    located: Option<Option<lockstep_core::desync::FirstDifference>>,
+    /// It is being resynced.
+    resyncing: bool,
+    /// It was resynced (the snapshot's tick).
+    resynced: Option<lockstep_core::Tick>,
+    /// The report written.
+    report: Option<std::path::PathBuf>,
+}
+
+/// States and frames a bot keeps for a desync report.
+const KEEP: usize = 64;
 
 pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
     if let Some(every) = a.self_check {
         return self_check(&a, every);
+    }
+    if let Some((seat, tick)) = a.inject_desync {
+        if seat >= a.players {
+            return Err(DemoError::Setup(format!(
+                "--inject-desync {seat}@{tick}: there are seats 0 to {} only",
+                a.players - 1
+            )));
+        }
+        if tick + 200 > a.ticks {
+            return Err(DemoError::Setup(format!(
+                "--inject-desync {seat}@{tick}: the match must run 200 ticks past it to heal (--ticks {} or more)",
+                tick + 200
+            )));
+        }
     }
     if a.drop_reconnect > a.players {
         return Err(DemoError::Setup(format!(
@@ -282,6 +346,10 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
             reconnected: None,
             offline: None,
             failure: None,
+            history: std::collections::VecDeque::new(),
+            frames: std::collections::VecDeque::new(),
+            inject: a.inject_desync,
+            desync: Notes::default(),
         })
     };
     let mut clients = Vec::with_capacity(usize::from(a.players + a.late_joiners));
@@ -476,7 +544,16 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
         report.datagrams_out,
         elapsed.as_secs_f64()
     );
-    let desyncs: u32 = clients.iter().map(|c| c.desyncs).sum();
+    // A desync injected is one only its bot hears of.
+    let injected = |c: &Client| {
+        a.inject_desync
+            .is_some_and(|(seat, _)| c.bot.as_ref().is_some_and(|b| b.seat().0 == seat))
+    };
+    let desyncs: u32 = clients
+        .iter()
+        .filter(|c| !injected(c))
+        .map(|c| c.desyncs)
+        .sum();
     let agree = hashes.windows(2).all(|w| w[0] == w[1]);
     if timed_out {
         println!("FAILED: not every client reached tick {}", a.ticks);
@@ -485,6 +562,29 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
     if !agree || desyncs > 0 {
         println!("FAILED: the clients ended on different states ({desyncs} desync reports)");
         return Err(DemoError::Desync);
+    }
+    if let Some(c) = clients.iter().find(|c| injected(c)) {
+        let missing = if c.desyncs == 0 {
+            Some("detected")
+        } else if c.desync.resynced.is_none() {
+            Some("healed")
+        } else if c.desync.report.is_none() {
+            Some("reported")
+        } else {
+            None
+        };
+        if let Some(what) = missing {
+            println!("FAILED: the desync injected into {} was not {what}", c.name);
+            return Err(DemoError::NotHealed(c.name.clone(), what));
+        }
+        if let Some(file) = &c.desync.report {
+            println!(
+                "desync injected into {} (seat {}): detected, located, healed; report in {}",
+                c.name,
+                c.bot.as_ref().map_or(0, |b| b.seat().0),
+                file.display()
+            );
+        }
     }
     // Equal hashes say nothing of a joiner that never played.
     let idle: Vec<&str> = clients
@@ -516,7 +616,29 @@ fn take_events(c: &mut Client) {
     while let Some(ev) = c.session.poll_event() {
         c.snapshots.on_event(&ev);
         match ev {
-            lockstep_core::Event::Desync { .. } => c.desyncs += 1,
+            lockstep_core::Event::Desync { tick, .. } => {
+                c.desyncs += 1;
+                c.desync.checkpoint = Some(tick);
+            }
+            lockstep_core::Event::DesyncLocated { first, .. } => {
+                c.desync.located = Some(first);
+                let line = match first {
+                    Some(f) => format!(
+                        "desync: {} found where it parted from the majority: after tick {} (its hash {:016x}, theirs {:016x})",
+                        c.name, f.tick, f.local, f.remote
+                    ),
+                    None => format!("desync: {} could not find the first divergent tick", c.name),
+                };
+                println!("{line}");
+            }
+            lockstep_core::Event::Resyncing => {
+                c.desync.resyncing = true;
+                println!(
+                    "desync: the relay's majority says {}'s state differs (checkpoint through tick {}); resyncing it from another bot's state",
+                    c.name,
+                    c.desync.checkpoint.map_or("?".into(), |t| t.to_string())
+                );
+            }
             lockstep_core::Event::CaughtUp { .. }
             | lockstep_core::Event::Reconnected { kept: true, .. } => {
                 if let Some((_, live)) = &mut c.joined {
@@ -545,9 +667,13 @@ fn step_client(c: &mut Client, clock: &Clock, ticks: u32, period: Duration) {
         c.bot = c.session.seat().map(|s| Bot::new(s, u64::from(s.0) + 1));
     }
     take_events(c);
-    if let Err(e) = c.snapshots.restore(&mut c.session, &mut c.game) {
-        c.failure = Some(e);
-        return;
+    match c.snapshots.restore(&mut c.session, &mut c.game) {
+        Err(e) => {
+            c.failure = Some(e);
+            return;
+        }
+        Ok(Some(tick)) if c.desync.resyncing => healed(c, tick),
+        Ok(_) => {}
     }
     c.snapshots.donate(&mut c.session, &c.game);
     if let Some(bot) = &mut c.bot
@@ -570,8 +696,23 @@ fn step_client(c: &mut Client, clock: &Clock, ticks: u32, period: Duration) {
             break;
         };
         c.game.step(&frame);
+        if let Some((target, at)) = c.inject
+            && at == frame.tick.get()
+            && let Some(seat) = c.bot.as_ref().map(Bot::seat).filter(|s| s.0 == target)
+            && let Some(ship) = c.game.ships.iter_mut().find(|s| s.player == seat)
+        {
+            // The injected desync: this client alone changes a field.
+            ship.score += 1000;
+            c.inject = None;
+        }
         let _ = c.session.report_checksum(frame.tick, c.game.hash());
         c.snapshots.donate(&mut c.session, &c.game);
+        if c.history.len() >= KEEP {
+            c.history.pop_front();
+            c.frames.pop_front();
+        }
+        c.history.push_back(c.game.clone());
+        c.frames.push_back(frame);
     }
     take_events(c);
     let _ = drive(
@@ -580,6 +721,62 @@ fn step_client(c: &mut Client, clock: &Clock, ticks: u32, period: Duration) {
         clock.now(),
         &mut c.buffers,
     );
+}
+
+/// A bot being resynced restored the majority's state after `tick`: it
+/// compares it with its own state after that tick, writes the report and
+/// plays on.
+fn healed(c: &mut Client, tick: lockstep_core::Tick) {
+    use lockstep_core::desync::{Checked, Fields, Report};
+    c.desync.resyncing = false;
+    c.desync.resynced = Some(tick);
+    let mut theirs = Fields::new();
+    c.game.fields(&mut theirs);
+    let after = tick.saturating_add(1);
+    let fields = match c.history.iter().find(|g| g.tick == after) {
+        Some(ours) => {
+            let mut mine = Fields::new();
+            ours.fields(&mut mine);
+            theirs.diff(&mine)
+        }
+        None => Vec::new(),
+    };
+    let checkpoint = c.desync.checkpoint.unwrap_or(tick);
+    let first = c.desync.located.flatten();
+    let upto = first.map_or(checkpoint, |f| f.tick);
+    let frames: Vec<_> = c
+        .frames
+        .iter()
+        .filter(|f| f.tick <= upto && upto.since(f.tick.min(upto)) < 8)
+        .collect();
+    let report = Report::from_match(
+        &format!("{}, against the relay's majority", c.name),
+        "swarm",
+        checkpoint,
+        first,
+        tick,
+        fields,
+        frames,
+    );
+    let file = std::path::PathBuf::from(format!(
+        "desync-report-{}-tick-{}.json",
+        c.name, report.tick
+    ));
+    match crate::desync::write(&report, &file) {
+        Ok(()) => {
+            println!(
+                "desync: {} resynced from the state after tick {tick}; report written to {} (read it with `lockstep desync show {}`)",
+                c.name,
+                file.display(),
+                file.display()
+            );
+            c.desync.report = Some(file);
+        }
+        Err(e) => eprintln!("{e}"),
+    }
+    // The states kept describe the old game.
+    c.history.clear();
+    c.frames.clear();
 }
 
 /// The game's tuning the flags ask for.

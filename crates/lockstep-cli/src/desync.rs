@@ -28,7 +28,7 @@ pub(crate) enum DesyncError {
     Read(String, std::io::Error),
     #[error("{0} is not a desync report: {1}")]
     Parse(String, serde_json::Error),
-    #[error("{0} is a version {1} report; this lockstep reads version {REPORT_VERSION}")]
+    #[error("{0} is a version {1} report; this lockstep reads versions 1 to {REPORT_VERSION}")]
     Version(String, u32),
     #[error("could not write {0}: {1}")]
     Write(String, std::io::Error),
@@ -55,7 +55,8 @@ pub(crate) fn read(file: &Path) -> Result<Report, DesyncError> {
         .get("version")
         .and_then(serde_json::Value::as_u64);
     match version {
-        Some(v) if v == u64::from(REPORT_VERSION) => {}
+        // Version 1 lacks only fields version 2 added as optional.
+        Some(v) if (1..=u64::from(REPORT_VERSION)).contains(&v) => {}
         Some(v) => {
             return Err(DesyncError::Version(
                 name,

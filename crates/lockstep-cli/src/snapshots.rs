@@ -20,15 +20,16 @@ impl Snapshots {
         }
     }
 
-    /// Restores the state we join from, once it has arrived; `Ok(true)`
-    /// when it just did.
+    /// Restores the state we join from (or are resynced to), once it has
+    /// arrived; `Ok(Some(tick))` when it just did, the state being the one
+    /// after `tick`.
     pub(crate) fn restore(
         &mut self,
         session: &mut ClientSession<PlayerInputs>,
         game: &mut Game,
-    ) -> Result<bool, String> {
+    ) -> Result<Option<Tick>, String> {
         let Some(s) = session.take_snapshot() else {
-            return Ok(false);
+            return Ok(None);
         };
         let restored =
             Game::restore(&s.bytes).map_err(|e| format!("the state we joined from: {e}"))?;
@@ -39,7 +40,7 @@ impl Snapshots {
             ));
         }
         *game = restored;
-        Ok(true)
+        Ok(Some(s.tick))
     }
 
     /// Hands our state over once the game has run the tick asked for (call

@@ -160,3 +160,57 @@ fn self_check_runs_swarm_twice_and_finds_it_deterministic() {
         "{stdout}"
     );
 }
+
+#[test]
+fn an_injected_desync_is_detected_reported_and_healed() {
+    // The report is written where the demo runs.
+    let dir = std::env::temp_dir().join(format!("lockstep-inject-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .current_dir(&dir)
+        .args([
+            "demo",
+            "--inject-desync",
+            "2@150",
+            "--ticks",
+            "400",
+            "--tick-rate",
+            "60",
+            "--loss",
+            "5",
+        ])
+        .output()
+        .expect("run lockstep demo --inject-desync");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("OK: 4 clients ran 400 ticks"), "{stdout}");
+    // Found where it was injected, and healed.
+    assert!(
+        stdout.contains("found where it parted from the majority: after tick 150"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("(seat 2): detected, located, healed"), "{stdout}");
+    let report = std::fs::read_dir(&dir)
+        .expect("the scratch directory")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with("-tick-150.json"))
+        .unwrap_or_else(|| panic!("no report written:\n{stdout}"));
+    let shown = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["desync", "show"])
+        .arg(&report)
+        .output()
+        .expect("run lockstep desync show");
+    let text = String::from_utf8_lossy(&shown.stdout).into_owned();
+    assert!(shown.status.success(), "{text}");
+    // The field the bot changed comes first, the majority's value before
+    // the diverged one's.
+    let first = text.lines().next().unwrap_or_default();
+    assert!(first.starts_with("ships[2].score: "), "{text}");
+    assert!(text.contains("first different after tick 150"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

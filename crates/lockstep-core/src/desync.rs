@@ -186,6 +186,9 @@ pub enum Cause {
     RoundTrip,
     /// A snapshot of the game could not be restored at all.
     Restore(String),
+    /// In a match: this machine's state differs from the majority's from
+    /// this tick on.
+    Match,
 }
 
 impl fmt::Display for Cause {
@@ -197,6 +200,7 @@ impl fmt::Display for Cause {
                 f.write_str("a snapshot restored is not the state it was taken from")
             }
             Self::Restore(why) => write!(f, "a snapshot could not be restored: {why}"),
+            Self::Match => f.write_str("this machine's state differs from the majority's"),
         }
     }
 }
@@ -368,7 +372,7 @@ impl<G: Checked> Run<G> {
 
 /// The version of the [`Report`] layout; a reader refuses one it does not
 /// know.
-pub const REPORT_VERSION: u32 = 1;
+pub const REPORT_VERSION: u32 = 2;
 
 /// A desync explained, to keep and to read later: where two states parted,
 /// why, both hashes, the fields that differ and the frames that led there.
@@ -414,6 +418,14 @@ pub struct Report {
     pub engine: String,
     /// What the game says of itself (its name, version, fingerprint).
     pub game: String,
+    /// Found in a match: the checkpoint that differed (version 2).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub checkpoint: Option<u32>,
+    /// The tick the fields were compared after, when not `tick` (in a
+    /// match: the tick of the majority's state received to heal, the
+    /// diverged machine's own state at that tick beside it) (version 2).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub fields_tick: Option<u32>,
 }
 
 /// A field in a [`Report`].
@@ -480,7 +492,52 @@ impl Report {
                 .collect(),
             engine: format!("lockstep-core {}", env!("CARGO_PKG_VERSION")),
             game: game.into(),
+            checkpoint: None,
+            fields_tick: None,
         }
+    }
+
+    /// The report of a desync found in a match, written by the machine
+    /// that diverged: the checkpoint that differed, the first divergent
+    /// tick and both hashes after it, if the search found them, and the
+    /// fields that differ between its own state and the majority's after
+    /// `fields_tick` (the state it received to heal), the majority's value
+    /// first; `frames` are the last few run up to the first divergent tick.
+    ///
+    /// ```
+    /// use lockstep_core::desync::{FieldDiff, FirstDifference, Report};
+    /// use lockstep_core::{Frame, Tick};
+    /// let first = FirstDifference { tick: Tick::new(120), local: 9, remote: 7 };
+    /// let fields = vec![FieldDiff { path: "ships[1].score".into(), expected: Some("3".into()), found: Some("1003".into()) }];
+    /// let frames: [Frame<u8>; 0] = [];
+    /// let r = Report::from_match("bot1, against the relay's majority", "swarm", Tick::new(127), Some(first), Tick::new(131), fields, &frames);
+    /// assert_eq!(r.tick, 120);
+    /// assert!(r.render().starts_with("ships[1].score: 3 != 1003"));
+    /// ```
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_match<'a, I: Input>(
+        found_by: &str,
+        game: &str,
+        checkpoint: Tick,
+        first: Option<FirstDifference>,
+        fields_tick: Tick,
+        fields: Vec<FieldDiff>,
+        frames: impl IntoIterator<Item = &'a Frame<I>>,
+    ) -> Self {
+        let divergence = Divergence {
+            tick: first.map_or(checkpoint, |f| f.tick),
+            cause: Cause::Match,
+            expected: first.map_or(0, |f| f.remote),
+            found: first.map_or(0, |f| f.local),
+            fields,
+        };
+        let mut r = Self::from_divergence(&divergence, found_by, game, frames);
+        r.checkpoint = Some(checkpoint.get());
+        r.fields_tick = Some(fields_tick.get());
+        if first.is_none() {
+            r.cause = "the state differs from the majority's; the first divergent tick could not be found (the ticks needed were no longer held)".into();
+        }
+        r
     }
 
     /// The report as text: the fields that differ first, then the tick and
@@ -501,11 +558,17 @@ impl Report {
                 side(&f.found)
             );
         }
+        if let Some(t) = self.fields_tick {
+            let _ = writeln!(out, "(fields compared after tick {t})");
+        }
         let _ = writeln!(
             out,
             "\nfirst different after tick {}: {}",
             self.tick, self.cause
         );
+        if let Some(c) = self.checkpoint {
+            let _ = writeln!(out, "found at the checkpoint through tick {c}");
+        }
         let _ = writeln!(
             out,
             "state hash {} (reference), {} (other)",

@@ -1143,10 +1143,9 @@ impl<I: Input> ClientSession<I> {
         }));
         // Our seat runs neutral until we caught up: inputs not yet
         // acknowledged will never run. Our hashes describe a state about to
-        // be replaced: none is sent until the new one runs.
+        // be replaced: no more is reported until the new one runs (what we
+        // hold still answers the search for where we parted).
         self.unacked.clear();
-        self.checks.restart();
-        self.server_checks.restart();
         self.flush = true;
         self.push_event(Event::Resyncing);
     }

@@ -2356,8 +2356,11 @@ impl<I: Input> Sequencer<I> {
             || c.next < self.open
             || !self.waiting.is_empty()
             || self.paused
-            || c.checks
-                .has_news(&self.referee, !Self::before_snapshot(c), self.now)
+            || c.checks.has_news(
+                &self.referee,
+                !Self::before_snapshot(c) || c.resync.is_some(),
+                self.now,
+            )
     }
 
     /// Whether `c` is joining and has not got its snapshot yet: nothing but
@@ -2453,8 +2456,10 @@ impl<I: Input> Sequencer<I> {
         {
             w.put(Message::Resync { id });
         }
+        // A client being resynced still hears the verdict that found it.
+        let verdicts = !before_snapshot || c.resync.is_some();
         let mut checks = core::mem::take(&mut self.conns[i].checks);
-        checks.write(&self.referee, &mut w, !before_snapshot, now);
+        checks.write(&self.referee, &mut w, verdicts, now);
         self.conns[i].checks = checks;
         let c = &self.conns[i];
         if let Some((_, ack)) = self.thanked.filter(|(p, _)| *p == c.peer) {
