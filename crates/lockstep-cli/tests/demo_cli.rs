@@ -193,7 +193,10 @@ fn an_injected_desync_is_detected_reported_and_healed() {
         stdout.contains("found where it parted from the majority: after tick 150"),
         "{stdout}"
     );
-    assert!(stdout.contains("(seat 2): detected, located, healed"), "{stdout}");
+    assert!(
+        stdout.contains("(seat 2): detected, located, healed"),
+        "{stdout}"
+    );
     let report = std::fs::read_dir(&dir)
         .expect("the scratch directory")
         .filter_map(Result::ok)

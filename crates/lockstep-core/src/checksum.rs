@@ -399,36 +399,27 @@ const RESEND: Duration = Duration::from_millis(250);
 const FULLS: usize = 4;
 
 /// Checkpoints on their way to one remote, and our acknowledgements of
-/// its: each is sent once, and then the newest, and every full one of the
-/// last [`FULLS`] blocks, are sent again (every [`RESEND`]) until
-/// acknowledged: a later checkpoint covers the earlier ones of its block,
-/// and only the full one covers the end of a block.
+/// its. Each checkpoint is sent once: a lost one costs the wait for the
+/// next, which covers it (the chain folds in every tick of the block so
+/// far). Only the full one closing a block covers the block's end, so the
+/// full ones of the last [`FULLS`] blocks are acknowledged, each on its
+/// own, and sent again every [`RESEND`] until they are.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Delivery {
-    /// The newest checkpoint sent at least once.
+    /// The newest checkpoint sent.
     sent: Option<Tick>,
-    /// The newest it acknowledged (which covers the earlier ones of its
-    /// block).
-    acked: Option<Tick>,
     /// The full ones it acknowledged, newest last.
     acked_fulls: VecDeque<Tick>,
-    /// When the newest one was last sent.
-    newest_at: Option<Instant>,
     /// When full ones were last sent again.
     fulls_at: Option<Instant>,
-    /// The newest of its checkpoints we received.
-    received: Option<Tick>,
-    ack_owed: bool,
-    /// Its full ones received and not acknowledged yet, each on its own (a
-    /// newer checkpoint's acknowledgement does not cover an older block).
+    /// Its full ones received and not acknowledged yet.
     full_acks_owed: Vec<Tick>,
 }
 
 impl Delivery {
-    /// Its checkpoint arrived: acknowledged in the next datagram.
+    /// Its checkpoint arrived: a full one is acknowledged in the next
+    /// datagram.
     fn took(&mut self, cp: Checkpoint) {
-        self.received = self.received.max(Some(cp.tick));
-        self.ack_owed = true;
         if cp.full && !self.full_acks_owed.contains(&cp.tick) && self.full_acks_owed.len() < FULLS {
             self.full_acks_owed.push(cp.tick);
         }
@@ -436,7 +427,6 @@ impl Delivery {
 
     /// Its acknowledgement of `tick`, one of `kept`.
     fn acked(&mut self, tick: Tick, kept: &[Checkpoint]) {
-        self.acked = self.acked.max(Some(tick));
         if kept.iter().any(|c| c.tick == tick && c.full) && !self.acked_fulls.contains(&tick) {
             if self.acked_fulls.len() >= FULLS {
                 self.acked_fulls.pop_front();
@@ -446,66 +436,36 @@ impl Delivery {
     }
 
     /// Of `kept` (ascending), what to send now: the ones never sent, and,
-    /// when a resend is due, the newest and the full ones still
-    /// unacknowledged.
+    /// when a resend is due, the full ones still unacknowledged.
     fn due(&self, kept: &[Checkpoint], now: Instant) -> Vec<Checkpoint> {
-        let mut out: Vec<Checkpoint> = kept
-            .iter()
-            .filter(|c| self.sent.is_none_or(|s| c.tick > s))
-            .copied()
-            .collect();
         let sent = |c: &Checkpoint| self.sent.is_some_and(|s| c.tick <= s);
-        let due = |at: Option<Instant>| at.is_none_or(|t| now >= t + RESEND);
-        let newest = kept
-            .last()
-            .filter(|c| sent(c) && self.acked.is_none_or(|a| c.tick > a))
-            .filter(|_| due(self.newest_at));
-        out.extend(newest);
-        if due(self.fulls_at) {
-            out.extend(
-                kept.iter()
-                    .filter(|c| c.full && sent(c) && !self.acked_fulls.contains(&c.tick)),
-            );
-        }
-        out.sort_unstable_by_key(|c| c.tick);
-        out.dedup();
-        out
+        let resend = self.fulls_at.is_none_or(|t| now >= t + RESEND);
+        kept.iter()
+            .filter(|c| !sent(c) || (resend && c.full && !self.acked_fulls.contains(&c.tick)))
+            .copied()
+            .collect()
     }
 
     fn has_news(&self, kept: &[Checkpoint], now: Instant) -> bool {
-        self.ack_owed || !self.full_acks_owed.is_empty() || !self.due(kept, now).is_empty()
+        !self.full_acks_owed.is_empty() || !self.due(kept, now).is_empty()
     }
 
-    /// Writes what is due of `kept`, the acknowledgement riding on the
-    /// first checkpoint (or alone).
+    /// Writes what is due of `kept`, an acknowledgement riding on each
+    /// checkpoint (the rest alone).
     fn write(&mut self, kept: &[Checkpoint], w: &mut DatagramWriter<'_>, now: Instant) {
         let due = self.due(kept, now);
-        let resent_full = due
-            .iter()
-            .any(|c| c.full && self.sent.is_some_and(|s| c.tick <= s));
+        let resent = due.iter().any(|c| self.sent.is_some_and(|s| c.tick <= s));
         for mut cp in due {
-            if self.ack_owed {
-                cp.ack = self.received;
-            }
+            cp.ack = self.full_acks_owed.first().copied();
             if w.push(&Message::Checkpoint(cp)).is_ok() {
-                if let Some(a) = cp.ack {
-                    self.ack_owed = false;
-                    self.full_acks_owed.retain(|t| *t != a);
+                if cp.ack.is_some() {
+                    self.full_acks_owed.remove(0);
                 }
                 self.sent = self.sent.max(Some(cp.tick));
-                if kept.last() == Some(&Checkpoint { ack: None, ..cp }) {
-                    self.newest_at = Some(now);
-                }
             }
         }
-        if resent_full || self.fulls_at.is_none() {
+        if resent || self.fulls_at.is_none() {
             self.fulls_at = Some(now);
-        }
-        if let Some(tick) = self.received.filter(|_| self.ack_owed)
-            && w.push(&Message::CheckpointAck { tick }).is_ok()
-        {
-            self.ack_owed = false;
-            self.full_acks_owed.retain(|t| *t != tick);
         }
         while let Some(&tick) = self.full_acks_owed.first() {
             if w.push(&Message::CheckpointAck { tick }).is_err() {
@@ -677,6 +637,14 @@ impl RemoteChecks {
         self.owed.is_some()
             || self.delivery.has_news(&local.kept(), now)
             || self.question_due().is_some_and(|d| d <= now)
+    }
+
+    /// Whether something for it cannot wait for the next datagram: an
+    /// answer to its question, or our question due (a search is a few
+    /// round trips; checkpoints and acknowledgements ride along with
+    /// whatever goes next).
+    pub(crate) fn urgent(&self, now: Instant) -> bool {
+        self.owed.is_some() || self.question_due().is_some_and(|d| d <= now)
     }
 
     /// When the search next asks or gives up.
@@ -997,7 +965,6 @@ impl Relayed {
     pub(crate) fn has_news(&self, referee: &Referee, verdicts: bool, now: Instant) -> bool {
         self.query.is_some()
             || self.answer.is_some()
-            || self.delivery.ack_owed
             || !self.delivery.full_acks_owed.is_empty()
             || (verdicts && self.delivery.has_news(&referee.kept(), now))
     }

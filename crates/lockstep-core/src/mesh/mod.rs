@@ -999,11 +999,8 @@ impl<I: Input> MeshSession<I> {
         if let Some(last) = self.checks.latest().filter(|l| tick <= *l) {
             return Err(ChecksumError::NotAscending { tick, last });
         }
-        if self.checks.report(tick, hash).ok().flatten().is_some() {
-            for p in &mut self.peers {
-                p.flush = true;
-            }
-        }
+        // A checkpoint rides on the next datagram: it is not worth one.
+        let _ = self.checks.report(tick, hash);
         let now = self.now;
         for i in 0..self.peers.len() {
             if let Some(o) = self.peers[i].checks.catch_up(&self.checks, now) {
@@ -1284,7 +1281,7 @@ impl<I: Input> MeshSession<I> {
             self.check_outcome(idx, o);
         }
         let p = &mut self.peers[idx];
-        p.flush |= p.checks.has_news(&self.checks, now);
+        p.flush |= p.checks.urgent(now);
     }
 
     /// Searches for the first divergent tick: a question due goes out, and a
@@ -1318,7 +1315,7 @@ impl<I: Input> MeshSession<I> {
     /// and of where the search for the first divergent tick ended.
     fn check_outcome(&mut self, i: usize, o: Outcome) {
         let peer = self.peers[i].id;
-        self.peers[i].flush = true;
+        self.peers[i].flush |= self.peers[i].checks.urgent(self.now);
         match o {
             Outcome::Mismatch(m) => self.push_desync(peer, m),
             Outcome::Located { checkpoint, first } => self.push_event(Event::DesyncLocated {

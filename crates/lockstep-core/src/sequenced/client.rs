@@ -756,9 +756,8 @@ impl<I: Input> ClientSession<I> {
         {
             return Ok(());
         }
-        if self.checks.report(tick, hash).ok().flatten().is_some() {
-            self.flush = true;
-        }
+        // A checkpoint rides on the next datagram: it is not worth one.
+        let _ = self.checks.report(tick, hash);
         if let Some(o) = self.server_checks.catch_up(&self.checks, self.now) {
             self.check_outcome(o);
         }
@@ -769,7 +768,7 @@ impl<I: Input> ClientSession<I> {
     /// of a mismatch and of where the search for the first divergent tick
     /// ended.
     fn check_outcome(&mut self, o: Outcome) {
-        self.flush = true;
+        self.flush |= self.server_checks.urgent(self.now);
         let peer = self.server;
         match o {
             Outcome::Mismatch(m) => self.push_event(Event::Desync {
@@ -935,7 +934,7 @@ impl<I: Input> ClientSession<I> {
         for o in self.server_checks.receive(&self.checks, &checks, now) {
             self.check_outcome(o);
         }
-        self.flush |= self.server_checks.has_news(&self.checks, now);
+        self.flush |= self.server_checks.urgent(now);
         for m in d.messages {
             match m {
                 Message::Welcome(w) => self.welcomed(w),

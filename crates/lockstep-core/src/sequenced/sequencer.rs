@@ -1950,12 +1950,8 @@ impl<I: Input> Sequencer<I> {
     /// A client's checkpoints, questions and answers about its state.
     fn take_checks(&mut self, i: usize, msgs: &Incoming<'_>) {
         let (peer, seat) = (self.conns[i].peer, self.conns[i].seat);
+        // Acknowledgements ride on the next datagram: frames go every tick.
         self.conns[i].checks.took(msgs, &self.referee);
-        if !msgs.checkpoints.is_empty() {
-            self.conns[i].flush |= self.conns[i]
-                .checks
-                .has_news(&self.referee, false, self.now);
-        }
         let seated = self.seats.iter().flatten().count();
         // A client joining (or being resynced) runs a state not yet judged:
         // its checkpoints count once it caught up.

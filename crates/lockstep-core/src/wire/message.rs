@@ -315,7 +315,8 @@ pub struct Checkpoint {
     pub full: bool,
     /// The chain, or its low 16 bits.
     pub value: u64,
-    /// The latest of the recipient's checkpoints the sender received.
+    /// A full checkpoint of the recipient's the sender received (each
+    /// full one is acknowledged on its own).
     pub ack: Option<Tick>,
 }
 
@@ -462,8 +463,8 @@ pub enum Message<'a> {
         /// This resync's id.
         id: u32,
     },
-    /// The latest of the recipient's checkpoints the sender received, when
-    /// no checkpoint of its own carries the acknowledgement.
+    /// A full checkpoint of the recipient's the sender received, when no
+    /// checkpoint of its own carries the acknowledgement.
     CheckpointAck {
         /// The checkpoint's tick.
         tick: Tick,
