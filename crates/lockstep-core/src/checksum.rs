@@ -230,6 +230,8 @@ pub(crate) const ASK_AGAIN: Duration = Duration::from_millis(250);
 /// How many times a round's question is asked before the search gives up
 /// (ten seconds: a question and its answer may cross four lossy links).
 const TRIES: u8 = 40;
+/// The most rounds a search asks (a window of 512 ticks needs 4).
+const ROUNDS: u8 = 12;
 /// Answers given to one remote per second (a burst of as many).
 pub(crate) const ANSWERS_PER_SEC: u32 = 8;
 
@@ -251,6 +253,12 @@ pub(crate) struct Bisect {
     /// Our chain as it was when the checkpoint differed: the state may be
     /// replaced (resynced) before the search ends.
     ours: HashChain,
+    /// The short checkpoint agreed on, asked again in full: 16 bits agree
+    /// by chance once in 65,536, and the search must not start after a
+    /// tick that differs.
+    verify: Option<Tick>,
+    /// Rounds asked so far.
+    rounds: u8,
 }
 
 /// How a search round ended.
@@ -268,11 +276,13 @@ impl Bisect {
     /// Starts searching from the mismatch `m`; `id` tells this search's
     /// answers from a stale one's.
     pub(crate) fn start(m: &Mismatch, local: &LocalChecks, id: u32, now: Instant) -> Self {
+        let mut verify = None;
         // From the checkpoint agreed on: within the block when it is in the
         // same one, else from there (a lost full checkpoint may have hidden
         // the block where the states parted).
         let search = match m.agreed {
             Some(a) if block_of(a) == block_of(m.tick) => {
+                verify = Some(a);
                 Search::within_block(a.saturating_add(1), m.tick)
             }
             Some(a) => Search::new(a.saturating_add(1), m.tick),
@@ -287,6 +297,8 @@ impl Bisect {
             tries: 0,
             theirs: Vec::new(),
             ours: local.chain.clone(),
+            verify,
+            rounds: 0,
         };
         b.next_round();
         b
@@ -295,12 +307,15 @@ impl Bisect {
     /// This round's questions: the search's, and the end of the range
     /// while its hash is not known (the first divergent tick may be it).
     fn next_round(&mut self) {
-        let mut asked = self.search.questions(&self.ours, MAX_CHAIN_QUESTIONS - 1);
+        let room = MAX_CHAIN_QUESTIONS - 1 - usize::from(self.verify.is_some());
+        let mut asked = self.search.questions(&self.ours, room);
         let (_, hi) = self.search.range();
         if !self.theirs.iter().any(|(t, _)| *t == hi) {
             asked.push(hi);
         }
+        asked.extend(self.verify);
         self.asked = asked;
+        self.rounds += 1;
     }
 
     /// The question to send now, if one is due: `(id, ticks)`.
@@ -351,6 +366,19 @@ impl Bisect {
                 (t, theirs.map(|e| e.1))
             })
             .collect();
+        // The agreed checkpoint, in full: if it differs after all, the
+        // search covers its whole block.
+        if let Some(a) = self.verify.take() {
+            let theirs = answers.iter().find(|(t, _)| *t == a).and_then(|(_, c)| *c);
+            if theirs.is_some_and(|c| self.ours.chain(a) != Some(c)) {
+                let (_, hi) = self.search.range();
+                self.search = Search::within_block(Tick::ZERO, hi);
+                return self.again(now);
+            }
+        }
+        if self.rounds >= ROUNDS {
+            return Located::Done(None);
+        }
         let step = self.search.answer(&self.ours, &answers);
         let found = match step {
             Step::Found(tick) => Some(tick),
@@ -368,14 +396,17 @@ impl Bisect {
                 }))
             }
             // Found, but its hash is still to be asked: one more round.
-            _ => {
-                self.id = self.id.wrapping_add(1);
-                self.next_round();
-                self.due = now;
-                self.tries = 0;
-                Located::Searching
-            }
+            _ => self.again(now),
         }
+    }
+
+    /// Another round, asked at once.
+    fn again(&mut self, now: Instant) -> Located {
+        self.id = self.id.wrapping_add(1);
+        self.next_round();
+        self.due = now;
+        self.tries = 0;
+        Located::Searching
     }
 }
 
@@ -869,6 +900,18 @@ impl Referee {
         self.votes.retain(|_, list| !list.is_empty());
     }
 
+    /// Who sent the verdicts held (the simulation's have none).
+    pub(crate) fn voters(&self) -> Vec<PeerId> {
+        let mut v: Vec<PeerId> = self
+            .verdicts
+            .iter()
+            .flat_map(|v| v.voters.iter().copied())
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
     /// Routes `asker`'s question: answered from the simulation, or passed to
     /// a client that sent the latest verdict (`live` says who is still
     /// connected).
@@ -882,14 +925,23 @@ impl Referee {
         if let Some(sim) = &self.sim {
             return Routed::Answer(answer_query(sim, ticks));
         }
-        let to = self
+        // The voters of the latest verdict, in turn: no one of them answers
+        // every search.
+        let voters: Vec<PeerId> = self
             .verdicts
-            .iter()
-            .rev()
-            .flat_map(|v| v.voters.iter())
-            .copied()
-            .find(|p| *p != asker && live(*p));
-        let Some(to) = to else { return Routed::Nowhere };
+            .back()
+            .map(|v| {
+                v.voters
+                    .iter()
+                    .copied()
+                    .filter(|p| *p != asker && live(*p))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if voters.is_empty() {
+            return Routed::Nowhere;
+        }
+        let to = voters[self.next_route as usize % voters.len()];
         let id = self.next_route;
         self.next_route = self.next_route.wrapping_add(1);
         if self.routes.len() >= ROUTES {

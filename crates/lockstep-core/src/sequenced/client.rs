@@ -21,6 +21,9 @@ use std::collections::VecDeque;
 
 /// Most events held for the game before the oldest are dropped.
 const EVENT_QUEUE_CAP: usize = 1024;
+/// How long a resync waits for its snapshot to start before it is given up
+/// (the sequencer repeats its `Resync` while it still means it).
+const RESYNC_WAIT: Duration = Duration::from_secs(3);
 /// How many times, a resend interval apart, a leaving client says goodbye
 /// unless the server answers first.
 pub const GOODBYES: u32 = 8;
@@ -261,6 +264,9 @@ pub struct ClientSession<I: Input> {
     joining: Option<Box<Joining>>,
     /// The id of the last resync the sequencer asked of us.
     resynced: u32,
+    /// The id of the last resync the game was told of (one given up for
+    /// want of a snapshot and asked again is not news).
+    resync_told: u32,
     /// A snapshot the sequencer asked of us, and its transfer.
     donation: Option<Donation>,
     /// The last datagram had no room for a chunk that was due: chunks wait
@@ -285,6 +291,11 @@ struct Joining {
     /// A resync: frames run on until the snapshot's first chunk says
     /// which tick it follows.
     resync: bool,
+    /// Since when a resync has waited for its first chunk, and the resync
+    /// id before it: one whose snapshot never starts is given up (a forged
+    /// `Resync` in plain mode must not freeze the game), and the same
+    /// resync repeated by the sequencer is taken again.
+    resync_wait: Option<(Instant, u32)>,
 }
 
 /// A snapshot asked of us.
@@ -339,6 +350,7 @@ impl<I: Input> ClientSession<I> {
             crypt: Vec::new(),
             joining: None,
             resynced: 0,
+            resync_told: 0,
             donation: None,
             chunk_starved: false,
             token: None,
@@ -1132,6 +1144,7 @@ impl<I: Input> ClientSession<I> {
         if id <= self.resynced || self.joining.is_some() || !self.connected() {
             return;
         }
+        let previous = self.resynced;
         self.resynced = id;
         self.joining = Some(Box::new(Joining {
             receiver: SnapshotReceiver::new(self.config.snapshot.clone()),
@@ -1139,14 +1152,21 @@ impl<I: Input> ClientSession<I> {
             ready: None,
             restored: false,
             resync: true,
+            resync_wait: Some((self.now, previous)),
         }));
         // Our seat runs neutral until we caught up: inputs not yet
         // acknowledged will never run. Our hashes describe a state about to
         // be replaced: no more is reported until the new one runs (what we
         // hold still answers the search for where we parted).
         self.unacked.clear();
+        // Commits start again where the seat goes live; none made before
+        // may leave a gap there.
+        self.next_commit = self.next_tick;
         self.flush = true;
-        self.push_event(Event::Resyncing);
+        if self.resync_told != id {
+            self.resync_told = id;
+            self.push_event(Event::Resyncing);
+        }
     }
 
     /// Takes our position from `w`, as a session that has run nothing.
@@ -1158,6 +1178,7 @@ impl<I: Input> ClientSession<I> {
                 ready: None,
                 restored: false,
                 resync: false,
+                resync_wait: None,
             }));
         }
         self.next_tick = if w.snapshot { w.tick } else { w.start };
@@ -1239,6 +1260,15 @@ impl<I: Input> ClientSession<I> {
                 .is_some_and(|tx| tx.has_due(now));
         if let Some(o) = self.server_checks.progress(now) {
             self.check_outcome(o);
+        }
+        // A resync whose snapshot never started is given up.
+        if let Some(j) = &self.joining
+            && j.tick.is_none()
+            && let Some((since, previous)) = j.resync_wait
+            && now >= since + RESYNC_WAIT
+        {
+            self.joining = None;
+            self.resynced = previous;
         }
         let question_due = self.server_checks.question_due().is_some_and(|d| d <= now);
         if self.send_due() <= now || chunk_due || question_due {
@@ -1431,6 +1461,12 @@ impl<I: Input> ClientSession<I> {
 
     /// When [`handle_timeout`](Self::handle_timeout) next needs calling.
     pub fn poll_timeout(&self) -> Option<Instant> {
+        let resync = self
+            .joining
+            .as_ref()
+            .filter(|j| j.tick.is_none())
+            .and_then(|j| j.resync_wait)
+            .map(|(since, _)| since + RESYNC_WAIT);
         if matches!(self.state, State::Closed(_)) {
             return self.saying_goodbye().then(|| self.send_due());
         }
@@ -1450,6 +1486,9 @@ impl<I: Input> ClientSession<I> {
         }
         if let Some(q) = self.server_checks.question_due() {
             t = t.min(q);
+        }
+        if let Some(r) = resync {
+            t = t.min(r);
         }
         Some(t)
     }

@@ -30,6 +30,8 @@ const CATCH_UP_FRAMES: u32 = 64;
 /// The most of a lone player's round trip the `Deadline` clock waits for
 /// in single-player mode (a client can claim any round trip it likes).
 const SOLO_MAX_RTT: Duration = Duration::from_millis(500);
+/// Donors blamed for a snapshot that left a resynced client diverged.
+const SUSPECTS: usize = 8;
 
 /// A game the sequencer runs itself, as a server that simulates does: it
 /// steps every sealed frame, hands joiners its own state (no client is
@@ -367,6 +369,15 @@ struct Conn {
     resync: Option<u32>,
     /// Its checkpoints before this tick describe a state since replaced.
     judged_from: Tick,
+    /// The majority found its state diverged: its questions about where
+    /// are passed on.
+    diverged: bool,
+    /// The donor of its last resync's snapshot: blamed if it diverges
+    /// again at once.
+    resync_donor: Option<PeerId>,
+    /// How many times it was resynced, as a spectator (a seat's count
+    /// outlives its connections).
+    resyncs: u32,
 }
 
 /// Where a client joining from a snapshot stands.
@@ -503,6 +514,11 @@ pub struct Sequencer<I: Input> {
     referee: Referee,
     /// How many times each seat was resynced.
     resyncs: BTreeMap<PlayerId, u32>,
+    /// Donors whose snapshot left a resynced client diverged again: asked
+    /// only when nobody else can donate (a few, the newest).
+    suspects: VecDeque<PeerId>,
+    /// Nobody could donate: when to look again.
+    join_retry: Option<Instant>,
     next_resync: u32,
     replies: VecDeque<(PeerId, Reply)>,
     events: Events<SequencerEvent>,
@@ -542,6 +558,8 @@ impl<I: Input> Sequencer<I> {
             fingerprint: config.fingerprint,
             referee: Referee::new(config.checksum_window, false),
             resyncs: BTreeMap::new(),
+            suspects: VecDeque::new(),
+            join_retry: None,
             next_resync: 1,
             history_base: config.first_tick,
             open: config.first_tick,
@@ -1311,6 +1329,9 @@ impl<I: Input> Sequencer<I> {
             replaying: false,
             resync: None,
             judged_from: Tick::ZERO,
+            diverged: false,
+            resync_donor: None,
+            resyncs: 0,
         }
     }
 
@@ -1361,6 +1382,8 @@ impl<I: Input> Sequencer<I> {
     /// Empties `seat` from the open tick on, saying so with `ev`.
     fn release_seat(&mut self, seat: PlayerId, ev: SystemEvent) {
         self.seats[seat.index()] = None;
+        // A newcomer on the seat starts with a clean record.
+        self.resyncs.remove(&seat);
         self.add_tick_event(self.open, ev);
         self.waiting.retain(|w| *w != seat);
     }
@@ -1595,7 +1618,8 @@ impl<I: Input> Sequencer<I> {
             }
             Ok(Some(snapshot)) => {
                 self.thanked = f.receiver.current_ack().map(|a| (f.donor, a));
-                self.deliver(&snapshot);
+                let donor = f.donor;
+                self.deliver(&snapshot, Some(donor));
             }
             Err(e @ SnapshotError::TooLarge { .. }) => {
                 self.too_large_claim(e);
@@ -1605,8 +1629,9 @@ impl<I: Input> Sequencer<I> {
     }
 
     /// Hands `snapshot` to every joiner waiting for one.
-    fn deliver(&mut self, snapshot: &crate::snapshot::Snapshot) {
+    fn deliver(&mut self, snapshot: &crate::snapshot::Snapshot, donor: Option<PeerId>) {
         self.fetch = None;
+        self.join_retry = None;
         self.bad_donors.clear();
         self.too_large.clear();
         self.join_asked = None;
@@ -1629,6 +1654,7 @@ impl<I: Input> Sequencer<I> {
             c.join = Some(Join::Receiving(Box::new(tx.for_another(id))));
             c.next = snapshot.tick.saturating_add(1);
             c.judged_from = c.next;
+            c.resync_donor = donor.filter(|_| c.resync.is_some());
             c.flush = true;
             joiners += 1;
         }
@@ -1729,10 +1755,12 @@ impl<I: Input> Sequencer<I> {
             .conns
             .iter()
             .any(|c| c.resync.is_some() && matches!(c.join, Some(Join::Waiting)));
-        if resync {
-            return Some(last);
-        }
-        Some((last + self.config.join_wait).min(first + self.config.join_wait_max))
+        let due = if resync {
+            last
+        } else {
+            (last + self.config.join_wait).min(first + self.config.join_wait_max)
+        };
+        Some(self.join_retry.map_or(due, |r| due.max(r)))
     }
 
     /// Asks a donor for a snapshot once joiners have waited long enough,
@@ -1790,20 +1818,29 @@ impl<I: Input> Sequencer<I> {
         if let Some(sim) = &self.simulation {
             let tick = self.open.saturating_sub(1).max(self.config.first_tick);
             let snapshot = crate::snapshot::Snapshot::new(tick, sim.snapshot());
-            self.deliver(&snapshot);
+            self.deliver(&snapshot, None);
             return;
         }
         // The donor: a client that is not joining itself, closest to the
         // open tick (it runs the requested tick soonest), then nearest.
         let open = self.open;
+        // Once the seated majority has agreed on a state, only a client that
+        // agreed with it donates (a spectator's state is nobody's reference),
+        // one that handed out a state found wrong at once only if nobody
+        // else can.
+        let voters = self.referee.voters();
         let donor = self
             .conns
             .iter()
             .filter(|c| {
-                c.closing.is_none() && c.join.is_none() && !self.bad_donors.contains(&c.peer)
+                c.closing.is_none()
+                    && c.join.is_none()
+                    && !self.bad_donors.contains(&c.peer)
+                    && (voters.is_empty() || voters.contains(&c.peer))
             })
             .min_by_key(|c| {
                 (
+                    self.suspects.contains(&c.peer),
                     open.since(c.next.min(open)),
                     c.rtt.get().unwrap_or(Duration::MAX),
                 )
@@ -1838,6 +1875,7 @@ impl<I: Input> Sequencer<I> {
             // Nobody to ask (or everyone failed): try them all again later.
             self.bad_donors.clear();
             self.join_asked = Some((now, now));
+            self.join_retry = Some(now + self.config.join_wait);
             return;
         };
         let id = self.next_snapshot_id;
@@ -1903,19 +1941,34 @@ impl<I: Input> Sequencer<I> {
         let Some(i) = self.conn_index(peer) else {
             return;
         };
-        let c = &self.conns[i];
+        let c = &mut self.conns[i];
         if c.closing.is_some() || c.join.is_some() {
             return;
         }
         let seat = c.seat;
+        // Diverged again, on the state it was handed: its donor may have
+        // lied, and hands nobody its state again.
+        if let Some(d) = c.resync_donor.take() {
+            if self.suspects.len() >= SUSPECTS {
+                self.suspects.pop_front();
+            }
+            self.suspects.push_back(d);
+        }
         let count = match seat {
             Some(s) => {
                 let n = self.resyncs.entry(s).or_insert(0);
                 *n += 1;
                 *n
             }
-            None => 1,
+            None => {
+                c.resyncs += 1;
+                c.resyncs
+            }
         };
+        // A fetch from this very client would hand its own state back.
+        if self.fetch.as_ref().is_some_and(|f| f.donor == peer) {
+            self.fetch = None;
+        }
         if count > self.config.max_resyncs {
             let text = format!("its game diverged {count} times");
             self.close(
@@ -1964,6 +2017,9 @@ impl<I: Input> Sequencer<I> {
             for v in self.referee.vote(seat, peer, cp, seated) {
                 self.stats.desyncs += 1;
                 if let Verdicted::Desync { peer, .. } = v {
+                    if let Some(j) = self.conn_index(peer) {
+                        self.conns[j].diverged = true;
+                    }
                     self.resync(peer);
                 }
                 let ev = match v {
@@ -1986,10 +2042,24 @@ impl<I: Input> Sequencer<I> {
             }
         }
         let now = self.now;
-        if let Some((id, ticks)) = msgs.query
-            && seat.is_some()
+        // Only a client found diverged asks, and only about ticks the
+        // clients still hold: anything else is passed to nobody.
+        let low = self.open.saturating_sub(self.config.checksum_window as u32);
+        let ticks: Vec<Tick> = msgs
+            .query
+            .map(|(_, t)| {
+                t.iter()
+                    .copied()
+                    .filter(|t| *t >= low && *t < self.open)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some((id, _)) = msgs.query
+            && self.conns[i].diverged
+            && !ticks.is_empty()
             && self.conns[i].checks.may_ask(now)
         {
+            let ticks = ticks.as_slice();
             let live = |p: PeerId| {
                 self.conns
                     .iter()
