@@ -122,14 +122,14 @@ pub trait Codec {
     fn decode(&self, bytes: &[u8]) -> usize;
 }
 
-/// lockstep's protocol v2: header, an `Inputs` message with an ack and a
+/// lockstep's protocol v3: header, an `Inputs` message with an ack and a
 /// delta chain.
 #[derive(Debug, Default)]
 pub struct LockstepCodec;
 
 impl Codec for LockstepCodec {
     fn name(&self) -> &'static str {
-        "lockstep v2 (delta chains)"
+        "lockstep v3 (delta chains)"
     }
 
     fn encode(&self, player: usize, tick: u32, inputs: &[PlayerInputs], out: &mut Vec<u8>) {

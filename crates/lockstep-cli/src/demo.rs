@@ -184,6 +184,17 @@ struct Notes {
     resynced: Option<lockstep_core::Tick>,
     /// The report written.
     report: Option<std::path::PathBuf>,
+    /// Healed before the search ended: the fields compared and the frames,
+    /// for the report once it does.
+    pending: Option<Pending>,
+}
+
+/// A report waiting for the search's result.
+#[derive(Debug)]
+struct Pending {
+    tick: lockstep_core::Tick,
+    fields: Vec<lockstep_core::desync::FieldDiff>,
+    frames: Vec<lockstep_core::Frame<PlayerInputs>>,
 }
 
 /// States and frames a bot keeps for a desync report.
@@ -622,6 +633,9 @@ fn take_events(c: &mut Client) {
             }
             lockstep_core::Event::DesyncLocated { first, .. } => {
                 c.desync.located = Some(first);
+                if let Some(p) = c.desync.pending.take() {
+                    write_report(c, p);
+                }
                 let line = match first {
                     Some(f) => format!(
                         "desync: {} found where it parted from the majority: after tick {} (its hash {:016x}, theirs {:016x})",
@@ -727,7 +741,7 @@ fn step_client(c: &mut Client, clock: &Clock, ticks: u32, period: Duration) {
 /// compares it with its own state after that tick, writes the report and
 /// plays on.
 fn healed(c: &mut Client, tick: lockstep_core::Tick) {
-    use lockstep_core::desync::{Checked, Fields, Report};
+    use lockstep_core::desync::{Checked, Fields};
     c.desync.resyncing = false;
     c.desync.resynced = Some(tick);
     let mut theirs = Fields::new();
@@ -741,21 +755,45 @@ fn healed(c: &mut Client, tick: lockstep_core::Tick) {
         }
         None => Vec::new(),
     };
-    let checkpoint = c.desync.checkpoint.unwrap_or(tick);
+    // The frames up to the first divergent tick, once it is known.
+    let frames: Vec<_> = c.frames.iter().cloned().collect();
+    let pending = Pending {
+        tick,
+        fields,
+        frames,
+    };
+    println!(
+        "desync: {} resynced from the state after tick {tick}",
+        c.name
+    );
+    if c.desync.located.is_some() {
+        write_report(c, pending);
+    } else {
+        c.desync.pending = Some(pending);
+    }
+    // The states kept describe the old game.
+    c.history.clear();
+    c.frames.clear();
+}
+
+/// Writes the report of a bot's desync, once healed and located.
+fn write_report(c: &mut Client, p: Pending) {
+    use lockstep_core::desync::Report;
+    let checkpoint = c.desync.checkpoint.unwrap_or(p.tick);
     let first = c.desync.located.flatten();
     let upto = first.map_or(checkpoint, |f| f.tick);
-    let frames: Vec<_> = c
+    let frames: Vec<_> = p
         .frames
         .iter()
-        .filter(|f| f.tick <= upto && upto.since(f.tick.min(upto)) < 8)
+        .filter(|f| f.tick <= upto && upto.since(f.tick) < 8)
         .collect();
     let report = Report::from_match(
         &format!("{}, against the relay's majority", c.name),
         "swarm",
         checkpoint,
         first,
-        tick,
-        fields,
+        p.tick,
+        p.fields,
         frames,
     );
     let file = std::path::PathBuf::from(format!(
@@ -765,7 +803,7 @@ fn healed(c: &mut Client, tick: lockstep_core::Tick) {
     match crate::desync::write(&report, &file) {
         Ok(()) => {
             println!(
-                "desync: {} resynced from the state after tick {tick}; report written to {} (read it with `lockstep desync show {}`)",
+                "desync: {}'s report written to {} (read it with `lockstep desync show {}`)",
                 c.name,
                 file.display(),
                 file.display()
@@ -774,9 +812,6 @@ fn healed(c: &mut Client, tick: lockstep_core::Tick) {
         }
         Err(e) => eprintln!("{e}"),
     }
-    // The states kept describe the old game.
-    c.history.clear();
-    c.frames.clear();
 }
 
 /// The game's tuning the flags ask for.

@@ -1824,22 +1824,20 @@ impl<I: Input> Sequencer<I> {
         // The donor: a client that is not joining itself, closest to the
         // open tick (it runs the requested tick soonest), then nearest.
         let open = self.open;
-        // Once the seated majority has agreed on a state, only a client that
-        // agreed with it donates (a spectator's state is nobody's reference),
-        // one that handed out a state found wrong at once only if nobody
-        // else can.
+        // Once the seated majority has agreed on a state, a client that
+        // agreed with it donates (a spectator's state is nobody's reference)
+        // while there is one, and one that handed out a state found wrong
+        // at once only if nobody else can.
         let voters = self.referee.voters();
         let donor = self
             .conns
             .iter()
             .filter(|c| {
-                c.closing.is_none()
-                    && c.join.is_none()
-                    && !self.bad_donors.contains(&c.peer)
-                    && (voters.is_empty() || voters.contains(&c.peer))
+                c.closing.is_none() && c.join.is_none() && !self.bad_donors.contains(&c.peer)
             })
             .min_by_key(|c| {
                 (
+                    !voters.is_empty() && !voters.contains(&c.peer),
                     self.suspects.contains(&c.peer),
                     open.since(c.next.min(open)),
                     c.rtt.get().unwrap_or(Duration::MAX),
