@@ -738,11 +738,10 @@ struct Route {
 /// What the sequencer concluded from a client's checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Verdicted {
-    /// `peer`'s checkpoint differs from the reference.
+    /// `peer`'s checkpoint differs from the verdict.
     Desync {
-        tick: Tick,
+        verdict: Checkpoint,
         peer: PeerId,
-        expected: u64,
         got: u64,
     },
     /// Every seated player sent one and no value has a majority.
@@ -823,9 +822,11 @@ impl Referee {
     ) -> Vec<Verdicted> {
         let differs = |expected: Checkpoint| {
             (expected.full == cp.full && expected.value != cp.value).then_some(Verdicted::Desync {
-                tick: cp.tick,
+                verdict: Checkpoint {
+                    ack: None,
+                    ..expected
+                },
                 peer,
-                expected: expected.value,
                 got: cp.value,
             })
         };
@@ -861,9 +862,8 @@ impl Referee {
                 .collect();
             for (_, p, c) in list.iter().filter(|(.., c)| *c != cp) {
                 out.push(Verdicted::Desync {
-                    tick: cp.tick,
+                    verdict: cp,
                     peer: *p,
-                    expected: cp.value,
                     got: c.value,
                 });
             }

@@ -372,7 +372,11 @@ fn a_forged_resync_freezes_a_healthy_client_for_good() {
     let open = w.open();
     let mut out = Vec::new();
     let mut dw = DatagramWriter::new(&mut out, open, 1200);
-    dw.push(&Message::Resync { id: u32::MAX }).unwrap();
+    dw.push(&Message::Resync {
+        id: u32::MAX,
+        verdict: lockstep_core::wire::Checkpoint::default(),
+    })
+    .unwrap();
     dw.finish();
     w.sim.net.send(SERVER, victim, &out);
     let refused = w.records[&victim].refused;

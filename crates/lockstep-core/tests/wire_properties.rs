@@ -204,6 +204,7 @@ proptest! {
             Message::Frames(Frames { start: near(1), count: 1, seats: 2, body: &body }),
             Message::Checkpoint(Checkpoint { tick: near(2), full: true, value: nums.4, ack: resume.map(|_| near(1)) }),
             Message::CheckpointAck { tick: near(4) },
+            Message::Resync { id: stamps.0, verdict: Checkpoint { tick: near(5), full: nums.3 % 2 == 0, value: if nums.3 % 2 == 0 { nums.4 } else { nums.4 & 0xFFFF }, ack: None } },
             Message::Checkpoint(Checkpoint { tick: near(3), full: false, value: nums.4 & 0xFFFF, ack: None }),
             Message::ChainQuery { id: stamps.0, ticks: checks.iter().take(8).enumerate().map(|(k, _)| near(k)).collect() },
             Message::ChainAnswer { id: stamps.1, entries: checks.iter().take(8).enumerate().map(|(k, h)| (near(k), *h, h.rotate_left(7))).collect() },

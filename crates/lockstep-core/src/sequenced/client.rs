@@ -288,9 +288,10 @@ struct Joining {
     ready: Option<Snapshot>,
     /// The game took it: frames run.
     restored: bool,
-    /// A resync: frames run on until the snapshot's first chunk says
-    /// which tick it follows.
+    /// A resync: frames run on up to the snapshot's tick.
     resync: bool,
+    /// The game was told the snapshot is whole.
+    announced: bool,
     /// Since when a resync has waited for its first chunk, and the resync
     /// id before it: one whose snapshot never starts is given up (a forged
     /// `Resync` in plain mode must not freeze the game), and the same
@@ -510,12 +511,11 @@ impl<I: Input> ClientSession<I> {
     /// exactly once; run every one.
     pub fn advance(&mut self) -> Option<Frame<I>> {
         // Joining, frames wait for the snapshot; being resynced, they run
-        // until its first chunk.
+        // up to its tick.
         if self.frozen()
-            || self
-                .joining
-                .as_ref()
-                .is_some_and(|j| !(j.restored || (j.resync && j.tick.is_none())))
+            || self.joining.as_ref().is_some_and(|j| {
+                !(j.restored || (j.resync && j.tick.is_none_or(|t| self.next_tick <= t)))
+            })
         {
             return None;
         }
@@ -540,6 +540,7 @@ impl<I: Input> ClientSession<I> {
         }
         let frame = self.frames.pop_front().flatten()?;
         self.next_tick = self.next_tick.saturating_add(1);
+        self.announce_snapshot();
         if self.joining.as_ref().is_some_and(|j| j.restored) {
             self.note_caught_up(&frame);
         }
@@ -570,7 +571,7 @@ impl<I: Input> ClientSession<I> {
     /// The snapshot [`Event::Snapshot`] announced, once: restore it, then
     /// run frames as usual (they start right after its tick).
     pub fn take_snapshot(&mut self) -> Option<Snapshot> {
-        let j = self.joining.as_mut()?;
+        let j = self.joining.as_mut().filter(|j| j.announced)?;
         let s = j.ready.take()?;
         j.restored = true;
         self.flush = true;
@@ -999,7 +1000,7 @@ impl<I: Input> ClientSession<I> {
                         self.next_commit = self.next_commit.max(acked);
                     }
                 }
-                Message::Resync { id } => self.resync(id),
+                Message::Resync { id, verdict } => self.resync(id, verdict),
                 Message::Pause { frame } => {
                     let stale = self.lifted.is_some_and(|l| frame <= l);
                     if self.pause_frame.is_none() && frame >= self.next_tick && !stale {
@@ -1065,24 +1066,49 @@ impl<I: Input> ClientSession<I> {
             return;
         };
         self.flush = true;
+        // A client being resynced runs on up to the snapshot's tick (the
+        // sequencer sends it the frames), so its game holds its own state
+        // there to compare; a joiner's stream starts right after it.
+        let runs_up = j.resync && self.next_tick <= c.tick;
         if j.tick != Some(c.tick) {
-            // The stream starts right after the snapshot's tick.
             j.tick = Some(c.tick);
-            self.next_tick = c.tick.saturating_add(1);
-            self.frames.clear();
+            if !runs_up {
+                self.next_tick = c.tick.saturating_add(1);
+                self.frames.clear();
+            }
         }
         match j.receiver.take(c) {
             Ok(Some(snapshot)) => {
-                let tick = snapshot.tick;
                 j.ready = Some(snapshot);
-                // The game's state is replaced: our chain starts over.
-                self.checks.restart();
-                self.server_checks.restart();
-                self.push_event(Event::Snapshot { tick });
+                self.announce_snapshot();
             }
             Ok(None) => {}
             Err(_) => self.stats.snapshot_errors += 1,
         }
+    }
+
+    /// Tells the game the snapshot is whole, once it has run up to its tick
+    /// (a client being resynced) or at once (a joiner).
+    fn announce_snapshot(&mut self) {
+        let Some(j) = self.joining.as_mut() else {
+            return;
+        };
+        let Some(tick) = j.ready.as_ref().map(|s| s.tick) else {
+            return;
+        };
+        if j.announced || self.next_tick <= tick {
+            return;
+        }
+        j.announced = true;
+        // The stream goes on right after the snapshot's tick.
+        if self.next_tick != tick.saturating_add(1) {
+            self.next_tick = tick.saturating_add(1);
+            self.frames.clear();
+        }
+        // The game's state is replaced: our chain starts over.
+        self.checks.restart();
+        self.server_checks.restart();
+        self.push_event(Event::Snapshot { tick });
     }
 
     /// The sequencer asks for our state after `tick` for a joiner.
@@ -1140,9 +1166,17 @@ impl<I: Input> ClientSession<I> {
     /// The sequencer found our state diverged from the majority's: we wait
     /// for a snapshot as a joiner does (the game stops getting frames until
     /// it arrives), then run on from it.
-    fn resync(&mut self, id: u32) {
+    fn resync(&mut self, id: u32, verdict: wire::Checkpoint) {
         if id <= self.resynced || self.joining.is_some() || !self.connected() {
             return;
+        }
+        // The verdict that found us, compared before our state goes (its
+        // own message may have been lost): the search starts from it.
+        let mut checks = Incoming::default();
+        checks.checkpoints.push(verdict);
+        let now = self.now;
+        for o in self.server_checks.receive(&self.checks, &checks, now) {
+            self.check_outcome(o);
         }
         let previous = self.resynced;
         self.resynced = id;
@@ -1151,6 +1185,7 @@ impl<I: Input> ClientSession<I> {
             tick: None,
             ready: None,
             restored: false,
+            announced: false,
             resync: true,
             resync_wait: Some((self.now, previous)),
         }));
@@ -1177,6 +1212,7 @@ impl<I: Input> ClientSession<I> {
                 tick: None,
                 ready: None,
                 restored: false,
+                announced: false,
                 resync: false,
                 resync_wait: None,
             }));

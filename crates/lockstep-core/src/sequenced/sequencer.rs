@@ -7,11 +7,11 @@ use crate::endpoint::Transmit;
 use crate::error::ConfigError;
 use crate::shared::{Events, Rtt};
 use crate::snapshot::{SnapshotError, SnapshotLimits, SnapshotReceiver, SnapshotSender};
-use crate::wire::ResumeToken;
 use crate::wire::{
     self, ByeReason, Datagram, DatagramWriter, ErrorCode, Frames, Hello, InputCodec, Inputs,
     Message, Status, Welcome, WireError,
 };
+use crate::wire::{Checkpoint, ResumeToken};
 use crate::{Frame, Input, Instant, PeerId, PlayerId, SystemEvent, Tick, TokenBucket};
 use core::time::Duration;
 use std::collections::{BTreeMap, VecDeque};
@@ -365,8 +365,9 @@ struct Conn {
     /// Resumed by replaying the game from its start: the history is kept
     /// for it like a joiner's, until it has caught up with the open tick.
     replaying: bool,
-    /// It is being resynced: the id its `Resync` message carries.
-    resync: Option<u32>,
+    /// It is being resynced: the id its `Resync` message carries, and the
+    /// verdict that found it.
+    resync: Option<(u32, Checkpoint)>,
     /// Its checkpoints before this tick describe a state since replaced.
     judged_from: Tick,
     /// The majority found its state diverged: its questions about where
@@ -1652,8 +1653,15 @@ impl<I: Input> Sequencer<I> {
                 continue;
             }
             c.join = Some(Join::Receiving(Box::new(tx.for_another(id))));
-            c.next = snapshot.tick.saturating_add(1);
-            c.judged_from = c.next;
+            // A client being resynced is sent the frames up to the
+            // snapshot's tick it lacks, then the rest (see `build`).
+            let after = snapshot.tick.saturating_add(1);
+            c.next = if c.resync.is_some() {
+                c.next.min(after)
+            } else {
+                after
+            };
+            c.judged_from = after;
             c.resync_donor = donor.filter(|_| c.resync.is_some());
             c.flush = true;
             joiners += 1;
@@ -1932,7 +1940,7 @@ impl<I: Input> Sequencer<I> {
     /// A client found diverged is resynced, where the room allows it: it
     /// waits for a snapshot as a joiner does, on the same connection; a
     /// seat resynced `max_resyncs` times already is dropped instead.
-    fn resync(&mut self, peer: PeerId) {
+    fn resync(&mut self, peer: PeerId, verdict: Checkpoint) {
         if !self.config.snapshot_join || self.config.max_resyncs == 0 {
             return;
         }
@@ -1981,7 +1989,7 @@ impl<I: Input> Sequencer<I> {
         self.next_resync = self.next_resync.wrapping_add(1);
         let c = &mut self.conns[i];
         c.join = Some(Join::Waiting);
-        c.resync = Some(id);
+        c.resync = Some((id, verdict));
         c.flush = true;
         if let Some(player) = seat {
             if let Some(s) = self.seats[player.index()].as_mut() {
@@ -2014,22 +2022,17 @@ impl<I: Input> Sequencer<I> {
             }
             for v in self.referee.vote(seat, peer, cp, seated) {
                 self.stats.desyncs += 1;
-                if let Verdicted::Desync { peer, .. } = v {
+                if let Verdicted::Desync { peer, verdict, .. } = v {
                     if let Some(j) = self.conn_index(peer) {
                         self.conns[j].diverged = true;
                     }
-                    self.resync(peer);
+                    self.resync(peer, verdict);
                 }
                 let ev = match v {
-                    Verdicted::Desync {
-                        tick,
+                    Verdicted::Desync { verdict, peer, got } => SequencerEvent::Desync {
+                        tick: verdict.tick,
                         peer,
-                        expected,
-                        got,
-                    } => SequencerEvent::Desync {
-                        tick,
-                        peer,
-                        expected,
+                        expected: verdict.value,
                         got,
                     },
                     Verdicted::Split { tick, hashes } => {
@@ -2515,10 +2518,10 @@ impl<I: Input> Sequencer<I> {
         // and again).
         let before_snapshot = Self::before_snapshot(c);
         // Until its first chunk shows it took the news.
-        if let Some(id) = c.resync
+        if let Some((id, verdict)) = c.resync
             && matches!(c.join, Some(Join::Waiting | Join::Receiving(_)))
         {
-            w.put(Message::Resync { id });
+            w.put(Message::Resync { id, verdict });
         }
         // A client being resynced still hears the verdict that found it.
         let verdicts = !before_snapshot || c.resync.is_some();
@@ -2546,6 +2549,7 @@ impl<I: Input> Sequencer<I> {
         // state there shows how it differs), never past it: frames it ran
         // beyond would be named by its datagrams after it went back.
         let mut end = self.open;
+        let mut chunks = false;
         match self.conns[i].join.as_mut() {
             Some(Join::Waiting) if resyncing => match &self.fetch {
                 Some(f) => end = end.min(f.tick.saturating_add(1)),
@@ -2564,9 +2568,16 @@ impl<I: Input> Sequencer<I> {
             Some(Join::Receiving(tx)) => {
                 let carried = tx.write_due(&mut w, now);
                 let starved = !carried && tx.has_due(now);
+                let upto = tx.tick().saturating_add(1);
                 self.conns[i].chunk_starved = starved;
-                w.finish();
-                return carried;
+                // Frames too, up to the snapshot's tick, for a client being
+                // resynced that has not run that far.
+                if !resyncing || next >= upto {
+                    w.finish();
+                    return carried;
+                }
+                chunks = carried;
+                end = end.min(upto);
             }
             Some(Join::CatchingUp) | None => {}
         }
@@ -2593,7 +2604,7 @@ impl<I: Input> Sequencer<I> {
             n /= 2;
         }
         w.finish();
-        false
+        chunks
     }
 }
 

@@ -462,6 +462,10 @@ pub enum Message<'a> {
     Resync {
         /// This resync's id.
         id: u32,
+        /// The verdict the recipient's checkpoint differed from (its `ack`
+        /// is not sent): the recipient compares it, as if it came alone,
+        /// before its state is replaced.
+        verdict: Checkpoint,
     },
     /// A full checkpoint of the recipient's the sender received, when no
     /// checkpoint of its own carries the acknowledgement.
@@ -766,7 +770,16 @@ impl Message<'_> {
                 }
             }
             Self::CheckpointAck { tick } => put_tick_delta(out, base, *tick),
-            Self::Resync { id } => put_varint(out, u64::from(*id)),
+            Self::Resync { id, verdict } => {
+                put_varint(out, u64::from(*id));
+                put_tick_delta(out, base, verdict.tick);
+                out.push(u8::from(verdict.full));
+                if verdict.full {
+                    put_u64_le(out, verdict.value);
+                } else {
+                    out.extend_from_slice(&(verdict.value as u16).to_le_bytes());
+                }
+            }
             Self::ChainQuery { id, ticks } => {
                 put_varint(out, u64::from(*id));
                 put_varint(out, ticks.len() as u64);
@@ -1055,9 +1068,29 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
         ty::CHECKPOINT_ACK => Message::CheckpointAck {
             tick: r.tick_delta(base)?,
         },
-        ty::RESYNC => Message::Resync {
-            id: r.varint_u32()?,
-        },
+        ty::RESYNC => {
+            let id = r.varint_u32()?;
+            let tick = r.tick_delta(base)?;
+            let full = match r.u8()? {
+                0 => false,
+                1 => true,
+                _ => return Err(WireError::Invalid("unknown resync flags")),
+            };
+            let value = if full {
+                r.u64_le()?
+            } else {
+                u64::from(r.u16_le()?)
+            };
+            Message::Resync {
+                id,
+                verdict: Checkpoint {
+                    tick,
+                    full,
+                    value,
+                    ack: None,
+                },
+            }
+        }
         ty::CHAIN_QUERY => {
             let id = r.varint_u32()?;
             let n = r.count("chain question", MAX_CHAIN_QUESTIONS, 1)?;

@@ -1,0 +1,280 @@
+//! Swarm through a sequencer on the seeded simulated network, one client's
+//! game broken on purpose (one field of its own ship changed at a random
+//! tick): the majority finds it, the client's search names the tick it was
+//! broken at, the fields that differ between its state and the state it is
+//! resynced to name the field changed, and every client ends on the same
+//! state.
+
+use lockstep_core::desync::{Checked, FieldDiff, Fields};
+use lockstep_core::sequenced::{ClientConfig, ClientSession, Sequencer, SequencerConfig};
+use lockstep_core::sim::{LinkConditions, Outcome, Sim, SimNetwork};
+use lockstep_core::{Endpoint, Event, Instant, PeerId, PlayerInputs, Tick, Transmit};
+use lockstep_demo::{Bot, Game};
+use proptest::prelude::*;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+const SERVER: PeerId = PeerId(0);
+const PLAYERS: u32 = 4;
+
+enum Node {
+    Server(Box<Sequencer<PlayerInputs>>),
+    Client(Box<ClientSession<PlayerInputs>>),
+}
+
+impl Endpoint for Node {
+    type Error = String;
+
+    fn handle_datagram(&mut self, from: PeerId, d: &[u8], now: Instant) -> Result<(), String> {
+        match self {
+            Self::Server(s) => s.handle_datagram(from, d, now).map_err(|e| e.to_string()),
+            Self::Client(c) => c.handle_datagram(from, d, now).map_err(|e| e.to_string()),
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        match self {
+            Self::Server(s) => s.handle_timeout(now),
+            Self::Client(c) => c.handle_timeout(now),
+        }
+    }
+
+    fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
+        match self {
+            Self::Server(s) => s.poll_transmit(buf),
+            Self::Client(c) => c.poll_transmit(buf),
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self {
+            Self::Server(s) => s.poll_timeout(),
+            Self::Client(c) => c.poll_timeout(),
+        }
+    }
+}
+
+/// Which field of its own ship the broken client changes: counters the
+/// game never resets (a position can heal by itself, a ship respawning
+/// where every copy puts it, and then nothing is left to show).
+#[derive(Debug, Clone, Copy)]
+enum Field {
+    Score,
+    Deaths,
+}
+
+impl Field {
+    fn path(self, seat: u16) -> String {
+        let name = match self {
+            Self::Score => "score",
+            Self::Deaths => "deaths",
+        };
+        format!("ships[{seat}].{name}")
+    }
+}
+
+/// One client's game and what it heard.
+struct Player {
+    game: Game,
+    bot: Option<Bot>,
+    /// Its states after the recent ticks.
+    recent: VecDeque<Game>,
+    /// The tick whose state was asked of it.
+    owed: Option<Tick>,
+    /// Break its own ship at this tick.
+    inject: Option<(Tick, Field)>,
+    located: Option<Option<Tick>>,
+    resyncing: bool,
+    /// The fields that differed when it was resynced.
+    diff: Option<Vec<FieldDiff>>,
+}
+
+fn fields(g: &Game) -> Fields {
+    let mut f = Fields::new();
+    g.fields(&mut f);
+    f
+}
+
+fn play(c: &mut ClientSession<PlayerInputs>, p: &mut Player) {
+    if let Some(s) = c.take_snapshot() {
+        let theirs = Game::restore(&s.bytes).expect("a state that restores");
+        if p.resyncing {
+            let ours = p.recent.iter().find(|g| g.tick == s.tick.saturating_add(1));
+            p.diff = Some(
+                fields(&theirs).diff(&fields(ours.expect("our own state at the snapshot's tick"))),
+            );
+            p.resyncing = false;
+        }
+        p.game = theirs;
+        p.recent.clear();
+    }
+    if p.bot.is_none() {
+        p.bot = c.seat().map(|s| Bot::new(s, u64::from(s.0) + 1));
+    }
+    if let Some(bot) = &mut p.bot {
+        let input = bot.input(&p.game);
+        let _ = c.commit_local(input);
+    }
+    while let Some(f) = c.advance() {
+        p.game.step(&f);
+        if let (Some((at, field)), Some(seat)) = (p.inject, c.seat())
+            && f.tick == at
+            && let Some(ship) = p.game.ships.iter_mut().find(|s| s.player == seat)
+        {
+            match field {
+                Field::Score => ship.score += 1000,
+                Field::Deaths => ship.deaths += 7,
+            }
+            p.inject = None;
+        }
+        let _ = c.report_checksum(f.tick, p.game.hash());
+        if p.recent.len() >= 64 {
+            p.recent.pop_front();
+        }
+        p.recent.push_back(p.game.clone());
+    }
+    while let Some(ev) = c.poll_event() {
+        match ev {
+            Event::SnapshotRequested { tick } => p.owed = Some(tick),
+            Event::DesyncLocated { first, .. } => p.located = Some(first.map(|f| f.tick)),
+            Event::Resyncing => p.resyncing = true,
+            _ => {}
+        }
+    }
+    // The state right after the tick asked for: now, or from the recent ones.
+    if let Some(t) = p.owed {
+        let after = t.saturating_add(1);
+        if let Some(g) = p.recent.iter().find(|g| g.tick == after) {
+            let _ = c.provide_snapshot(t, g.snapshot());
+            p.owed = None;
+        } else if p.recent.front().is_some_and(|g| g.tick > after) {
+            p.owed = None;
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(12),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn a_broken_client_is_found_explained_and_healed(
+        seed in any::<u64>(),
+        broken in 1..=PLAYERS,
+        at in 100u32..300,
+        field in prop_oneof![Just(Field::Score), Just(Field::Deaths)],
+        loss in 0.0f64..0.15,
+    ) {
+        broken_client(seed, broken, at, field, loss)?;
+    }
+}
+
+/// One case of the property.
+fn broken_client(
+    seed: u64,
+    broken: u32,
+    at: u32,
+    field: Field,
+    loss: f64,
+) -> Result<(), TestCaseError> {
+    {
+        let link = LinkConditions {
+            latency: Duration::from_millis(25),
+            jitter: Duration::from_millis(10),
+            loss,
+            max_datagram: Some(1200),
+            ..LinkConditions::default()
+        };
+        let mut sim = Sim::new(SimNetwork::new(seed, link));
+        let config = SequencerConfig {
+            snapshot_join: true,
+            ..SequencerConfig::default()
+        };
+        sim.add(
+            SERVER,
+            Node::Server(Box::new(Sequencer::new(config, Instant::ZERO).unwrap())),
+        );
+        let mut players: BTreeMap<PeerId, Player> = BTreeMap::new();
+        for k in 1..=PLAYERS {
+            let c = ClientSession::new(ClientConfig::default(), SERVER, Instant::ZERO).unwrap();
+            sim.add(PeerId(k), Node::Client(Box::new(c)));
+            players.insert(
+                PeerId(k),
+                Player {
+                    game: Game::new(seed),
+                    bot: None,
+                    recent: VecDeque::new(),
+                    owed: None,
+                    inject: None,
+                    located: None,
+                    resyncing: false,
+                    diff: None,
+                },
+            );
+        }
+        let at = Tick::new(at);
+        players.get_mut(&PeerId(broken)).unwrap().inject = Some((at, field));
+        let end = at.get() + 500;
+        let cell = std::cell::RefCell::new(players);
+        let outcome = sim.run(
+            Instant::ZERO + Duration::from_secs(600),
+            Duration::from_micros(33_333),
+            |id, node, _| {
+                if let (Node::Client(c), Some(p)) = (node, cell.borrow_mut().get_mut(&id)) {
+                    play(c, p);
+                }
+            },
+            |_| cell.borrow().values().all(|p| p.game.tick.get() >= end),
+        );
+        let players = cell.into_inner();
+        prop_assert_eq!(outcome, Outcome::Done, "seed {}", seed);
+        // Every client's state after the same tick.
+        let hashes: Vec<Option<u64>> = players
+            .values()
+            .map(|p| {
+                p.recent
+                    .iter()
+                    .find(|g| g.tick.get() == end)
+                    .map(Game::hash)
+            })
+            .collect();
+        prop_assert!(
+            hashes.iter().all(|h| h.is_some() && *h == hashes[0]),
+            "seed {}: {:?}",
+            seed,
+            hashes
+        );
+        let p = &players[&PeerId(broken)];
+        prop_assert_eq!(p.located, Some(Some(at)), "seed {}", seed);
+        let seat = sim.endpoint(PeerId(broken)).and_then(|n| match n {
+            Node::Client(c) => c.seat(),
+            Node::Server(_) => None,
+        });
+        let path = field.path(seat.map_or(0, |s| s.0));
+        let diff = p
+            .diff
+            .as_ref()
+            .unwrap_or_else(|| panic!("seed {seed}: never resynced"));
+        prop_assert!(
+            diff.iter().any(|d| d.path == path),
+            "seed {}: {} not in {:?}",
+            seed,
+            path,
+            diff
+        );
+        for (id, q) in &players {
+            if *id != PeerId(broken) {
+                prop_assert!(
+                    q.diff.is_none() && q.located.is_none(),
+                    "seed {}: {} heard of it",
+                    seed,
+                    id
+                );
+            }
+        }
+    }
+    Ok(())
+}
