@@ -77,8 +77,9 @@ pub(crate) struct DemoArgs {
     #[arg(long, value_name = "EVERY", num_args = 0..=1, default_missing_value = "30",
           value_parser = clap::value_parser!(u32).range(1..))]
     self_check: Option<u32>,
-    /// Breaks one bot on purpose: at tick TICK the bot playing seat SEAT
-    /// changes its own score, a field no other client changes. The relay's
+    /// Breaks one bot on purpose: at tick TICK (or the first tick after it
+    /// that its ship is in the game) the bot playing seat SEAT changes its
+    /// own score, a field no other client changes. The relay's
     /// majority finds the divergence at the next checkpoint; the bot finds
     /// the first divergent tick, writes a desync report (read it with
     /// `lockstep desync show`), is resynced from another bot's state and
@@ -710,8 +711,10 @@ fn step_client(c: &mut Client, clock: &Clock, ticks: u32, period: Duration) {
             break;
         };
         c.game.step(&frame);
+        // At the tick asked, or the first after it that the seat's ship is
+        // in the game.
         if let Some((target, at)) = c.inject
-            && at == frame.tick.get()
+            && frame.tick.get() >= at
             && let Some(seat) = c.bot.as_ref().map(Bot::seat).filter(|s| s.0 == target)
             && let Some(ship) = c.game.ships.iter_mut().find(|s| s.player == seat)
         {

@@ -14,7 +14,7 @@ pub(crate) struct DesyncArgs {
 #[derive(Debug, Subcommand)]
 enum DesyncCommand {
     /// Print a desync report (a JSON file written by `lockstep demo
-    /// --self-check`, or by a game with `Report`).
+    /// --self-check` or `--inject-desync`, or by a game with `Report`).
     Show {
         /// The report.
         file: PathBuf,

@@ -6,10 +6,10 @@
 //! chain through the last tick it reported in the interval, 16 bits of it,
 //! or all 64 when the checkpoint closes a [`BLOCK`]. The chain folds in
 //! every hash since the block began, so a checkpoint that arrives catches
-//! any divergence since, even one the states recovered from. Delivery is
-//! acknowledged, but only the newest checkpoint and the newest full one
-//! are ever resent: a later checkpoint of the same block covers every
-//! earlier one.
+//! any divergence since, even one the states recovered from. A short
+//! checkpoint is sent once (the next one covers it); the full ones of the
+//! last four blocks are acknowledged and resent until they are, since only
+//! they cover the end of a block.
 //!
 //! The first mismatch with each remote is reported once (every later
 //! checkpoint in the block will differ too), with the last checkpoint both
@@ -314,6 +314,8 @@ impl Bisect {
             asked.push(hi);
         }
         asked.extend(self.verify);
+        asked.sort_unstable();
+        asked.dedup();
         self.asked = asked;
         self.rounds += 1;
     }
@@ -484,7 +486,12 @@ impl Delivery {
     /// Writes what is due of `kept`, an acknowledgement riding on each
     /// checkpoint (the rest alone).
     fn write(&mut self, kept: &[Checkpoint], w: &mut DatagramWriter<'_>, now: Instant) {
-        let due = self.due(kept, now);
+        let mut due = self.due(kept, now);
+        // A reader takes 4 a datagram: the newest (an older full one waits
+        // for the next resend).
+        if due.len() > MADE {
+            due.drain(..due.len() - MADE);
+        }
         let resent = due.iter().any(|c| self.sent.is_some_and(|s| c.tick <= s));
         for mut cp in due {
             cp.ack = self.full_acks_owed.first().copied();

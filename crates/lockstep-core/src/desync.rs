@@ -535,7 +535,9 @@ impl Report {
         r.checkpoint = Some(checkpoint.get());
         r.fields_tick = Some(fields_tick.get());
         if first.is_none() {
-            r.cause = "the state differs from the majority's; the first divergent tick could not be found (the ticks needed were no longer held)".into();
+            r.cause = "the state differs from the majority's; the first divergent tick could not be found".into();
+            r.expected_hash = "unknown".into();
+            r.found_hash = "unknown".into();
         }
         r
     }

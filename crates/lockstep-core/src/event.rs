@@ -181,8 +181,10 @@ pub enum Event {
     /// its own simulation's): a snapshot of the majority's state follows
     /// ([`Snapshot`](Event::Snapshot)), which replaces the game's, and the
     /// game runs on from it as a joiner does until
-    /// [`CaughtUp`](Event::CaughtUp). Until the snapshot arrives the game
-    /// gets no frames and commits are refused. Sequenced topology only.
+    /// [`CaughtUp`](Event::CaughtUp). Meanwhile commits are refused, and the
+    /// game gets frames only up to the snapshot's tick (so it holds its own
+    /// state there, to compare with the one it receives). Sequenced
+    /// topology only.
     Resyncing,
     /// The search that follows a [`Desync`](Event::Desync) ended.
     DesyncLocated {
@@ -192,7 +194,8 @@ pub enum Event {
         checkpoint: Tick,
         /// The first tick whose state differs, with both hashes after it;
         /// `None` when it cannot be told (the ticks needed are no longer
-        /// held on one side, or the peer stopped answering).
+        /// held on one side, the peer stopped answering, or 12 rounds did
+        /// not settle it).
         first: Option<FirstDifference>,
     },
 }
