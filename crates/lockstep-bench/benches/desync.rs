@@ -15,11 +15,10 @@
 
 use lockstep_core::desync::FirstDifference;
 use lockstep_core::sequenced::{ClientConfig, ClientSession, Sequencer, SequencerConfig};
-use lockstep_core::sim::{LinkConditions, Sim, SimNetwork};
+use lockstep_core::sim::{LinkConditions, Sim, SimNetwork, StarNode as Node};
 use lockstep_core::wire::{Checkpoint, DatagramWriter, Message};
 use lockstep_core::{
-    Endpoint, Event, Instant, MeshConfig, MeshSession, PeerId, PlayerId, Roster, StreamHash, Tick,
-    Transmit,
+    Event, Instant, MeshConfig, MeshSession, PeerId, PlayerId, Roster, StreamHash, Tick,
 };
 use std::time::Duration;
 
@@ -131,44 +130,6 @@ fn mesh(
     ((link, link), games)
 }
 
-/// The star: a sequencer and 4 clients.
-enum Node {
-    Server(Box<Sequencer<u16>>),
-    Client(Box<ClientSession<u16>>),
-}
-
-impl Endpoint for Node {
-    type Error = String;
-
-    fn handle_datagram(&mut self, from: PeerId, d: &[u8], now: Instant) -> Result<(), String> {
-        match self {
-            Self::Server(s) => s.handle_datagram(from, d, now).map_err(|e| e.to_string()),
-            Self::Client(c) => c.handle_datagram(from, d, now).map_err(|e| e.to_string()),
-        }
-    }
-
-    fn handle_timeout(&mut self, now: Instant) {
-        match self {
-            Self::Server(s) => s.handle_timeout(now),
-            Self::Client(c) => c.handle_timeout(now),
-        }
-    }
-
-    fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
-        match self {
-            Self::Server(s) => s.poll_transmit(buf),
-            Self::Client(c) => c.poll_transmit(buf),
-        }
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        match self {
-            Self::Server(s) => s.poll_timeout(),
-            Self::Client(c) => c.poll_timeout(),
-        }
-    }
-}
-
 /// As [`mesh`], through a sequencer at peer 0: bytes per player per tick
 /// from the client to the sequencer, and back.
 fn star(
@@ -219,9 +180,9 @@ fn star(
     );
     let (mut up, mut down) = (0u64, 0u64);
     for (_, n) in sim.endpoints() {
-        match n {
-            Node::Server(s) => down += s.stats().bytes_sent,
-            Node::Client(c) => up += c.stats().bytes_sent,
+        match n.client() {
+            Some(_) => up += n.bytes_sent(),
+            None => down += n.bytes_sent(),
         }
     }
     let per = |b: u64| b as f64 / f64::from(PLAYERS) / f64::from(ticks);

@@ -7,8 +7,8 @@
 
 use lockstep_core::desync::{Checked, FieldDiff, Fields};
 use lockstep_core::sequenced::{ClientConfig, ClientSession, Sequencer, SequencerConfig};
-use lockstep_core::sim::{LinkConditions, Outcome, Sim, SimNetwork};
-use lockstep_core::{Endpoint, Event, Instant, PeerId, PlayerInputs, Tick, Transmit};
+use lockstep_core::sim::{LinkConditions, Outcome, Sim, SimNetwork, StarNode as Node};
+use lockstep_core::{Event, Instant, PeerId, PlayerInputs, Tick};
 use lockstep_demo::{Bot, Game};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, VecDeque};
@@ -16,43 +16,6 @@ use std::time::Duration;
 
 const SERVER: PeerId = PeerId(0);
 const PLAYERS: u32 = 4;
-
-enum Node {
-    Server(Box<Sequencer<PlayerInputs>>),
-    Client(Box<ClientSession<PlayerInputs>>),
-}
-
-impl Endpoint for Node {
-    type Error = String;
-
-    fn handle_datagram(&mut self, from: PeerId, d: &[u8], now: Instant) -> Result<(), String> {
-        match self {
-            Self::Server(s) => s.handle_datagram(from, d, now).map_err(|e| e.to_string()),
-            Self::Client(c) => c.handle_datagram(from, d, now).map_err(|e| e.to_string()),
-        }
-    }
-
-    fn handle_timeout(&mut self, now: Instant) {
-        match self {
-            Self::Server(s) => s.handle_timeout(now),
-            Self::Client(c) => c.handle_timeout(now),
-        }
-    }
-
-    fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
-        match self {
-            Self::Server(s) => s.poll_transmit(buf),
-            Self::Client(c) => c.poll_transmit(buf),
-        }
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        match self {
-            Self::Server(s) => s.poll_timeout(),
-            Self::Client(c) => c.poll_timeout(),
-        }
-    }
-}
 
 /// Which field of its own ship the broken client changes: counters the
 /// game never resets (a position can heal by itself, a ship respawning
@@ -249,10 +212,10 @@ fn broken_client(
         );
         let p = &players[&PeerId(broken)];
         prop_assert_eq!(p.located, Some(Some(at)), "seed {}", seed);
-        let seat = sim.endpoint(PeerId(broken)).and_then(|n| match n {
-            Node::Client(c) => c.seat(),
-            Node::Server(_) => None,
-        });
+        let seat = sim
+            .endpoint(PeerId(broken))
+            .and_then(Node::client)
+            .and_then(|c| c.seat());
         let path = field.path(seat.map_or(0, |s| s.0));
         let diff = p
             .diff

@@ -299,6 +299,22 @@ struct Joining {
     resync_wait: Option<(Instant, u32)>,
 }
 
+impl Joining {
+    /// Waiting for a snapshot: a joiner's, or (with when it began and the
+    /// resync id before it) a resync's.
+    fn new(config: &ClientConfig, resync: Option<(Instant, u32)>) -> Box<Self> {
+        Box::new(Self {
+            receiver: SnapshotReceiver::new(config.snapshot.clone()),
+            tick: None,
+            ready: None,
+            restored: false,
+            announced: false,
+            resync: resync.is_some(),
+            resync_wait: resync,
+        })
+    }
+}
+
 /// A snapshot asked of us.
 #[derive(Debug)]
 struct Donation {
@@ -1180,15 +1196,7 @@ impl<I: Input> ClientSession<I> {
         }
         let previous = self.resynced;
         self.resynced = id;
-        self.joining = Some(Box::new(Joining {
-            receiver: SnapshotReceiver::new(self.config.snapshot.clone()),
-            tick: None,
-            ready: None,
-            restored: false,
-            announced: false,
-            resync: true,
-            resync_wait: Some((self.now, previous)),
-        }));
+        self.joining = Some(Joining::new(&self.config, Some((self.now, previous))));
         // Our seat runs neutral until we caught up: inputs not yet
         // acknowledged will never run. Our hashes describe a state about to
         // be replaced: no more is reported until the new one runs (what we
@@ -1207,15 +1215,7 @@ impl<I: Input> ClientSession<I> {
     /// Takes our position from `w`, as a session that has run nothing.
     fn start_over(&mut self, w: Welcome) {
         if w.snapshot {
-            self.joining = Some(Box::new(Joining {
-                receiver: SnapshotReceiver::new(self.config.snapshot.clone()),
-                tick: None,
-                ready: None,
-                restored: false,
-                announced: false,
-                resync: false,
-                resync_wait: None,
-            }));
+            self.joining = Some(Joining::new(&self.config, None));
         }
         self.next_tick = if w.snapshot { w.tick } else { w.start };
         self.next_commit = w.tick.saturating_add(w.delay);

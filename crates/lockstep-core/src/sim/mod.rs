@@ -523,6 +523,78 @@ impl<E: Endpoint> Sim<E> {
     }
 }
 
+/// Either end of the star topology, as one [`Endpoint`] for a [`Sim`]: a
+/// sequencer and its clients on one simulated network.
+///
+/// ```
+/// use lockstep_core::sequenced::{ClientConfig, ClientSession, Sequencer, SequencerConfig};
+/// use lockstep_core::sim::{LinkConditions, Sim, SimNetwork, StarNode};
+/// use lockstep_core::{Instant, PeerId};
+/// let mut sim = Sim::new(SimNetwork::new(7, LinkConditions::default()));
+/// let server = Sequencer::<u8>::new(SequencerConfig::default(), Instant::ZERO)?;
+/// sim.add(PeerId(0), StarNode::Server(Box::new(server)));
+/// let client = ClientSession::new(ClientConfig::default(), PeerId(0), Instant::ZERO)?;
+/// sim.add(PeerId(1), StarNode::Client(Box::new(client)));
+/// # Ok::<(), lockstep_core::ConfigError>(())
+/// ```
+#[derive(Debug)]
+pub enum StarNode<I: crate::Input> {
+    /// The sequencer.
+    Server(Box<crate::sequenced::Sequencer<I>>),
+    /// A client.
+    Client(Box<crate::sequenced::ClientSession<I>>),
+}
+
+impl<I: crate::Input> StarNode<I> {
+    /// The client, if this is one.
+    pub fn client(&self) -> Option<&crate::sequenced::ClientSession<I>> {
+        match self {
+            Self::Client(c) => Some(c),
+            Self::Server(_) => None,
+        }
+    }
+
+    /// The bytes this end has sent.
+    pub fn bytes_sent(&self) -> u64 {
+        match self {
+            Self::Server(s) => s.stats().bytes_sent,
+            Self::Client(c) => c.stats().bytes_sent,
+        }
+    }
+}
+
+impl<I: crate::Input> Endpoint for StarNode<I> {
+    type Error = String;
+
+    fn handle_datagram(&mut self, from: PeerId, d: &[u8], now: Instant) -> Result<(), String> {
+        match self {
+            Self::Server(s) => s.handle_datagram(from, d, now).map_err(|e| e.to_string()),
+            Self::Client(c) => c.handle_datagram(from, d, now).map_err(|e| e.to_string()),
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        match self {
+            Self::Server(s) => s.handle_timeout(now),
+            Self::Client(c) => c.handle_timeout(now),
+        }
+    }
+
+    fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<crate::Transmit> {
+        match self {
+            Self::Server(s) => s.poll_transmit(buf),
+            Self::Client(c) => c.poll_transmit(buf),
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self {
+            Self::Server(s) => s.poll_timeout(),
+            Self::Client(c) => c.poll_timeout(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
