@@ -738,8 +738,12 @@ struct Route {
     id: u32,
     asker: PeerId,
     asker_id: u32,
-    to: PeerId,
+    /// Asked: two clients when there are two, so no one of them decides
+    /// the answer alone.
+    to: Vec<PeerId>,
     ticks: Vec<Tick>,
+    /// The first answer, while the other is awaited.
+    first: Option<(PeerId, Vec<Link>)>,
 }
 
 /// What the sequencer concluded from a client's checkpoint.
@@ -758,8 +762,8 @@ pub(crate) enum Verdicted {
 /// Where a client's question goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Routed {
-    /// To this client, with this id.
-    Forward { to: PeerId, id: u32 },
+    /// To these clients (one or two), with this id.
+    Forward { to: Vec<PeerId>, id: u32 },
     /// Answered at once from the sequencer's own simulation.
     Answer(Vec<(Tick, u64, u64)>),
     /// Nobody can answer.
@@ -932,8 +936,23 @@ impl Referee {
         if let Some(sim) = &self.sim {
             return Routed::Answer(answer_query(sim, ticks));
         }
-        // The voters of the latest verdict, in turn: no one of them answers
-        // every search.
+        // The same question again (an answer was lost): to whoever has not
+        // answered it yet, under the same route.
+        if let Some(r) = self
+            .routes
+            .iter()
+            .find(|r| r.asker == asker && r.asker_id == asker_id && r.ticks == ticks)
+        {
+            let answered = r.first.as_ref().map(|(p, _)| *p);
+            let to: Vec<PeerId> =
+                r.to.iter()
+                    .copied()
+                    .filter(|p| Some(*p) != answered)
+                    .collect();
+            return Routed::Forward { to, id: r.id };
+        }
+        // Two voters of the latest verdict, in turn: an answer passes on
+        // only as far as they agree.
         let voters: Vec<PeerId> = self
             .verdicts
             .back()
@@ -948,7 +967,10 @@ impl Referee {
         if voters.is_empty() {
             return Routed::Nowhere;
         }
-        let to = voters[self.next_route as usize % voters.len()];
+        let start = self.next_route as usize % voters.len();
+        let to: Vec<PeerId> = (0..voters.len().min(2))
+            .map(|k| voters[(start + k) % voters.len()])
+            .collect();
         let id = self.next_route;
         self.next_route = self.next_route.wrapping_add(1);
         if self.routes.len() >= ROUTES {
@@ -958,31 +980,50 @@ impl Referee {
             id,
             asker,
             asker_id,
-            to,
+            to: to.clone(),
             ticks: ticks.iter().copied().take(MAX_CHAIN_QUESTIONS).collect(),
+            first: None,
         });
         Routed::Forward { to, id }
     }
 
-    /// An answer from `from` to a forwarded question: for whom, with which
-    /// id, and the entries for ticks that were asked.
+    /// An answer from `from` to a forwarded question: once every client
+    /// asked has answered, for whom, with which id, and the entries for
+    /// ticks that were asked on which the answers agree (a tick they differ
+    /// on is left out: the asker cannot tell, rather than be misled).
     pub(crate) fn answered(
         &mut self,
         from: PeerId,
         id: u32,
-        entries: &[(Tick, u64, u64)],
+        entries: &[Link],
     ) -> Option<(PeerId, Answer)> {
         let i = self
             .routes
             .iter()
-            .position(|r| r.id == id && r.to == from)?;
-        let route = self.routes.remove(i)?;
-        let entries = entries
+            .position(|r| r.id == id && r.to.contains(&from))?;
+        let route = &mut self.routes[i];
+        let entries: Vec<Link> = entries
             .iter()
             .filter(|e| route.ticks.contains(&e.0))
             .copied()
             .collect();
-        Some((route.asker, (route.asker_id, entries)))
+        let agreed = match route.first.take() {
+            _ if route.to.len() < 2 => entries,
+            None => {
+                route.first = Some((from, entries));
+                return None;
+            }
+            Some((first, earlier)) if first == from => {
+                route.first = Some((first, earlier));
+                return None;
+            }
+            Some((_, earlier)) => entries
+                .into_iter()
+                .filter(|e| earlier.contains(e))
+                .collect(),
+        };
+        let route = self.routes.remove(i)?;
+        Some((route.asker, (route.asker_id, agreed)))
     }
 }
 

@@ -8,7 +8,7 @@ use common::star::{Node, SERVER, StarScenario, play};
 use common::{Record, secs};
 use lockstep_core::sequenced::{ClientConfig, ClientSession, Sequencer, SequencerEvent};
 use lockstep_core::sim::{LinkConditions, Outcome, Sim, SimNetwork};
-use lockstep_core::wire::{DatagramWriter, MAX_TICK_DELTA, Message};
+use lockstep_core::wire::{Datagram, DatagramWriter, MAX_TICK_DELTA, Message};
 use lockstep_core::{Endpoint, Event, Instant, PeerId, Tick, Transmit};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -18,6 +18,8 @@ enum Role {
     Honest,
     /// Plays honestly, but donates a wrong state when asked for a snapshot.
     Poisoner,
+    /// Plays honestly, but answers every forwarded ChainQuery with lies.
+    Liar,
 }
 
 #[derive(Debug)]
@@ -35,7 +37,35 @@ impl Endpoint for Actor {
         self.node.handle_timeout(now);
     }
     fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
-        self.node.poll_transmit(buf)
+        let t = self.node.poll_transmit(buf)?;
+        if self.role != Role::Liar {
+            return Some(t);
+        }
+        let c = self.node.client()?;
+        let d = Datagram::decode(&buf[..t.len], c.frame()).ok()?;
+        let mut out = Vec::new();
+        let mut w = DatagramWriter::new(&mut out, d.base, usize::MAX);
+        for m in &d.messages {
+            match m {
+                // Every tick asked "differs": the search walks down to the
+                // first tick of its range.
+                Message::ChainAnswer { id, entries } => {
+                    let entries = entries
+                        .iter()
+                        .map(|&(t, chain, hash)| (t, chain ^ 1, hash ^ 0xBAD))
+                        .collect();
+                    w.push(&Message::ChainAnswer { id: *id, entries }).unwrap();
+                }
+                m => w.push(m).unwrap(),
+            }
+        }
+        w.finish();
+        buf.clear();
+        buf.extend_from_slice(&out);
+        Some(Transmit {
+            destination: t.destination,
+            len: buf.len(),
+        })
     }
     fn poll_timeout(&self) -> Option<Instant> {
         self.node.poll_timeout()
@@ -348,6 +378,49 @@ fn a_forwarded_question_poisons_an_honest_clients_datagrams() {
         before, after,
         "honest clients could not decode datagrams the sequencer built from the attacker's question"
     );
+}
+
+/// A malicious player that votes first (lowest latency) answers searches
+/// with lies. Each question goes to two voters and passes on only as far as
+/// their answers agree: the search names the right tick or none, never a
+/// wrong one.
+#[test]
+fn a_lying_majority_voter_makes_the_search_name_a_wrong_tick() {
+    for lie in [false, true] {
+        let sc = StarScenario::new(3, 21);
+        let (m, victim) = (PeerId(1), PeerId(3));
+        let role = if lie { Role::Liar } else { Role::Honest };
+        let mut w = build(&sc, &[(m, role)]);
+        w.sim.net.set_link_both(m, SERVER, fast());
+        let at = Tick::new(150);
+        w.records.get_mut(&victim).unwrap().skew = Some((at, true));
+        let outcome = w.run(
+            secs(60),
+            |_, _, _| {},
+            |_, recs| {
+                recs[&victim]
+                    .events
+                    .iter()
+                    .any(|e| matches!(e, Event::DesyncLocated { .. }))
+            },
+        );
+        assert_eq!(outcome, Outcome::Done);
+        let located = w.records[&victim]
+            .events
+            .iter()
+            .find_map(|e| match e {
+                Event::DesyncLocated { first, .. } => Some(*first),
+                _ => None,
+            })
+            .unwrap();
+        eprintln!("lie={lie}: the victim's search says {located:?} (injected at {at})");
+        let named = located.map(|f| f.tick);
+        if lie {
+            assert!(named.is_none_or(|t| t == at), "a wrong tick: {named:?}");
+        } else {
+            assert_eq!(named, Some(at));
+        }
+    }
 }
 
 /// Plain mode only (it needs a spoofed server address): a forged Resync

@@ -2068,9 +2068,11 @@ impl<I: Input> Sequencer<I> {
             };
             match self.referee.route(peer, id, ticks, live) {
                 Routed::Forward { to, id } => {
-                    if let Some(j) = self.conn_index(to) {
-                        self.conns[j].checks.query = Some((id, ticks.to_vec()));
-                        self.conns[j].flush = true;
+                    for to in to {
+                        if let Some(j) = self.conn_index(to) {
+                            self.conns[j].checks.query = Some((id, ticks.to_vec()));
+                            self.conns[j].flush = true;
+                        }
                     }
                 }
                 Routed::Answer(entries) => {
