@@ -28,6 +28,9 @@ use std::collections::{BTreeMap, VecDeque};
 const PENDING: usize = 32;
 /// Checkpoints made and kept for sending.
 const MADE: usize = 4;
+/// Checkpoints (and acknowledgements) one datagram carries at most, and a
+/// reader takes.
+const PER_DATAGRAM: usize = 4;
 
 /// The checkpoint value for the chain `chain` through `tick`: the whole
 /// chain when `full`, else its low 16 bits.
@@ -70,6 +73,9 @@ pub(crate) struct LocalChecks {
     /// The latest full checkpoints made (kept for resending until
     /// delivered, even once newer ones were made).
     fulls: VecDeque<Checkpoint>,
+    /// `made` and `fulls` together, ascending: what is offered to every
+    /// remote, kept rather than rebuilt for each.
+    kept: Vec<Checkpoint>,
 }
 
 impl LocalChecks {
@@ -80,6 +86,7 @@ impl LocalChecks {
             start: None,
             made: VecDeque::new(),
             fulls: VecDeque::new(),
+            kept: Vec::new(),
         }
     }
 
@@ -89,7 +96,7 @@ impl LocalChecks {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.chain.ticks_in(Tick::ZERO, Tick::MAX).count()
+        self.chain.len()
     }
 
     /// Every machine runs the session from `tick`: reports from it on
@@ -148,6 +155,9 @@ impl LocalChecks {
             }
             self.fulls.push_back(cp);
         }
+        self.kept = self.fulls.iter().chain(&self.made).copied().collect();
+        self.kept.sort_unstable_by_key(|c| c.tick);
+        self.kept.dedup();
         Ok(Some(cp))
     }
 
@@ -159,14 +169,7 @@ impl LocalChecks {
         self.start = None;
         self.made.clear();
         self.fulls.clear();
-    }
-
-    /// The checkpoints kept for sending, oldest first.
-    fn kept(&self) -> Vec<Checkpoint> {
-        let mut v: Vec<Checkpoint> = self.fulls.iter().chain(&self.made).copied().collect();
-        v.sort_unstable_by_key(|c| c.tick);
-        v.dedup();
-        v
+        self.kept.clear();
     }
 
     /// Compares a remote's checkpoint with ours; returns the first mismatch
@@ -330,13 +333,9 @@ impl Bisect {
         Some((self.id, self.asked.clone()))
     }
 
-    /// When the next question is due, if one will be.
-    pub(crate) fn next_due(&self) -> Option<Instant> {
-        (self.tries < TRIES).then_some(self.due)
-    }
-
-    /// When the search gives up if no answer comes.
-    pub(crate) fn gave_up_at(&self) -> Instant {
+    /// When the next question is due or, once every try is spent, when
+    /// the search gives up.
+    pub(crate) fn due(&self) -> Instant {
         self.due
     }
 
@@ -468,29 +467,30 @@ impl Delivery {
         }
     }
 
-    /// Of `kept` (ascending), what to send now: the ones never sent, and,
-    /// when a resend is due, the full ones still unacknowledged.
-    fn due(&self, kept: &[Checkpoint], now: Instant) -> Vec<Checkpoint> {
-        let sent = |c: &Checkpoint| self.sent.is_some_and(|s| c.tick <= s);
+    /// Whether `c` is to be sent now: never sent, or, when a resend is
+    /// due, a full one still unacknowledged.
+    fn is_due(&self, c: &Checkpoint, now: Instant) -> bool {
+        let sent = self.sent.is_some_and(|s| c.tick <= s);
         let resend = self.fulls_at.is_none_or(|t| now >= t + RESEND);
-        kept.iter()
-            .filter(|c| !sent(c) || (resend && c.full && !self.acked_fulls.contains(&c.tick)))
-            .copied()
-            .collect()
+        !sent || (resend && c.full && !self.acked_fulls.contains(&c.tick))
     }
 
     fn has_news(&self, kept: &[Checkpoint], now: Instant) -> bool {
-        !self.full_acks_owed.is_empty() || !self.due(kept, now).is_empty()
+        !self.full_acks_owed.is_empty() || kept.iter().any(|c| self.is_due(c, now))
     }
 
     /// Writes what is due of `kept`, an acknowledgement riding on each
     /// checkpoint (the rest alone).
     fn write(&mut self, kept: &[Checkpoint], w: &mut DatagramWriter<'_>, now: Instant) {
-        let mut due = self.due(kept, now);
+        let mut due: Vec<Checkpoint> = kept
+            .iter()
+            .filter(|c| self.is_due(c, now))
+            .copied()
+            .collect();
         // A reader takes 4 a datagram: the newest (an older full one waits
         // for the next resend).
-        if due.len() > MADE {
-            due.drain(..due.len() - MADE);
+        if due.len() > PER_DATAGRAM {
+            due.drain(..due.len() - PER_DATAGRAM);
         }
         let resent = due.iter().any(|c| self.sent.is_some_and(|s| c.tick <= s));
         for mut cp in due {
@@ -564,7 +564,7 @@ pub(crate) struct Incoming<'a> {
 impl<'a> Incoming<'a> {
     fn ack(&mut self, tick: Option<Tick>) {
         if let Some(t) = tick
-            && self.acks.len() < MADE
+            && self.acks.len() < PER_DATAGRAM
         {
             self.acks.push(t);
         }
@@ -575,7 +575,7 @@ impl<'a> Incoming<'a> {
         match m {
             // A few per datagram: more is noise (or an attack).
             Message::Checkpoint(c) => {
-                if self.checkpoints.len() < MADE {
+                if self.checkpoints.len() < PER_DATAGRAM {
                     // The acknowledgement rides along; it is no part of
                     // the checkpoint compared.
                     self.checkpoints.push(Checkpoint { ack: None, ..*c });
@@ -630,7 +630,7 @@ impl RemoteChecks {
             }
         }
         for &t in &msgs.acks {
-            self.delivery.acked(t, &local.kept());
+            self.delivery.acked(t, &local.kept);
         }
         if let Some((id, ticks)) = msgs.query {
             self.asked(local, id, ticks, now);
@@ -652,8 +652,9 @@ impl RemoteChecks {
     }
 
     fn mismatched(&mut self, local: &LocalChecks, m: Mismatch, now: Instant) -> Outcome {
+        // Each round of a search takes the next id: searches never share one.
         let id = self.next_id;
-        self.next_id = self.next_id.wrapping_add(MAX_CHAIN_QUESTIONS as u32 * 4);
+        self.next_id = self.next_id.wrapping_add(u32::from(ROUNDS) + 2);
         self.bisect = Some(Bisect::start(&m, local, id, now));
         Outcome::Mismatch(m)
     }
@@ -673,7 +674,7 @@ impl RemoteChecks {
     /// a question.
     pub(crate) fn has_news(&self, local: &LocalChecks, now: Instant) -> bool {
         self.owed.is_some()
-            || self.delivery.has_news(&local.kept(), now)
+            || self.delivery.has_news(&local.kept, now)
             || self.question_due().is_some_and(|d| d <= now)
     }
 
@@ -687,15 +688,13 @@ impl RemoteChecks {
 
     /// When the search next asks or gives up.
     pub(crate) fn question_due(&self) -> Option<Instant> {
-        self.bisect
-            .as_ref()
-            .map(|b| b.next_due().unwrap_or(b.gave_up_at()))
+        self.bisect.as_ref().map(Bisect::due)
     }
 
     /// Writes our checkpoints it has not had, the answer owed and the
     /// question due.
     pub(crate) fn write(&mut self, local: &LocalChecks, w: &mut DatagramWriter<'_>, now: Instant) {
-        self.delivery.write(&local.kept(), w, now);
+        self.delivery.write(&local.kept, w, now);
         if let Some((id, entries)) = self.owed.take() {
             w.put(Message::ChainAnswer { id, entries });
         }
@@ -781,6 +780,8 @@ pub(crate) struct Referee {
     routes: VecDeque<Route>,
     next_route: u32,
     window: usize,
+    /// The verdicts' checkpoints, ascending: what every client is sent.
+    kept: Vec<Checkpoint>,
 }
 
 impl Referee {
@@ -810,6 +811,7 @@ impl Referee {
                 .unwrap_or(0);
             self.verdicts.remove(drop);
         }
+        self.kept = self.verdicts.iter().map(|v| v.cp).collect();
     }
 
     /// The server's own game's hash after `tick`: its checkpoints are the
@@ -895,11 +897,6 @@ impl Referee {
             self.votes.pop_first();
         }
         out
-    }
-
-    /// The verdicts kept, oldest first.
-    fn kept(&self) -> Vec<Checkpoint> {
-        self.verdicts.iter().map(|v| v.cp).collect()
     }
 
     /// Forgets `peer`'s votes: its state is being replaced, and what it
@@ -1054,9 +1051,8 @@ impl Relayed {
         for &cp in &msgs.checkpoints {
             self.delivery.took(cp);
         }
-        let kept = referee.kept();
         for &t in &msgs.acks {
-            self.delivery.acked(t, &kept);
+            self.delivery.acked(t, &referee.kept);
         }
     }
 
@@ -1066,7 +1062,7 @@ impl Relayed {
         self.query.is_some()
             || self.answer.is_some()
             || !self.delivery.full_acks_owed.is_empty()
-            || (verdicts && self.delivery.has_news(&referee.kept(), now))
+            || (verdicts && self.delivery.has_news(&referee.kept, now))
     }
 
     /// Writes the verdicts it has not had and what is passed on to it;
@@ -1078,8 +1074,8 @@ impl Relayed {
         verdicts: bool,
         now: Instant,
     ) {
-        let kept = if verdicts { referee.kept() } else { Vec::new() };
-        self.delivery.write(&kept, w, now);
+        let kept: &[Checkpoint] = if verdicts { &referee.kept } else { &[] };
+        self.delivery.write(kept, w, now);
         if let Some((id, ticks)) = self.query.take() {
             w.put(Message::ChainQuery { id, ticks });
         }

@@ -709,6 +709,16 @@ impl HashChain {
         self.links.back().map(|l| l.tick)
     }
 
+    /// How many ticks are held.
+    pub fn len(&self) -> usize {
+        self.links.len()
+    }
+
+    /// Whether no tick is held.
+    pub fn is_empty(&self) -> bool {
+        self.links.is_empty()
+    }
+
     /// The oldest tick held.
     pub fn oldest(&self) -> Option<Tick> {
         self.links.front().map(|l| l.tick)

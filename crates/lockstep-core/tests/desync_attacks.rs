@@ -210,6 +210,11 @@ fn fast() -> LinkConditions {
     }
 }
 
+/// The honest clients `ids` ran the same frames to the same state.
+fn agree(w: &World, ids: &[PeerId]) {
+    common::assert_streams_agree(w.sim.net.seed(), &w.records, ids);
+}
+
 fn closed(rec: &Record) -> bool {
     rec.events.iter().any(|e| matches!(e, Event::Closed { .. }))
 }
@@ -252,6 +257,7 @@ fn a_poisoning_donor_gets_an_honest_client_dropped() {
             },
         );
         assert_eq!(outcome, Outcome::Done);
+        agree(&w, &[PeerId(1), PeerId(2), victim]);
         let rec = &w.records[&victim];
         let resyncs = count(rec, |e| matches!(e, Event::Resyncing));
         eprintln!(
@@ -300,6 +306,7 @@ fn a_spectator_is_resynced_without_limit() {
     // It lies about its state, always.
     w.records.get_mut(&spectator).unwrap().skew = Some((Tick::new(0), true));
     let outcome = w.run(secs(60), |_, _, _| {}, |_, _| false);
+    agree(&w, &[PeerId(1), PeerId(2), PeerId(3)]);
     assert_eq!(outcome, Outcome::TimedOut);
     let resyncs = w
         .server_events
@@ -372,8 +379,9 @@ fn a_forwarded_question_poisons_an_honest_clients_datagrams() {
             .events
             .iter()
             .any(|e| matches!(e, Event::Closed { .. })),
-        "the attacker was not even dropped"
+        "a question passed on to nobody got its asker dropped"
     );
+    agree(&w, &[m, others[0], others[1]]);
     assert_eq!(
         before, after,
         "honest clients could not decode datagrams the sequencer built from the attacker's question"
@@ -405,6 +413,7 @@ fn a_lying_majority_voter_makes_the_search_name_a_wrong_tick() {
             },
         );
         assert_eq!(outcome, Outcome::Done);
+        agree(&w, &[m, PeerId(2), victim]);
         let located = w.records[&victim]
             .events
             .iter()
@@ -482,6 +491,7 @@ fn a_forged_resync_freezes_a_healthy_client_for_good() {
         "a single forged Resync left the victim refusing commits for 20 s ({} refused)",
         rec.refused - refused
     );
+    agree(&w, &[PeerId(1), victim, PeerId(3)]);
 }
 
 /// A player that takes the seat of one dropped for diverging starts with a
@@ -539,4 +549,5 @@ fn a_new_player_inherits_a_dropped_players_resync_count() {
         closes.is_empty(),
         "the newcomer was dropped at its first divergence: {closes:?}"
     );
+    agree(&w, &[PeerId(2), PeerId(3), newcomer]);
 }
