@@ -76,6 +76,10 @@ pub(crate) struct LocalChecks {
     /// `made` and `fulls` together, ascending: what is offered to every
     /// remote, kept rather than rebuilt for each.
     kept: Vec<Checkpoint>,
+    /// The chain as it was before the last restart: a remote still
+    /// searching where it parted from the state replaced is answered from
+    /// it.
+    before: Option<Box<Self>>,
 }
 
 impl LocalChecks {
@@ -87,6 +91,7 @@ impl LocalChecks {
             made: VecDeque::new(),
             fulls: VecDeque::new(),
             kept: Vec::new(),
+            before: None,
         }
     }
 
@@ -97,6 +102,11 @@ impl LocalChecks {
 
     pub(crate) fn len(&self) -> usize {
         self.chain.len()
+    }
+
+    /// The latest checkpoint made.
+    pub(crate) fn last_made(&self) -> Option<Checkpoint> {
+        self.made.back().copied()
     }
 
     /// Every machine runs the session from `tick`: reports from it on
@@ -164,6 +174,8 @@ impl LocalChecks {
     /// Starts over: the game's state was replaced, and its chain is
     /// complete again from the next block.
     pub(crate) fn restart(&mut self) {
+        self.before = None;
+        self.before = Some(Box::new(self.clone()));
         self.chain.clear();
         self.origin = None;
         self.start = None;
@@ -209,8 +221,19 @@ impl LocalChecks {
     fn compare(&self, remote: &mut RemoteChecks, cp: Checkpoint) -> Option<Mismatch> {
         let local = self.value(cp.tick, cp.full)?;
         if local == cp.value {
-            if remote.mismatch.is_none() {
-                remote.agreed = remote.agreed.max(Some(cp.tick));
+            match remote.mismatch {
+                None => remote.agreed = remote.agreed.max(Some(cp.tick)),
+                // A whole block after the one that differed agrees: the
+                // remote's state was replaced by one equal to ours (or ours
+                // by one equal to its). Compared afresh from that block on;
+                // its older checkpoints, late, are not.
+                Some(m) if cp.full && block_of(cp.tick) > block_of(m.tick) => {
+                    remote.mismatch = None;
+                    remote.agreed = Some(cp.tick);
+                    remote.healed_from = Some(Tick::new(block_of(cp.tick) * BLOCK));
+                    remote.healed += 1;
+                }
+                Some(_) => {}
             }
             return None;
         }
@@ -414,12 +437,12 @@ impl Bisect {
 /// Answers a [`ChainQuery`](crate::wire::Message::ChainQuery) from what we
 /// hold: the ticks asked about whose block is complete here.
 pub(crate) fn answer_query(local: &LocalChecks, ticks: &[Tick]) -> Vec<(Tick, u64, u64)> {
+    let from = |l: &LocalChecks, t: Tick| Some((t, l.value(t, true)?, l.chain.hash(t)?));
     ticks
         .iter()
         .take(MAX_CHAIN_QUESTIONS)
         .filter_map(|&t| {
-            let chain = local.value(t, true)?;
-            Some((t, chain, local.chain.hash(t)?))
+            from(local, t).or_else(|| local.before.as_deref().and_then(|b| from(b, t)))
         })
         .collect()
 }
@@ -526,6 +549,11 @@ pub(crate) struct RemoteChecks {
     /// Its checkpoints from this tick on describe a stream nobody else runs
     /// (its seat was abandoned there): not compared.
     ignore_from: Option<Tick>,
+    /// Where its state agreed with ours again after a mismatch: its
+    /// checkpoints before it are not compared.
+    healed_from: Option<Tick>,
+    /// How many times a mismatch with it ended so.
+    pub(crate) healed: u32,
     /// Our checkpoints on the way to it, and our acknowledgements of its.
     delivery: Delivery,
     /// Our search for where we parted, after a mismatch.
@@ -603,7 +631,7 @@ impl RemoteChecks {
     }
 
     fn ignored(&self, tick: Tick) -> bool {
-        self.ignore_from.is_some_and(|t| tick >= t)
+        self.ignore_from.is_some_and(|t| tick >= t) || self.healed_from.is_some_and(|t| tick < t)
     }
 
     /// Starts comparing afresh: our state was replaced. A search under way
@@ -612,6 +640,7 @@ impl RemoteChecks {
         self.pending.clear();
         self.agreed = None;
         self.mismatch = None;
+        self.healed_from = None;
     }
 
     /// Takes what one of its datagrams carried: its checkpoints are

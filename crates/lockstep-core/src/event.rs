@@ -177,15 +177,31 @@ pub enum Event {
         /// Theirs.
         remote: u64,
     },
-    /// The sequencer found our state diverged from the majority's (or from
-    /// its own simulation's): a snapshot of the majority's state follows
-    /// ([`Snapshot`](Event::Snapshot)), which replaces the game's, and the
-    /// game runs on from it as a joiner does until
-    /// [`CaughtUp`](Event::CaughtUp). Meanwhile commits are refused, and the
-    /// game gets frames only up to the snapshot's tick (so it holds its own
-    /// state there, to compare with the one it receives). Sequenced
-    /// topology only.
+    /// Our state diverged from the majority's: a snapshot of a majority
+    /// machine's state follows ([`Snapshot`](Event::Snapshot)), which
+    /// replaces the game's. Meanwhile the game gets frames only up to the
+    /// snapshot's tick (so it holds its own state there, to compare with
+    /// the one it receives).
+    ///
+    /// Sequenced: the sequencer found it (by the seated majority's verdict,
+    /// or its own simulation's); the game runs on from the snapshot as a
+    /// joiner does until [`CaughtUp`](Event::CaughtUp), its commits refused
+    /// meanwhile.
+    ///
+    /// Mesh: our checkpoints differ from those of a strict majority of the
+    /// live players; one of them hands its state over. Commits go on, and
+    /// so does every frame after the snapshot's. If no donor sends a state
+    /// (three are tried, three seconds each), no snapshot follows and
+    /// frames flow again.
     Resyncing,
+    /// Mesh: our state diverged from the majority's once more after
+    /// `max_resyncs` resyncs. The session leaves (as
+    /// [`leave`](crate::MeshSession::leave) does): the other players abandon
+    /// our seat.
+    DivergedTooOften {
+        /// Resyncs before this divergence.
+        resyncs: u32,
+    },
     /// The search that follows a [`Desync`](Event::Desync) ended.
     DesyncLocated {
         /// The peer compared with.

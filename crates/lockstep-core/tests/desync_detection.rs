@@ -139,6 +139,8 @@ proptest! {
     ) {
         let mut sc = Scenario::new(players as usize, seed);
         sc.config.abandon_after = None;
+        // Hashes skewed, states not: resyncing would not help.
+        sc.config.max_resyncs = 0;
         sc.config.first_tick = Tick::new(first);
         sc.link = link;
         sc.period = Duration::from_millis(period);
@@ -259,6 +261,144 @@ proptest! {
             })
             .collect();
         prop_assert_eq!(order, vec!["resyncing", "snapshot", "caught up"], "seed {}", seed);
+    }
+}
+
+proptest! {
+    #![proptest_config(cases(30))]
+
+    /// Mesh healing: a player whose state itself diverged finds its
+    /// checkpoints differ from a strict majority's, is handed a majority
+    /// peer's state, and ends in the same state as everyone; nobody else
+    /// is resynced, and every stream stays whole.
+    #[test]
+    fn a_diverged_mesh_player_is_resynced_and_agrees_again(
+        players in 3u32..=5,
+        inj in injection(5),
+        link in lossy(),
+        seed in any::<u64>(),
+    ) {
+        let mut sc = Scenario::new(players as usize, seed);
+        sc.config.abandon_after = None;
+        sc.link = link;
+        let mut h = sc.build();
+        h.checksum_every = 1;
+        let bad = PeerId(inj.peer % players);
+        let at = Tick::new(inj.after);
+        h.records.get_mut(&bad).unwrap().corrupt = Some(at);
+        let outcome = h.run_until_tick(inj.after + 2 * BLOCK + 300, secs(900));
+        prop_assert_eq!(outcome, Outcome::Done, "seed {}: {:?}", seed, h.records[&bad].events);
+        h.assert_streams_agree(&sc.peer_ids());
+        let n = sc.peer_ids().iter().map(|id| h.records[id].chain.len()).min().unwrap_or(0);
+        let good = PeerId((bad.0 + 1) % players);
+        for id in sc.peer_ids() {
+            let rec = &h.records[&id];
+            prop_assert_eq!(rec.chain[n - 1], h.records[&good].chain[n - 1],
+                "seed {}: {} ends apart: {:?}", seed, id, rec.events);
+            let resynced = rec.events.iter().filter(|e| matches!(e, Event::Resyncing)).count();
+            prop_assert_eq!(resynced, usize::from(id == bad), "seed {}: {}: {:?}", seed, id, rec.events);
+        }
+        let order: Vec<&str> = h.records[&bad]
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Resyncing => Some("resyncing"),
+                Event::Snapshot { .. } => Some("snapshot"),
+                _ => None,
+            })
+            .collect();
+        prop_assert_eq!(order, vec!["resyncing", "snapshot"], "seed {}", seed);
+    }
+}
+
+/// Two players that part have no majority: each hears of the desync and
+/// where it began, and neither takes the other's state.
+#[test]
+fn two_mesh_players_that_part_are_told_and_left_alone() {
+    let mut sc = Scenario::new(2, 3);
+    sc.config.abandon_after = None;
+    sc.link = LinkConditions {
+        latency: Duration::from_millis(20),
+        jitter: Duration::from_millis(5),
+        loss: 0.05,
+        ..LinkConditions::default()
+    };
+    let mut h = sc.build();
+    h.checksum_every = 1;
+    h.records.get_mut(&PeerId(1)).unwrap().corrupt = Some(Tick::new(90));
+    let outcome = h.run_until_tick(600, secs(120));
+    assert_eq!(outcome, Outcome::Done);
+    for id in sc.peer_ids() {
+        let rec = &h.records[&id];
+        let (desyncs, located) = heard(rec, PeerId(1 - id.0));
+        assert_eq!(desyncs.len(), 1, "{id}: {:?}", rec.events);
+        assert_eq!(located, vec![Some(located[0].unwrap())], "{id}");
+        assert_eq!(located[0].map(|f| f.tick), Some(Tick::new(90)));
+        assert!(
+            !rec.events
+                .iter()
+                .any(|e| matches!(e, Event::Resyncing | Event::Snapshot { .. })),
+            "{id}: {:?}",
+            rec.events
+        );
+    }
+}
+
+/// A mesh player whose game keeps diverging (its hashes differ however
+/// often its state is replaced) is resynced `max_resyncs` times, then
+/// leaves; the others abandon its seat, play on and agree.
+#[test]
+fn a_mesh_player_that_keeps_diverging_leaves() {
+    let mut sc = Scenario::new(4, 11);
+    sc.config.max_resyncs = 2;
+    sc.link = LinkConditions {
+        latency: Duration::from_millis(20),
+        jitter: Duration::from_millis(5),
+        loss: 0.05,
+        ..LinkConditions::default()
+    };
+    let mut h = sc.build();
+    h.checksum_every = 1;
+    let bad = PeerId(2);
+    h.records.get_mut(&bad).unwrap().skew = Some((Tick::new(40), true));
+    let honest = [PeerId(0), PeerId(1), PeerId(3)];
+    let outcome = h.run(
+        secs(120),
+        |_, _, _, _| {},
+        |sim| {
+            honest
+                .iter()
+                .all(|id| sim.endpoint(*id).is_some_and(|s| s.stats().frames >= 1_500))
+        },
+    );
+    assert_eq!(outcome, Outcome::Done);
+    h.assert_streams_agree(&sc.peer_ids());
+    let events = &h.records[&bad].events;
+    let resyncs = events
+        .iter()
+        .filter(|e| matches!(e, Event::Resyncing))
+        .count();
+    assert_eq!(resyncs, 2, "{events:?}");
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Event::DivergedTooOften { resyncs: 2 })),
+        "{events:?}"
+    );
+    for id in honest {
+        let rec = &h.records[&id];
+        assert!(
+            rec.events
+                .iter()
+                .any(|e| matches!(e, Event::Abandoned { player, .. } if player.0 == 2)),
+            "{id}: {:?}",
+            rec.events
+        );
+        assert!(
+            !rec.events.iter().any(|e| matches!(e, Event::Resyncing)),
+            "{id}: {:?}",
+            rec.events
+        );
     }
 }
 

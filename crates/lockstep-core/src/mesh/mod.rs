@@ -7,6 +7,7 @@
 mod abandon;
 mod observe;
 mod packet;
+mod resync;
 mod store;
 
 use crate::checksum::{Incoming, LocalChecks, Mismatch, Outcome, RemoteChecks};
@@ -88,6 +89,12 @@ pub struct MeshConfig {
     /// The session's first tick (for resuming a recorded session, or for
     /// tests near tick-number boundaries).
     pub first_tick: Tick,
+    /// How many times a player whose state diverged from the majority's is
+    /// resynced from a majority peer's state (see
+    /// [`Event::Resyncing`]), and how many times this peer hands its state
+    /// to the same player for that. Diverging once more, a player leaves
+    /// the session ([`Event::DivergedTooOften`]). 0 never resyncs.
+    pub max_resyncs: u32,
 }
 
 impl Default for MeshConfig {
@@ -107,6 +114,7 @@ impl Default for MeshConfig {
             fingerprint: 0,
             ping_interval: Duration::from_millis(1000),
             first_tick: Tick::ZERO,
+            max_resyncs: 3,
         }
     }
 }
@@ -222,6 +230,14 @@ pub struct MeshStats {
     /// Snapshot chunks (or whole snapshots) refused: a bad checksum, over
     /// the cap, inconsistent.
     pub snapshot_errors: u64,
+    /// Resyncs begun: our state diverged from the majority's and a
+    /// majority peer's was asked for.
+    pub resyncs: u32,
+    /// Our state handed to players that diverged.
+    pub resyncs_given: u64,
+    /// Requests for our state refused: from a player we did not find
+    /// diverged, or one given it `max_resyncs` times already.
+    pub resyncs_refused: u64,
     /// Ticks held in the input store.
     pub buffered_ticks: usize,
     /// Checksums held (local and received).
@@ -312,6 +328,10 @@ struct Peer {
     /// The last datagram to it had no room for a chunk that was due:
     /// chunks wait for the next datagram instead of forcing one.
     chunk_starved: bool,
+    /// A player that diverged: its request for our state, accepted.
+    giving: Option<resync::Giving>,
+    /// Requests of its for our state accepted so far.
+    donations: u32,
 }
 
 impl Peer {
@@ -347,6 +367,8 @@ impl Peer {
             since: now,
             outgoing: None,
             chunk_starved: false,
+            giving: None,
+            donations: 0,
         }
     }
 }
@@ -481,6 +503,14 @@ pub struct MeshSession<I: Input> {
     donor: observe::Donor,
     /// As an observer: a snapshot to catch up from.
     incoming: Option<Box<observe::Incoming>>,
+    /// As a player whose state diverged: the majority peer's state asked
+    /// for.
+    resync: Option<Box<resync::Asking>>,
+    /// Resyncs begun.
+    resyncs: u32,
+    next_resync_id: u32,
+    /// The donor of the last resync: asked last if we diverge again.
+    last_donor: Option<PeerId>,
     stall_started: Option<Instant>,
     /// Inputs committed since the game last got a frame.
     commits_since_frame: u32,
@@ -621,6 +651,10 @@ impl<I: Input> MeshSession<I> {
             stats: MeshStats::default(),
             donor: observe::Donor::default(),
             incoming: None,
+            resync: None,
+            resyncs: 0,
+            next_resync_id: 0,
+            last_donor: None,
             stall_started: None,
             commits_since_frame: 0,
             cursor: 0,
@@ -836,6 +870,12 @@ impl<I: Input> MeshSession<I> {
             return None;
         }
         let tick = self.next_tick;
+        // Resyncing: no frame past the donor's state (or, until it
+        // arrives, past the tick asked for).
+        if self.resync_limit().is_some_and(|l| tick > l) {
+            self.announce_resync();
+            return None;
+        }
         let Some(slot) = self.store.get(tick).filter(|s| s.complete()) else {
             // A stall is the picture stopping: the game committed two ticks
             // of input without getting a frame (steady latency beyond the
@@ -875,6 +915,7 @@ impl<I: Input> MeshSession<I> {
         }
         self.prune();
         self.plan_snapshots();
+        self.announce_resync();
         Some(frame)
     }
 
@@ -1007,6 +1048,7 @@ impl<I: Input> MeshSession<I> {
                 self.check_outcome(i, o);
             }
         }
+        self.plan_resync();
         Ok(())
     }
 
@@ -1093,6 +1135,10 @@ impl<I: Input> MeshSession<I> {
         if let Some(ack) = r.snapshot_ack {
             self.take_snapshot_ack(idx, &ack);
         }
+        if let Some((id, after)) = r.resync_request {
+            self.take_resync_request(idx, id, after);
+        }
+        self.plan_resync();
         self.progress_abandonments();
         self.plan_snapshots();
         self.flush_chunks();
@@ -1171,8 +1217,8 @@ impl<I: Input> MeshSession<I> {
                 Message::Pong { stamp, held_ms } => r.pong = Some((*stamp, *held_ms)),
                 Message::SnapshotChunk(c) => r.chunks.push(*c),
                 Message::SnapshotAck(a) => r.snapshot_ack = Some(*a),
-                Message::SnapshotRequest { .. }
-                | Message::CaughtUp { .. }
+                Message::SnapshotRequest { id, tick } => r.resync_request = Some((*id, *tick)),
+                Message::CaughtUp { .. }
                 | Message::Resync { .. }
                 | Message::Error { .. }
                 | Message::Challenge { .. }
@@ -1520,6 +1566,7 @@ impl<I: Input> MeshSession<I> {
             self.vote(seat);
         }
         self.progress_searches();
+        self.plan_resync();
         self.progress_abandonments();
         self.plan_snapshots();
         self.flush_chunks();
@@ -1578,6 +1625,9 @@ impl<I: Input> MeshSession<I> {
             }
         }
         if let Some(t) = self.snapshot_timeout() {
+            consider(t);
+        }
+        if let Some(t) = self.resync_timeout() {
             consider(t);
         }
         for p in &self.peers {
@@ -1805,6 +1855,7 @@ impl<I: Input> MeshSession<I> {
             || self.leaving
             || p.told_next < self.next_tick
             || self.pause.frame().is_some()
+            || self.resync_request(p.id).is_some()
         {
             return true;
         }
@@ -1884,6 +1935,7 @@ struct Received<'a, I> {
     waits_on_itself: bool,
     chunks: Vec<wire::SnapshotChunk<'a>>,
     snapshot_ack: Option<wire::SnapshotAck>,
+    resync_request: Option<(u32, Tick)>,
 }
 
 impl<I> Default for Received<'_, I> {
@@ -1905,6 +1957,7 @@ impl<I> Default for Received<'_, I> {
             waits_on_itself: false,
             chunks: Vec::new(),
             snapshot_ack: None,
+            resync_request: None,
         }
     }
 }

@@ -20,7 +20,7 @@
 //! ...    the game's bytes
 //! ```
 
-use super::{MeshSession, Peer};
+use super::{MeshSession, Peer, resync};
 use crate::snapshot::{Snapshot, SnapshotError, SnapshotLimits, SnapshotReceiver, SnapshotSender};
 use crate::wire::{DatagramWriter, SnapshotAck, SnapshotChunk};
 use crate::{Event, Input, Instant, PeerId, PlayerId, Tick};
@@ -90,7 +90,7 @@ impl Transfer {
 
 /// Why a reassembled snapshot's envelope was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct BadEnvelope;
+pub(super) struct BadEnvelope;
 
 /// Wraps the game's `bytes` with the seats empty by the snapshot's tick.
 fn wrap_envelope(empty: &[(PlayerId, Tick)], bytes: &[u8]) -> Vec<u8> {
@@ -108,7 +108,7 @@ fn wrap_envelope(empty: &[(PlayerId, Tick)], bytes: &[u8]) -> Vec<u8> {
 /// Splits a snapshot into the seats empty by its tick and the game's bytes,
 /// checking every seat is one of the session's `width` and every tick is at
 /// or before the snapshot's.
-fn open_envelope(
+pub(super) fn open_envelope(
     mut s: Snapshot,
     width: usize,
 ) -> Result<(Snapshot, Vec<(PlayerId, Tick)>), BadEnvelope> {
@@ -178,6 +178,9 @@ impl<I: Input> MeshSession<I> {
     /// [`provide_snapshot`](Self::provide_snapshot). Frames wait until it is
     /// taken.
     pub fn take_snapshot(&mut self) -> Option<Snapshot> {
+        if self.local_seat.is_some() {
+            return self.take_resync();
+        }
         let inc = self.incoming.as_mut()?;
         let (snapshot, empty) = inc.ready.take()?;
         // Its donor is told a while longer that it is whole.
@@ -263,71 +266,112 @@ impl<I: Input> MeshSession<I> {
             && p.next_tick < self.store.base()
     }
 
-    /// The feeder's bookkeeping, after anything that may have moved an
-    /// observer, the frames held or who feeds: drops transfers that are
-    /// done with, starts one for every observer that needs it, and asks the
-    /// game for its state when none held will do.
+    /// The donor's bookkeeping, after anything that may have moved an
+    /// observer, the frames held, who feeds or a request for our state:
+    /// drops transfers that are done with, starts one for every observer
+    /// that needs it (as the feeder) and every player that diverged and
+    /// asked for it, and asks the game for its state when none held will
+    /// do.
     pub(super) fn plan_snapshots(&mut self) {
-        // Called after every frame: a mesh without observers has nothing
-        // to plan, once nothing is left to forget (a state held or asked
-        // for an observer since removed, whose timer would else stay due).
+        // Called after every frame: a mesh without observers or requests
+        // has nothing to plan, once nothing is left to forget (a state
+        // held or asked for an observer since removed, whose timer would
+        // else stay due).
         let idle = self.donor.ready.is_none() && self.donor.asked.is_none();
-        if idle && self.peers.iter().all(|p| p.seat.is_some()) {
+        if idle
+            && self
+                .peers
+                .iter()
+                .all(|p| p.seat.is_some() && p.giving.is_none())
+        {
             return;
         }
-        if !self.is_feeder() {
-            self.donor = Donor::default();
-            for p in &mut self.peers {
-                p.outgoing = None;
-            }
-            return;
-        }
+        // A player whose own state is being replaced hands none to
+        // observers.
+        let feeds = self.is_feeder() && self.resync.is_none();
         let base = self.store.base();
         // A snapshot from a tick whose next frames are gone is no use.
         let useful = |tx: &SnapshotSender| tx.tick().saturating_add(1) >= base;
-        // A transfer ends once the observer has every chunk and is past its
-        // tick, or said goodbye. Until then it pauses while the observer
+        // A transfer ends once the receiver has every chunk and is past its
+        // tick, or said goodbye. Until then it pauses while an observer
         // does not need it (it can be fed frames, it went quiet): an
         // observer that flips its position back and forth and acknowledges
         // nothing gets each chunk once and then probes, never a fresh
-        // window of chunks per flip.
-        for p in &mut self.peers {
-            if p.outgoing
-                .as_deref()
-                .is_some_and(|tx| p.left || !useful(tx) || (tx.done() && p.next_tick > tx.tick()))
-            {
+        // window of chunks per flip. A player's ends with its request
+        // (replaced by another, or the player no longer live).
+        for i in 0..self.peers.len() {
+            let live = self.peers[i].seat.is_some_and(|s| self.seat_live(s));
+            let p = &mut self.peers[i];
+            let Some(tx) = p.outgoing.as_deref() else {
+                continue;
+            };
+            let passed = tx.done() && p.next_tick > tx.tick();
+            let end = match (p.seat, p.giving) {
+                (None, _) => !feeds || p.left || !useful(tx) || passed,
+                (Some(_), Some(g)) if g.id == tx.id() => {
+                    if passed {
+                        p.giving = Some(resync::Giving { done: true, ..g });
+                    }
+                    p.left || !live || passed
+                }
+                (Some(_), _) => true,
+            };
+            if end {
                 p.outgoing = None;
                 p.chunk_starved = false;
             }
         }
-        if self.donor.ready.as_deref().is_some_and(|tx| !useful(tx)) {
-            self.donor.ready = None;
-        }
-        let needy: Vec<usize> = (0..self.peers.len())
-            .filter(|&i| self.peers[i].outgoing.is_none() && self.needs_snapshot(&self.peers[i]))
+        // Who needs a state, from which tick on, under which id (an
+        // observer's is ours to pick).
+        let needy: Vec<(usize, Tick, Option<u32>)> = (0..self.peers.len())
+            .filter(|&i| self.peers[i].outgoing.is_none())
+            .filter_map(|i| {
+                let p = &self.peers[i];
+                if p.seat.is_none() {
+                    return (feeds && self.needs_snapshot(p)).then_some((i, Tick::ZERO, None));
+                }
+                let g = p.giving.filter(|g| !g.done && !p.left)?;
+                let live = p.seat.is_some_and(|s| self.seat_live(s));
+                (live && self.resync.is_none()).then_some((i, g.after, Some(g.id)))
+            })
             .collect();
-        if needy.is_empty() {
-            self.donor.asked = None;
-            return;
+        let mut wanted: Option<Tick> = None;
+        for (i, from, id) in needy {
+            let fits = |tx: &&SnapshotSender| tx.tick() >= from && useful(tx);
+            match self.donor.ready.as_deref().filter(fits) {
+                Some(template) => {
+                    let id = id.unwrap_or_else(|| {
+                        let n = self.donor.next_id;
+                        self.donor.next_id = n.wrapping_add(1);
+                        n
+                    });
+                    self.peers[i].outgoing = Some(Box::new(template.for_another(id)));
+                    self.peers[i].flush = true;
+                }
+                None => wanted = Some(wanted.map_or(from, |w| w.max(from))),
+            }
         }
-        if let Some(template) = self.donor.ready.as_deref() {
-            for i in needy {
-                let id = self.donor.next_id;
-                self.donor.next_id = id.wrapping_add(1);
-                self.peers[i].outgoing = Some(Box::new(template.for_another(id)));
-                self.peers[i].flush = true;
+        let Some(from) = wanted else {
+            self.donor.asked = None;
+            if self.donor.ready.as_deref().is_some_and(|tx| !useful(tx)) {
+                self.donor.ready = None;
             }
             return;
-        }
+        };
         // Asked already: a game that let the request pass (it was busy
-        // running frames) is asked again after a while.
+        // running frames) is asked again after a while. A state from a
+        // tick not run yet is asked for once it has run (this is called
+        // after every frame).
         let now = self.now;
         let stale = |at: Instant| now - at >= self.config.interrupt_after;
         if self.next_tick <= self.start {
             return;
         }
         let last = self.next_tick.saturating_sub(1);
-        if self.donor.asked.is_none_or(|(_, at)| stale(at)) {
+        if last < from {
+            return;
+        }
+        if self.donor.asked.is_none_or(|(t, at)| t < from || stale(at)) {
             self.donor.asked = Some((last, now));
             self.push_event(Event::SnapshotRequested { tick: last });
         }
@@ -345,19 +389,11 @@ impl<I: Input> MeshSession<I> {
     /// When the feeder next has something to do for snapshots by time
     /// alone: a lost chunk to send again, a request to repeat.
     pub(super) fn snapshot_timeout(&self) -> Option<Instant> {
-        // A snapshot whose tick not every live player has run waits for
-        // their datagrams, not for a timer.
-        let open = self.min_live_next();
         let resend = self
             .peers
             .iter()
-            .filter(|p| !p.chunk_starved && self.needs_snapshot(p))
-            .filter_map(|p| {
-                p.outgoing
-                    .as_ref()
-                    .filter(|tx| tx.tick() < open)?
-                    .next_resend()
-            })
+            .filter(|p| !p.chunk_starved && self.sending(p))
+            .filter_map(|p| p.outgoing.as_ref()?.next_resend())
             .min();
         let ask = self
             .donor
@@ -370,9 +406,29 @@ impl<I: Input> MeshSession<I> {
     /// tick has been run by every live player, and a chunk is due.
     pub(super) fn chunks_due(&self, i: usize) -> bool {
         let p = &self.peers[i];
-        p.outgoing.as_ref().is_some_and(|tx| {
-            self.needs_snapshot(p) && tx.tick() < self.min_live_next() && tx.has_due(self.now)
-        })
+        self.sending(p) && p.outgoing.as_ref().is_some_and(|tx| tx.has_due(self.now))
+    }
+
+    /// Whether the snapshot we hold for `p` may go now: an observer's once
+    /// every live player has run its tick (a snapshot whose tick not every
+    /// live player has run waits for their datagrams, not for a timer); a
+    /// player's for the request it is the answer to, while the player is
+    /// live and heard from. (A player that asked ran every frame before
+    /// the tick it asked from, and holds every input after it: no
+    /// abandonment can undo a tick we ran.)
+    fn sending(&self, p: &Peer) -> bool {
+        let Some(tx) = p.outgoing.as_deref() else {
+            return false;
+        };
+        match p.seat {
+            None => self.needs_snapshot(p) && tx.tick() < self.min_live_next(),
+            Some(s) => {
+                self.seat_live(s)
+                    && !p.left
+                    && !p.interrupted
+                    && p.giving.is_some_and(|g| g.id == tx.id() && !g.done)
+            }
+        }
     }
 
     /// Puts as many due chunks of peer `i`'s snapshot as fit; returns
@@ -396,6 +452,9 @@ impl<I: Input> MeshSession<I> {
     /// The acknowledgement to send peer `i`, if it is sending us a
     /// snapshot.
     pub(super) fn snapshot_ack_for(&self, i: usize) -> Option<SnapshotAck> {
+        if self.local_seat.is_some() {
+            return self.resync_ack(self.peers[i].id);
+        }
         let t = self.incoming.as_ref()?.current.as_ref()?;
         if t.from != self.peers[i].id {
             return None;
@@ -422,12 +481,15 @@ impl<I: Input> MeshSession<I> {
     /// loses nothing. A donor whose snapshot fails its checks is refused
     /// for `EXCLUSIVE_FOR` of `interrupt_after`.
     pub(super) fn take_chunk(&mut self, i: usize, c: &SnapshotChunk<'_>) {
+        if self.local_seat.is_some() {
+            self.take_resync_chunk(i, c);
+            return;
+        }
         let (now, from) = (self.now, self.peers[i].id);
         let Some(seat) = self.peers[i].seat else {
             return;
         };
-        if self.local_seat.is_some()
-            || c.tick < self.next_tick
+        if c.tick < self.next_tick
             // A seat known to be empty feeds nobody.
             || self.seats[seat.index()].empty_from.is_some()
             || !self.plausible(i, c.tick)

@@ -69,6 +69,10 @@ impl<I: Input> MeshSession<I> {
         // acknowledged anyway.
         let more = self.put_chunks(&mut w, i);
         let p = &self.peers[i];
+        // Its checkpoint first: a reader takes the first few.
+        for m in self.resync_request(p.id).into_iter().flatten() {
+            w.put(m);
+        }
         // While our game waits, whom it waits on: a peer waiting on no one
         // but itself is one that stopped sending input.
         let waiting = self.awaiting();

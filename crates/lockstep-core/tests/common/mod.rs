@@ -58,6 +58,8 @@ pub struct Record {
     pub corrupt: Option<Tick>,
     /// A snapshot asked of the game for a tick it has not run yet.
     pub owed: Option<Tick>,
+    /// The game hands over a wrong state when asked for its own.
+    pub poison: bool,
 }
 
 impl Record {
@@ -79,6 +81,7 @@ impl Record {
             skew: None,
             corrupt: None,
             owed: None,
+            poison: false,
         }
     }
 
@@ -111,8 +114,13 @@ impl Record {
 
     /// The game's state, as a snapshot's bytes.
     pub fn snapshot(&self) -> Vec<u8> {
-        let mut out = self.state.to_le_bytes().to_vec();
-        out.extend(filler(self.state, self.bulk));
+        let state = if self.poison {
+            self.state ^ SKEW
+        } else {
+            self.state
+        };
+        let mut out = state.to_le_bytes().to_vec();
+        out.extend(filler(state, self.bulk));
         out
     }
 

@@ -1,0 +1,390 @@
+//! Healing a player whose game state diverged, from a majority peer's.
+//!
+//! A player whose checkpoints differ from those of a strict majority of
+//! the live seats (itself counted among them) holds the odd state out.
+//! Once it has made its own checkpoint for the latest tick they differed
+//! at, it asks one of the peers it differs from for its state
+//! ([`SnapshotRequest`](crate::wire::Message::SnapshotRequest), repeated
+//! with that checkpoint until the first chunk arrives, so the donor sees
+//! the difference for itself however many checkpoints were lost) after the
+//! last tick it ran, and runs no frame past that tick meanwhile. The donor's game hands over its state
+//! from that tick or a later one; the player runs its own frames up to the
+//! state's tick (so its game holds its own state there, to compare), then
+//! replaces its state with the donor's and runs on. No frame is skipped or
+//! run twice, and its inputs flow all along: the other players wait only if
+//! the transfer outlasts their lead.
+//!
+//! A donor hands its state only to a live player whose checkpoints it found
+//! different from its own, while it is not itself the odd one out, and at
+//! most `max_resyncs` times to the same player. The player asks another
+//! donor when one sends nothing for [`DONOR_WAIT`] or sends a state that
+//! fails its checks, prefers a donor other than the one whose state left it
+//! diverged before, and gives the resync up after [`DONORS`] donors. Past
+//! `max_resyncs` resyncs it leaves the session instead
+//! ([`Event::DivergedTooOften`]).
+
+use super::MeshSession;
+use super::observe::open_envelope;
+use crate::snapshot::{Snapshot, SnapshotError, SnapshotReceiver};
+use crate::wire::{Checkpoint, Message, SnapshotAck, SnapshotChunk};
+use crate::{Event, Input, Instant, PeerId, Tick};
+use core::time::Duration;
+
+/// How long a donor may go without sending a chunk not held before (from
+/// the request on) before another is asked.
+pub(super) const DONOR_WAIT: Duration = Duration::from_secs(3);
+/// How many donors one resync asks before it is given up.
+pub(super) const DONORS: usize = 3;
+
+/// The resync this player asked for, from its request until a while after
+/// its state was replaced.
+#[derive(Debug)]
+pub(super) struct Asking {
+    /// The request's id (a new one for each donor asked).
+    id: u32,
+    donor: PeerId,
+    /// The last tick run when the resync began: no later frame runs until
+    /// the donor's state (from this tick on) arrives.
+    after: Tick,
+    /// When the donor was asked, or last sent a chunk not held before.
+    progress: Instant,
+    /// Whether a chunk arrived: the request stops.
+    started: bool,
+    /// Our latest checkpoint, sent with the request: the donor compares it
+    /// with its own.
+    proof: Checkpoint,
+    receiver: SnapshotReceiver,
+    /// The donor's state, whole and checked, until the game takes it.
+    ready: Option<Snapshot>,
+    /// The game was told ([`Event::Snapshot`]): every frame up to the
+    /// state's tick has run.
+    announced: bool,
+    /// When the game took it: the donor is told a while longer that it
+    /// arrived whole.
+    taken: Option<Instant>,
+    /// Donors asked before this one.
+    tried: Vec<PeerId>,
+}
+
+/// A request for our state from a player that diverged, accepted.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Giving {
+    pub(super) id: u32,
+    /// Our state from this tick on will do.
+    pub(super) after: Tick,
+    /// The transfer ended (it has it whole, and ran past it).
+    pub(super) done: bool,
+}
+
+impl<I: Input> MeshSession<I> {
+    /// Whether our checkpoints differ from those of a strict majority of
+    /// the live seats, our own counted: our state is the odd one out.
+    pub(super) fn odd_one_out(&self) -> bool {
+        let live = self.live_seats().count();
+        let differ = self
+            .peers
+            .iter()
+            .filter(|p| p.seat.is_some_and(|s| self.seat_live(s)) && p.checks.mismatch.is_some())
+            .count();
+        self.local_seat.is_some_and(|s| self.seat_live(s)) && differ * 2 > live
+    }
+
+    /// Starts a resync when our state is the odd one out, and moves one on:
+    /// another donor for one that went quiet, the end of one whose state
+    /// the game took a while ago.
+    pub(super) fn plan_resync(&mut self) {
+        if self.resync.is_some() {
+            self.progress_resync();
+            return;
+        }
+        if self.leaving
+            || self.config.max_resyncs == 0
+            || self.incoming.is_some()
+            || !self.odd_one_out()
+        {
+            return;
+        }
+        if self.resyncs >= self.config.max_resyncs {
+            let resyncs = self.resyncs;
+            self.push_event(Event::DivergedTooOften { resyncs });
+            self.leave();
+            return;
+        }
+        // The last tick run (none: nothing to compare yet).
+        if self.next_tick <= self.start {
+            return;
+        }
+        let after = self.next_tick.saturating_sub(1);
+        // Our own checkpoint where we differ, for the donor to compare.
+        let differ = self
+            .peers
+            .iter()
+            .filter_map(|p| p.checks.mismatch.map(|m| m.tick))
+            .max();
+        let Some(proof) = self
+            .checks
+            .last_made()
+            .filter(|c| differ.is_some_and(|d| c.tick >= d))
+        else {
+            return;
+        };
+        let Some(donor) = self.pick_donor(&[]) else {
+            return;
+        };
+        self.resyncs += 1;
+        let id = self.next_resync_id;
+        self.next_resync_id = id.wrapping_add(1);
+        self.resync = Some(Box::new(Asking {
+            id,
+            donor,
+            after,
+            progress: self.now,
+            started: false,
+            proof,
+            receiver: SnapshotReceiver::new(self.config.snapshot.clone()),
+            ready: None,
+            announced: false,
+            taken: None,
+            tried: Vec::new(),
+        }));
+        self.stats.resyncs += 1;
+        self.push_event(Event::Resyncing);
+        self.flush_peer(donor);
+    }
+
+    /// A donor for our state: a live player whose checkpoints differ from
+    /// ours, heard from lately, not asked yet in this resync; the one
+    /// whose state left us diverged last time only when nobody else can;
+    /// the nearest first.
+    fn pick_donor(&self, tried: &[PeerId]) -> Option<PeerId> {
+        self.peers
+            .iter()
+            .filter(|p| {
+                p.seat.is_some_and(|s| self.seat_live(s))
+                    && p.checks.mismatch.is_some()
+                    && p.greeted
+                    && !p.left
+                    && !p.interrupted
+                    && p.incompatible.is_none()
+                    && !tried.contains(&p.id)
+            })
+            .min_by_key(|p| {
+                (
+                    Some(p.id) == self.last_donor,
+                    p.rtt.get().unwrap_or(Duration::MAX),
+                    p.seat,
+                )
+            })
+            .map(|p| p.id)
+    }
+
+    /// A resync under way: another donor after a quiet one (or the resync
+    /// given up after [`DONORS`] of them), and the end of one whose state
+    /// the game took a while ago.
+    fn progress_resync(&mut self) {
+        let (now, quiet) = (self.now, self.config.interrupt_after);
+        let Some(r) = self.resync.as_deref() else {
+            return;
+        };
+        match r.taken {
+            Some(at) if now - at >= quiet => self.resync = None,
+            Some(_) => {}
+            None if r.announced => {}
+            None if now - r.progress >= DONOR_WAIT => self.next_donor(),
+            None => {}
+        }
+    }
+
+    /// The donor failed us: another is asked, under a new id, or the
+    /// resync is given up (frames run on; the state stays diverged, and a
+    /// later checkpoint may start another).
+    fn next_donor(&mut self) {
+        let Some(r) = self.resync.as_deref() else {
+            return;
+        };
+        let mut tried = r.tried.clone();
+        tried.push(r.donor);
+        let donor = if tried.len() < DONORS {
+            self.pick_donor(&tried)
+        } else {
+            None
+        };
+        let Some(donor) = donor else {
+            self.resync = None;
+            return;
+        };
+        let id = self.next_resync_id;
+        self.next_resync_id = id.wrapping_add(1);
+        let now = self.now;
+        if let Some(r) = self.resync.as_deref_mut() {
+            r.id = id;
+            r.donor = donor;
+            r.progress = now;
+            r.started = false;
+            r.receiver.reset();
+            r.ready = None;
+            r.tried = tried;
+        }
+        self.flush_peer(donor);
+    }
+
+    /// The last tick whose frame may run while a resync waits for its
+    /// state (and, once it arrived, for the frames up to the state's tick),
+    /// with whether the game was told it arrived.
+    pub(super) fn resync_limit(&self) -> Option<Tick> {
+        let r = self.resync.as_deref().filter(|r| r.taken.is_none())?;
+        Some(r.ready.as_ref().map_or(r.after, |s| s.tick))
+    }
+
+    /// When a resync next needs the clock: its donor's time is up, or the
+    /// donor has been told long enough that its state arrived.
+    pub(super) fn resync_timeout(&self) -> Option<Instant> {
+        let r = self.resync.as_deref()?;
+        match r.taken {
+            Some(at) => Some(at + self.config.interrupt_after),
+            None if r.announced => None,
+            None => Some(r.progress + DONOR_WAIT),
+        }
+    }
+
+    /// Tells the game the donor's state arrived once every frame up to its
+    /// tick has run.
+    pub(super) fn announce_resync(&mut self) {
+        let next = self.next_tick;
+        let Some(r) = self.resync.as_deref_mut() else {
+            return;
+        };
+        let Some(tick) = r.ready.as_ref().map(|s| s.tick) else {
+            return;
+        };
+        if !r.announced && next > tick {
+            r.announced = true;
+            self.push_event(Event::Snapshot { tick });
+        }
+    }
+
+    /// The donor's state, once announced: our chain starts over with it.
+    pub(super) fn take_resync(&mut self) -> Option<Snapshot> {
+        let now = self.now;
+        let r = self
+            .resync
+            .as_deref_mut()
+            .filter(|r| r.announced && r.taken.is_none())?;
+        let s = r.ready.take()?;
+        r.taken = Some(now);
+        self.last_donor = Some(r.donor);
+        self.restart_checks();
+        Some(s)
+    }
+
+    /// The request to put in a datagram for `peer`, with our checkpoint:
+    /// ours, until its first chunk arrives.
+    pub(super) fn resync_request(&self, peer: PeerId) -> Option<[Message<'static>; 2]> {
+        let r = self.resync.as_deref()?;
+        (r.donor == peer && !r.started && r.taken.is_none()).then_some([
+            Message::Checkpoint(r.proof),
+            Message::SnapshotRequest {
+                id: r.id,
+                tick: r.after,
+            },
+        ])
+    }
+
+    /// The acknowledgement for `peer`, our donor.
+    pub(super) fn resync_ack(&self, peer: PeerId) -> Option<SnapshotAck> {
+        let r = self.resync.as_deref().filter(|r| r.donor == peer)?;
+        r.receiver.current_ack()
+    }
+
+    /// A chunk from peer `i`: taken only from our donor, for our request,
+    /// of a state from the tick asked on and not past what the donor can
+    /// have run.
+    pub(super) fn take_resync_chunk(&mut self, i: usize, c: &SnapshotChunk<'_>) {
+        let (now, from, horizon, width) =
+            (self.now, self.peers[i].id, self.horizon(), self.seats.len());
+        let Some(r) = self.resync.as_deref_mut() else {
+            return;
+        };
+        if r.donor != from
+            || c.id != r.id
+            || r.ready.is_some()
+            || r.taken.is_some()
+            || c.tick < r.after
+            || c.tick >= horizon
+        {
+            return;
+        }
+        r.started = true;
+        self.peers[i].flush = true;
+        let before = r.receiver.progress();
+        let taken = r.receiver.take(c);
+        let gained = match (before, r.receiver.progress()) {
+            (Some((_, _, had, _)), Some((_, _, has, _))) => has > had,
+            (_, None) => taken.as_ref().is_ok_and(Option::is_some),
+            (None, Some(_)) => true,
+        };
+        if gained {
+            r.progress = now;
+        }
+        let whole = match taken {
+            Ok(None) => return,
+            Ok(Some(s)) => open_envelope(s, width).ok(),
+            Err(SnapshotError::BadWhole { .. }) => None,
+            Err(_) => {
+                self.stats.snapshot_errors += 1;
+                return;
+            }
+        };
+        match whole {
+            Some((snapshot, _)) => {
+                r.ready = Some(snapshot);
+                self.announce_resync();
+            }
+            // The donor's state fails its checks: another is asked.
+            None => {
+                self.stats.snapshot_errors += 1;
+                self.next_donor();
+            }
+        }
+    }
+
+    /// A request for our state from peer `i`, a player whose state it
+    /// says diverged: taken if we found it so too (and are not the odd one
+    /// out ourselves), for a tick it may have run, at most `max_resyncs`
+    /// times for the same player.
+    pub(super) fn take_resync_request(&mut self, i: usize, id: u32, after: Tick) {
+        let p = &self.peers[i];
+        if p.giving.is_some_and(|g| g.id == id) {
+            return;
+        }
+        let consent = self.local_seat.is_some()
+            && p.seat.is_some_and(|s| self.seat_live(s))
+            && p.checks.mismatch.is_some()
+            && p.donations < self.config.max_resyncs
+            && after < self.horizon()
+            && !self.leaving
+            && self.resync.is_none()
+            && !self.odd_one_out();
+        if !consent {
+            self.stats.resyncs_refused += 1;
+            return;
+        }
+        let p = &mut self.peers[i];
+        p.donations += 1;
+        p.giving = Some(Giving {
+            id,
+            after,
+            done: false,
+        });
+        p.outgoing = None;
+        p.chunk_starved = false;
+        self.stats.resyncs_given += 1;
+        self.plan_snapshots();
+    }
+
+    fn flush_peer(&mut self, peer: PeerId) {
+        if let Some(p) = self.peers.iter_mut().find(|p| p.id == peer) {
+            p.flush = true;
+        }
+    }
+}
