@@ -139,8 +139,6 @@ proptest! {
     ) {
         let mut sc = Scenario::new(players as usize, seed);
         sc.config.abandon_after = None;
-        // Hashes skewed, states not: resyncing would not help.
-        sc.config.max_resyncs = 0;
         sc.config.first_tick = Tick::new(first);
         sc.link = link;
         sc.period = Duration::from_millis(period);
@@ -280,6 +278,7 @@ proptest! {
     ) {
         let mut sc = Scenario::new(players as usize, seed);
         sc.config.abandon_after = None;
+        sc.config.resync = true;
         sc.link = link;
         let mut h = sc.build();
         h.checksum_every = 1;
@@ -317,6 +316,7 @@ proptest! {
 fn two_mesh_players_that_part_are_told_and_left_alone() {
     let mut sc = Scenario::new(2, 3);
     sc.config.abandon_after = None;
+    sc.config.resync = true;
     sc.link = LinkConditions {
         latency: Duration::from_millis(20),
         jitter: Duration::from_millis(5),
@@ -350,6 +350,7 @@ fn two_mesh_players_that_part_are_told_and_left_alone() {
 #[test]
 fn a_mesh_player_that_keeps_diverging_leaves() {
     let mut sc = Scenario::new(4, 11);
+    sc.config.resync = true;
     sc.config.max_resyncs = 2;
     sc.link = LinkConditions {
         latency: Duration::from_millis(20),

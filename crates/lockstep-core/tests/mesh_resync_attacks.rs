@@ -156,6 +156,7 @@ fn link() -> LinkConditions {
 fn build(roles: &[Role], seed: u64) -> World {
     let config = MeshConfig {
         abandon_after: None,
+        resync: true,
         ..MeshConfig::default()
     };
     let mut roster = Roster::new();

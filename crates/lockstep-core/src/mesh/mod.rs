@@ -89,11 +89,17 @@ pub struct MeshConfig {
     /// The session's first tick (for resuming a recorded session, or for
     /// tests near tick-number boundaries).
     pub first_tick: Tick,
-    /// How many times a player whose state diverged from the majority's is
-    /// resynced from a majority peer's state (see
-    /// [`Event::Resyncing`]), and how many times this peer hands its state
-    /// to the same player for that. Diverging once more, a player leaves
-    /// the session ([`Event::DivergedTooOften`]). 0 never resyncs.
+    /// Heal a player whose state diverged from the majority's with a
+    /// majority peer's state ([`Event::Resyncing`]). Every game of the
+    /// session must then hand its state over when asked
+    /// ([`Event::SnapshotRequested`]) and take the one it is sent
+    /// ([`Event::Snapshot`]); set it the same on every peer. Off, a
+    /// divergence is reported and located, and the game goes on with it.
+    pub resync: bool,
+    /// With `resync`: how many times a player is resynced, and how many
+    /// times this peer hands its state to the same player for that.
+    /// Diverging once more, a player leaves the session
+    /// ([`Event::DivergedTooOften`]).
     pub max_resyncs: u32,
 }
 
@@ -114,6 +120,7 @@ impl Default for MeshConfig {
             fingerprint: 0,
             ping_interval: Duration::from_millis(1000),
             first_tick: Tick::ZERO,
+            resync: false,
             max_resyncs: 3,
         }
     }

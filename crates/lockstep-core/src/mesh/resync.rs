@@ -22,6 +22,9 @@
 //! diverged before, and gives the resync up after [`DONORS`] donors. Past
 //! `max_resyncs` resyncs it leaves the session instead
 //! ([`Event::DivergedTooOften`]).
+//!
+//! All of it only with [`MeshConfig::resync`](super::MeshConfig::resync):
+//! the games must hand their state over and take one.
 
 use super::MeshSession;
 use super::observe::open_envelope;
@@ -97,11 +100,7 @@ impl<I: Input> MeshSession<I> {
             self.progress_resync();
             return;
         }
-        if self.leaving
-            || self.config.max_resyncs == 0
-            || self.incoming.is_some()
-            || !self.odd_one_out()
-        {
+        if self.leaving || !self.config.resync || self.incoming.is_some() || !self.odd_one_out() {
             return;
         }
         if self.resyncs >= self.config.max_resyncs {
@@ -357,7 +356,8 @@ impl<I: Input> MeshSession<I> {
         if p.giving.is_some_and(|g| g.id == id) {
             return;
         }
-        let consent = self.local_seat.is_some()
+        let consent = self.config.resync
+            && self.local_seat.is_some()
             && p.seat.is_some_and(|s| self.seat_live(s))
             && p.checks.mismatch.is_some()
             && p.donations < self.config.max_resyncs
