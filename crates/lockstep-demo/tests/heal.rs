@@ -73,22 +73,22 @@ trait Session {
 
 impl Session for ClientSession<PlayerInputs> {
     fn take_snapshot(&mut self) -> Option<lockstep_core::snapshot::Snapshot> {
-        ClientSession::take_snapshot(self)
+        Self::take_snapshot(self)
     }
     fn seat(&self) -> Option<PlayerId> {
-        ClientSession::seat(self)
+        Self::seat(self)
     }
     fn commit(&mut self, input: PlayerInputs) {
         let _ = self.commit_local(input);
     }
     fn advance(&mut self) -> Option<Frame<PlayerInputs>> {
-        ClientSession::advance(self)
+        Self::advance(self)
     }
     fn report(&mut self, tick: Tick, hash: u64) {
         let _ = self.report_checksum(tick, hash);
     }
     fn poll_event(&mut self) -> Option<Event> {
-        ClientSession::poll_event(self)
+        Self::poll_event(self)
     }
     fn provide(&mut self, tick: Tick, bytes: Vec<u8>) {
         let _ = self.provide_snapshot(tick, bytes);
@@ -97,22 +97,22 @@ impl Session for ClientSession<PlayerInputs> {
 
 impl Session for MeshSession<PlayerInputs> {
     fn take_snapshot(&mut self) -> Option<lockstep_core::snapshot::Snapshot> {
-        MeshSession::take_snapshot(self)
+        Self::take_snapshot(self)
     }
     fn seat(&self) -> Option<PlayerId> {
-        MeshSession::seat(self)
+        Self::seat(self)
     }
     fn commit(&mut self, input: PlayerInputs) {
         let _ = self.commit_local(input);
     }
     fn advance(&mut self) -> Option<Frame<PlayerInputs>> {
-        MeshSession::advance(self)
+        Self::advance(self)
     }
     fn report(&mut self, tick: Tick, hash: u64) {
         let _ = self.report_checksum(tick, hash);
     }
     fn poll_event(&mut self) -> Option<Event> {
-        MeshSession::poll_event(self)
+        Self::poll_event(self)
     }
     fn provide(&mut self, tick: Tick, bytes: Vec<u8>) {
         let _ = self.provide_snapshot(tick, bytes);
