@@ -440,6 +440,12 @@ impl Peer {
 ///   every stream stays identical; the decision travels in every packet
 ///   until every peer has it, and the frame at that tick carries
 ///   [`SystemEvent::Abandoned`].
+/// * Checkpoints of every peer's hash chain are compared with every other
+///   peer's ([`report_checksum`](Self::report_checksum)); a mismatch raises
+///   [`Event::Desync`] and a search for the first divergent tick. With
+///   [`MeshConfig::resync`], a player whose checkpoints differ from those
+///   of more than half of the live players takes one of their states
+///   ([`Event::Resyncing`]) and runs on from it.
 ///
 /// # Example
 ///

@@ -144,7 +144,9 @@ impl<I: Input> MeshSession<I> {
     ///
     /// The state goes to every observer that needs it (one that fell behind
     /// the frames kept for it, or joined late), in chunks, once every live
-    /// player has run `tick`.
+    /// player has run `tick`; and to a player whose state diverged and
+    /// asked for ours (see [`MeshConfig::resync`](super::MeshConfig::resync)),
+    /// at once.
     pub fn provide_snapshot(&mut self, tick: Tick, bytes: Vec<u8>) -> Result<(), SnapshotError> {
         let Some((asked, _)) = self.donor.asked else {
             return Ok(());
@@ -172,9 +174,11 @@ impl<I: Input> MeshSession<I> {
     }
 
     /// The snapshot [`Event::Snapshot`] announced, once (an observer that
-    /// fell behind, or joined late): replace the game's state with it, then
-    /// run frames as usual; they go on from the tick after it. Its bytes are
-    /// exactly those the feeder's game handed to
+    /// fell behind, or joined late; a player resyncing after
+    /// [`Event::Resyncing`], once it has run every frame up to the
+    /// snapshot's tick): replace the game's state with it, then run frames
+    /// as usual; they go on from the tick after it. Its bytes are exactly
+    /// those the donor's game handed to
     /// [`provide_snapshot`](Self::provide_snapshot). Frames wait until it is
     /// taken.
     pub fn take_snapshot(&mut self) -> Option<Snapshot> {
