@@ -2,8 +2,9 @@
 //! with datagrams delivered, dropped, duplicated, reordered or replaced by
 //! fuzzer bytes, snapshots handed over and restored (the observer's window
 //! is short, so it falls behind), and forged snapshots whose envelope is
-//! fuzzer bytes. Whatever happens: no panic, buffers within their bound,
-//! and any two sessions agree on every frame both ran.
+//! fuzzer bytes; games whose state is changed on purpose, and resynced
+//! from another player's. Whatever happens: no panic, buffers within their
+//! bound, and any two sessions agree on every frame both ran.
 #![no_main]
 
 use arbitrary::Arbitrary;
@@ -40,6 +41,8 @@ enum Op {
     ForgedSnapshot { peer: u8, from: u8, ahead: u16, bytes: Vec<u8> },
     AddObserver { peer: u8, id: u8 },
     RemoveObserver { peer: u8, id: u8 },
+    /// Changes a game's state (a desync for the checks to find and heal).
+    Corrupt { peer: u8 },
 }
 
 /// The state after each tick run, by tick; `None` for ticks a snapshot
@@ -63,7 +66,8 @@ impl Game {
     /// Restores `s`; false if it is not a state of this game (forged).
     fn restore(&mut self, s: &Snapshot) -> bool {
         let at = s.tick.get() as usize;
-        assert!(at >= self.chain.len(), "a snapshot of a state already run past");
+        // An observer's is ahead; a player resyncing ran its tick.
+        assert!(at + 1 >= self.chain.len(), "a snapshot of a state already run past");
         let raw = <[u8; 8]>::try_from(s.bytes.as_slice()).ok();
         self.state = raw.map_or(0, u64::from_le_bytes);
         self.chain.resize(at, None);
@@ -81,6 +85,7 @@ fuzz_target!(|ops: Vec<Op>| {
     let config = MeshConfig {
         abandon_after: Some(Duration::from_secs(2)),
         observer_window: 16,
+        resync: true,
         ..MeshConfig::default()
     };
     let mut now = Instant::ZERO;
@@ -193,6 +198,12 @@ fuzz_target!(|ops: Vec<Op>| {
                 }
                 w.finish();
                 tainted |= sessions[i].handle_datagram(PeerId(u32::from(from) % 6), &d, now).is_ok();
+            }
+            Op::Corrupt { peer } => {
+                // States may differ for good (two players that part have no
+                // majority): only the bounds and the absence of panics hold.
+                games[pick(peer)].state ^= 0x5A5A;
+                tainted = true;
             }
             Op::AddObserver { peer, id } => {
                 let _ = sessions[pick(peer)].add_observer(PeerId(u32::from(id) % 8));
