@@ -191,8 +191,9 @@ pub enum Event {
     /// Mesh: our checkpoints differ from those of a strict majority of the
     /// live players; one of them hands its state over. Commits go on, and
     /// so does every frame after the snapshot's. If no donor sends a state
-    /// (three are tried, three seconds each), no snapshot follows and
-    /// frames flow again.
+    /// (three are tried, each for `interrupt_after` without a chunk), no
+    /// snapshot follows, frames flow again, and the next resync starts
+    /// (it counts towards `max_resyncs`).
     Resyncing,
     /// Mesh: our state diverged from the majority's once more after
     /// `max_resyncs` resyncs. The session leaves (as

@@ -33,6 +33,9 @@ enum Role {
     /// Sends every peer chunks of a made-up state, under each id a resync
     /// could use.
     Stuffer,
+    /// Plays honestly, takes requests for its state, and never sends a
+    /// chunk of it.
+    Withholder,
 }
 
 struct Node {
@@ -86,6 +89,7 @@ impl Node {
         }
         for m in &d.messages {
             match m {
+                Message::SnapshotChunk(_) if self.role == Role::Withholder => {}
                 Message::Checkpoint(c) if self.role == Role::Liar => {
                     let value = if c.full {
                         c.value ^ 1
@@ -342,6 +346,34 @@ fn a_poisoning_donor_keeps_a_diverged_player_apart() {
         assert_eq!(w.resynced(id), 0, "{id}: {:?}", w.events(id));
     }
     assert_eq!(w.session(P(1)).stats().resyncs_given, 1);
+}
+
+/// The nearest majority peer takes the request and never sends its state:
+/// the diverged player asks another after `interrupt_after` and heals.
+#[test]
+fn a_withholding_donor_holds_a_diverged_player_back() {
+    let mut w = build(
+        &[Role::Honest, Role::Withholder, Role::Honest, Role::Honest],
+        29,
+    );
+    let near = LinkConditions {
+        latency: Duration::from_millis(2),
+        jitter: Duration::ZERO,
+        ..link()
+    };
+    w.sim.net.set_link_both(P(1), P(3), near);
+    w.records.get_mut(&P(3)).unwrap().corrupt = Some(Tick::new(150));
+    w.run(150 + 3 * u64::from(BLOCK) + 300);
+    w.agree(&[P(0), P(1), P(2), P(3)]);
+    assert_eq!(w.resynced(P(3)), 1, "{:?}", w.events(P(3)));
+    assert_eq!(
+        w.session(P(1)).stats().resyncs_given,
+        1,
+        "it was asked first"
+    );
+    for id in [P(0), P(1), P(2)] {
+        assert_eq!(w.resynced(id), 0, "{id}");
+    }
 }
 
 /// Chunks of a made-up state sent to every peer, under every id a resync

@@ -17,7 +17,7 @@
 //! A donor hands its state only to a live player whose checkpoints it found
 //! different from its own, while it is not itself the odd one out, and at
 //! most `max_resyncs` times to the same player. The player asks another
-//! donor when one sends nothing for [`DONOR_WAIT`] or sends a state that
+//! donor when one sends nothing new for `interrupt_after` or sends a state that
 //! fails its checks, prefers a donor other than the one whose state left it
 //! diverged before, and gives the resync up after [`DONORS`] donors. Past
 //! `max_resyncs` resyncs it leaves the session instead
@@ -33,9 +33,6 @@ use crate::wire::{Checkpoint, Message, SnapshotAck, SnapshotChunk};
 use crate::{Event, Input, Instant, PeerId, Tick};
 use core::time::Duration;
 
-/// How long a donor may go without sending a chunk not held before (from
-/// the request on) before another is asked.
-pub(super) const DONOR_WAIT: Duration = Duration::from_secs(3);
 /// How many donors one resync asks before it is given up.
 pub(super) const DONORS: usize = 3;
 
@@ -189,7 +186,7 @@ impl<I: Input> MeshSession<I> {
             Some(at) if now - at >= quiet => self.resync = None,
             Some(_) => {}
             None if r.announced => {}
-            None if now - r.progress >= DONOR_WAIT => self.next_donor(),
+            None if now - r.progress >= quiet => self.next_donor(),
             None => {}
         }
     }
@@ -242,7 +239,7 @@ impl<I: Input> MeshSession<I> {
         match r.taken {
             Some(at) => Some(at + self.config.interrupt_after),
             None if r.announced => None,
-            None => Some(r.progress + DONOR_WAIT),
+            None => Some(r.progress + self.config.interrupt_after),
         }
     }
 
