@@ -233,32 +233,7 @@ proptest! {
         prop_assert_eq!(outcome, Outcome::Done, "seed {}: {:?}; frames {:?}", seed, h.records[&skewed].events,
             sc.client_ids().iter().map(|id| h.client(*id).stats().frames).collect::<Vec<_>>());
         h.assert_streams_agree(&sc.client_ids());
-        let states: Vec<u64> = sc.client_ids().iter().map(|id| h.records[id].state).collect();
-        let n = sc
-            .client_ids()
-            .iter()
-            .map(|id| h.records[id].chain.len())
-            .min()
-            .unwrap_or(0);
-        for id in sc.client_ids() {
-            let rec = &h.records[&id];
-            prop_assert_eq!(rec.chain[n - 1], h.records[&PeerId(1 + (skewed.0 % players))].chain[n - 1],
-                "seed {}: {} ends apart ({:?})", seed, id, states);
-            let resynced = rec.events.iter().any(|e| matches!(e, Event::Resyncing));
-            prop_assert_eq!(resynced, id == skewed, "seed {}: {}: {:?}", seed, id, rec.events);
-        }
-        let rec = &h.records[&skewed];
-        let order: Vec<&str> = rec
-            .events
-            .iter()
-            .filter_map(|e| match e {
-                Event::Resyncing => Some("resyncing"),
-                Event::Snapshot { .. } => Some("snapshot"),
-                Event::CaughtUp { .. } => Some("caught up"),
-                _ => None,
-            })
-            .collect();
-        prop_assert_eq!(order, vec!["resyncing", "snapshot", "caught up"], "seed {}", seed);
+        healed_alone(seed, &h.records, &sc.client_ids(), skewed, &["resyncing", "snapshot", "caught up"])?;
     }
 }
 
@@ -288,26 +263,61 @@ proptest! {
         let outcome = h.run_until_tick(inj.after + 2 * BLOCK + 300, secs(900));
         prop_assert_eq!(outcome, Outcome::Done, "seed {}: {:?}", seed, h.records[&bad].events);
         h.assert_streams_agree(&sc.peer_ids());
-        let n = sc.peer_ids().iter().map(|id| h.records[id].chain.len()).min().unwrap_or(0);
-        let good = PeerId((bad.0 + 1) % players);
-        for id in sc.peer_ids() {
-            let rec = &h.records[&id];
-            prop_assert_eq!(rec.chain[n - 1], h.records[&good].chain[n - 1],
-                "seed {}: {} ends apart: {:?}", seed, id, rec.events);
-            let resynced = rec.events.iter().filter(|e| matches!(e, Event::Resyncing)).count();
-            prop_assert_eq!(resynced, usize::from(id == bad), "seed {}: {}: {:?}", seed, id, rec.events);
-        }
-        let order: Vec<&str> = h.records[&bad]
+        healed_alone(seed, &h.records, &sc.peer_ids(), bad, &["resyncing", "snapshot"])?;
+    }
+}
+
+/// Every machine of `ids` ended on the same state; `bad` alone was
+/// resynced, once, hearing `order` of the resync's events.
+fn healed_alone(
+    seed: u64,
+    records: &BTreeMap<PeerId, Record>,
+    ids: &[PeerId],
+    bad: PeerId,
+    order: &[&str],
+) -> Result<(), TestCaseError> {
+    let n = ids
+        .iter()
+        .map(|id| records[id].chain.len())
+        .min()
+        .unwrap_or(0);
+    let good = ids.iter().copied().find(|id| *id != bad).unwrap_or(bad);
+    for id in ids {
+        let rec = &records[id];
+        prop_assert_eq!(
+            rec.chain[n - 1],
+            records[&good].chain[n - 1],
+            "seed {}: {} ends apart: {:?}",
+            seed,
+            id,
+            rec.events
+        );
+        let resynced = rec
             .events
             .iter()
-            .filter_map(|e| match e {
-                Event::Resyncing => Some("resyncing"),
-                Event::Snapshot { .. } => Some("snapshot"),
-                _ => None,
-            })
-            .collect();
-        prop_assert_eq!(order, vec!["resyncing", "snapshot"], "seed {}", seed);
+            .filter(|e| matches!(e, Event::Resyncing))
+            .count();
+        prop_assert_eq!(
+            resynced,
+            usize::from(*id == bad),
+            "seed {}: {}: {:?}",
+            seed,
+            id,
+            rec.events
+        );
     }
+    let heard: Vec<&str> = records[&bad]
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Resyncing => Some("resyncing"),
+            Event::Snapshot { .. } => Some("snapshot"),
+            Event::CaughtUp { .. } => Some("caught up"),
+            _ => None,
+        })
+        .collect();
+    prop_assert_eq!(heard, order.to_vec(), "seed {}", seed);
+    Ok(())
 }
 
 /// Two players that part have no majority: each hears of the desync and

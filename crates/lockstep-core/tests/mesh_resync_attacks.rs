@@ -322,16 +322,10 @@ fn lying_checkpoints_make_an_honest_player_resync() {
     }
 }
 
-/// A player whose state truly diverged is handed a wrong state by the
-/// nearest majority peer: it diverges again, asks someone else, and ends
-/// on everyone's state; nobody else is resynced.
-#[test]
-fn a_poisoning_donor_keeps_a_diverged_player_apart() {
-    let mut w = build(
-        &[Role::Honest, Role::Poisoner, Role::Honest, Role::Honest],
-        25,
-    );
-    // The poisoner is the diverged player's nearest peer: asked first.
+/// Four players, seat 1 in `role` and the nearest peer of seat 3, whose
+/// state diverges at tick 150: the donor it asks first.
+fn nearest_donor(role: Role, seed: u64) -> World {
+    let mut w = build(&[Role::Honest, role, Role::Honest, Role::Honest], seed);
     let near = LinkConditions {
         latency: Duration::from_millis(2),
         jitter: Duration::ZERO,
@@ -339,6 +333,15 @@ fn a_poisoning_donor_keeps_a_diverged_player_apart() {
     };
     w.sim.net.set_link_both(P(1), P(3), near);
     w.records.get_mut(&P(3)).unwrap().corrupt = Some(Tick::new(150));
+    w
+}
+
+/// A player whose state truly diverged is handed a wrong state by the
+/// nearest majority peer: it diverges again, asks someone else, and ends
+/// on everyone's state; nobody else is resynced.
+#[test]
+fn a_poisoning_donor_keeps_a_diverged_player_apart() {
+    let mut w = nearest_donor(Role::Poisoner, 25);
     w.run(150 + 4 * u64::from(BLOCK) + 300);
     w.agree(&[P(0), P(1), P(2), P(3)]);
     assert_eq!(w.resynced(P(3)), 2, "{:?}", w.events(P(3)));
@@ -352,17 +355,7 @@ fn a_poisoning_donor_keeps_a_diverged_player_apart() {
 /// the diverged player asks another after `interrupt_after` and heals.
 #[test]
 fn a_withholding_donor_holds_a_diverged_player_back() {
-    let mut w = build(
-        &[Role::Honest, Role::Withholder, Role::Honest, Role::Honest],
-        29,
-    );
-    let near = LinkConditions {
-        latency: Duration::from_millis(2),
-        jitter: Duration::ZERO,
-        ..link()
-    };
-    w.sim.net.set_link_both(P(1), P(3), near);
-    w.records.get_mut(&P(3)).unwrap().corrupt = Some(Tick::new(150));
+    let mut w = nearest_donor(Role::Withholder, 29);
     w.run(150 + 3 * u64::from(BLOCK) + 300);
     w.agree(&[P(0), P(1), P(2), P(3)]);
     assert_eq!(w.resynced(P(3)), 1, "{:?}", w.events(P(3)));

@@ -71,53 +71,36 @@ trait Session {
     fn provide(&mut self, tick: Tick, bytes: Vec<u8>);
 }
 
-impl Session for ClientSession<PlayerInputs> {
-    fn take_snapshot(&mut self) -> Option<lockstep_core::snapshot::Snapshot> {
-        Self::take_snapshot(self)
-    }
-    fn seat(&self) -> Option<PlayerId> {
-        Self::seat(self)
-    }
-    fn commit(&mut self, input: PlayerInputs) {
-        let _ = self.commit_local(input);
-    }
-    fn advance(&mut self) -> Option<Frame<PlayerInputs>> {
-        Self::advance(self)
-    }
-    fn report(&mut self, tick: Tick, hash: u64) {
-        let _ = self.report_checksum(tick, hash);
-    }
-    fn poll_event(&mut self) -> Option<Event> {
-        Self::poll_event(self)
-    }
-    fn provide(&mut self, tick: Tick, bytes: Vec<u8>) {
-        let _ = self.provide_snapshot(tick, bytes);
-    }
+/// The two sessions' own methods, as [`Session`].
+macro_rules! session {
+    ($t:ty) => {
+        impl Session for $t {
+            fn take_snapshot(&mut self) -> Option<lockstep_core::snapshot::Snapshot> {
+                Self::take_snapshot(self)
+            }
+            fn seat(&self) -> Option<PlayerId> {
+                Self::seat(self)
+            }
+            fn commit(&mut self, input: PlayerInputs) {
+                let _ = self.commit_local(input);
+            }
+            fn advance(&mut self) -> Option<Frame<PlayerInputs>> {
+                Self::advance(self)
+            }
+            fn report(&mut self, tick: Tick, hash: u64) {
+                let _ = self.report_checksum(tick, hash);
+            }
+            fn poll_event(&mut self) -> Option<Event> {
+                Self::poll_event(self)
+            }
+            fn provide(&mut self, tick: Tick, bytes: Vec<u8>) {
+                let _ = self.provide_snapshot(tick, bytes);
+            }
+        }
+    };
 }
-
-impl Session for MeshSession<PlayerInputs> {
-    fn take_snapshot(&mut self) -> Option<lockstep_core::snapshot::Snapshot> {
-        Self::take_snapshot(self)
-    }
-    fn seat(&self) -> Option<PlayerId> {
-        Self::seat(self)
-    }
-    fn commit(&mut self, input: PlayerInputs) {
-        let _ = self.commit_local(input);
-    }
-    fn advance(&mut self) -> Option<Frame<PlayerInputs>> {
-        Self::advance(self)
-    }
-    fn report(&mut self, tick: Tick, hash: u64) {
-        let _ = self.report_checksum(tick, hash);
-    }
-    fn poll_event(&mut self) -> Option<Event> {
-        Self::poll_event(self)
-    }
-    fn provide(&mut self, tick: Tick, bytes: Vec<u8>) {
-        let _ = self.provide_snapshot(tick, bytes);
-    }
-}
+session!(ClientSession<PlayerInputs>);
+session!(MeshSession<PlayerInputs>);
 
 fn play(c: &mut dyn Session, p: &mut Player) {
     if let Some(s) = c.take_snapshot() {

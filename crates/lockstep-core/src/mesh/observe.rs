@@ -90,7 +90,7 @@ impl Transfer {
 
 /// Why a reassembled snapshot's envelope was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct BadEnvelope;
+struct BadEnvelope;
 
 /// Wraps the game's `bytes` with the seats empty by the snapshot's tick.
 fn wrap_envelope(empty: &[(PlayerId, Tick)], bytes: &[u8]) -> Vec<u8> {
@@ -108,7 +108,7 @@ fn wrap_envelope(empty: &[(PlayerId, Tick)], bytes: &[u8]) -> Vec<u8> {
 /// Splits a snapshot into the seats empty by its tick and the game's bytes,
 /// checking every seat is one of the session's `width` and every tick is at
 /// or before the snapshot's.
-pub(super) fn open_envelope(
+fn open_envelope(
     mut s: Snapshot,
     width: usize,
 ) -> Result<(Snapshot, Vec<(PlayerId, Tick)>), BadEnvelope> {
@@ -133,6 +133,44 @@ pub(super) fn open_envelope(
     }
     s.bytes.drain(..end);
     Ok((s, empty))
+}
+
+/// What a chunk did to the snapshot it is part of.
+pub(super) enum Taken {
+    /// More chunks are to come.
+    Partial,
+    /// The snapshot, whole and checked, with the seats empty by its tick.
+    Whole(Snapshot, Vec<(PlayerId, Tick)>),
+    /// The whole failed its checks (hash, envelope): its sender's fault.
+    Bad,
+    /// This chunk failed its checks: the link's, or a stray's.
+    Refused,
+}
+
+/// Takes chunk `c` into `rx`, for a session of `width` seats: whether it
+/// was a chunk not held before (or the last one), and what came of it.
+pub(super) fn take_into(
+    rx: &mut SnapshotReceiver,
+    c: &SnapshotChunk<'_>,
+    width: usize,
+) -> (bool, Taken) {
+    let before = rx.progress();
+    let taken = rx.take(c);
+    let gained = match (before, rx.progress()) {
+        (Some((a, _, had, _)), Some((b, _, has, _))) => a == b && has > had,
+        (None, Some(_)) => true,
+        (_, None) => matches!(taken, Ok(Some(_))),
+    };
+    let taken = match taken {
+        Ok(None) => Taken::Partial,
+        Ok(Some(s)) => match open_envelope(s, width) {
+            Ok((s, empty)) => Taken::Whole(s, empty),
+            Err(BadEnvelope) => Taken::Bad,
+        },
+        Err(SnapshotError::BadWhole { .. }) => Taken::Bad,
+        Err(_) => Taken::Refused,
+    };
+    (gained, taken)
 }
 
 impl<I: Input> MeshSession<I> {
@@ -534,35 +572,20 @@ impl<I: Input> MeshSession<I> {
             return;
         };
         self.peers[i].flush = true;
-        let before = t.receiver.progress();
-        let taken = t.receiver.take(c);
-        let gained = match (before, t.receiver.progress()) {
-            (Some((a, _, had, _)), Some((b, _, has, _))) => a == b && has > had,
-            (None, Some(_)) => true,
-            _ => false,
-        };
+        let (gained, taken) = take_into(&mut t.receiver, c, self.seats.len());
         if gained {
             t.progress = now;
         }
-        let whole = match taken {
-            Ok(None) => return,
-            Ok(Some(s)) => open_envelope(s, self.seats.len()).ok(),
-            // One bad chunk is the link's or a stray's; a bad whole is the
-            // donor's.
-            Err(SnapshotError::BadWhole { .. }) => None,
-            Err(_) => {
-                self.stats.snapshot_errors += 1;
-                return;
-            }
-        };
-        match whole {
-            Some((snapshot, empty)) => {
+        match taken {
+            Taken::Partial => {}
+            Taken::Refused => self.stats.snapshot_errors += 1,
+            Taken::Whole(snapshot, empty) => {
                 let tick = snapshot.tick;
                 inc.ready = Some((snapshot, empty));
                 self.restart_checks();
                 self.push_event(Event::Snapshot { tick });
             }
-            None => {
+            Taken::Bad => {
                 self.stats.snapshot_errors += 1;
                 inc.barred = Some((from, now + exclusive));
                 inc.current = inc.parked.take();

@@ -27,8 +27,8 @@
 //! the games must hand their state over and take one.
 
 use super::MeshSession;
-use super::observe::open_envelope;
-use crate::snapshot::{Snapshot, SnapshotError, SnapshotReceiver};
+use super::observe::{Taken, take_into};
+use crate::snapshot::{Snapshot, SnapshotReceiver};
 use crate::wire::{Checkpoint, Message, SnapshotAck, SnapshotChunk};
 use crate::{Event, Input, Instant, PeerId, Tick};
 use core::time::Duration;
@@ -312,32 +312,19 @@ impl<I: Input> MeshSession<I> {
         }
         r.started = true;
         self.peers[i].flush = true;
-        let before = r.receiver.progress();
-        let taken = r.receiver.take(c);
-        let gained = match (before, r.receiver.progress()) {
-            (Some((_, _, had, _)), Some((_, _, has, _))) => has > had,
-            (_, None) => taken.as_ref().is_ok_and(Option::is_some),
-            (None, Some(_)) => true,
-        };
+        let (gained, taken) = take_into(&mut r.receiver, c, width);
         if gained {
             r.progress = now;
         }
-        let whole = match taken {
-            Ok(None) => return,
-            Ok(Some(s)) => open_envelope(s, width).ok(),
-            Err(SnapshotError::BadWhole { .. }) => None,
-            Err(_) => {
-                self.stats.snapshot_errors += 1;
-                return;
-            }
-        };
-        match whole {
-            Some((snapshot, _)) => {
+        match taken {
+            Taken::Partial => {}
+            Taken::Refused => self.stats.snapshot_errors += 1,
+            Taken::Whole(snapshot, _) => {
                 r.ready = Some(snapshot);
                 self.announce_resync();
             }
             // The donor's state fails its checks: another is asked.
-            None => {
+            Taken::Bad => {
                 self.stats.snapshot_errors += 1;
                 self.next_donor();
             }
