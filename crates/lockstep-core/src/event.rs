@@ -196,7 +196,7 @@ pub enum Event {
     /// (it counts towards `max_resyncs`).
     Resyncing,
     /// Mesh: our state diverged from the majority's once more after
-    /// `max_resyncs` resyncs. The session leaves (as
+    /// `max_resyncs` resyncs within 1,024 ticks. The session leaves (as
     /// [`leave`](crate::MeshSession::leave) does): the other players abandon
     /// our seat.
     DivergedTooOften {

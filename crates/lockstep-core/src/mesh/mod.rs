@@ -24,7 +24,7 @@ use crate::wire::{self, Abandon, Datagram, Endorsement, Message, WireError};
 use crate::{Event, Frame, Input, Instant, PeerId, PlayerId, Tick};
 use core::time::Duration;
 use packet::Refusal;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use store::{Cell, Slot, Store};
 
 /// Most events held for the game before the oldest are dropped.
@@ -96,9 +96,9 @@ pub struct MeshConfig {
     /// ([`Event::Snapshot`]); set it the same on every peer. Off, a
     /// divergence is reported and located, and the game goes on with it.
     pub resync: bool,
-    /// With `resync`: how many times a player is resynced, and how many
-    /// times this peer hands its state to the same player for that.
-    /// Diverging once more, a player leaves the session
+    /// With `resync`: how many times within 1,024 ticks a player is
+    /// resynced, and this peer hands its state to the same player for
+    /// that. Diverging once more within them, a player leaves the session
     /// ([`Event::DivergedTooOften`]).
     pub max_resyncs: u32,
 }
@@ -337,8 +337,12 @@ struct Peer {
     chunk_starved: bool,
     /// A player that diverged: its request for our state, accepted.
     giving: Option<resync::Giving>,
-    /// Requests of its for our state accepted so far.
-    donations: u32,
+    /// When we accepted its requests for our state (our next tick then),
+    /// within the last [`resync::MEMORY`] ticks.
+    donated: VecDeque<Tick>,
+    /// Its latest request's id: an older one (replayed, reordered) is not
+    /// taken.
+    last_request: Option<u32>,
 }
 
 impl Peer {
@@ -375,7 +379,8 @@ impl Peer {
             outgoing: None,
             chunk_starved: false,
             giving: None,
-            donations: 0,
+            donated: VecDeque::new(),
+            last_request: None,
         }
     }
 }
@@ -519,8 +524,9 @@ pub struct MeshSession<I: Input> {
     /// As a player whose state diverged: the majority peer's state asked
     /// for.
     resync: Option<Box<resync::Asking>>,
-    /// Resyncs begun.
-    resyncs: u32,
+    /// When our resyncs began (our next tick then), within the last
+    /// [`resync::MEMORY`] ticks.
+    resynced: VecDeque<Tick>,
     next_resync_id: u32,
     /// The donor of the last resync: asked last if we diverge again.
     last_donor: Option<PeerId>,
@@ -665,7 +671,7 @@ impl<I: Input> MeshSession<I> {
             donor: observe::Donor::default(),
             incoming: None,
             resync: None,
-            resyncs: 0,
+            resynced: VecDeque::new(),
             next_resync_id: 0,
             last_donor: None,
             stall_started: None,

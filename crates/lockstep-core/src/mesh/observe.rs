@@ -45,6 +45,14 @@ pub(super) struct Donor {
     next_id: u32,
 }
 
+impl Donor {
+    /// Forgets the state held and the one asked for (ids go on counting).
+    pub(super) fn forget(&mut self) {
+        self.asked = None;
+        self.ready = None;
+    }
+}
+
 /// How many `interrupt_after` a donor has the transfer to itself, however
 /// it progresses, before another donor's chunks may take over.
 const EXCLUSIVE_FOR: u32 = 30;
@@ -351,10 +359,13 @@ impl<I: Input> MeshSession<I> {
             let end = match (p.seat, p.giving) {
                 (None, _) => !feeds || p.left || !useful(tx) || passed,
                 (Some(_), Some(g)) if g.id == tx.id() => {
-                    if passed {
+                    // Past the state's tick, it took it or never will (it
+                    // took another donor's, or gave up).
+                    let over = passed || p.next_tick > tx.tick().saturating_add(1);
+                    if over {
                         p.giving = Some(resync::Giving { done: true, ..g });
                     }
-                    p.left || !live || passed
+                    p.left || !live || over
                 }
                 (Some(_), _) => true,
             };

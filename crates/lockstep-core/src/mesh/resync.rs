@@ -26,15 +26,24 @@
 //! All of it only with [`MeshConfig::resync`](super::MeshConfig::resync):
 //! the games must hand their state over and take one.
 
-use super::MeshSession;
 use super::observe::{Taken, take_into};
+use super::{MeshSession, Peer};
 use crate::snapshot::{Snapshot, SnapshotReceiver};
 use crate::wire::{Checkpoint, Message, SnapshotAck, SnapshotChunk};
 use crate::{Event, Input, Instant, PeerId, Tick};
 use core::time::Duration;
+use std::collections::VecDeque;
 
 /// How many donors one resync asks before it is given up.
 pub(super) const DONORS: usize = 3;
+/// How many `interrupt_after` a donor has in all, however it progresses,
+/// before another is asked: a donor sending a chunk now and then cannot
+/// hold the player (and, once their lead runs out, everyone) for good.
+const DONOR_TIME: u32 = 10;
+/// Ticks over which resyncs (and states handed to one player) count
+/// towards `max_resyncs`: a game that keeps diverging runs out of them
+/// within a few blocks; one glitch now and then never does.
+pub(crate) const MEMORY: u32 = 16 * crate::desync::BLOCK;
 
 /// The resync this player asked for, from its request until a while after
 /// its state was replaced.
@@ -48,6 +57,8 @@ pub(super) struct Asking {
     after: Tick,
     /// When the donor was asked, or last sent a chunk not held before.
     progress: Instant,
+    /// When the donor was asked.
+    asked: Instant,
     /// Whether a chunk arrived: the request stops.
     started: bool,
     /// Our latest checkpoint, sent with the request: the donor compares it
@@ -81,12 +92,14 @@ impl<I: Input> MeshSession<I> {
     /// the live seats, our own counted: our state is the odd one out.
     pub(super) fn odd_one_out(&self) -> bool {
         let live = self.live_seats().count();
-        let differ = self
-            .peers
+        self.local_seat.is_some_and(|s| self.seat_live(s)) && self.differing().count() * 2 > live
+    }
+
+    /// The live players whose checkpoints differ from ours.
+    fn differing(&self) -> impl Iterator<Item = &Peer> + '_ {
+        self.peers
             .iter()
             .filter(|p| p.seat.is_some_and(|s| self.seat_live(s)) && p.checks.mismatch.is_some())
-            .count();
-        self.local_seat.is_some_and(|s| self.seat_live(s)) && differ * 2 > live
     }
 
     /// Starts a resync when our state is the odd one out, and moves one on:
@@ -100,8 +113,10 @@ impl<I: Input> MeshSession<I> {
         if self.leaving || !self.config.resync || self.incoming.is_some() || !self.odd_one_out() {
             return;
         }
-        if self.resyncs >= self.config.max_resyncs {
-            let resyncs = self.resyncs;
+        let since = self.next_tick.saturating_sub(MEMORY);
+        forget_before(&mut self.resynced, since);
+        if self.resynced.len() >= self.config.max_resyncs as usize {
+            let resyncs = self.resynced.len() as u32;
             self.push_event(Event::DivergedTooOften { resyncs });
             self.leave();
             return;
@@ -113,8 +128,7 @@ impl<I: Input> MeshSession<I> {
         let after = self.next_tick.saturating_sub(1);
         // Our own checkpoint where we differ, for the donor to compare.
         let differ = self
-            .peers
-            .iter()
+            .differing()
             .filter_map(|p| p.checks.mismatch.map(|m| m.tick))
             .max();
         let Some(proof) = self
@@ -127,7 +141,10 @@ impl<I: Input> MeshSession<I> {
         let Some(donor) = self.pick_donor(&[]) else {
             return;
         };
-        self.resyncs += 1;
+        self.resynced.push_back(self.next_tick);
+        // A state of ours, held or asked of the game, is the diverged one:
+        // nobody gets it.
+        self.forget_state();
         let id = self.next_resync_id;
         self.next_resync_id = id.wrapping_add(1);
         self.resync = Some(Box::new(Asking {
@@ -135,6 +152,7 @@ impl<I: Input> MeshSession<I> {
             donor,
             after,
             progress: self.now,
+            asked: self.now,
             started: false,
             proof,
             receiver: SnapshotReceiver::new(self.config.snapshot.clone()),
@@ -178,15 +196,15 @@ impl<I: Input> MeshSession<I> {
     /// given up after [`DONORS`] of them), and the end of one whose state
     /// the game took a while ago.
     fn progress_resync(&mut self) {
-        let (now, quiet) = (self.now, self.config.interrupt_after);
+        let now = self.now;
         let Some(r) = self.resync.as_deref() else {
             return;
         };
         match r.taken {
-            Some(at) if now - at >= quiet => self.resync = None,
+            Some(at) if now >= at + self.config.interrupt_after => self.resync = None,
             Some(_) => {}
             None if r.announced => {}
-            None if now - r.progress >= quiet => self.next_donor(),
+            None if self.resync_timeout().is_some_and(|t| now >= t) => self.next_donor(),
             None => {}
         }
     }
@@ -216,6 +234,7 @@ impl<I: Input> MeshSession<I> {
             r.id = id;
             r.donor = donor;
             r.progress = now;
+            r.asked = now;
             r.started = false;
             r.receiver.reset();
             r.ready = None;
@@ -236,10 +255,11 @@ impl<I: Input> MeshSession<I> {
     /// donor has been told long enough that its state arrived.
     pub(super) fn resync_timeout(&self) -> Option<Instant> {
         let r = self.resync.as_deref()?;
+        let quiet = self.config.interrupt_after;
         match r.taken {
-            Some(at) => Some(at + self.config.interrupt_after),
+            Some(at) => Some(at + quiet),
             None if r.announced => None,
-            None => Some(r.progress + self.config.interrupt_after),
+            None => Some((r.progress + quiet).min(r.asked + quiet * DONOR_TIME)),
         }
     }
 
@@ -270,6 +290,7 @@ impl<I: Input> MeshSession<I> {
         r.taken = Some(now);
         self.last_donor = Some(r.donor);
         self.restart_checks();
+        self.forget_state();
         Some(s)
     }
 
@@ -336,15 +357,22 @@ impl<I: Input> MeshSession<I> {
     /// out ourselves), for a tick it may have run, at most `max_resyncs`
     /// times for the same player.
     pub(super) fn take_resync_request(&mut self, i: usize, id: u32, after: Tick) {
-        let p = &self.peers[i];
-        if p.giving.is_some_and(|g| g.id == id) {
+        let since = self.next_tick.saturating_sub(MEMORY);
+        let p = &mut self.peers[i];
+        // Ids count up: one not newer than the latest is a repeat, a
+        // replay or a late copy.
+        if p.last_request
+            .is_some_and(|l| id.wrapping_sub(l) as i32 <= 0)
+        {
             return;
         }
+        forget_before(&mut p.donated, since);
+        let p = &self.peers[i];
         let consent = self.config.resync
             && self.local_seat.is_some()
             && p.seat.is_some_and(|s| self.seat_live(s))
             && p.checks.mismatch.is_some()
-            && p.donations < self.config.max_resyncs
+            && p.donated.len() < self.config.max_resyncs as usize
             && after < self.horizon()
             && !self.leaving
             && self.resync.is_none()
@@ -353,8 +381,10 @@ impl<I: Input> MeshSession<I> {
             self.stats.resyncs_refused += 1;
             return;
         }
+        let next = self.next_tick;
         let p = &mut self.peers[i];
-        p.donations += 1;
+        p.last_request = Some(id);
+        p.donated.push_back(next);
         p.giving = Some(Giving {
             id,
             after,
@@ -366,9 +396,27 @@ impl<I: Input> MeshSession<I> {
         self.plan_snapshots();
     }
 
+    /// Drops the state we hold for others and the one asked of the game
+    /// (and the transfers of it to observers): ours is about to be, or was
+    /// just, replaced.
+    fn forget_state(&mut self) {
+        self.donor.forget();
+        for p in &mut self.peers {
+            p.outgoing = None;
+            p.chunk_starved = false;
+        }
+    }
+
     fn flush_peer(&mut self, peer: PeerId) {
         if let Some(p) = self.peers.iter_mut().find(|p| p.id == peer) {
             p.flush = true;
         }
+    }
+}
+
+/// Drops the ticks before `since` from `ticks` (ascending).
+fn forget_before(ticks: &mut VecDeque<Tick>, since: Tick) {
+    while ticks.front().is_some_and(|t| *t < since) {
+        ticks.pop_front();
     }
 }
