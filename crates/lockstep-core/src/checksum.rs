@@ -31,6 +31,9 @@ const MADE: usize = 4;
 /// Checkpoints (and acknowledgements) one datagram carries at most, and a
 /// reader takes.
 const PER_DATAGRAM: usize = 4;
+/// A remote's checkpoints kept once compared with ours (two blocks'
+/// worth): which of the differing states a majority holds.
+const RECENT: usize = 2 * (BLOCK / CHECK_INTERVAL) as usize;
 
 /// The checkpoint value for the chain `chain` through `tick`: the whole
 /// chain when `full`, else its low 16 bits.
@@ -220,6 +223,7 @@ impl LocalChecks {
 
     fn compare(&self, remote: &mut RemoteChecks, cp: Checkpoint) -> Option<Mismatch> {
         let local = self.value(cp.tick, cp.full)?;
+        remote.compared(cp, local);
         if local == cp.value {
             match remote.mismatch {
                 None => remote.agreed = remote.agreed.max(Some(cp.tick)),
@@ -228,9 +232,11 @@ impl LocalChecks {
                 // by one equal to its). Compared afresh from that block on;
                 // its older checkpoints, late, are not.
                 Some(m) if cp.full && block_of(cp.tick) > block_of(m.tick) => {
+                    let from = Tick::new(block_of(cp.tick) * BLOCK);
                     remote.mismatch = None;
                     remote.agreed = Some(cp.tick);
-                    remote.healed_from = Some(Tick::new(block_of(cp.tick) * BLOCK));
+                    remote.healed_from = Some(from);
+                    remote.recent.retain(|c| c.tick >= from);
                     remote.healed += 1;
                 }
                 Some(_) => {}
@@ -554,6 +560,8 @@ pub(crate) struct RemoteChecks {
     healed_from: Option<Tick>,
     /// How many times a mismatch with it ended so.
     pub(crate) healed: u32,
+    /// Its latest checkpoints compared with ours, oldest first.
+    recent: VecDeque<Compared>,
     /// Our checkpoints on the way to it, and our acknowledgements of its.
     delivery: Delivery,
     /// Our search for where we parted, after a mismatch.
@@ -564,6 +572,16 @@ pub(crate) struct RemoteChecks {
     answers: Option<TokenBucket>,
     /// The id of our next search.
     next_id: u32,
+}
+
+/// One of a remote's checkpoints, compared with ours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Compared {
+    pub(crate) tick: Tick,
+    /// Its value (all 64 bits when the checkpoint closes a block).
+    pub(crate) value: u64,
+    /// Whether ours differed.
+    pub(crate) differs: bool,
 }
 
 /// What came of a remote's checkpoints and answers.
@@ -628,6 +646,32 @@ impl RemoteChecks {
     pub(crate) fn ignore_from(&mut self, tick: Tick) {
         self.ignore_from = Some(self.ignore_from.map_or(tick, |t| t.min(tick)));
         self.pending.retain(|t, _| *t < tick);
+        self.recent.retain(|c| c.tick < tick);
+    }
+
+    /// Notes a checkpoint of its compared with ours (`local`), once.
+    fn compared(&mut self, cp: Checkpoint, local: u64) {
+        if self.recent.iter().any(|c| c.tick == cp.tick) {
+            return;
+        }
+        if self.recent.len() >= RECENT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(Compared {
+            tick: cp.tick,
+            value: cp.value,
+            differs: cp.value != local,
+        });
+    }
+
+    /// Its latest checkpoints compared with ours (two blocks' worth).
+    pub(crate) fn recent(&self) -> impl Iterator<Item = &Compared> + '_ {
+        self.recent.iter()
+    }
+
+    /// Its checkpoint for `tick`, if compared lately.
+    pub(crate) fn sent(&self, tick: Tick) -> Option<u64> {
+        self.recent.iter().find(|c| c.tick == tick).map(|c| c.value)
     }
 
     fn ignored(&self, tick: Tick) -> bool {
@@ -638,6 +682,7 @@ impl RemoteChecks {
     /// goes on (it holds the chain it needs).
     pub(crate) fn restart(&mut self) {
         self.pending.clear();
+        self.recent.clear();
         self.agreed = None;
         self.mismatch = None;
         self.healed_from = None;

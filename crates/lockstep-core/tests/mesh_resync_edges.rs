@@ -525,3 +525,62 @@ fn a_resync_while_another_player_is_abandoned() {
         );
     }
 }
+
+fn resyncs(w: &World, id: PeerId) -> usize {
+    w.events(id)
+        .iter()
+        .filter(|e| matches!(e, Event::Resyncing))
+        .count()
+}
+
+/// Three players, two of them diverging differently (in one checkpoint
+/// interval): three states, none held by a majority. Nobody's is the odd
+/// one out, so nobody resyncs or is made to leave, and play goes on.
+/// (Each used to think itself the odd one out: all asked, none gave, and
+/// two left after `max_resyncs` tries.)
+#[test]
+fn a_three_way_split_resyncs_nobody() {
+    let mut w = build(
+        &[Role::Honest, Role::Honest, Role::Honest],
+        resync_config(),
+        41,
+    );
+    w.records.get_mut(&P(1)).unwrap().corrupt = Some(Tick::new(148));
+    w.records.get_mut(&P(2)).unwrap().corrupt = Some(Tick::new(149));
+    let o = w.run(150 + 6 * u64::from(BLOCK), 200);
+    assert_eq!(o, Outcome::Done);
+    for i in 0..3 {
+        let events = w.events(P(i));
+        assert!(
+            events.iter().any(|e| matches!(e, Event::Desync { .. })),
+            "P{i} never saw the split: {events:?}"
+        );
+        assert_eq!(resyncs(&w, P(i)), 0, "P{i}: {events:?}");
+        assert!(
+            !events
+                .iter()
+                .any(|e| matches!(e, Event::DivergedTooOften { .. } | Event::Abandoned { .. })),
+            "P{i}: {events:?}"
+        );
+    }
+}
+
+/// Five players, two of them diverging differently: each of the two
+/// differs from a majority of three that agree, and heals from one of
+/// them (never from the other diverged player, whose state no majority
+/// holds). All five end on one state.
+#[test]
+fn two_players_diverging_differently_heal_from_the_majority() {
+    let mut w = build(&[const { Role::Honest }; 5], resync_config(), 43);
+    w.records.get_mut(&P(3)).unwrap().corrupt = Some(Tick::new(148));
+    w.records.get_mut(&P(4)).unwrap().corrupt = Some(Tick::new(149));
+    let o = w.run(150 + 4 * u64::from(BLOCK) + 300, 200);
+    assert_eq!(o, Outcome::Done);
+    for i in 0..3 {
+        assert_eq!(resyncs(&w, P(i)), 0, "P{i}: {:?}", w.events(P(i)));
+    }
+    for i in 3..5 {
+        assert_eq!(resyncs(&w, P(i)), 1, "P{i}: {:?}", w.events(P(i)));
+    }
+    common::assert_streams_agree(43, &w.records, &[P(0), P(1), P(2), P(3), P(4)]);
+}

@@ -1,7 +1,9 @@
 //! Healing a player whose game state diverged, from a majority peer's.
 //!
-//! A player whose checkpoints differ from those of a strict majority of
-//! the live seats (itself counted among them) holds the odd state out.
+//! A player holds the odd state out when a strict majority of the live
+//! seats (itself counted among them) sent the same checkpoint for one tick,
+//! and its own differs. (When no state has a majority, say three players
+//! on three different states, nobody resyncs: there is no state to trust.)
 //! Once it has made its own checkpoint for the latest tick they differed
 //! at, it asks one of the peers it differs from for its state
 //! ([`SnapshotRequest`](crate::wire::Message::SnapshotRequest), repeated
@@ -88,11 +90,41 @@ pub(super) struct Giving {
 }
 
 impl<I: Input> MeshSession<I> {
-    /// Whether our checkpoints differ from those of a strict majority of
-    /// the live seats, our own counted: our state is the odd one out.
+    /// Whether our state is the odd one out: a strict majority of the live
+    /// seats (ours counted) sent one checkpoint value, not ours.
     pub(super) fn odd_one_out(&self) -> bool {
+        !self.majority_against().is_empty()
+    }
+
+    /// The live players that sent, for one checkpoint tick, the same value
+    /// different from ours, when they are a strict majority of the live
+    /// seats (ours counted); none otherwise. Three states all different
+    /// have no majority: nobody's is the odd one out, and nobody resyncs.
+    fn majority_against(&self) -> Vec<PeerId> {
         let live = self.live_seats().count();
-        self.local_seat.is_some_and(|s| self.seat_live(s)) && self.differing().count() * 2 > live
+        if !self.local_seat.is_some_and(|s| self.seat_live(s)) {
+            return Vec::new();
+        }
+        let players = || {
+            self.peers
+                .iter()
+                .filter(|p| p.seat.is_some_and(|s| self.seat_live(s)))
+        };
+        for p in players() {
+            let Some(m) = p.checks.mismatch else {
+                continue;
+            };
+            for c in p.checks.recent().filter(|c| c.differs && c.tick >= m.tick) {
+                let group: Vec<PeerId> = players()
+                    .filter(|q| q.checks.sent(c.tick) == Some(c.value))
+                    .map(|q| q.id)
+                    .collect();
+                if group.len() * 2 > live {
+                    return group;
+                }
+            }
+        }
+        Vec::new()
     }
 
     /// The live players whose checkpoints differ from ours.
@@ -166,16 +198,19 @@ impl<I: Input> MeshSession<I> {
         self.flush_peer(donor);
     }
 
-    /// A donor for our state: a live player whose checkpoints differ from
-    /// ours, heard from lately, not asked yet in this resync; the one
-    /// whose state left us diverged last time only when nobody else can;
-    /// the nearest first.
+    /// A donor for our state: a live player of the majority whose
+    /// checkpoints differ from ours (any whose checkpoints differ, when
+    /// that majority is no longer in view), heard from lately, not asked
+    /// yet in this resync; the one whose state left us diverged last time
+    /// only when nobody else can; the nearest first.
     fn pick_donor(&self, tried: &[PeerId]) -> Option<PeerId> {
+        let majority = self.majority_against();
         self.peers
             .iter()
             .filter(|p| {
                 p.seat.is_some_and(|s| self.seat_live(s))
                     && p.checks.mismatch.is_some()
+                    && (majority.is_empty() || majority.contains(&p.id))
                     && p.greeted
                     && !p.left
                     && !p.interrupted
