@@ -52,16 +52,19 @@ pub enum Event {
         /// `tick`, the room's first).
         kept: bool,
     },
-    /// The game's state is wanted for someone joining the game under way.
+    /// The game's state is wanted for someone joining the game under way,
+    /// or for a machine whose state diverged from the majority's.
     ///
     /// Sequenced: the sequencer asks for the state right after `tick`, for
-    /// a joining player; once the game has run frame `tick` (or now, if it
-    /// just did), it hands that state to
+    /// a joining or reconnecting player, or for a client it resyncs; once
+    /// the game has run frame `tick` (or now, if it just did), it hands
+    /// that state to
     /// [`ClientSession::provide_snapshot`](crate::sequenced::ClientSession::provide_snapshot).
     ///
     /// Mesh: an observer fell behind the frames kept for it, or joined
-    /// late; any state from `tick` on will do, so the game hands its
-    /// current one to
+    /// late, or (with [`MeshConfig::resync`](crate::MeshConfig::resync)) a
+    /// player diverged; any state from `tick` on will do, so the game hands
+    /// its current one to
     /// [`MeshSession::provide_snapshot`](crate::MeshSession::provide_snapshot)
     /// at once.
     SnapshotRequested {
@@ -69,7 +72,8 @@ pub enum Event {
         tick: Tick,
     },
     /// The game's state after `tick` arrived (we joined a game under way,
-    /// or, as a mesh observer, fell too far behind): take it with the
+    /// fell too far behind as a mesh observer, or are being resynced after
+    /// [`Resyncing`](Event::Resyncing)): take it with the
     /// session's `take_snapshot`
     /// ([sequenced](crate::sequenced::ClientSession::take_snapshot),
     /// [mesh](crate::MeshSession::take_snapshot)), replace the game's state
@@ -188,8 +192,9 @@ pub enum Event {
     /// joiner does until [`CaughtUp`](Event::CaughtUp), its commits refused
     /// meanwhile.
     ///
-    /// Mesh: our checkpoints differ from those of a strict majority of the
-    /// live players; one of them hands its state over. Commits go on, and
+    /// Mesh: a strict majority of the live players (us counted) sent one
+    /// checkpoint value and ours differs; one of them hands its state
+    /// over. Commits go on, and
     /// so does every frame after the snapshot's. If no donor sends a state
     /// (three are tried, each for `interrupt_after` without a chunk), no
     /// snapshot follows, frames flow again, and the next resync starts
