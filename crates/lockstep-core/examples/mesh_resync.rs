@@ -199,7 +199,10 @@ fn main() -> ExitCode {
     if outcome != Outcome::Done {
         eprintln!("the players did not reach tick {END}: {outcome:?}");
     }
-    println!("{:.1} s of virtual time", sim.now().as_millis() as f64 / 1e3);
+    println!(
+        "{:.1} s of virtual time",
+        sim.now().as_millis() as f64 / 1e3
+    );
     let mut ends = Vec::new();
     for (id, game) in &games {
         println!("{id}: state at tick {END}: {:016x?}", game.at_end);
