@@ -402,9 +402,6 @@ fn main() {
                 };
                 let (_, games) = run(2_000 + k, loss, at.get() + 600, true, Some(inject));
                 if let Some((t, w)) = games[peer.0 as usize].healed {
-                    if w.as_millis() > 500 {
-                        eprintln!("DEBUG {name} loss {loss} k {k} wait {w:?}");
-                    }
                     ticks.push(t);
                     waits.push(w.as_millis() as u32);
                 }
