@@ -37,6 +37,14 @@ pub enum SystemEvent {
         /// The seat.
         player: PlayerId,
     },
+    /// Host mode: the host left, and the player on this seat sequences the
+    /// match from this frame on. Nothing about the game changes (the
+    /// departed host's seat empties by its own `Left` or `Abandoned` in
+    /// the same frame); a game may show who hosts now.
+    HostChanged {
+        /// The new host's seat.
+        player: PlayerId,
+    },
 }
 
 impl SystemEvent {
@@ -46,7 +54,8 @@ impl SystemEvent {
             Self::Joined { player }
             | Self::Left { player }
             | Self::Abandoned { player }
-            | Self::CaughtUp { player } => player,
+            | Self::CaughtUp { player }
+            | Self::HostChanged { player } => player,
         }
     }
 }

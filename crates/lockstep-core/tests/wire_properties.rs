@@ -132,7 +132,7 @@ proptest! {
         start in any::<u32>(),
         seats in 1usize..8,
         rows in proptest::collection::vec(proptest::collection::vec(proptest::option::of(any::<u16>()), 8), 1..40),
-        events in proptest::collection::vec((0usize..40, 0u16..8, any::<bool>()), 0..5),
+        events in proptest::collection::vec((0usize..40, 0u16..8, 0u8..5), 0..5),
     ) {
         let start = start.min(u32::MAX - rows.len() as u32);
         let mut frames: Vec<Frame<u16>> = rows.iter().enumerate().map(|(i, r)| Frame {
@@ -140,10 +140,16 @@ proptest! {
             inputs: r[..seats].to_vec(),
             events: vec![],
         }).collect();
-        for (at, p, joined) in events {
+        for (at, p, kind) in events {
             if let Some(f) = frames.get_mut(at) {
                 let player = PlayerId(p);
-                f.events.push(if joined { SystemEvent::Joined { player } } else { SystemEvent::Abandoned { player } });
+                f.events.push(match kind {
+                    0 => SystemEvent::Joined { player },
+                    1 => SystemEvent::Abandoned { player },
+                    2 => SystemEvent::Left { player },
+                    3 => SystemEvent::CaughtUp { player },
+                    _ => SystemEvent::HostChanged { player },
+                });
             }
         }
         let mut body = Vec::new();

@@ -25,6 +25,7 @@ const EVENT_JOINED: u8 = 1;
 const EVENT_ABANDONED: u8 = 2;
 const EVENT_LEFT: u8 = 3;
 const EVENT_CAUGHT_UP: u8 = 4;
+const EVENT_HOST_CHANGED: u8 = 5;
 
 /// Most system events one frame may carry on the wire.
 pub(crate) const MAX_EVENTS: usize = 256;
@@ -87,6 +88,7 @@ pub(crate) fn put_event(out: &mut Vec<u8>, ev: &SystemEvent) {
         SystemEvent::Abandoned { .. } => EVENT_ABANDONED,
         SystemEvent::Left { .. } => EVENT_LEFT,
         SystemEvent::CaughtUp { .. } => EVENT_CAUGHT_UP,
+        SystemEvent::HostChanged { .. } => EVENT_HOST_CHANGED,
     };
     out.push(tag);
     put_varint(out, u64::from(ev.player().0));
@@ -100,6 +102,7 @@ pub(crate) fn read_event(r: &mut Reader<'_>) -> Result<SystemEvent, WireError> {
         EVENT_ABANDONED => Ok(SystemEvent::Abandoned { player }),
         EVENT_LEFT => Ok(SystemEvent::Left { player }),
         EVENT_CAUGHT_UP => Ok(SystemEvent::CaughtUp { player }),
+        EVENT_HOST_CHANGED => Ok(SystemEvent::HostChanged { player }),
         _ => Err(WireError::Invalid("unknown system event")),
     }
 }
