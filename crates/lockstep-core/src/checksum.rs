@@ -578,7 +578,9 @@ pub(crate) struct RemoteChecks {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Compared {
     pub(crate) tick: Tick,
-    /// Its value (all 64 bits when the checkpoint closes a block).
+    /// Whether it was sent as a block's full checkpoint.
+    pub(crate) full: bool,
+    /// Its value (all 64 bits when full).
     pub(crate) value: u64,
     /// Whether ours differed.
     pub(crate) differs: bool,
@@ -595,6 +597,9 @@ pub(crate) enum Outcome {
         checkpoint: Tick,
         first: Option<FirstDifference>,
     },
+    /// A mismatch ended: a later block's full checkpoint agrees (its state,
+    /// or ours, was replaced), compared afresh from this tick on.
+    Agreed { from: Tick },
 }
 
 /// The checks messages of one datagram.
@@ -659,6 +664,7 @@ impl RemoteChecks {
         }
         self.recent.push_back(Compared {
             tick: cp.tick,
+            full: cp.full,
             value: cp.value,
             differs: cp.value != local,
         });
@@ -669,9 +675,13 @@ impl RemoteChecks {
         self.recent.iter()
     }
 
-    /// Its checkpoint for `tick`, if compared lately.
-    pub(crate) fn sent(&self, tick: Tick) -> Option<u64> {
-        self.recent.iter().find(|c| c.tick == tick).map(|c| c.value)
+    /// Whether it sent `c` lately (the same tick, width and value), and it
+    /// differed from ours: a short value passed off as a full one never
+    /// counts with the short ones it copies.
+    pub(crate) fn sent(&self, c: &Compared) -> bool {
+        self.recent
+            .iter()
+            .any(|e| e.tick == c.tick && e.full == c.full && e.value == c.value && e.differs)
     }
 
     fn ignored(&self, tick: Tick) -> bool {
@@ -699,9 +709,11 @@ impl RemoteChecks {
         let mut out = Vec::new();
         for &cp in &msgs.checkpoints {
             self.delivery.took(cp);
+            let healed = self.healed;
             if let Some(m) = local.receive(self, cp) {
                 out.push(self.mismatched(local, m, now));
             }
+            out.extend(self.agreed_again(healed));
         }
         for &t in &msgs.acks {
             self.delivery.acked(t, &local.kept);
@@ -720,9 +732,20 @@ impl RemoteChecks {
     }
 
     /// Compares what it sent for ticks we have now reported.
-    pub(crate) fn catch_up(&mut self, local: &LocalChecks, now: Instant) -> Option<Outcome> {
-        let m = local.catch_up(self)?;
-        Some(self.mismatched(local, m, now))
+    pub(crate) fn catch_up(&mut self, local: &LocalChecks, now: Instant) -> Vec<Outcome> {
+        let healed = self.healed;
+        let m = local.catch_up(self);
+        let mut out: Vec<Outcome> = self.agreed_again(healed).into_iter().collect();
+        if let Some(m) = m {
+            out.push(self.mismatched(local, m, now));
+        }
+        out
+    }
+
+    /// The mismatch that ended since `healed` was read, if one did.
+    fn agreed_again(&self, healed: u32) -> Option<Outcome> {
+        let from = self.healed_from.filter(|_| self.healed != healed)?;
+        Some(Outcome::Agreed { from })
     }
 
     fn mismatched(&mut self, local: &LocalChecks, m: Mismatch, now: Instant) -> Outcome {

@@ -373,6 +373,8 @@ impl<G: Checked> Run<G> {
 /// The version of the [`Report`] layout; a reader refuses one it does not
 /// know.
 pub const REPORT_VERSION: u32 = 2;
+/// A report's hashes when the first divergent tick was not found.
+const UNKNOWN: &str = "unknown";
 
 /// A desync explained, to keep and to read later: where two states parted,
 /// why, both hashes, the fields that differ and the frames that led there.
@@ -536,8 +538,8 @@ impl Report {
         r.fields_tick = Some(fields_tick.get());
         if first.is_none() {
             r.cause = "the state differs from the majority's; the first divergent tick could not be found".into();
-            r.expected_hash = "unknown".into();
-            r.found_hash = "unknown".into();
+            r.expected_hash = UNKNOWN.into();
+            r.found_hash = UNKNOWN.into();
         }
         r
     }
@@ -549,7 +551,7 @@ impl Report {
         let mut out = String::new();
         let side = |v: &Option<String>| v.clone().unwrap_or_else(|| "(absent)".into());
         if self.fields.is_empty() {
-            out.push_str("(no fields shown: the game's Checked::fields lists none)\n");
+            out.push_str("(no field differs, or the game lists none)\n");
         }
         for f in &self.fields {
             let _ = writeln!(
@@ -563,11 +565,15 @@ impl Report {
         if let Some(t) = self.fields_tick {
             let _ = writeln!(out, "(fields compared after tick {t})");
         }
-        let _ = writeln!(
-            out,
-            "\nfirst different after tick {}: {}",
-            self.tick, self.cause
-        );
+        if self.expected_hash == UNKNOWN {
+            let _ = writeln!(out, "\nnot located: {}", self.cause);
+        } else {
+            let _ = writeln!(
+                out,
+                "\nfirst different after tick {}: {}",
+                self.tick, self.cause
+            );
+        }
         if let Some(c) = self.checkpoint {
             let _ = writeln!(out, "found at the checkpoint through tick {c}");
         }
@@ -583,7 +589,8 @@ impl Report {
             let inputs: Vec<String> = f
                 .inputs
                 .iter()
-                .map(|i| i.clone().unwrap_or_else(|| "-".into()))
+                .enumerate()
+                .map(|(seat, i)| format!("P{seat}={}", i.as_deref().unwrap_or("-")))
                 .collect();
             let _ = write!(out, "  tick {}: {}", f.tick, inputs.join(" | "));
             if !f.events.is_empty() {

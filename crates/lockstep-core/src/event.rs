@@ -8,9 +8,13 @@ use core::time::Duration;
 
 /// Something that happened in a session, drained with `poll_event`.
 ///
-/// Events are information: a game may ignore every one of them and the
-/// session still works. Everything the simulation must act on is in the
-/// frame stream instead.
+/// Most events are information, and a game may ignore them. A few ask
+/// something of the game, and a session that uses what they belong to
+/// waits until the game acts: [`SnapshotRequested`](Event::SnapshotRequested)
+/// (hand the state over) and [`Snapshot`](Event::Snapshot) (take it) with
+/// late joiners, observers or resyncs, and
+/// [`Reconnected { kept: false }`](Event::Reconnected) (reset the game).
+/// Everything the simulation must run is in the frame stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Event {
@@ -165,7 +169,8 @@ pub enum Event {
     },
     /// A peer's checkpoint differs from ours: the two simulations diverged
     /// at or before `tick`, since the last checkpoint they agreed on.
-    /// Reported once per peer (until the state is replaced); the search for
+    /// Reported once per peer, until our state is replaced or the peer
+    /// agrees again ([`DesyncEnded`](Event::DesyncEnded)); the search for
     /// the first divergent tick follows, and ends with
     /// [`DesyncLocated`](Event::DesyncLocated). In the sequenced topology
     /// the peer is the sequencer, whose reference is the majority's (or its
@@ -194,11 +199,12 @@ pub enum Event {
     ///
     /// Mesh: a strict majority of the live players (us counted) sent one
     /// checkpoint value and ours differs; one of them hands its state
-    /// over. Commits go on, and
-    /// so does every frame after the snapshot's. If no donor sends a state
-    /// (three are tried, each for `interrupt_after` without a chunk), no
-    /// snapshot follows, frames flow again, and the next resync starts
-    /// (it counts towards `max_resyncs`).
+    /// over. Commits go on, and frames after the snapshot's tick run once
+    /// it is taken. If no donor delivers a state (three are tried, each for
+    /// `interrupt_after` without a new chunk), or the game does not take
+    /// the state within 10 `interrupt_after` of its `Snapshot`, the resync
+    /// is given up: while we still differ, the next one starts at once with
+    /// another `Resyncing` (each counts towards `max_resyncs`).
     Resyncing,
     /// Mesh: our state diverged from the majority's once more after
     /// `max_resyncs` resyncs within 1,024 ticks. The session leaves (as
@@ -219,5 +225,18 @@ pub enum Event {
         /// held on one side, the peer stopped answering, or 12 rounds did
         /// not settle it).
         first: Option<FirstDifference>,
+    },
+    /// A peer we differed from agrees again: a full checkpoint of a later
+    /// block than the one that differed matches ours (its state, or ours,
+    /// was replaced). Checkpoints are compared afresh from `from` on, and a
+    /// new divergence raises a new [`Desync`](Event::Desync). Until this
+    /// event, a peer that diverged once is not reported again (every
+    /// checkpoint of its differs). Not raised on the machine that restored
+    /// a snapshot: restoring ends its mismatches.
+    DesyncEnded {
+        /// The peer.
+        peer: PeerId,
+        /// The first tick of the block compared afresh.
+        from: Tick,
     },
 }

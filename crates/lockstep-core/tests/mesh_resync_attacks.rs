@@ -36,6 +36,12 @@ enum Role {
     /// Plays honestly, takes requests for its state, and never sends a
     /// chunk of it.
     Withholder,
+    /// Sends its honest short checkpoints flagged full, same 16-bit value
+    /// (every honest player sent that value, short): with `only`, to that
+    /// peer alone.
+    Flipper {
+        only: Option<PeerId>,
+    },
 }
 
 struct Node {
@@ -48,7 +54,7 @@ struct Node {
 
 impl Node {
     /// Rewrites a datagram of the node's honest session as its role says.
-    fn rewrite(&mut self, bytes: &[u8]) -> Option<Vec<u8>> {
+    fn rewrite(&mut self, to: PeerId, bytes: &[u8]) -> Option<Vec<u8>> {
         let d = Datagram::decode(bytes, self.session.frame()).ok()?;
         let mut out = Vec::new();
         let mut w = DatagramWriter::new(&mut out, d.base, 1200);
@@ -90,6 +96,13 @@ impl Node {
         for m in &d.messages {
             match m {
                 Message::SnapshotChunk(_) if self.role == Role::Withholder => {}
+                Message::Checkpoint(c)
+                    if !c.full
+                        && matches!(self.role, Role::Flipper { only } if only.is_none_or(|o| o == to)) =>
+                {
+                    w.push(&Message::Checkpoint(Checkpoint { full: true, ..*c }))
+                        .ok()?;
+                }
                 Message::Checkpoint(c) if self.role == Role::Liar => {
                     let value = if c.full {
                         c.value ^ 1
@@ -127,7 +140,7 @@ impl Endpoint for Node {
         if matches!(self.role, Role::Honest | Role::Poisoner) {
             return Some(t);
         }
-        let rewritten = self.rewrite(&buf[..t.len])?;
+        let rewritten = self.rewrite(t.destination, &buf[..t.len])?;
         buf.clear();
         buf.extend_from_slice(&rewritten);
         Some(Transmit {
@@ -393,4 +406,68 @@ fn a_stuffer_slips_its_state_into_a_resync() {
             "{id}"
         );
     }
+}
+
+/// A short checkpoint passed off as a full one (the same 16-bit value every
+/// honest player sent, short) differs from everyone's full chain, and used
+/// to count with the honest short ones as a majority against each receiver:
+/// every honest player resynced three times and left within 20 ticks (found
+/// in review). A value counts only with values of the same width.
+#[test]
+fn a_short_checkpoint_flagged_full_makes_no_majority() {
+    for only in [None, Some(P(0))] {
+        let roles = [
+            Role::Honest,
+            Role::Honest,
+            Role::Flipper { only },
+            Role::Honest,
+            Role::Honest,
+        ];
+        let mut w = build(&roles, 31);
+        w.run(3 * u64::from(BLOCK) + 200);
+        w.agree(&[P(0), P(1), P(2), P(3), P(4)]);
+        for id in [P(0), P(1), P(3), P(4)] {
+            assert_eq!(w.resynced(id), 0, "{id}: {:?}", w.events(id));
+            assert!(
+                !w.events(id)
+                    .iter()
+                    .any(|e| matches!(e, Event::DivergedTooOften { .. })),
+                "{id}"
+            );
+        }
+    }
+}
+
+/// Three of seven players, the nearest to a player whose state diverged,
+/// take its requests and never send their state: each resync used to spend
+/// its three tries on them, and the player left after three resyncs
+/// (found in review). Donors that failed are asked after everyone else
+/// for 1,024 ticks: it heals from an honest one.
+#[test]
+fn three_near_withholders_cannot_expel_a_diverged_player() {
+    let mut roles = vec![Role::Honest; 7];
+    for r in &mut roles[1..4] {
+        *r = Role::Withholder;
+    }
+    let mut w = build(&roles, 51);
+    let near = LinkConditions {
+        latency: Duration::from_millis(2),
+        jitter: Duration::ZERO,
+        ..link()
+    };
+    for i in 1..4 {
+        w.sim.net.set_link_both(P(0), P(i), near.clone());
+    }
+    w.records.get_mut(&P(0)).unwrap().corrupt = Some(Tick::new(150));
+    w.run(150 + 4 * u64::from(BLOCK) + 300);
+    let all: Vec<PeerId> = (0..7).map(P).collect();
+    w.agree(&all);
+    assert!(
+        !w.events(P(0))
+            .iter()
+            .any(|e| matches!(e, Event::DivergedTooOften { .. })),
+        "{:?}",
+        w.events(P(0))
+    );
+    assert!(w.resynced(P(0)) <= 2, "{:?}", w.events(P(0)));
 }

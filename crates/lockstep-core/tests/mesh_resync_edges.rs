@@ -584,3 +584,106 @@ fn two_players_diverging_differently_heal_from_the_majority() {
     }
     common::assert_streams_agree(43, &w.records, &[P(0), P(1), P(2), P(3), P(4)]);
 }
+
+/// A player heals, then diverges again: the others hear the first mismatch
+/// end (`DesyncEnded`) and the second begin (a second `Desync`), and it
+/// heals again. Before, a peer that diverged once was never reported again
+/// to the others.
+#[test]
+fn a_second_divergence_after_healing_is_reported_again() {
+    let mut w = build(&[const { Role::Honest }; 4], resync_config(), 45);
+    w.records.get_mut(&P(3)).unwrap().corrupt = Some(Tick::new(150));
+    let second = 150 + 4 * BLOCK;
+    assert_eq!(w.run(u64::from(second) - 20, 200), Outcome::Done);
+    w.records.get_mut(&P(3)).unwrap().corrupt = Some(Tick::new(second));
+    assert_eq!(
+        w.run(u64::from(second) + 3 * u64::from(BLOCK), 200),
+        Outcome::Done
+    );
+    common::assert_streams_agree(45, &w.records, &[P(0), P(1), P(2), P(3)]);
+    assert_eq!(resyncs(&w, P(3)), 2, "{:?}", w.events(P(3)));
+    for i in 0..3 {
+        let about = |e: &&Event| match e {
+            Event::Desync { peer, .. } | Event::DesyncEnded { peer, .. } => *peer == P(3),
+            _ => false,
+        };
+        let told: Vec<&Event> = w.events(P(i)).iter().filter(about).collect();
+        let kinds: Vec<&str> = told
+            .iter()
+            .map(|e| match e {
+                Event::Desync { .. } => "desync",
+                _ => "ended",
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            ["desync", "ended", "desync", "ended"],
+            "P{i}: {told:?}"
+        );
+    }
+}
+
+/// A game that never takes the state it was told of holds its frames, and
+/// so everyone's once their lead runs out. The resync is given up after 10
+/// `interrupt_after`; after `max_resyncs` such tries the player leaves, and
+/// the others abandon it and play on (before, the match froze for good).
+#[test]
+fn a_game_that_never_takes_its_state_does_not_freeze_the_match() {
+    let config = MeshConfig {
+        resync: true,
+        abandon_after: Some(Duration::from_secs(2)),
+        ..MeshConfig::default()
+    };
+    let mut w = build(&[const { Role::Honest }; 4], config, 47);
+    let rec = w.records.get_mut(&P(3)).unwrap();
+    rec.corrupt = Some(Tick::new(150));
+    rec.deaf = true;
+    // Meanwhile it says what holds its frames up: its own seat.
+    let records = &mut w.records;
+    let _ = w.sim.run(
+        secs(7),
+        Duration::from_millis(33),
+        |id, n, _| {
+            if let Some(rec) = records.get_mut(&id) {
+                play(&mut n.session, rec, 1);
+            }
+        },
+        |_| false,
+    );
+    let stuck = &w.sim.endpoint(P(3)).unwrap().session;
+    assert_eq!(stuck.awaiting(), [PlayerId(3)], "{:?}", w.events(P(3)));
+    let records = &mut w.records;
+    let o = w.sim.run(
+        secs(200),
+        Duration::from_millis(33),
+        |id, n, _| {
+            if let Some(rec) = records.get_mut(&id) {
+                play(&mut n.session, rec, 1);
+            }
+        },
+        |sim| {
+            (0..3).all(|i| {
+                sim.endpoint(P(i))
+                    .is_some_and(|n| n.session.stats().frames >= 1_500)
+            })
+        },
+    );
+    assert_eq!(o, Outcome::Done);
+    assert!(
+        w.events(P(3))
+            .iter()
+            .any(|e| matches!(e, Event::DivergedTooOften { .. })),
+        "{:?}",
+        w.events(P(3))
+    );
+    for i in 0..3 {
+        assert!(
+            w.events(P(i))
+                .iter()
+                .any(|e| matches!(e, Event::Abandoned { player, .. } if *player == PlayerId(3))),
+            "P{i}: {:?}",
+            w.events(P(i))
+        );
+    }
+    common::assert_streams_agree(47, &w.records, &[P(0), P(1), P(2)]);
+}

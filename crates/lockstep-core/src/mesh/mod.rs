@@ -75,8 +75,9 @@ pub struct MeshConfig {
     /// How many frames are kept for an observer that has fallen behind;
     /// one further behind (or one that joins late) is sent a snapshot.
     pub observer_window: u32,
-    /// Bounds on the snapshots sent to observers that fell behind and taken
-    /// by an observer catching up.
+    /// Bounds on the snapshots sent (to observers that fell behind, and to
+    /// players resyncing) and taken (by an observer catching up, or a
+    /// player resyncing).
     pub snapshot: SnapshotLimits,
     /// How many checksums are held, per peer and locally.
     pub checksum_window: usize,
@@ -93,7 +94,9 @@ pub struct MeshConfig {
     /// majority peer's state ([`Event::Resyncing`]). Every game of the
     /// session must then hand its state over when asked
     /// ([`Event::SnapshotRequested`]) and take the one it is sent
-    /// ([`Event::Snapshot`]); set it the same on every peer. Off, a
+    /// ([`Event::Snapshot`]). Set it the same on every peer (it is not
+    /// checked): a player with it on among peers with it off asks for a
+    /// state nobody gives, and leaves after `max_resyncs` tries. Off, a
     /// divergence is reported and located, and the game goes on with it.
     pub resync: bool,
     /// With `resync`: how many times within 1,024 ticks a player is
@@ -240,7 +243,8 @@ pub struct MeshStats {
     /// Resyncs begun: our state diverged from the majority's and a
     /// majority peer's was asked for.
     pub resyncs: u32,
-    /// Our state handed to players that diverged.
+    /// Requests for our state from players that diverged, taken (the
+    /// transfer may not have completed).
     pub resyncs_given: u64,
     /// Requests for our state refused: from a player we did not find
     /// diverged, or one given it `max_resyncs` times already.
@@ -530,6 +534,10 @@ pub struct MeshSession<I: Input> {
     next_resync_id: u32,
     /// The donor of the last resync: asked last if we diverge again.
     last_donor: Option<PeerId>,
+    /// Donors that failed a resync of ours (sent nothing in time, or a
+    /// state that failed its checks), with our next tick then, within the
+    /// last [`resync::MEMORY`] ticks: asked after every other.
+    failed_donors: VecDeque<(Tick, PeerId)>,
     stall_started: Option<Instant>,
     /// Inputs committed since the game last got a frame.
     commits_since_frame: u32,
@@ -674,6 +682,7 @@ impl<I: Input> MeshSession<I> {
             resynced: VecDeque::new(),
             next_resync_id: 0,
             last_donor: None,
+            failed_donors: VecDeque::new(),
             stall_started: None,
             commits_since_frame: 0,
             cursor: 0,
@@ -738,11 +747,15 @@ impl<I: Input> MeshSession<I> {
     }
 
     /// Which players the next frame is still waiting on. Empty means it can
-    /// run (or the session is frozen by a pause). Read-only, so a HUD may ask
-    /// every render frame.
+    /// run (or the session is frozen by a pause). While our own resync
+    /// holds the frames (a state on its way, or one the game has not taken
+    /// yet), our own seat. Read-only, so a HUD may ask every render frame.
     pub fn awaiting(&self) -> Vec<PlayerId> {
         if self.frozen() {
             return Vec::new();
+        }
+        if self.resync_limit().is_some_and(|l| self.next_tick > l) {
+            return self.local_seat.into_iter().collect();
         }
         let slot = self.store.get(self.next_tick);
         (0..self.seats.len())
@@ -1063,7 +1076,7 @@ impl<I: Input> MeshSession<I> {
         let _ = self.checks.report(tick, hash);
         let now = self.now;
         for i in 0..self.peers.len() {
-            if let Some(o) = self.peers[i].checks.catch_up(&self.checks, now) {
+            for o in self.peers[i].checks.catch_up(&self.checks, now) {
                 self.check_outcome(i, o);
             }
         }
@@ -1388,6 +1401,7 @@ impl<I: Input> MeshSession<I> {
                 checkpoint,
                 first,
             }),
+            Outcome::Agreed { from } => self.push_event(Event::DesyncEnded { peer, from }),
         }
     }
 

@@ -34,7 +34,7 @@ use crate::snapshot::{Snapshot, SnapshotReceiver};
 use crate::wire::{Checkpoint, Message, SnapshotAck, SnapshotChunk};
 use crate::{Event, Input, Instant, PeerId, Tick};
 use core::time::Duration;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 /// How many donors one resync asks before it is given up.
 pub(super) const DONORS: usize = 3;
@@ -69,9 +69,9 @@ pub(super) struct Asking {
     receiver: SnapshotReceiver,
     /// The donor's state, whole and checked, until the game takes it.
     ready: Option<Snapshot>,
-    /// The game was told ([`Event::Snapshot`]): every frame up to the
+    /// When the game was told ([`Event::Snapshot`]): every frame up to the
     /// state's tick has run.
-    announced: bool,
+    announced: Option<Instant>,
     /// When the game took it: the donor is told a while longer that it
     /// arrived whole.
     taken: Option<Instant>,
@@ -100,9 +100,13 @@ impl<I: Input> MeshSession<I> {
     /// different from ours, when they are a strict majority of the live
     /// seats (ours counted); none otherwise. Three states all different
     /// have no majority: nobody's is the odd one out, and nobody resyncs.
+    ///
+    /// One pass over what each live player sent lately (16 checkpoints
+    /// each): cheap enough for every datagram while a split lasts.
     fn majority_against(&self) -> Vec<PeerId> {
         let live = self.live_seats().count();
-        if !self.local_seat.is_some_and(|s| self.seat_live(s)) {
+        if !self.local_seat.is_some_and(|s| self.seat_live(s)) || self.differing().next().is_none()
+        {
             return Vec::new();
         }
         let players = || {
@@ -110,21 +114,34 @@ impl<I: Input> MeshSession<I> {
                 .iter()
                 .filter(|p| p.seat.is_some_and(|s| self.seat_live(s)))
         };
+        // How many players sent each differing (tick, width, value).
+        let mut counts: BTreeMap<(Tick, bool, u64), usize> = BTreeMap::new();
         for p in players() {
-            let Some(m) = p.checks.mismatch else {
-                continue;
-            };
-            for c in p.checks.recent().filter(|c| c.differs && c.tick >= m.tick) {
-                let group: Vec<PeerId> = players()
-                    .filter(|q| q.checks.sent(c.tick) == Some(c.value))
-                    .map(|q| q.id)
-                    .collect();
-                if group.len() * 2 > live {
-                    return group;
-                }
+            for c in p.checks.recent().filter(|c| c.differs) {
+                *counts.entry((c.tick, c.full, c.value)).or_default() += 1;
             }
         }
-        Vec::new()
+        // A value that many, sent by a player we still differ from, at or
+        // after the tick we began to.
+        let found = players().find_map(|p| {
+            let m = p.checks.mismatch?;
+            p.checks
+                .recent()
+                .filter(|c| c.differs && c.tick >= m.tick)
+                .find(|c| {
+                    counts
+                        .get(&(c.tick, c.full, c.value))
+                        .is_some_and(|n| n * 2 > live)
+                })
+                .copied()
+        });
+        let Some(c) = found else {
+            return Vec::new();
+        };
+        players()
+            .filter(|q| q.checks.sent(&c))
+            .map(|q| q.id)
+            .collect()
     }
 
     /// The live players whose checkpoints differ from ours.
@@ -189,7 +206,7 @@ impl<I: Input> MeshSession<I> {
             proof,
             receiver: SnapshotReceiver::new(self.config.snapshot.clone()),
             ready: None,
-            announced: false,
+            announced: None,
             taken: None,
             tried: Vec::new(),
         }));
@@ -219,6 +236,7 @@ impl<I: Input> MeshSession<I> {
             })
             .min_by_key(|p| {
                 (
+                    self.failed_donors.iter().any(|(_, d)| *d == p.id),
                     Some(p.id) == self.last_donor,
                     p.rtt.get().unwrap_or(Duration::MAX),
                     p.seat,
@@ -235,12 +253,18 @@ impl<I: Input> MeshSession<I> {
         let Some(r) = self.resync.as_deref() else {
             return;
         };
-        match r.taken {
-            Some(at) if now >= at + self.config.interrupt_after => self.resync = None,
-            Some(_) => {}
-            None if r.announced => {}
-            None if self.resync_timeout().is_some_and(|t| now >= t) => self.next_donor(),
-            None => {}
+        match (r.taken, r.announced) {
+            (Some(at), _) if now >= at + self.config.interrupt_after => self.resync = None,
+            (Some(_), _) => {}
+            // A game that never takes the state it was told of holds every
+            // frame (and, once their lead runs out, everyone): given up,
+            // as for a donor that never delivers.
+            (None, Some(at)) if now >= at + self.config.interrupt_after * DONOR_TIME => {
+                self.resync = None;
+            }
+            (None, Some(_)) => {}
+            (None, None) if self.resync_timeout().is_some_and(|t| now >= t) => self.next_donor(),
+            (None, None) => {}
         }
     }
 
@@ -253,6 +277,13 @@ impl<I: Input> MeshSession<I> {
         };
         let mut tried = r.tried.clone();
         tried.push(r.donor);
+        // Asked after everyone else next time too: three near peers that
+        // never deliver must not use up every try of every resync.
+        let since = self.next_tick.saturating_sub(MEMORY);
+        // (One entry per peer at most.)
+        self.failed_donors
+            .retain(|(t, d)| *t >= since && *d != r.donor);
+        self.failed_donors.push_back((self.next_tick, r.donor));
         let donor = if tried.len() < DONORS {
             self.pick_donor(&tried)
         } else {
@@ -291,10 +322,10 @@ impl<I: Input> MeshSession<I> {
     pub(super) fn resync_timeout(&self) -> Option<Instant> {
         let r = self.resync.as_deref()?;
         let quiet = self.config.interrupt_after;
-        match r.taken {
-            Some(at) => Some(at + quiet),
-            None if r.announced => None,
-            None => Some((r.progress + quiet).min(r.asked + quiet * DONOR_TIME)),
+        match (r.taken, r.announced) {
+            (Some(at), _) => Some(at + quiet),
+            (None, Some(at)) => Some(at + quiet * DONOR_TIME),
+            (None, None) => Some((r.progress + quiet).min(r.asked + quiet * DONOR_TIME)),
         }
     }
 
@@ -308,8 +339,8 @@ impl<I: Input> MeshSession<I> {
         let Some(tick) = r.ready.as_ref().map(|s| s.tick) else {
             return;
         };
-        if !r.announced && next > tick {
-            r.announced = true;
+        if r.announced.is_none() && next > tick {
+            r.announced = Some(self.now);
             self.push_event(Event::Snapshot { tick });
         }
     }
@@ -320,7 +351,7 @@ impl<I: Input> MeshSession<I> {
         let r = self
             .resync
             .as_deref_mut()
-            .filter(|r| r.announced && r.taken.is_none())?;
+            .filter(|r| r.announced.is_some() && r.taken.is_none())?;
         let s = r.ready.take()?;
         r.taken = Some(now);
         self.last_donor = Some(r.donor);

@@ -787,7 +787,7 @@ impl<I: Input> ClientSession<I> {
         }
         // A checkpoint rides on the next datagram: it is not worth one.
         let _ = self.checks.report(tick, hash);
-        if let Some(o) = self.server_checks.catch_up(&self.checks, self.now) {
+        for o in self.server_checks.catch_up(&self.checks, self.now) {
             self.check_outcome(o);
         }
         Ok(())
@@ -811,6 +811,7 @@ impl<I: Input> ClientSession<I> {
                 checkpoint,
                 first,
             }),
+            Outcome::Agreed { from } => self.push_event(Event::DesyncEnded { peer, from }),
         }
     }
 
