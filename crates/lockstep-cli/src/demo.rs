@@ -212,6 +212,11 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
                 a.players - 1
             )));
         }
+        if a.players < 3 && !a.server_sim {
+            return Err(DemoError::Setup(format!(
+                "--inject-desync {seat}@{tick}: two players have no majority, so neither would be told; use --players 3 or more, or --server-sim (the relay's own simulation judges)"
+            )));
+        }
         if tick + 200 > a.ticks {
             return Err(DemoError::Setup(format!(
                 "--inject-desync {seat}@{tick}: the match must run 200 ticks past it to heal (--ticks {} or more)",
@@ -639,7 +644,7 @@ fn take_events(c: &mut Client) {
                 }
                 let line = match first {
                     Some(f) => format!(
-                        "desync: {} found where it parted from the majority: after tick {} (its hash {:016x}, theirs {:016x})",
+                        "desync: {} found where it parted from the others: after tick {} (its hash {:016x}, theirs {:016x})",
                         c.name, f.tick, f.local, f.remote
                     ),
                     None => format!("desync: {} could not find the first divergent tick", c.name),
@@ -649,7 +654,7 @@ fn take_events(c: &mut Client) {
             lockstep_core::Event::Resyncing => {
                 c.desync.resyncing = true;
                 println!(
-                    "desync: the relay's majority says {}'s state differs (checkpoint through tick {}); resyncing it from another bot's state",
+                    "desync: the relay found {}'s state different (checkpoint through tick {}); resyncing it from another's state",
                     c.name,
                     c.desync.checkpoint.map_or("?".into(), |t| t.to_string())
                 );
@@ -831,8 +836,13 @@ fn self_check(a: &DemoArgs, every: u32) -> Result<(), DemoError> {
     use lockstep_core::desync::{Report, SelfCheck};
     use lockstep_core::{Frame, PlayerId, SystemEvent, Tick};
     let config = game_config(a);
+    let cadence = if every == 1 {
+        "every tick".to_owned()
+    } else {
+        format!("every {every} ticks")
+    };
     println!(
-        "self-check: swarm, {} bot{}, {} ticks, a snapshot round trip every {every} ticks, seed {}",
+        "self-check: swarm, {} bot{}, {} ticks, a snapshot round trip {cadence}, seed {}",
         a.players,
         if a.players == 1 { "" } else { "s" },
         a.ticks,
@@ -881,10 +891,10 @@ fn self_check(a: &DemoArgs, every: u32) -> Result<(), DemoError> {
     }
     let passed = run.passed();
     println!(
-        "OK: {} ticks and {} snapshot round trips, the two runs identical at every tick ({:.2} s; {} creeps alive at the end)",
+        "OK: {} ticks and {} snapshot round trips, the two runs identical at every tick (in {} ms; {} creeps alive at the end)",
         passed.ticks,
         passed.round_trips,
-        started.elapsed().as_secs_f64(),
+        started.elapsed().as_millis(),
         run.game().creeps.len()
     );
     Ok(())

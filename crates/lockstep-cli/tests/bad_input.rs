@@ -47,6 +47,14 @@ fn out_of_range_numbers_are_refused_in_words() {
 }
 
 #[test]
+fn a_desync_two_players_cannot_settle_is_refused_up_front() {
+    refused(
+        &["demo", "--players", "2", "--inject-desync", "1@200"],
+        "two players have no majority",
+    );
+}
+
+#[test]
 fn a_relay_address_without_a_port_says_so() {
     refused(&["play", "--relay", "127.0.0.1"], "has no port");
 }

@@ -190,7 +190,7 @@ fn an_injected_desync_is_detected_reported_and_healed() {
     assert!(stdout.contains("OK: 4 clients ran 400 ticks"), "{stdout}");
     // Found where it was injected, and healed.
     assert!(
-        stdout.contains("found where it parted from the majority: after tick 150"),
+        stdout.contains("found where it parted from the others: after tick 150"),
         "{stdout}"
     );
     assert!(

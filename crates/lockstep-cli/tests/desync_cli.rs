@@ -87,14 +87,14 @@ fn a_report_of_a_real_divergence_reads_with_the_field_first() {
         text.contains("state hash 00000c000000009c (reference), 000000000000009c (other)"),
         "{text}"
     );
-    assert!(text.contains("  tick 4: 2 | -\n"), "{text}");
+    assert!(text.contains("  tick 4: P0=2 | P1=-\n"), "{text}");
     assert!(
         text.contains(
             "first different after tick 11: a snapshot restored is not the state it was taken from"
         ),
         "{text}"
     );
-    assert!(text.contains("tick 11: 2 | -"), "{text}");
+    assert!(text.contains("tick 11: P0=2 | P1=-"), "{text}");
     assert!(
         text.contains("found by self-check in a test game, lockstep-core"),
         "{text}"

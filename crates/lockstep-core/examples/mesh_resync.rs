@@ -9,13 +9,15 @@
 //! each other and not with it (`Resyncing`), one of them hands its state
 //! over (`SnapshotRequested` -> `provide_snapshot`), and the diverged player
 //! compares it with its own and takes it (`Snapshot` -> `take_snapshot`).
-//! At tick 1,000 every player's state must be equal; the process exits
-//! non-zero otherwise.
+//! Once it also knows the first divergent tick, it prints its desync report
+//! (`Report::from_match`). At tick 1,000 every player's state must be
+//! equal; the process exits non-zero otherwise.
 //!
 //! ```text
-//! cargo run -p lockstep-core --example mesh_resync -- [players] [seed]
+//! cargo run -p lockstep-core --example mesh_resync -- [players 3..=5] [seed]
 //! ```
 
+use lockstep_core::desync::{FieldDiff, FirstDifference, Report};
 use lockstep_core::sim::{LinkConditions, Outcome, Sim, SimNetwork, SimRng};
 use lockstep_core::{
     Event, Frame, Instant, MeshConfig, MeshSession, PeerId, PlayerId, Roster, Tick,
@@ -27,8 +29,9 @@ use std::time::Duration;
 const BROKEN: PeerId = PeerId(1);
 const BREAK_AT: u32 = 200;
 const END: u32 = 1_000;
-/// States kept after the ticks run: enough to find ours at the tick of a
-/// state handed over (a few ticks back).
+/// States and frames kept after the ticks run: enough to find ours at the
+/// tick of a state handed over, and the frames up to the first divergent
+/// tick when its search ends (which may be well after the state arrived).
 const KEPT: usize = 64;
 
 #[derive(Default)]
@@ -40,8 +43,66 @@ struct Game {
     recent: VecDeque<(Tick, u64)>,
     /// The state at `END`, once reached.
     at_end: Option<u64>,
+    /// Recent frames run, for the report.
+    frames: VecDeque<Frame<u16>>,
     /// Between `Resyncing` and the state handed over.
     resyncing: bool,
+    /// What the report of the current desync needs, as it comes.
+    report: Pending,
+}
+
+/// A desync report in the making. The searches for the first divergent
+/// tick (one per peer we differ from) run beside the resync and may end
+/// before or after the state arrives, so the report is written once both
+/// are in.
+#[derive(Default)]
+struct Pending {
+    /// Searches about checkpoints up to this tick belong to an earlier
+    /// desync (the tick of the last state taken): ignored.
+    after: Option<Tick>,
+    /// The earliest checkpoint found different.
+    checkpoint: Option<Tick>,
+    /// Searches begun and not ended.
+    searching: u32,
+    /// The first divergent tick, from the first search that found it.
+    first: Option<FirstDifference>,
+    /// The fields compared with the majority's state, and its tick.
+    fields: Option<(Tick, Vec<FieldDiff>)>,
+}
+
+impl Pending {
+    fn current(&self, checkpoint: Tick) -> bool {
+        self.after.is_none_or(|a| checkpoint > a)
+    }
+
+    /// The report, once the fields are in and a search found the tick (or
+    /// every search ended without one).
+    fn take(&mut self, who: PeerId, frames: &VecDeque<Frame<u16>>) -> Option<Report> {
+        let (fields_tick, _) = self.fields.as_ref()?;
+        if self.first.is_none() && self.searching > 0 {
+            return None;
+        }
+        let fields_tick = *fields_tick;
+        let checkpoint = self.checkpoint.unwrap_or(fields_tick);
+        let (_, fields) = self.fields.take()?;
+        let first = self.first.take();
+        let upto = first.map_or(checkpoint, |f| f.tick);
+        let frames: Vec<&Frame<u16>> = frames.iter().filter(|f| f.tick <= upto).collect();
+        let last_few = frames.len().saturating_sub(8);
+        *self = Self {
+            after: Some(fields_tick),
+            ..Self::default()
+        };
+        Some(Report::from_match(
+            &format!("{who}, against the majority"),
+            "mesh_resync example",
+            checkpoint,
+            first,
+            fields_tick,
+            fields,
+            frames[last_few..].iter().copied(),
+        ))
+    }
 }
 
 impl Game {
@@ -59,6 +120,10 @@ impl Game {
             self.recent.pop_front();
         }
         self.recent.push_back((frame.tick, self.state));
+        if self.frames.len() == KEPT {
+            self.frames.pop_front();
+        }
+        self.frames.push_back(frame.clone());
         if frame.tick.get() == END {
             self.at_end = Some(self.state);
         }
@@ -78,12 +143,22 @@ impl Game {
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
-    let players: u32 = args
-        .next()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(3)
-        .clamp(3, 5);
-    let seed: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(1);
+    let players: u32 = match args.next().map(|s| s.parse()) {
+        None => 3,
+        Some(Ok(n @ 3..=5)) => n,
+        Some(_) => {
+            eprintln!("players: 3, 4 or 5 (a state needs a majority to be copied)");
+            return ExitCode::FAILURE;
+        }
+    };
+    let seed: u64 = match args.next().map(|s| s.parse()) {
+        None => 1,
+        Some(Ok(n)) => n,
+        Some(Err(e)) => {
+            eprintln!("seed: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let link = LinkConditions {
         latency: Duration::from_millis(30),
         jitter: Duration::from_millis(10),
@@ -144,11 +219,19 @@ fn main() -> ExitCode {
                 };
                 let theirs = u64::from_le_bytes(theirs);
                 if game.resyncing {
+                    // Frames stopped at the snapshot's tick: our state is
+                    // the one to compare.
                     let ours = game.at(snapshot.tick).unwrap_or_default();
                     println!(
                         "{id}: state after tick {}: ours {ours:016x}, the majority's {theirs:016x}; taking theirs",
                         snapshot.tick
                     );
+                    let diff = FieldDiff {
+                        path: "state".into(),
+                        expected: Some(format!("{theirs:016x}")),
+                        found: Some(format!("{ours:016x}")),
+                    };
+                    game.report.fields = Some((snapshot.tick, vec![diff]));
                     game.resyncing = false;
                 }
                 game.state = theirs;
@@ -164,15 +247,32 @@ fn main() -> ExitCode {
                 match event {
                     Event::Desync { tick, peer, .. } => {
                         println!("{id}: checkpoint through tick {tick} differs from {peer}'s");
+                        if game.report.current(tick) {
+                            let p = &mut game.report;
+                            p.checkpoint = Some(p.checkpoint.map_or(tick, |c| c.min(tick)));
+                            p.searching += 1;
+                        }
                     }
                     Event::DesyncLocated {
                         peer,
-                        first: Some(first),
-                        ..
-                    } => println!(
-                        "{id}: parted from {peer} after tick {} (hash {:016x}, theirs {:016x})",
-                        first.tick, first.local, first.remote
-                    ),
+                        checkpoint,
+                        first,
+                    } => {
+                        if let Some(f) = first {
+                            println!(
+                                "{id}: parted from {peer} after tick {} (hash {:016x}, theirs {:016x})",
+                                f.tick, f.local, f.remote
+                            );
+                        }
+                        if game.report.current(checkpoint) {
+                            let p = &mut game.report;
+                            p.searching = p.searching.saturating_sub(1);
+                            p.first = p.first.or(first);
+                        }
+                    }
+                    Event::DesyncEnded { peer, from } => {
+                        println!("{id}: agrees with {peer} again from tick {from}");
+                    }
                     Event::Resyncing => {
                         println!("{id}: the others agree, and not with us: resyncing");
                         game.resyncing = true;
@@ -192,6 +292,9 @@ fn main() -> ExitCode {
                     }
                     _ => {}
                 }
+            }
+            if let Some(report) = game.report.take(id, &game.frames) {
+                println!("{id}: desync report\n{}", report.render());
             }
         },
         |sim| sim.endpoints().all(|(_, s)| s.frame().get() > END),
