@@ -212,6 +212,29 @@ pub fn resume_proof(
     crate::wire::ResumeToken(out)
 }
 
+/// A commitment to a seat's resume token, as a roster shares it
+/// ([`Holder::commitment`](crate::wire::Holder::commitment)): the first 16
+/// bytes of SHA-256 over `lockstep seat token` and the token. Anyone can
+/// check a token against it; nobody can find a token from it.
+///
+/// ```
+/// use lockstep_core::admission::token_commitment;
+/// use lockstep_core::wire::ResumeToken;
+/// let c = token_commitment(&ResumeToken([5; 16]));
+/// assert_eq!(c, token_commitment(&ResumeToken([5; 16])));
+/// assert_ne!(c, token_commitment(&ResumeToken([6; 16])));
+/// ```
+pub fn token_commitment(token: &crate::wire::ResumeToken) -> [u8; 16] {
+    use sha2::Digest;
+    let mut h = Sha256::new();
+    h.update(b"lockstep seat token");
+    h.update(token.0);
+    let full = h.finalize();
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&full[..16]);
+    out
+}
+
 /// Whether `a` and `b` are equal, in time that depends only on their
 /// lengths.
 pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {

@@ -3,8 +3,8 @@
 
 use lockstep_core::wire::{
     self, Abandon, ByeReason, ChainWriter, Checkpoint, Datagram, DatagramWriter, Endorsement,
-    ErrorCode, Frames, Hello, InputCodec, InputRun, Inputs, Message, RejectReason, ResumeToken,
-    SnapshotAck, SnapshotChunk, Status, Welcome,
+    ErrorCode, Frames, Hello, Holder, InputCodec, InputRun, Inputs, Member, Message, RejectReason,
+    ResumeToken, SnapshotAck, SnapshotChunk, Status, Welcome,
 };
 use lockstep_core::{Frame, Input, PlayerId, PlayerInputs, SystemEvent, Tick};
 use proptest::prelude::*;
@@ -227,6 +227,9 @@ proptest! {
             Message::Status(Status { open: near(4), slack: stamps.0 as i32, waiting: seats_ticks.clone() }),
             Message::Challenge { cookie: cookie.as_deref().unwrap_or(&chunk[..chunk.len().min(64)]), key: resume.map(|r| [r[1]; 32]) },
             Message::Padding { len: padding },
+            Message::Member(Member { seat: welcome_seat.unwrap_or(PlayerId(0)), version: stamps.0, holder: None }),
+            Message::Member(Member { seat: seats_ticks.first().copied().unwrap_or(PlayerId(255)), version: stamps.1, holder: Some(Holder { playing: nums.3 % 2 == 0, commitment: resume.unwrap_or([9; 16]), contact: &chunk[..chunk.len().min(64)] }) }),
+            Message::MemberAck { seat: welcome_seat.unwrap_or(PlayerId(3)), version: stamps.0 },
         ];
         let mut datagrams: Vec<Vec<u8>> = Vec::new();
         let mut pending = messages.as_slice();

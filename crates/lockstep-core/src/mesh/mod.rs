@@ -1254,7 +1254,9 @@ impl<I: Input> MeshSession<I> {
                 | Message::Resync { .. }
                 | Message::Error { .. }
                 | Message::Challenge { .. }
-                | Message::Padding { .. } => {}
+                | Message::Padding { .. }
+                | Message::Member(_)
+                | Message::MemberAck { .. } => {}
             }
         }
         Ok(r)

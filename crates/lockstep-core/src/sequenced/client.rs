@@ -17,7 +17,7 @@ use crate::wire::{
 };
 use crate::{Event, Frame, Input, Instant, PeerId, PlayerId, Tick};
 use core::time::Duration;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 /// Most events held for the game before the oldest are dropped.
 const EVENT_QUEUE_CAP: usize = 1024;
@@ -27,6 +27,28 @@ const RESYNC_WAIT: Duration = Duration::from_secs(3);
 /// How many times, a resend interval apart, a leaving client says goodbye
 /// unless the server answers first.
 pub const GOODBYES: u32 = 8;
+/// Roster acknowledgements held for the next datagrams, at most (the
+/// sequencer sends again what was not acknowledged).
+const MEMBER_ACKS: usize = 16;
+/// Roster acknowledgements one datagram carries at most.
+const MEMBER_ACKS_PER_DATAGRAM: usize = 4;
+
+/// A seat of the room's roster, as the sequencer shared it
+/// ([`SequencerConfig::share_roster`](super::SequencerConfig::share_roster)):
+/// what a player needs to carry the match on if the host leaves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeatInfo {
+    /// The seat.
+    pub seat: PlayerId,
+    /// It plays (it is not catching up from a snapshot).
+    pub playing: bool,
+    /// A commitment to its resume token
+    /// ([`token_commitment`](crate::admission::token_commitment)).
+    pub commitment: [u8; 16],
+    /// How to reach it, as the host's application saw it; empty if not
+    /// known.
+    pub contact: Vec<u8>,
+}
 
 /// How a [`ClientSession`] connects and behaves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -276,6 +298,11 @@ pub struct ClientSession<I: Input> {
     token: Option<ResumeToken>,
     /// Connecting again with `token`, keeping what we have.
     reconnecting: bool,
+    /// The roster the sequencer shared: each seat's latest entry, with its
+    /// version (`None`: the seat is empty).
+    roster: BTreeMap<PlayerId, (u32, Option<SeatInfo>)>,
+    /// Roster entries to acknowledge.
+    member_acks: VecDeque<(PlayerId, u32)>,
 }
 
 /// A client joining a game under way.
@@ -372,6 +399,8 @@ impl<I: Input> ClientSession<I> {
             chunk_starved: false,
             token: None,
             reconnecting: false,
+            roster: BTreeMap::new(),
+            member_acks: VecDeque::new(),
         })
     }
 
@@ -1043,6 +1072,7 @@ impl<I: Input> ClientSession<I> {
                 Message::Pong { stamp, held_ms } => self.rtt.pong(now, stamp, held_ms),
                 Message::SnapshotChunk(c) => self.take_chunk(&c),
                 Message::SnapshotRequest { id, tick } => self.snapshot_requested(id, tick),
+                Message::Member(m) => self.take_member(&m),
                 Message::SnapshotAck(a) => {
                     if let Some(tx) = self.donation.as_mut().and_then(|d| d.sender.as_mut()) {
                         tx.take_ack(&a, now);
@@ -1071,6 +1101,35 @@ impl<I: Input> ClientSession<I> {
             }
         }
         Ok(())
+    }
+
+    /// A roster entry: kept if newer than the one held, acknowledged
+    /// either way (a repeat means our acknowledgement was lost).
+    fn take_member(&mut self, m: &wire::Member<'_>) {
+        let newer = self.roster.get(&m.seat).is_none_or(|(v, _)| m.version > *v);
+        if newer {
+            let info = m.holder.map(|h| SeatInfo {
+                seat: m.seat,
+                playing: h.playing,
+                commitment: h.commitment,
+                contact: h.contact.to_vec(),
+            });
+            self.roster.insert(m.seat, (m.version, info));
+        }
+        if !self.member_acks.contains(&(m.seat, m.version)) {
+            if self.member_acks.len() >= MEMBER_ACKS {
+                self.member_acks.pop_front();
+            }
+            self.member_acks.push_back((m.seat, m.version));
+        }
+        self.flush = true;
+    }
+
+    /// The room's roster, as the sequencer shared it: every seat held, in
+    /// seat order (empty unless the room shares it, as a host-mode room
+    /// does).
+    pub fn roster(&self) -> impl Iterator<Item = &SeatInfo> + '_ {
+        self.roster.values().filter_map(|(_, s)| s.as_ref())
     }
 
     /// A chunk of the snapshot we are joining from.
@@ -1375,6 +1434,12 @@ impl<I: Input> ClientSession<I> {
             None => {}
         }
         self.server_checks.write(&self.checks, &mut w, self.now);
+        for _ in 0..MEMBER_ACKS_PER_DATAGRAM {
+            let Some((seat, version)) = self.member_acks.pop_front() else {
+                break;
+            };
+            w.put(Message::MemberAck { seat, version });
+        }
         if let Some(seat) = self.seat() {
             // Every unacknowledged input, oldest first, one run per stretch of
             // consecutive ticks (a late client may have skipped some).

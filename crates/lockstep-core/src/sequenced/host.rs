@@ -61,6 +61,12 @@ impl<I: Input> HostSession<I> {
         &mut self.sequencer
     }
 
+    /// See [`Sequencer::set_contact`]: how other players reach `peer`, for
+    /// the roster.
+    pub fn set_contact(&mut self, peer: PeerId, contact: &[u8]) -> Result<(), SequencerError> {
+        self.sequencer.set_contact(peer, contact)
+    }
+
     /// The host's own client.
     pub fn client(&self) -> &ClientSession<I> {
         &self.client

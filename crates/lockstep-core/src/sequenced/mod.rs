@@ -28,7 +28,7 @@ mod client;
 mod host;
 mod sequencer;
 
-pub use client::{ClientConfig, ClientSession, ClientStats, GOODBYES};
+pub use client::{ClientConfig, ClientSession, ClientStats, GOODBYES, SeatInfo};
 pub use host::{HOST_PEER, HostSession};
 pub use sequencer::{Sequencer, SequencerConfig, SequencerError, SequencerStats, Simulation};
 

@@ -8,8 +8,8 @@ use crate::error::ConfigError;
 use crate::shared::{Events, Rtt};
 use crate::snapshot::{SnapshotError, SnapshotLimits, SnapshotReceiver, SnapshotSender};
 use crate::wire::{
-    self, ByeReason, Datagram, DatagramWriter, ErrorCode, Frames, Hello, InputCodec, Inputs,
-    Message, Status, Welcome, WireError,
+    self, ByeReason, Datagram, DatagramWriter, ErrorCode, Frames, Hello, Holder, InputCodec,
+    Inputs, Member, Message, Status, Welcome, WireError,
 };
 use crate::wire::{Checkpoint, ResumeToken};
 use crate::{Frame, Input, Instant, PeerId, PlayerId, SystemEvent, Tick, TokenBucket};
@@ -32,6 +32,23 @@ const CATCH_UP_FRAMES: u32 = 64;
 const SOLO_MAX_RTT: Duration = Duration::from_millis(500);
 /// Donors blamed for a snapshot that left a resynced client diverged.
 const SUSPECTS: usize = 8;
+/// Roster entries one datagram carries at most.
+const ROSTER_PER_DATAGRAM: usize = 4;
+
+/// One seat's entry in the roster, as last shared.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct RosterEntry {
+    /// The roster version when it last changed (0: never shared).
+    version: u32,
+    holder: Option<RosterHolder>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct RosterHolder {
+    playing: bool,
+    commitment: [u8; 16],
+    contact: Vec<u8>,
+}
 
 /// A game the sequencer runs itself, as a server that simulates does: it
 /// steps every sealed frame, hands joiners its own state (no client is
@@ -176,6 +193,13 @@ pub struct SequencerConfig {
     /// many ticks from the first. Clients must report the same ticks (by
     /// default every one) to be told of a divergence.
     pub sim_check_every: u32,
+    /// Send every seated client the roster ([`Message::Member`]): each
+    /// seat's holder, a commitment to its resume token, and its contact
+    /// (as [`set_contact`](Sequencer::set_contact) gave it). It is what the
+    /// players need to carry a match on without its host (host mode); it
+    /// shows every player every other player's contact (an address, with
+    /// UDP), so it is off by default.
+    pub share_roster: bool,
 }
 
 impl Default for SequencerConfig {
@@ -215,6 +239,7 @@ impl Default for SequencerConfig {
             donor_timeout: Duration::from_secs(3),
             snapshot: SnapshotLimits::default(),
             sim_check_every: 1,
+            share_roster: false,
         }
     }
 }
@@ -379,6 +404,10 @@ struct Conn {
     /// How many times it was resynced, as a spectator (a seat's count
     /// outlives its connections).
     resyncs: u32,
+    /// How other players can reach it, as the application sees it.
+    contact: Vec<u8>,
+    /// The roster version of each seat's entry it acknowledged.
+    roster_acked: Vec<u32>,
 }
 
 /// Where a client joining from a snapshot stands.
@@ -544,6 +573,10 @@ pub struct Sequencer<I: Input> {
     simulation: Option<Box<dyn Simulation<I>>>,
     /// The seat playing alone, in `Deadline`'s single-player mode.
     solo: Option<PlayerId>,
+    /// The roster as last shared, per seat, with `share_roster`.
+    roster: Vec<RosterEntry>,
+    /// The latest roster version (bumped by each entry that changes).
+    roster_version: u32,
     /// Where single-player mode's pace started (time, tick): a player
     /// alone runs at most `delay + max_lead` ticks ahead of the tick rate.
     solo_pace: Option<(Instant, Tick)>,
@@ -592,7 +625,95 @@ impl<I: Input> Sequencer<I> {
             simulation: None,
             solo: None,
             solo_pace: None,
+            roster: vec![RosterEntry::default(); max_seats],
+            roster_version: 0,
         })
+    }
+
+    /// Tells the sequencer how other players can reach connection `peer`
+    /// (with UDP, the address it is seen at, as text, say): shared in the
+    /// roster when [`SequencerConfig::share_roster`] is on, so that a
+    /// player can take over as host. At most
+    /// [`MAX_CONTACT`](wire::MAX_CONTACT) bytes.
+    ///
+    /// ```
+    /// use lockstep_core::sequenced::{Sequencer, SequencerConfig, SequencerError};
+    /// use lockstep_core::{Instant, PeerId};
+    /// let mut room = Sequencer::<u8>::new(SequencerConfig::default(), Instant::ZERO)?;
+    /// assert_eq!(room.set_contact(PeerId(3), b"192.0.2.7:4000"), Err(SequencerError::NotConnected(PeerId(3))));
+    /// # Ok::<(), lockstep_core::ConfigError>(())
+    /// ```
+    pub fn set_contact(&mut self, peer: PeerId, contact: &[u8]) -> Result<(), SequencerError> {
+        if contact.len() > wire::MAX_CONTACT {
+            return Err(SequencerError::Wire(WireError::TooLong {
+                what: "contact",
+                len: contact.len(),
+                max: wire::MAX_CONTACT,
+            }));
+        }
+        let i = self
+            .conn_index(peer)
+            .ok_or(SequencerError::NotConnected(peer))?;
+        if self.conns[i].contact != contact {
+            self.conns[i].contact = contact.to_vec();
+        }
+        Ok(())
+    }
+
+    /// Brings the shared roster up to date with the seats: an entry whose
+    /// holder, playing state, token or contact changed gets the next
+    /// version, and goes out to every seated client until acknowledged.
+    fn refresh_roster(&mut self) {
+        if !self.config.share_roster {
+            return;
+        }
+        for k in 0..self.seats.len() {
+            let holder = self.seats[k].as_ref().map(|s| RosterHolder {
+                playing: s.live,
+                commitment: admission::token_commitment(&s.token),
+                contact: s
+                    .conn
+                    .and_then(|p| self.conn_index(p))
+                    .map(|i| self.conns[i].contact.clone())
+                    .unwrap_or_default(),
+            });
+            let e = &mut self.roster[k];
+            // An empty seat never shared needs no entry.
+            if e.holder != holder && (e.version > 0 || holder.is_some()) {
+                self.roster_version = self.roster_version.wrapping_add(1).max(1);
+                e.version = self.roster_version;
+                e.holder = holder;
+            }
+        }
+    }
+
+    /// The roster entries `c` has not acknowledged, by seat (none for a
+    /// spectator, or without `share_roster`).
+    fn roster_unacked<'a>(&'a self, c: &'a Conn) -> impl Iterator<Item = usize> + 'a {
+        let shared = self.config.share_roster && c.seat.is_some() && c.closing.is_none();
+        self.roster
+            .iter()
+            .enumerate()
+            .filter(move |(k, e)| {
+                shared && e.version > c.roster_acked.get(*k).copied().unwrap_or(0)
+            })
+            .map(|(k, _)| k)
+    }
+
+    /// Connection `i` acknowledged `seat`'s entry at `version` (a version
+    /// it was never sent changes nothing it is owed).
+    fn roster_acked(&mut self, i: usize, seat: PlayerId, version: u32) {
+        let Some(e) = self.roster.get(seat.index()) else {
+            return;
+        };
+        if version != e.version {
+            return;
+        }
+        let c = &mut self.conns[i];
+        if c.roster_acked.len() < self.roster.len() {
+            c.roster_acked.resize(self.roster.len(), 0);
+        }
+        c.roster_acked[seat.index()] = version;
     }
 
     /// A room whose game the sequencer runs itself (see [`Simulation`]):
@@ -920,6 +1041,7 @@ impl<I: Input> Sequencer<I> {
         }
         self.seal_due();
         self.progress_joins();
+        self.refresh_roster();
         for i in 0..self.conns.len() {
             let chunk_due = !self.conns[i].chunk_starved
                 && matches!(&self.conns[i].join, Some(Join::Receiving(tx)) if tx.has_due(now));
@@ -932,6 +1054,7 @@ impl<I: Input> Sequencer<I> {
     /// Writes the next datagram to send into `buf`.
     pub fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
         buf.clear();
+        self.refresh_roster();
         if let Some((peer, reply)) = self.replies.pop_front() {
             let mut w = DatagramWriter::new(buf, self.open, self.config.max_datagram);
             let _ = match &reply {
@@ -1333,6 +1456,8 @@ impl<I: Input> Sequencer<I> {
             diverged: false,
             resync_donor: None,
             resyncs: 0,
+            contact: Vec::new(),
+            roster_acked: Vec::new(),
         }
     }
 
@@ -1564,6 +1689,7 @@ impl<I: Input> Sequencer<I> {
                     }
                 }
                 Message::CaughtUp { .. } => self.caught_up(i),
+                Message::MemberAck { seat, version } => self.roster_acked(i, seat, version),
                 _ => {}
             }
         }
@@ -2420,6 +2546,7 @@ impl<I: Input> Sequencer<I> {
 
     fn has_news(&self, c: &Conn) -> bool {
         c.closing.is_some()
+            || self.roster_unacked(c).next().is_some()
             || c.welcome_pending
             || c.ack_pending
             || c.next < self.open
@@ -2513,6 +2640,18 @@ impl<I: Input> Sequencer<I> {
             w.put(Message::Inputs(Inputs {
                 acks: vec![(id, s.received)],
                 runs: vec![],
+            }));
+        }
+        for k in self.roster_unacked(c).take(ROSTER_PER_DATAGRAM) {
+            let e = &self.roster[k];
+            w.put(Message::Member(Member {
+                seat: PlayerId(k as u16),
+                version: e.version,
+                holder: e.holder.as_ref().map(|h| Holder {
+                    playing: h.playing,
+                    commitment: h.commitment,
+                    contact: &h.contact,
+                }),
             }));
         }
         // References are of no use to a joiner before its snapshot (and a

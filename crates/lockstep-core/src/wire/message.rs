@@ -33,6 +33,9 @@ pub const MAX_CHUNKS: usize = 65_535;
 pub const HEADER_LEN: usize = 5;
 /// Longest address-validation cookie, in bytes.
 pub const MAX_COOKIE: usize = 64;
+/// Longest contact (how players reach each other, see [`Member`]), in
+/// bytes.
+pub const MAX_CONTACT: usize = 64;
 /// The smallest datagram that may carry a [`Hello`]: a sender pads a
 /// shorter one with [`Message::Padding`]. An answer to an address that has
 /// not proven it receives there is never larger than what came from it, so
@@ -89,6 +92,10 @@ pub mod message_type {
     pub const CHECKPOINT_ACK: u8 = 0x17;
     /// Resync.
     pub const RESYNC: u8 = 0x18;
+    /// Member.
+    pub const MEMBER: u8 = 0x19;
+    /// MemberAck.
+    pub const MEMBER_ACK: u8 = 0x1A;
 }
 use message_type as ty;
 
@@ -371,6 +378,35 @@ pub struct SnapshotChunk<'a> {
     pub data: &'a [u8],
 }
 
+/// One seat of a room's roster, from a sequencer that shares it (host
+/// mode): what every player needs to carry the match on if the host
+/// leaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Member<'a> {
+    /// The seat.
+    pub seat: PlayerId,
+    /// The roster's version when this seat's entry last changed (a later
+    /// version replaces an earlier one).
+    pub version: u32,
+    /// Who holds the seat; `None`: it is empty.
+    pub holder: Option<Holder<'a>>,
+}
+
+/// The player on a seat of a roster (see [`Member`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Holder<'a> {
+    /// It plays (it is not catching up from a snapshot).
+    pub playing: bool,
+    /// A commitment to its resume token: the first 16 bytes of SHA-256 over
+    /// `lockstep seat token` and the token. Whoever shows a token that
+    /// matches it holds the seat.
+    pub commitment: [u8; 16],
+    /// How other players can reach it, as the host's application sees it
+    /// (a UDP address, say), at most [`MAX_CONTACT`] bytes; empty when none
+    /// is known (the host's own seat).
+    pub contact: &'a [u8],
+}
+
 /// Which chunks of a snapshot arrived: all before `next`, and of the 64
 /// after it those whose bit is set (bit `i` is chunk `next + 1 + i`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -562,6 +598,16 @@ pub enum Message<'a> {
         /// How many zero bytes follow.
         len: usize,
     },
+    /// From a sequencer that shares its roster: one seat's entry.
+    /// Repeated until acknowledged.
+    Member(Member<'a>),
+    /// Acknowledges a [`Member`](Message::Member) entry.
+    MemberAck {
+        /// The seat.
+        seat: PlayerId,
+        /// The entry's version.
+        version: u32,
+    },
 }
 
 /// What a sequencer tells each client besides frames.
@@ -604,6 +650,8 @@ impl Message<'_> {
             Self::SnapshotRequest { .. } => ty::SNAPSHOT_REQUEST,
             Self::SnapshotAck(_) => ty::SNAPSHOT_ACK,
             Self::CaughtUp { .. } => ty::CAUGHT_UP,
+            Self::Member(_) => ty::MEMBER,
+            Self::MemberAck { .. } => ty::MEMBER_ACK,
         }
     }
 
@@ -625,6 +673,15 @@ impl Message<'_> {
                 over("cookie", h.cookie.map_or(0, <[u8]>::len), MAX_COOKIE)
             }
             Self::Challenge { cookie, .. } => over("cookie", cookie.len(), MAX_COOKIE),
+            Self::Member(m) => {
+                over("seat", m.seat.index(), MAX_SEATS - 1)?;
+                over(
+                    "contact",
+                    m.holder.map_or(0, |h| h.contact.len()),
+                    MAX_CONTACT,
+                )
+            }
+            Self::MemberAck { seat, .. } => over("seat", seat.index(), MAX_SEATS - 1),
             Self::Padding { len } => over("padding", *len, MAX_DATAGRAM_LEN),
             Self::Welcome(w) => {
                 over("seat", w.seats as usize, MAX_SEATS)?;
@@ -877,6 +934,22 @@ impl Message<'_> {
                 put_u64_le(out, a.bits);
             }
             Self::CaughtUp { tick } => put_tick_delta(out, base, *tick),
+            Self::Member(m) => {
+                put_varint(out, u64::from(m.seat.0));
+                put_varint(out, u64::from(m.version));
+                match m.holder {
+                    None => out.push(0),
+                    Some(h) => {
+                        out.push(1 | u8::from(h.playing) << 1);
+                        out.extend_from_slice(&h.commitment);
+                        put_bytes(out, h.contact);
+                    }
+                }
+            }
+            Self::MemberAck { seat, version } => {
+                put_varint(out, u64::from(seat.0));
+                put_varint(out, u64::from(*version));
+            }
         }
     }
 }
@@ -1238,6 +1311,28 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
         }),
         ty::CAUGHT_UP => Message::CaughtUp {
             tick: r.tick_delta(base)?,
+        },
+        ty::MEMBER => {
+            let seat = read_player(r)?;
+            let version = r.varint_u32()?;
+            let holder = match r.u8()? {
+                0 => None,
+                f @ (1 | 3) => Some(Holder {
+                    playing: f & 2 != 0,
+                    commitment: r.array()?,
+                    contact: r.byte_string("contact", MAX_CONTACT)?,
+                }),
+                _ => return Err(WireError::Invalid("unknown member flags")),
+            };
+            Message::Member(Member {
+                seat,
+                version,
+                holder,
+            })
+        }
+        ty::MEMBER_ACK => Message::MemberAck {
+            seat: read_player(r)?,
+            version: r.varint_u32()?,
         },
         other => return Err(WireError::UnknownMessage(other)),
     })
