@@ -108,6 +108,10 @@ pub struct ClientConfig {
     /// Limits on snapshots received (joining a game under way) and sent
     /// (for someone else joining).
     pub snapshot: SnapshotLimits,
+    /// Frames kept after they ran, at most (and the inputs sent whose tick
+    /// has not run yet): what a player taking over as host needs to serve
+    /// the players behind it (host mode). 0 keeps none.
+    pub keep_frames: u32,
 }
 
 impl Default for ClientConfig {
@@ -134,6 +138,7 @@ impl Default for ClientConfig {
             checksum_window: 512,
             secret: None,
             snapshot: SnapshotLimits::default(),
+            keep_frames: 0,
         }
     }
 }
@@ -303,6 +308,11 @@ pub struct ClientSession<I: Input> {
     roster: BTreeMap<PlayerId, (u32, Option<SeatInfo>)>,
     /// Roster entries to acknowledge.
     member_acks: VecDeque<(PlayerId, u32)>,
+    /// The last `keep_frames` frames run, oldest first.
+    ran: VecDeque<Frame<I>>,
+    /// With `keep_frames`: inputs the sequencer acknowledged whose tick
+    /// has not run yet, oldest first.
+    sent: VecDeque<(Tick, I)>,
 }
 
 /// A client joining a game under way.
@@ -401,6 +411,8 @@ impl<I: Input> ClientSession<I> {
             reconnecting: false,
             roster: BTreeMap::new(),
             member_acks: VecDeque::new(),
+            ran: VecDeque::new(),
+            sent: VecDeque::new(),
         })
     }
 
@@ -591,10 +603,69 @@ impl<I: Input> ClientSession<I> {
         }
         self.stats.frames += 1;
         self.last_frame_at = Some(self.now);
+        self.keep(&frame);
         if let Some(since) = self.stall_started.take() {
             self.stats.stalled_for += self.now - since;
         }
         Some(frame)
+    }
+
+    /// Keeps `frame`, just run, with `keep_frames`, and forgets the inputs
+    /// sent for it and earlier.
+    fn keep(&mut self, frame: &Frame<I>) {
+        let keep = self.config.keep_frames as usize;
+        if keep == 0 {
+            return;
+        }
+        if self.ran.len() >= keep {
+            self.ran.pop_front();
+        }
+        self.ran.push_back(frame.clone());
+        while self.sent.front().is_some_and(|(t, _)| *t <= frame.tick) {
+            self.sent.pop_front();
+        }
+    }
+
+    /// The first frame we hold (run and kept with
+    /// [`keep_frames`](ClientConfig::keep_frames), or not run yet): with
+    /// [`lacks`](Self::lacks) and [`frames_held`](Self::frames_held), what
+    /// a player taking over as host learns from each survivor.
+    pub fn held_from(&self) -> Tick {
+        self.ran.front().map_or(self.next_tick, |f| f.tick)
+    }
+
+    /// The first frame we lack: every one from [`held_from`](Self::held_from)
+    /// up to it is held.
+    pub fn lacks(&self) -> Tick {
+        let ahead = self.frames.iter().take_while(|f| f.is_some()).count();
+        self.next_tick.saturating_add(ahead as u32)
+    }
+
+    /// The frames held from `from` on, at most `max`, in order (those run
+    /// and kept, then those received and not run yet).
+    pub fn frames_held(&self, from: Tick, max: usize) -> Vec<Frame<I>> {
+        let ahead = self.frames.iter().map_while(Option::as_ref);
+        self.ran
+            .iter()
+            .chain(ahead)
+            .filter(|f| f.tick >= from)
+            .take(max)
+            .cloned()
+            .collect()
+    }
+
+    /// The inputs committed for ticks after `after`, acknowledged or not
+    /// (those acknowledged are kept only with
+    /// [`keep_frames`](ClientConfig::keep_frames)), oldest first: what a
+    /// new host must hold for us if the last frame anyone holds is
+    /// `after`.
+    pub fn inputs_after(&self, after: Tick) -> Vec<(Tick, I)> {
+        self.sent
+            .iter()
+            .chain(self.unacked.iter())
+            .filter(|(t, _)| *t > after)
+            .cloned()
+            .collect()
     }
 
     /// Whether this client is joining a game under way: receiving its
@@ -1039,7 +1110,15 @@ impl<I: Input> ClientSession<I> {
                         && let Some(&(_, acked)) = i.acks.iter().find(|(s, _)| *s == seat)
                     {
                         while self.unacked.front().is_some_and(|(t, _)| *t < acked) {
-                            self.unacked.pop_front();
+                            if let Some(sent) = self.unacked.pop_front()
+                                && self.config.keep_frames > 0
+                                && sent.0 >= self.next_tick
+                            {
+                                if self.sent.len() >= self.config.max_unacked {
+                                    self.sent.pop_front();
+                                }
+                                self.sent.push_back(sent);
+                            }
                         }
                         // A seat taken back: the sequencer already holds its
                         // inputs up to `acked`; commit from there.

@@ -56,6 +56,19 @@ impl<I: Input> HostSession<I> {
         })
     }
 
+    /// A host made of a sequencer and the host's own client, which must
+    /// talk to it as [`HOST_PEER`] (a client reconnected to `HOST_PEER`,
+    /// say): a player taking over a match with
+    /// [`Sequencer::take_over`].
+    pub fn from_parts(sequencer: Sequencer<I>, client: ClientSession<I>, now: Instant) -> Self {
+        Self {
+            sequencer,
+            client,
+            scratch: Vec::new(),
+            now,
+        }
+    }
+
     /// The sequencer (connections, stats, kick, pause).
     pub fn sequencer(&mut self) -> &mut Sequencer<I> {
         &mut self.sequencer
@@ -205,3 +218,245 @@ impl<I: Input> HostSession<I> {
 }
 
 crate::endpoint::forward_to_inherent!(HostSession, SequencerError);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SystemEvent;
+    use crate::sequenced::sequencer::{Handover, Survivor};
+    use core::time::Duration;
+    use std::collections::BTreeMap;
+
+    #[allow(clippy::large_enum_variant)] // four of them, never moved in bulk
+    enum Node {
+        Host(HostSession<u16>),
+        Client(ClientSession<u16>),
+        Dead,
+    }
+
+    struct Room {
+        nodes: Vec<Node>,
+        /// Frames each node ran, by tick.
+        ran: Vec<BTreeMap<Tick, Frame<u16>>>,
+        /// Inputs each node committed, by stamp.
+        committed: Vec<BTreeMap<Tick, u16>>,
+        /// Where each client's sequencer is.
+        server: Vec<PeerId>,
+        now: Instant,
+    }
+
+    impl Room {
+        /// One 33 ms step: every node commits, runs its frames, and every
+        /// datagram is delivered (none to the dead).
+        fn step(&mut self) {
+            self.now += Duration::from_millis(33);
+            let now = self.now;
+            let mut buf = Vec::new();
+            let mut out: Vec<(PeerId, PeerId, Vec<u8>)> = Vec::new();
+            for (k, node) in self.nodes.iter_mut().enumerate() {
+                let me = PeerId(k as u32);
+                let input = (now.as_millis() as u16)
+                    .wrapping_mul(4)
+                    .wrapping_add(k as u16)
+                    | 1;
+                let (stamp, frames) = match node {
+                    Node::Host(h) => {
+                        h.handle_timeout(now);
+                        let stamp = h.commit_local(input).ok();
+                        let mut f = Vec::new();
+                        while let Some(x) = h.advance() {
+                            f.push(x);
+                        }
+                        while let Some(t) = h.poll_transmit(&mut buf) {
+                            out.push((me, t.destination, buf[..t.len].to_vec()));
+                        }
+                        (stamp, f)
+                    }
+                    Node::Client(c) => {
+                        c.handle_timeout(now);
+                        let stamp = c.commit_local(input).ok();
+                        let mut f = Vec::new();
+                        while let Some(x) = c.advance() {
+                            f.push(x);
+                        }
+                        while let Some(t) = c.poll_transmit(&mut buf) {
+                            out.push((me, t.destination, buf[..t.len].to_vec()));
+                        }
+                        (stamp, f)
+                    }
+                    Node::Dead => (None, Vec::new()),
+                };
+                if let Some(t) = stamp {
+                    self.committed[k].insert(t, input);
+                }
+                for f in frames {
+                    self.ran[k].insert(f.tick, f);
+                }
+            }
+            for (from, to, bytes) in out {
+                match self.nodes.get_mut(to.0 as usize) {
+                    Some(Node::Host(h)) => {
+                        let _ = h.handle_datagram(from, &bytes, now);
+                    }
+                    Some(Node::Client(c)) if self.server[to.0 as usize] == from => {
+                        let _ = c.handle_datagram(from, &bytes, now);
+                    }
+                    _ => {}
+                }
+            }
+        }
+
+        fn client(&self, k: usize) -> &ClientSession<u16> {
+            match &self.nodes[k] {
+                Node::Client(c) => c,
+                Node::Host(h) => h.client(),
+                Node::Dead => panic!("dead"),
+            }
+        }
+    }
+
+    /// A host crashes; the lowest surviving seat takes over with what the
+    /// survivors hold (the handover built here by hand, as the takeover
+    /// exchange will): every survivor ends with one gap-free stream, the
+    /// frames sealed before kept exactly, the first new frame saying who
+    /// left and who hosts, and every input committed after the last frame
+    /// any survivor held running at its stamp.
+    #[test]
+    fn a_sequencer_taking_over_keeps_the_stream_and_every_input() {
+        let config = SequencerConfig::default();
+        let client = ClientConfig {
+            keep_frames: 256,
+            ..ClientConfig::default()
+        };
+        let now = Instant::ZERO;
+        let host = HostSession::new(config.clone(), client.clone(), now).unwrap();
+        let mut room = Room {
+            nodes: vec![Node::Host(host)],
+            ran: vec![BTreeMap::new(); 4],
+            committed: vec![BTreeMap::new(); 4],
+            server: vec![HOST_PEER, PeerId(0), PeerId(0), PeerId(0)],
+            now,
+        };
+        for _ in 1..4 {
+            room.nodes.push(Node::Client(
+                ClientSession::new(client.clone(), PeerId(0), now).unwrap(),
+            ));
+        }
+        while room.ran[0].len() < 100 {
+            room.step();
+        }
+        // The host crashes.
+        let host_seat = room.client(0).seat().unwrap();
+        room.nodes[0] = Node::Dead;
+        for _ in 0..3 {
+            room.step();
+        }
+        // Take over: the lowest surviving seat.
+        let survivors: Vec<usize> = (1..4).collect();
+        let successor = *survivors
+            .iter()
+            .min_by_key(|&&k| room.client(k).seat())
+            .unwrap();
+        let last = survivors
+            .iter()
+            .map(|&k| room.client(k).lacks())
+            .max()
+            .unwrap()
+            .saturating_sub(1);
+        let from = survivors
+            .iter()
+            .map(|&k| room.client(k).lacks())
+            .min()
+            .unwrap();
+        let donor = *survivors
+            .iter()
+            .max_by_key(|&&k| room.client(k).lacks())
+            .unwrap();
+        let d = room.client(donor);
+        let frames = d.frames_held(d.held_from(), usize::MAX);
+        assert_eq!(frames.last().map(|f| f.tick), Some(last));
+        assert!(frames.first().is_some_and(|f| f.tick <= from));
+        let next = last.saturating_add(1);
+        let handover = Handover {
+            frames,
+            next,
+            survivors: survivors
+                .iter()
+                .map(|&k| {
+                    let c = room.client(k);
+                    Survivor {
+                        seat: c.seat().unwrap(),
+                        token: c.welcome().unwrap().token,
+                        playing: true,
+                        inputs: c.inputs_after(last),
+                    }
+                })
+                .collect(),
+            events: vec![
+                SystemEvent::Abandoned { player: host_seat },
+                SystemEvent::HostChanged {
+                    player: room.client(successor).seat().unwrap(),
+                },
+            ],
+            fingerprint: 0,
+        };
+        let now = room.now;
+        let sequencer = Sequencer::take_over(config, handover, now).unwrap();
+        let Node::Client(mut own) = std::mem::replace(&mut room.nodes[successor], Node::Dead)
+        else {
+            panic!("not a client");
+        };
+        own.reconnect(HOST_PEER, None, now).unwrap();
+        room.nodes[successor] = Node::Host(HostSession::from_parts(sequencer, own, now));
+        room.server[successor] = HOST_PEER;
+        for &k in &survivors {
+            if k != successor {
+                room.server[k] = PeerId(successor as u32);
+                if let Node::Client(c) = &mut room.nodes[k] {
+                    c.reconnect(PeerId(successor as u32), None, now).unwrap();
+                }
+            }
+        }
+        while survivors.iter().any(|&k| room.ran[k].len() < 300) {
+            room.step();
+            assert!(room.now < Instant::from_millis(120_000), "stuck");
+        }
+        let reference = &room.ran[successor];
+        for &k in &survivors {
+            let ran = &room.ran[k];
+            let ticks: Vec<u32> = ran.keys().map(|t| t.get()).collect();
+            assert_eq!(
+                ticks,
+                (0..ticks.len() as u32).collect::<Vec<_>>(),
+                "{k} has gaps"
+            );
+            for (t, f) in ran {
+                if let Some(r) = reference.get(t) {
+                    assert_eq!(f, r, "{k} ran tick {t} differently");
+                }
+            }
+        }
+        let first_new = &reference[&next];
+        assert!(
+            first_new
+                .events
+                .contains(&SystemEvent::Abandoned { player: host_seat })
+        );
+        assert!(
+            first_new
+                .events
+                .iter()
+                .any(|e| matches!(e, SystemEvent::HostChanged { .. }))
+        );
+        // Every input committed for a tick after the takeover's first runs
+        // there, for every survivor.
+        for &k in &survivors {
+            let seat = room.client(k).seat().unwrap().index();
+            for (t, input) in room.committed[k].range(next..) {
+                if let Some(f) = reference.get(t) {
+                    assert_eq!(f.inputs[seat], Some(*input), "{k}'s input for {t}");
+                }
+            }
+        }
+    }
+}

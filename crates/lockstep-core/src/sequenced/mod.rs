@@ -30,7 +30,9 @@ mod sequencer;
 
 pub use client::{ClientConfig, ClientSession, ClientStats, GOODBYES, SeatInfo};
 pub use host::{HOST_PEER, HostSession};
-pub use sequencer::{Sequencer, SequencerConfig, SequencerError, SequencerStats, Simulation};
+pub use sequencer::{
+    Handover, Sequencer, SequencerConfig, SequencerError, SequencerStats, Simulation, Survivor,
+};
 
 use crate::wire::{ByeReason, ErrorCode, RejectReason};
 use crate::{PeerId, PlayerId, Tick};

@@ -35,6 +35,45 @@ const SUSPECTS: usize = 8;
 /// Roster entries one datagram carries at most.
 const ROSTER_PER_DATAGRAM: usize = 4;
 
+/// What a player taking over from a host that left hands its new
+/// sequencer ([`Sequencer::take_over`]), gathered from the survivors
+/// ([`ClientSession::frames_held`](super::ClientSession::frames_held),
+/// [`lacks`](super::ClientSession::lacks),
+/// [`inputs_after`](super::ClientSession::inputs_after)).
+#[derive(Debug, Clone)]
+pub struct Handover<I> {
+    /// Frames sealed by the old host, in order, without gaps, ending with
+    /// the highest one any survivor holds (nobody ran a later one), and
+    /// starting at or before the first frame any survivor lacks.
+    pub frames: Vec<Frame<I>>,
+    /// The first tick to seal: one past the last of `frames`.
+    pub next: Tick,
+    /// The seats whose players will come back.
+    pub survivors: Vec<Survivor<I>>,
+    /// For the first new frame: the old host's seat leaving
+    /// ([`SystemEvent::Left`] or [`SystemEvent::Abandoned`]), the seats
+    /// nobody came back for abandoned, and
+    /// [`SystemEvent::HostChanged`].
+    pub events: Vec<SystemEvent>,
+    /// The game fingerprint the room requires.
+    pub fingerprint: u64,
+}
+
+/// A seat whose player will come back to a sequencer taking over.
+#[derive(Debug, Clone)]
+pub struct Survivor<I> {
+    /// The seat.
+    pub seat: PlayerId,
+    /// Its resume token: the player takes the seat back with it
+    /// ([`ClientSession::reconnect`](super::ClientSession::reconnect)).
+    pub token: ResumeToken,
+    /// It was playing (not catching up from a snapshot).
+    pub playing: bool,
+    /// Inputs it committed for ticks not sealed yet, by tick: they run
+    /// while it comes back.
+    pub inputs: Vec<(Tick, I)>,
+}
+
 /// One seat's entry in the roster, as last shared.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct RosterEntry {
@@ -476,6 +515,10 @@ struct Seat<I> {
     /// The newest pause frame it asked for: a duplicated or delayed request
     /// is not a new one.
     pause_asked: Option<Tick>,
+    /// Held for a player that was playing a moment ago under the host that
+    /// left (host migration): its inputs, handed over, run until it is back,
+    /// and it is back in step (no input delay to stamp its way up).
+    handed_over: bool,
 }
 
 impl<I> Seat<I> {
@@ -714,6 +757,59 @@ impl<I: Input> Sequencer<I> {
             c.roster_acked.resize(self.roster.len(), 0);
         }
         c.roster_acked[seat.index()] = version;
+    }
+
+    /// A room taken over from a host that left (host migration): the
+    /// frames sealed before, as the survivors held them, go on from the
+    /// tick after the last; each survivor's seat is held for its token,
+    /// with the inputs it committed for later ticks (under `WaitForAll` the
+    /// room waits for a playing survivor up to `abandon_after`, then holds
+    /// its seat as any dropped one's); the first new frame carries
+    /// `handover.events`. Survivors come back with
+    /// [`ClientSession::reconnect`](super::ClientSession::reconnect),
+    /// keeping their state.
+    pub fn take_over(
+        config: SequencerConfig,
+        handover: Handover<I>,
+        now: Instant,
+    ) -> Result<Self, ConfigError> {
+        let mut s = Self::new(config, now)?;
+        let next = handover.next;
+        s.fingerprint = Some(handover.fingerprint);
+        s.history_base = handover.frames.first().map_or(next, |f| f.tick);
+        s.history = handover.frames;
+        s.open = next;
+        for sv in handover.survivors {
+            let Some(slot) = s.seats.get_mut(sv.seat.index()) else {
+                continue;
+            };
+            let pending: BTreeMap<Tick, I> =
+                sv.inputs.into_iter().filter(|(t, _)| *t >= next).collect();
+            let received = pending
+                .last_key_value()
+                .map_or(next, |(t, _)| t.saturating_add(1));
+            *slot = Some(Seat {
+                conn: None,
+                token: sv.token,
+                previous: None,
+                lost: Some(now),
+                from: next,
+                pending,
+                received,
+                last: I::default(),
+                slack: 0,
+                last_input: now,
+                waited_since: None,
+                live: sv.playing,
+                pause_asked: None,
+                handed_over: sv.playing,
+            });
+        }
+        for ev in handover.events {
+            s.add_tick_event(next, ev);
+        }
+        s.start_clock();
+        Ok(s)
     }
 
     /// A room whose game the sequencer runs itself (see [`Simulation`]):
@@ -1017,6 +1113,15 @@ impl<I: Input> Sequencer<I> {
             if c.closing.is_none() && now - c.last_heard >= self.config.timeout {
                 let reason = self.silence_reason(i);
                 self.close(i, Closing::Bye(ByeReason::Timeout, String::new()), reason);
+            }
+        }
+        // A player handed over that is not back within `abandon_after`
+        // holds nobody up any more (its seat is held as any dropped one).
+        if let Policy::WaitForAll { abandon_after } = self.config.policy {
+            for s in self.seats.iter_mut().flatten() {
+                if s.handed_over && s.lost.is_some_and(|t| now - t >= abandon_after) {
+                    s.handed_over = false;
+                }
             }
         }
         for k in 0..self.seats.len() {
@@ -1323,9 +1428,10 @@ impl<I: Input> Sequencer<I> {
                 // replaying: its inputs are due a delay from now, as a
                 // joiner's are, so nobody waits while it stamps its way up
                 // from where it stopped (its acknowledgement moves it there).
-                if (s.lost.is_some() && s.live) || replays {
+                if ((s.lost.is_some() && s.live) || replays) && !s.handed_over {
                     s.due_from(due);
                 }
+                s.handed_over = false;
                 if replays {
                     s.live = true;
                     s.last_input = now;
@@ -1397,6 +1503,7 @@ impl<I: Input> Sequencer<I> {
                 last_input: self.now,
                 waited_since: None,
                 pause_asked: None,
+                handed_over: false,
                 live: !from_snapshot,
             });
             self.add_tick_event(self.open, SystemEvent::Joined { player });
@@ -2423,8 +2530,11 @@ impl<I: Input> Sequencer<I> {
             .enumerate()
             .filter_map(|(i, s)| {
                 let s = s.as_ref()?;
-                // A held seat (its connection dropped) holds nobody up.
-                (s.live && s.conn.is_some() && t >= s.from && !s.pending.contains_key(&t))
+                // A held seat (its connection dropped) holds nobody up; one
+                // handed over by a host that left does, while its player
+                // is on its way back.
+                let here = s.conn.is_some() || s.handed_over;
+                (s.live && here && t >= s.from && !s.pending.contains_key(&t))
                     .then_some(PlayerId(i as u16))
             })
             .collect()
