@@ -34,6 +34,8 @@ fuzz_target!(|input: (bool, bool, Vec<Op>)| {
         max_seats: 3,
         snapshot_join: snapshots,
         snapshot_join_after: 20,
+        // The roster (host mode) rides along in half the runs.
+        share_roster: deadline != snapshots,
         history: 64,
         timeout: Duration::from_secs(3),
         seat_grace: Duration::from_secs(8),
@@ -43,7 +45,10 @@ fuzz_target!(|input: (bool, bool, Vec<Op>)| {
     let mut server = Sequencer::<u16>::new(config, now).expect("config");
     let server_id = PeerId(0);
     let mut clients: Vec<ClientSession<u16>> = (0..2)
-        .map(|_| ClientSession::new(ClientConfig::default(), server_id, now).expect("config"))
+        .map(|k| {
+            let config = ClientConfig { keep_frames: k * 32, ..ClientConfig::default() };
+            ClientSession::new(config, server_id, now).expect("config")
+        })
         .collect();
     // Each client's address (a reconnect moves it to a new one).
     let mut ids = [1u32, 2];
@@ -66,6 +71,9 @@ fuzz_target!(|input: (bool, bool, Vec<Op>)| {
                         }
                         let _ = server.handle_datagram(PeerId(ids[i]), &buf[..t.len], now);
                     }
+                }
+                for id in ids {
+                    let _ = server.set_contact(PeerId(id), &id.to_le_bytes());
                 }
                 server.handle_timeout(now);
                 while let Some(t) = server.poll_transmit(&mut buf) {
