@@ -1256,7 +1256,9 @@ impl<I: Input> MeshSession<I> {
                 | Message::Challenge { .. }
                 | Message::Padding { .. }
                 | Message::Member(_)
-                | Message::MemberAck { .. } => {}
+                | Message::MemberAck { .. }
+                | Message::Takeover { .. }
+                | Message::TakeoverAck { .. } => {}
             }
         }
         Ok(r)

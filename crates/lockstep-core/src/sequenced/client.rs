@@ -42,6 +42,8 @@ pub struct SeatInfo {
     pub seat: PlayerId,
     /// It plays (it is not catching up from a snapshot).
     pub playing: bool,
+    /// It hosts the room.
+    pub hosts: bool,
     /// A commitment to its resume token
     /// ([`token_commitment`](crate::admission::token_commitment)).
     pub commitment: [u8; 16],
@@ -626,6 +628,25 @@ impl<I: Input> ClientSession<I> {
         }
     }
 
+    /// The peer id of our sequencer.
+    pub(crate) fn server_peer(&self) -> PeerId {
+        self.server
+    }
+
+    /// When the sequencer was last heard from.
+    pub(crate) fn last_heard(&self) -> Option<Instant> {
+        self.last_heard
+    }
+
+    /// Frames from someone other than our sequencer, known to be the
+    /// room's (a survivor's, for a player taking over): held as if it had
+    /// sent them.
+    pub(crate) fn hold_frames(&mut self, frames: Vec<Frame<I>>) {
+        for f in frames {
+            self.store_frame(f);
+        }
+    }
+
     /// The first frame we hold (run and kept with
     /// [`keep_frames`](ClientConfig::keep_frames), or not run yet): with
     /// [`lacks`](Self::lacks) and [`frames_held`](Self::frames_held), what
@@ -784,6 +805,31 @@ impl<I: Input> ClientSession<I> {
         now: Instant,
     ) -> Result<(), ReconnectError> {
         let token = self.reconnect_check()?;
+        self.reconnect_with(token, server, secret, now);
+        Ok(())
+    }
+
+    /// Takes our seat back on the sequencer at `server`, which took the
+    /// match over from the one that left (host migration): as
+    /// [`reconnect`](Self::reconnect), whatever the old host said when it
+    /// went, unless we left on purpose.
+    pub(crate) fn move_to(&mut self, server: PeerId, now: Instant) -> Result<(), ReconnectError> {
+        if self.leaving.is_some() {
+            return Err(ReconnectError::Ended(CloseReason::Left));
+        }
+        let token = self.token.ok_or(ReconnectError::NoSeat)?;
+        let secret = self.config.secret.as_ref().map(secure::next_secret);
+        self.reconnect_with(token, server, secret, now);
+        Ok(())
+    }
+
+    fn reconnect_with(
+        &mut self,
+        token: ResumeToken,
+        server: PeerId,
+        secret: Option<[u8; 32]>,
+        now: Instant,
+    ) {
         self.now = self.now.max(now);
         self.config.resume = Some(token);
         self.new_handshake(secret);
@@ -802,7 +848,6 @@ impl<I: Input> ClientSession<I> {
         self.waiting.clear();
         self.donation = None;
         self.chunk_starved = false;
-        Ok(())
     }
 
     /// Whether [`reconnect`](Self::reconnect) would take our seat back
@@ -1190,6 +1235,7 @@ impl<I: Input> ClientSession<I> {
             let info = m.holder.map(|h| SeatInfo {
                 seat: m.seat,
                 playing: h.playing,
+                hosts: h.hosts,
                 commitment: h.commitment,
                 contact: h.contact.to_vec(),
             });

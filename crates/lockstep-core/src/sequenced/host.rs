@@ -80,6 +80,11 @@ impl<I: Input> HostSession<I> {
         self.sequencer.set_contact(peer, contact)
     }
 
+    /// The host's own client, to change.
+    pub(crate) fn client_mut(&mut self) -> &mut ClientSession<I> {
+        &mut self.client
+    }
+
     /// The host's own client.
     pub fn client(&self) -> &ClientSession<I> {
         &self.client

@@ -26,10 +26,12 @@
 
 mod client;
 mod host;
+mod hosted;
 mod sequencer;
 
 pub use client::{ClientConfig, ClientSession, ClientStats, GOODBYES, SeatInfo};
 pub use host::{HOST_PEER, HostSession};
+pub use hosted::{HostedConfig, HostedSession};
 pub use sequencer::{
     Handover, Sequencer, SequencerConfig, SequencerError, SequencerStats, Simulation, Survivor,
 };

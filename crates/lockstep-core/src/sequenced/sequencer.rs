@@ -85,6 +85,7 @@ struct RosterEntry {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct RosterHolder {
     playing: bool,
+    hosts: bool,
     commitment: [u8; 16],
     contact: Vec<u8>,
 }
@@ -711,14 +712,20 @@ impl<I: Input> Sequencer<I> {
             return;
         }
         for k in 0..self.seats.len() {
-            let holder = self.seats[k].as_ref().map(|s| RosterHolder {
-                playing: s.live,
-                commitment: admission::token_commitment(&s.token),
-                contact: s
-                    .conn
-                    .and_then(|p| self.conn_index(p))
-                    .map(|i| self.conns[i].contact.clone())
-                    .unwrap_or_default(),
+            let holder = self.seats[k].as_ref().map(|s| {
+                let hosts = s.conn == Some(super::HOST_PEER);
+                RosterHolder {
+                    playing: s.live,
+                    hosts,
+                    commitment: admission::token_commitment(&s.token),
+                    // Nobody reaches the host's own client but the host.
+                    contact: s
+                        .conn
+                        .filter(|_| !hosts)
+                        .and_then(|p| self.conn_index(p))
+                        .map(|i| self.conns[i].contact.clone())
+                        .unwrap_or_default(),
+                }
             });
             let e = &mut self.roster[k];
             // An empty seat never shared needs no entry.
@@ -2759,6 +2766,7 @@ impl<I: Input> Sequencer<I> {
                 version: e.version,
                 holder: e.holder.as_ref().map(|h| Holder {
                     playing: h.playing,
+                    hosts: h.hosts,
                     commitment: h.commitment,
                     contact: &h.contact,
                 }),

@@ -96,6 +96,10 @@ pub mod message_type {
     pub const MEMBER: u8 = 0x19;
     /// MemberAck.
     pub const MEMBER_ACK: u8 = 0x1A;
+    /// Takeover.
+    pub const TAKEOVER: u8 = 0x1B;
+    /// TakeoverAck.
+    pub const TAKEOVER_ACK: u8 = 0x1C;
 }
 use message_type as ty;
 
@@ -397,6 +401,8 @@ pub struct Member<'a> {
 pub struct Holder<'a> {
     /// It plays (it is not catching up from a snapshot).
     pub playing: bool,
+    /// It hosts the room (its process runs the sequencer).
+    pub hosts: bool,
     /// A commitment to its resume token: the first 16 bytes of SHA-256 over
     /// `lockstep seat token` and the token. Whoever shows a token that
     /// matches it holds the seat.
@@ -608,6 +614,32 @@ pub enum Message<'a> {
         /// The entry's version.
         version: u32,
     },
+    /// Host mode, the host gone: a survivor to the player it expects to
+    /// take over, repeated until answered. The same datagram carries the
+    /// survivor's inputs for the ticks it has not run (`Inputs`).
+    Takeover {
+        /// The takeover's number (one more than the host changes so far).
+        epoch: u32,
+        /// The survivor's seat.
+        seat: PlayerId,
+        /// Its resume token: it must match the roster's commitment for the
+        /// seat.
+        token: ResumeToken,
+        /// The first frame it lacks.
+        lacks: Tick,
+        /// The first frame it holds.
+        held_from: Tick,
+    },
+    /// The answer to a [`Takeover`](Message::Takeover).
+    TakeoverAck {
+        /// The takeover's number.
+        epoch: u32,
+        /// The new host is ready: take the seat back on it
+        /// (a `Hello` with the resume proof).
+        ready: bool,
+        /// Send the frames held from this tick on (`Frames`).
+        want: Option<Tick>,
+    },
 }
 
 /// What a sequencer tells each client besides frames.
@@ -652,6 +684,8 @@ impl Message<'_> {
             Self::CaughtUp { .. } => ty::CAUGHT_UP,
             Self::Member(_) => ty::MEMBER,
             Self::MemberAck { .. } => ty::MEMBER_ACK,
+            Self::Takeover { .. } => ty::TAKEOVER,
+            Self::TakeoverAck { .. } => ty::TAKEOVER_ACK,
         }
     }
 
@@ -681,7 +715,9 @@ impl Message<'_> {
                     MAX_CONTACT,
                 )
             }
-            Self::MemberAck { seat, .. } => over("seat", seat.index(), MAX_SEATS - 1),
+            Self::MemberAck { seat, .. } | Self::Takeover { seat, .. } => {
+                over("seat", seat.index(), MAX_SEATS - 1)
+            }
             Self::Padding { len } => over("padding", *len, MAX_DATAGRAM_LEN),
             Self::Welcome(w) => {
                 over("seat", w.seats as usize, MAX_SEATS)?;
@@ -940,7 +976,7 @@ impl Message<'_> {
                 match m.holder {
                     None => out.push(0),
                     Some(h) => {
-                        out.push(1 | u8::from(h.playing) << 1);
+                        out.push(1 | u8::from(h.playing) << 1 | u8::from(h.hosts) << 2);
                         out.extend_from_slice(&h.commitment);
                         put_bytes(out, h.contact);
                     }
@@ -949,6 +985,26 @@ impl Message<'_> {
             Self::MemberAck { seat, version } => {
                 put_varint(out, u64::from(seat.0));
                 put_varint(out, u64::from(*version));
+            }
+            Self::Takeover {
+                epoch,
+                seat,
+                token,
+                lacks,
+                held_from,
+            } => {
+                put_varint(out, u64::from(*epoch));
+                put_varint(out, u64::from(seat.0));
+                out.extend_from_slice(&token.0);
+                put_tick(out, *lacks);
+                put_tick(out, *held_from);
+            }
+            Self::TakeoverAck { epoch, ready, want } => {
+                put_varint(out, u64::from(*epoch));
+                out.push(u8::from(*ready) | u8::from(want.is_some()) << 1);
+                if let Some(t) = want {
+                    put_tick(out, *t);
+                }
             }
         }
     }
@@ -1317,8 +1373,9 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
             let version = r.varint_u32()?;
             let holder = match r.u8()? {
                 0 => None,
-                f @ (1 | 3) => Some(Holder {
+                f @ (1 | 3 | 5 | 7) => Some(Holder {
                     playing: f & 2 != 0,
+                    hosts: f & 4 != 0,
                     commitment: r.array()?,
                     contact: r.byte_string("contact", MAX_CONTACT)?,
                 }),
@@ -1334,6 +1391,30 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
             seat: read_player(r)?,
             version: r.varint_u32()?,
         },
+        ty::TAKEOVER => Message::Takeover {
+            epoch: r.varint_u32()?,
+            seat: read_player(r)?,
+            token: ResumeToken(r.array()?),
+            lacks: r.tick()?,
+            held_from: r.tick()?,
+        },
+        ty::TAKEOVER_ACK => {
+            let epoch = r.varint_u32()?;
+            let flags = r.u8()?;
+            if flags > 3 {
+                return Err(WireError::Invalid("unknown takeover flags"));
+            }
+            let want = if flags & 2 != 0 {
+                Some(r.tick()?)
+            } else {
+                None
+            };
+            Message::TakeoverAck {
+                epoch,
+                ready: flags & 1 != 0,
+                want,
+            }
+        }
         other => return Err(WireError::UnknownMessage(other)),
     })
 }

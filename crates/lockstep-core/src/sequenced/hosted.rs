@@ -1,0 +1,845 @@
+//! Host mode that survives its host: every player runs a [`HostedSession`],
+//! one of them hosting; when the host goes, the others carry the match on
+//! under one of them.
+//!
+//! Each client knows the roster (seats, token commitments, contacts) from
+//! the host. A client that hears nothing from the host for `host_timeout`,
+//! or hears its goodbye, reports to the first seat of the roster's order
+//! (playing seats with a contact, lowest first) that has not failed it: a
+//! [`Takeover`](Message::Takeover) with its seat, its token, the frames it
+//! holds, and its inputs for the ticks it has not run. The player on that
+//! seat (the candidate) collects the reports until every surviving seat
+//! reported, or `takeover_wait` passed with more than half of them, or
+//! `takeover_alone` passed; fetches the frames up to the highest any
+//! survivor holds; and starts a sequencer from the tick after
+//! ([`Sequencer::take_over`]). The survivors then take their seats back on
+//! it as reconnecting clients do, keeping their state.
+
+use super::{
+    ClientConfig, ClientSession, HOST_PEER, Handover, HostSession, SeatInfo, Sequencer,
+    SequencerConfig, SequencerError, Survivor,
+};
+use crate::admission::token_commitment;
+use crate::endpoint::Transmit;
+use crate::error::{ChecksumError, CommitError, ConfigError};
+use crate::wire::{
+    self, ChainWriter, Datagram, DatagramWriter, Frames, InputRun, Inputs, Message, ResumeToken,
+};
+use crate::{Event, Frame, Input, Instant, PeerId, PlayerId, SystemEvent, Tick};
+use core::time::Duration;
+use std::collections::{BTreeMap, VecDeque};
+
+/// How a [`HostedSession`] plays, hosts, and takes over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostedConfig {
+    /// The room, when hosting (its roster is always shared).
+    pub sequencer: SequencerConfig,
+    /// This player's client (it keeps at least the sequencer's history of
+    /// frames, to serve those behind it if it takes over).
+    pub client: ClientConfig,
+    /// Silence from the host after which the others take over.
+    pub host_timeout: Duration,
+    /// How long a candidate waits for every survivor before going on with
+    /// more than half of them.
+    pub takeover_wait: Duration,
+    /// How long a candidate waits before going on with whoever reported
+    /// (a lone survivor plays on; two halves of a split network both go on).
+    pub takeover_alone: Duration,
+}
+
+impl Default for HostedConfig {
+    fn default() -> Self {
+        Self {
+            sequencer: SequencerConfig::default(),
+            client: ClientConfig {
+                keep_frames: 512,
+                ..ClientConfig::default()
+            },
+            host_timeout: Duration::from_millis(500),
+            takeover_wait: Duration::from_millis(300),
+            takeover_alone: Duration::from_secs(3),
+        }
+    }
+}
+
+/// A survivor's report, as the candidate took it.
+#[derive(Debug, Clone)]
+struct Report<I> {
+    peer: PeerId,
+    token: ResumeToken,
+    lacks: Tick,
+    inputs: Vec<(Tick, I)>,
+}
+
+/// A takeover under way, on a survivor.
+#[derive(Debug)]
+enum Takeover<I> {
+    /// Reporting to the candidate on `seat`.
+    Reporting {
+        seat: PlayerId,
+        /// Its peer id, once the application resolved its contact.
+        peer: Option<PeerId>,
+        /// When we began reporting to it (or last heard it).
+        since: Instant,
+        /// It asked for our frames from this tick.
+        want: Option<Tick>,
+    },
+    /// We are the candidate: collecting reports.
+    Collecting {
+        since: Instant,
+        reports: BTreeMap<PlayerId, Report<I>>,
+    },
+}
+
+/// What a player is now.
+#[derive(Debug)]
+enum Role<I: Input> {
+    Host(Box<HostSession<I>>),
+    Client(Box<ClientSession<I>>),
+}
+
+/// A player in host mode: the host, or a client of it, which carries the
+/// match on when the host goes (see the module documentation).
+#[derive(Debug)]
+pub struct HostedSession<I: Input> {
+    config: HostedConfig,
+    role: Role<I>,
+    now: Instant,
+    /// Host changes so far.
+    epoch: u32,
+    /// Our seat and token, and the room's width, from our latest Welcome.
+    me: Option<(PlayerId, ResumeToken, u32)>,
+    /// The roster, as last shared by the host.
+    roster: Vec<SeatInfo>,
+    /// The seat of the host we followed (none when hosting).
+    host_seat: Option<PlayerId>,
+    takeover: Option<Takeover<I>>,
+    /// Candidates that failed this takeover.
+    failed: Vec<PlayerId>,
+    /// Contacts the application resolved.
+    peers: BTreeMap<Vec<u8>, PeerId>,
+    /// Takeover datagrams to send.
+    out: VecDeque<(PeerId, Vec<u8>)>,
+    /// When the takeover datagrams were last sent.
+    sent_at: Option<Instant>,
+    /// Survivors told the new host is ready, until their Hello arrives.
+    ready: BTreeMap<PeerId, Instant>,
+}
+
+impl<I: Input> HostedSession<I> {
+    /// The host of a new room.
+    pub fn host(config: HostedConfig, now: Instant) -> Result<Self, ConfigError> {
+        let config = Self::fix(config);
+        let host = HostSession::new(config.sequencer.clone(), config.client.clone(), now)?;
+        Ok(Self::with(config, Role::Host(Box::new(host)), now))
+    }
+
+    /// A player joining the room hosted at `host`.
+    pub fn join(config: HostedConfig, host: PeerId, now: Instant) -> Result<Self, ConfigError> {
+        let config = Self::fix(config);
+        let client = ClientSession::new(config.client.clone(), host, now)?;
+        Ok(Self::with(config, Role::Client(Box::new(client)), now))
+    }
+
+    fn fix(mut config: HostedConfig) -> HostedConfig {
+        config.sequencer.share_roster = true;
+        config.client.keep_frames = config.client.keep_frames.max(config.sequencer.history);
+        config
+    }
+
+    fn with(config: HostedConfig, role: Role<I>, now: Instant) -> Self {
+        Self {
+            config,
+            role,
+            now,
+            epoch: 0,
+            me: None,
+            roster: Vec::new(),
+            host_seat: None,
+            takeover: None,
+            failed: Vec::new(),
+            peers: BTreeMap::new(),
+            out: VecDeque::new(),
+            sent_at: None,
+            ready: BTreeMap::new(),
+        }
+    }
+
+    /// Whether this player hosts the room now.
+    pub fn hosting(&self) -> bool {
+        matches!(self.role, Role::Host(_))
+    }
+
+    fn host_mut(&mut self) -> Option<&mut HostSession<I>> {
+        match &mut self.role {
+            Role::Host(h) => Some(h),
+            Role::Client(_) => None,
+        }
+    }
+
+    /// Whether a takeover is under way here.
+    pub fn taking_over(&self) -> bool {
+        self.takeover.is_some()
+    }
+
+    /// Host changes so far.
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    /// The sequencer, when hosting.
+    pub fn sequencer(&mut self) -> Option<&mut Sequencer<I>> {
+        self.host_mut().map(HostSession::sequencer)
+    }
+
+    /// This player's client (the host's own one when hosting).
+    pub fn client(&self) -> &ClientSession<I> {
+        match &self.role {
+            Role::Host(h) => h.client(),
+            Role::Client(c) => c,
+        }
+    }
+
+    fn client_mut(&mut self) -> &mut ClientSession<I> {
+        match &mut self.role {
+            Role::Host(h) => h.client_mut(),
+            Role::Client(c) => c,
+        }
+    }
+
+    /// Our seat, once welcomed.
+    pub fn seat(&self) -> Option<PlayerId> {
+        self.me.map(|(s, _, _)| s)
+    }
+
+    /// The next frame to run.
+    pub fn frame(&self) -> Tick {
+        self.client().frame()
+    }
+
+    /// See [`ClientSession::commit_local`].
+    pub fn commit_local(&mut self, input: I) -> Result<Tick, CommitError> {
+        match &mut self.role {
+            Role::Host(h) => h.commit_local(input),
+            Role::Client(c) => c.commit_local(input),
+        }
+    }
+
+    /// See [`ClientSession::advance`].
+    pub fn advance(&mut self) -> Option<Frame<I>> {
+        match &mut self.role {
+            Role::Host(h) => h.advance(),
+            Role::Client(c) => c.advance(),
+        }
+    }
+
+    /// See [`ClientSession::report_checksum`].
+    pub fn report_checksum(&mut self, tick: Tick, hash: u64) -> Result<(), ChecksumError> {
+        self.client_mut().report_checksum(tick, hash)
+    }
+
+    /// The next game event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.client_mut().poll_event()
+    }
+
+    /// How other players can reach connection `peer` (hosting): see
+    /// [`Sequencer::set_contact`]. Also tells a survivor which peer id
+    /// a contact it must reach has ([`contact_wanted`](Self::contact_wanted)).
+    pub fn set_contact(&mut self, peer: PeerId, contact: &[u8]) -> Result<(), SequencerError> {
+        if let Some(h) = self.host_mut() {
+            h.set_contact(peer, contact)?;
+        }
+        Ok(())
+    }
+
+    /// The contact of the player this survivor must reach now (the
+    /// candidate of a takeover), until the application tells its peer id
+    /// with [`resolved`](Self::resolved).
+    pub fn contact_wanted(&self) -> Option<&[u8]> {
+        match &self.takeover {
+            Some(Takeover::Reporting {
+                seat, peer: None, ..
+            }) => self
+                .roster
+                .iter()
+                .find(|e| e.seat == *seat)
+                .map(|e| e.contact.as_slice()),
+            _ => None,
+        }
+    }
+
+    /// The peer id the application's transport uses for `contact`.
+    pub fn resolved(&mut self, contact: &[u8], peer: PeerId) {
+        if self.peers.len() >= wire::MAX_SEATS {
+            self.peers.clear();
+        }
+        self.peers.insert(contact.to_vec(), peer);
+        if let Some(Takeover::Reporting {
+            seat,
+            peer: p @ None,
+            ..
+        }) = &mut self.takeover
+            && self
+                .roster
+                .iter()
+                .any(|e| e.seat == *seat && e.contact == contact)
+        {
+            *p = Some(peer);
+            self.sent_at = None;
+        }
+    }
+
+    // ----- network side ---------------------------------------------------
+
+    /// Takes a datagram.
+    pub fn handle_datagram(
+        &mut self,
+        from: PeerId,
+        datagram: &[u8],
+        now: Instant,
+    ) -> Result<(), SequencerError> {
+        self.now = self.now.max(now);
+        let now = self.now;
+        // Takeover traffic comes from players that are nobody's connection
+        // yet: looked at before anything else takes the datagram.
+        let connected = self
+            .host_mut()
+            .is_some_and(|h| h.sequencer().is_connected(from));
+        let from_server = !self.hosting() && self.client().server_peer() == from;
+        if !connected && !from_server {
+            let reference = self.client().frame();
+            if let Ok(d) = Datagram::decode(datagram, reference)
+                && d.messages
+                    .iter()
+                    .any(|m| matches!(m, Message::Takeover { .. } | Message::TakeoverAck { .. }))
+            {
+                self.take_takeover(from, &d);
+                return Ok(());
+            }
+        }
+        let r = match &mut self.role {
+            Role::Host(h) => {
+                self.ready.remove(&from);
+                h.handle_datagram(from, datagram, now)
+            }
+            Role::Client(c) => c
+                .handle_datagram(from, datagram, now)
+                .map_err(|_| SequencerError::NotConnected(from)),
+        };
+        self.note_client();
+        r
+    }
+
+    /// Lets timers fire: notices a silent host, moves a takeover on.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+        let now = self.now;
+        match &mut self.role {
+            Role::Host(h) => h.handle_timeout(now),
+            Role::Client(c) => c.handle_timeout(now),
+        }
+        self.note_client();
+        if !self.hosting() && self.takeover.is_none() && self.host_gone() {
+            self.begin_takeover();
+        }
+        self.progress_takeover();
+    }
+
+    /// The next datagram to send.
+    pub fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if self.out.is_empty() && self.sent_at.is_none_or(|t| self.now >= t + self.resend()) {
+            self.queue_takeover();
+        }
+        if let Some((to, bytes)) = self.out.pop_front() {
+            buf.clear();
+            buf.extend_from_slice(&bytes);
+            return Some(Transmit {
+                destination: to,
+                len: buf.len(),
+            });
+        }
+        // Reporting: nothing goes to the old host any more (what the
+        // client has for it is dropped, so its timers stay quiet).
+        if matches!(self.takeover, Some(Takeover::Reporting { .. })) {
+            while self.client_mut().poll_transmit(buf).is_some() {}
+            return None;
+        }
+        match &mut self.role {
+            Role::Host(h) => h.poll_transmit(buf),
+            Role::Client(c) => c.poll_transmit(buf),
+        }
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) next needs calling.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let own = match &self.role {
+            Role::Host(h) => h.poll_timeout(),
+            Role::Client(c) => c.poll_timeout(),
+        };
+        let resend = self.sent_at.map_or(self.now, |t| t + self.resend());
+        // Deadlines still ahead (one passed while the candidate waits for
+        // frames must not spin the clock).
+        let ahead = |t: Instant| if t > self.now { t } else { resend };
+        let takeover = self.takeover.as_ref().map(|t| match t {
+            Takeover::Reporting { since, .. } => {
+                resend.min(ahead(*since + self.config.host_timeout))
+            }
+            Takeover::Collecting { since, .. } => resend
+                .min(ahead(*since + self.config.takeover_wait))
+                .min(ahead(*since + self.config.takeover_alone)),
+        });
+        let ready = (!self.ready.is_empty()).then_some(resend);
+        let watch = (!self.hosting() && self.takeover.is_none())
+            .then(|| self.client().last_heard())
+            .flatten()
+            .map(|t| t + self.config.host_timeout);
+        [own, takeover, ready, watch].into_iter().flatten().min()
+    }
+
+    fn resend(&self) -> Duration {
+        self.config.client.resend_interval
+    }
+
+    /// Notes what our client learned: our seat and token, the roster.
+    fn note_client(&mut self) {
+        let c = self.client();
+        if let Some(w) = c.welcome()
+            && let Some(seat) = w.seat
+        {
+            let me = Some((seat, w.token, w.seats));
+            let roster: Vec<SeatInfo> = c.roster().cloned().collect();
+            self.me = me;
+            if !roster.is_empty() && self.takeover.is_none() {
+                self.roster = roster;
+            }
+        }
+        if !self.hosting() && self.takeover.is_none() && self.host_seat.is_none() {
+            self.host_seat = self.roster.iter().find(|e| e.hosts).map(|e| e.seat);
+        }
+    }
+
+    /// Whether the host we follow is gone: silent for `host_timeout`, or
+    /// it said goodbye.
+    fn host_gone(&self) -> bool {
+        let c = self.client();
+        if self.me.is_none() || self.roster.is_empty() {
+            return false;
+        }
+        let said_bye = matches!(c.closed(), Some(super::CloseReason::Bye(..)));
+        let silent = c
+            .last_heard()
+            .is_some_and(|t| self.now >= t + self.config.host_timeout);
+        said_bye || silent
+    }
+
+    /// The seats that may take over, in order: playing, reachable, not
+    /// the host that left, not failed.
+    fn candidates(&self) -> impl Iterator<Item = PlayerId> + '_ {
+        let me = self.seat();
+        self.roster
+            .iter()
+            .filter(move |e| e.playing && (!e.contact.is_empty() || Some(e.seat) == me))
+            .filter(|e| Some(e.seat) != self.host_seat && !self.failed.contains(&e.seat))
+            .map(|e| e.seat)
+    }
+
+    fn begin_takeover(&mut self) {
+        self.epoch = self.epoch.wrapping_add(1);
+        self.failed.clear();
+        self.next_candidate();
+    }
+
+    /// Reports to the next candidate, or collects if it is us.
+    fn next_candidate(&mut self) {
+        let now = self.now;
+        self.sent_at = None;
+        let first = self.candidates().next();
+        match first {
+            Some(seat) if Some(seat) == self.seat() => {
+                self.takeover = Some(Takeover::Collecting {
+                    since: now,
+                    reports: BTreeMap::new(),
+                });
+            }
+            Some(seat) => {
+                let contact = self
+                    .roster
+                    .iter()
+                    .find(|e| e.seat == seat)
+                    .map(|e| e.contact.clone())
+                    .unwrap_or_default();
+                let peer = self.peers.get(&contact).copied();
+                self.takeover = Some(Takeover::Reporting {
+                    seat,
+                    peer,
+                    since: now,
+                    want: None,
+                });
+            }
+            // Nobody can take over: nothing more to do.
+            None => self.takeover = None,
+        }
+    }
+
+    /// A `Takeover` or `TakeoverAck` from `from`.
+    fn take_takeover(&mut self, from: PeerId, d: &Datagram<'_>) {
+        let now = self.now;
+        for m in &d.messages {
+            match *m {
+                Message::Takeover {
+                    epoch,
+                    seat,
+                    token,
+                    lacks,
+                    held_from: _,
+                } => {
+                    // Already taken over: tell it to come back.
+                    if self.hosting() && epoch <= self.epoch {
+                        self.ready.insert(from, now);
+                        self.sent_at = None;
+                        continue;
+                    }
+                    // Someone noticed before us, and we find the host gone
+                    // too (a player that still hears the host never leaves
+                    // it on another's word): we take part.
+                    if self.takeover.is_none()
+                        && !self.hosting()
+                        && epoch == self.epoch.wrapping_add(1)
+                        && self.host_gone()
+                    {
+                        self.begin_takeover();
+                    }
+                    let Some(Takeover::Collecting { reports, since }) = &mut self.takeover else {
+                        continue;
+                    };
+                    if epoch != self.epoch {
+                        continue;
+                    }
+                    // The token must be the seat's, as the host committed to.
+                    let holds = self
+                        .roster
+                        .iter()
+                        .any(|e| e.seat == seat && e.commitment == token_commitment(&token));
+                    if !holds || Some(seat) == self.host_seat {
+                        continue;
+                    }
+                    let inputs = d
+                        .messages
+                        .iter()
+                        .filter_map(|m| match m {
+                            Message::Inputs(i) => Some(i),
+                            _ => None,
+                        })
+                        .flat_map(|i| i.runs.iter())
+                        .filter(|r| r.seat == seat)
+                        .filter_map(|r| r.decode::<I>().ok().map(|v| (r.start, v)))
+                        .flat_map(|(start, v)| {
+                            v.into_iter()
+                                .enumerate()
+                                .map(move |(k, x)| (start.saturating_add(k as u32), x))
+                        })
+                        .take(256)
+                        .collect();
+                    let _ = since;
+                    reports.insert(
+                        seat,
+                        Report {
+                            peer: from,
+                            token,
+                            lacks,
+                            inputs,
+                        },
+                    );
+                    self.sent_at = None;
+                }
+                Message::TakeoverAck { epoch, ready, want } => {
+                    let Some(Takeover::Reporting {
+                        peer: Some(p),
+                        since,
+                        want: w,
+                        ..
+                    }) = &mut self.takeover
+                    else {
+                        continue;
+                    };
+                    if *p != from || epoch != self.epoch {
+                        continue;
+                    }
+                    *since = now;
+                    *w = want;
+                    if ready {
+                        let to = *p;
+                        self.takeover = None;
+                        self.host_seat = None;
+                        let _ = self.client_mut().move_to(to, now);
+                    } else {
+                        self.sent_at = None;
+                    }
+                }
+                _ => {}
+            }
+        }
+        // Frames a survivor sent the candidate that asked for them.
+        if let Some(Takeover::Collecting { .. }) = &self.takeover {
+            let seats = self.me.map_or(0, |(_, _, w)| w) as usize;
+            let frames: Vec<Frame<I>> = d
+                .messages
+                .iter()
+                .filter_map(|m| match m {
+                    Message::Frames(f) if f.seats as usize == seats => f.decode::<I>().ok(),
+                    _ => None,
+                })
+                .flatten()
+                .collect();
+            if !frames.is_empty() {
+                self.client_mut().hold_frames(frames);
+                self.sent_at = None;
+            }
+        }
+    }
+
+    /// Moves a takeover on: the next candidate after a silent one; the
+    /// candidate going on once it heard enough.
+    fn progress_takeover(&mut self) {
+        let now = self.now;
+        match &self.takeover {
+            Some(Takeover::Reporting { seat, since, .. })
+                if now >= *since + self.config.host_timeout =>
+            {
+                let seat = *seat;
+                self.failed.push(seat);
+                self.next_candidate();
+            }
+            Some(Takeover::Reporting { .. }) => {}
+            Some(Takeover::Collecting { since, reports }) => {
+                let since = *since;
+                let expected: Vec<PlayerId> = self
+                    .roster
+                    .iter()
+                    .map(|e| e.seat)
+                    .filter(|s| Some(*s) != self.host_seat && Some(*s) != self.seat())
+                    .collect();
+                let heard = expected.iter().filter(|s| reports.contains_key(s)).count();
+                // Survivors and us.
+                let all = heard == expected.len();
+                let majority = (heard + 1) * 2 > expected.len() + 1;
+                let go = all
+                    || (majority && now >= since + self.config.takeover_wait)
+                    || now >= since + self.config.takeover_alone;
+                if go {
+                    self.settle();
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// The candidate, once it heard enough: fetches the frames it lacks,
+    /// then takes the match over.
+    fn settle(&mut self) {
+        let Some(Takeover::Collecting { reports, .. }) = &self.takeover else {
+            return;
+        };
+        let own = self.client().lacks();
+        let best = reports.values().max_by_key(|r| r.lacks);
+        if let Some(r) = best.filter(|r| r.lacks > own) {
+            // Asked in the next takeover datagram to it.
+            let _ = r;
+            return;
+        }
+        let Some(Takeover::Collecting { reports, .. }) = self.takeover.take() else {
+            return;
+        };
+        let Some((seat, token, _)) = self.me else {
+            return;
+        };
+        let now = self.now;
+        let c = self.client();
+        let last = own.saturating_sub(1);
+        let next = own;
+        let frames = c.frames_held(c.held_from(), usize::MAX);
+        let mut events: Vec<SystemEvent> = Vec::new();
+        if let Some(h) = self.host_seat {
+            events.push(if matches!(c.closed(), Some(super::CloseReason::Bye(..))) {
+                SystemEvent::Left { player: h }
+            } else {
+                SystemEvent::Abandoned { player: h }
+            });
+        }
+        for e in &self.roster {
+            let answered = e.seat == seat || reports.contains_key(&e.seat);
+            if !answered && Some(e.seat) != self.host_seat {
+                events.push(SystemEvent::Abandoned { player: e.seat });
+            }
+        }
+        events.push(SystemEvent::HostChanged { player: seat });
+        let playing = |s: PlayerId| self.roster.iter().any(|e| e.seat == s && e.playing);
+        let mut survivors: Vec<Survivor<I>> = reports
+            .iter()
+            .map(|(s, r)| Survivor {
+                seat: *s,
+                token: r.token,
+                playing: playing(*s),
+                inputs: r.inputs.clone(),
+            })
+            .collect();
+        survivors.push(Survivor {
+            seat,
+            token,
+            playing: playing(seat),
+            inputs: c.inputs_after(last),
+        });
+        let handover = Handover {
+            frames,
+            next,
+            survivors,
+            events,
+            fingerprint: self.config.client.fingerprint,
+        };
+        let Ok(sequencer) = Sequencer::take_over(self.config.sequencer.clone(), handover, now)
+        else {
+            return;
+        };
+        let Ok(placeholder) = ClientSession::new(self.config.client.clone(), HOST_PEER, now) else {
+            return;
+        };
+        let Role::Client(mut client) =
+            core::mem::replace(&mut self.role, Role::Client(Box::new(placeholder)))
+        else {
+            return;
+        };
+        if client.move_to(HOST_PEER, now).is_err() {
+            self.role = Role::Client(client);
+            return;
+        }
+        self.role = Role::Host(Box::new(HostSession::from_parts(sequencer, *client, now)));
+        self.host_seat = None;
+        for r in reports.values() {
+            self.ready.insert(r.peer, now);
+        }
+        self.sent_at = None;
+    }
+
+    /// Queues this takeover's datagrams: a survivor's report to the
+    /// candidate; a candidate's answers.
+    fn queue_takeover(&mut self) {
+        let now = self.now;
+        let epoch = self.epoch;
+        let mut queued = false;
+        match &self.takeover {
+            Some(Takeover::Reporting {
+                peer: Some(to),
+                want,
+                ..
+            }) => {
+                let (to, want) = (*to, *want);
+                if let Some(bytes) = self.report(want) {
+                    self.out.push_back((to, bytes));
+                    queued = true;
+                }
+            }
+            Some(Takeover::Collecting { reports, .. }) => {
+                let own = self.client().lacks();
+                let ask = reports
+                    .values()
+                    .filter(|r| r.lacks > own)
+                    .max_by_key(|r| r.lacks)
+                    .map(|r| r.peer);
+                for r in reports.values() {
+                    let want = (Some(r.peer) == ask).then_some(own);
+                    self.out
+                        .push_back((r.peer, answer(epoch, false, want, self.client().frame())));
+                    queued = true;
+                }
+            }
+            _ => {}
+        }
+        // The new host: tell the survivors to come back, until they do.
+        let base = self.client().frame();
+        let quiet = self.config.takeover_alone;
+        self.ready.retain(|_, since| now < *since + quiet);
+        for &peer in self.ready.keys() {
+            self.out.push_back((peer, answer(epoch, true, None, base)));
+            queued = true;
+        }
+        // Whether or not anything went: the next try is a resend
+        // interval away.
+        let _ = queued;
+        self.sent_at = Some(now);
+    }
+
+    /// A survivor's report: its `Takeover`, its inputs for the ticks it has
+    /// not run, and the frames asked for.
+    fn report(&self, want: Option<Tick>) -> Option<Vec<u8>> {
+        let (seat, token, width) = self.me?;
+        let c = self.client();
+        let mut buf = Vec::new();
+        let mut w = DatagramWriter::new(&mut buf, c.frame(), self.config.client.max_datagram);
+        w.push(&Message::Takeover {
+            epoch: self.epoch,
+            seat,
+            token,
+            lacks: c.lacks(),
+            held_from: c.held_from(),
+        })
+        .ok()?;
+        let inputs = c.inputs_after(c.frame().saturating_sub(1));
+        let mut chain = ChainWriter::new();
+        let start = inputs.first().map(|(t, _)| *t);
+        let mut expect = start;
+        for (t, i) in &inputs {
+            if Some(*t) != expect || !chain.push(i, 400) {
+                break;
+            }
+            expect = t.next();
+        }
+        if let Some(start) = start
+            && !chain.is_empty()
+        {
+            let mut bytes = Vec::new();
+            chain.write(&mut bytes);
+            let _ = w.push(&Message::Inputs(Inputs {
+                acks: Vec::new(),
+                runs: vec![InputRun {
+                    seat,
+                    start,
+                    count: chain.count() as u32,
+                    chain: &bytes,
+                }],
+            }));
+        }
+        if let Some(from) = want {
+            let frames = c.frames_held(from, 32);
+            let mut n = frames.len();
+            let mut body = Vec::new();
+            while n > 0 {
+                body.clear();
+                wire::encode_frames_body(&frames[..n], width as usize, &mut body);
+                let m = Message::Frames(Frames {
+                    start: from,
+                    count: n as u32,
+                    seats: width,
+                    body: &body,
+                });
+                if w.push(&m).is_ok() {
+                    break;
+                }
+                n /= 2;
+            }
+        }
+        w.finish();
+        Some(buf)
+    }
+}
+
+/// A candidate's (or new host's) answer to a report.
+fn answer(epoch: u32, ready: bool, want: Option<Tick>, base: Tick) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let mut w = DatagramWriter::new(&mut buf, base, 64);
+    w.put(Message::TakeoverAck { epoch, ready, want });
+    w.finish();
+    buf
+}
+
+crate::endpoint::forward_to_inherent!(HostedSession, SequencerError);

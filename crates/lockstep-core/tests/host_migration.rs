@@ -1,0 +1,224 @@
+//! Host migration on the simulated network: the host of a host-mode match
+//! crashes at a random tick, under loss, duplication, reordering and
+//! jitter; the survivors elect the lowest playing seat, which takes the
+//! match over. Their confirmed streams are identical and gap-free, keep
+//! every frame the old host sealed that anyone ran, and carry on within a
+//! bounded virtual time.
+//!
+//! `PROPTEST_CASES` overrides the number of cases.
+
+mod common;
+
+use common::props::cases;
+use lockstep_core::sequenced::{HostedConfig, HostedSession, Policy};
+use lockstep_core::sim::{LinkConditions, Outcome, Sim, SimNetwork};
+use lockstep_core::{Frame, Instant, PeerId, SystemEvent, Tick};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+type Session = HostedSession<u16>;
+
+fn contact(p: PeerId) -> Vec<u8> {
+    p.0.to_le_bytes().to_vec()
+}
+
+/// What each player ran and committed.
+#[derive(Default)]
+struct Game {
+    ran: BTreeMap<Tick, Frame<u16>>,
+    committed: BTreeMap<Tick, u16>,
+    /// When each tick was first run (virtual time).
+    at: BTreeMap<Tick, Instant>,
+}
+
+/// One game-loop iteration, and what the application does for host mode:
+/// names its connections' contacts (hosting) and resolves the contact of a
+/// player it must reach (taking over).
+fn play(id: PeerId, s: &mut Session, g: &mut Game, now: Instant) {
+    if let Some(seq) = s.sequencer() {
+        let peers: Vec<PeerId> = seq.connections().map(|(p, _)| p).collect();
+        for p in peers {
+            let _ = seq.set_contact(p, &contact(p));
+        }
+    }
+    if let Some(c) = s.contact_wanted().map(<[u8]>::to_vec)
+        && let Ok(b) = <[u8; 4]>::try_from(&c[..])
+    {
+        s.resolved(&c, PeerId(u32::from_le_bytes(b)));
+    }
+    let input = (now.as_millis() as u16)
+        .wrapping_mul(8)
+        .wrapping_add(id.0 as u16)
+        | 1;
+    if let Ok(t) = s.commit_local(input) {
+        g.committed.insert(t, input);
+    }
+    while let Some(f) = s.advance() {
+        g.at.entry(f.tick).or_insert(now);
+        g.ran.insert(f.tick, f);
+    }
+    while s.poll_event().is_some() {}
+}
+
+fn run(
+    sim: &mut Sim<Session>,
+    games: &mut BTreeMap<PeerId, Game>,
+    until: Instant,
+    mut done: impl FnMut(&BTreeMap<PeerId, Game>) -> bool,
+) -> Outcome {
+    // `done` looks at the games, which the sim's closure holds: checked
+    // between short runs.
+    loop {
+        if done(games) {
+            return Outcome::Done;
+        }
+        if sim.now() >= until {
+            return Outcome::TimedOut;
+        }
+        let step = sim.now() + Duration::from_millis(100);
+        let o = sim.run(
+            step.min(until),
+            Duration::from_millis(33),
+            |id, s, now| play(id, s, games.entry(id).or_default(), now),
+            |_| false,
+        );
+        if let Outcome::Livelock { .. } = o {
+            return o;
+        }
+    }
+}
+
+prop_compose! {
+    fn link()(loss in 0.0f64..0.15, jitter in 0u64..15, dup in 0.0f64..0.05) -> LinkConditions {
+        LinkConditions {
+            latency: Duration::from_millis(15),
+            jitter: Duration::from_millis(jitter),
+            loss,
+            duplicate: dup,
+            reorder: 0.05,
+            max_datagram: Some(1200),
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(cases(24))]
+
+    #[test]
+    fn survivors_of_a_crashed_host_play_on_as_one(
+        players in 3usize..=5,
+        crash_at in 20u32..200,
+        deadline in any::<bool>(),
+        link in link(),
+        seed in any::<u64>(),
+    ) {
+        let mut config = HostedConfig::default();
+        if deadline {
+            config.sequencer.policy = Policy::Deadline { missing: lockstep_core::sequenced::MissingInput::Neutral };
+        }
+        let mut sim = Sim::new(SimNetwork::new(seed, link));
+        sim.add(PeerId(0), Session::host(config.clone(), Instant::ZERO).unwrap());
+        for k in 1..players {
+            sim.add(PeerId(k as u32), Session::join(config.clone(), PeerId(0), Instant::ZERO).unwrap());
+        }
+        let mut games: BTreeMap<PeerId, Game> = BTreeMap::new();
+        let survivors: Vec<PeerId> = (1..players as u32).map(PeerId).collect();
+        let o = run(&mut sim, &mut games, Instant::from_millis(120_000), |g| {
+            g.get(&PeerId(0)).is_some_and(|h| h.ran.len() as u32 >= crash_at)
+        });
+        prop_assert_eq!(o, Outcome::Done, "seed {}: never reached the crash", seed);
+        sim.freeze(PeerId(0));
+        let crashed = sim.now();
+        let target = crash_at + 300;
+        let o = run(&mut sim, &mut games, crashed + Duration::from_secs(60), |g| {
+            survivors.iter().all(|id| g.get(id).is_some_and(|x| x.ran.len() as u32 >= target))
+        });
+        let lens: Vec<usize> = survivors.iter().map(|id| games.get(id).map_or(0, |g| g.ran.len())).collect();
+        prop_assert_eq!(o, Outcome::Done, "seed {}: survivors stuck at {:?}", seed, lens);
+        let hosts: Vec<PeerId> = survivors.iter().copied().filter(|id| sim.endpoint(*id).is_some_and(Session::hosting)).collect();
+        prop_assert_eq!(hosts.len(), 1, "seed {}: hosts {:?}", seed, hosts);
+        let reference = &games[&hosts[0]].ran;
+        let old = &games[&PeerId(0)].ran;
+        for id in &survivors {
+            let ran = &games[id].ran;
+            let ticks: Vec<u32> = ran.keys().map(|t| t.get()).collect();
+            prop_assert_eq!(&ticks, &(0..ticks.len() as u32).collect::<Vec<_>>(), "seed {}: {} has gaps", seed, id);
+            for (t, f) in ran {
+                if let Some(r) = reference.get(t) {
+                    prop_assert_eq!(f, r, "seed {}: {} ran {} differently", seed, id, t);
+                }
+                if let Some(o) = old.get(t) {
+                    prop_assert_eq!(f, o, "seed {}: {} ran the old host's {} differently", seed, id, t);
+                }
+            }
+        }
+        let changed: Vec<&Frame<u16>> = reference.values().filter(|f| f.events.iter().any(|e| matches!(e, SystemEvent::HostChanged { .. }))).collect();
+        prop_assert_eq!(changed.len(), 1, "seed {}", seed);
+        // The new host ran its first frame within host_timeout (500 ms) +
+        // takeover_wait (300 ms) + 1 s of the crash (measured over 300
+        // cases: 529 to 683 ms, median 564).
+        let resumed = games[&hosts[0]].at[&changed[0].tick];
+        prop_assert!(resumed <= crashed + Duration::from_millis(1_800), "seed {}: resumed {:?} after the crash", seed, resumed - crashed);
+    }
+}
+
+/// A takeover report sent to the first candidate while the host is alive
+/// and heard (by a player that wants the match split, or a stale one):
+/// the candidate never leaves its host on another's word, and nothing
+/// changes for anyone.
+#[test]
+fn a_takeover_report_while_the_host_is_heard_changes_nothing() {
+    use lockstep_core::wire::{DatagramWriter, Message, ResumeToken};
+    let config = HostedConfig::default();
+    let mut sim = Sim::new(SimNetwork::new(7, LinkConditions::default()));
+    sim.add(
+        PeerId(0),
+        Session::host(config.clone(), Instant::ZERO).unwrap(),
+    );
+    for k in 1..4 {
+        sim.add(
+            PeerId(k),
+            Session::join(config.clone(), PeerId(0), Instant::ZERO).unwrap(),
+        );
+    }
+    let mut games: BTreeMap<PeerId, Game> = BTreeMap::new();
+    let o = run(&mut sim, &mut games, Instant::from_millis(60_000), |g| {
+        (1..4).all(|k| g.get(&PeerId(k)).is_some_and(|x| x.ran.len() >= 60))
+    });
+    assert_eq!(o, Outcome::Done);
+    // Every seat's report, with made-up and real-looking fields, to every
+    // player, from a stranger's id.
+    for to in 1..4u32 {
+        for seat in 0..4u16 {
+            let mut buf = Vec::new();
+            let mut w = DatagramWriter::new(&mut buf, Tick::new(60), 1200);
+            w.put(Message::Takeover {
+                epoch: 1,
+                seat: lockstep_core::PlayerId(seat),
+                token: ResumeToken([seat as u8; 16]),
+                lacks: Tick::new(61),
+                held_from: Tick::ZERO,
+            });
+            w.finish();
+            let now = sim.now();
+            let s = sim.endpoint_mut(PeerId(to)).unwrap();
+            let _ = s.handle_datagram(PeerId(99), &buf, now);
+        }
+    }
+    let o = run(&mut sim, &mut games, Instant::from_millis(60_000), |g| {
+        (0..4).all(|k| g.get(&PeerId(k)).is_some_and(|x| x.ran.len() >= 200))
+    });
+    assert_eq!(o, Outcome::Done);
+    for k in 0..4 {
+        let s = sim.endpoint(PeerId(k)).unwrap();
+        assert_eq!(s.hosting(), k == 0, "{k}");
+        assert!(!s.taking_over(), "{k}");
+        assert_eq!(s.epoch(), 0);
+        assert!(games[&PeerId(k)].ran.values().all(|f| {
+            f.events
+                .iter()
+                .all(|e| !matches!(e, SystemEvent::HostChanged { .. }))
+        }));
+    }
+}
