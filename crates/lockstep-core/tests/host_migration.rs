@@ -222,3 +222,128 @@ fn a_takeover_report_while_the_host_is_heard_changes_nothing() {
         }));
     }
 }
+
+/// A survivor that claims to hold frames far past everyone's (and never
+/// sends them), in every report.
+struct Claimer {
+    inner: Session,
+    lies: bool,
+}
+
+impl lockstep_core::Endpoint for Claimer {
+    type Error = lockstep_core::sequenced::SequencerError;
+
+    fn handle_datagram(&mut self, from: PeerId, d: &[u8], now: Instant) -> Result<(), Self::Error> {
+        self.inner.handle_datagram(from, d, now)
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.inner.handle_timeout(now);
+    }
+
+    fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<lockstep_core::Transmit> {
+        use lockstep_core::wire::{Datagram, DatagramWriter, Message};
+        let t = self.inner.poll_transmit(buf)?;
+        if !self.lies {
+            return Some(t);
+        }
+        let Ok(d) = Datagram::decode(&buf[..t.len], self.inner.frame()) else {
+            return Some(t);
+        };
+        if !d
+            .messages
+            .iter()
+            .any(|m| matches!(m, Message::Takeover { .. }))
+        {
+            return Some(t);
+        }
+        let mut out = Vec::new();
+        let mut w = DatagramWriter::new(&mut out, d.base, 1200);
+        for m in &d.messages {
+            match *m {
+                Message::Takeover {
+                    epoch,
+                    seat,
+                    token,
+                    held_from,
+                    ..
+                } => w.put(Message::Takeover {
+                    epoch,
+                    seat,
+                    token,
+                    lacks: Tick::new(1_000_000),
+                    held_from,
+                }),
+                Message::Frames(_) => {}
+                ref m => {
+                    let _ = w.push(m);
+                }
+            }
+        }
+        w.finish();
+        buf.clear();
+        buf.extend_from_slice(&out);
+        Some(lockstep_core::Transmit {
+            destination: t.destination,
+            len: buf.len(),
+        })
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.inner.poll_timeout()
+    }
+}
+
+/// One survivor claims, in its reports, frames a million ticks past
+/// everyone's and sends none: the candidate stops believing it after
+/// `host_timeout` without them, and the match goes on (before, the
+/// takeover waited for those frames for good).
+#[test]
+fn a_survivor_claiming_frames_it_never_sends_cannot_hold_the_takeover() {
+    let config = HostedConfig::default();
+    let mut sim = Sim::new(SimNetwork::new(11, LinkConditions::default()));
+    let node = |s: Session, lies: bool| Claimer { inner: s, lies };
+    sim.add(
+        PeerId(0),
+        node(Session::host(config.clone(), Instant::ZERO).unwrap(), false),
+    );
+    for k in 1..4 {
+        let s = Session::join(config.clone(), PeerId(0), Instant::ZERO).unwrap();
+        sim.add(PeerId(k), node(s, k == 3));
+    }
+    let mut games: BTreeMap<PeerId, Game> = BTreeMap::new();
+    let mut go = |sim: &mut Sim<Claimer>, games: &mut BTreeMap<PeerId, Game>, frames: usize| {
+        let until = sim.now() + Duration::from_secs(30);
+        while !(1..4).all(|k| games.get(&PeerId(k)).is_some_and(|g| g.ran.len() >= frames)) {
+            assert!(
+                sim.now() < until,
+                "stuck: {:?}",
+                (0..4)
+                    .map(|k| games.get(&PeerId(k)).map_or(0, |g| g.ran.len()))
+                    .collect::<Vec<_>>()
+            );
+            let step = sim.now() + Duration::from_millis(100);
+            let _ = sim.run(
+                step,
+                Duration::from_millis(33),
+                |id, n, now| play(id, &mut n.inner, games.entry(id).or_default(), now),
+                |_| false,
+            );
+        }
+    };
+    go(&mut sim, &mut games, 60);
+    sim.freeze(PeerId(0));
+    go(&mut sim, &mut games, 300);
+    let hosts: Vec<u32> = (1..4)
+        .filter(|k| sim.endpoint(PeerId(*k)).is_some_and(|n| n.inner.hosting()))
+        .collect();
+    assert_eq!(hosts.len(), 1);
+    let reference = &games[&PeerId(hosts[0])].ran;
+    for k in 1..4 {
+        for (t, f) in &games[&PeerId(k)].ran {
+            if let Some(r) = reference.get(t) {
+                assert_eq!(f, r, "{k} ran {t} differently");
+            }
+        }
+    }
+}

@@ -88,6 +88,8 @@ enum Takeover<I> {
     Collecting {
         since: Instant,
         reports: BTreeMap<PlayerId, Report<I>>,
+        /// When the frames we lack last came closer (or we began to ask).
+        progress: Instant,
     },
 }
 
@@ -460,6 +462,7 @@ impl<I: Input> HostedSession<I> {
                 self.takeover = Some(Takeover::Collecting {
                     since: now,
                     reports: BTreeMap::new(),
+                    progress: now,
                 });
             }
             Some(seat) => {
@@ -510,7 +513,7 @@ impl<I: Input> HostedSession<I> {
                     {
                         self.begin_takeover();
                     }
-                    let Some(Takeover::Collecting { reports, since }) = &mut self.takeover else {
+                    let Some(Takeover::Collecting { reports, .. }) = &mut self.takeover else {
                         continue;
                     };
                     if epoch != self.epoch {
@@ -541,7 +544,6 @@ impl<I: Input> HostedSession<I> {
                         })
                         .take(256)
                         .collect();
-                    let _ = since;
                     reports.insert(
                         seat,
                         Report {
@@ -580,8 +582,8 @@ impl<I: Input> HostedSession<I> {
                 _ => {}
             }
         }
-        // Frames a survivor sent the candidate that asked for them.
-        if let Some(Takeover::Collecting { .. }) = &self.takeover {
+        // Frames from the survivor asked for them (from nobody else).
+        if self.asked() == Some(from) {
             let seats = self.me.map_or(0, |(_, _, w)| w) as usize;
             let frames: Vec<Frame<I>> = d
                 .messages
@@ -593,10 +595,30 @@ impl<I: Input> HostedSession<I> {
                 .flatten()
                 .collect();
             if !frames.is_empty() {
+                let before = self.client().lacks();
                 self.client_mut().hold_frames(frames);
+                if self.client().lacks() > before
+                    && let Some(Takeover::Collecting { progress, .. }) = &mut self.takeover
+                {
+                    *progress = now;
+                }
                 self.sent_at = None;
             }
         }
+    }
+
+    /// The survivor a candidate asks for the frames it lacks: the one
+    /// holding the most, if more than the candidate.
+    fn asked(&self) -> Option<PeerId> {
+        let Some(Takeover::Collecting { reports, .. }) = &self.takeover else {
+            return None;
+        };
+        let own = self.client().lacks();
+        reports
+            .values()
+            .filter(|r| r.lacks > own)
+            .max_by_key(|r| r.lacks)
+            .map(|r| r.peer)
     }
 
     /// Moves a takeover on: the next candidate after a silent one; the
@@ -612,7 +634,7 @@ impl<I: Input> HostedSession<I> {
                 self.next_candidate();
             }
             Some(Takeover::Reporting { .. }) => {}
-            Some(Takeover::Collecting { since, reports }) => {
+            Some(Takeover::Collecting { since, reports, .. }) => {
                 let since = *since;
                 let expected: Vec<PlayerId> = self
                     .roster
@@ -638,14 +660,23 @@ impl<I: Input> HostedSession<I> {
     /// The candidate, once it heard enough: fetches the frames it lacks,
     /// then takes the match over.
     fn settle(&mut self) {
-        let Some(Takeover::Collecting { reports, .. }) = &self.takeover else {
-            return;
-        };
         let own = self.client().lacks();
-        let best = reports.values().max_by_key(|r| r.lacks);
-        if let Some(r) = best.filter(|r| r.lacks > own) {
-            // Asked in the next takeover datagram to it.
-            let _ = r;
+        let now = self.now;
+        let quiet = self.config.host_timeout;
+        if let Some(asked) = self.asked() {
+            // Asked in the next takeover datagram to it; one that claims
+            // frames and sends none for `host_timeout` is not believed (it
+            // would hold the takeover for good).
+            if let Some(Takeover::Collecting {
+                reports, progress, ..
+            }) = &mut self.takeover
+                && now >= *progress + quiet
+            {
+                for r in reports.values_mut().filter(|r| r.peer == asked) {
+                    r.lacks = own;
+                }
+                *progress = now;
+            }
             return;
         }
         let Some(Takeover::Collecting { reports, .. }) = self.takeover.take() else {
@@ -741,11 +772,7 @@ impl<I: Input> HostedSession<I> {
             }
             Some(Takeover::Collecting { reports, .. }) => {
                 let own = self.client().lacks();
-                let ask = reports
-                    .values()
-                    .filter(|r| r.lacks > own)
-                    .max_by_key(|r| r.lacks)
-                    .map(|r| r.peer);
+                let ask = self.asked();
                 for r in reports.values() {
                     let want = (Some(r.peer) == ask).then_some(own);
                     self.out
