@@ -312,7 +312,7 @@ fn a_survivor_claiming_frames_it_never_sends_cannot_hold_the_takeover() {
         sim.add(PeerId(k), node(s, k == 3));
     }
     let mut games: BTreeMap<PeerId, Game> = BTreeMap::new();
-    let mut go = |sim: &mut Sim<Claimer>, games: &mut BTreeMap<PeerId, Game>, frames: usize| {
+    let go = |sim: &mut Sim<Claimer>, games: &mut BTreeMap<PeerId, Game>, frames: usize| {
         let until = sim.now() + Duration::from_secs(30);
         while !(1..4).all(|k| games.get(&PeerId(k)).is_some_and(|g| g.ran.len() >= frames)) {
             assert!(
