@@ -232,6 +232,13 @@ impl World {
             .count()
     }
 
+    /// Whether `id` diverged too often and left.
+    fn expelled(&self, id: PeerId) -> bool {
+        self.events(id)
+            .iter()
+            .any(|e| matches!(e, Event::DivergedTooOften { .. }))
+    }
+
     /// Every peer of `ids` ends on the same state, after the same tick.
     fn agree(&self, ids: &[PeerId]) {
         common::assert_streams_agree(self.sim.net.seed(), &self.records, ids);
@@ -325,12 +332,7 @@ fn lying_checkpoints_make_an_honest_player_resync() {
                     w.events(id)
                 );
                 assert_eq!(w.resynced(id), 0, "{id}: {:?}", w.events(id));
-                assert!(
-                    !w.events(id)
-                        .iter()
-                        .any(|e| matches!(e, Event::DivergedTooOften { .. })),
-                    "{id}"
-                );
+                assert!(!w.expelled(id), "{id}");
             }
         }
     }
@@ -428,12 +430,7 @@ fn a_short_checkpoint_flagged_full_makes_no_majority() {
         w.agree(&[P(0), P(1), P(2), P(3), P(4)]);
         for id in [P(0), P(1), P(3), P(4)] {
             assert_eq!(w.resynced(id), 0, "{id}: {:?}", w.events(id));
-            assert!(
-                !w.events(id)
-                    .iter()
-                    .any(|e| matches!(e, Event::DivergedTooOften { .. })),
-                "{id}"
-            );
+            assert!(!w.expelled(id), "{id}");
         }
     }
 }
@@ -462,12 +459,6 @@ fn three_near_withholders_cannot_expel_a_diverged_player() {
     w.run(150 + 4 * u64::from(BLOCK) + 300);
     let all: Vec<PeerId> = (0..7).map(P).collect();
     w.agree(&all);
-    assert!(
-        !w.events(P(0))
-            .iter()
-            .any(|e| matches!(e, Event::DivergedTooOften { .. })),
-        "{:?}",
-        w.events(P(0))
-    );
+    assert!(!w.expelled(P(0)), "{:?}", w.events(P(0)));
     assert!(w.resynced(P(0)) <= 2, "{:?}", w.events(P(0)));
 }
