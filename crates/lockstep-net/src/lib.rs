@@ -181,6 +181,39 @@ impl Default for Buffers {
     }
 }
 
+/// [`drive`] for a player in host mode over UDP
+/// ([`HostedSession`](lockstep_core::sequenced::HostedSession)), with the
+/// two things host mode needs from the transport: hosting, each
+/// connection's contact (the address it is seen at, as text) goes into the
+/// roster; taking part in a takeover, the contact of the player to reach
+/// becomes a peer of the socket. The socket must accept unknown peers
+/// ([`UdpTransport::accept_unknown`]): whoever takes over hears from the
+/// others there.
+pub fn drive_hosted<I: lockstep_core::Input>(
+    session: &mut lockstep_core::sequenced::HostedSession<I>,
+    udp: &mut UdpTransport,
+    now: Instant,
+    buffers: &mut Buffers,
+) -> Result<Driven, TransportError> {
+    if let Some(room) = session.sequencer() {
+        let peers: Vec<PeerId> = room.connections().map(|(p, _)| p).collect();
+        for p in peers {
+            if let Some(addr) = udp.addr(p) {
+                let _ = room.set_contact(p, addr.to_string().as_bytes());
+            }
+        }
+    }
+    if let Some(contact) = session.contact_wanted().map(<[u8]>::to_vec)
+        && let Some(addr) = std::str::from_utf8(&contact)
+            .ok()
+            .and_then(|s| s.parse::<std::net::SocketAddr>().ok())
+    {
+        let peer = udp.add_peer(addr);
+        session.resolved(&contact, peer);
+    }
+    drive(session, udp, now, buffers)
+}
+
 /// One network step of a game loop: every waiting datagram into the
 /// session, its timers, and every datagram it wants sent out.
 pub fn drive<E: Endpoint + ?Sized, T: Transport + ?Sized>(
