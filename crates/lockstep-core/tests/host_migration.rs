@@ -347,3 +347,186 @@ fn a_survivor_claiming_frames_it_never_sends_cannot_hold_the_takeover() {
         }
     }
 }
+
+/// A room of `players` on a lossless link, the host at `PeerId(0)`.
+fn room(players: u32, seed: u64) -> (Sim<Session>, BTreeMap<PeerId, Game>) {
+    let config = HostedConfig::default();
+    let link = LinkConditions {
+        latency: Duration::from_millis(10),
+        ..LinkConditions::default()
+    };
+    let mut sim = Sim::new(SimNetwork::new(seed, link));
+    sim.add(
+        PeerId(0),
+        Session::host(config.clone(), Instant::ZERO).unwrap(),
+    );
+    for k in 1..players {
+        sim.add(
+            PeerId(k),
+            Session::join(config.clone(), PeerId(0), Instant::ZERO).unwrap(),
+        );
+    }
+    (sim, BTreeMap::new())
+}
+
+/// Runs until every player of `ids` ran `frames` frames (60 s at most).
+fn until(
+    sim: &mut Sim<Session>,
+    games: &mut BTreeMap<PeerId, Game>,
+    ids: &[PeerId],
+    frames: usize,
+) {
+    let limit = sim.now() + Duration::from_secs(60);
+    let o = run(sim, games, limit, |g| {
+        ids.iter()
+            .all(|id| g.get(id).is_some_and(|x| x.ran.len() >= frames))
+    });
+    let at: Vec<usize> = ids
+        .iter()
+        .map(|id| games.get(id).map_or(0, |g| g.ran.len()))
+        .collect();
+    assert_eq!(o, Outcome::Done, "stuck at {at:?}");
+}
+
+/// Every player of `ids` ran the same frames where they overlap, without
+/// gaps; returns the frames that changed the host, in order.
+fn agree(games: &BTreeMap<PeerId, Game>, ids: &[PeerId]) -> Vec<Frame<u16>> {
+    let reference = &games[&ids[0]].ran;
+    for id in ids {
+        let ran = &games[id].ran;
+        let ticks: Vec<u32> = ran.keys().map(|t| t.get()).collect();
+        assert_eq!(
+            ticks,
+            (0..ticks.len() as u32).collect::<Vec<_>>(),
+            "{id} has gaps"
+        );
+        for (t, f) in ran {
+            if let Some(r) = reference.get(t) {
+                assert_eq!(f, r, "{id} ran {t} differently");
+            }
+        }
+    }
+    reference
+        .values()
+        .filter(|f| {
+            f.events
+                .iter()
+                .any(|e| matches!(e, SystemEvent::HostChanged { .. }))
+        })
+        .cloned()
+        .collect()
+}
+
+/// A host that leaves on purpose says goodbye: the others take over at
+/// once (no `host_timeout` to wait), and its seat is `Left`.
+#[test]
+fn a_host_that_leaves_is_replaced_at_once() {
+    let (mut sim, mut games) = room(4, 21);
+    let all: Vec<PeerId> = (0..4).map(PeerId).collect();
+    until(&mut sim, &mut games, &all, 90);
+    let host_seat = sim.endpoint(PeerId(0)).unwrap().seat().unwrap();
+    sim.endpoint_mut(PeerId(0)).unwrap().leave();
+    let left = sim.now();
+    // Its goodbyes go out before its process ends.
+    let _ = sim.run(
+        left + Duration::from_millis(100),
+        Duration::from_millis(33),
+        |_, _, _| {},
+        |_| false,
+    );
+    sim.freeze(PeerId(0));
+    let survivors = &all[1..];
+    until(&mut sim, &mut games, survivors, 300);
+    let changed = agree(&games, survivors);
+    assert_eq!(changed.len(), 1);
+    assert!(
+        changed[0]
+            .events
+            .contains(&SystemEvent::Left { player: host_seat }),
+        "{:?}",
+        changed[0]
+    );
+    let host = survivors
+        .iter()
+        .find(|id| sim.endpoint(**id).is_some_and(Session::hosting))
+        .unwrap();
+    let resumed = games[host].at[&changed[0].tick];
+    assert!(
+        resumed < left + Duration::from_millis(400),
+        "{:?} after the goodbye",
+        resumed - left
+    );
+}
+
+/// Two hosts crash one after the other: the match goes on under a third
+/// player, and the stream says so twice.
+#[test]
+fn two_hosts_in_a_row() {
+    let (mut sim, mut games) = room(4, 23);
+    let all: Vec<PeerId> = (0..4).map(PeerId).collect();
+    until(&mut sim, &mut games, &all, 90);
+    sim.freeze(PeerId(0));
+    until(&mut sim, &mut games, &all[1..], 200);
+    let second = *all[1..]
+        .iter()
+        .find(|id| sim.endpoint(**id).is_some_and(Session::hosting))
+        .unwrap();
+    sim.freeze(second);
+    let left: Vec<PeerId> = all[1..]
+        .iter()
+        .copied()
+        .filter(|id| *id != second)
+        .collect();
+    until(&mut sim, &mut games, &left, 400);
+    let changed = agree(&games, &left);
+    assert_eq!(changed.len(), 2, "{changed:?}");
+    assert_eq!(
+        left.iter()
+            .filter(|id| sim.endpoint(**id).is_some_and(Session::hosting))
+            .count(),
+        1
+    );
+}
+
+/// The host and the player next in line crash together: the others find
+/// the candidate silent, go on to the next, and play on.
+#[test]
+fn the_host_and_its_successor_crash_together() {
+    let (mut sim, mut games) = room(5, 25);
+    let all: Vec<PeerId> = (0..5).map(PeerId).collect();
+    until(&mut sim, &mut games, &all, 90);
+    // The lowest seat after the host's.
+    let host_seat = sim.endpoint(PeerId(0)).unwrap().seat().unwrap();
+    let next = *all[1..]
+        .iter()
+        .filter(|id| sim.endpoint(**id).unwrap().seat() != Some(host_seat))
+        .min_by_key(|id| sim.endpoint(**id).unwrap().seat())
+        .unwrap();
+    sim.freeze(PeerId(0));
+    sim.freeze(next);
+    let left: Vec<PeerId> = all[1..].iter().copied().filter(|id| *id != next).collect();
+    until(&mut sim, &mut games, &left, 300);
+    let changed = agree(&games, &left);
+    assert_eq!(changed.len(), 1);
+    let next_seat = sim.endpoint(next).unwrap().seat().unwrap();
+    assert!(
+        changed[0]
+            .events
+            .contains(&SystemEvent::Abandoned { player: next_seat }),
+        "{:?}",
+        changed[0]
+    );
+}
+
+/// Two players, the host crashes: the one left hosts itself and plays on
+/// alone.
+#[test]
+fn a_lone_survivor_plays_on() {
+    let (mut sim, mut games) = room(2, 27);
+    let all = [PeerId(0), PeerId(1)];
+    until(&mut sim, &mut games, &all, 90);
+    sim.freeze(PeerId(0));
+    until(&mut sim, &mut games, &all[1..], 300);
+    assert_eq!(agree(&games, &all[1..]).len(), 1);
+    assert!(sim.endpoint(PeerId(1)).unwrap().hosting());
+}

@@ -832,6 +832,10 @@ impl<I: Input> ClientSession<I> {
     ) {
         self.now = self.now.max(now);
         self.config.resume = Some(token);
+        // The server sends its roster again (to a new host's, whose
+        // versions start over, an old entry must not look newer).
+        self.roster.clear();
+        self.member_acks.clear();
         self.new_handshake(secret);
         self.server = server;
         self.state = State::Connecting;

@@ -240,6 +240,20 @@ impl<I: Input> HostedSession<I> {
         self.client_mut().report_checksum(tick, hash)
     }
 
+    /// Leaves the match. The host tells every client goodbye, and they
+    /// take over at once (its seat is `Left` in the first new frame); a
+    /// client leaves as [`ClientSession::leave`] does. Keep driving the
+    /// session a little while so the goodbyes go out.
+    pub fn leave(&mut self) {
+        match &mut self.role {
+            Role::Host(h) => {
+                h.sequencer().shutdown("the host left");
+                h.client_mut().leave();
+            }
+            Role::Client(c) => c.leave(),
+        }
+    }
+
     /// The next game event.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.client_mut().poll_event()
@@ -403,22 +417,23 @@ impl<I: Input> HostedSession<I> {
         self.config.client.resend_interval
     }
 
-    /// Notes what our client learned: our seat and token, the roster.
+    /// Notes what our client learned: our seat and token, the roster and
+    /// who hosts (kept as they were once a takeover began).
     fn note_client(&mut self) {
+        if self.takeover.is_some() {
+            return;
+        }
         let c = self.client();
-        if let Some(w) = c.welcome()
-            && let Some(seat) = w.seat
-        {
-            let me = Some((seat, w.token, w.seats));
-            let roster: Vec<SeatInfo> = c.roster().cloned().collect();
-            self.me = me;
-            if !roster.is_empty() && self.takeover.is_none() {
-                self.roster = roster;
-            }
-        }
-        if !self.hosting() && self.takeover.is_none() && self.host_seat.is_none() {
-            self.host_seat = self.roster.iter().find(|e| e.hosts).map(|e| e.seat);
-        }
+        let Some((me, roster)) = c
+            .welcome()
+            .and_then(|w| Some((w.seat?, w.token, w.seats)))
+            .map(|me| (me, c.roster().cloned().collect::<Vec<SeatInfo>>()))
+        else {
+            return;
+        };
+        self.me = Some(me);
+        self.host_seat = roster.iter().find(|e| e.hosts).map(|e| e.seat);
+        self.roster = roster;
     }
 
     /// Whether the host we follow is gone: silent for `host_timeout`, or
