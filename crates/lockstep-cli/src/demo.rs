@@ -19,55 +19,55 @@ use std::time::{Duration, Instant};
 pub(crate) struct DemoArgs {
     /// Bot players (1 to 64).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
-    players: u16,
+    pub(crate) players: u16,
     /// Ticks every client must run.
     #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u32).range(1..))]
-    ticks: u32,
+    pub(crate) ticks: u32,
     /// Ticks per second (1 to 240).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=240))]
-    tick_rate: u32,
+    pub(crate) tick_rate: u32,
     /// How the relay seals ticks.
     #[arg(long, value_enum, default_value_t = Policy::WaitForAll)]
-    policy: Policy,
+    pub(crate) policy: Policy,
     /// How the bots connect.
     #[arg(long, value_enum, default_value_t = TransportKind::Mixed)]
-    transport: TransportKind,
+    pub(crate) transport: TransportKind,
     /// Packet loss each way, in percent (0 to 95: at 100 nothing could
     /// ever finish).
     #[arg(long, default_value_t = 0.0, value_parser = percent)]
-    loss: f64,
+    pub(crate) loss: f64,
     /// Added one-way latency, in milliseconds (at most 10,000).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=10_000))]
-    latency: u64,
+    pub(crate) latency: u64,
     /// Latency varies by up to this much either way, in milliseconds (at
     /// most 10,000).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=10_000))]
-    jitter: u64,
+    pub(crate) jitter: u64,
     /// Seeds the game and the bots.
     #[arg(long, default_value_t = 1)]
-    seed: u64,
+    pub(crate) seed: u64,
     /// Input delay in ticks (0 to 1024).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=1024))]
-    delay: u32,
+    pub(crate) delay: u32,
     /// Bots that join the match while it runs (0 to 8), spread over its
     /// middle: each gets the game's state from a snapshot, catches up and
     /// plays (before tick 90 it replays the match instead).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=8))]
-    late_joiners: u16,
+    pub(crate) late_joiners: u16,
     /// Bots whose connection is cut in the middle of the match (0 to 8):
     /// each reconnects 1.5 s later on a new socket, takes its seat back with
     /// its resume token, is sent the frames it missed, and plays on.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=8))]
-    drop_reconnect: u16,
+    pub(crate) drop_reconnect: u16,
     /// A swarm of this many creeps from the first wave on (16 to 4,000),
     /// instead of waves that grow: a bigger game for late joiners to
     /// receive and for every client to run.
     #[arg(long, value_parser = clap::value_parser!(u32).range(16..=4000))]
-    creeps: Option<u32>,
+    pub(crate) creeps: Option<u32>,
     /// The relay runs the game too: it hands late joiners its own state and
     /// is the checksum authority.
     #[arg(long)]
-    server_sim: bool,
+    pub(crate) server_sim: bool,
     /// No network: run swarm twice in this process on the bots' frames, one
     /// copy through a snapshot round trip every EVERY ticks (30 if not
     /// given), and report the first tick and field where the two differ.
@@ -85,7 +85,26 @@ pub(crate) struct DemoArgs {
     /// `lockstep desync show`), is resynced from another bot's state and
     /// plays on; the match must still end with equal hashes.
     #[arg(long, value_name = "SEAT@TICK", value_parser = seat_at_tick)]
-    inject_desync: Option<(u16, u32)>,
+    pub(crate) inject_desync: Option<(u16, u32)>,
+    /// Who sequences: a relay (`relay`), or the first bot's own process
+    /// (`host`: the bots talk plain UDP to it over loopback, and carry the
+    /// match on under another bot if it goes).
+    #[arg(long, value_enum, default_value_t = Topology::Relay)]
+    topology: Topology,
+    /// With `--topology host`: the hosting bot's process dies at this tick
+    /// (session and socket gone, no goodbye); the others must take over
+    /// and end on the same state.
+    #[arg(long, value_name = "TICK", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) kill_host_at: Option<u32>,
+}
+
+/// Who sequences the demo's match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Topology {
+    /// A relay on this machine.
+    Relay,
+    /// One of the bots.
+    Host,
 }
 
 fn seat_at_tick(s: &str) -> Result<(u16, u32), String> {
@@ -111,7 +130,7 @@ fn percent(s: &str) -> Result<f64, String> {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum TransportKind {
+pub(crate) enum TransportKind {
     Udp,
     Ws,
     Mixed,
@@ -204,6 +223,14 @@ const KEEP: usize = 64;
 pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
     if let Some(every) = a.self_check {
         return self_check(&a, every);
+    }
+    if a.topology == Topology::Host {
+        return crate::demo_host::main(&a);
+    }
+    if a.kill_host_at.is_some() {
+        return Err(DemoError::Setup(
+            "--kill-host-at needs --topology host (a relay has no host to kill)".into(),
+        ));
     }
     if let Some((seat, tick)) = a.inject_desync {
         if seat >= a.players {
@@ -823,7 +850,7 @@ fn write_report(c: &mut Client, p: Pending) {
 }
 
 /// The game's tuning the flags ask for.
-fn game_config(a: &DemoArgs) -> GameConfig {
+pub(crate) fn game_config(a: &DemoArgs) -> GameConfig {
     a.creeps.map_or_else(GameConfig::default, |n| GameConfig {
         max_creeps: n,
         first_wave: n,

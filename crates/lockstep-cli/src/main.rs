@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 mod bench;
 mod demo;
+mod demo_host;
 mod desync;
 mod play;
 mod relay;

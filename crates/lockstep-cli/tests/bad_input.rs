@@ -47,6 +47,27 @@ fn out_of_range_numbers_are_refused_in_words() {
 }
 
 #[test]
+fn host_mode_options_that_cannot_work_are_refused() {
+    refused(&["demo", "--kill-host-at", "100"], "needs --topology host");
+    refused(
+        &[
+            "demo",
+            "--topology",
+            "host",
+            "--players",
+            "1",
+            "--kill-host-at",
+            "100",
+        ],
+        "somebody must carry on",
+    );
+    refused(
+        &["demo", "--topology", "host", "--loss", "5"],
+        "not available with --topology host",
+    );
+}
+
+#[test]
 fn a_desync_two_players_cannot_settle_is_refused_up_front() {
     refused(
         &["demo", "--players", "2", "--inject-desync", "1@200"],

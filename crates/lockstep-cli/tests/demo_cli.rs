@@ -217,3 +217,23 @@ fn an_injected_desync_is_detected_reported_and_healed() {
     assert!(text.contains("first different after tick 150"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_match_in_host_mode_survives_its_host_process_dying() {
+    let stdout = demo_ok(
+        &[
+            "--topology",
+            "host",
+            "--kill-host-at",
+            "150",
+            "--ticks",
+            "300",
+            "--tick-rate",
+            "60",
+        ],
+        3,
+    );
+    assert!(stdout.contains("bot0's process dies"), "{stdout}");
+    assert_eq!(count(&stdout, "tick ", "hosts now"), 1, "{stdout}");
+    assert!(stdout.contains("the match went on"), "{stdout}");
+}

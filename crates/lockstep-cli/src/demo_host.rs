@@ -1,0 +1,239 @@
+//! `lockstep demo --topology host`: the first bot's process sequences the
+//! match, the others connect to it over loopback UDP; with `--kill-host-at`
+//! its process dies mid-match and the others carry the match on under one
+//! of them.
+
+use crate::demo::{DemoArgs, DemoError, TransportKind, game_config};
+use lockstep_core::sequenced::{
+    ClientConfig, HostedConfig, HostedSession, MissingInput, Policy, SequencerConfig,
+};
+use lockstep_core::wire::InputCodec;
+use lockstep_core::{PlayerInputs, SystemEvent};
+use lockstep_demo::{Bot, Game};
+use lockstep_net::{Buffers, Clock, UdpTransport, drive_hosted};
+use std::time::{Duration, Instant};
+
+struct HostBot {
+    name: String,
+    session: HostedSession<PlayerInputs>,
+    udp: UdpTransport,
+    game: Game,
+    bot: Option<Bot>,
+    next_commit: Instant,
+    buffers: Buffers,
+}
+
+pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
+    let refuse = |what: &str| {
+        Err(DemoError::Setup(format!(
+            "{what} is not available with --topology host yet"
+        )))
+    };
+    if a.late_joiners > 0 {
+        return refuse("--late-joiners");
+    }
+    if a.drop_reconnect > 0 {
+        return refuse("--drop-reconnect");
+    }
+    if a.server_sim {
+        return refuse("--server-sim");
+    }
+    if a.inject_desync.is_some() {
+        return refuse("--inject-desync");
+    }
+    if a.loss > 0.0 || a.latency > 0 || a.jitter > 0 {
+        return refuse("an impaired link (--loss, --latency, --jitter)");
+    }
+    if a.transport == TransportKind::Ws {
+        return refuse("--transport ws (host mode is UDP)");
+    }
+    if let Some(t) = a.kill_host_at {
+        if a.players < 2 {
+            return Err(DemoError::Setup(
+                "--kill-host-at needs --players 2 or more: somebody must carry on".into(),
+            ));
+        }
+        if t + 100 > a.ticks {
+            return Err(DemoError::Setup(format!(
+                "--kill-host-at {t}: the match must run 100 ticks past it (--ticks {} or more)",
+                t + 100
+            )));
+        }
+    }
+    let fingerprint = crate::play::fingerprint(a.seed)
+        ^ u64::from(a.creeps.unwrap_or(0)).wrapping_mul(0xA24B_AED4_963E_E407);
+    let policy = match a.policy {
+        crate::relay::Policy::WaitForAll => Policy::WaitForAll {
+            abandon_after: Duration::from_secs(10),
+        },
+        crate::relay::Policy::Deadline => Policy::Deadline {
+            missing: MissingInput::RepeatLast,
+        },
+    };
+    let config = |name: String| HostedConfig {
+        sequencer: SequencerConfig {
+            policy,
+            tick_rate: a.tick_rate,
+            delay: a.delay,
+            max_seats: a.players,
+            codec: InputCodec::PlayerInputs,
+            fingerprint: Some(fingerprint),
+            ..SequencerConfig::default()
+        },
+        client: ClientConfig {
+            name,
+            codec: InputCodec::PlayerInputs,
+            fingerprint,
+            ..HostedConfig::default().client
+        },
+        ..HostedConfig::default()
+    };
+    let clock = Clock::new();
+    let setup = |e: &dyn std::fmt::Display| DemoError::Setup(e.to_string());
+    let mut bots: Vec<Option<HostBot>> = Vec::new();
+    let mut host_addr = None;
+    for i in 0..usize::from(a.players) {
+        let name = format!("bot{i}");
+        let mut udp = UdpTransport::bind("127.0.0.1:0")
+            .map_err(|e| setup(&e))?
+            .accept_unknown(usize::from(a.players) * 2);
+        let session = match host_addr {
+            None => {
+                host_addr = Some(udp.local_addr().map_err(|e| setup(&e))?);
+                HostedSession::host(config(name.clone()), clock.now())
+            }
+            Some(addr) => {
+                let host = udp.add_peer(addr);
+                HostedSession::join(config(name.clone()), host, clock.now())
+            }
+        }
+        .map_err(|e| setup(&e))?;
+        bots.push(Some(HostBot {
+            name,
+            session,
+            udp,
+            game: Game::with_config(a.seed, game_config(a)),
+            bot: None,
+            next_commit: Instant::now(),
+            buffers: Buffers::default(),
+        }));
+    }
+    println!(
+        "host mode: bot0 hosts {} bots over loopback UDP, {} ticks at {} Hz{}",
+        a.players,
+        a.ticks,
+        a.tick_rate,
+        a.kill_host_at.map_or(String::new(), |t| format!(
+            "; bot0's process dies at tick {t}"
+        ))
+    );
+    let period = Duration::from_secs(1) / a.tick_rate;
+    let deadline = Instant::now() + period * a.ticks * 3 + Duration::from_secs(30);
+    let started = Instant::now();
+    let mut killed: Option<Instant> = None;
+    let mut pause: Option<Duration> = None;
+    loop {
+        let all_done = bots.iter().flatten().all(|b| b.game.tick.get() >= a.ticks);
+        if all_done {
+            break;
+        }
+        if Instant::now() > deadline {
+            println!("FAILED: not every bot reached tick {}", a.ticks);
+            return Err(DemoError::Timeout);
+        }
+        for (i, slot) in bots.iter_mut().enumerate() {
+            let Some(b) = slot else { continue };
+            if i == 0 && killed.is_none() && a.kill_host_at.is_some_and(|t| b.game.tick.get() >= t)
+            {
+                println!(
+                    "tick {}: bot0's process dies (the host: session and socket gone, no goodbye)",
+                    b.game.tick.get()
+                );
+                *slot = None;
+                killed = Some(Instant::now());
+                continue;
+            }
+            let _ = drive_hosted(&mut b.session, &mut b.udp, clock.now(), &mut b.buffers);
+            if b.bot.is_none() {
+                b.bot = b.session.seat().map(|s| Bot::new(s, u64::from(s.0) + 1));
+            }
+            if let Some(bot) = &mut b.bot
+                && Instant::now() >= b.next_commit
+            {
+                let input = bot.input(&b.game);
+                if b.session.commit_local(input).is_ok() {
+                    b.next_commit += period;
+                    b.next_commit = b.next_commit.max(Instant::now() - period);
+                }
+            }
+            while b.game.tick.get() < a.ticks {
+                let Some(frame) = b.session.advance() else {
+                    break;
+                };
+                for e in &frame.events {
+                    if let SystemEvent::HostChanged { player } = e
+                        && b.session.hosting()
+                    {
+                        let after = killed.map(|k| k.elapsed());
+                        pause = pause.or(after);
+                        println!(
+                            "tick {}: {} hosts now (seat {}){}",
+                            frame.tick,
+                            b.name,
+                            player.0,
+                            after.map_or(String::new(), |d| format!(
+                                ", {} ms after the host's process died",
+                                d.as_millis()
+                            ))
+                        );
+                    }
+                }
+                b.game.step(&frame);
+                let _ = b.session.report_checksum(frame.tick, b.game.hash());
+            }
+            while b.session.poll_event().is_some() {}
+            let _ = drive_hosted(&mut b.session, &mut b.udp, clock.now(), &mut b.buffers);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    println!();
+    println!(
+        "{:<6} {:>4} {:>6} {:>7}  state hash",
+        "player", "seat", "tick", "hosts"
+    );
+    let mut hashes = Vec::new();
+    for b in bots.iter().flatten() {
+        let hash = b.game.hash();
+        println!(
+            "{:<6} {:>4} {:>6} {:>7}  {:016x}",
+            b.name,
+            b.session.seat().map_or("-".into(), |s| s.0.to_string()),
+            b.game.tick.get(),
+            if b.session.hosting() { "yes" } else { "" },
+            hash
+        );
+        hashes.push(hash);
+    }
+    println!();
+    if a.kill_host_at.is_some() && pause.is_none() {
+        println!("FAILED: nobody took the match over");
+        return Err(DemoError::Desync);
+    }
+    if !hashes.windows(2).all(|w| w[0] == w[1]) {
+        println!("FAILED: the bots ended on different states");
+        return Err(DemoError::Desync);
+    }
+    println!(
+        "OK: {} bot{} ran {} ticks and ended on the same state {:016x}{}; {:.1} s",
+        hashes.len(),
+        if hashes.len() == 1 { "" } else { "s" },
+        a.ticks,
+        hashes.first().copied().unwrap_or(0),
+        pause.map_or(String::new(), |p| format!(
+            " (the match went on {} ms after its host died)",
+            p.as_millis()
+        )),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
