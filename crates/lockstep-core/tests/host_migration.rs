@@ -530,3 +530,52 @@ fn a_lone_survivor_plays_on() {
     assert_eq!(agree(&games, &all[1..]).len(), 1);
     assert!(sim.endpoint(PeerId(1)).unwrap().hosting());
 }
+
+/// The host is cut off (not dead) long enough for the others to take
+/// over, then its network comes back: the survivors play on under their
+/// new host as if nothing happened (the old host's frames and reports
+/// reach nobody: it is nobody's sequencer any more), and the old host
+/// plays on alone, its seat gone from their match.
+#[test]
+fn a_host_cut_off_and_back_does_not_fork_the_match() {
+    let (mut sim, mut games) = room(4, 29);
+    let all: Vec<PeerId> = (0..4).map(PeerId).collect();
+    until(&mut sim, &mut games, &all, 90);
+    let cut = LinkConditions {
+        loss: 1.0,
+        ..LinkConditions::default()
+    };
+    let back = LinkConditions {
+        latency: Duration::from_millis(10),
+        ..LinkConditions::default()
+    };
+    for k in 1..4 {
+        sim.net.set_link_both(PeerId(0), PeerId(k), cut.clone());
+    }
+    until(&mut sim, &mut games, &all[1..], 200);
+    for k in 1..4 {
+        sim.net.set_link_both(PeerId(0), PeerId(k), back.clone());
+    }
+    until(&mut sim, &mut games, &all[1..], 500);
+    let changed = agree(&games, &all[1..]);
+    assert_eq!(changed.len(), 1);
+    let hosts = all[1..]
+        .iter()
+        .filter(|id| sim.endpoint(**id).is_some_and(Session::hosting))
+        .count();
+    assert_eq!(hosts, 1);
+    // The old host's own stream went on alone after the cut: never the
+    // survivors' frames past it.
+    let old = &games[&PeerId(0)].ran;
+    let first_new = changed[0].tick;
+    let reference = &games[&PeerId(1)].ran;
+    for (t, f) in old.range(first_new..) {
+        assert!(
+            !f.events
+                .iter()
+                .any(|e| matches!(e, SystemEvent::HostChanged { .. })),
+            "{t}"
+        );
+        let _ = reference.get(t);
+    }
+}
