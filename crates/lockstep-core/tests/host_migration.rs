@@ -567,15 +567,12 @@ fn a_host_cut_off_and_back_does_not_fork_the_match() {
     // The old host's own stream went on alone after the cut: never the
     // survivors' frames past it.
     let old = &games[&PeerId(0)].ran;
-    let first_new = changed[0].tick;
-    let reference = &games[&PeerId(1)].ran;
-    for (t, f) in old.range(first_new..) {
+    for (t, f) in old.range(changed[0].tick..) {
         assert!(
             !f.events
                 .iter()
                 .any(|e| matches!(e, SystemEvent::HostChanged { .. })),
             "{t}"
         );
-        let _ = reference.get(t);
     }
 }
