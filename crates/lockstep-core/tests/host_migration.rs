@@ -139,7 +139,14 @@ proptest! {
         let hosts: Vec<PeerId> = survivors.iter().copied().filter(|id| sim.endpoint(*id).is_some_and(Session::hosting)).collect();
         prop_assert_eq!(hosts.len(), 1, "seed {}: hosts {:?}", seed, hosts);
         let reference = &games[&hosts[0]].ran;
-        let old = &games[&PeerId(0)].ran;
+        // The old host's frames from the first new tick on were its own
+        // (it may have sealed one nobody received before it died).
+        let first_new = reference
+            .values()
+            .find(|f| f.events.iter().any(|e| matches!(e, SystemEvent::HostChanged { .. })))
+            .map_or(Tick::new(u32::MAX), |f| f.tick);
+        let old: BTreeMap<Tick, Frame<u16>> =
+            games[&PeerId(0)].ran.range(..first_new).map(|(t, f)| (*t, f.clone())).collect();
         for id in &survivors {
             let ran = &games[id].ran;
             let ticks: Vec<u32> = ran.keys().map(|t| t.get()).collect();
@@ -575,4 +582,54 @@ fn a_host_cut_off_and_back_does_not_fork_the_match() {
             "{t}"
         );
     }
+}
+
+/// A player the host drops (its input stopped reaching the host for 4 s
+/// under `WaitForAll` with a 2 s `abandon_after`) gets the host's goodbye
+/// for it: that is no sign the host left, and it never takes the match
+/// over on its own (it did, as a second host, found in review).
+#[test]
+fn a_dropped_player_does_not_become_a_second_host() {
+    let mut config = HostedConfig::default();
+    config.sequencer.policy = Policy::WaitForAll {
+        abandon_after: Duration::from_secs(2),
+    };
+    let link = LinkConditions {
+        latency: Duration::from_millis(10),
+        ..LinkConditions::default()
+    };
+    let mut sim = Sim::new(SimNetwork::new(53, link.clone()));
+    sim.add(
+        PeerId(0),
+        Session::host(config.clone(), Instant::ZERO).unwrap(),
+    );
+    for k in 1..3 {
+        sim.add(
+            PeerId(k),
+            Session::join(config.clone(), PeerId(0), Instant::ZERO).unwrap(),
+        );
+    }
+    let mut games: BTreeMap<PeerId, Game> = BTreeMap::new();
+    let all: Vec<PeerId> = (0..3).map(PeerId).collect();
+    until(&mut sim, &mut games, &all, 90);
+    sim.net.set_link(
+        PeerId(2),
+        PeerId(0),
+        LinkConditions {
+            loss: 1.0,
+            ..link.clone()
+        },
+    );
+    let later = sim.now() + Duration::from_secs(4);
+    let _ = run(&mut sim, &mut games, later, |_| false);
+    sim.net.set_link(PeerId(2), PeerId(0), link);
+    let later = sim.now() + Duration::from_secs(10);
+    let _ = run(&mut sim, &mut games, later, |_| false);
+    let hosts = all
+        .iter()
+        .filter(|id| sim.endpoint(**id).is_some_and(Session::hosting))
+        .count();
+    assert_eq!(hosts, 1, "one host only");
+    assert!(sim.endpoint(PeerId(0)).unwrap().hosting());
+    agree(&games, &all[..2]);
 }

@@ -647,6 +647,13 @@ impl<I: Input> ClientSession<I> {
         }
     }
 
+    /// Forgets the frames held from `tick` on, not run yet (someone
+    /// else's that came past a gap, for a player taking over).
+    pub(crate) fn forget_frames_from(&mut self, tick: Tick) {
+        let keep = tick.since(self.next_tick.min(tick)) as usize;
+        self.frames.truncate(keep);
+    }
+
     /// The first frame we hold (run and kept with
     /// [`keep_frames`](ClientConfig::keep_frames), or not run yet): with
     /// [`lacks`](Self::lacks) and [`frames_held`](Self::frames_held), what

@@ -79,6 +79,9 @@ enum Takeover<I> {
         seat: PlayerId,
         /// Its peer id, once the application resolved its contact.
         peer: Option<PeerId>,
+        /// It answered: it counts us, and we are committed to it (the old
+        /// host, if it comes back, is not followed any more).
+        acked: bool,
         /// When we began reporting to it (or last heard it).
         since: Instant,
         /// It asked for our frames from this tick.
@@ -90,6 +93,9 @@ enum Takeover<I> {
         reports: BTreeMap<PlayerId, Report<I>>,
         /// When the frames we lack last came closer (or we began to ask).
         progress: Instant,
+        /// Seats whose claim to hold more frames brought none: their
+        /// claims are not believed again in this takeover.
+        distrusted: Vec<PlayerId>,
     },
 }
 
@@ -126,6 +132,11 @@ pub struct HostedSession<I: Input> {
     sent_at: Option<Instant>,
     /// Survivors told the new host is ready, until their Hello arrives.
     ready: BTreeMap<PeerId, Instant>,
+    /// When we moved to a new host: silence from it counts from then.
+    moved_at: Option<Instant>,
+    /// The match went on without us (we reported too late): no more
+    /// takeovers.
+    ended: bool,
 }
 
 impl<I: Input> HostedSession<I> {
@@ -164,6 +175,8 @@ impl<I: Input> HostedSession<I> {
             out: VecDeque::new(),
             sent_at: None,
             ready: BTreeMap::new(),
+            moved_at: None,
+            ended: false,
         }
     }
 
@@ -323,6 +336,23 @@ impl<I: Input> HostedSession<I> {
             .host_mut()
             .is_some_and(|h| h.sequencer().is_connected(from));
         let from_server = !self.hosting() && self.client().server_peer() == from;
+        if from_server {
+            match &self.takeover {
+                // Counted by a candidate: the old host is not followed any
+                // more (it would feed frames the new host never sealed).
+                Some(Takeover::Reporting { acked: true, .. }) => return Ok(()),
+                Some(Takeover::Collecting { reports, .. }) if !reports.is_empty() => {
+                    return Ok(());
+                }
+                // Nobody counts us yet: the host was only out of reach, and
+                // we follow it again.
+                Some(_) => {
+                    self.takeover = None;
+                    self.epoch = self.epoch.wrapping_sub(1);
+                }
+                None => {}
+            }
+        }
         if !connected && !from_server {
             let reference = self.client().frame();
             if let Ok(d) = Datagram::decode(datagram, reference)
@@ -433,7 +463,23 @@ impl<I: Input> HostedSession<I> {
         };
         self.me = Some(me);
         self.host_seat = roster.iter().find(|e| e.hosts).map(|e| e.seat);
-        self.roster = roster;
+        // A new host names its players' contacts a moment after it shared
+        // their seats: the ones known before stand in meanwhile.
+        let roster: Vec<SeatInfo> = roster
+            .into_iter()
+            .map(|mut e| {
+                if e.contact.is_empty()
+                    && !e.hosts
+                    && let Some(old) = self.roster.iter().find(|o| o.seat == e.seat)
+                {
+                    e.contact = old.contact.clone();
+                }
+                e
+            })
+            .collect();
+        if !roster.is_empty() {
+            self.roster = roster;
+        }
     }
 
     /// Whether the host we follow is gone: silent for `host_timeout`, or
@@ -443,10 +489,21 @@ impl<I: Input> HostedSession<I> {
         if self.me.is_none() || self.roster.is_empty() {
             return false;
         }
-        let said_bye = matches!(c.closed(), Some(super::CloseReason::Bye(..)));
-        let silent = c
-            .last_heard()
-            .is_some_and(|t| self.now >= t + self.config.host_timeout);
+        if self.ended {
+            return false;
+        }
+        // Only a goodbye that says the host went (not one that drops us,
+        // nor a refusal) hands the match over.
+        let said_bye = matches!(
+            c.closed(),
+            Some(super::CloseReason::Bye(
+                wire::ByeReason::Leaving | wire::ByeReason::Shutdown,
+                _
+            ))
+        );
+        let open = c.closed().is_none();
+        let heard = c.last_heard().or(self.moved_at);
+        let silent = open && heard.is_some_and(|t| self.now >= t + self.config.host_timeout);
         said_bye || silent
     }
 
@@ -478,6 +535,7 @@ impl<I: Input> HostedSession<I> {
                     since: now,
                     reports: BTreeMap::new(),
                     progress: now,
+                    distrusted: Vec::new(),
                 });
             }
             Some(seat) => {
@@ -491,6 +549,7 @@ impl<I: Input> HostedSession<I> {
                 self.takeover = Some(Takeover::Reporting {
                     seat,
                     peer,
+                    acked: false,
                     since: now,
                     want: None,
                 });
@@ -512,28 +571,45 @@ impl<I: Input> HostedSession<I> {
                     lacks,
                     held_from: _,
                 } => {
-                    // Already taken over: tell it to come back.
-                    if self.hosting() && epoch <= self.epoch {
-                        self.ready.insert(from, now);
+                    // Already taken over: a seat we hold comes back; any other
+                    // reported too late (the match went on without it).
+                    if self.hosting() {
+                        let held = self
+                            .roster
+                            .iter()
+                            .any(|e| e.seat == seat && e.commitment == token_commitment(&token));
+                        if held {
+                            self.ready.insert(from, now);
+                        } else {
+                            self.out.push_back((
+                                from,
+                                answer(self.epoch, false, None, true, self.client().frame()),
+                            ));
+                        }
                         self.sent_at = None;
                         continue;
                     }
                     // Someone noticed before us, and we find the host gone
                     // too (a player that still hears the host never leaves
                     // it on another's word): we take part.
-                    if self.takeover.is_none()
-                        && !self.hosting()
-                        && epoch == self.epoch.wrapping_add(1)
-                        && self.host_gone()
-                    {
+                    if self.takeover.is_none() && !self.hosting() && self.host_gone() {
                         self.begin_takeover();
                     }
-                    let Some(Takeover::Collecting { reports, .. }) = &mut self.takeover else {
+                    // Epochs may differ (a player that joined after a
+                    // takeover counts from 0): the higher one stands.
+                    if matches!(self.takeover, Some(Takeover::Collecting { .. }))
+                        && epoch > self.epoch
+                    {
+                        self.epoch = epoch;
+                    }
+                    let Some(Takeover::Collecting {
+                        reports,
+                        distrusted,
+                        ..
+                    }) = &mut self.takeover
+                    else {
                         continue;
                     };
-                    if epoch != self.epoch {
-                        continue;
-                    }
                     // The token must be the seat's, as the host committed to.
                     let holds = self
                         .roster
@@ -559,6 +635,12 @@ impl<I: Input> HostedSession<I> {
                         })
                         .take(256)
                         .collect();
+                    // A claim found false once stays so.
+                    let lacks = if distrusted.contains(&seat) {
+                        reports.get(&seat).map_or(lacks, |r| r.lacks.min(lacks))
+                    } else {
+                        lacks
+                    };
                     reports.insert(
                         seat,
                         Report {
@@ -570,25 +652,38 @@ impl<I: Input> HostedSession<I> {
                     );
                     self.sent_at = None;
                 }
-                Message::TakeoverAck { epoch, ready, want } => {
+                Message::TakeoverAck {
+                    epoch,
+                    ready,
+                    want,
+                    late,
+                } => {
                     let Some(Takeover::Reporting {
                         peer: Some(p),
                         since,
                         want: w,
+                        acked,
                         ..
                     }) = &mut self.takeover
                     else {
                         continue;
                     };
-                    if *p != from || epoch != self.epoch {
+                    if *p != from {
                         continue;
                     }
                     *since = now;
                     *w = want;
-                    if ready {
+                    *acked = true;
+                    self.epoch = self.epoch.max(epoch);
+                    if late {
+                        // The match went on without us: this session ends.
+                        self.takeover = None;
+                        self.ended = true;
+                    } else if ready {
                         let to = *p;
                         self.takeover = None;
                         self.host_seat = None;
+                        self.moved_at = Some(now);
                         let _ = self.client_mut().move_to(to, now);
                     } else {
                         self.sent_at = None;
@@ -609,8 +704,17 @@ impl<I: Input> HostedSession<I> {
                 })
                 .flatten()
                 .collect();
+            // Only a run that continues from the first frame we lack: a
+            // frame past a gap could be anything.
+            let before = self.client().lacks();
+            let frames: Vec<Frame<I>> = frames
+                .into_iter()
+                .skip_while(|f| f.tick < before)
+                .enumerate()
+                .take_while(|(k, f)| f.tick == before.saturating_add(*k as u32))
+                .map(|(_, f)| f)
+                .collect();
             if !frames.is_empty() {
-                let before = self.client().lacks();
                 self.client_mut().hold_frames(frames);
                 if self.client().lacks() > before
                     && let Some(Takeover::Collecting { progress, .. }) = &mut self.takeover
@@ -683,12 +787,18 @@ impl<I: Input> HostedSession<I> {
             // frames and sends none for `host_timeout` is not believed (it
             // would hold the takeover for good).
             if let Some(Takeover::Collecting {
-                reports, progress, ..
+                reports,
+                progress,
+                distrusted,
+                ..
             }) = &mut self.takeover
                 && now >= *progress + quiet
             {
-                for r in reports.values_mut().filter(|r| r.peer == asked) {
+                for (s, r) in reports.iter_mut().filter(|(_, r)| r.peer == asked) {
                     r.lacks = own;
+                    if !distrusted.contains(s) {
+                        distrusted.push(*s);
+                    }
                 }
                 *progress = now;
             }
@@ -701,6 +811,8 @@ impl<I: Input> HostedSession<I> {
             return;
         };
         let now = self.now;
+        // Frames past the gap at `own` (if any came) are nobody's to trust.
+        self.client_mut().forget_frames_from(own);
         let c = self.client();
         let last = own.saturating_sub(1);
         let next = own;
@@ -790,8 +902,10 @@ impl<I: Input> HostedSession<I> {
                 let ask = self.asked();
                 for r in reports.values() {
                     let want = (Some(r.peer) == ask).then_some(own);
-                    self.out
-                        .push_back((r.peer, answer(epoch, false, want, self.client().frame())));
+                    self.out.push_back((
+                        r.peer,
+                        answer(epoch, false, want, false, self.client().frame()),
+                    ));
                     queued = true;
                 }
             }
@@ -802,7 +916,8 @@ impl<I: Input> HostedSession<I> {
         let quiet = self.config.takeover_alone;
         self.ready.retain(|_, since| now < *since + quiet);
         for &peer in self.ready.keys() {
-            self.out.push_back((peer, answer(epoch, true, None, base)));
+            self.out
+                .push_back((peer, answer(epoch, true, None, false, base)));
             queued = true;
         }
         // Whether or not anything went: the next try is a resend
@@ -876,10 +991,15 @@ impl<I: Input> HostedSession<I> {
 }
 
 /// A candidate's (or new host's) answer to a report.
-fn answer(epoch: u32, ready: bool, want: Option<Tick>, base: Tick) -> Vec<u8> {
+fn answer(epoch: u32, ready: bool, want: Option<Tick>, late: bool, base: Tick) -> Vec<u8> {
     let mut buf = Vec::new();
     let mut w = DatagramWriter::new(&mut buf, base, 64);
-    w.put(Message::TakeoverAck { epoch, ready, want });
+    w.put(Message::TakeoverAck {
+        epoch,
+        ready,
+        want,
+        late,
+    });
     w.finish();
     buf
 }

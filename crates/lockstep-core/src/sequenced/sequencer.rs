@@ -795,12 +795,18 @@ impl<I: Input> Sequencer<I> {
             let received = pending
                 .last_key_value()
                 .map_or(next, |(t, _)| t.saturating_add(1));
+            // Its inputs are due from its first one (a player seated just
+            // before the host went has none for the first ticks), or, with
+            // none at all, a delay from now, as a joiner's.
+            let from = pending
+                .first_key_value()
+                .map_or(next.saturating_add(s.config.delay), |(t, _)| *t);
             *slot = Some(Seat {
                 conn: None,
                 token: sv.token,
                 previous: None,
                 lost: Some(now),
-                from: next,
+                from,
                 pending,
                 received,
                 last: I::default(),

@@ -639,6 +639,9 @@ pub enum Message<'a> {
         ready: bool,
         /// Send the frames held from this tick on (`Frames`).
         want: Option<Tick>,
+        /// The match went on without the reporter's seat: it reported too
+        /// late, and can only join again as a new player.
+        late: bool,
     },
 }
 
@@ -999,9 +1002,14 @@ impl Message<'_> {
                 put_tick(out, *lacks);
                 put_tick(out, *held_from);
             }
-            Self::TakeoverAck { epoch, ready, want } => {
+            Self::TakeoverAck {
+                epoch,
+                ready,
+                want,
+                late,
+            } => {
                 put_varint(out, u64::from(*epoch));
-                out.push(u8::from(*ready) | u8::from(want.is_some()) << 1);
+                out.push(u8::from(*ready) | u8::from(want.is_some()) << 1 | u8::from(*late) << 2);
                 if let Some(t) = want {
                     put_tick(out, *t);
                 }
@@ -1401,7 +1409,7 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
         ty::TAKEOVER_ACK => {
             let epoch = r.varint_u32()?;
             let flags = r.u8()?;
-            if flags > 3 {
+            if flags > 7 {
                 return Err(WireError::Invalid("unknown takeover flags"));
             }
             let want = if flags & 2 != 0 {
@@ -1413,6 +1421,7 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
                 epoch,
                 ready: flags & 1 != 0,
                 want,
+                late: flags & 4 != 0,
             }
         }
         other => return Err(WireError::UnknownMessage(other)),
