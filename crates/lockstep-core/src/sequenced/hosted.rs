@@ -57,7 +57,7 @@ impl Default for HostedConfig {
             },
             host_timeout: Duration::from_millis(500),
             takeover_wait: Duration::from_millis(300),
-            takeover_alone: Duration::from_secs(3),
+            takeover_alone: Duration::from_secs(10),
         }
     }
 }
@@ -137,6 +137,9 @@ pub struct HostedSession<I: Input> {
     /// The match went on without us (we reported too late): no more
     /// takeovers.
     ended: bool,
+    /// A candidate of this takeover still hears the host: the host lives,
+    /// and we never go on alone.
+    told_alive: bool,
 }
 
 impl<I: Input> HostedSession<I> {
@@ -177,6 +180,7 @@ impl<I: Input> HostedSession<I> {
             ready: BTreeMap::new(),
             moved_at: None,
             ended: false,
+            told_alive: false,
         }
     }
 
@@ -521,6 +525,7 @@ impl<I: Input> HostedSession<I> {
     fn begin_takeover(&mut self) {
         self.epoch = self.epoch.wrapping_add(1);
         self.failed.clear();
+        self.told_alive = false;
         self.next_candidate();
     }
 
@@ -583,7 +588,7 @@ impl<I: Input> HostedSession<I> {
                         } else {
                             self.out.push_back((
                                 from,
-                                answer(self.epoch, false, None, true, self.client().frame()),
+                                answer(self.epoch, false, None, true, false, self.client().frame()),
                             ));
                         }
                         self.sent_at = None;
@@ -592,8 +597,18 @@ impl<I: Input> HostedSession<I> {
                     // Someone noticed before us, and we find the host gone
                     // too (a player that still hears the host never leaves
                     // it on another's word): we take part.
-                    if self.takeover.is_none() && !self.hosting() && self.host_gone() {
-                        self.begin_takeover();
+                    if self.takeover.is_none() && !self.hosting() {
+                        if self.host_gone() {
+                            self.begin_takeover();
+                        } else {
+                            // We still hear the host: say so, and take no part.
+                            let base = self.client().frame();
+                            self.out.push_back((
+                                from,
+                                answer(self.epoch, false, None, false, true, base),
+                            ));
+                            continue;
+                        }
                     }
                     // Epochs may differ (a player that joined after a
                     // takeover counts from 0): the higher one stands.
@@ -657,6 +672,7 @@ impl<I: Input> HostedSession<I> {
                     ready,
                     want,
                     late,
+                    alive,
                 } => {
                     let Some(Takeover::Reporting {
                         peer: Some(p),
@@ -669,6 +685,14 @@ impl<I: Input> HostedSession<I> {
                         continue;
                     };
                     if *p != from {
+                        continue;
+                    }
+                    if alive {
+                        // The host lives for the candidate (or it has not
+                        // noticed the silence yet): we wait on it, and never
+                        // go on alone.
+                        self.told_alive = true;
+                        *since = now;
                         continue;
                     }
                     *since = now;
@@ -765,9 +789,10 @@ impl<I: Input> HostedSession<I> {
                 // Survivors and us.
                 let all = heard == expected.len();
                 let majority = (heard + 1) * 2 > expected.len() + 1;
+                // Alone only when nobody said the host lives.
                 let go = all
                     || (majority && now >= since + self.config.takeover_wait)
-                    || now >= since + self.config.takeover_alone;
+                    || (now >= since + self.config.takeover_alone && !self.told_alive);
                 if go {
                     self.settle();
                 }
@@ -904,7 +929,7 @@ impl<I: Input> HostedSession<I> {
                     let want = (Some(r.peer) == ask).then_some(own);
                     self.out.push_back((
                         r.peer,
-                        answer(epoch, false, want, false, self.client().frame()),
+                        answer(epoch, false, want, false, false, self.client().frame()),
                     ));
                     queued = true;
                 }
@@ -917,7 +942,7 @@ impl<I: Input> HostedSession<I> {
         self.ready.retain(|_, since| now < *since + quiet);
         for &peer in self.ready.keys() {
             self.out
-                .push_back((peer, answer(epoch, true, None, false, base)));
+                .push_back((peer, answer(epoch, true, None, false, false, base)));
             queued = true;
         }
         // Whether or not anything went: the next try is a resend
@@ -991,7 +1016,14 @@ impl<I: Input> HostedSession<I> {
 }
 
 /// A candidate's (or new host's) answer to a report.
-fn answer(epoch: u32, ready: bool, want: Option<Tick>, late: bool, base: Tick) -> Vec<u8> {
+fn answer(
+    epoch: u32,
+    ready: bool,
+    want: Option<Tick>,
+    late: bool,
+    alive: bool,
+    base: Tick,
+) -> Vec<u8> {
     let mut buf = Vec::new();
     let mut w = DatagramWriter::new(&mut buf, base, 64);
     w.put(Message::TakeoverAck {
@@ -999,6 +1031,7 @@ fn answer(epoch: u32, ready: bool, want: Option<Tick>, late: bool, base: Tick) -
         ready,
         want,
         late,
+        alive,
     });
     w.finish();
     buf

@@ -642,6 +642,8 @@ pub enum Message<'a> {
         /// The match went on without the reporter's seat: it reported too
         /// late, and can only join again as a new player.
         late: bool,
+        /// The sender still hears the host: it takes no part in a takeover.
+        alive: bool,
     },
 }
 
@@ -1007,9 +1009,15 @@ impl Message<'_> {
                 ready,
                 want,
                 late,
+                alive,
             } => {
                 put_varint(out, u64::from(*epoch));
-                out.push(u8::from(*ready) | u8::from(want.is_some()) << 1 | u8::from(*late) << 2);
+                out.push(
+                    u8::from(*ready)
+                        | u8::from(want.is_some()) << 1
+                        | u8::from(*late) << 2
+                        | u8::from(*alive) << 3,
+                );
                 if let Some(t) = want {
                     put_tick(out, *t);
                 }
@@ -1409,7 +1417,7 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
         ty::TAKEOVER_ACK => {
             let epoch = r.varint_u32()?;
             let flags = r.u8()?;
-            if flags > 7 {
+            if flags > 15 {
                 return Err(WireError::Invalid("unknown takeover flags"));
             }
             let want = if flags & 2 != 0 {
@@ -1422,6 +1430,7 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
                 ready: flags & 1 != 0,
                 want,
                 late: flags & 4 != 0,
+                alive: flags & 8 != 0,
             }
         }
         other => return Err(WireError::UnknownMessage(other)),
