@@ -86,6 +86,8 @@ struct RosterEntry {
 struct RosterHolder {
     playing: bool,
     hosts: bool,
+    /// The token it was shared for (the commitment is made once per token).
+    token: ResumeToken,
     commitment: [u8; 16],
     contact: Vec<u8>,
 }
@@ -699,6 +701,8 @@ impl<I: Input> Sequencer<I> {
             .conn_index(peer)
             .ok_or(SequencerError::NotConnected(peer))?;
         if self.conns[i].contact != contact {
+            // (Called every loop by a host's application: no copy unless
+            // it changed.)
             self.conns[i].contact = contact.to_vec();
         }
         Ok(())
@@ -711,29 +715,45 @@ impl<I: Input> Sequencer<I> {
         if !self.config.share_roster {
             return;
         }
+        // Runs before every datagram: compares in place, and hashes and
+        // copies only what changed.
         for k in 0..self.seats.len() {
-            let holder = self.seats[k].as_ref().map(|s| {
+            let current = self.seats[k].as_ref().map(|s| {
                 let hosts = s.conn == Some(super::HOST_PEER);
-                RosterHolder {
-                    playing: s.live,
-                    hosts,
-                    commitment: admission::token_commitment(&s.token),
-                    // Nobody reaches the host's own client but the host.
-                    contact: s
-                        .conn
-                        .filter(|_| !hosts)
-                        .and_then(|p| self.conn_index(p))
-                        .map(|i| self.conns[i].contact.clone())
-                        .unwrap_or_default(),
-                }
+                // Nobody reaches the host's own client but the host.
+                let contact: &[u8] = s
+                    .conn
+                    .filter(|_| !hosts)
+                    .and_then(|p| self.conn_index(p))
+                    .map_or(&[], |i| &self.conns[i].contact);
+                (s.live, hosts, s.token, contact)
             });
-            let e = &mut self.roster[k];
+            let e = &self.roster[k];
+            let same = match (&e.holder, &current) {
+                (None, None) => true,
+                (Some(h), Some((playing, hosts, token, contact))) => {
+                    h.playing == *playing
+                        && h.hosts == *hosts
+                        && h.token == *token
+                        && h.contact == *contact
+                }
+                _ => false,
+            };
             // An empty seat never shared needs no entry.
-            if e.holder != holder && (e.version > 0 || holder.is_some()) {
-                self.roster_version = self.roster_version.wrapping_add(1).max(1);
-                e.version = self.roster_version;
-                e.holder = holder;
+            if same || (e.version == 0 && current.is_none()) {
+                continue;
             }
+            let holder = current.map(|(playing, hosts, token, contact)| RosterHolder {
+                playing,
+                hosts,
+                token,
+                commitment: admission::token_commitment(&token),
+                contact: contact.to_vec(),
+            });
+            self.roster_version = self.roster_version.wrapping_add(1).max(1);
+            let e = &mut self.roster[k];
+            e.version = self.roster_version;
+            e.holder = holder;
         }
     }
 
@@ -741,12 +761,13 @@ impl<I: Input> Sequencer<I> {
     /// spectator, or without `share_roster`).
     fn roster_unacked<'a>(&'a self, c: &'a Conn) -> impl Iterator<Item = usize> + 'a {
         let shared = self.config.share_roster && c.seat.is_some() && c.closing.is_none();
-        self.roster
+        // Nothing to walk in a room that does not share (has_news asks for
+        // every connection).
+        let n = if shared { self.roster.len() } else { 0 };
+        self.roster[..n]
             .iter()
             .enumerate()
-            .filter(move |(k, e)| {
-                shared && e.version > c.roster_acked.get(*k).copied().unwrap_or(0)
-            })
+            .filter(move |(k, e)| e.version > c.roster_acked.get(*k).copied().unwrap_or(0))
             .map(|(k, _)| k)
     }
 
