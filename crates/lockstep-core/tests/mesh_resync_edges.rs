@@ -320,11 +320,7 @@ fn an_equivocating_peer_expels_an_honest_player() {
         31,
     );
     let _ = w.run(2_200, 200);
-    let resyncs = w
-        .events(P(0))
-        .iter()
-        .filter(|e| matches!(e, Event::Resyncing))
-        .count();
+    let count = resyncs(&w, P(0));
     let expelled = w
         .events(P(0))
         .iter()
@@ -333,10 +329,10 @@ fn an_equivocating_peer_expels_an_honest_player() {
         .events(P(1))
         .iter()
         .any(|e| matches!(e, Event::Abandoned { player, .. } if *player == PlayerId(0)));
-    assert_eq!(resyncs, 4);
+    assert_eq!(count, 4);
     assert!(
         !expelled && !abandoned_by_others,
-        "honest P0 was made to leave by one equivocating peer after {resyncs} resyncs"
+        "honest P0 was made to leave by one equivocating peer after {count} resyncs"
     );
 }
 
@@ -419,16 +415,12 @@ fn replayed_requests_spend_a_players_donations() {
         .events(P(3))
         .iter()
         .any(|e| matches!(e, Event::DivergedTooOften { .. }));
-    let resyncs = w
-        .events(P(3))
-        .iter()
-        .filter(|e| matches!(e, Event::Resyncing))
-        .count();
     assert!(given.iter().all(|(g, _)| *g <= 3), "{given:?}");
-    assert_eq!(resyncs, 1);
+    assert_eq!(resyncs(&w, P(3)), 1);
     assert!(
         !expelled,
-        "P3 was never healed and left after {resyncs} resyncs"
+        "P3 was never healed and left after {} resyncs",
+        resyncs(&w, P(3))
     );
 }
 
@@ -449,12 +441,7 @@ fn healing_near_the_end_of_tick_space() {
     w.records.get_mut(&P(3)).unwrap().corrupt = Some(first.saturating_add(150));
     let o = w.run(150 + 3 * u64::from(BLOCK) + 300, 200);
     assert_eq!(o, Outcome::Done);
-    let resyncs = w
-        .events(P(3))
-        .iter()
-        .filter(|e| matches!(e, Event::Resyncing))
-        .count();
-    assert_eq!(resyncs, 1, "{:?}", w.events(P(3)));
+    assert_eq!(resyncs(&w, P(3)), 1, "{:?}", w.events(P(3)));
     common::assert_streams_agree(35, &w.records, &[P(0), P(1), P(2), P(3)]);
     // And up to the very last tick: the session runs out cleanly.
     let o = w.run(1_199, 400);
@@ -508,21 +495,10 @@ fn a_resync_while_another_player_is_abandoned() {
             w.events(P(i))
         );
     }
-    let resyncs = w
-        .events(P(3))
-        .iter()
-        .filter(|e| matches!(e, Event::Resyncing))
-        .count();
-    assert_eq!(resyncs, 1, "{:?}", w.events(P(3)));
+    assert_eq!(resyncs(&w, P(3)), 1, "{:?}", w.events(P(3)));
     common::assert_streams_agree(37, &w.records, &[P(0), P(1), P(2), P(3)]);
     for i in 0..3 {
-        assert_eq!(
-            w.events(P(i))
-                .iter()
-                .filter(|e| matches!(e, Event::Resyncing))
-                .count(),
-            0
-        );
+        assert_eq!(resyncs(&w, P(i)), 0);
     }
 }
 
