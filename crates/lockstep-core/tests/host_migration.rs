@@ -205,7 +205,6 @@ fn a_takeover_report_while_the_host_is_heard_changes_nothing() {
                 seat: lockstep_core::PlayerId(seat),
                 token: ResumeToken([seat as u8; 16]),
                 lacks: Tick::new(61),
-                held_from: Tick::ZERO,
             });
             w.finish();
             let now = sim.now();
@@ -269,17 +268,12 @@ impl lockstep_core::Endpoint for Claimer {
         for m in &d.messages {
             match *m {
                 Message::Takeover {
-                    epoch,
-                    seat,
-                    token,
-                    held_from,
-                    ..
+                    epoch, seat, token, ..
                 } => w.put(Message::Takeover {
                     epoch,
                     seat,
                     token,
                     lacks: Tick::new(1_000_000),
-                    held_from,
                 }),
                 Message::Frames(_) => {}
                 ref m => {

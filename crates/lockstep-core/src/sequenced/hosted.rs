@@ -574,7 +574,6 @@ impl<I: Input> HostedSession<I> {
                     seat,
                     token,
                     lacks,
-                    held_from: _,
                 } => {
                     // Already taken over: a seat we hold comes back; any other
                     // reported too late (the match went on without it).
@@ -588,7 +587,7 @@ impl<I: Input> HostedSession<I> {
                         } else {
                             self.out.push_back((
                                 from,
-                                answer(self.epoch, false, None, true, false, self.client().frame()),
+                                answer(self.epoch, Reply::Late, self.client().frame()),
                             ));
                         }
                         self.sent_at = None;
@@ -603,10 +602,8 @@ impl<I: Input> HostedSession<I> {
                         } else {
                             // We still hear the host: say so, and take no part.
                             let base = self.client().frame();
-                            self.out.push_back((
-                                from,
-                                answer(self.epoch, false, None, false, true, base),
-                            ));
+                            self.out
+                                .push_back((from, answer(self.epoch, Reply::Alive, base)));
                             continue;
                         }
                     }
@@ -909,7 +906,6 @@ impl<I: Input> HostedSession<I> {
     fn queue_takeover(&mut self) {
         let now = self.now;
         let epoch = self.epoch;
-        let mut queued = false;
         match &self.takeover {
             Some(Takeover::Reporting {
                 peer: Some(to),
@@ -919,7 +915,6 @@ impl<I: Input> HostedSession<I> {
                 let (to, want) = (*to, *want);
                 if let Some(bytes) = self.report(want) {
                     self.out.push_back((to, bytes));
-                    queued = true;
                 }
             }
             Some(Takeover::Collecting { reports, .. }) => {
@@ -929,9 +924,8 @@ impl<I: Input> HostedSession<I> {
                     let want = (Some(r.peer) == ask).then_some(own);
                     self.out.push_back((
                         r.peer,
-                        answer(epoch, false, want, false, false, self.client().frame()),
+                        answer(epoch, Reply::Wait(want), self.client().frame()),
                     ));
-                    queued = true;
                 }
             }
             _ => {}
@@ -942,12 +936,10 @@ impl<I: Input> HostedSession<I> {
         self.ready.retain(|_, since| now < *since + quiet);
         for &peer in self.ready.keys() {
             self.out
-                .push_back((peer, answer(epoch, true, None, false, false, base)));
-            queued = true;
+                .push_back((peer, answer(epoch, Reply::Ready, base)));
         }
         // Whether or not anything went: the next try is a resend
         // interval away.
-        let _ = queued;
         self.sent_at = Some(now);
     }
 
@@ -963,7 +955,6 @@ impl<I: Input> HostedSession<I> {
             seat,
             token,
             lacks: c.lacks(),
-            held_from: c.held_from(),
         })
         .ok()?;
         let inputs = c.inputs_after(c.frame().saturating_sub(1));
@@ -1015,23 +1006,33 @@ impl<I: Input> HostedSession<I> {
     }
 }
 
-/// A candidate's (or new host's) answer to a report.
-fn answer(
-    epoch: u32,
-    ready: bool,
-    want: Option<Tick>,
-    late: bool,
-    alive: bool,
-    base: Tick,
-) -> Vec<u8> {
+/// What an answer to a report says (one thing at a time).
+#[derive(Debug, Clone, Copy)]
+enum Reply {
+    /// Counted; wait (and send the frames from this tick on, if any).
+    Wait(Option<Tick>),
+    /// The new host is ready: come back.
+    Ready,
+    /// The match went on without that seat.
+    Late,
+    /// We still hear the host.
+    Alive,
+}
+
+/// A candidate's (or new host's, or a player's that still hears the host)
+/// answer to a report.
+fn answer(epoch: u32, reply: Reply, base: Tick) -> Vec<u8> {
     let mut buf = Vec::new();
     let mut w = DatagramWriter::new(&mut buf, base, 64);
     w.put(Message::TakeoverAck {
         epoch,
-        ready,
-        want,
-        late,
-        alive,
+        ready: matches!(reply, Reply::Ready),
+        want: match reply {
+            Reply::Wait(want) => want,
+            _ => None,
+        },
+        late: matches!(reply, Reply::Late),
+        alive: matches!(reply, Reply::Alive),
     });
     w.finish();
     buf

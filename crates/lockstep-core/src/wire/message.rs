@@ -627,8 +627,6 @@ pub enum Message<'a> {
         token: ResumeToken,
         /// The first frame it lacks.
         lacks: Tick,
-        /// The first frame it holds.
-        held_from: Tick,
     },
     /// The answer to a [`Takeover`](Message::Takeover).
     TakeoverAck {
@@ -996,13 +994,11 @@ impl Message<'_> {
                 seat,
                 token,
                 lacks,
-                held_from,
             } => {
                 put_varint(out, u64::from(*epoch));
                 put_varint(out, u64::from(seat.0));
                 out.extend_from_slice(&token.0);
                 put_tick(out, *lacks);
-                put_tick(out, *held_from);
             }
             Self::TakeoverAck {
                 epoch,
@@ -1412,7 +1408,6 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
             seat: read_player(r)?,
             token: ResumeToken(r.array()?),
             lacks: r.tick()?,
-            held_from: r.tick()?,
         },
         ty::TAKEOVER_ACK => {
             let epoch = r.varint_u32()?;
