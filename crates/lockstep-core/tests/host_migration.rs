@@ -227,6 +227,9 @@ fn a_takeover_report_while_the_host_is_heard_changes_nothing() {
                 .all(|e| !matches!(e, SystemEvent::HostChanged { .. }))
         }));
     }
+    // And the four played one stream all along.
+    let all: Vec<PeerId> = (0..4).map(PeerId).collect();
+    assert!(agree(&games, &all).is_empty());
 }
 
 /// A survivor that claims to hold frames far past everyone's (and never

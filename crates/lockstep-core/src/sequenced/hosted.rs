@@ -29,6 +29,9 @@ use crate::{Event, Frame, Input, Instant, PeerId, PlayerId, SystemEvent, Tick};
 use core::time::Duration;
 use std::collections::{BTreeMap, VecDeque};
 
+/// Answers to reports from anyone queued at most.
+const ANSWERS_QUEUED: usize = 64;
+
 /// How a [`HostedSession`] plays, hosts, and takes over.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostedConfig {
@@ -583,12 +586,12 @@ impl<I: Input> HostedSession<I> {
                             .iter()
                             .any(|e| e.seat == seat && e.commitment == token_commitment(&token));
                         if held {
-                            self.ready.insert(from, now);
+                            if self.ready.len() < wire::MAX_SEATS {
+                                self.ready.insert(from, now);
+                            }
                         } else {
-                            self.out.push_back((
-                                from,
-                                answer(self.epoch, Reply::Late, self.client().frame()),
-                            ));
+                            let late = answer(self.epoch, Reply::Late, self.client().frame());
+                            self.answer_report(from, late);
                         }
                         self.sent_at = None;
                         continue;
@@ -602,8 +605,8 @@ impl<I: Input> HostedSession<I> {
                         } else {
                             // We still hear the host: say so, and take no part.
                             let base = self.client().frame();
-                            self.out
-                                .push_back((from, answer(self.epoch, Reply::Alive, base)));
+                            let alive = answer(self.epoch, Reply::Alive, base);
+                            self.answer_report(from, alive);
                             continue;
                         }
                     }
@@ -759,6 +762,15 @@ impl<I: Input> HostedSession<I> {
             .filter(|r| r.lacks > own)
             .max_by_key(|r| r.lacks)
             .map(|r| r.peer)
+    }
+
+    /// Queues an answer to a report from anyone (at most
+    /// [`ANSWERS_QUEUED`]: a flood of reports gets no more; each answer is
+    /// smaller than the report it answers).
+    fn answer_report(&mut self, to: PeerId, bytes: Vec<u8>) {
+        if self.out.len() < ANSWERS_QUEUED {
+            self.out.push_back((to, bytes));
+        }
     }
 
     /// Moves a takeover on: the next candidate after a silent one; the
