@@ -167,6 +167,24 @@ impl SecretStream {
         Self { key, counter: 0 }
     }
 
+    /// Another stream under the same key, for `context`: its secrets never
+    /// repeat this stream's nor another context's. A player taking a match
+    /// over mints tokens this way, so that they cannot collide with the
+    /// ones an earlier host minted under the same key.
+    ///
+    /// ```
+    /// use lockstep_core::admission::SecretStream;
+    /// let s = SecretStream::new([1; 32]);
+    /// let a = s.branch(b"one").next_secret();
+    /// assert_ne!(a, s.branch(b"two").next_secret());
+    /// assert_ne!(a, s.clone().next_secret());
+    /// ```
+    pub fn branch(&self, context: &[u8]) -> Self {
+        let mut m = keyed(&self.key, b"lockstep secret branch");
+        m.update(context);
+        Self::new(m.finalize().into_bytes().into())
+    }
+
     /// The next secret.
     pub fn next_secret(&mut self) -> [u8; 16] {
         let mut m = keyed(&self.key, b"lockstep secret stream");

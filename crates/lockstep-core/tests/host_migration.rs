@@ -9,6 +9,7 @@
 
 mod common;
 
+use common::hosted::contacts;
 use common::props::cases;
 use lockstep_core::sequenced::{HostedConfig, HostedSession, Policy};
 use lockstep_core::sim::{LinkConditions, Outcome, Sim, SimNetwork};
@@ -18,10 +19,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 type Session = HostedSession<u16>;
-
-fn contact(p: PeerId) -> Vec<u8> {
-    p.0.to_le_bytes().to_vec()
-}
 
 /// What each player ran and committed.
 #[derive(Default)]
@@ -36,17 +33,7 @@ struct Game {
 /// names its connections' contacts (hosting) and resolves the contact of a
 /// player it must reach (taking over).
 fn play(id: PeerId, s: &mut Session, g: &mut Game, now: Instant) {
-    if let Some(seq) = s.sequencer() {
-        let peers: Vec<PeerId> = seq.connections().map(|(p, _)| p).collect();
-        for p in peers {
-            let _ = seq.set_contact(p, &contact(p));
-        }
-    }
-    if let Some(c) = s.contact_wanted().map(<[u8]>::to_vec)
-        && let Ok(b) = <[u8; 4]>::try_from(&c[..])
-    {
-        s.resolved(&c, PeerId(u32::from_le_bytes(b)));
-    }
+    contacts(s);
     let input = (now.as_millis() as u16)
         .wrapping_mul(8)
         .wrapping_add(id.0 as u16)

@@ -5,6 +5,7 @@ use super::{
 };
 use crate::endpoint::Transmit;
 use crate::error::{ChecksumError, CommitError, ConfigError, PauseError};
+use crate::snapshot::{Snapshot, SnapshotError};
 use crate::{Event, Frame, Input, Instant, PeerId, PlayerId, Tick};
 
 /// The id the host's own client has inside its sequencer. Remote peers must
@@ -137,6 +138,21 @@ impl<I: Input> HostSession<I> {
     /// Resumes the room.
     pub fn resume(&mut self) {
         self.sequencer.resume();
+    }
+
+    /// See [`ClientSession::provide_snapshot`]: the host's game donates its
+    /// state to a joiner (or a diverged player) through its own client.
+    pub fn provide_snapshot(&mut self, tick: Tick, bytes: Vec<u8>) -> Result<(), SnapshotError> {
+        let r = self.client.provide_snapshot(tick, bytes);
+        self.pump();
+        r
+    }
+
+    /// See [`ClientSession::take_snapshot`].
+    pub fn take_snapshot(&mut self) -> Option<Snapshot> {
+        let s = self.client.take_snapshot();
+        self.pump();
+        s
     }
 
     /// The host's next game event.
@@ -392,6 +408,7 @@ mod tests {
                     Survivor {
                         seat: c.seat().unwrap(),
                         token: c.welcome().unwrap().token,
+                        previous: None,
                         playing: true,
                         inputs: c.inputs_after(last),
                     }

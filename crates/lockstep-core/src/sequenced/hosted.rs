@@ -21,7 +21,8 @@ use super::{
 };
 use crate::admission::token_commitment;
 use crate::endpoint::Transmit;
-use crate::error::{ChecksumError, CommitError, ConfigError};
+use crate::error::{ChecksumError, CommitError, ConfigError, PauseError};
+use crate::snapshot::{Snapshot, SnapshotError};
 use crate::wire::{
     self, ChainWriter, Datagram, DatagramWriter, Frames, InputRun, Inputs, Message, ResumeToken,
 };
@@ -70,6 +71,8 @@ impl Default for HostedConfig {
 struct Report<I> {
     peer: PeerId,
     token: ResumeToken,
+    /// The other token the reporter named beside the one it proved.
+    previous: Option<ResumeToken>,
     lacks: Tick,
     inputs: Vec<(Tick, I)>,
 }
@@ -120,6 +123,9 @@ pub struct HostedSession<I: Input> {
     epoch: u32,
     /// Our seat and token, and the room's width, from our latest Welcome.
     me: Option<(PlayerId, ResumeToken, u32)>,
+    /// The token we held before (a new host hands out a new one, and a
+    /// roster that had not caught up with it still commits to this one).
+    earlier: Option<ResumeToken>,
     /// The roster, as last shared by the host.
     roster: Vec<SeatInfo>,
     /// The seat of the host we followed (none when hosting).
@@ -173,6 +179,7 @@ impl<I: Input> HostedSession<I> {
             now,
             epoch: 0,
             me: None,
+            earlier: None,
             roster: Vec::new(),
             host_seat: None,
             takeover: None,
@@ -258,6 +265,51 @@ impl<I: Input> HostedSession<I> {
     /// See [`ClientSession::report_checksum`].
     pub fn report_checksum(&mut self, tick: Tick, hash: u64) -> Result<(), ChecksumError> {
         self.client_mut().report_checksum(tick, hash)
+    }
+
+    /// The seats the next frame waits on (see [`ClientSession::awaiting`];
+    /// hosting, the sequencer's own view).
+    pub fn awaiting(&self) -> Vec<PlayerId> {
+        match &self.role {
+            Role::Host(h) => h.awaiting(),
+            Role::Client(c) => c.awaiting(),
+        }
+    }
+
+    /// Asks for a pause (hosting: pauses the room). See
+    /// [`ClientSession::request_pause`].
+    pub fn request_pause(&mut self) -> Result<(), PauseError> {
+        match &mut self.role {
+            Role::Host(h) => h.request_pause(),
+            Role::Client(c) => c.request_pause(),
+        }
+    }
+
+    /// Asks to resume (hosting: resumes the room).
+    pub fn resume(&mut self) {
+        match &mut self.role {
+            Role::Host(h) => h.resume(),
+            Role::Client(c) => c.resume(),
+        }
+    }
+
+    /// Answers [`Event::SnapshotRequested`] (see
+    /// [`ClientSession::provide_snapshot`]): a joiner, a player catching up
+    /// after a takeover, or a diverged one is sent this state.
+    pub fn provide_snapshot(&mut self, tick: Tick, bytes: Vec<u8>) -> Result<(), SnapshotError> {
+        match &mut self.role {
+            Role::Host(h) => h.provide_snapshot(tick, bytes),
+            Role::Client(c) => c.provide_snapshot(tick, bytes),
+        }
+    }
+
+    /// The state [`Event::Snapshot`] announced (see
+    /// [`ClientSession::take_snapshot`]).
+    pub fn take_snapshot(&mut self) -> Option<Snapshot> {
+        match &mut self.role {
+            Role::Host(h) => h.take_snapshot(),
+            Role::Client(c) => c.take_snapshot(),
+        }
     }
 
     /// Leaves the match. The host tells every client goodbye, and they
@@ -443,10 +495,11 @@ impl<I: Input> HostedSession<I> {
                 .min(ahead(*since + self.config.takeover_alone)),
         });
         let ready = (!self.ready.is_empty()).then_some(resend);
-        let watch = (!self.hosting() && self.takeover.is_none())
-            .then(|| self.client().last_heard())
-            .flatten()
-            .map(|t| t + self.config.host_timeout);
+        let watch = self
+            .takeover
+            .is_none()
+            .then(|| self.silent_until())
+            .flatten();
         [own, takeover, ready, watch].into_iter().flatten().min()
     }
 
@@ -468,8 +521,18 @@ impl<I: Input> HostedSession<I> {
         else {
             return;
         };
+        if let Some((seat, token, _)) = self.me
+            && seat == me.0
+            && token != me.1
+        {
+            self.earlier = Some(token);
+        }
         self.me = Some(me);
-        self.host_seat = roster.iter().find(|e| e.hosts).map(|e| e.seat);
+        // A client that moved has no roster until its new host's comes:
+        // it follows the seat it moved to meanwhile.
+        if !roster.is_empty() {
+            self.host_seat = roster.iter().find(|e| e.hosts).map(|e| e.seat);
+        }
         // A new host names its players' contacts a moment after it shared
         // their seats: the ones known before stand in meanwhile.
         let roster: Vec<SeatInfo> = roster
@@ -492,26 +555,36 @@ impl<I: Input> HostedSession<I> {
     /// Whether the host we follow is gone: silent for `host_timeout`, or
     /// it said goodbye.
     fn host_gone(&self) -> bool {
-        let c = self.client();
-        if self.me.is_none() || self.roster.is_empty() {
-            return false;
-        }
-        if self.ended {
+        if !self.may_take_over() {
             return false;
         }
         // Only a goodbye that says the host went (not one that drops us,
         // nor a refusal) hands the match over.
         let said_bye = matches!(
-            c.closed(),
+            self.client().closed(),
             Some(super::CloseReason::Bye(
                 wire::ByeReason::Leaving | wire::ByeReason::Shutdown,
                 _
             ))
         );
-        let open = c.closed().is_none();
-        let heard = c.last_heard().or(self.moved_at);
-        let silent = open && heard.is_some_and(|t| self.now >= t + self.config.host_timeout);
-        said_bye || silent
+        said_bye || self.silent_until().is_some_and(|t| self.now >= t)
+    }
+
+    /// Whether this client could take part in a takeover: it has a seat
+    /// and a roster, and the match has not ended for it.
+    fn may_take_over(&self) -> bool {
+        !self.hosting() && self.me.is_some() && !self.roster.is_empty() && !self.ended
+    }
+
+    /// When the host we follow counts as silent, while we are connected to
+    /// it and may take over.
+    fn silent_until(&self) -> Option<Instant> {
+        let c = self.client();
+        if !self.may_take_over() || c.closed().is_some() {
+            return None;
+        }
+        let heard = c.last_heard().or(self.moved_at)?;
+        Some(heard + self.config.host_timeout)
     }
 
     /// The seats that may take over, in order: playing, reachable, not
@@ -570,6 +643,33 @@ impl<I: Input> HostedSession<I> {
     /// A `Takeover` or `TakeoverAck` from `from`.
     fn take_takeover(&mut self, from: PeerId, d: &Datagram<'_>) {
         let now = self.now;
+        // Already taken over: a seat we hold comes back (by either token
+        // it names); any other reported too late (the match went on
+        // without it).
+        if self.hosting() {
+            let mut reports = d.messages.iter().filter_map(|m| match *m {
+                Message::Takeover { seat, token, .. } => Some((seat, token)),
+                _ => None,
+            });
+            let Some(first) = reports.next() else {
+                return;
+            };
+            let held = core::iter::once(first).chain(reports).any(|(seat, token)| {
+                self.roster
+                    .iter()
+                    .any(|e| e.seat == seat && e.commitment == token_commitment(&token))
+            });
+            if held {
+                if self.ready.len() < wire::MAX_SEATS {
+                    self.ready.insert(from, now);
+                }
+            } else {
+                let late = answer(self.epoch, Reply::Late, self.client().frame());
+                self.answer_report(from, late);
+            }
+            self.sent_at = None;
+            return;
+        }
         for m in &d.messages {
             match *m {
                 Message::Takeover {
@@ -578,24 +678,6 @@ impl<I: Input> HostedSession<I> {
                     token,
                     lacks,
                 } => {
-                    // Already taken over: a seat we hold comes back; any other
-                    // reported too late (the match went on without it).
-                    if self.hosting() {
-                        let held = self
-                            .roster
-                            .iter()
-                            .any(|e| e.seat == seat && e.commitment == token_commitment(&token));
-                        if held {
-                            if self.ready.len() < wire::MAX_SEATS {
-                                self.ready.insert(from, now);
-                            }
-                        } else {
-                            let late = answer(self.epoch, Reply::Late, self.client().frame());
-                            self.answer_report(from, late);
-                        }
-                        self.sent_at = None;
-                        continue;
-                    }
                     // Someone noticed before us, and we find the host gone
                     // too (a player that still hears the host never leaves
                     // it on another's word): we take part.
@@ -603,11 +685,12 @@ impl<I: Input> HostedSession<I> {
                         if self.host_gone() {
                             self.begin_takeover();
                         } else {
-                            // We still hear the host: say so, and take no part.
+                            // We still hear the host: say so (once for the
+                            // datagram), and take no part.
                             let base = self.client().frame();
                             let alive = answer(self.epoch, Reply::Alive, base);
                             self.answer_report(from, alive);
-                            continue;
+                            return;
                         }
                     }
                     // Epochs may differ (a player that joined after a
@@ -633,6 +716,13 @@ impl<I: Input> HostedSession<I> {
                     if !holds || Some(seat) == self.host_seat {
                         continue;
                     }
+                    // The other token it named for the seat, if any.
+                    let previous = d.messages.iter().find_map(|m| match *m {
+                        Message::Takeover {
+                            seat: s, token: t, ..
+                        } if s == seat && t != token => Some(t),
+                        _ => None,
+                    });
                     let inputs = d
                         .messages
                         .iter()
@@ -661,6 +751,7 @@ impl<I: Input> HostedSession<I> {
                         Report {
                             peer: from,
                             token,
+                            previous,
                             lacks,
                             inputs,
                         },
@@ -705,8 +796,14 @@ impl<I: Input> HostedSession<I> {
                         self.ended = true;
                     } else if ready {
                         let to = *p;
-                        self.takeover = None;
-                        self.host_seat = None;
+                        let Some(Takeover::Reporting { seat, .. }) = self.takeover.take() else {
+                            continue;
+                        };
+                        // The old host is out of the roster for good (a
+                        // takeover before the new host's roster comes must
+                        // not wait on it), and the seat we move to hosts.
+                        let old = self.host_seat.replace(seat);
+                        self.roster.retain(|e| Some(e.seat) != old);
                         self.moved_at = Some(now);
                         let _ = self.client_mut().move_to(to, now);
                     } else {
@@ -872,6 +969,7 @@ impl<I: Input> HostedSession<I> {
             .map(|(s, r)| Survivor {
                 seat: *s,
                 token: r.token,
+                previous: r.previous,
                 playing: playing(*s),
                 inputs: r.inputs.clone(),
             })
@@ -879,6 +977,7 @@ impl<I: Input> HostedSession<I> {
         survivors.push(Survivor {
             seat,
             token,
+            previous: None,
             playing: playing(seat),
             inputs: c.inputs_after(last),
         });
@@ -889,10 +988,16 @@ impl<I: Input> HostedSession<I> {
             events,
             fingerprint: self.config.client.fingerprint,
         };
-        let Ok(sequencer) = Sequencer::take_over(self.config.sequencer.clone(), handover, now)
+        let Ok(mut sequencer) = Sequencer::take_over(self.config.sequencer.clone(), handover, now)
         else {
             return;
         };
+        // A paused room stays paused under its new host (its players froze
+        // on the old host's word, and commit nothing to wait on) until a
+        // player resumes it; the pause's `max_pause` counts from now.
+        if c.paused() {
+            sequencer.pause();
+        }
         let Ok(placeholder) = ClientSession::new(self.config.client.clone(), HOST_PEER, now) else {
             return;
         };
@@ -969,6 +1074,17 @@ impl<I: Input> HostedSession<I> {
             lacks: c.lacks(),
         })
         .ok()?;
+        // The token before, for a candidate whose roster still commits to
+        // it (it proves the seat as well; the new host then takes either).
+        if let Some(earlier) = self.earlier.filter(|t| *t != token) {
+            w.push(&Message::Takeover {
+                epoch: self.epoch,
+                seat,
+                token: earlier,
+                lacks: c.lacks(),
+            })
+            .ok()?;
+        }
         let inputs = c.inputs_after(c.frame().saturating_sub(1));
         let mut chain = ChainWriter::new();
         let start = inputs.first().map(|(t, _)| *t);

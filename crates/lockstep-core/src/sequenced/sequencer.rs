@@ -67,6 +67,11 @@ pub struct Survivor<I> {
     /// Its resume token: the player takes the seat back with it
     /// ([`ClientSession::reconnect`](super::ClientSession::reconnect)).
     pub token: ResumeToken,
+    /// Another token it may come back with: the one it held before
+    /// `token`, or after it (an earlier host handed it a new one that the
+    /// roster had not shared yet). Only the player that proved `token`
+    /// names it.
+    pub previous: Option<ResumeToken>,
     /// It was playing (not catching up from a snapshot).
     pub playing: bool,
     /// Inputs it committed for ticks not sealed yet, by tick: they run
@@ -803,6 +808,15 @@ impl<I: Input> Sequencer<I> {
     ) -> Result<Self, ConfigError> {
         let mut s = Self::new(config, now)?;
         let next = handover.next;
+        // Tokens from a stream of their own: every host of the match may
+        // hold the same key, and a token minted again for another seat
+        // would let its holder resume that seat. The context (the tick and
+        // the survivors' tokens) is new at every takeover.
+        let mut context = next.get().to_le_bytes().to_vec();
+        for sv in &handover.survivors {
+            context.extend_from_slice(&sv.token.0);
+        }
+        s.tokens = s.tokens.branch(&context);
         s.fingerprint = Some(handover.fingerprint);
         s.history_base = handover.frames.first().map_or(next, |f| f.tick);
         s.history = handover.frames;
@@ -825,7 +839,7 @@ impl<I: Input> Sequencer<I> {
             *slot = Some(Seat {
                 conn: None,
                 token: sv.token,
-                previous: None,
+                previous: sv.previous.filter(|p| *p != sv.token),
                 lost: Some(now),
                 from,
                 pending,

@@ -2,10 +2,63 @@
 //! plays it: its whole state is a fold of every frame, plus incompressible
 //! bulk (as a real state has) so that a snapshot takes many chunks.
 
-use lockstep_core::sequenced::{ClientSession, Simulation};
+use lockstep_core::sequenced::{ClientSession, HostedSession, Simulation};
 use lockstep_core::sim::SimRng;
-use lockstep_core::{Event, Frame, Tick};
+use lockstep_core::snapshot::{Snapshot, SnapshotError};
+use lockstep_core::{ChecksumError, CommitError};
+use lockstep_core::{Event, Frame, PlayerId, Tick};
 use std::collections::BTreeMap;
+
+/// What [`App::play`] needs of a session: a client's game side.
+pub trait Player {
+    fn poll_event(&mut self) -> Option<Event>;
+    fn take_snapshot(&mut self) -> Option<Snapshot>;
+    fn provide_snapshot(&mut self, tick: Tick, bytes: Vec<u8>) -> Result<(), SnapshotError>;
+    fn seat(&self) -> Option<PlayerId>;
+    fn joining(&self) -> bool;
+    fn commit_local(&mut self, input: u16) -> Result<Tick, CommitError>;
+    fn advance(&mut self) -> Option<Frame<u16>>;
+    fn report_checksum(&mut self, tick: Tick, hash: u64) -> Result<(), ChecksumError>;
+}
+
+macro_rules! player {
+    ($t:ty, $joining:expr) => {
+        impl Player for $t {
+            fn poll_event(&mut self) -> Option<Event> {
+                <$t>::poll_event(self)
+            }
+            fn take_snapshot(&mut self) -> Option<Snapshot> {
+                <$t>::take_snapshot(self)
+            }
+            fn provide_snapshot(
+                &mut self,
+                tick: Tick,
+                bytes: Vec<u8>,
+            ) -> Result<(), SnapshotError> {
+                <$t>::provide_snapshot(self, tick, bytes)
+            }
+            fn seat(&self) -> Option<PlayerId> {
+                <$t>::seat(self)
+            }
+            fn joining(&self) -> bool {
+                $joining(self)
+            }
+            fn commit_local(&mut self, input: u16) -> Result<Tick, CommitError> {
+                <$t>::commit_local(self, input)
+            }
+            fn advance(&mut self) -> Option<Frame<u16>> {
+                <$t>::advance(self)
+            }
+            fn report_checksum(&mut self, tick: Tick, hash: u64) -> Result<(), ChecksumError> {
+                <$t>::report_checksum(self, tick, hash)
+            }
+        }
+    };
+}
+player!(ClientSession<u16>, ClientSession::<u16>::joining);
+player!(HostedSession<u16>, |s: &HostedSession<u16>| s
+    .client()
+    .joining());
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Game {
@@ -83,6 +136,8 @@ pub struct App {
     /// The state after each tick run.
     pub states: BTreeMap<Tick, u64>,
     pub asked: Option<Tick>,
+    /// The ticks of the snapshots restored, in order.
+    pub restored: Vec<Tick>,
     pub rng: SimRng,
     pub events: Vec<Event>,
     pub inputs_after_live: u64,
@@ -104,6 +159,7 @@ impl App {
             game: (!joining).then(|| Game::new(first, bulk)),
             states: BTreeMap::new(),
             asked: None,
+            restored: Vec::new(),
             rng: SimRng::new(seed),
             events: Vec::new(),
             inputs_after_live: 0,
@@ -114,7 +170,7 @@ impl App {
         }
     }
 
-    pub fn play(&mut self, c: &mut ClientSession<u16>) {
+    pub fn play(&mut self, c: &mut impl Player) {
         while let Some(ev) = c.poll_event() {
             match ev {
                 Event::SnapshotRequested { tick } => self.asked = Some(tick),
@@ -126,6 +182,7 @@ impl App {
             self.events.push(ev);
         }
         if let Some(s) = c.take_snapshot() {
+            self.restored.push(s.tick);
             let g = Game::restore(&s.bytes);
             assert_eq!(g.next, s.tick.saturating_add(1));
             self.game = Some(g);
@@ -155,7 +212,7 @@ impl App {
     }
 
     /// Hands over the state asked for once it is the current one.
-    pub fn donate(&mut self, c: &mut ClientSession<u16>) {
+    pub fn donate(&mut self, c: &mut impl Player) {
         if let (Some(t), Some(g)) = (self.asked, &self.game)
             && g.next == t.saturating_add(1)
         {
