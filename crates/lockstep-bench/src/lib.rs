@@ -122,14 +122,14 @@ pub trait Codec {
     fn decode(&self, bytes: &[u8]) -> usize;
 }
 
-/// lockstep's protocol v3: header, an `Inputs` message with an ack and a
+/// lockstep's protocol v4: header, an `Inputs` message with an ack and a
 /// delta chain.
 #[derive(Debug, Default)]
 pub struct LockstepCodec;
 
 impl Codec for LockstepCodec {
     fn name(&self) -> &'static str {
-        "lockstep v3 (delta chains)"
+        "lockstep v4 (delta chains)"
     }
 
     fn encode(&self, player: usize, tick: u32, inputs: &[PlayerInputs], out: &mut Vec<u8>) {

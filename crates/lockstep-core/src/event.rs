@@ -136,9 +136,11 @@ pub enum Event {
         /// The seat.
         player: PlayerId,
     },
-    /// The player was abandoned: its seat is empty from `from` on, in every
-    /// peer's frame stream (where a [`SystemEvent::Abandoned`](crate::SystemEvent)
-    /// marks the tick).
+    /// The player was abandoned, or left: its seat is empty from `from` on,
+    /// in every peer's frame stream (where a
+    /// [`SystemEvent::Abandoned`](crate::SystemEvent::Abandoned), or
+    /// [`SystemEvent::Left`](crate::SystemEvent::Left) for a mesh player
+    /// that said goodbye, marks the tick).
     Abandoned {
         /// The seat.
         player: PlayerId,

@@ -328,6 +328,7 @@ fn a_non_deciding_liar_cannot_make_the_decider_run_past_its_tick() {
         seat: PlayerId(C as u16),
         from: n,
         digest: digest(&net, B, C, n, &[]),
+        left: false,
     };
     net.send();
     net.deliver_one(B, D, &mut |b, s| {
@@ -476,6 +477,7 @@ fn the_liar_alone_cannot_abandon_an_honest_player_while_a_third_is_frozen() {
         seat: PlayerId(A as u16),
         from: n,
         digest: 0,
+        left: false,
     };
     let seat_c = PlayerId(C as u16);
     net.pump(10, &mut |f, t, b, s| {
@@ -636,6 +638,7 @@ fn split_after_apply(net: &mut Net, l: usize, x: usize, y: usize, c: usize) -> T
         seat: seat_c,
         from: n.saturating_add(1),
         digest: 0,
+        left: false,
     };
     net.pump(3, &mut |f, t, b, s| {
         if f == c || t == c {
@@ -714,6 +717,7 @@ fn freezing_an_applied_peer_out_does_not_let_another_apply_a_different_tick() {
         seat: seat_c,
         from: n.saturating_add(1),
         digest: d,
+        left: false,
     };
     net.pump(5, &mut |f, t, b, s| {
         if f == C || t == C {

@@ -278,6 +278,43 @@ proptest! {
 proptest! {
     #![proptest_config(cases(60))]
 
+    /// A player leaves (says goodbye, keeps its session a moment, then its
+    /// process ends) under loss: the others empty its seat at one tick,
+    /// recorded as `Left` wherever the deciding peer heard the goodbye
+    /// (`Abandoned` after silence otherwise), the same on every peer; they
+    /// advance and agree.
+    #[test]
+    fn a_player_that_leaves_is_emptied_alike_everywhere(
+        sc in scenario(5),
+        leaver in 0usize..5,
+        at in 100u64..3_000,
+    ) {
+        prop_assume!(sc.players >= 3);
+        let mut sc = sc;
+        sc.config.abandon_after = Some(Duration::from_secs(2));
+        sc.link.loss = sc.link.loss.min(0.3);
+        let mut h = sc.build();
+        let gone = PeerId((leaver % sc.players) as u32);
+        let warmup = h.run(lockstep_core::Instant::from_millis(at), |_, _, _, _| {}, |_| false);
+        prop_assert_eq!(warmup, Outcome::TimedOut);
+        h.sim.endpoint_mut(gone).unwrap().leave();
+        let later = h.sim.now() + Duration::from_millis(300);
+        let _ = h.run(later, |_, _, _, _| {}, |_| false);
+        h.sim.freeze(gone);
+        let done = h.run_until_tick(300, secs(300));
+        outcome_ok(done, "the others reach tick 300", sc.seed);
+        let rest: Vec<PeerId> = sc.peer_ids().into_iter().filter(|id| *id != gone).collect();
+        h.assert_streams_agree(&rest);
+        h.assert_no_desync();
+        let decided: Vec<Vec<(PlayerId, Tick)>> =
+            rest.iter().filter(|id| h.session(**id).seat().is_some()).map(|id| h.session(*id).abandoned().to_vec()).collect();
+        prop_assert!(decided.iter().all(|d| d.len() == 1 && *d == decided[0]), "seed {}: {:?}", sc.seed, decided);
+    }
+}
+
+proptest! {
+    #![proptest_config(cases(60))]
+
     /// Two players fall silent at the same moment (the decider may be one of
     /// them): both are abandoned, and the rest advance and agree.
     #[test]

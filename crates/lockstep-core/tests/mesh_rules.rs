@@ -787,8 +787,11 @@ fn peers_running_another_game_build_refuse_each_other() {
     assert_eq!(b.advance(), None);
 }
 
+/// A player that says goodbye is emptied at once (no silence to wait
+/// for), and the stream says it left (`Left`, not `Abandoned`) at one
+/// tick on every peer.
 #[test]
-fn a_peer_that_leaves_is_abandoned_without_waiting_for_silence() {
+fn a_peer_that_leaves_is_left_without_waiting_for_silence() {
     let mut t = T0;
     let mut peers = mesh(3, 0);
     for (_, s) in peers.iter_mut() {
@@ -809,6 +812,33 @@ fn a_peer_that_leaves_is_abandoned_without_waiting_for_silence() {
         }));
         assert_eq!(s.abandoned().len(), 1, "decided within a few exchanges");
     }
+    let mut marks = Vec::new();
+    for _ in 0..10 {
+        for (_, s) in peers.iter_mut() {
+            let _ = s.commit_local(1);
+        }
+        exchange(&mut peers, &mut t);
+        for (id, s) in peers.iter_mut() {
+            for f in advance_all(s) {
+                for e in f.events {
+                    marks.push((*id, f.tick, e));
+                }
+            }
+        }
+    }
+    let gone: Vec<_> = marks
+        .iter()
+        .filter(|(_, _, e)| e.player() == PlayerId(2) && !matches!(e, SystemEvent::Joined { .. }))
+        .collect();
+    assert_eq!(gone.len(), 2, "{marks:?}");
+    assert!(
+        gone.iter().all(|(_, t, e)| *e
+            == SystemEvent::Left {
+                player: PlayerId(2)
+            }
+            && *t == gone[0].1),
+        "{gone:?}"
+    );
 }
 
 #[test]
@@ -893,7 +923,7 @@ proptest! {
             frozen: wanted.into_iter().map(|s| (PlayerId(s), near(base))).collect(),
             endorsements: decisions
                 .into_iter()
-                .map(|(s, t, digest)| wire::Endorsement { seat: PlayerId(s), from: near(t), digest })
+                .map(|(s, t, digest)| wire::Endorsement { seat: PlayerId(s), from: near(t), digest, left: false })
                 .collect(),
         })).unwrap();
         w.push(&Message::Inputs(Inputs {

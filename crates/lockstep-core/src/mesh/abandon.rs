@@ -51,7 +51,6 @@
 
 use super::MeshSession;
 use super::store::Cell;
-use crate::frame::SystemEvent;
 use crate::wire::Endorsement;
 use crate::{Event, Input, PlayerId, Tick};
 use sha2::{Digest, Sha256};
@@ -87,9 +86,10 @@ impl<I: Input> MeshSession<I> {
     }
 
     /// The players whose votes count on `seat`: seated, not abandoned, not
-    /// `seat`, and heard from lately (a peer silent past `interrupt_after`
+    /// `seat`, heard from lately (a peer silent past `interrupt_after`
     /// cannot vote, so two players crashing together do not leave the last
-    /// one waiting for a majority it can never get).
+    /// one waiting for a majority it can never get) and not gone (a peer
+    /// that said goodbye votes no more).
     fn voters(&self, seat: PlayerId) -> Vec<PlayerId> {
         (0..self.seats.len())
             .filter_map(super::seat_id)
@@ -99,7 +99,7 @@ impl<I: Input> MeshSession<I> {
                     && s.peer.is_some()
                     && s.empty_from.is_none()
                     && (Some(v) == self.local_seat
-                        || self.peer_of(v).is_some_and(|p| !p.interrupted))
+                        || self.peer_of(v).is_some_and(|p| !p.interrupted && !p.left))
             })
             .collect()
     }
@@ -156,13 +156,15 @@ impl<I: Input> MeshSession<I> {
         let applied = self.live_seats().filter(|&s| s != me).find_map(|s| {
             let p = self.peer_of(s)?;
             let e = p.endorsed.iter().find(|e| e.seat == c)?;
-            (!p.frozen.iter().any(|(f, _)| *f == c)).then_some((e.from, p.id))
+            (!p.frozen.iter().any(|(f, _)| *f == c)).then_some((e.from, e.left, p.id))
         });
-        let (from, proposer) = if let Some((t, peer)) = applied {
-            (t, Some(peer))
+        // The decider says whether the player left (it heard its goodbye)
+        // or went silent; everyone else repeats its word.
+        let (from, left, proposer) = if let Some((t, left, peer)) = applied {
+            (t, left, Some(peer))
         } else if decider == me {
             match self.proposal(me, c) {
-                Some(t) => (t, None),
+                Some(t) => (t, self.peer_of(c).is_some_and(|p| p.left), None),
                 None => return,
             }
         } else {
@@ -172,7 +174,7 @@ impl<I: Input> MeshSession<I> {
             let Some(e) = p.endorsed.iter().find(|e| e.seat == c) else {
                 return;
             };
-            (e.from, Some(p.id))
+            (e.from, e.left, Some(p.id))
         };
         // Never a tick we ran, or could run before the decision applies:
         // that would rewrite history here.
@@ -196,6 +198,7 @@ impl<I: Input> MeshSession<I> {
                 seat: c,
                 from,
                 digest,
+                left,
             },
         );
         self.flush_all();
@@ -273,7 +276,7 @@ impl<I: Input> MeshSession<I> {
                 self.dispute(e.seat, peer);
             }
             if agreed && endorsers * 2 > self.voters(e.seat).len() {
-                self.apply_decision(e.seat, e.from);
+                self.apply_decision(e.seat, e.from, e.left);
             }
         }
     }
@@ -316,7 +319,10 @@ impl<I: Input> MeshSession<I> {
         Some(u64::from_le_bytes(first))
     }
 
-    pub(super) fn apply_decision(&mut self, seat: PlayerId, from: Tick) {
+    /// Empties `seat` from `from` on (`left`: it said goodbye, and the
+    /// stream records [`SystemEvent::Left`](crate::SystemEvent::Left);
+    /// otherwise `Abandoned`).
+    pub(super) fn apply_decision(&mut self, seat: PlayerId, from: Tick, left: bool) {
         let i = seat.index();
         if self.seats[i].peer.is_none() || self.seats[i].empty_from.is_some() {
             return;
@@ -333,6 +339,7 @@ impl<I: Input> MeshSession<I> {
         }
         let effective = from.max(self.next_tick);
         self.seats[i].empty_from = Some(effective);
+        self.seats[i].left = left;
         self.ignore_checksums_of(seat, from);
         self.decisions.push((seat, from));
         self.votes.remove(&seat);
@@ -346,7 +353,7 @@ impl<I: Input> MeshSession<I> {
                 *cell = Cell::Known(input.clone());
             }
             if tick == effective {
-                slot.add_event(SystemEvent::Abandoned { player: seat });
+                slot.add_event(super::departure(seat, left));
             }
         }
         self.push_event(Event::Abandoned {

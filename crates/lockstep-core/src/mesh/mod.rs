@@ -279,6 +279,18 @@ struct Seat {
     peer: Option<PeerId>,
     /// The first tick the seat is empty: abandoned, or never taken.
     empty_from: Option<Tick>,
+    /// It was emptied because its player said goodbye.
+    left: bool,
+}
+
+/// The event that empties `player`'s seat: it said goodbye, or it was
+/// given up.
+fn departure(player: PlayerId, left: bool) -> SystemEvent {
+    if left {
+        SystemEvent::Left { player }
+    } else {
+        SystemEvent::Abandoned { player }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -448,7 +460,8 @@ impl Peer {
 ///   the first tick nobody holds. No peer can have run past that tick, so
 ///   every stream stays identical; the decision travels in every packet
 ///   until every peer has it, and the frame at that tick carries
-///   [`SystemEvent::Abandoned`].
+///   [`SystemEvent::Abandoned`] ([`SystemEvent::Left`] for a player that
+///   said goodbye: [`leave`](Self::leave)).
 /// * Checkpoints of every peer's hash chain are compared with every other
 ///   peer's ([`report_checksum`](Self::report_checksum)); a mismatch raises
 ///   [`Event::Desync`] and a search for the first divergent tick. With
@@ -629,6 +642,7 @@ impl<I: Input> MeshSession<I> {
             Seat {
                 peer: None,
                 empty_from: Some(config.first_tick),
+                left: false,
             };
             width
         ];
@@ -637,6 +651,7 @@ impl<I: Input> MeshSession<I> {
                 seats[s.index()] = Seat {
                     peer: Some(peer),
                     empty_from: None,
+                    left: false,
                 };
             }
         }
@@ -925,7 +940,7 @@ impl<I: Input> MeshSession<I> {
         if self.local_seat.is_none() {
             // Observers learn membership from the frames themselves.
             for ev in &frame.events {
-                if let SystemEvent::Abandoned { player } = *ev {
+                if let SystemEvent::Abandoned { player } | SystemEvent::Left { player } = *ev {
                     if let Some(seat) = self.seats.get_mut(player.index()) {
                         seat.empty_from = Some(tick);
                     }
@@ -1050,8 +1065,10 @@ impl<I: Input> MeshSession<I> {
         self.peers.len() < before
     }
 
-    /// Leaves the session: every peer is told goodbye (and abandons this
-    /// seat at once instead of waiting for silence), and commits stop. Keep
+    /// Leaves the session: every peer is told goodbye (and empties this
+    /// seat at once instead of waiting for silence: the frame stream
+    /// records [`SystemEvent::Left`] when the deciding peer heard the
+    /// goodbye), and commits stop. Keep
     /// driving the session for a moment (a few resend intervals) so the
     /// goodbye gets through loss.
     pub fn leave(&mut self) {
@@ -1948,7 +1965,7 @@ fn new_slot<I: Clone>(seats: &[Seat], start: Tick, tick: Tick) -> Slot<I> {
             slot.add_event(SystemEvent::Joined { player });
         }
         if s.empty_from == Some(tick) {
-            slot.add_event(SystemEvent::Abandoned { player });
+            slot.add_event(departure(player, s.left));
         }
     }
     slot

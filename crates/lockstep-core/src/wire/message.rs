@@ -1,4 +1,4 @@
-//! Protocol v3 messages and the datagram envelope.
+//! Protocol v4 messages and the datagram envelope.
 
 use super::chain::decode_chain;
 use super::codec::{
@@ -356,6 +356,10 @@ pub struct Endorsement {
     /// Digest of the seat's inputs the sender holds for the ticks just
     /// before `from` (see the protocol document for the exact window).
     pub digest: u64,
+    /// The player said goodbye (the stream records `Left`), rather than
+    /// going silent (`Abandoned`): the deciding peer's word, which every
+    /// endorser repeats.
+    pub left: bool,
 }
 
 /// One piece of a state snapshot.
@@ -481,7 +485,7 @@ impl fmt::Display for ErrorCode {
     }
 }
 
-/// One message of protocol v3.
+/// One message of protocol v4.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Message<'a> {
@@ -905,6 +909,7 @@ impl Message<'_> {
                     put_varint(out, u64::from(e.seat.0));
                     put_tick_delta(out, base, e.from);
                     put_u64_le(out, e.digest);
+                    out.push(u8::from(e.left));
                 }
             }
             Self::Ping { stamp } => put_varint(out, u64::from(*stamp)),
@@ -1258,13 +1263,18 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
             let n = r.count("vote", MAX_SEATS, 1)?;
             let votes = (0..n).map(|_| read_player(r)).collect::<Result<_, _>>()?;
             let frozen = read_seat_ticks(r, base, "frozen seat")?;
-            let n = r.count("endorsement", MAX_SEATS, 10)?;
+            let n = r.count("endorsement", MAX_SEATS, 11)?;
             let endorsements = (0..n)
                 .map(|_| {
                     Ok(Endorsement {
                         seat: read_player(r)?,
                         from: r.tick_delta(base)?,
                         digest: r.u64_le()?,
+                        left: match r.u8()? {
+                            0 => false,
+                            1 => true,
+                            _ => return Err(WireError::Invalid("endorsement kind")),
+                        },
                     })
                 })
                 .collect::<Result<_, WireError>>()?;

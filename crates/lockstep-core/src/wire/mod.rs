@@ -1,4 +1,4 @@
-//! The binary wire format, protocol v3.
+//! The binary wire format, protocol v4.
 //!
 //! Every datagram starts with a five-byte header, then one or more
 //! messages:
@@ -44,7 +44,7 @@ use crate::input::InputDecodeError;
 pub const MAGIC: [u8; 2] = *b"LK";
 
 /// The protocol version this build speaks.
-pub const VERSION: u8 = 3;
+pub const VERSION: u8 = 4;
 
 /// The most seats a session may have in this protocol version.
 pub const MAX_SEATS: usize = 256;
