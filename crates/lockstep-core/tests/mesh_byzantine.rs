@@ -118,7 +118,7 @@ impl Liar {
                     seat: seat(&mut self.rng),
                     from: near(&mut self.rng, 4, 30),
                     digest: self.rng.next_u64() % 4,
-                    left: self.rng.next_u64() % 2 == 0,
+                    left: self.rng.next_u64() & 1 == 0,
                 })
                 .collect();
             let _ = w.push(&Message::Abandon(Abandon {

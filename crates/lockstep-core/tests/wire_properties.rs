@@ -216,7 +216,7 @@ proptest! {
             Message::ChainAnswer { id: stamps.1, entries: checks.iter().take(8).enumerate().map(|(k, h)| (near(k), *h, h.rotate_left(7))).collect() },
             Message::Pause { frame: near(5) },
             Message::Resume { lifted: near(6) },
-            Message::Abandon(Abandon { votes: seats_ticks.clone(), frozen: seats_ticks.iter().rev().enumerate().map(|(k, s)| (*s, near(k))).collect(), endorsements: seats_ticks.iter().enumerate().map(|(k, s)| Endorsement { seat: *s, from: near(k), digest: stamps.0.into(), left: k % 2 == 1 }).collect() }),
+            Message::Abandon(Abandon { votes: seats_ticks.clone(), frozen: seats_ticks.iter().rev().enumerate().map(|(k, s)| (*s, near(k))).collect(), endorsements: seats_ticks.iter().enumerate().map(|(k, s)| Endorsement { seat: *s, from: near(k), digest: stamps.0.into(), left: k & 1 == 1 }).collect() }),
             Message::Ping { stamp: stamps.0 },
             Message::Pong { stamp: stamps.0, held_ms: stamps.1 },
             Message::SnapshotChunk(SnapshotChunk { id: nums.0, tick: Tick::new(stamps.1), raw_len: 100_000, packed_len: 90_000, hash: nums.4, index: 2, count: 3, checksum: stamps.0, data: &chunk }),
