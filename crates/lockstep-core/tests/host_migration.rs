@@ -647,3 +647,55 @@ fn a_client_cut_off_from_a_live_host_never_becomes_a_second_host() {
         assert!(agree(&games, &all).is_empty(), "cut {cut} ms");
     }
 }
+
+/// The network splits in two halves for a few seconds: the host with one
+/// player, the two others (the first candidate among them) on their own.
+/// Two of four is no majority, so the second half waits instead of going
+/// on as a second match; when the network heals, the candidate hears the
+/// host again, calls the takeover off, and everyone plays on as one, under
+/// the same host.
+#[test]
+fn a_short_partition_into_halves_forks_nothing() {
+    let (mut sim, mut games) = room(4, 31);
+    let all: Vec<PeerId> = (0..4).map(PeerId).collect();
+    until(&mut sim, &mut games, &all, 90);
+    let seat = |sim: &Sim<Session>, id: u32| sim.endpoint(PeerId(id)).unwrap().seat().unwrap();
+    // The first candidate is the lowest seat after the host's.
+    let mut others: Vec<u32> = (1..4).collect();
+    others.sort_by_key(|id| seat(&sim, *id));
+    let (with_host, apart) = (others[2], [others[0], others[1]]);
+    let cut = LinkConditions {
+        loss: 1.0,
+        ..LinkConditions::default()
+    };
+    let back = LinkConditions {
+        latency: Duration::from_millis(10),
+        ..LinkConditions::default()
+    };
+    for a in apart {
+        for b in [0, with_host] {
+            sim.net.set_link_both(PeerId(a), PeerId(b), cut.clone());
+        }
+    }
+    let healed = sim.now() + Duration::from_secs(3);
+    let _ = run(&mut sim, &mut games, healed, |_| false);
+    assert!(
+        apart
+            .iter()
+            .all(|a| !sim.endpoint(PeerId(*a)).unwrap().hosting()),
+        "a half with no majority went on"
+    );
+    for a in apart {
+        for b in [0, with_host] {
+            sim.net.set_link_both(PeerId(a), PeerId(b), back.clone());
+        }
+    }
+    let n = games[&PeerId(0)].ran.len() + 300;
+    until(&mut sim, &mut games, &all, n);
+    assert!(agree(&games, &all).is_empty(), "no host change");
+    for k in 0..4 {
+        let s = sim.endpoint(PeerId(k)).unwrap();
+        assert_eq!(s.hosting(), k == 0, "{k}");
+        assert!(!s.taking_over(), "{k}");
+    }
+}

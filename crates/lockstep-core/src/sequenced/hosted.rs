@@ -121,6 +121,9 @@ pub struct HostedSession<I: Input> {
     now: Instant,
     /// Host changes so far.
     epoch: u32,
+    /// The epoch before the takeover under way (restored if it is called
+    /// off).
+    epoch_before: u32,
     /// Our seat and token, and the room's width, from our latest Welcome.
     me: Option<(PlayerId, ResumeToken, u32)>,
     /// The token we held before (a new host hands out a new one, and a
@@ -178,6 +181,7 @@ impl<I: Input> HostedSession<I> {
             role,
             now,
             epoch: 0,
+            epoch_before: 0,
             me: None,
             earlier: None,
             roster: Vec::new(),
@@ -398,17 +402,23 @@ impl<I: Input> HostedSession<I> {
         if from_server {
             match &self.takeover {
                 // Counted by a candidate: the old host is not followed any
-                // more (it would feed frames the new host never sealed).
+                // more (it would feed frames the new host never sealed)
+                // unless the candidate calls the takeover off.
                 Some(Takeover::Reporting { acked: true, .. }) => return Ok(()),
-                Some(Takeover::Collecting { reports, .. }) if !reports.is_empty() => {
-                    return Ok(());
+                // The candidate, before it sealed anything: the host was
+                // only out of reach (a partition healed), and the takeover
+                // is called off; its reporters are told so, and follow the
+                // host again too.
+                Some(Takeover::Collecting { reports, .. }) => {
+                    let peers: Vec<PeerId> = reports.values().map(|r| r.peer).collect();
+                    let base = self.client().frame();
+                    for p in peers {
+                        self.answer_report(p, answer(self.epoch, Reply::Alive, base));
+                    }
+                    self.call_off();
                 }
-                // Nobody counts us yet: the host was only out of reach, and
-                // we follow it again.
-                Some(_) => {
-                    self.takeover = None;
-                    self.epoch = self.epoch.wrapping_sub(1);
-                }
+                // Nobody counts us yet: we follow the host again.
+                Some(Takeover::Reporting { .. }) => self.call_off(),
                 None => {}
             }
         }
@@ -558,16 +568,19 @@ impl<I: Input> HostedSession<I> {
         if !self.may_take_over() {
             return false;
         }
-        // Only a goodbye that says the host went (not one that drops us,
-        // nor a refusal) hands the match over.
-        let said_bye = matches!(
+        self.host_said_bye() || self.silent_until().is_some_and(|t| self.now >= t)
+    }
+
+    /// Whether the host we follow said it went: only such a goodbye (not
+    /// one that drops us, nor a refusal) hands the match over at once.
+    fn host_said_bye(&self) -> bool {
+        matches!(
             self.client().closed(),
             Some(super::CloseReason::Bye(
                 wire::ByeReason::Leaving | wire::ByeReason::Shutdown,
                 _
             ))
-        );
-        said_bye || self.silent_until().is_some_and(|t| self.now >= t)
+        )
     }
 
     /// Whether this client could take part in a takeover: it has a seat
@@ -599,10 +612,19 @@ impl<I: Input> HostedSession<I> {
     }
 
     fn begin_takeover(&mut self) {
+        self.epoch_before = self.epoch;
         self.epoch = self.epoch.wrapping_add(1);
         self.failed.clear();
         self.told_alive = false;
         self.next_candidate();
+    }
+
+    /// Ends the takeover under way before anything was sealed anew: the
+    /// host was only out of reach.
+    fn call_off(&mut self) {
+        self.takeover = None;
+        self.epoch = self.epoch_before;
+        self.sent_at = None;
     }
 
     /// Reports to the next candidate, or collects if it is us.
@@ -778,6 +800,14 @@ impl<I: Input> HostedSession<I> {
                     if *p != from {
                         continue;
                     }
+                    if alive && *acked {
+                        // The candidate that counted us heard the host again
+                        // before it sealed anything: called off; we follow
+                        // the host again once we hear it (or take part in
+                        // the next takeover if we do not).
+                        self.call_off();
+                        return;
+                    }
                     if alive {
                         // The host lives for the candidate (or it has not
                         // noticed the silence yet): we wait on it, and never
@@ -892,9 +922,12 @@ impl<I: Input> HostedSession<I> {
                     .filter(|s| Some(*s) != self.host_seat && Some(*s) != self.seat())
                     .collect();
                 let heard = expected.iter().filter(|s| reports.contains_key(s)).count();
-                // Survivors and us.
+                // Survivors and us, of every seat: a host that went silent
+                // may live on beyond a partition, with players of its own,
+                // and counts against us; one that said goodbye is gone.
                 let all = heard == expected.len();
-                let majority = (heard + 1) * 2 > expected.len() + 1;
+                let host = usize::from(!self.host_said_bye());
+                let majority = (heard + 1) * 2 > expected.len() + 1 + host;
                 // Alone only when nobody said the host lives.
                 let go = all
                     || (majority && now >= since + self.config.takeover_wait)
