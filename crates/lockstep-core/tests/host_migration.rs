@@ -524,9 +524,10 @@ fn a_lone_survivor_plays_on() {
 
 /// The host is cut off (not dead) long enough for the others to take
 /// over, then its network comes back: the survivors play on under their
-/// new host as if nothing happened (the old host's frames and reports
-/// reach nobody: it is nobody's sequencer any more), and the old host
-/// plays on alone, its seat gone from their match.
+/// new host as if nothing happened (the old host's frames reach nobody: it
+/// is nobody's sequencer any more), and tell the old host so, with the
+/// tokens it handed them; hearing it from all three, it knows it was
+/// replaced, and its session ends (`deposed`, its game told goodbye).
 #[test]
 fn a_host_cut_off_and_back_does_not_fork_the_match() {
     let (mut sim, mut games) = room(4, 29);
@@ -555,6 +556,16 @@ fn a_host_cut_off_and_back_does_not_fork_the_match() {
         .filter(|id| sim.endpoint(**id).is_some_and(Session::hosting))
         .count();
     assert_eq!(hosts, 1);
+    let old_host = sim.endpoint(PeerId(0)).unwrap();
+    assert!(old_host.deposed());
+    assert!(
+        matches!(
+            old_host.client().closed(),
+            Some(lockstep_core::sequenced::CloseReason::Bye(_, text)) if text.contains("replaced")
+        ),
+        "{:?}",
+        old_host.client().closed()
+    );
     // The old host's own stream went on alone after the cut: never the
     // survivors' frames past it.
     let old = &games[&PeerId(0)].ran;
@@ -698,4 +709,81 @@ fn a_short_partition_into_halves_forks_nothing() {
         assert_eq!(s.hosting(), k == 0, "{k}");
         assert!(!s.taking_over(), "{k}");
     }
+}
+
+/// One player tells its live host, with its real token, that it left for
+/// another host (as a survivor tells an old host that comes back), again
+/// and again, and a stranger does the same with made-up tokens: one seat
+/// of three is no majority, and the host plays on with everyone.
+#[test]
+fn one_player_cannot_depose_a_live_host() {
+    use lockstep_core::wire::{DatagramWriter, Message, ResumeToken};
+    let (mut sim, mut games) = room(4, 33);
+    let all: Vec<PeerId> = (0..4).map(PeerId).collect();
+    until(&mut sim, &mut games, &all, 60);
+    let liar = sim.endpoint(PeerId(3)).unwrap();
+    let (seat, token) = (liar.seat().unwrap(), liar.client().welcome().unwrap().token);
+    let report = |seat, token, epoch| {
+        let mut buf = Vec::new();
+        let mut w = DatagramWriter::new(&mut buf, Tick::new(60), 1200);
+        w.put(Message::Takeover {
+            epoch,
+            seat,
+            token,
+            lacks: Tick::new(61),
+        });
+        w.finish();
+        buf
+    };
+    for round in 0..20u32 {
+        let now = sim.now();
+        let host = sim.endpoint_mut(PeerId(0)).unwrap();
+        let _ = host.handle_datagram(PeerId(3), &report(seat, token, 1 + round), now);
+        for s in 0..4u16 {
+            let fake = report(lockstep_core::PlayerId(s), ResumeToken([s as u8; 16]), 7);
+            let _ = host.handle_datagram(PeerId(99), &fake, now);
+        }
+        let later = sim.now() + Duration::from_millis(50);
+        let _ = run(&mut sim, &mut games, later, |_| false);
+    }
+    until(&mut sim, &mut games, &all, 300);
+    assert!(!sim.endpoint(PeerId(0)).unwrap().deposed());
+    assert!(agree(&games, &all).is_empty());
+    assert!(sim.endpoint(PeerId(0)).unwrap().hosting());
+}
+
+/// The host dies, and for 1.5 s nothing the first candidate sends reaches
+/// one survivor (the other way works): the survivor gives the candidate up
+/// and reports to the next, a player already back under the candidate as
+/// its new host, which says so; the survivor reports to the new host
+/// again and, once the link is back, takes its seat back there. (It used
+/// to wait on the player that answered for good, its seat held empty.)
+#[test]
+fn a_survivor_whose_candidate_it_cannot_hear_is_sent_back_to_it() {
+    let (mut sim, mut games) = room(4, 35);
+    let all: Vec<PeerId> = (0..4).map(PeerId).collect();
+    until(&mut sim, &mut games, &all, 90);
+    let seat = |sim: &Sim<Session>, id: u32| sim.endpoint(PeerId(id)).unwrap().seat().unwrap();
+    let mut others: Vec<u32> = (1..4).collect();
+    others.sort_by_key(|id| seat(&sim, *id));
+    let (candidate, deaf) = (PeerId(others[0]), PeerId(others[2]));
+    sim.freeze(PeerId(0));
+    let cut = LinkConditions {
+        loss: 1.0,
+        ..LinkConditions::default()
+    };
+    let back = LinkConditions {
+        latency: Duration::from_millis(10),
+        ..LinkConditions::default()
+    };
+    sim.net.set_link(candidate, deaf, cut);
+    let healed = sim.now() + Duration::from_millis(1_500);
+    let _ = run(&mut sim, &mut games, healed, |_| false);
+    assert!(sim.endpoint(candidate).unwrap().hosting());
+    sim.net.set_link(candidate, deaf, back);
+    let survivors: Vec<PeerId> = others.iter().map(|k| PeerId(*k)).collect();
+    let n = games[&candidate].ran.len() + 100;
+    until(&mut sim, &mut games, &survivors, n);
+    assert_eq!(agree(&games, &survivors).len(), 1);
+    assert!(sim.endpoint(deaf).unwrap().client().connected());
 }

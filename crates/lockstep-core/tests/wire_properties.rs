@@ -231,7 +231,7 @@ proptest! {
             Message::Member(Member { seat: seats_ticks.first().copied().unwrap_or(PlayerId(255)), version: stamps.1, holder: Some(Holder { playing: nums.3 % 2 == 0, hosts: nums.3 % 3 == 0, commitment: resume.unwrap_or([9; 16]), contact: &chunk[..chunk.len().min(64)] }) }),
             Message::MemberAck { seat: welcome_seat.unwrap_or(PlayerId(3)), version: stamps.0 },
             Message::Takeover { epoch: stamps.1, seat: welcome_seat.unwrap_or(PlayerId(1)), token: ResumeToken(resume.unwrap_or([4; 16])), lacks: Tick::new(stamps.0) },
-            Message::TakeoverAck { epoch: stamps.0, ready: nums.3 % 2 == 0, want: resume.map(|_| Tick::new(stamps.1)), late: nums.3 % 3 == 0, alive: nums.3 % 5 == 0 },
+            Message::TakeoverAck { epoch: stamps.0, ready: nums.3 % 2 == 0, want: resume.map(|_| Tick::new(stamps.1)), late: nums.3 % 3 == 0, alive: nums.3 % 5 == 0, host: welcome_seat },
         ];
         let mut datagrams: Vec<Vec<u8>> = Vec::new();
         let mut pending = messages.as_slice();

@@ -28,7 +28,7 @@ use crate::wire::{
 };
 use crate::{Event, Frame, Input, Instant, PeerId, PlayerId, SystemEvent, Tick};
 use core::time::Duration;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Answers to reports from anyone queued at most.
 const ANSWERS_QUEUED: usize = 64;
@@ -152,6 +152,16 @@ pub struct HostedSession<I: Input> {
     /// A candidate of this takeover still hears the host: the host lives,
     /// and we never go on alone.
     told_alive: bool,
+    /// The host we stopped following at the latest takeover, and the
+    /// token it knew us by: told it was replaced if it speaks again.
+    old_host: Option<(PeerId, ResumeToken)>,
+    /// When the old host was last told.
+    told_old: Option<Instant>,
+    /// Hosting: the seats that left us for another host (proved with the
+    /// tokens we handed them).
+    deposers: BTreeSet<PlayerId>,
+    /// Hosting, we were replaced while out of reach: the session ended.
+    deposed: bool,
 }
 
 impl<I: Input> HostedSession<I> {
@@ -195,6 +205,10 @@ impl<I: Input> HostedSession<I> {
             moved_at: None,
             ended: false,
             told_alive: false,
+            old_host: None,
+            told_old: None,
+            deposers: BTreeSet::new(),
+            deposed: false,
         }
     }
 
@@ -208,6 +222,16 @@ impl<I: Input> HostedSession<I> {
             Role::Host(h) => Some(h),
             Role::Client(_) => None,
         }
+    }
+
+    /// Whether this player, hosting, was replaced by another host while it
+    /// was out of reach: more than half of the other seats came back
+    /// proving (with the tokens it handed them) that they play under a new
+    /// host now. Its session ended: every player, its own included, was
+    /// told goodbye ([`Event::Closed`]); the game can only join the match
+    /// again as a new player.
+    pub fn deposed(&self) -> bool {
+        self.deposed
     }
 
     /// Whether a takeover is under way here.
@@ -393,17 +417,19 @@ impl<I: Input> HostedSession<I> {
     ) -> Result<(), SequencerError> {
         self.now = self.now.max(now);
         let now = self.now;
-        // Takeover traffic comes from players that are nobody's connection
-        // yet: looked at before anything else takes the datagram.
-        let connected = self
-            .host_mut()
-            .is_some_and(|h| h.sequencer().is_connected(from));
         let from_server = !self.hosting() && self.client().server_peer() == from;
+        // The host we left for a new one: told it was replaced (now and
+        // then), and nothing it sends is taken.
+        if self.committed_against(from) {
+            self.tell_old_host();
+            return Ok(());
+        }
         if from_server {
             match &self.takeover {
                 // Counted by a candidate: the old host is not followed any
                 // more (it would feed frames the new host never sealed)
-                // unless the candidate calls the takeover off.
+                // unless the candidate calls the takeover off (handled
+                // above).
                 Some(Takeover::Reporting { acked: true, .. }) => return Ok(()),
                 // The candidate, before it sealed anything: the host was
                 // only out of reach (a partition healed), and the takeover
@@ -413,7 +439,8 @@ impl<I: Input> HostedSession<I> {
                     let peers: Vec<PeerId> = reports.values().map(|r| r.peer).collect();
                     let base = self.client().frame();
                     for p in peers {
-                        self.answer_report(p, answer(self.epoch, Reply::Alive, base));
+                        let alive = Reply::Alive(self.host_seat);
+                        self.answer_report(p, answer(self.epoch, alive, base));
                     }
                     self.call_off();
                 }
@@ -422,7 +449,11 @@ impl<I: Input> HostedSession<I> {
                 None => {}
             }
         }
-        if !connected && !from_server {
+        // Takeover traffic: from players that are nobody's connection yet,
+        // and, to a host, reports from its own players that left it for
+        // another host (they depose it). Looked at before anything else
+        // takes the datagram.
+        if self.hosting() || !from_server {
             let reference = self.client().frame();
             if let Ok(d) = Datagram::decode(datagram, reference)
                 && d.messages
@@ -612,6 +643,9 @@ impl<I: Input> HostedSession<I> {
     }
 
     fn begin_takeover(&mut self) {
+        self.old_host = self
+            .me
+            .map(|(_, token, _)| (self.client().server_peer(), token));
         self.epoch_before = self.epoch;
         self.epoch = self.epoch.wrapping_add(1);
         self.failed.clear();
@@ -619,9 +653,82 @@ impl<I: Input> HostedSession<I> {
         self.next_candidate();
     }
 
+    /// Whether `from` is the host we left for good: a candidate counted us,
+    /// or the takeover is over.
+    fn committed_against(&self, from: PeerId) -> bool {
+        self.old_host.is_some_and(|(p, _)| p == from)
+            && match &self.takeover {
+                None => true,
+                Some(Takeover::Reporting { acked, .. }) => *acked,
+                Some(Takeover::Collecting { .. }) => false,
+            }
+    }
+
+    /// Tells the host we left that we play under another now (at most once
+    /// a resend interval, however much it sends): our report, with the
+    /// token it handed us.
+    fn tell_old_host(&mut self) {
+        let now = self.now;
+        if self.told_old.is_some_and(|t| now < t + self.resend()) {
+            return;
+        }
+        let (Some((to, token)), Some((seat, _, _))) = (self.old_host, self.me) else {
+            return;
+        };
+        self.told_old = Some(now);
+        let mut buf = Vec::new();
+        let mut w = DatagramWriter::new(&mut buf, self.client().frame(), 64);
+        w.put(Message::Takeover {
+            epoch: self.epoch,
+            seat,
+            token,
+            lacks: self.client().lacks(),
+        });
+        w.finish();
+        self.answer_report(to, buf);
+    }
+
+    /// Hosting: more than half of the other seats proved they left us for
+    /// another host. The session ends: whoever still follows us is told
+    /// goodbye, and takes part in a takeover of its own (to find it was
+    /// left out, or to join the new host).
+    fn depose_if_left(&mut self) {
+        let me = self.seat();
+        let others = self.roster.iter().filter(|e| Some(e.seat) != me).count();
+        if self.deposed || self.deposers.len() * 2 <= others {
+            return;
+        }
+        self.deposed = true;
+        if let Role::Host(h) = &mut self.role {
+            h.sequencer().shutdown(
+                "another player hosts this match now: this host was replaced while out of reach",
+            );
+        }
+    }
+
+    /// Reports to the candidate on `seat` from now on.
+    fn report_to(&mut self, seat: PlayerId) {
+        let contact = self
+            .roster
+            .iter()
+            .find(|e| e.seat == seat)
+            .map(|e| e.contact.clone())
+            .unwrap_or_default();
+        let peer = self.peers.get(&contact).copied();
+        self.sent_at = None;
+        self.takeover = Some(Takeover::Reporting {
+            seat,
+            peer,
+            acked: false,
+            since: self.now,
+            want: None,
+        });
+    }
+
     /// Ends the takeover under way before anything was sealed anew: the
     /// host was only out of reach.
     fn call_off(&mut self) {
+        self.old_host = None;
         self.takeover = None;
         self.epoch = self.epoch_before;
         self.sent_at = None;
@@ -641,22 +748,7 @@ impl<I: Input> HostedSession<I> {
                     distrusted: Vec::new(),
                 });
             }
-            Some(seat) => {
-                let contact = self
-                    .roster
-                    .iter()
-                    .find(|e| e.seat == seat)
-                    .map(|e| e.contact.clone())
-                    .unwrap_or_default();
-                let peer = self.peers.get(&contact).copied();
-                self.takeover = Some(Takeover::Reporting {
-                    seat,
-                    peer,
-                    acked: false,
-                    since: now,
-                    want: None,
-                });
-            }
+            Some(seat) => self.report_to(seat),
             // Nobody can take over: nothing more to do.
             None => self.takeover = None,
         }
@@ -669,18 +761,45 @@ impl<I: Input> HostedSession<I> {
         // it names); any other reported too late (the match went on
         // without it).
         if self.hosting() {
-            let mut reports = d.messages.iter().filter_map(|m| match *m {
-                Message::Takeover { seat, token, .. } => Some((seat, token)),
-                _ => None,
-            });
-            let Some(first) = reports.next() else {
+            // The reports whose token is the seat's, as our roster commits.
+            let proven: Vec<(PlayerId, u32)> = d
+                .messages
+                .iter()
+                .filter_map(|m| match *m {
+                    Message::Takeover {
+                        seat, token, epoch, ..
+                    } => Some((seat, token, epoch)),
+                    _ => None,
+                })
+                .filter(|(seat, token, _)| {
+                    self.roster
+                        .iter()
+                        .any(|e| e.seat == *seat && e.commitment == token_commitment(token))
+                })
+                .map(|(seat, _, epoch)| (seat, epoch))
+                .collect();
+            // A takeover we never knew of: that player left us for
+            // another host. Nothing is answered.
+            let newer: Vec<PlayerId> = proven
+                .iter()
+                .filter(|(_, e)| *e > self.epoch)
+                .map(|(s, _)| *s)
+                .collect();
+            if !newer.is_empty() {
+                if Some(newer[0]) != self.seat() {
+                    self.deposers.insert(newer[0]);
+                }
+                self.depose_if_left();
                 return;
-            };
-            let held = core::iter::once(first).chain(reports).any(|(seat, token)| {
-                self.roster
-                    .iter()
-                    .any(|e| e.seat == seat && e.commitment == token_commitment(&token))
-            });
+            }
+            if !d
+                .messages
+                .iter()
+                .any(|m| matches!(m, Message::Takeover { .. }))
+            {
+                return;
+            }
+            let held = !proven.is_empty();
             if held {
                 if self.ready.len() < wire::MAX_SEATS {
                     self.ready.insert(from, now);
@@ -710,7 +829,7 @@ impl<I: Input> HostedSession<I> {
                             // We still hear the host: say so (once for the
                             // datagram), and take no part.
                             let base = self.client().frame();
-                            let alive = answer(self.epoch, Reply::Alive, base);
+                            let alive = answer(self.epoch, Reply::Alive(self.host_seat), base);
                             self.answer_report(from, alive);
                             return;
                         }
@@ -786,20 +905,40 @@ impl<I: Input> HostedSession<I> {
                     want,
                     late,
                     alive,
+                    host,
                 } => {
+                    let ours = matches!(
+                        &self.takeover,
+                        Some(Takeover::Reporting { peer: Some(p), .. }) if *p == from
+                    );
+                    if !ours {
+                        continue;
+                    }
+                    // It follows another host than the one we lost: the
+                    // candidate we gave up on took over already (its answers
+                    // to us were lost). We report to that host again.
+                    let me = self.seat();
+                    if let Some(h) =
+                        host.filter(|h| alive && Some(*h) != self.host_seat && Some(*h) != me)
+                        && self
+                            .roster
+                            .iter()
+                            .any(|e| e.seat == h && e.playing && !e.contact.is_empty())
+                    {
+                        self.failed.retain(|s| *s != h);
+                        self.report_to(h);
+                        return;
+                    }
                     let Some(Takeover::Reporting {
-                        peer: Some(p),
                         since,
                         want: w,
                         acked,
+                        peer: Some(p),
                         ..
                     }) = &mut self.takeover
                     else {
                         continue;
                     };
-                    if *p != from {
-                        continue;
-                    }
                     if alive && *acked {
                         // The candidate that counted us heard the host again
                         // before it sealed anything: called off; we follow
@@ -1176,8 +1315,8 @@ enum Reply {
     Ready,
     /// The match went on without that seat.
     Late,
-    /// We still hear the host.
-    Alive,
+    /// We still hear the host (on this seat, if we know it).
+    Alive(Option<PlayerId>),
 }
 
 /// A candidate's (or new host's, or a player's that still hears the host)
@@ -1193,7 +1332,11 @@ fn answer(epoch: u32, reply: Reply, base: Tick) -> Vec<u8> {
             _ => None,
         },
         late: matches!(reply, Reply::Late),
-        alive: matches!(reply, Reply::Alive),
+        alive: matches!(reply, Reply::Alive(_)),
+        host: match reply {
+            Reply::Alive(host) => host,
+            _ => None,
+        },
     });
     w.finish();
     buf

@@ -646,6 +646,10 @@ pub enum Message<'a> {
         late: bool,
         /// The sender still hears the host: it takes no part in a takeover.
         alive: bool,
+        /// With `alive`: the seat of the host the sender follows, when it
+        /// knows it (a reporter whose candidate already took over, but
+        /// whose answers were lost, goes back to it).
+        host: Option<PlayerId>,
     },
 }
 
@@ -1011,16 +1015,21 @@ impl Message<'_> {
                 want,
                 late,
                 alive,
+                host,
             } => {
                 put_varint(out, u64::from(*epoch));
                 out.push(
                     u8::from(*ready)
                         | u8::from(want.is_some()) << 1
                         | u8::from(*late) << 2
-                        | u8::from(*alive) << 3,
+                        | u8::from(*alive) << 3
+                        | u8::from(host.is_some()) << 4,
                 );
                 if let Some(t) = want {
                     put_tick(out, *t);
+                }
+                if let Some(h) = host {
+                    put_varint(out, u64::from(h.0));
                 }
             }
         }
@@ -1422,11 +1431,16 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
         ty::TAKEOVER_ACK => {
             let epoch = r.varint_u32()?;
             let flags = r.u8()?;
-            if flags > 15 {
+            if flags > 31 {
                 return Err(WireError::Invalid("unknown takeover flags"));
             }
             let want = if flags & 2 != 0 {
                 Some(r.tick()?)
+            } else {
+                None
+            };
+            let host = if flags & 16 != 0 {
+                Some(read_player(r)?)
             } else {
                 None
             };
@@ -1436,6 +1450,7 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
                 want,
                 late: flags & 4 != 0,
                 alive: flags & 8 != 0,
+                host,
             }
         }
         other => return Err(WireError::UnknownMessage(other)),
