@@ -96,6 +96,12 @@ pub(crate) struct DemoArgs {
     /// and end on the same state.
     #[arg(long, value_name = "TICK", value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) kill_host_at: Option<u32>,
+    /// With `--topology relay`: the relay's room runs with failover on, and
+    /// the relay's process dies at this tick (no goodbye); the bots carry
+    /// the match on under one of them, directly between themselves over
+    /// loopback UDP, and must end on the same state.
+    #[arg(long, value_name = "TICK", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) kill_relay_at: Option<u32>,
 }
 
 /// Who sequences the demo's match.
@@ -224,7 +230,12 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
     if let Some(every) = a.self_check {
         return self_check(&a, every);
     }
-    if a.topology == Topology::Host {
+    if a.topology == Topology::Host && a.kill_relay_at.is_some() {
+        return Err(DemoError::Setup(
+            "--kill-relay-at needs --topology relay (host mode has no relay to kill)".into(),
+        ));
+    }
+    if a.topology == Topology::Host || a.kill_relay_at.is_some() {
         return crate::demo_host::main(&a);
     }
     if a.kill_host_at.is_some() {

@@ -1,7 +1,9 @@
 //! `lockstep demo --topology host`: the first bot's process sequences the
 //! match, the others connect to it over loopback UDP; with `--kill-host-at`
 //! its process dies mid-match and the others carry the match on under one
-//! of them.
+//! of them. `lockstep demo --kill-relay-at`: a relay sequences a room with
+//! failover on, and dies mid-match; the bots carry the match on the same
+//! way, directly between themselves.
 
 use crate::demo::{DemoArgs, DemoError, TransportKind, game_config};
 use lockstep_core::sequenced::{
@@ -11,6 +13,7 @@ use lockstep_core::wire::InputCodec;
 use lockstep_core::{PlayerInputs, SystemEvent};
 use lockstep_demo::{Bot, Game};
 use lockstep_net::{Buffers, Clock, UdpTransport, drive_hosted};
+use lockstep_relay::{BackgroundRelay, Bind, RelayConfig};
 use std::time::{Duration, Instant};
 
 struct HostBot {
@@ -24,9 +27,15 @@ struct HostBot {
 }
 
 pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
+    let failover = a.kill_relay_at.is_some();
+    let mode = if failover {
+        "--kill-relay-at"
+    } else {
+        "--topology host"
+    };
     let refuse = |what: &str| {
         Err(DemoError::Setup(format!(
-            "{what} is not available with --topology host yet"
+            "{what} is not available with {mode} yet"
         )))
     };
     if a.late_joiners > 0 {
@@ -45,17 +54,21 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
         return refuse("an impaired link (--loss, --latency, --jitter)");
     }
     if a.transport == TransportKind::Ws {
-        return refuse("--transport ws (host mode is UDP)");
+        return refuse("--transport ws (players reach each other over UDP)");
     }
-    if let Some(t) = a.kill_host_at {
+    for (flag, at) in [
+        ("--kill-host-at", a.kill_host_at),
+        ("--kill-relay-at", a.kill_relay_at),
+    ] {
+        let Some(t) = at else { continue };
         if a.players < 2 {
-            return Err(DemoError::Setup(
-                "--kill-host-at needs --players 2 or more: somebody must carry on".into(),
-            ));
+            return Err(DemoError::Setup(format!(
+                "{flag} needs --players 2 or more: somebody must carry on"
+            )));
         }
         if t + 100 > a.ticks {
             return Err(DemoError::Setup(format!(
-                "--kill-host-at {t}: the match must run 100 ticks past it (--ticks {} or more)",
+                "{flag} {t}: the match must run 100 ticks past it (--ticks {} or more)",
                 t + 100
             )));
         }
@@ -82,6 +95,7 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
         },
         client: ClientConfig {
             name,
+            room: "demo".into(),
             codec: InputCodec::PlayerInputs,
             fingerprint,
             ..HostedConfig::default().client
@@ -90,8 +104,29 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
     };
     let clock = Clock::new();
     let setup = |e: &dyn std::fmt::Display| DemoError::Setup(e.to_string());
+    // With --kill-relay-at, a relay sequences (its room fails over to the
+    // players); otherwise the first bot hosts.
+    let mut relay = if failover {
+        let mut config = RelayConfig::default();
+        config.room_defaults.tick_rate = a.tick_rate;
+        config.room_defaults.delay = a.delay;
+        config.room_defaults.max_seats = a.players;
+        config.room_defaults.policy = a.policy.into();
+        config.room_defaults.failover = true;
+        config.limits.max_udp_per_addr = 256;
+        config.limits.handshakes_per_addr = 1000;
+        config.limits.stranger_replies_per_addr = 1000;
+        let bind = Bind {
+            ws: None,
+            http: None,
+            ..Bind::loopback()
+        };
+        Some(BackgroundRelay::start(config, bind).map_err(|e| setup(&e))?)
+    } else {
+        None
+    };
     let mut bots: Vec<Option<HostBot>> = Vec::new();
-    let mut host_addr = None;
+    let mut host_addr = relay.as_ref().and_then(|r| r.udp);
     for i in 0..usize::from(a.players) {
         let name = format!("bot{i}");
         let mut udp = UdpTransport::bind("127.0.0.1:0")
@@ -104,7 +139,13 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
             }
             Some(addr) => {
                 let host = udp.add_peer(addr);
-                HostedSession::join(config(name.clone()), host, clock.now())
+                let mut config = config(name.clone());
+                if failover {
+                    // Sealed to the relay, as any UDP client of it.
+                    config.client.secret =
+                        Some(lockstep_net::session_secret().map_err(|e| setup(&e))?);
+                }
+                HostedSession::join(config, host, clock.now())
             }
         }
         .map_err(|e| setup(&e))?;
@@ -118,15 +159,22 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
             buffers: Buffers::default(),
         }));
     }
-    println!(
-        "host mode: bot0 hosts {} bots over loopback UDP, {} ticks at {} Hz{}",
-        a.players,
-        a.ticks,
-        a.tick_rate,
-        a.kill_host_at.map_or(String::new(), |t| format!(
-            "; bot0's process dies at tick {t}"
-        ))
-    );
+    match a.kill_relay_at {
+        Some(t) => println!(
+            "failover: a relay sequences {} bots over loopback UDP in a room with failover on, {} ticks at {} Hz; the relay's process dies at tick {t}",
+            a.players, a.ticks, a.tick_rate
+        ),
+        None => println!(
+            "host mode: bot0 hosts {} bots over loopback UDP, {} ticks at {} Hz{}",
+            a.players,
+            a.ticks,
+            a.tick_rate,
+            a.kill_host_at.map_or(String::new(), |t| format!(
+                "; bot0's process dies at tick {t}"
+            ))
+        ),
+    }
+    let gone = if failover { "the relay" } else { "the host" };
     let period = Duration::from_secs(1) / a.tick_rate;
     let deadline = Instant::now() + period * a.ticks * 3 + Duration::from_secs(30);
     let started = Instant::now();
@@ -143,6 +191,18 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
         }
         for (i, slot) in bots.iter_mut().enumerate() {
             let Some(b) = slot else { continue };
+            if i == 0
+                && killed.is_none()
+                && a.kill_relay_at.is_some_and(|t| b.game.tick.get() >= t)
+                && let Some(r) = relay.take()
+            {
+                println!(
+                    "tick {}: the relay stops dead (no goodbye, as if its process died)",
+                    b.game.tick.get()
+                );
+                let _ = r.kill();
+                killed = Some(Instant::now());
+            }
             if i == 0 && killed.is_none() && a.kill_host_at.is_some_and(|t| b.game.tick.get() >= t)
             {
                 println!(
@@ -182,7 +242,7 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
                             b.name,
                             player.0,
                             after.map_or(String::new(), |d| format!(
-                                ", {} ms after the host's process died",
+                                ", {} ms after {gone} died",
                                 d.as_millis()
                             ))
                         );
@@ -215,7 +275,10 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
         hashes.push(hash);
     }
     println!();
-    if a.kill_host_at.is_some() && pause.is_none() {
+    if let Some(r) = relay.take() {
+        let _ = r.stop();
+    }
+    if (a.kill_host_at.is_some() || failover) && pause.is_none() {
         println!("FAILED: nobody took the match over");
         return Err(DemoError::Desync);
     }
@@ -230,8 +293,9 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
         a.ticks,
         hashes.first().copied().unwrap_or(0),
         pause.map_or(String::new(), |p| format!(
-            " (the match went on {} ms after its host died)",
-            p.as_millis()
+            " (the match went on {} ms after {} died)",
+            p.as_millis(),
+            if failover { "its relay" } else { "its host" }
         )),
         started.elapsed().as_secs_f64()
     );

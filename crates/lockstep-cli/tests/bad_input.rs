@@ -65,6 +65,18 @@ fn host_mode_options_that_cannot_work_are_refused() {
         &["demo", "--topology", "host", "--loss", "5"],
         "not available with --topology host",
     );
+    refused(
+        &["demo", "--topology", "host", "--kill-relay-at", "100"],
+        "needs --topology relay",
+    );
+    refused(
+        &["demo", "--kill-relay-at", "100", "--transport", "ws"],
+        "not available with --kill-relay-at",
+    );
+    refused(
+        &["demo", "--kill-relay-at", "550"],
+        "must run 100 ticks past it",
+    );
 }
 
 #[test]

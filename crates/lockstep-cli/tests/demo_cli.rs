@@ -237,3 +237,21 @@ fn a_match_in_host_mode_survives_its_host_process_dying() {
     assert_eq!(count(&stdout, "tick ", "hosts now"), 1, "{stdout}");
     assert!(stdout.contains("the match went on"), "{stdout}");
 }
+
+#[test]
+fn a_match_whose_relay_dies_carries_on_between_the_players() {
+    let stdout = demo_ok(
+        &[
+            "--kill-relay-at",
+            "150",
+            "--ticks",
+            "300",
+            "--tick-rate",
+            "60",
+        ],
+        4,
+    );
+    assert!(stdout.contains("the relay stops dead"), "{stdout}");
+    assert_eq!(count(&stdout, "tick ", "hosts now"), 1, "{stdout}");
+    assert!(stdout.contains("after its relay died"), "{stdout}");
+}

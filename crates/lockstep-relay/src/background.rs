@@ -52,7 +52,8 @@ pub struct BackgroundRelay {
     /// The HTTP address bound, if any.
     pub http: Option<SocketAddr>,
     metrics: Arc<Metrics>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Says whether to tell every client goodbye.
+    stop: Option<tokio::sync::oneshot::Sender<bool>>,
     thread: Option<std::thread::JoinHandle<Result<RelayReport, RelayError>>>,
 }
 
@@ -68,7 +69,7 @@ impl BackgroundRelay {
         }
         let metrics = Arc::new(Metrics::default());
         let (addr_tx, addr_rx) = std::sync::mpsc::channel::<Result<Bound, RelayError>>();
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<bool>();
         let m = metrics.clone();
         let thread = std::thread::spawn(move || -> Result<RelayReport, RelayError> {
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -87,8 +88,8 @@ impl BackgroundRelay {
                     listeners.ws.as_ref().and_then(|s| s.local_addr().ok()),
                     listeners.http.as_ref().and_then(|s| s.local_addr().ok()),
                 )));
-                crate::run_with_metrics(config, listeners, m, async {
-                    let _ = stop_rx.await;
+                crate::server::serve(config, listeners, m, async {
+                    stop_rx.await.unwrap_or(true)
                 })
                 .await
             })
@@ -112,9 +113,20 @@ impl BackgroundRelay {
     }
 
     /// Tells every client goodbye, stops, and returns what the relay did.
-    pub fn stop(mut self) -> Result<RelayReport, RelayError> {
+    pub fn stop(self) -> Result<RelayReport, RelayError> {
+        self.end(true)
+    }
+
+    /// Stops dead, telling nobody: what clients see of a relay that
+    /// crashed or lost its network (a failover room's players carry the
+    /// match on after `host_timeout` of silence).
+    pub fn kill(self) -> Result<RelayReport, RelayError> {
+        self.end(false)
+    }
+
+    fn end(mut self, goodbye: bool) -> Result<RelayReport, RelayError> {
         if let Some(s) = self.stop.take() {
-            let _ = s.send(());
+            let _ = s.send(goodbye);
         }
         match self.thread.take() {
             Some(t) => t
@@ -128,7 +140,7 @@ impl BackgroundRelay {
 impl Drop for BackgroundRelay {
     fn drop(&mut self) {
         if let Some(s) = self.stop.take() {
-            let _ = s.send(());
+            let _ = s.send(true);
         }
     }
 }

@@ -278,6 +278,13 @@ pub struct RoomSettings {
     pub snapshot_join_after: u32,
     /// The largest snapshot passed on, in MiB.
     pub max_snapshot_mib: u32,
+    /// Failover: the room shares its roster (every seat's address as the
+    /// relay sees it, and a commitment to its resume token) with its
+    /// players, so that if the relay disappears they carry the match on
+    /// under one of them (host migration, as in host mode). Only players
+    /// that run a host-mode session against the relay can; the addresses
+    /// must reach each other (a LAN, or players with public addresses).
+    pub failover: bool,
 }
 
 impl Default for RoomSettings {
@@ -296,6 +303,7 @@ impl Default for RoomSettings {
             snapshot_join: false,
             snapshot_join_after: 90,
             max_snapshot_mib: 16,
+            failover: false,
         }
     }
 }
@@ -357,6 +365,8 @@ pub struct RoomOverrides {
     pub max_pause_secs: Option<u64>,
     /// See [`RoomSettings::pauses_per_seat`].
     pub pauses_per_seat: Option<u32>,
+    /// See [`RoomSettings::failover`].
+    pub failover: Option<bool>,
 }
 
 /// A configuration that cannot run.
@@ -453,6 +463,7 @@ impl RelayConfig {
             s.history = o.history.unwrap_or(s.history);
             s.max_pause_secs = o.max_pause_secs.unwrap_or(s.max_pause_secs);
             s.pauses_per_seat = o.pauses_per_seat.unwrap_or(s.pauses_per_seat);
+            s.failover = o.failover.unwrap_or(s.failover);
         }
         s
     }
@@ -497,6 +508,7 @@ impl RelayConfig {
             pauses_per_seat: s.pauses_per_seat,
             snapshot_join: s.snapshot_join,
             snapshot_join_after: s.snapshot_join_after,
+            share_roster: s.failover,
             snapshot: lockstep_core::snapshot::SnapshotLimits {
                 max_len: (s.max_snapshot_mib as usize) << 20,
                 ..Default::default()

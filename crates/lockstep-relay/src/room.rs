@@ -99,6 +99,18 @@ impl Engine {
     pub(crate) fn shutdown(&mut self, text: &str) {
         each!(self, s => s.shutdown(text));
     }
+
+    pub(crate) fn shares_roster(&self) -> bool {
+        each!(self, s => s.config().share_roster)
+    }
+
+    pub(crate) fn connections(&self) -> Vec<PeerId> {
+        each!(self, s => s.connections().map(|(p, _)| p).collect())
+    }
+
+    pub(crate) fn set_contact(&mut self, peer: PeerId, contact: &[u8]) {
+        each!(self, s => { let _ = s.set_contact(peer, contact); });
+    }
 }
 
 /// A room's name, shared by the room, its connections and the deadline
@@ -114,6 +126,9 @@ pub(crate) struct Room {
     pub(crate) stalls: u64,
     /// The timeout this room is filed under in the relay's deadline index.
     pub(crate) scheduled: Option<u64>,
+    /// Failover rooms: the address each connection was last named in the
+    /// roster with.
+    pub(crate) contacts: std::collections::HashMap<PeerId, std::net::SocketAddr>,
 }
 
 impl Room {
@@ -125,6 +140,7 @@ impl Room {
             sealed: 0,
             stalls: 0,
             scheduled: None,
+            contacts: std::collections::HashMap::new(),
         }
     }
 }

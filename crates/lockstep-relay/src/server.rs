@@ -183,6 +183,21 @@ pub async fn run_with_metrics(
     metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<RelayReport, RelayError> {
+    serve(config, listeners, metrics, async {
+        shutdown.await;
+        true
+    })
+    .await
+}
+
+/// [`run_with_metrics`], until `shutdown` says whether to tell every client
+/// goodbye (`false`: stop dead, as a crashed relay would).
+pub(crate) async fn serve(
+    config: RelayConfig,
+    listeners: Listeners,
+    metrics: Arc<Metrics>,
+    shutdown: impl Future<Output = bool>,
+) -> Result<RelayReport, RelayError> {
     let (core_tx, mut core_rx) = mpsc::channel::<CoreMsg>(4096);
     let mut tasks = JoinSet::new();
     if let Some(listener) = listeners.ws {
@@ -205,6 +220,7 @@ pub async fn run_with_metrics(
     let mut core = Core::new(config, metrics, udp.clone())?;
     let mut shutdown = std::pin::pin!(shutdown);
     let mut buf = vec![0u8; 65_536];
+    let goodbye;
     loop {
         let wake = core.next_wakeup();
         core.metrics
@@ -213,7 +229,10 @@ pub async fn run_with_metrics(
         // Not biased: under a flood of UDP, timers, WebSocket traffic and
         // shutdown still get their turn.
         tokio::select! {
-            () = &mut shutdown => break,
+            g = &mut shutdown => {
+                goodbye = g;
+                break;
+            }
             r = recv_udp(udp.as_deref(), &mut buf) => match r {
                 Ok((n, addr)) => {
                     core.datagram(ConnKey::Udp(addr), &buf[..n]);
@@ -241,7 +260,7 @@ pub async fn run_with_metrics(
         }
         core.timers();
     }
-    let report = core.shutdown();
+    let report = core.shutdown(goodbye);
     // Let WebSocket writers deliver their goodbyes, then stop everything.
     core.ws_out.clear();
     let _ = tokio::time::timeout(Duration::from_millis(500), async {
@@ -995,6 +1014,26 @@ impl Core {
         let Some(room) = rooms.get_mut(name) else {
             return;
         };
+        // A failover room names every UDP connection's address in its
+        // roster (where the others reach it if the relay goes), as it
+        // changes.
+        if room.engine.shares_roster() {
+            let peers = room.engine.connections();
+            room.contacts.retain(|p, _| peers.contains(p));
+            for peer in peers {
+                let addr = match keys.get(&peer) {
+                    Some(ConnKey::Udp(a)) => Some(*a),
+                    Some(ConnKey::Sealed(id)) => sealed.get(id).map(|c| c.addr),
+                    _ => None,
+                };
+                if let Some(a) = addr
+                    && room.contacts.get(&peer) != Some(&a)
+                {
+                    room.contacts.insert(peer, a);
+                    room.engine.set_contact(peer, a.to_string().as_bytes());
+                }
+            }
+        }
         let mut out = Outbox {
             udp: udp.as_deref(),
             ws_out,
@@ -1221,9 +1260,9 @@ impl Core {
         self.metrics.spectators.store(spectators, Ordering::Relaxed);
     }
 
-    fn shutdown(&mut self) -> RelayReport {
+    fn shutdown(&mut self, goodbye: bool) -> RelayReport {
         let names: Vec<RoomName> = self.rooms.keys().cloned().collect();
-        for name in &names {
+        for name in names.iter().filter(|_| goodbye) {
             if let Some(r) = self.rooms.get_mut(name) {
                 let before = r.engine.stats();
                 self.said_goodbye += (before.players + before.spectators) as u64;

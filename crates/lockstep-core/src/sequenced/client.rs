@@ -819,14 +819,15 @@ impl<I: Input> ClientSession<I> {
     /// Takes our seat back on the sequencer at `server`, which took the
     /// match over from the one that left (host migration): as
     /// [`reconnect`](Self::reconnect), whatever the old host said when it
-    /// went, unless we left on purpose.
+    /// went, unless we left on purpose. A player's sequencer does not seal
+    /// its datagrams: from now on neither do we (a client of a relay that
+    /// failed over to a player gives its sealing up).
     pub(crate) fn move_to(&mut self, server: PeerId, now: Instant) -> Result<(), ReconnectError> {
         if self.leaving.is_some() {
             return Err(ReconnectError::Ended(CloseReason::Left));
         }
         let token = self.token.ok_or(ReconnectError::NoSeat)?;
-        let secret = self.config.secret.as_ref().map(secure::next_secret);
-        self.reconnect_with(token, server, secret, now);
+        self.reconnect_with(token, server, None, now);
         Ok(())
     }
 

@@ -16,7 +16,7 @@
 //! it as reconnecting clients do, keeping their state.
 
 use super::{
-    ClientConfig, ClientSession, HOST_PEER, Handover, HostSession, SeatInfo, Sequencer,
+    ClientConfig, ClientSession, HOST_PEER, Handover, HostSession, Policy, SeatInfo, Sequencer,
     SequencerConfig, SequencerError, Survivor,
 };
 use crate::admission::token_commitment;
@@ -126,6 +126,9 @@ pub struct HostedSession<I: Input> {
     epoch_before: u32,
     /// Our seat and token, and the room's width, from our latest Welcome.
     me: Option<(PlayerId, ResumeToken, u32)>,
+    /// The room as our latest Welcome described it: a new host runs it on
+    /// (whatever its own configuration says).
+    room: Option<wire::Welcome>,
     /// The token we held before (a new host hands out a new one, and a
     /// roster that had not caught up with it still commits to this one).
     earlier: Option<ResumeToken>,
@@ -181,6 +184,8 @@ impl<I: Input> HostedSession<I> {
 
     fn fix(mut config: HostedConfig) -> HostedConfig {
         config.sequencer.share_roster = true;
+        // A new host takes the inputs its players send.
+        config.sequencer.codec = config.client.codec;
         config.client.keep_frames = config.client.keep_frames.max(config.sequencer.history);
         config
     }
@@ -193,6 +198,7 @@ impl<I: Input> HostedSession<I> {
             epoch: 0,
             epoch_before: 0,
             me: None,
+            room: None,
             earlier: None,
             roster: Vec::new(),
             host_seat: None,
@@ -562,6 +568,7 @@ impl<I: Input> HostedSession<I> {
         else {
             return;
         };
+        self.room = c.welcome().copied();
         if let Some((seat, token, _)) = self.me
             && seat == me.0
             && token != me.1
@@ -1160,8 +1167,7 @@ impl<I: Input> HostedSession<I> {
             events,
             fingerprint: self.config.client.fingerprint,
         };
-        let Ok(mut sequencer) = Sequencer::take_over(self.config.sequencer.clone(), handover, now)
-        else {
+        let Ok(mut sequencer) = Sequencer::take_over(self.room_config(), handover, now) else {
             return;
         };
         // A paused room stays paused under its new host (its players froze
@@ -1188,6 +1194,31 @@ impl<I: Input> HostedSession<I> {
             self.ready.insert(r.peer, now);
         }
         self.sent_at = None;
+    }
+
+    /// The configuration a new host seals with: ours, with the room's shape
+    /// as the old host described it (frame width, tick rate, input delay,
+    /// policy), so the match runs on as it did.
+    fn room_config(&self) -> SequencerConfig {
+        let mut config = self.config.sequencer.clone();
+        let Some(w) = &self.room else {
+            return config;
+        };
+        config.max_seats = u16::try_from(w.seats).unwrap_or(config.max_seats);
+        if w.tick_rate > 0 {
+            config.tick_rate = w.tick_rate;
+        }
+        config.delay = w.delay;
+        config.policy = match (w.deadline, config.policy) {
+            (true, Policy::WaitForAll { .. }) => Policy::Deadline {
+                missing: super::MissingInput::Neutral,
+            },
+            (false, Policy::Deadline { .. }) => Policy::WaitForAll {
+                abandon_after: Duration::from_secs(10),
+            },
+            (_, p) => p,
+        };
+        config
     }
 
     /// Queues this takeover's datagrams: a survivor's report to the

@@ -42,6 +42,11 @@ impl TestRelay {
         self.relay.stop().expect("relay stops cleanly")
     }
 
+    /// Stops the relay dead: nobody is told goodbye.
+    pub fn kill(self) -> RelayReport {
+        self.relay.kill().expect("relay stops")
+    }
+
     /// A plain HTTP GET on the metrics port.
     pub fn http_get(&self, path: &str) -> String {
         use std::io::{Read, Write};
