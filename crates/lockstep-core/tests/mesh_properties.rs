@@ -279,17 +279,21 @@ proptest! {
     #![proptest_config(cases(60))]
 
     /// A player leaves (says goodbye, keeps its session a moment, then its
-    /// process ends) under loss: the others empty its seat at one tick,
-    /// recorded as `Left` wherever the deciding peer heard the goodbye
-    /// (`Abandoned` after silence otherwise), the same on every peer; they
-    /// advance and agree.
+    /// process ends) under loss, the decider as often as not, and with
+    /// `crash` another player falls silent meanwhile: the others empty
+    /// each seat at one tick, recorded as `Left` wherever the deciding
+    /// peer heard the goodbye (`Abandoned` after silence otherwise), the
+    /// same on every peer; the decider's role passes to the next lowest
+    /// live seat; they advance and agree.
     #[test]
     fn a_player_that_leaves_is_emptied_alike_everywhere(
-        sc in scenario(5),
-        leaver in 0usize..5,
+        sc in scenario(6),
+        leaver in prop_oneof![Just(0usize), 0usize..6],
+        crash in any::<bool>(),
+        other in 0usize..6,
         at in 100u64..3_000,
     ) {
-        prop_assume!(sc.players >= 3);
+        prop_assume!(sc.players >= 3 + usize::from(crash));
         let mut sc = sc;
         sc.config.abandon_after = Some(Duration::from_secs(2));
         sc.link.loss = sc.link.loss.min(0.3);
@@ -297,18 +301,23 @@ proptest! {
         let gone = PeerId((leaver % sc.players) as u32);
         let warmup = h.run(lockstep_core::Instant::from_millis(at), |_, _, _, _| {}, |_| false);
         prop_assert_eq!(warmup, Outcome::TimedOut);
+        let crashed = PeerId(((leaver + 1 + other % (sc.players - 1)) % sc.players) as u32);
         h.sim.endpoint_mut(gone).unwrap().leave();
+        if crash {
+            h.sim.freeze(crashed);
+        }
         let later = h.sim.now() + Duration::from_millis(300);
         let _ = h.run(later, |_, _, _, _| {}, |_| false);
         h.sim.freeze(gone);
         let done = h.run_until_tick(300, secs(300));
         outcome_ok(done, "the others reach tick 300", sc.seed);
-        let rest: Vec<PeerId> = sc.peer_ids().into_iter().filter(|id| *id != gone).collect();
+        let rest: Vec<PeerId> = sc.peer_ids().into_iter().filter(|id| *id != gone && (!crash || *id != crashed)).collect();
         h.assert_streams_agree(&rest);
         h.assert_no_desync();
         let decided: Vec<Vec<(PlayerId, Tick)>> =
             rest.iter().filter(|id| h.session(**id).seat().is_some()).map(|id| h.session(*id).abandoned().to_vec()).collect();
-        prop_assert!(decided.iter().all(|d| d.len() == 1 && *d == decided[0]), "seed {}: {:?}", sc.seed, decided);
+        let n = 1 + usize::from(crash);
+        prop_assert!(decided.iter().all(|d| d.len() == n && *d == decided[0]), "seed {}: {:?}", sc.seed, decided);
     }
 }
 
