@@ -7,12 +7,15 @@
 //!   the host frozen at a random tick from 60 to 240, 100 runs per loss
 //!   rate.
 //! - Loopback UDP (wall time, this machine): 4 players in one process, the
-//!   host's session and socket dropped at tick 120, 5 runs.
+//!   host's session and socket dropped at tick 120, 5 runs; and the same
+//!   with a relay sequencing a room with failover on, the relay stopped
+//!   dead (or shut down with a goodbye) at tick 120.
 
 use lockstep_core::sequenced::{HostedConfig, HostedSession};
 use lockstep_core::sim::{LinkConditions, Sim, SimNetwork, SimRng};
 use lockstep_core::{Frame, Instant, PeerId, SystemEvent};
 use lockstep_net::{Buffers, Clock, UdpTransport, drive_hosted};
+use lockstep_relay::{BackgroundRelay, Bind, RelayConfig};
 use std::time::Duration;
 
 type Session = HostedSession<u16>;
@@ -90,33 +93,62 @@ fn simulated(seed: u64, loss: f64) -> Option<u64> {
     Some((resumed? - crashed?).as_millis() as u64)
 }
 
+/// Who sequences a loopback run, and how it goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Sequencer {
+    /// The first player hosts; its session and socket are dropped.
+    Host,
+    /// A relay's room with failover on; the relay stops dead, or (`true`)
+    /// shuts down with a goodbye.
+    Relay { goodbye: bool },
+}
+
 /// One loopback run: the pause, in wall milliseconds.
-fn loopback() -> Option<u64> {
+fn loopback(by: Sequencer) -> Option<u64> {
     let clock = Clock::new();
-    let config = HostedConfig::default();
+    let mut relay = match by {
+        Sequencer::Host => None,
+        Sequencer::Relay { .. } => {
+            let mut config = RelayConfig::default();
+            config.room_defaults.failover = true;
+            let bind = Bind {
+                ws: None,
+                http: None,
+                ..Bind::loopback()
+            };
+            Some(BackgroundRelay::start(config, bind).ok()?)
+        }
+    };
     let mut players: Vec<Option<(Session, UdpTransport, u64)>> = Vec::new();
-    let host = UdpTransport::bind("127.0.0.1:0").ok()?.accept_unknown(16);
-    let addr = host.local_addr().ok()?;
-    players.push(Some((
-        Session::host(config.clone(), clock.now()).ok()?,
-        host,
-        0,
-    )));
-    for _ in 1..4 {
+    let mut server = relay.as_ref().and_then(|r| r.udp);
+    for _ in 0..4 {
         let mut udp = UdpTransport::bind("127.0.0.1:0").ok()?.accept_unknown(16);
-        let to = udp.add_peer(addr);
-        players.push(Some((
-            Session::join(config.clone(), to, clock.now()).ok()?,
-            udp,
-            0,
-        )));
+        let session = match server {
+            None => {
+                server = Some(udp.local_addr().ok()?);
+                Session::host(HostedConfig::default(), clock.now()).ok()?
+            }
+            Some(addr) => {
+                let to = udp.add_peer(addr);
+                let mut config = HostedConfig::default();
+                if relay.is_some() {
+                    config.client.secret = Some(lockstep_net::session_secret().ok()?);
+                }
+                Session::join(config, to, clock.now()).ok()?
+            }
+        };
+        players.push(Some((session, udp, 0)));
     }
     let mut buffers = Buffers::default();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let mut crashed: Option<std::time::Instant> = None;
     while std::time::Instant::now() < deadline {
         if crashed.is_none() && players[1..].iter().flatten().all(|p| p.2 >= 120) {
-            players[0] = None;
+            match (by, relay.take()) {
+                (Sequencer::Relay { goodbye: true }, Some(r)) => drop(r.stop()),
+                (Sequencer::Relay { goodbye: false }, Some(r)) => drop(r.kill()),
+                _ => players[0] = None,
+            }
             crashed = Some(std::time::Instant::now());
         }
         for (k, slot) in players.iter_mut().enumerate() {
@@ -159,12 +191,24 @@ fn main() {
             mid as f64 / timeout as f64
         );
     }
-    let ms: Vec<u64> = (0..5).filter_map(|_| loopback()).collect();
-    let runs = ms.len();
-    let (lo, mid, hi) = spread(ms);
-    println!(
-        "| loopback UDP, this machine | 0% | {runs} | {lo} | {mid} | {hi} | {} ({:.2}x the timeout) |",
-        mid.saturating_sub(timeout),
-        mid as f64 / timeout as f64
-    );
+    for (what, by) in [
+        ("loopback UDP, host dies", Sequencer::Host),
+        (
+            "loopback UDP, relay dies (failover)",
+            Sequencer::Relay { goodbye: false },
+        ),
+        (
+            "loopback UDP, relay shuts down (failover)",
+            Sequencer::Relay { goodbye: true },
+        ),
+    ] {
+        let ms: Vec<u64> = (0..5).filter_map(|_| loopback(by)).collect();
+        let runs = ms.len();
+        let (lo, mid, hi) = spread(ms);
+        println!(
+            "| {what} | 0% | {runs} | {lo} | {mid} | {hi} | {} ({:.2}x the timeout) |",
+            mid.saturating_sub(timeout),
+            mid as f64 / timeout as f64
+        );
+    }
 }
