@@ -1442,6 +1442,13 @@ impl<I: Input> ClientSession<I> {
         }
     }
 
+    /// Ends the session here, for `reason` (the game hears
+    /// [`Event::Closed`]): host migration's way of telling a player the
+    /// match went on without it.
+    pub(crate) fn end(&mut self, reason: CloseReason) {
+        self.close(reason);
+    }
+
     fn close(&mut self, reason: CloseReason) {
         if matches!(self.state, State::Closed(_)) {
             return;

@@ -387,8 +387,36 @@ impl<I: Input> HostedSession<I> {
                 .iter()
                 .find(|e| e.seat == *seat)
                 .map(|e| e.contact.as_slice()),
+            // A candidate asks every other player too, one contact at a time.
+            Some(Takeover::Collecting { .. }) => self
+                .probed()
+                .find(|e| !self.peers.contains_key(&e.contact))
+                .map(|e| e.contact.as_slice()),
             _ => None,
         }
+    }
+
+    /// The players a collecting candidate asks where they stand (sending
+    /// them its own report): every other seat of the roster with a
+    /// contact, but the host's and the reporters'.
+    fn probed(&self) -> impl Iterator<Item = &SeatInfo> + '_ {
+        let me = self.seat();
+        let reported = |s: PlayerId| matches!(&self.takeover, Some(Takeover::Collecting { reports, .. }) if reports.contains_key(&s));
+        self.roster.iter().filter(move |e| {
+            !e.contact.is_empty()
+                && Some(e.seat) != me
+                && Some(e.seat) != self.host_seat
+                && !reported(e.seat)
+        })
+    }
+
+    /// The seat whose contact the application resolved to `peer`.
+    fn seat_of(&self, peer: PeerId) -> Option<PlayerId> {
+        let (contact, _) = self.peers.iter().find(|(_, p)| **p == peer)?;
+        self.roster
+            .iter()
+            .find(|e| e.contact == *contact)
+            .map(|e| e.seat)
     }
 
     /// The peer id the application's transport uses for `contact`.
@@ -473,6 +501,14 @@ impl<I: Input> HostedSession<I> {
         let r = match &mut self.role {
             Role::Host(h) => {
                 self.ready.remove(&from);
+                // A seat that plays with us again did not leave us (its
+                // report was a takeover called off, or a lie).
+                if !self.deposers.is_empty()
+                    && let Some((_, Some(seat))) =
+                        h.sequencer().connections().find(|(p, _)| *p == from)
+                {
+                    self.deposers.remove(&seat);
+                }
                 h.handle_datagram(from, datagram, now)
             }
             Role::Client(c) => c
@@ -654,7 +690,8 @@ impl<I: Input> HostedSession<I> {
             .me
             .map(|(_, token, _)| (self.client().server_peer(), token));
         self.epoch_before = self.epoch;
-        self.epoch = self.epoch.wrapping_add(1);
+        // Never wraps: a later takeover always counts higher.
+        self.epoch = self.epoch.saturating_add(1);
         self.failed.clear();
         self.told_alive = false;
         self.next_candidate();
@@ -768,7 +805,12 @@ impl<I: Input> HostedSession<I> {
         // it names); any other reported too late (the match went on
         // without it).
         if self.hosting() {
-            // The reports whose token is the seat's, as our roster commits.
+            // The reports whose token is one our sequencer holds the seat
+            // for.
+            let Role::Host(h) = &mut self.role else {
+                return;
+            };
+            let seq = h.sequencer();
             let proven: Vec<(PlayerId, u32)> = d
                 .messages
                 .iter()
@@ -778,11 +820,7 @@ impl<I: Input> HostedSession<I> {
                     } => Some((seat, token, epoch)),
                     _ => None,
                 })
-                .filter(|(seat, token, _)| {
-                    self.roster
-                        .iter()
-                        .any(|e| e.seat == *seat && e.commitment == token_commitment(token))
-                })
+                .filter(|(seat, token, _)| seq.holds_token(*seat, token))
                 .map(|(seat, _, epoch)| (seat, epoch))
                 .collect();
             // A takeover we never knew of: that player left us for
@@ -808,8 +846,11 @@ impl<I: Input> HostedSession<I> {
             }
             let held = !proven.is_empty();
             if held {
-                if self.ready.len() < wire::MAX_SEATS {
-                    self.ready.insert(from, now);
+                // Once per report (those we told at the takeover are told
+                // again on our own until they come).
+                if !self.ready.contains_key(&from) {
+                    let ready = answer(self.epoch, Reply::Ready, self.client().frame());
+                    self.answer_report(from, ready);
                 }
             } else {
                 let late = answer(self.epoch, Reply::Late, self.client().frame());
@@ -841,21 +882,9 @@ impl<I: Input> HostedSession<I> {
                             return;
                         }
                     }
-                    // Epochs may differ (a player that joined after a
-                    // takeover counts from 0): the higher one stands.
-                    if matches!(self.takeover, Some(Takeover::Collecting { .. }))
-                        && epoch > self.epoch
-                    {
-                        self.epoch = epoch;
-                    }
-                    let Some(Takeover::Collecting {
-                        reports,
-                        distrusted,
-                        ..
-                    }) = &mut self.takeover
-                    else {
+                    if !matches!(self.takeover, Some(Takeover::Collecting { .. })) {
                         continue;
-                    };
+                    }
                     // The token must be the seat's, as the host committed to.
                     let holds = self
                         .roster
@@ -864,6 +893,29 @@ impl<I: Input> HostedSession<I> {
                     if !holds || Some(seat) == self.host_seat {
                         continue;
                     }
+                    // An earlier candidate asking where we stand (it
+                    // collects too): we report to it instead.
+                    if Some(seat) < self.seat()
+                        && self
+                            .roster
+                            .iter()
+                            .any(|e| e.seat == seat && e.playing && !e.contact.is_empty())
+                    {
+                        self.yield_to(seat, Some(from));
+                        return;
+                    }
+                    // Epochs may differ (a player that joined after a
+                    // takeover counts from 0): the higher one stands, from
+                    // a report that proved its seat.
+                    self.epoch = self.epoch.max(epoch);
+                    let Some(Takeover::Collecting {
+                        reports,
+                        distrusted,
+                        ..
+                    }) = &mut self.takeover
+                    else {
+                        continue;
+                    };
                     // The other token it named for the seat, if any.
                     let previous = d.messages.iter().find_map(|m| match *m {
                         Message::Takeover {
@@ -914,6 +966,11 @@ impl<I: Input> HostedSession<I> {
                     alive,
                     host,
                 } => {
+                    if matches!(self.takeover, Some(Takeover::Collecting { .. }))
+                        && !self.collector_yields(from, ready || late, alive, host)
+                    {
+                        continue;
+                    }
                     let ours = matches!(
                         &self.takeover,
                         Some(Takeover::Reporting { peer: Some(p), .. }) if *p == from
@@ -970,6 +1027,10 @@ impl<I: Input> HostedSession<I> {
                         // The match went on without us: this session ends.
                         self.takeover = None;
                         self.ended = true;
+                        self.client_mut().end(super::CloseReason::Bye(
+                            wire::ByeReason::Kicked,
+                            "the match went on under a new host without this player (it reported too late)".into(),
+                        ));
                     } else if ready {
                         let to = *p;
                         let Some(Takeover::Reporting { seat, .. }) = self.takeover.take() else {
@@ -1023,6 +1084,67 @@ impl<I: Input> HostedSession<I> {
         }
     }
 
+    /// A collecting candidate's answer from a player it asked: a new host
+    /// (`hosts`: it answered `ready` or `late`), a candidate earlier in the
+    /// order that counts us (`Wait`), or a player that follows another
+    /// host: we report to it instead, and tell our own reporters so.
+    /// Returns whether we now report to the sender (its answer is then
+    /// taken as a reporter's).
+    fn collector_yields(
+        &mut self,
+        from: PeerId,
+        hosts: bool,
+        alive: bool,
+        host: Option<PlayerId>,
+    ) -> bool {
+        let Some(sender) = self.seat_of(from) else {
+            return false;
+        };
+        let me = self.seat();
+        let to = if hosts {
+            sender
+        } else if alive {
+            if host == self.host_seat {
+                // It still hears the host: we never go on alone.
+                self.told_alive = true;
+                return false;
+            }
+            match host {
+                Some(h) if Some(h) != me => h,
+                _ => return false,
+            }
+        } else if Some(sender) < me {
+            sender
+        } else {
+            // A later candidate counting us: it yields to us when our own
+            // answer reaches it.
+            return false;
+        };
+        self.yield_to(to, (to == sender).then_some(from))
+    }
+
+    /// A collecting candidate reports to `to` instead (at `peer`, if
+    /// known), and tells its own reporters to follow. Returns whether it
+    /// now reports to `peer`.
+    fn yield_to(&mut self, to: PlayerId, peer: Option<PeerId>) -> bool {
+        let Some(Takeover::Collecting { reports, .. }) = &self.takeover else {
+            return false;
+        };
+        let reporters: Vec<PeerId> = reports.values().map(|r| r.peer).collect();
+        let base = self.client().frame();
+        for p in reporters {
+            self.answer_report(p, answer(self.epoch, Reply::Alive(Some(to)), base));
+        }
+        self.failed.retain(|s| *s != to);
+        self.report_to(to);
+        if let (Some(from), Some(Takeover::Reporting { peer: p, .. })) = (peer, &mut self.takeover)
+        {
+            *p = Some(from);
+            return true;
+        }
+        false
+    }
+
     /// The survivor a candidate asks for the frames it lacks: the one
     /// holding the most, if more than the candidate.
     fn asked(&self) -> Option<PeerId> {
@@ -1074,9 +1196,11 @@ impl<I: Input> HostedSession<I> {
                 let all = heard == expected.len();
                 let host = usize::from(!self.host_said_bye());
                 let majority = (heard + 1) * 2 > expected.len() + 1 + host;
-                // Alone only when nobody said the host lives.
-                let go = all
-                    || (majority && now >= since + self.config.takeover_wait)
+                // At once when everyone reported, if that is a majority (a
+                // lone survivor of a host gone silent cannot tell it from
+                // being cut off); alone only when nobody said the host
+                // lives.
+                let go = (majority && (all || now >= since + self.config.takeover_wait))
                     || (now >= since + self.config.takeover_alone && !self.told_alive);
                 if go {
                     self.settle();
@@ -1135,10 +1259,28 @@ impl<I: Input> HostedSession<I> {
                 SystemEvent::Abandoned { player: h }
             });
         }
-        for e in &self.roster {
-            let answered = e.seat == seat || reports.contains_key(&e.seat);
-            if !answered && Some(e.seat) != self.host_seat {
-                events.push(SystemEvent::Abandoned { player: e.seat });
+        // Every seat still in the match that did not report is given up:
+        // the roster's, and one seated too shortly before the host went
+        // for its entry to have reached us (the stream says it joined).
+        let mut occupied: BTreeMap<PlayerId, bool> =
+            self.roster.iter().map(|e| (e.seat, true)).collect();
+        for f in &frames {
+            for ev in &f.events {
+                match *ev {
+                    SystemEvent::Joined { player } => {
+                        occupied.insert(player, true);
+                    }
+                    SystemEvent::Left { player } | SystemEvent::Abandoned { player } => {
+                        occupied.insert(player, false);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for (&s, _) in occupied.iter().filter(|(_, here)| **here) {
+            let answered = s == seat || reports.contains_key(&s);
+            if !answered && Some(s) != self.host_seat {
+                events.push(SystemEvent::Abandoned { player: s });
             }
         }
         events.push(SystemEvent::HostChanged { player: seat });
@@ -1246,6 +1388,21 @@ impl<I: Input> HostedSession<I> {
                         r.peer,
                         answer(epoch, Reply::Wait(want), self.client().frame()),
                     ));
+                }
+                // Everyone else is asked where it stands: a candidate
+                // earlier in the order that counts us, a new host, or a
+                // player that follows one is yielded to; one that still
+                // hears the host keeps us from going on alone.
+                let probed: Vec<PeerId> = self
+                    .probed()
+                    .filter_map(|e| self.peers.get(&e.contact).copied())
+                    .collect();
+                if !probed.is_empty()
+                    && let Some(bytes) = self.report(None)
+                {
+                    for to in probed {
+                        self.out.push_back((to, bytes.clone()));
+                    }
                 }
             }
             _ => {}

@@ -567,6 +567,10 @@ impl<I> Seat<I> {
 pub struct Sequencer<I: Input> {
     config: SequencerConfig,
     fingerprint: Option<u64>,
+    /// A room taken over: the first tick it sealed itself. A survivor that
+    /// comes back claiming frames past it ran the old host's frames the
+    /// takeover replaced.
+    taken_over_at: Option<Tick>,
     now: Instant,
     started: Instant,
     conns: Vec<Conn>,
@@ -649,6 +653,7 @@ impl<I: Input> Sequencer<I> {
             history_base: config.first_tick,
             open: config.first_tick,
             tokens: SecretStream::new(config.secret),
+            taken_over_at: None,
             config,
             now,
             started: now,
@@ -818,6 +823,7 @@ impl<I: Input> Sequencer<I> {
         }
         s.tokens = s.tokens.branch(&context);
         s.fingerprint = Some(handover.fingerprint);
+        s.taken_over_at = Some(next);
         s.history_base = handover.frames.first().map_or(next, |f| f.tick);
         s.history = handover.frames;
         s.open = next;
@@ -914,6 +920,15 @@ impl<I: Input> Sequencer<I> {
     /// Whether `peer` is connected (or being told goodbye).
     pub fn is_connected(&self, peer: PeerId) -> bool {
         self.conns.iter().any(|c| c.peer == peer)
+    }
+
+    /// Whether `seat` is held for `token` (its current token, or the one
+    /// before while its holder may not have the new one yet).
+    pub fn holds_token(&self, seat: PlayerId, token: &ResumeToken) -> bool {
+        self.seats
+            .get(seat.index())
+            .and_then(Option::as_ref)
+            .is_some_and(|s| s.token == *token || s.previous.as_ref() == Some(token))
     }
 
     /// Whether a Hello presenting `token` at `now` would take a seat back
@@ -1417,11 +1432,23 @@ impl<I: Input> Sequencer<I> {
             }
             let old = self.seat_conn(player);
             let live = self.seats[player.index()].as_ref().is_some_and(|s| s.live);
+            // A survivor of a takeover back for the first time that ran
+            // frames past the first one the new host sealed ran the old
+            // host's, which the takeover replaced (its claim to hold them
+            // was not believed): its state is not the match's any more.
+            let handed_over = self.seats[player.index()]
+                .as_ref()
+                .is_some_and(|s| s.handed_over);
+            let ran_replaced = handed_over
+                && hello
+                    .resume_from
+                    .zip(self.taken_over_at)
+                    .is_some_and(|(t, next)| t > next);
             // A player that was playing and still holds the frames up to
             // the one it names is sent the rest from the history.
             let from_history = hello
                 .resume_from
-                .filter(|t| live && *t >= self.history_base && *t <= self.open);
+                .filter(|t| live && !ran_replaced && *t >= self.history_base && *t <= self.open);
             // Otherwise it is resumed from a snapshot, like a joiner, where a
             // joiner would be (and always if it was joining): its seat runs
             // neutral and holds nobody up until it has caught up again. A
@@ -1432,6 +1459,19 @@ impl<I: Input> Sequencer<I> {
             let rejoin = from_history.is_none()
                 && (!live || self.snapshot_join_now())
                 && (self.donor_available(old) || !self.replayable());
+            if ran_replaced && !(rejoin && self.config.snapshot_join) {
+                // Its seat cannot be played on: nobody waits for it.
+                if old.is_none() {
+                    self.release_seat(player, SystemEvent::Abandoned { player });
+                }
+                return self.refuse(
+                    peer,
+                    Rejection::Other(
+                        "this player ran frames the new host replaced, and the room hands out no snapshot: it can only join again as a new player"
+                            .into(),
+                    ),
+                );
+            }
             if from_history.is_none() && !rejoin && !self.replayable() {
                 return self.refuse(
                     peer,
