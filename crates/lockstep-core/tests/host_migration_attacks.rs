@@ -555,3 +555,105 @@ fn a_one_way_cut_during_a_takeover_forks_nothing() {
     let hosts: Vec<u32> = (1..n).filter(|k| w.s(*k).hosting()).collect();
     assert_eq!(hosts.len(), 1, "survivors hosting: {hosts:?}");
 }
+
+/// The first candidate (a seated player) goes silent when the host dies,
+/// but keeps listening: every survivor reports to it first, token in the
+/// clear, for `host_timeout` before giving it up. It now holds every
+/// survivor's token, and resumed victim V's seat on the next candidate as
+/// soon as that one hosted (its Hello every 5 ms beat V's). Now a seat is
+/// held for the peer that reported it.
+#[test]
+fn a_silent_first_candidate_cannot_steal_a_seat_with_the_tokens_it_saw() {
+    let n = 5;
+    let config = HostedConfig::default();
+    let mut w = World::new(n, config.clone(), 61);
+    let all: Vec<PeerId> = (0..n).map(PeerId).collect();
+    assert!(w.until(&all, 90, Duration::from_secs(30)));
+    let order = w.by_seat(n);
+    let (m, b, v) = (order[0], order[1], order[2]);
+    let v_seat = w.seat(v);
+    w.sim.freeze(PeerId(0));
+    w.sim.endpoint_mut(PeerId(m)).unwrap().mute = true;
+    let mut stolen = None;
+    for _ in 0..100 {
+        w.step(Duration::from_millis(20));
+        stolen = w
+            .sim
+            .endpoint(PeerId(m))
+            .unwrap()
+            .seen
+            .iter()
+            .find(|(_, s, _)| *s == v_seat)
+            .map(|x| x.2);
+        if stolen.is_some() {
+            break;
+        }
+    }
+    let stolen = stolen.expect("m got v's report");
+    assert_eq!(stolen, w.s(v).client().welcome().unwrap().token);
+    let mut thief = config.clone();
+    thief.client.resume = Some(stolen);
+    thief.client.hello_interval = Duration::from_millis(5);
+    w.sim.add(
+        PeerId(50),
+        Node::new(Session::join(thief, PeerId(b), w.sim.now()).unwrap()),
+    );
+    w.run_for(Duration::from_secs(15));
+    let holder: Vec<(PeerId, Option<PlayerId>)> = w
+        .sim
+        .endpoint_mut(PeerId(b))
+        .unwrap()
+        .inner
+        .sequencer()
+        .map(|s| s.connections().collect())
+        .unwrap_or_default();
+    eprintln!(
+        "{}\nthief seat {:?}, connections on the new host: {holder:?}",
+        status(&w, n),
+        w.s(50).seat()
+    );
+    assert!(
+        !holder.contains(&(PeerId(50), Some(v_seat))),
+        "the thief plays v's seat {v_seat:?} on the new host"
+    );
+}
+
+/// The host goes silent, then uses a token it minted for victim V (every
+/// host knows them all) to resume V's seat on the new host, Hello every
+/// 5 ms: it used to win the race. Now a seat is held for the peer that
+/// reported it.
+#[test]
+fn a_departed_host_cannot_take_a_survivors_seat_with_the_token_it_minted() {
+    let n = 4;
+    let config = HostedConfig::default();
+    let mut w = World::new(n, config.clone(), 63);
+    let all: Vec<PeerId> = (0..n).map(PeerId).collect();
+    assert!(w.until(&all, 90, Duration::from_secs(30)));
+    let order = w.by_seat(n);
+    let (b, v) = (order[0], order[2]);
+    let v_seat = w.seat(v);
+    let minted = w.s(v).client().welcome().unwrap().token;
+    // A host that goes silent (a crash, or pretending to): its process
+    // lives on, with the tokens it minted.
+    w.sim.freeze(PeerId(0));
+    let mut thief = config.clone();
+    thief.client.resume = Some(minted);
+    thief.client.hello_interval = Duration::from_millis(5);
+    w.sim.add(
+        PeerId(50),
+        Node::new(Session::join(thief, PeerId(b), w.sim.now()).unwrap()),
+    );
+    w.run_for(Duration::from_secs(5));
+    eprintln!(
+        "{}\nthief seat {:?} closed {:?} rx {:?}",
+        status(&w, n),
+        w.s(50).seat(),
+        w.s(50).client().closed(),
+        w.sim.endpoint(PeerId(50)).unwrap().rx_from
+    );
+    assert_ne!(
+        w.s(50).seat(),
+        Some(v_seat),
+        "the departed host holds V's seat"
+    );
+}

@@ -409,6 +409,7 @@ mod tests {
                         seat: c.seat().unwrap(),
                         token: c.welcome().unwrap().token,
                         previous: None,
+                        peer: None,
                         playing: true,
                         inputs: c.inputs_after(last),
                     }

@@ -102,6 +102,9 @@ enum Takeover<I> {
         /// Seats whose claim to hold more frames brought none: their
         /// claims are not believed again in this takeover.
         distrusted: Vec<PlayerId>,
+        /// Seats proven from two places (its token reached someone else,
+        /// a candidate before us, say): held for nobody, given up.
+        contested: Vec<PlayerId>,
     },
 }
 
@@ -790,6 +793,7 @@ impl<I: Input> HostedSession<I> {
                     reports: BTreeMap::new(),
                     progress: now,
                     distrusted: Vec::new(),
+                    contested: Vec::new(),
                 });
             }
             Some(seat) => self.report_to(seat),
@@ -911,11 +915,24 @@ impl<I: Input> HostedSession<I> {
                     let Some(Takeover::Collecting {
                         reports,
                         distrusted,
+                        contested,
                         ..
                     }) = &mut self.takeover
                     else {
                         continue;
                     };
+                    // A seat proven from two places: one of them got the
+                    // token from the other's reports. Neither has it.
+                    if contested.contains(&seat) {
+                        continue;
+                    }
+                    if reports.get(&seat).is_some_and(|r| r.peer != from) {
+                        reports.remove(&seat);
+                        if contested.len() < wire::MAX_SEATS {
+                            contested.push(seat);
+                        }
+                        continue;
+                    }
                     // The other token it named for the seat, if any.
                     let previous = d.messages.iter().find_map(|m| match *m {
                         Message::Takeover {
@@ -1291,6 +1308,7 @@ impl<I: Input> HostedSession<I> {
                 seat: *s,
                 token: r.token,
                 previous: r.previous,
+                peer: Some(r.peer),
                 playing: playing(*s),
                 inputs: r.inputs.clone(),
             })
@@ -1299,6 +1317,7 @@ impl<I: Input> HostedSession<I> {
             seat,
             token,
             previous: None,
+            peer: Some(HOST_PEER),
             playing: playing(seat),
             inputs: c.inputs_after(last),
         });

@@ -72,6 +72,9 @@ pub struct Survivor<I> {
     /// roster had not shared yet). Only the player that proved `token`
     /// names it.
     pub previous: Option<ResumeToken>,
+    /// Where it reported from: only a Hello from this peer takes the seat
+    /// back (none: from anywhere).
+    pub peer: Option<PeerId>,
     /// It was playing (not catching up from a snapshot).
     pub playing: bool,
     /// Inputs it committed for ticks not sealed yet, by tick: they run
@@ -527,6 +530,10 @@ struct Seat<I> {
     /// left (host migration): its inputs, handed over, run until it is back,
     /// and it is back in step (no input delay to stamp its way up).
     handed_over: bool,
+    /// Held after a takeover for the player that reported it from this
+    /// peer: only a Hello from there takes it back (the token travelled
+    /// to candidates that may not all be honest).
+    bound: Option<PeerId>,
 }
 
 impl<I> Seat<I> {
@@ -857,6 +864,7 @@ impl<I: Input> Sequencer<I> {
                 live: sv.playing,
                 pause_asked: None,
                 handed_over: sv.playing,
+                bound: sv.peer,
             });
         }
         for ev in handover.events {
@@ -1430,6 +1438,15 @@ impl<I: Input> Sequencer<I> {
             if !self.seat_quiet(player, self.now) {
                 return self.refuse(peer, Rejection::SeatBusy);
             }
+            // Held after a takeover for the peer that reported it: the
+            // token alone, which candidates saw, does not take it.
+            if self.seats[player.index()]
+                .as_ref()
+                .and_then(|s| s.bound)
+                .is_some_and(|b| b != peer)
+            {
+                return self.refuse(peer, Rejection::BadToken);
+            }
             let old = self.seat_conn(player);
             let live = self.seats[player.index()].as_ref().is_some_and(|s| s.live);
             // A survivor of a takeover back for the first time that ran
@@ -1520,6 +1537,7 @@ impl<I: Input> Sequencer<I> {
                     s.due_from(due);
                 }
                 s.handed_over = false;
+                s.bound = None;
                 if replays {
                     s.live = true;
                     s.last_input = now;
@@ -1592,6 +1610,7 @@ impl<I: Input> Sequencer<I> {
                 waited_since: None,
                 pause_asked: None,
                 handed_over: false,
+                bound: None,
                 live: !from_snapshot,
             });
             self.add_tick_event(self.open, SystemEvent::Joined { player });
