@@ -180,6 +180,8 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
     let started = Instant::now();
     let mut killed: Option<Instant> = None;
     let mut pause: Option<Duration> = None;
+    // Takeover messages the bots did not act on, by reason.
+    let mut ignored: std::collections::BTreeMap<String, u32> = std::collections::BTreeMap::new();
     loop {
         let all_done = bots.iter().flatten().all(|b| b.game.tick.get() >= a.ticks);
         if all_done {
@@ -252,6 +254,9 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
                 let _ = b.session.report_checksum(frame.tick, b.game.hash());
             }
             while b.session.poll_event().is_some() {}
+            while let Some((_, why)) = b.session.poll_ignored() {
+                *ignored.entry(why.to_string()).or_insert(0u32) += 1;
+            }
             let _ = drive_hosted(&mut b.session, &mut b.udp, clock.now(), &mut b.buffers);
         }
         std::thread::sleep(Duration::from_millis(1));
@@ -277,6 +282,9 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
     println!();
     if let Some(r) = relay.take() {
         let _ = r.stop();
+    }
+    for (why, n) in &ignored {
+        println!("ignored {n} time{}: {why}", if *n == 1 { "" } else { "s" });
     }
     if (a.kill_host_at.is_some() || failover) && pause.is_none() {
         println!("FAILED: nobody took the match over");

@@ -198,6 +198,14 @@ fn a_takeover_report_while_the_host_is_heard_changes_nothing() {
             let s = sim.endpoint_mut(PeerId(to)).unwrap();
             let _ = s.handle_datagram(PeerId(99), &buf, now);
         }
+        // Each is ignored, with its reason for the log.
+        let s = sim.endpoint_mut(PeerId(to)).unwrap();
+        let why: Vec<_> = std::iter::from_fn(|| s.poll_ignored()).collect();
+        assert_eq!(
+            why,
+            vec![(PeerId(99), lockstep_core::sequenced::Ignored::HostHeard); 4],
+            "{to}"
+        );
     }
     let o = run(&mut sim, &mut games, Instant::from_millis(60_000), |g| {
         (0..4).all(|k| g.get(&PeerId(k)).is_some_and(|x| x.ran.len() >= 200))
@@ -329,6 +337,14 @@ fn a_survivor_claiming_frames_it_never_sends_cannot_hold_the_takeover() {
         .filter(|k| sim.endpoint(PeerId(*k)).is_some_and(|n| n.inner.hosting()))
         .collect();
     assert_eq!(hosts.len(), 1);
+    // The new host logged why it stopped believing the claim.
+    let host = &mut sim.endpoint_mut(PeerId(hosts[0])).unwrap().inner;
+    let liar = PeerId(3);
+    assert!(
+        std::iter::from_fn(|| host.poll_ignored()).any(|(p, why)| p == liar
+            && matches!(why, lockstep_core::sequenced::Ignored::ClaimNotBelieved(_))),
+        "no reason logged"
+    );
     let reference = &games[&PeerId(hosts[0])].ran;
     for k in 1..4 {
         for (t, f) in &games[&PeerId(k)].ran {

@@ -33,6 +33,47 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 /// Answers to reports from anyone queued at most.
 const ANSWERS_QUEUED: usize = 64;
 
+/// Reasons queued at most for [`HostedSession::poll_ignored`] (the rest are
+/// only counted).
+const IGNORED_QUEUED: usize = 64;
+
+/// Why a [`HostedSession`] did not act on a takeover message (or acted
+/// against its sender): for the application's log. A stream of these from
+/// one peer is a sign of a broken or hostile player.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Ignored {
+    /// A report whose token does not prove its seat (as the roster, or the
+    /// new host's own seats, have it).
+    #[error("a takeover report whose token does not prove seat {0}")]
+    Unproven(PlayerId),
+    /// A report for the seat of the host being replaced.
+    #[error("a takeover report for the departing host's own seat {0}")]
+    HostSeat(PlayerId),
+    /// A report while we still hear our host: answered that it lives.
+    #[error("a takeover report while the host is heard (answered that it lives)")]
+    HostHeard,
+    /// A seat proven from two peers: held for nobody.
+    #[error("seat {0} proven from two peers: held for nobody")]
+    Contested(PlayerId),
+    /// A claim to hold frames that brought none: cut to what we hold.
+    #[error("seat {0} claimed frames it never sent: not believed")]
+    ClaimNotBelieved(PlayerId),
+    /// An answer from a player we are not reporting to.
+    #[error("a takeover answer from a player we did not report to")]
+    NotOurCandidate,
+    /// Frames from a player not asked for them, or past a gap.
+    #[error("frames from a player not asked for them, or past a gap")]
+    FramesRefused,
+    /// A datagram from the host we left for a new one: told it was
+    /// replaced, and nothing taken.
+    #[error("a datagram from the host we left (told it was replaced)")]
+    OldHost,
+    /// Hosting: a report for a seat we do not hold (answered `late`).
+    #[error("a takeover report for a seat this host does not hold (answered late)")]
+    Late,
+}
+
 /// How a [`HostedSession`] plays, hosts, and takes over.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostedConfig {
@@ -168,6 +209,10 @@ pub struct HostedSession<I: Input> {
     deposers: BTreeSet<PlayerId>,
     /// Hosting, we were replaced while out of reach: the session ended.
     deposed: bool,
+    /// What was ignored, and why, for the application's log.
+    ignored: VecDeque<(PeerId, Ignored)>,
+    /// Ignored messages beyond the queue.
+    ignored_dropped: u64,
 }
 
 impl<I: Input> HostedSession<I> {
@@ -218,6 +263,8 @@ impl<I: Input> HostedSession<I> {
             told_old: None,
             deposers: BTreeSet::new(),
             deposed: false,
+            ignored: VecDeque::new(),
+            ignored_dropped: 0,
         }
     }
 
@@ -241,6 +288,26 @@ impl<I: Input> HostedSession<I> {
     /// again as a new player.
     pub fn deposed(&self) -> bool {
         self.deposed
+    }
+
+    /// The next takeover message this session ignored (or acted on against
+    /// its sender), and why, for the application's log. At most 64 wait;
+    /// [`ignored_dropped`](Self::ignored_dropped) counts the rest.
+    pub fn poll_ignored(&mut self) -> Option<(PeerId, Ignored)> {
+        self.ignored.pop_front()
+    }
+
+    /// Ignored takeover messages that did not fit the queue.
+    pub fn ignored_dropped(&self) -> u64 {
+        self.ignored_dropped
+    }
+
+    fn ignore(&mut self, from: PeerId, why: Ignored) {
+        if self.ignored.len() < IGNORED_QUEUED {
+            self.ignored.push_back((from, why));
+        } else {
+            self.ignored_dropped += 1;
+        }
     }
 
     /// Whether a takeover is under way here.
@@ -459,6 +526,7 @@ impl<I: Input> HostedSession<I> {
         // then), and nothing it sends is taken.
         if self.committed_against(from) {
             self.tell_old_host();
+            self.ignore(from, Ignored::OldHost);
             return Ok(());
         }
         if from_server {
@@ -859,6 +927,7 @@ impl<I: Input> HostedSession<I> {
             } else {
                 let late = answer(self.epoch, Reply::Late, self.client().frame());
                 self.answer_report(from, late);
+                self.ignore(from, Ignored::Late);
             }
             self.sent_at = None;
             return;
@@ -883,6 +952,7 @@ impl<I: Input> HostedSession<I> {
                             let base = self.client().frame();
                             let alive = answer(self.epoch, Reply::Alive(self.host_seat), base);
                             self.answer_report(from, alive);
+                            self.ignore(from, Ignored::HostHeard);
                             return;
                         }
                     }
@@ -894,7 +964,12 @@ impl<I: Input> HostedSession<I> {
                         .roster
                         .iter()
                         .any(|e| e.seat == seat && e.commitment == token_commitment(&token));
-                    if !holds || Some(seat) == self.host_seat {
+                    if !holds {
+                        self.ignore(from, Ignored::Unproven(seat));
+                        continue;
+                    }
+                    if Some(seat) == self.host_seat {
+                        self.ignore(from, Ignored::HostSeat(seat));
                         continue;
                     }
                     // An earlier candidate asking where we stand (it
@@ -924,6 +999,7 @@ impl<I: Input> HostedSession<I> {
                     // A seat proven from two places: one of them got the
                     // token from the other's reports. Neither has it.
                     if contested.contains(&seat) {
+                        self.ignore(from, Ignored::Contested(seat));
                         continue;
                     }
                     if reports.get(&seat).is_some_and(|r| r.peer != from) {
@@ -931,6 +1007,7 @@ impl<I: Input> HostedSession<I> {
                         if contested.len() < wire::MAX_SEATS {
                             contested.push(seat);
                         }
+                        self.ignore(from, Ignored::Contested(seat));
                         continue;
                     }
                     // The other token it named for the seat, if any.
@@ -993,6 +1070,9 @@ impl<I: Input> HostedSession<I> {
                         Some(Takeover::Reporting { peer: Some(p), .. }) if *p == from
                     );
                     if !ours {
+                        if !matches!(self.takeover, Some(Takeover::Collecting { .. })) {
+                            self.ignore(from, Ignored::NotOurCandidate);
+                        }
                         continue;
                     }
                     // It follows another host than the one we lost: the
@@ -1068,6 +1148,10 @@ impl<I: Input> HostedSession<I> {
             }
         }
         // Frames from the survivor asked for them (from nobody else).
+        let frames_in = d.messages.iter().any(|m| matches!(m, Message::Frames(_)));
+        if frames_in && self.asked() != Some(from) {
+            self.ignore(from, Ignored::FramesRefused);
+        }
         if self.asked() == Some(from) {
             let seats = self.me.map_or(0, |(_, _, w)| w) as usize;
             let frames: Vec<Frame<I>> = d
@@ -1245,13 +1329,18 @@ impl<I: Input> HostedSession<I> {
             }) = &mut self.takeover
                 && now >= *progress + quiet
             {
+                let mut cut = Vec::new();
                 for (s, r) in reports.iter_mut().filter(|(_, r)| r.peer == asked) {
                     r.lacks = own;
                     if !distrusted.contains(s) {
                         distrusted.push(*s);
                     }
+                    cut.push(*s);
                 }
                 *progress = now;
+                for s in cut {
+                    self.ignore(asked, Ignored::ClaimNotBelieved(s));
+                }
             }
             return;
         }

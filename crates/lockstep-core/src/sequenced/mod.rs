@@ -31,7 +31,7 @@ mod sequencer;
 
 pub use client::{ClientConfig, ClientSession, ClientStats, GOODBYES, SeatInfo};
 pub use host::{HOST_PEER, HostSession};
-pub use hosted::{HostedConfig, HostedSession};
+pub use hosted::{HostedConfig, HostedSession, Ignored};
 pub use sequencer::{
     Handover, Sequencer, SequencerConfig, SequencerError, SequencerStats, Simulation, Survivor,
 };
