@@ -1,8 +1,8 @@
-//! Host mode over loopback UDP: four players, the host's process gone
-//! mid-match (its session and socket dropped, no goodbye); the other three
-//! carry the match on under one of them and end on the same stream. The
-//! takeover pause (from the crash to the first frame the new host runs
-//! after it) is printed and bounded.
+//! Host mode over loopback UDP: four players, the host's process gone at a
+//! random tick (its session and socket dropped, no goodbye; the tick is
+//! printed); the other three carry the match on under one of them and end
+//! on the same stream. The takeover pause (from the crash to the first
+//! frame the new host runs after it) is printed and bounded.
 
 use lockstep_core::sequenced::{HostedConfig, HostedSession};
 use lockstep_core::{StreamHash, SystemEvent};
@@ -44,7 +44,16 @@ fn a_match_over_udp_survives_its_host_process_dying() -> Result<(), Box<dyn std:
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut step = 0u32;
     let mut crashed: Option<Instant> = None;
-    // Frames every survivor must run: 120 before the crash, 300 after.
+    // The tick the host dies at, from 60 to 239: this run's, printed.
+    let at = 60
+        + u64::from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos())
+                % 180,
+        );
+    eprintln!("the host dies at tick {at}");
+    // Frames every survivor must run: `at` before the crash, 300 after.
     let frames = |players: &[Option<Player>]| -> Vec<u64> {
         players
             .iter()
@@ -53,12 +62,12 @@ fn a_match_over_udp_survives_its_host_process_dying() -> Result<(), Box<dyn std:
     };
     loop {
         let done = frames(&players);
-        if crashed.is_none() && done[1..].iter().all(|f| *f >= 120) {
+        if crashed.is_none() && done[1..].iter().all(|f| *f >= at) {
             // The host's process dies: session and socket gone.
             players[0] = None;
             crashed = Some(Instant::now());
         }
-        if crashed.is_some() && done.iter().all(|f| *f >= 420) {
+        if crashed.is_some() && done.iter().all(|f| *f >= at + 300) {
             break;
         }
         assert!(Instant::now() < deadline, "stuck at {done:?}");
@@ -67,7 +76,7 @@ fn a_match_over_udp_survives_its_host_process_dying() -> Result<(), Box<dyn std:
             drive_hosted(&mut p.session, &mut p.udp, clock.now(), &mut buffers)?;
             let _ = p.session.commit_local(step.wrapping_mul(31) ^ k as u32);
             while let Some(f) = p.session.advance() {
-                if p.hash.frames() < 420 {
+                if p.hash.frames() < at + 300 {
                     p.hash.push(&f);
                 }
                 if f.events
@@ -86,10 +95,10 @@ fn a_match_over_udp_survives_its_host_process_dying() -> Result<(), Box<dyn std:
     assert_eq!(survivors.len(), 3);
     let hosts: Vec<&&Player> = survivors.iter().filter(|p| p.session.hosting()).collect();
     assert_eq!(hosts.len(), 1, "one new host");
-    // Equal streams: every survivor's hash over its first 420 frames,
-    // 120 of them sealed by the old host.
+    // Equal streams: every survivor's hash over its first `at + 300`
+    // frames, `at` of them sealed by the old host.
     for p in &survivors {
-        assert_eq!(p.hash.frames(), 420);
+        assert_eq!(p.hash.frames(), at + 300);
         assert_eq!(p.hash.value(), survivors[0].hash.value());
     }
     let crashed = crashed.unwrap_or_else(Instant::now);
