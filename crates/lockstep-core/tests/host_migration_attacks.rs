@@ -657,3 +657,355 @@ fn a_departed_host_cannot_take_a_survivors_seat_with_the_token_it_minted() {
         "the departed host holds V's seat"
     );
 }
+
+fn welcome_token(w: &World, k: u32) -> ResumeToken {
+    w.s(k).client().welcome().unwrap().token
+}
+
+/// The host (which minted every token) goes quiet towards the first
+/// candidate B a moment before it stops altogether, and, from one socket
+/// of its own per victim (no forged address), reports each victim's seat to
+/// B the moment B collects. B had "every seat" at once and took over,
+/// holding each victim's seat for the thief's socket; the victims were
+/// refused, and the thieves took their seats (in 20 seeds of 20). Now a
+/// report counts only from the address the roster names for its seat.
+#[test]
+fn a_departed_host_cannot_report_for_its_players() {
+    departed_host(63, 200);
+}
+
+/// The same, over 20 seeds, with no head start.
+#[test]
+fn a_departed_host_cannot_report_for_its_players_in_any_seed() {
+    for seed in 0..20 {
+        departed_host(seed, 0);
+    }
+}
+
+fn departed_host(seed: u64, head_start: u64) {
+    let n = 4;
+    let config = HostedConfig::default();
+    let mut w = World::new(n, config.clone(), seed);
+    let all: Vec<PeerId> = (0..n).map(PeerId).collect();
+    assert!(w.until(&all, 90, Duration::from_secs(30)));
+    let order = w.by_seat(n);
+    let b = order[0];
+    let victims = [order[1], order[2]];
+    let stolen: Vec<(u32, PlayerId, ResumeToken)> = victims
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (70 + i as u32, w.seat(*v), welcome_token(&w, *v)))
+        .collect();
+    // Quiet towards B first, then dead.
+    w.sim.net.set_link(PeerId(0), PeerId(b), cut());
+    w.step(Duration::from_millis(head_start));
+    w.sim.freeze(PeerId(0));
+    let mut injected = 0;
+    for _ in 0..400 {
+        w.step(Duration::from_millis(2));
+        if w.s(b).taking_over() && !w.s(b).hosting() {
+            for (p, seat, token) in &stolen {
+                let now = w.sim.now();
+                let _ = w
+                    .s_mut(b)
+                    .handle_datagram(PeerId(*p), &report(*seat, *token, 1, 1), now);
+                injected += 1;
+            }
+        }
+        if w.s(b).hosting() {
+            break;
+        }
+    }
+    eprintln!(
+        "reports injected: {injected}; b hosting: {}",
+        w.s(b).hosting()
+    );
+    for (p, _, token) in &stolen {
+        let mut thief = config.clone();
+        thief.client.resume = Some(*token);
+        w.sim.add(
+            PeerId(*p),
+            Node::new(Session::join(thief, PeerId(b), w.sim.now()).unwrap()),
+        );
+    }
+    w.run_for(Duration::from_secs(10));
+    let conns: Vec<(PeerId, Option<PlayerId>)> = w
+        .s_mut(b)
+        .sequencer()
+        .map(|s| s.connections().collect())
+        .unwrap_or_default();
+    eprintln!("{}\nconnections on the new host: {conns:?}", status(&w, n));
+    for (p, seat, _) in &stolen {
+        eprintln!(
+            "thief p{p}: seat {:?} frames {} closed {:?}",
+            w.s(*p).seat(),
+            w.frames(*p),
+            w.s(*p).client().closed()
+        );
+        assert_ne!(
+            w.s(*p).seat(),
+            Some(*seat),
+            "thief p{p} plays seat {seat:?}"
+        );
+    }
+}
+
+/// A seated player M answers the collecting candidate's probe (or every
+/// report it gets) with `alive`, naming itself as the host it follows. The
+/// candidate yielded to M and told its reporters to follow M; M never
+/// answered as a host; they gave M up, collected again, M answered again:
+/// the match never went on (or the first candidate was cut out for good).
+/// Now a player naming itself is not followed, a candidate that keeps
+/// naming a seat already tried counts as failed, and a seat is followed on
+/// another's word once per takeover.
+#[test]
+fn a_player_naming_itself_host_cannot_cut_the_first_candidate_out() {
+    naming_itself(false);
+}
+
+/// The same, M answering every player.
+#[test]
+fn a_player_naming_itself_host_cannot_stall_the_takeover() {
+    naming_itself(true);
+}
+
+fn naming_itself(all_victims: bool) {
+    let n = 5;
+    let mut w = World::new(n, HostedConfig::default(), 71);
+    let all: Vec<PeerId> = (0..n).map(PeerId).collect();
+    assert!(w.until(&all, 90, Duration::from_secs(30)));
+    let order = w.by_seat(n);
+    let (c, m) = (order[0], order[3]);
+    let m_seat = w.seat(m);
+    w.sim.endpoint_mut(PeerId(m)).unwrap().mute = true;
+    w.sim.freeze(PeerId(0));
+    let before: Vec<usize> = (1..n).map(|k| w.frames(k)).collect();
+    let mut sent = 0;
+    let mut answered = 0;
+    for _ in 0..(60_000 / 20) {
+        w.step(Duration::from_millis(20));
+        // M answers each report it gets (its probe, or a report to it),
+        // once, from its own address.
+        let seen = &w.sim.endpoint(PeerId(m)).unwrap().seen;
+        let from: std::collections::BTreeSet<u32> =
+            seen[answered..].iter().map(|x| x.0.0).collect();
+        answered = seen.len();
+        for k in from
+            .into_iter()
+            .filter(|k| (1..n).contains(k) && *k != m && (all_victims || *k == c))
+        {
+            if w.s(k).taking_over() && !w.s(k).hosting() {
+                let now = w.sim.now();
+                let e = w.s(k).epoch();
+                let base = w.s(k).frame().get();
+                let _ = w.s_mut(k).handle_datagram(
+                    PeerId(m),
+                    &ack(e, false, false, true, Some(m_seat), base),
+                    now,
+                );
+                sent += 1;
+            }
+        }
+    }
+    let seen: Vec<PlayerId> = w
+        .sim
+        .endpoint(PeerId(m))
+        .unwrap()
+        .seen
+        .iter()
+        .map(|x| x.1)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let after: Vec<usize> = (1..n).map(|k| w.frames(k)).collect();
+    for k in 1..n {
+        let e = w.sim.endpoint(PeerId(k)).unwrap();
+        let to_m = e.tx_to.get(&PeerId(m)).copied().unwrap_or_default();
+        let total: (u64, u64) = e.tx_to.values().fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+        eprintln!("p{k} sent {total:?} (datagrams, bytes) in all, {to_m:?} to M");
+    }
+    eprintln!(
+        "{}\nM sent {sent} acks in 60 s; seats whose tokens M received: {seen:?}\nframes before {before:?} after {after:?}",
+        status(&w, n)
+    );
+    assert!(
+        w.hosts(n).iter().any(|h| *h != 0),
+        "no survivor hosts 60 s after the host died"
+    );
+    for k in (1..n).filter(|k| *k != m) {
+        assert!(
+            after[(k - 1) as usize] > before[(k - 1) as usize] + 100
+                || w.s(k)
+                    .client()
+                    .closed()
+                    .is_some_and(|r| matches!(r, CloseReason::Bye(..))),
+            "p{k} stuck for 60 s, never told"
+        );
+    }
+}
+
+/// A partition {M, X} | {host, Y} for 3 s, healed (the takeover is rightly
+/// called off). Meanwhile X reported to the first candidate M, token in
+/// the clear. Much later, M sends the live host one deposing report per
+/// seat it saw (epoch 5, from its own address): it used to make "more than
+/// half of the other seats", and the live host was deposed. Now a deposing
+/// report counts only from the seat's own connection.
+#[test]
+fn tokens_seen_in_a_called_off_takeover_depose_a_live_host() {
+    let n = 4;
+    let mut w = World::new(n, HostedConfig::default(), 33);
+    let all: Vec<PeerId> = (0..n).map(PeerId).collect();
+    assert!(w.until(&all, 90, Duration::from_secs(30)));
+    let order = w.by_seat(n);
+    let m = order[0];
+    let (x, y) = (order[1], order[2]);
+    for a in [m, x] {
+        for b in [0, y] {
+            w.sim.net.set_link_both(PeerId(a), PeerId(b), cut());
+        }
+    }
+    w.run_for(Duration::from_secs(3));
+    for a in [m, x] {
+        for b in [0, y] {
+            w.sim.net.set_link_both(PeerId(a), PeerId(b), lan());
+        }
+    }
+    w.run_for(Duration::from_secs(5));
+    eprintln!("after the glitch:\n{}", status(&w, n));
+    assert_eq!(w.hosts(n), vec![0]);
+    let mut seen: BTreeMap<PlayerId, ResumeToken> = BTreeMap::new();
+    for (_, s, t) in &w.sim.endpoint(PeerId(m)).unwrap().seen {
+        seen.insert(*s, *t);
+    }
+    seen.insert(w.seat(m), welcome_token(&w, m));
+    eprintln!(
+        "M saw the tokens of seats {:?}",
+        seen.keys().collect::<Vec<_>>()
+    );
+    w.run_for(Duration::from_secs(10));
+    let now = w.sim.now();
+    for (s, t) in &seen {
+        let _ = w
+            .s_mut(0)
+            .handle_datagram(PeerId(m), &report(*s, *t, 5, 1), now);
+    }
+    w.run_for(Duration::from_secs(5));
+    eprintln!(
+        "after M's three reports:\n{}\nhosts {:?}",
+        status(&w, n),
+        w.hosts(n)
+    );
+    assert!(
+        !w.s(0).deposed(),
+        "a live host nobody replaced was deposed by one player"
+    );
+}
+
+/// Partition {host, B} | {three others} for `secs`, then heal. The majority
+/// side takes over; the old host plays on with B (it needs no majority).
+/// When the partition heals before the old host gave the other side's
+/// seats up (`abandon_after`), it is deposed, and B is told the match went
+/// on without it: one match. (Longer partitions leave two: a known limit.)
+fn long_partition(secs: u64) {
+    let n = 5;
+    let mut w = World::new(n, HostedConfig::default(), 41);
+    let all: Vec<PeerId> = (0..n).map(PeerId).collect();
+    assert!(w.until(&all, 90, Duration::from_secs(30)));
+    let order = w.by_seat(n);
+    let b = order[0];
+    let rest = [order[1], order[2], order[3]];
+    let set = |w: &mut World, c: LinkConditions| {
+        for r in rest {
+            for x in [0, b] {
+                w.sim.net.set_link_both(PeerId(r), PeerId(x), c.clone());
+            }
+        }
+    };
+    set(&mut w, cut());
+    w.run_for(Duration::from_secs(secs));
+    eprintln!(
+        "during the partition ({secs} s):\n{}\nhosts {:?}",
+        status(&w, n),
+        w.hosts(n)
+    );
+    set(&mut w, lan());
+    w.run_for(Duration::from_secs(30));
+    eprintln!(
+        "30 s after heal:\n{}\nhosts {:?}",
+        status(&w, n),
+        w.hosts(n)
+    );
+    let fb = w.frames(b);
+    w.run_for(Duration::from_secs(3));
+    eprintln!("B ran {fb} -> {} frames in 3 s", w.frames(b));
+    assert_eq!(
+        w.hosts(n).len(),
+        1,
+        "hosts 30 s after heal: {:?}",
+        w.hosts(n)
+    );
+}
+
+#[test]
+fn an_8s_partition_heals_into_one_match() {
+    long_partition(8);
+}
+
+/// R holds (and ran) a few frames the candidate B and X never got (the
+/// host's link to them went quiet 150 ms before it died). R's report
+/// claims them; then R is cut off from B for 12 s, so B never gets them,
+/// stops believing the claim, and takes over from its own first missing
+/// tick. R came back after `abandon_after` (10 s): its seat was no longer
+/// "handed over", so nobody checked, and R was resumed at the tick it
+/// named, having run the old host's frames where everyone else ran the new
+/// host's. Now the check lasts until the seat's player is back (and a
+/// player told a match goes on elsewhere never goes on alone).
+#[test]
+fn a_survivor_that_ran_replaced_frames_is_put_right_however_late_it_comes_back() {
+    let n = 4;
+    let mut w = World::new(n, HostedConfig::default(), 7);
+    let all: Vec<PeerId> = (0..n).map(PeerId).collect();
+    assert!(w.until(&all, 90, Duration::from_secs(30)));
+    let order = w.by_seat(n);
+    let (b, r, x) = (order[0], order[1], order[2]);
+    w.sim.net.set_link(PeerId(0), PeerId(b), cut());
+    w.sim.net.set_link(PeerId(0), PeerId(x), cut());
+    w.step(Duration::from_millis(150));
+    w.sim.freeze(PeerId(0));
+    let (fb, fr) = (w.frames(b), w.frames(r));
+    let mut cut_at = None;
+    for _ in 0..3000 {
+        w.step(Duration::from_millis(2));
+        let counted = w
+            .sim
+            .endpoint(PeerId(b))
+            .unwrap()
+            .seen
+            .iter()
+            .any(|y| y.0 == PeerId(r));
+        if counted && w.s(b).taking_over() {
+            w.sim.net.set_link_both(PeerId(b), PeerId(r), cut());
+            cut_at = Some(w.sim.now());
+            break;
+        }
+    }
+    assert!(cut_at.is_some());
+    w.run_for(Duration::from_secs(12));
+    eprintln!("while cut:\n{}", status(&w, n));
+    w.sim.net.set_link_both(PeerId(b), PeerId(r), lan());
+    w.run_for(Duration::from_secs(8));
+    eprintln!(
+        "frames when the host died: b {fb} r {fr}\n{}",
+        status(&w, n)
+    );
+    eprintln!("r closed: {:?}", w.s(r).client().closed());
+    assert!(fr > fb, "r holds frames b lacks");
+    // Refused (the room hands out no snapshot), and told why; never
+    // playing on with a state the others do not have.
+    assert!(
+        matches!(w.s(r).client().closed(), Some(CloseReason::Rejected(Rejection::Other(t))) if t.contains("replaced")),
+        "r not told: {:?}",
+        w.s(r).client().closed()
+    );
+    assert!(!w.s(r).hosting(), "r hosts a match of its own");
+}

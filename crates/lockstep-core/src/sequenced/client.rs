@@ -308,6 +308,8 @@ pub struct ClientSession<I: Input> {
     /// The roster the sequencer shared: each seat's latest entry, with its
     /// version (`None`: the seat is empty).
     roster: BTreeMap<PlayerId, (u32, Option<SeatInfo>)>,
+    /// Changes to the roster so far (an entry taken, or all forgotten).
+    roster_changes: u64,
     /// Roster entries to acknowledge.
     member_acks: VecDeque<(PlayerId, u32)>,
     /// The last `keep_frames` frames run, oldest first.
@@ -412,6 +414,7 @@ impl<I: Input> ClientSession<I> {
             token: None,
             reconnecting: false,
             roster: BTreeMap::new(),
+            roster_changes: 0,
             member_acks: VecDeque::new(),
             ran: VecDeque::new(),
             sent: VecDeque::new(),
@@ -843,6 +846,7 @@ impl<I: Input> ClientSession<I> {
         // The server sends its roster again (to a new host's, whose
         // versions start over, an old entry must not look newer).
         self.roster.clear();
+        self.roster_changes += 1;
         self.member_acks.clear();
         self.new_handshake(secret);
         self.server = server;
@@ -1252,6 +1256,7 @@ impl<I: Input> ClientSession<I> {
                 contact: h.contact.to_vec(),
             });
             self.roster.insert(m.seat, (m.version, info));
+            self.roster_changes += 1;
         }
         if !self.member_acks.contains(&(m.seat, m.version)) {
             if self.member_acks.len() >= MEMBER_ACKS {
@@ -1267,6 +1272,18 @@ impl<I: Input> ClientSession<I> {
     /// does).
     pub fn roster(&self) -> impl Iterator<Item = &SeatInfo> + '_ {
         self.roster.values().filter_map(|(_, s)| s.as_ref())
+    }
+
+    /// Every roster entry received, the empty seats included (`None`).
+    pub(crate) fn roster_entries(
+        &self,
+    ) -> impl Iterator<Item = (PlayerId, Option<&SeatInfo>)> + '_ {
+        self.roster.iter().map(|(k, (_, s))| (*k, s.as_ref()))
+    }
+
+    /// Changes to the roster so far: a new value says look again.
+    pub(crate) fn roster_changes(&self) -> u64 {
+        self.roster_changes
     }
 
     /// A chunk of the snapshot we are joining from.

@@ -53,6 +53,10 @@ pub enum Ignored {
     /// A report while we still hear our host: answered that it lives.
     #[error("a takeover report while the host is heard (answered that it lives)")]
     HostHeard,
+    /// A report for a seat from somewhere else than the roster's contact
+    /// for it (or before that contact was resolved).
+    #[error("a takeover report for seat {0} from elsewhere than its roster address")]
+    Elsewhere(PlayerId),
     /// A seat proven from two peers: held for nobody.
     #[error("seat {0} proven from two peers: held for nobody")]
     Contested(PlayerId),
@@ -176,19 +180,25 @@ pub struct HostedSession<I: Input> {
     /// The token we held before (a new host hands out a new one, and a
     /// roster that had not caught up with it still commits to this one).
     earlier: Option<ResumeToken>,
-    /// The roster, as last shared by the host.
+    /// The roster, as last shared by the hosts we followed, by seat.
     roster: Vec<SeatInfo>,
+    /// Our client's roster changes taken so far.
+    roster_seen: u64,
     /// The seat of the host we followed (none when hosting).
     host_seat: Option<PlayerId>,
     takeover: Option<Takeover<I>>,
     /// Candidates that failed this takeover.
     failed: Vec<PlayerId>,
+    /// Seats another player said host, followed once in this takeover.
+    redirected: BTreeSet<PlayerId>,
     /// Contacts the application resolved.
     peers: BTreeMap<Vec<u8>, PeerId>,
     /// Takeover datagrams to send.
     out: VecDeque<(PeerId, Vec<u8>)>,
     /// When the takeover datagrams were last sent.
     sent_at: Option<Instant>,
+    /// When a collecting candidate last asked the other players.
+    probed_at: Option<Instant>,
     /// Survivors told the new host is ready, until their Hello arrives.
     ready: BTreeMap<PeerId, Instant>,
     /// When we moved to a new host: silence from it counts from then.
@@ -205,8 +215,10 @@ pub struct HostedSession<I: Input> {
     /// When the old host was last told.
     told_old: Option<Instant>,
     /// Hosting: the seats that left us for another host (proved with the
-    /// tokens we handed them).
+    /// tokens we handed them, from their own connections).
     deposers: BTreeSet<PlayerId>,
+    /// Hosting: each seat's latest connection.
+    seat_peers: BTreeMap<PlayerId, PeerId>,
     /// Hosting, we were replaced while out of reach: the session ended.
     deposed: bool,
     /// What was ignored, and why, for the application's log.
@@ -249,12 +261,15 @@ impl<I: Input> HostedSession<I> {
             room: None,
             earlier: None,
             roster: Vec::new(),
+            roster_seen: 0,
             host_seat: None,
             takeover: None,
             failed: Vec::new(),
+            redirected: BTreeSet::new(),
             peers: BTreeMap::new(),
             out: VecDeque::new(),
             sent_at: None,
+            probed_at: None,
             ready: BTreeMap::new(),
             moved_at: None,
             ended: false,
@@ -262,6 +277,7 @@ impl<I: Input> HostedSession<I> {
             old_host: None,
             told_old: None,
             deposers: BTreeSet::new(),
+            seat_peers: BTreeMap::new(),
             deposed: false,
             ignored: VecDeque::new(),
             ignored_dropped: 0,
@@ -468,15 +484,13 @@ impl<I: Input> HostedSession<I> {
 
     /// The players a collecting candidate asks where they stand (sending
     /// them its own report): every other seat of the roster with a
-    /// contact, but the host's and the reporters'.
+    /// contact, but the host's. Its reporters too: one of them may be a
+    /// candidate collecting as well, which counts us and answers, and the
+    /// later of the two yields to the earlier.
     fn probed(&self) -> impl Iterator<Item = &SeatInfo> + '_ {
         let me = self.seat();
-        let reported = |s: PlayerId| matches!(&self.takeover, Some(Takeover::Collecting { reports, .. }) if reports.contains_key(&s));
         self.roster.iter().filter(move |e| {
-            !e.contact.is_empty()
-                && Some(e.seat) != me
-                && Some(e.seat) != self.host_seat
-                && !reported(e.seat)
+            !e.contact.is_empty() && Some(e.seat) != me && Some(e.seat) != self.host_seat
         })
     }
 
@@ -595,7 +609,15 @@ impl<I: Input> HostedSession<I> {
         self.now = self.now.max(now);
         let now = self.now;
         match &mut self.role {
-            Role::Host(h) => h.handle_timeout(now),
+            Role::Host(h) => {
+                h.handle_timeout(now);
+                // (At most one entry per seat.)
+                for (p, seat) in h.sequencer().connections() {
+                    if let Some(s) = seat {
+                        self.seat_peers.insert(s, p);
+                    }
+                }
+            }
             Role::Client(c) => c.handle_timeout(now),
         }
         self.note_client();
@@ -667,15 +689,13 @@ impl<I: Input> HostedSession<I> {
         if self.takeover.is_some() {
             return;
         }
-        let c = self.client();
-        let Some((me, roster)) = c
-            .welcome()
-            .and_then(|w| Some((w.seat?, w.token, w.seats)))
-            .map(|me| (me, c.roster().cloned().collect::<Vec<SeatInfo>>()))
-        else {
+        let Some(welcome) = self.client().welcome().copied() else {
             return;
         };
-        self.room = c.welcome().copied();
+        let Some(me) = welcome.seat.map(|s| (s, welcome.token, welcome.seats)) else {
+            return;
+        };
+        self.room = Some(welcome);
         if let Some((seat, token, _)) = self.me
             && seat == me.0
             && token != me.1
@@ -683,27 +703,43 @@ impl<I: Input> HostedSession<I> {
             self.earlier = Some(token);
         }
         self.me = Some(me);
-        // A client that moved has no roster until its new host's comes:
-        // it follows the seat it moved to meanwhile.
-        if !roster.is_empty() {
-            self.host_seat = roster.iter().find(|e| e.hosts).map(|e| e.seat);
+        let c = self.client();
+        let changes = c.roster_changes();
+        if changes == self.roster_seen {
+            return;
         }
-        // A new host names its players' contacts a moment after it shared
-        // their seats: the ones known before stand in meanwhile.
-        let roster: Vec<SeatInfo> = roster
-            .into_iter()
-            .map(|mut e| {
-                if e.contact.is_empty()
-                    && !e.hosts
-                    && let Some(old) = self.roster.iter().find(|o| o.seat == e.seat)
-                {
-                    e.contact = old.contact.clone();
+        // Entries merge seat by seat: a new host's roster comes in pieces
+        // (under loss, some seats' entries first), and until a seat's own
+        // entry comes the one known before stands (an entry saying the seat
+        // is empty removes it). A new host names its players' contacts a
+        // moment after it shared their seats: the contacts known before
+        // stand in meanwhile too.
+        let entries: Vec<(PlayerId, Option<SeatInfo>)> =
+            c.roster_entries().map(|(k, e)| (k, e.cloned())).collect();
+        self.roster_seen = changes;
+        for (seat, entry) in entries {
+            let at = self.roster.iter().position(|o| o.seat == seat);
+            match (entry, at) {
+                (Some(mut e), Some(i)) => {
+                    if e.contact.is_empty() && !e.hosts {
+                        e.contact = core::mem::take(&mut self.roster[i].contact);
+                    }
+                    self.roster[i] = e;
                 }
-                e
-            })
-            .collect();
-        if !roster.is_empty() {
-            self.roster = roster;
+                (Some(e), None) => {
+                    let i = self.roster.partition_point(|o| o.seat < seat);
+                    self.roster.insert(i, e);
+                }
+                (None, Some(i)) => {
+                    self.roster.remove(i);
+                }
+                (None, None) => {}
+            }
+        }
+        // A client that moved has no host in its roster until its new
+        // host's entry comes: it follows the seat it moved to meanwhile.
+        if let Some(h) = self.roster.iter().rev().find(|e| e.hosts) {
+            self.host_seat = Some(h.seat);
         }
     }
 
@@ -764,6 +800,7 @@ impl<I: Input> HostedSession<I> {
         // Never wraps: a later takeover always counts higher.
         self.epoch = self.epoch.saturating_add(1);
         self.failed.clear();
+        self.redirected.clear();
         self.told_alive = false;
         self.next_candidate();
     }
@@ -863,6 +900,7 @@ impl<I: Input> HostedSession<I> {
                     distrusted: Vec::new(),
                     contested: Vec::new(),
                 });
+                self.probed_at = None;
             }
             Some(seat) => self.report_to(seat),
             // Nobody can take over: nothing more to do.
@@ -903,7 +941,9 @@ impl<I: Input> HostedSession<I> {
                 .map(|(s, _)| *s)
                 .collect();
             if !newer.is_empty() {
-                if Some(newer[0]) != self.seat() {
+                // Only from the seat's own connection: its token may have
+                // reached others (a takeover called off, say).
+                if Some(newer[0]) != self.seat() && self.seat_peers.get(&newer[0]) == Some(&from) {
                     self.deposers.insert(newer[0]);
                 }
                 self.depose_if_left();
@@ -968,20 +1008,24 @@ impl<I: Input> HostedSession<I> {
                         self.ignore(from, Ignored::Unproven(seat));
                         continue;
                     }
+                    // From where the roster says the seat's player is: its
+                    // token went to every candidate it reported to, and the
+                    // host that left minted it.
+                    let contact = self
+                        .roster
+                        .iter()
+                        .find(|e| e.seat == seat)
+                        .map(|e| e.contact.as_slice())
+                        .filter(|c| !c.is_empty());
+                    if let Some(c) = contact
+                        && self.peers.get(c) != Some(&from)
+                    {
+                        self.ignore(from, Ignored::Elsewhere(seat));
+                        continue;
+                    }
                     if Some(seat) == self.host_seat {
                         self.ignore(from, Ignored::HostSeat(seat));
                         continue;
-                    }
-                    // An earlier candidate asking where we stand (it
-                    // collects too): we report to it instead.
-                    if Some(seat) < self.seat()
-                        && self
-                            .roster
-                            .iter()
-                            .any(|e| e.seat == seat && e.playing && !e.contact.is_empty())
-                    {
-                        self.yield_to(seat, Some(from));
-                        return;
                     }
                     // Epochs may differ (a player that joined after a
                     // takeover counts from 0): the higher one stands, from
@@ -1065,10 +1109,16 @@ impl<I: Input> HostedSession<I> {
                     {
                         continue;
                     }
+                    // A collecting candidate's mark on its probe: only
+                    // another collecting candidate acts on it (above).
+                    let probe = host.is_some() && !alive && !ready && !late;
                     let ours = matches!(
                         &self.takeover,
                         Some(Takeover::Reporting { peer: Some(p), .. }) if *p == from
                     );
+                    if probe {
+                        continue;
+                    }
                     if !ours {
                         if !matches!(self.takeover, Some(Takeover::Collecting { .. })) {
                             self.ignore(from, Ignored::NotOurCandidate);
@@ -1079,15 +1129,35 @@ impl<I: Input> HostedSession<I> {
                     // candidate we gave up on took over already (its answers
                     // to us were lost). We report to that host again.
                     let me = self.seat();
-                    if let Some(h) =
-                        host.filter(|h| alive && Some(*h) != self.host_seat && Some(*h) != me)
-                        && self
-                            .roster
-                            .iter()
-                            .any(|e| e.seat == h && e.playing && !e.contact.is_empty())
+                    let sender = self.seat_of(from);
+                    if let Some(h) = host.filter(|h| {
+                        alive
+                            && Some(*h) != self.host_seat
+                            && Some(*h) != me
+                            && Some(*h) != sender
+                            && !self.redirected.contains(h)
+                    }) && self
+                        .roster
+                        .iter()
+                        .any(|e| e.seat == h && e.playing && !e.contact.is_empty())
                     {
+                        self.redirected.insert(h);
                         self.failed.retain(|s| *s != h);
                         self.report_to(h);
+                        return;
+                    }
+                    // Sent to a host it names again, or its own seat: it
+                    // holds us to no end; it counts as failed, and the next
+                    // candidate is tried (a later takeover may follow the
+                    // same word once more).
+                    if alive && host.is_some() && host != self.host_seat {
+                        // (A match goes on elsewhere: never alone.)
+                        self.told_alive = true;
+                        if let Some(Takeover::Reporting { seat, .. }) = &self.takeover {
+                            let seat = *seat;
+                            self.failed.push(seat);
+                        }
+                        self.next_candidate();
                         return;
                     }
                     let Some(Takeover::Reporting {
@@ -1210,9 +1280,17 @@ impl<I: Input> HostedSession<I> {
                 self.told_alive = true;
                 return false;
             }
+            // Another's word that `h` hosts: once per seat in a takeover
+            // (a liar naming a dead seat again and again would hold us),
+            // and never its own (a host answers `ready`).
             match host {
-                Some(h) if Some(h) != me => h,
-                _ => return false,
+                Some(h) if Some(h) != me && h != sender && self.redirected.insert(h) => h,
+                // Someone says a match goes on elsewhere: whatever else we
+                // do, we never go on alone.
+                _ => {
+                    self.told_alive = true;
+                    return false;
+                }
             }
         } else if Some(sender) < me {
             sender
@@ -1483,11 +1561,12 @@ impl<I: Input> HostedSession<I> {
                 ..
             }) => {
                 let (to, want) = (*to, *want);
-                if let Some(bytes) = self.report(want) {
+                if let Some(bytes) = self.report(want, false) {
                     self.out.push_back((to, bytes));
                 }
             }
-            Some(Takeover::Collecting { reports, .. }) => {
+            Some(Takeover::Collecting { reports, since, .. }) => {
+                let since = *since;
                 let own = self.client().lacks();
                 let ask = self.asked();
                 for r in reports.values() {
@@ -1501,13 +1580,22 @@ impl<I: Input> HostedSession<I> {
                 // earlier in the order that counts us, a new host, or a
                 // player that follows one is yielded to; one that still
                 // hears the host keeps us from going on alone.
+                // Every resend interval at first, then every `host_timeout`
+                // (a candidate told the host lives may wait long).
+                let every = if now < since + self.config.takeover_wait {
+                    self.resend()
+                } else {
+                    self.config.host_timeout
+                };
                 let probed: Vec<PeerId> = self
                     .probed()
                     .filter_map(|e| self.peers.get(&e.contact).copied())
                     .collect();
                 if !probed.is_empty()
-                    && let Some(bytes) = self.report(None)
+                    && self.probed_at.is_none_or(|t| now >= t + every)
+                    && let Some(bytes) = self.report(None, true)
                 {
+                    self.probed_at = Some(now);
                     for to in probed {
                         self.out.push_back((to, bytes.clone()));
                     }
@@ -1530,7 +1618,10 @@ impl<I: Input> HostedSession<I> {
 
     /// A survivor's report: its `Takeover`, its inputs for the ticks it has
     /// not run, and the frames asked for.
-    fn report(&self, want: Option<Tick>) -> Option<Vec<u8>> {
+    /// A collecting candidate's probe carries, after its report, a
+    /// `TakeoverAck` naming its own seat as `host` (not `alive`): "I
+    /// collect". A later candidate collecting too yields to it.
+    fn report(&self, want: Option<Tick>, probe: bool) -> Option<Vec<u8>> {
         let (seat, token, width) = self.me?;
         let c = self.client();
         let mut buf = Vec::new();
@@ -1550,6 +1641,17 @@ impl<I: Input> HostedSession<I> {
                 seat,
                 token: earlier,
                 lacks: c.lacks(),
+            })
+            .ok()?;
+        }
+        if probe {
+            w.push(&Message::TakeoverAck {
+                epoch: self.epoch,
+                ready: false,
+                want: None,
+                late: false,
+                alive: false,
+                host: Some(seat),
             })
             .ok()?;
         }

@@ -82,6 +82,15 @@ pub struct Survivor<I> {
     pub inputs: Vec<(Tick, I)>,
 }
 
+/// Why a survivor of a takeover that ran frames the new host replaced is
+/// refused (the room hands out no snapshot to put it right).
+fn replaced_refusal() -> Rejection {
+    Rejection::Other(
+        "this player ran frames the new host replaced, and the room hands out no snapshot: it can only join again as a new player"
+            .into(),
+    )
+}
+
 /// One seat's entry in the roster, as last shared.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct RosterEntry {
@@ -578,6 +587,9 @@ pub struct Sequencer<I: Input> {
     /// comes back claiming frames past it ran the old host's frames the
     /// takeover replaced.
     taken_over_at: Option<Tick>,
+    /// Tokens of seats given up because their players ran replaced frames:
+    /// a Hello with one is told why, again (at most one per seat).
+    replaced: Vec<ResumeToken>,
     now: Instant,
     started: Instant,
     conns: Vec<Conn>,
@@ -661,6 +673,7 @@ impl<I: Input> Sequencer<I> {
             open: config.first_tick,
             tokens: SecretStream::new(config.secret),
             taken_over_at: None,
+            replaced: Vec::new(),
             config,
             now,
             started: now,
@@ -743,7 +756,9 @@ impl<I: Input> Sequencer<I> {
                     .filter(|_| !hosts)
                     .and_then(|p| self.conn_index(p))
                     .map_or(&[], |i| &self.conns[i].contact);
-                (s.live, hosts, s.token, contact)
+                // The token its holder surely has: the one before, until
+                // it shows it got its new one (its Welcome may be lost).
+                (s.live, hosts, s.previous.unwrap_or(s.token), contact)
             });
             let e = &self.roster[k];
             let same = match (&e.holder, &current) {
@@ -1453,9 +1468,11 @@ impl<I: Input> Sequencer<I> {
             // frames past the first one the new host sealed ran the old
             // host's, which the takeover replaced (its claim to hold them
             // was not believed): its state is not the match's any more.
+            // (Held for its reporter until it is back, however long that
+            // takes.)
             let handed_over = self.seats[player.index()]
                 .as_ref()
-                .is_some_and(|s| s.handed_over);
+                .is_some_and(|s| s.bound.is_some());
             let ran_replaced = handed_over
                 && hello
                     .resume_from
@@ -1477,17 +1494,17 @@ impl<I: Input> Sequencer<I> {
                 && (!live || self.snapshot_join_now())
                 && (self.donor_available(old) || !self.replayable());
             if ran_replaced && !(rejoin && self.config.snapshot_join) {
-                // Its seat cannot be played on: nobody waits for it.
+                // Its seat cannot be played on: nobody waits for it (and a
+                // Hello repeated after this answer was lost hears it again).
                 if old.is_none() {
+                    if let Some(s) = self.seats[player.index()].as_ref()
+                        && self.replaced.len() < wire::MAX_SEATS
+                    {
+                        self.replaced.push(s.token);
+                    }
                     self.release_seat(player, SystemEvent::Abandoned { player });
                 }
-                return self.refuse(
-                    peer,
-                    Rejection::Other(
-                        "this player ran frames the new host replaced, and the room hands out no snapshot: it can only join again as a new player"
-                            .into(),
-                    ),
-                );
+                return self.refuse(peer, replaced_refusal());
             }
             if from_history.is_none() && !rejoin && !self.replayable() {
                 return self.refuse(
@@ -1569,7 +1586,15 @@ impl<I: Input> Sequencer<I> {
         }
         // A token no seat holds: taking a new seat instead would hand a
         // client that kept its state someone else's game.
-        if hello.resume.is_some() {
+        if let Some(proof) = hello.resume {
+            let cookie = hello.cookie.unwrap_or_default();
+            if self
+                .replaced
+                .iter()
+                .any(|t| admission::resume_proof(t, cookie, hello.key.as_ref()) == proof)
+            {
+                return self.refuse(peer, replaced_refusal());
+            }
             return self.refuse(peer, Rejection::BadToken);
         }
         // A game under way is joined from a snapshot when the room says so;
