@@ -74,9 +74,11 @@ fn simulated(seed: u64, loss: f64) -> Option<u64> {
                         let _ = room.set_contact(p, &p.0.to_le_bytes());
                     }
                 }
-                if let Some(c) = s.contact_wanted().map(<[u8]>::to_vec)
-                    && let Ok(b) = <[u8; 4]>::try_from(&c[..])
-                {
+                // Every contact wanted, each once.
+                while let Some(c) = s.contact_wanted().map(<[u8]>::to_vec) {
+                    let Ok(b) = <[u8; 4]>::try_from(&c[..]) else {
+                        break;
+                    };
                     s.resolved(&c, PeerId(u32::from_le_bytes(b)));
                 }
                 let _ = s.commit_local(id.0 as u16 + 1);

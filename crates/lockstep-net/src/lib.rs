@@ -203,11 +203,17 @@ pub fn drive_hosted<I: lockstep_core::Input>(
             }
         }
     }
-    if let Some(contact) = session.contact_wanted().map(<[u8]>::to_vec)
-        && let Some(addr) = std::str::from_utf8(&contact)
+    // Every contact wanted now (a candidate asks every player), each once.
+    for _ in 0..lockstep_core::wire::MAX_SEATS {
+        let Some(contact) = session.contact_wanted().map(<[u8]>::to_vec) else {
+            break;
+        };
+        let Some(addr) = std::str::from_utf8(&contact)
             .ok()
             .and_then(|s| s.parse::<std::net::SocketAddr>().ok())
-    {
+        else {
+            break;
+        };
         let peer = udp.add_peer(addr);
         session.resolved(&contact, peer);
     }

@@ -461,9 +461,10 @@ impl<I: Input> HostedSession<I> {
         Ok(())
     }
 
-    /// The contact of the player this survivor must reach now (the
-    /// candidate of a takeover), until the application tells its peer id
-    /// with [`resolved`](Self::resolved).
+    /// A contact this survivor must reach now (the candidate of a takeover;
+    /// a candidate asks every player), until the application tells its
+    /// peer id with [`resolved`](Self::resolved). Ask again after each
+    /// answer: the next one comes, until none is wanted.
     pub fn contact_wanted(&self) -> Option<&[u8]> {
         match &self.takeover {
             Some(Takeover::Reporting {

@@ -21,9 +21,13 @@ pub fn contacts(s: &mut Hosted) {
             let _ = seq.set_contact(p, &contact(p));
         }
     }
-    if let Some(c) = s.contact_wanted().map(<[u8]>::to_vec)
-        && let Ok(b) = <[u8; 4]>::try_from(&c[..])
-    {
+    for _ in 0..256 {
+        let Some(c) = s.contact_wanted().map(<[u8]>::to_vec) else {
+            break;
+        };
+        let Ok(b) = <[u8; 4]>::try_from(&c[..]) else {
+            break;
+        };
         s.resolved(&c, PeerId(u32::from_le_bytes(b)));
     }
 }
