@@ -161,7 +161,7 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
     }
     match a.kill_relay_at {
         Some(t) => println!(
-            "failover: a relay sequences {} bots over loopback UDP in a room with failover on, {} ticks at {} Hz; the relay's process dies at tick {t}",
+            "failover: a relay sequences {} bots over loopback UDP in a room with failover on, {} ticks at {} Hz; the relay stops dead at tick {t}",
             a.players, a.ticks, a.tick_rate
         ),
         None => println!(
@@ -191,10 +191,17 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
             println!("FAILED: not every bot reached tick {}", a.ticks);
             return Err(DemoError::Timeout);
         }
+        // A kill waits until every bot is seated and knows the roster (who
+        // could take over): before that there is no match to carry on.
+        let seated = bots
+            .iter()
+            .flatten()
+            .all(|b| b.session.client().roster().count() >= usize::from(a.players));
         for (i, slot) in bots.iter_mut().enumerate() {
             let Some(b) = slot else { continue };
             if i == 0
                 && killed.is_none()
+                && seated
                 && a.kill_relay_at.is_some_and(|t| b.game.tick.get() >= t)
                 && let Some(r) = relay.take()
             {
@@ -205,7 +212,10 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
                 let _ = r.kill();
                 killed = Some(Instant::now());
             }
-            if i == 0 && killed.is_none() && a.kill_host_at.is_some_and(|t| b.game.tick.get() >= t)
+            if i == 0
+                && killed.is_none()
+                && seated
+                && a.kill_host_at.is_some_and(|t| b.game.tick.get() >= t)
             {
                 println!(
                     "tick {}: bot0's process dies (the host: session and socket gone, no goodbye)",
@@ -293,6 +303,9 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
     if !hashes.windows(2).all(|w| w[0] == w[1]) {
         println!("FAILED: the bots ended on different states");
         return Err(DemoError::Desync);
+    }
+    if hashes.len() == 1 {
+        println!("(one bot left: nothing to compare its state with)");
     }
     println!(
         "OK: {} bot{} ran {} ticks and ended on the same state {:016x}{}; {:.1} s",

@@ -27,6 +27,8 @@ struct Game {
     committed: BTreeMap<Tick, u16>,
     /// When each tick was first run (virtual time).
     at: BTreeMap<Tick, Instant>,
+    /// The game events heard.
+    events: Vec<lockstep_core::Event>,
 }
 
 /// One game-loop iteration, and what the application does for host mode:
@@ -45,7 +47,9 @@ fn play(id: PeerId, s: &mut Session, g: &mut Game, now: Instant) {
         g.at.entry(f.tick).or_insert(now);
         g.ran.insert(f.tick, f);
     }
-    while s.poll_event().is_some() {}
+    while let Some(e) = s.poll_event() {
+        g.events.push(e);
+    }
 }
 
 fn run(
@@ -457,6 +461,22 @@ fn a_host_that_leaves_is_replaced_at_once() {
         .iter()
         .find(|id| sim.endpoint(**id).is_some_and(Session::hosting))
         .unwrap();
+    // The host's goodbye ended nobody's session: the match went on.
+    for id in survivors {
+        let events = &games[id].events;
+        assert!(
+            !events
+                .iter()
+                .any(|e| matches!(e, lockstep_core::Event::Closed { .. })),
+            "{id}: {events:?}"
+        );
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, lockstep_core::Event::Reconnected { kept: true, .. })),
+            "{id}: {events:?}"
+        );
+    }
     let resumed = games[host].at[&changed[0].tick];
     assert!(
         resumed < left + Duration::from_millis(400),

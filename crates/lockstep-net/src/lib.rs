@@ -36,6 +36,10 @@
 //! - [`FaultyTransport`]: wraps any transport with loss, delay, jitter,
 //!   duplication and reordering, both ways, from a seed.
 //!
+//! - [`drive_hosted`]: [`drive`] for a host-mode player
+//!   ([`HostedSession`](lockstep_core::sequenced::HostedSession)) over
+//!   UDP, naming contacts and resolving the ones a takeover needs.
+//!
 //! Connection handshakes, retries, keepalives and timeouts are the
 //! sessions' job (Hello/Welcome, pings, silence detection), so they work the
 //! same over every transport.

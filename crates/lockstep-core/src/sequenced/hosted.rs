@@ -161,7 +161,40 @@ enum Role<I: Input> {
 }
 
 /// A player in host mode: the host, or a client of it, which carries the
-/// match on when the host goes (see the module documentation).
+/// match on when the host goes.
+///
+/// Each client knows the roster (seats, token commitments, contacts) from
+/// the host. When the host goes silent for `host_timeout`, or says
+/// goodbye, the clients report to the lowest playing seat with a contact
+/// (the candidate), which collects the reports, fetches the frames it
+/// lacks, and goes on as the sequencer from the tick after the last frame
+/// any survivor holds; the others take their seats back on it, keeping
+/// their state. The stream says so (`SystemEvent::HostChanged`), and every
+/// survivor hears [`Event::Reconnected`] (`kept: true`). A host's goodbye
+/// does not end a client's session (no [`Event::Closed`] for it): the match
+/// goes on; `Event::Closed` comes when it is over for this player (it was
+/// left out of a takeover, say, and the reason says so). The rules are in
+/// `docs/host-migration.md`.
+///
+/// Besides the usual driving, the application names each connection's
+/// contact while hosting ([`set_contact`](Self::set_contact)) and resolves
+/// contacts while taking over ([`contact_wanted`](Self::contact_wanted),
+/// [`resolved`](Self::resolved)); `lockstep_net::drive_hosted` does both
+/// over UDP. Every player's [`HostedConfig`] should agree on the
+/// sequencer's settings (history, fingerprint, limits): a new host runs the
+/// room with its own, taking only the frame width, tick rate, input delay
+/// and policy from the room as it was.
+///
+/// ```
+/// use lockstep_core::sequenced::{HostedConfig, HostedSession};
+/// use lockstep_core::{Instant, PeerId};
+///
+/// // The host's process, and a player that joins it at `PeerId(1)`.
+/// let host = HostedSession::<u8>::host(HostedConfig::default(), Instant::ZERO)?;
+/// let player = HostedSession::<u8>::join(HostedConfig::default(), PeerId(1), Instant::ZERO)?;
+/// assert!(host.hosting() && !player.hosting());
+/// # Ok::<(), lockstep_core::ConfigError>(())
+/// ```
 #[derive(Debug)]
 pub struct HostedSession<I: Input> {
     config: HostedConfig,
@@ -223,6 +256,8 @@ pub struct HostedSession<I: Input> {
     deposed: bool,
     /// What was ignored, and why, for the application's log.
     ignored: VecDeque<(PeerId, Ignored)>,
+    /// The host's goodbye, held back while we take the match over.
+    held_close: Option<Event>,
     /// Ignored messages beyond the queue.
     ignored_dropped: u64,
 }
@@ -281,6 +316,7 @@ impl<I: Input> HostedSession<I> {
             deposed: false,
             ignored: VecDeque::new(),
             ignored_dropped: 0,
+            held_close: None,
         }
     }
 
@@ -448,7 +484,37 @@ impl<I: Input> HostedSession<I> {
 
     /// The next game event.
     pub fn poll_event(&mut self) -> Option<Event> {
-        self.client_mut().poll_event()
+        // Nobody took over after all: the goodbye held back ends it.
+        if !self.hosting()
+            && !self.may_take_over()
+            && let Some(ev) = self.held_close.take()
+        {
+            return Some(ev);
+        }
+        loop {
+            let ev = self.client_mut().poll_event()?;
+            // The host's goodbye ends nothing here: we take the match over.
+            let host_went = matches!(
+                &ev,
+                Event::Closed {
+                    reason: super::CloseReason::Bye(
+                        wire::ByeReason::Leaving | wire::ByeReason::Shutdown,
+                        _
+                    )
+                }
+            );
+            if host_went && self.may_take_over() && !self.deposed {
+                self.held_close = Some(ev);
+                continue;
+            }
+            return Some(ev);
+        }
+    }
+
+    /// The seat of the host this player follows (none while hosting, or
+    /// while the host has no seat, as a relay has none).
+    pub fn host_seat(&self) -> Option<PlayerId> {
+        if self.hosting() { None } else { self.host_seat }
     }
 
     /// How other players can reach connection `peer` (hosting): see
@@ -904,7 +970,8 @@ impl<I: Input> HostedSession<I> {
                 self.probed_at = None;
             }
             Some(seat) => self.report_to(seat),
-            // Nobody can take over: nothing more to do.
+            // Nobody can take over now (we do not play, and every
+            // candidate failed): we try again when the host is still gone.
             None => self.takeover = None,
         }
     }
@@ -1195,10 +1262,17 @@ impl<I: Input> HostedSession<I> {
                         // The match went on without us: this session ends.
                         self.takeover = None;
                         self.ended = true;
-                        self.client_mut().end(super::CloseReason::Bye(
+                        let reason = super::CloseReason::Bye(
                             wire::ByeReason::Kicked,
                             "the match went on under a new host without this player (it reported too late)".into(),
-                        ));
+                        );
+                        // The game hears it once: in place of the host's
+                        // goodbye held back, or as the session's end.
+                        if self.client().closed().is_some() {
+                            self.held_close = Some(Event::Closed { reason });
+                        } else {
+                            self.client_mut().end(reason);
+                        }
                     } else if ready {
                         let to = *p;
                         let Some(Takeover::Reporting { seat, .. }) = self.takeover.take() else {
