@@ -665,7 +665,7 @@ impl<I: Input> HostedSession<I> {
             }
             Role::Client(c) => c
                 .handle_datagram(from, datagram, now)
-                .map_err(|_| SequencerError::NotConnected(from)),
+                .map_err(SequencerError::Client),
         };
         self.note_client();
         r

@@ -367,6 +367,10 @@ pub enum SequencerError {
         /// Why.
         reason: Rejection,
     },
+    /// In host mode, a datagram for this player's own client, refused by
+    /// it (see [`HostedSession`](super::HostedSession)).
+    #[error("refused by this player's client: {0}")]
+    Client(crate::DatagramError),
 }
 
 /// Counters for a sequencer.
