@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::hosted::contacts;
+use common::hosted::{Game, lossy, play};
 use common::props::cases;
 use lockstep_core::sequenced::{HostedConfig, HostedSession, Policy};
 use lockstep_core::sim::{LinkConditions, Outcome, Sim, SimNetwork};
@@ -19,38 +19,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 type Session = HostedSession<u16>;
-
-/// What each player ran and committed.
-#[derive(Default)]
-struct Game {
-    ran: BTreeMap<Tick, Frame<u16>>,
-    committed: BTreeMap<Tick, u16>,
-    /// When each tick was first run (virtual time).
-    at: BTreeMap<Tick, Instant>,
-    /// The game events heard.
-    events: Vec<lockstep_core::Event>,
-}
-
-/// One game-loop iteration, and what the application does for host mode:
-/// names its connections' contacts (hosting) and resolves the contact of a
-/// player it must reach (taking over).
-fn play(id: PeerId, s: &mut Session, g: &mut Game, now: Instant) {
-    contacts(s);
-    let input = (now.as_millis() as u16)
-        .wrapping_mul(8)
-        .wrapping_add(id.0 as u16)
-        | 1;
-    if let Ok(t) = s.commit_local(input) {
-        g.committed.insert(t, input);
-    }
-    while let Some(f) = s.advance() {
-        g.at.entry(f.tick).or_insert(now);
-        g.ran.insert(f.tick, f);
-    }
-    while let Some(e) = s.poll_event() {
-        g.events.push(e);
-    }
-}
 
 fn run(
     sim: &mut Sim<Session>,
@@ -80,19 +48,6 @@ fn run(
     }
 }
 
-prop_compose! {
-    fn link()(loss in 0.0f64..0.15, jitter in 0u64..15, dup in 0.0f64..0.05) -> LinkConditions {
-        LinkConditions {
-            latency: Duration::from_millis(15),
-            jitter: Duration::from_millis(jitter),
-            loss,
-            duplicate: dup,
-            reorder: 0.05,
-            max_datagram: Some(1200),
-        }
-    }
-}
-
 proptest! {
     #![proptest_config(cases(24))]
 
@@ -101,7 +56,7 @@ proptest! {
         players in 3usize..=5,
         crash_at in 20u32..200,
         deadline in any::<bool>(),
-        link in link(),
+        link in lossy(0.15),
         seed in any::<u64>(),
     ) {
         let mut config = HostedConfig::default();
@@ -362,11 +317,7 @@ fn a_survivor_claiming_frames_it_never_sends_cannot_hold_the_takeover() {
 /// A room of `players` on a lossless link, the host at `PeerId(0)`.
 fn room(players: u32, seed: u64) -> (Sim<Session>, BTreeMap<PeerId, Game>) {
     let config = HostedConfig::default();
-    let link = LinkConditions {
-        latency: Duration::from_millis(10),
-        ..LinkConditions::default()
-    };
-    let mut sim = Sim::new(SimNetwork::new(seed, link));
+    let mut sim = Sim::new(SimNetwork::new(seed, lan()));
     sim.add(
         PeerId(0),
         Session::host(config.clone(), Instant::ZERO).unwrap(),
@@ -378,6 +329,38 @@ fn room(players: u32, seed: u64) -> (Sim<Session>, BTreeMap<PeerId, Game>) {
         );
     }
     (sim, BTreeMap::new())
+}
+
+/// A room of `players` (lossless), 90 frames into its match.
+fn started(players: u32, seed: u64) -> (Sim<Session>, BTreeMap<PeerId, Game>, Vec<PeerId>) {
+    let (mut sim, mut games) = room(players, seed);
+    let all: Vec<PeerId> = (0..players).map(PeerId).collect();
+    until(&mut sim, &mut games, &all, 90);
+    (sim, games, all)
+}
+
+/// A link that drops everything.
+fn cut() -> LinkConditions {
+    LinkConditions {
+        loss: 1.0,
+        ..LinkConditions::default()
+    }
+}
+
+/// The rooms' link: 10 ms each way, nothing lost.
+fn lan() -> LinkConditions {
+    LinkConditions {
+        latency: Duration::from_millis(10),
+        ..LinkConditions::default()
+    }
+}
+
+/// The players other than the host, lowest seat first (the order of
+/// candidates).
+fn by_seat(sim: &Sim<Session>, players: u32) -> Vec<u32> {
+    let mut others: Vec<u32> = (1..players).collect();
+    others.sort_by_key(|id| sim.endpoint(PeerId(*id)).and_then(Session::seat));
+    others
 }
 
 /// Runs until every player of `ids` ran `frames` frames (60 s at most).
@@ -432,9 +415,7 @@ fn agree(games: &BTreeMap<PeerId, Game>, ids: &[PeerId]) -> Vec<Frame<u16>> {
 /// once (no `host_timeout` to wait), and its seat is `Left`.
 #[test]
 fn a_host_that_leaves_is_replaced_at_once() {
-    let (mut sim, mut games) = room(4, 21);
-    let all: Vec<PeerId> = (0..4).map(PeerId).collect();
-    until(&mut sim, &mut games, &all, 90);
+    let (mut sim, mut games, all) = started(4, 21);
     let host_seat = sim.endpoint(PeerId(0)).unwrap().seat().unwrap();
     sim.endpoint_mut(PeerId(0)).unwrap().leave();
     let left = sim.now();
@@ -489,9 +470,7 @@ fn a_host_that_leaves_is_replaced_at_once() {
 /// player, and the stream says so twice.
 #[test]
 fn two_hosts_in_a_row() {
-    let (mut sim, mut games) = room(4, 23);
-    let all: Vec<PeerId> = (0..4).map(PeerId).collect();
-    until(&mut sim, &mut games, &all, 90);
+    let (mut sim, mut games, all) = started(4, 23);
     sim.freeze(PeerId(0));
     until(&mut sim, &mut games, &all[1..], 200);
     let second = *all[1..]
@@ -519,9 +498,7 @@ fn two_hosts_in_a_row() {
 /// the candidate silent, go on to the next, and play on.
 #[test]
 fn the_host_and_its_successor_crash_together() {
-    let (mut sim, mut games) = room(5, 25);
-    let all: Vec<PeerId> = (0..5).map(PeerId).collect();
-    until(&mut sim, &mut games, &all, 90);
+    let (mut sim, mut games, all) = started(5, 25);
     // The lowest seat after the host's.
     let host_seat = sim.endpoint(PeerId(0)).unwrap().seat().unwrap();
     let next = *all[1..]
@@ -566,17 +543,8 @@ fn a_lone_survivor_plays_on() {
 /// replaced, and its session ends (`deposed`, its game told goodbye).
 #[test]
 fn a_host_cut_off_and_back_does_not_fork_the_match() {
-    let (mut sim, mut games) = room(4, 29);
-    let all: Vec<PeerId> = (0..4).map(PeerId).collect();
-    until(&mut sim, &mut games, &all, 90);
-    let cut = LinkConditions {
-        loss: 1.0,
-        ..LinkConditions::default()
-    };
-    let back = LinkConditions {
-        latency: Duration::from_millis(10),
-        ..LinkConditions::default()
-    };
+    let (mut sim, mut games, all) = started(4, 29);
+    let (cut, back) = (cut(), lan());
     for k in 1..4 {
         sim.net.set_link_both(PeerId(0), PeerId(k), cut.clone());
     }
@@ -673,9 +641,7 @@ fn a_dropped_player_does_not_become_a_second_host() {
 #[test]
 fn a_client_cut_off_from_a_live_host_never_becomes_a_second_host() {
     for cut in [400u64, 800, 2_000, 5_000] {
-        let (mut sim, mut games) = room(4, 51);
-        let all: Vec<PeerId> = (0..4).map(PeerId).collect();
-        until(&mut sim, &mut games, &all, 90);
+        let (mut sim, mut games, all) = started(4, 51);
         let now = sim.now();
         sim.net.partition(
             &[PeerId(3)],
@@ -703,22 +669,11 @@ fn a_client_cut_off_from_a_live_host_never_becomes_a_second_host() {
 /// the same host.
 #[test]
 fn a_short_partition_into_halves_forks_nothing() {
-    let (mut sim, mut games) = room(4, 31);
-    let all: Vec<PeerId> = (0..4).map(PeerId).collect();
-    until(&mut sim, &mut games, &all, 90);
-    let seat = |sim: &Sim<Session>, id: u32| sim.endpoint(PeerId(id)).unwrap().seat().unwrap();
+    let (mut sim, mut games, all) = started(4, 31);
     // The first candidate is the lowest seat after the host's.
-    let mut others: Vec<u32> = (1..4).collect();
-    others.sort_by_key(|id| seat(&sim, *id));
+    let others = by_seat(&sim, 4);
     let (with_host, apart) = (others[2], [others[0], others[1]]);
-    let cut = LinkConditions {
-        loss: 1.0,
-        ..LinkConditions::default()
-    };
-    let back = LinkConditions {
-        latency: Duration::from_millis(10),
-        ..LinkConditions::default()
-    };
+    let (cut, back) = (cut(), lan());
     for a in apart {
         for b in [0, with_host] {
             sim.net.set_link_both(PeerId(a), PeerId(b), cut.clone());
@@ -796,22 +751,11 @@ fn one_player_cannot_depose_a_live_host() {
 /// to wait on the player that answered for good, its seat held empty.)
 #[test]
 fn a_survivor_whose_candidate_it_cannot_hear_is_sent_back_to_it() {
-    let (mut sim, mut games) = room(4, 35);
-    let all: Vec<PeerId> = (0..4).map(PeerId).collect();
-    until(&mut sim, &mut games, &all, 90);
-    let seat = |sim: &Sim<Session>, id: u32| sim.endpoint(PeerId(id)).unwrap().seat().unwrap();
-    let mut others: Vec<u32> = (1..4).collect();
-    others.sort_by_key(|id| seat(&sim, *id));
+    let (mut sim, mut games, _) = started(4, 35);
+    let others = by_seat(&sim, 4);
     let (candidate, deaf) = (PeerId(others[0]), PeerId(others[2]));
     sim.freeze(PeerId(0));
-    let cut = LinkConditions {
-        loss: 1.0,
-        ..LinkConditions::default()
-    };
-    let back = LinkConditions {
-        latency: Duration::from_millis(10),
-        ..LinkConditions::default()
-    };
+    let (cut, back) = (cut(), lan());
     sim.net.set_link(candidate, deaf, cut);
     let healed = sim.now() + Duration::from_millis(1_500);
     let _ = run(&mut sim, &mut games, healed, |_| false);

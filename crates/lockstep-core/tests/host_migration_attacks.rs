@@ -6,20 +6,15 @@
 #![allow(dead_code)]
 mod common;
 
-use common::hosted::contacts;
+use common::hosted::{Game, play};
 use lockstep_core::sequenced::{CloseReason, HostedConfig, HostedSession, Rejection};
 use lockstep_core::sim::{LinkConditions, Sim, SimNetwork};
 use lockstep_core::wire::{Datagram, DatagramWriter, Message, ResumeToken};
-use lockstep_core::{Endpoint, Frame, Instant, PeerId, PlayerId, Tick, Transmit};
+use lockstep_core::{Endpoint, Instant, PeerId, PlayerId, Tick, Transmit};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 type Session = HostedSession<u16>;
-
-#[derive(Default)]
-struct Game {
-    ran: BTreeMap<Tick, Frame<u16>>,
-}
 
 /// A session with byte counters per peer, and an optional filter on what it sends.
 struct Node {
@@ -79,19 +74,6 @@ impl Endpoint for Node {
     }
 }
 
-fn play(id: PeerId, s: &mut Session, g: &mut Game, now: Instant) {
-    contacts(s);
-    let input = (now.as_millis() as u16)
-        .wrapping_mul(8)
-        .wrapping_add(id.0 as u16)
-        | 1;
-    let _ = s.commit_local(input);
-    while let Some(f) = s.advance() {
-        g.ran.insert(f.tick, f);
-    }
-    while s.poll_event().is_some() {}
-}
-
 struct World {
     sim: Sim<Node>,
     games: BTreeMap<PeerId, Game>,
@@ -128,6 +110,25 @@ impl World {
             games: BTreeMap::new(),
         }
     }
+    /// `players` seated and `frames` frames into the match (or panics).
+    fn started(players: u32, seed: u64, frames: usize) -> Self {
+        let mut w = Self::new(players, HostedConfig::default(), seed);
+        let all: Vec<PeerId> = (0..players).map(PeerId).collect();
+        assert!(w.until(&all, frames, Duration::from_secs(30)));
+        w
+    }
+
+    /// Every link between a player of `a` and one of `b`, both ways.
+    fn split(&mut self, a: &[u32], b: &[u32], conditions: LinkConditions) {
+        for x in a {
+            for y in b {
+                self.sim
+                    .net
+                    .set_link_both(PeerId(*x), PeerId(*y), conditions.clone());
+            }
+        }
+    }
+
     fn step(&mut self, d: Duration) {
         let until = self.sim.now() + d;
         let games = &mut self.games;
@@ -254,9 +255,7 @@ fn status(w: &World, n: u32) -> String {
 #[test]
 fn a_follower_of_a_deposed_host_does_not_host_a_second_match() {
     let n = 5;
-    let mut w = World::new(n, HostedConfig::default(), 41);
-    let all: Vec<PeerId> = (0..n).map(PeerId).collect();
-    assert!(w.until(&all, 90, Duration::from_secs(30)));
+    let mut w = World::started(n, 41, 90);
     let order = w.by_seat(n);
     let b = order[0];
     let rest = [order[1], order[2], order[3]];
@@ -291,24 +290,14 @@ fn a_follower_of_a_deposed_host_does_not_host_a_second_match() {
 #[test]
 fn healed_partitions_never_depose_a_live_host() {
     let n = 4;
-    let mut w = World::new(n, HostedConfig::default(), 31);
-    let all: Vec<PeerId> = (0..n).map(PeerId).collect();
-    assert!(w.until(&all, 90, Duration::from_secs(30)));
+    let mut w = World::started(n, 31, 90);
     let order = w.by_seat(n);
     let y = order[0];
     for (round, x) in [order[1], order[2]].into_iter().enumerate() {
         let with_host = order.iter().copied().find(|k| *k != y && *k != x).unwrap();
-        for a in [y, x] {
-            for b in [0, with_host] {
-                w.sim.net.set_link_both(PeerId(a), PeerId(b), cut());
-            }
-        }
+        w.split(&[y, x], &[0, with_host], cut());
         w.run_for(Duration::from_secs(3));
-        for a in [y, x] {
-            for b in [0, with_host] {
-                w.sim.net.set_link_both(PeerId(a), PeerId(b), lan());
-            }
-        }
+        w.split(&[y, x], &[0, with_host], lan());
         w.run_for(Duration::from_secs(3));
         eprintln!("after heal {round}:\n{}", status(&w, n));
     }
@@ -321,22 +310,12 @@ fn healed_partitions_never_depose_a_live_host() {
 #[test]
 fn a_healed_partition_and_one_liar_do_not_depose_a_live_host() {
     let n = 4;
-    let mut w = World::new(n, HostedConfig::default(), 31);
-    let all: Vec<PeerId> = (0..n).map(PeerId).collect();
-    assert!(w.until(&all, 90, Duration::from_secs(30)));
+    let mut w = World::started(n, 31, 90);
     let order = w.by_seat(n);
     let (y, x, liar) = (order[0], order[1], order[2]);
-    for a in [y, x] {
-        for b in [0, liar] {
-            w.sim.net.set_link_both(PeerId(a), PeerId(b), cut());
-        }
-    }
+    w.split(&[y, x], &[0, liar], cut());
     w.run_for(Duration::from_secs(3));
-    for a in [y, x] {
-        for b in [0, liar] {
-            w.sim.net.set_link_both(PeerId(a), PeerId(b), lan());
-        }
-    }
+    w.split(&[y, x], &[0, liar], lan());
     w.run_for(Duration::from_secs(3));
     assert!(!w.s(0).deposed());
     assert_eq!(w.hosts(n), vec![0]);
@@ -361,9 +340,7 @@ fn a_healed_partition_and_one_liar_do_not_depose_a_live_host() {
 #[test]
 fn a_report_to_a_live_host_is_answered_once_not_flooded() {
     let n = 3;
-    let mut w = World::new(n, HostedConfig::default(), 5);
-    let all: Vec<PeerId> = (0..n).map(PeerId).collect();
-    assert!(w.until(&all, 60, Duration::from_secs(30)));
+    let mut w = World::started(n, 5, 60);
     let (seat, token) = (w.seat(2), w.s(2).client().welcome().unwrap().token);
     let mut sent_in = 0u64;
     let victims = 60u32;
@@ -394,9 +371,7 @@ fn a_report_to_a_live_host_is_answered_once_not_flooded() {
 #[test]
 fn answers_to_a_strangers_reports_are_no_bigger() {
     let n = 3;
-    let mut w = World::new(n, HostedConfig::default(), 5);
-    let all: Vec<PeerId> = (0..n).map(PeerId).collect();
-    assert!(w.until(&all, 60, Duration::from_secs(30)));
+    let mut w = World::started(n, 5, 60);
     let d = report(PlayerId(1), ResumeToken([9; 16]), 0, 1);
     for to in [0u32, 1] {
         for _ in 0..100 {
@@ -429,9 +404,7 @@ fn a_cut_off_host_is_deposed() {
 }
 fn epoch_case(poison: u32) {
     let n = 5;
-    let mut w = World::new(n, HostedConfig::default(), 81);
-    let all: Vec<PeerId> = (0..n).map(PeerId).collect();
-    assert!(w.until(&all, 90, Duration::from_secs(30)));
+    let mut w = World::started(n, 81, 90);
     let order = w.by_seat(n);
     let c = order[0];
     w.sim.freeze(PeerId(0));
@@ -541,9 +514,7 @@ proptest! {
 #[test]
 fn a_one_way_cut_during_a_takeover_forks_nothing() {
     let n = 3;
-    let mut w = World::new(n, HostedConfig::default(), 58);
-    let all: Vec<PeerId> = (0..n).map(PeerId).collect();
-    assert!(w.until(&all, 60, Duration::from_secs(30)));
+    let mut w = World::started(n, 58, 60);
     let order = w.by_seat(n);
     let (c, v) = (order[0], order[1]);
     w.sim.freeze(PeerId(0));
@@ -566,9 +537,7 @@ fn a_one_way_cut_during_a_takeover_forks_nothing() {
 fn a_silent_first_candidate_cannot_steal_a_seat_with_the_tokens_it_saw() {
     let n = 5;
     let config = HostedConfig::default();
-    let mut w = World::new(n, config.clone(), 61);
-    let all: Vec<PeerId> = (0..n).map(PeerId).collect();
-    assert!(w.until(&all, 90, Duration::from_secs(30)));
+    let mut w = World::started(n, 61, 90);
     let order = w.by_seat(n);
     let (m, b, v) = (order[0], order[1], order[2]);
     let v_seat = w.seat(v);
@@ -626,9 +595,7 @@ fn a_silent_first_candidate_cannot_steal_a_seat_with_the_tokens_it_saw() {
 fn a_departed_host_cannot_take_a_survivors_seat_with_the_token_it_minted() {
     let n = 4;
     let config = HostedConfig::default();
-    let mut w = World::new(n, config.clone(), 63);
-    let all: Vec<PeerId> = (0..n).map(PeerId).collect();
-    assert!(w.until(&all, 90, Duration::from_secs(30)));
+    let mut w = World::started(n, 63, 90);
     let order = w.by_seat(n);
     let (b, v) = (order[0], order[2]);
     let v_seat = w.seat(v);
@@ -771,9 +738,7 @@ fn a_player_naming_itself_host_cannot_stall_the_takeover() {
 
 fn naming_itself(all_victims: bool) {
     let n = 5;
-    let mut w = World::new(n, HostedConfig::default(), 71);
-    let all: Vec<PeerId> = (0..n).map(PeerId).collect();
-    assert!(w.until(&all, 90, Duration::from_secs(30)));
+    let mut w = World::started(n, 71, 90);
     let order = w.by_seat(n);
     let (c, m) = (order[0], order[3]);
     let m_seat = w.seat(m);
@@ -853,23 +818,13 @@ fn naming_itself(all_victims: bool) {
 #[test]
 fn tokens_seen_in_a_called_off_takeover_depose_a_live_host() {
     let n = 4;
-    let mut w = World::new(n, HostedConfig::default(), 33);
-    let all: Vec<PeerId> = (0..n).map(PeerId).collect();
-    assert!(w.until(&all, 90, Duration::from_secs(30)));
+    let mut w = World::started(n, 33, 90);
     let order = w.by_seat(n);
     let m = order[0];
     let (x, y) = (order[1], order[2]);
-    for a in [m, x] {
-        for b in [0, y] {
-            w.sim.net.set_link_both(PeerId(a), PeerId(b), cut());
-        }
-    }
+    w.split(&[m, x], &[0, y], cut());
     w.run_for(Duration::from_secs(3));
-    for a in [m, x] {
-        for b in [0, y] {
-            w.sim.net.set_link_both(PeerId(a), PeerId(b), lan());
-        }
-    }
+    w.split(&[m, x], &[0, y], lan());
     w.run_for(Duration::from_secs(5));
     eprintln!("after the glitch:\n{}", status(&w, n));
     assert_eq!(w.hosts(n), vec![0]);
@@ -908,9 +863,7 @@ fn tokens_seen_in_a_called_off_takeover_depose_a_live_host() {
 /// on without it: one match. (Longer partitions leave two: a known limit.)
 fn long_partition(secs: u64) {
     let n = 5;
-    let mut w = World::new(n, HostedConfig::default(), 41);
-    let all: Vec<PeerId> = (0..n).map(PeerId).collect();
-    assert!(w.until(&all, 90, Duration::from_secs(30)));
+    let mut w = World::started(n, 41, 90);
     let order = w.by_seat(n);
     let b = order[0];
     let rest = [order[1], order[2], order[3]];
@@ -963,9 +916,7 @@ fn an_8s_partition_heals_into_one_match() {
 #[test]
 fn a_survivor_that_ran_replaced_frames_is_put_right_however_late_it_comes_back() {
     let n = 4;
-    let mut w = World::new(n, HostedConfig::default(), 7);
-    let all: Vec<PeerId> = (0..n).map(PeerId).collect();
-    assert!(w.until(&all, 90, Duration::from_secs(30)));
+    let mut w = World::started(n, 7, 90);
     let order = w.by_seat(n);
     let (b, r, x) = (order[0], order[1], order[2]);
     w.sim.net.set_link(PeerId(0), PeerId(b), cut());

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::hosted::{Hosted, contacts};
+use common::hosted::{Hosted, contacts, lossy};
 use common::props::cases;
 use common::toy::App;
 use lockstep_core::sequenced::HostedConfig;
@@ -316,19 +316,6 @@ fn snapshots() -> HostedConfig {
     config
 }
 
-prop_compose! {
-    fn lossy()(loss in 0.0f64..0.10, jitter in 0u64..15, dup in 0.0f64..0.05) -> LinkConditions {
-        LinkConditions {
-            latency: Duration::from_millis(15),
-            jitter: Duration::from_millis(jitter),
-            loss,
-            duplicate: dup,
-            reorder: 0.05,
-            max_datagram: Some(1200),
-        }
-    }
-}
-
 proptest! {
     #![proptest_config(cases(12))]
 
@@ -343,7 +330,7 @@ proptest! {
         during in prop_oneof![Just(During::Join), Just(During::Pause), Just(During::Resync), Just(During::Takeover)],
         players in 3u32..=4,
         wait in 0u64..1_000,
-        link in lossy(),
+        link in lossy(0.10),
         seed in any::<u64>(),
     ) {
         let players = if matches!(during, During::Takeover) { players + 1 } else { players };
