@@ -12,14 +12,15 @@ use lockstep_core::sequenced::{
 use lockstep_core::wire::InputCodec;
 use lockstep_core::{PlayerInputs, SystemEvent};
 use lockstep_demo::{Bot, Game};
-use lockstep_net::{Buffers, Clock, UdpTransport, drive_hosted};
+use lockstep_net::{Buffers, Clock, Faults, FaultyTransport, UdpTransport, drive_hosted};
 use lockstep_relay::{BackgroundRelay, Bind, RelayConfig};
 use std::time::{Duration, Instant};
 
 struct HostBot {
     name: String,
     session: HostedSession<PlayerInputs>,
-    udp: UdpTransport,
+    /// Its socket, impaired as `--loss`, `--latency` and `--jitter` say.
+    udp: FaultyTransport<UdpTransport>,
     game: Game,
     bot: Option<Bot>,
     next_commit: Instant,
@@ -49,9 +50,6 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
     }
     if a.inject_desync.is_some() {
         return refuse("--inject-desync");
-    }
-    if a.loss > 0.0 || a.latency > 0 || a.jitter > 0 {
-        return refuse("an impaired link (--loss, --latency, --jitter)");
     }
     if a.transport == TransportKind::Ws {
         return refuse("--transport ws (players reach each other over UDP)");
@@ -132,6 +130,13 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
         let mut udp = UdpTransport::bind("127.0.0.1:0")
             .map_err(|e| setup(&e))?
             .accept_unknown(usize::from(a.players) * 2);
+        let faults = Faults {
+            loss: a.loss / 100.0,
+            latency: Duration::from_millis(a.latency),
+            jitter: Duration::from_millis(a.jitter),
+            ..Faults::default()
+        };
+        let seed = a.seed.wrapping_mul(31).wrapping_add(i as u64);
         let session = match host_addr {
             None => {
                 host_addr = Some(udp.local_addr().map_err(|e| setup(&e))?);
@@ -152,20 +157,28 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
         bots.push(Some(HostBot {
             name,
             session,
-            udp,
+            udp: FaultyTransport::new(udp, faults, seed),
             game: Game::with_config(a.seed, game_config(a)),
             bot: None,
             next_commit: Instant::now(),
             buffers: Buffers::default(),
         }));
     }
+    let link = if a.loss > 0.0 || a.latency > 0 || a.jitter > 0 {
+        format!(
+            " ({}% loss, {} ± {} ms each way)",
+            a.loss, a.latency, a.jitter
+        )
+    } else {
+        String::new()
+    };
     match a.kill_relay_at {
         Some(t) => println!(
-            "failover: a relay sequences {} bots over loopback UDP in a room with failover on, {} ticks at {} Hz; the relay stops dead at tick {t}",
+            "failover: a relay sequences {} bots over loopback UDP{link} in a room with failover on, {} ticks at {} Hz; the relay stops dead at tick {t}",
             a.players, a.ticks, a.tick_rate
         ),
         None => println!(
-            "host mode: bot0 hosts {} bots over loopback UDP, {} ticks at {} Hz{}",
+            "host mode: bot0 hosts {} bots over loopback UDP{link}, {} ticks at {} Hz{}",
             a.players,
             a.ticks,
             a.tick_rate,

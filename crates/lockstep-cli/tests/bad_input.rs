@@ -62,7 +62,7 @@ fn host_mode_options_that_cannot_work_are_refused() {
         "somebody must carry on",
     );
     refused(
-        &["demo", "--topology", "host", "--loss", "5"],
+        &["demo", "--topology", "host", "--late-joiners", "1"],
         "not available with --topology host",
     );
     refused(

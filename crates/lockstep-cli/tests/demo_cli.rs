@@ -255,3 +255,29 @@ fn a_match_whose_relay_dies_carries_on_between_the_players() {
     assert_eq!(count(&stdout, "tick ", "hosts now"), 1, "{stdout}");
     assert!(stdout.contains("after its relay died"), "{stdout}");
 }
+
+#[test]
+fn a_host_mode_match_over_an_impaired_link_survives_its_host() {
+    let stdout = demo_ok(
+        &[
+            "--topology",
+            "host",
+            "--kill-host-at",
+            "150",
+            "--ticks",
+            "300",
+            "--tick-rate",
+            "60",
+            "--loss",
+            "5",
+            "--latency",
+            "20",
+            "--jitter",
+            "5",
+        ],
+        3,
+    );
+    assert!(stdout.contains("(5% loss, 20 ± 5 ms each way)"), "{stdout}");
+    assert_eq!(count(&stdout, "tick ", "hosts now"), 1, "{stdout}");
+    assert!(stdout.contains("the match went on"), "{stdout}");
+}

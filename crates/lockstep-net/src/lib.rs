@@ -185,17 +185,47 @@ impl Default for Buffers {
     }
 }
 
+/// A transport that knows its peers' network addresses and can name a new
+/// one: what host mode needs to tell players where to find each other.
+pub trait Addresses {
+    /// Where `peer` is.
+    fn addr(&self, peer: PeerId) -> Option<std::net::SocketAddr>;
+    /// The peer id of `addr`, made a peer if it was not one.
+    fn add_peer(&mut self, addr: std::net::SocketAddr) -> PeerId;
+}
+
+impl Addresses for UdpTransport {
+    fn addr(&self, peer: PeerId) -> Option<std::net::SocketAddr> {
+        Self::addr(self, peer)
+    }
+
+    fn add_peer(&mut self, addr: std::net::SocketAddr) -> PeerId {
+        Self::add_peer(self, addr)
+    }
+}
+
+impl<T: Transport + Addresses> Addresses for FaultyTransport<T> {
+    fn addr(&self, peer: PeerId) -> Option<std::net::SocketAddr> {
+        self.inner().addr(peer)
+    }
+
+    fn add_peer(&mut self, addr: std::net::SocketAddr) -> PeerId {
+        self.inner_mut().add_peer(addr)
+    }
+}
+
 /// [`drive`] for a player in host mode over UDP
 /// ([`HostedSession`](lockstep_core::sequenced::HostedSession)), with the
 /// two things host mode needs from the transport: hosting, each
 /// connection's contact (the address it is seen at, as text) goes into the
-/// roster; taking part in a takeover, the contact of the player to reach
-/// becomes a peer of the socket. The socket must accept unknown peers
+/// roster; taking part in a takeover, the contacts of the players to reach
+/// become peers of the socket. The socket must accept unknown peers
 /// ([`UdpTransport::accept_unknown`]): whoever takes over hears from the
-/// others there.
-pub fn drive_hosted<I: lockstep_core::Input>(
+/// others there. A [`FaultyTransport`] around the socket tries it over an
+/// impaired link.
+pub fn drive_hosted<I: lockstep_core::Input, T: Transport + Addresses>(
     session: &mut lockstep_core::sequenced::HostedSession<I>,
-    udp: &mut UdpTransport,
+    udp: &mut T,
     now: Instant,
     buffers: &mut Buffers,
 ) -> Result<Driven, TransportError> {
