@@ -960,3 +960,77 @@ fn a_survivor_that_ran_replaced_frames_is_put_right_however_late_it_comes_back()
     );
     assert!(!w.s(r).hosting(), "r hosts a match of its own");
 }
+
+/// Seat `m_index` of the order stays silent when the host dies (every
+/// survivor fails it), then answers every probe of a collecting candidate
+/// with the "I collect" mark (`TakeoverAck { host: its seat }`, no flags),
+/// from its own address, for `secs`.
+fn mark_stall(m_index: usize, secs: u64) {
+    let marks = true;
+    let n = 5;
+    let mut w = World::started(n, 71, 90);
+    let order = w.by_seat(n);
+    let m = order[m_index];
+    let m_seat = w.seat(m);
+    w.sim.endpoint_mut(PeerId(m)).unwrap().mute = true;
+    w.sim.freeze(PeerId(0));
+    let before: Vec<usize> = (1..n).map(|k| w.frames(k)).collect();
+    let mut answered = 0;
+    let mut sent = 0;
+    for _ in 0..(secs * 1000 / 20) {
+        w.step(Duration::from_millis(20));
+        let seen = &w.sim.endpoint(PeerId(m)).unwrap().seen;
+        let from: std::collections::BTreeSet<u32> =
+            seen[answered..].iter().map(|x| x.0.0).collect();
+        answered = seen.len();
+        for k in from.into_iter().filter(|k| (1..n).contains(k) && *k != m) {
+            if marks && w.s(k).taking_over() && !w.s(k).hosting() {
+                let now = w.sim.now();
+                let e = w.s(k).epoch();
+                let base = w.s(k).frame().get();
+                let _ = w.s_mut(k).handle_datagram(
+                    PeerId(m),
+                    &ack(e, false, false, false, Some(m_seat), base),
+                    now,
+                );
+                sent += 1;
+            }
+        }
+    }
+    let after: Vec<usize> = (1..n).map(|k| w.frames(k)).collect();
+    eprintln!(
+        "{}\nM sent {sent} marks in {secs} s\nframes before {before:?} after {after:?}\nhosts {:?}",
+        status(&w, n),
+        w.hosts(n)
+    );
+    assert!(
+        w.hosts(n).iter().any(|h| *h != 0 && *h != m),
+        "no honest survivor hosts {secs} s after the host died"
+    );
+    for k in (1..n).filter(|k| *k != m) {
+        assert!(
+            after[(k - 1) as usize] > before[(k - 1) as usize] + 100
+                || w.s(k)
+                    .client()
+                    .closed()
+                    .is_some_and(|r| matches!(r, CloseReason::Bye(..))),
+            "p{k} stuck for {secs} s, never told"
+        );
+    }
+}
+
+/// The lowest seat stays silent when the host dies, then answers every
+/// probe with the "I collect" mark: the next candidate yielded to it each
+/// time (taking it out of the failed ones), and no takeover ever finished
+/// (found in the third hostile review). A candidate now yields to a mark
+/// once per takeover, and its waits count from its first collection.
+#[test]
+fn a_silent_lowest_seat_marking_probes_cannot_stall_the_takeover() {
+    mark_stall(0, 60);
+}
+
+/// The same from the second-lowest seat.
+#[test]
+fn a_silent_second_seat_marking_probes_cannot_stall_the_takeover() {
+    mark_stall(1, 60);
+}

@@ -222,8 +222,11 @@ pub struct HostedSession<I: Input> {
     takeover: Option<Takeover<I>>,
     /// Candidates that failed this takeover.
     failed: Vec<PlayerId>,
-    /// Seats another player said host, followed once in this takeover.
+    /// Seats another player said host (or that asked us to yield), followed
+    /// once in this takeover.
     redirected: BTreeSet<PlayerId>,
+    /// When we first collected in this takeover.
+    collecting_since: Option<Instant>,
     /// Contacts the application resolved.
     peers: BTreeMap<Vec<u8>, PeerId>,
     /// Takeover datagrams to send.
@@ -301,6 +304,7 @@ impl<I: Input> HostedSession<I> {
             takeover: None,
             failed: Vec::new(),
             redirected: BTreeSet::new(),
+            collecting_since: None,
             peers: BTreeMap::new(),
             out: VecDeque::new(),
             sent_at: None,
@@ -868,6 +872,7 @@ impl<I: Input> HostedSession<I> {
         self.epoch = self.epoch.saturating_add(1);
         self.failed.clear();
         self.redirected.clear();
+        self.collecting_since = None;
         self.told_alive = false;
         self.next_candidate();
     }
@@ -960,8 +965,11 @@ impl<I: Input> HostedSession<I> {
         let first = self.candidates().next();
         match first {
             Some(seat) if Some(seat) == self.seat() => {
+                // The waits count from the first time we collected in this
+                // takeover, however often we yielded meanwhile.
+                let since = *self.collecting_since.get_or_insert(now);
                 self.takeover = Some(Takeover::Collecting {
-                    since: now,
+                    since,
                     reports: BTreeMap::new(),
                     progress: now,
                     distrusted: Vec::new(),
@@ -1367,8 +1375,16 @@ impl<I: Input> HostedSession<I> {
                     return false;
                 }
             }
-        } else if Some(sender) < me {
+        } else if Some(sender) < me && self.redirected.insert(sender) {
+            // An earlier candidate that counts us, or marks its probe: once
+            // per takeover (one that never goes on as a host, marking
+            // again and again, would hold us for good).
             sender
+        } else if Some(sender) < me {
+            // Marked again by a seat we yielded to already: the match may
+            // go on there; we never go on alone.
+            self.told_alive = true;
+            return false;
         } else {
             // A later candidate counting us: it yields to us when our own
             // answer reaches it.
