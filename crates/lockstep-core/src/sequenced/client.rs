@@ -1132,13 +1132,19 @@ impl<I: Input> ClientSession<I> {
         let mut frames = Vec::new();
         for m in &d.messages {
             if let Message::Frames(f) = m {
-                match self.config.codec {
-                    InputCodec::PlayerInputs => frames.extend(f.decode::<I>()?),
-                    InputCodec::Opaque => {
-                        for bytes in f.decode::<Vec<u8>>()? {
+                // A sequencer of our own input type chains our values; a
+                // relay of an opaque room chains byte strings from the
+                // empty one, which a value's chain may not read: those are
+                // read as bytes.
+                match f.decode::<I>() {
+                    Ok(typed) => frames.extend(typed),
+                    Err(e) if self.config.codec == InputCodec::Opaque => {
+                        let raw = f.decode::<Vec<u8>>().map_err(|_| e)?;
+                        for bytes in raw {
                             frames.push(typed_frame(bytes)?);
                         }
                     }
+                    Err(e) => return Err(e.into()),
                 }
             }
         }
