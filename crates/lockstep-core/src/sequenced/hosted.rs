@@ -205,10 +205,9 @@ pub struct HostedSession<I: Input> {
     /// The epoch before the takeover under way (restored if it is called
     /// off).
     epoch_before: u32,
-    /// Our seat and token, and the room's width, from our latest Welcome.
-    me: Option<(PlayerId, ResumeToken, u32)>,
-    /// The room as our latest Welcome described it: a new host runs it on
-    /// (whatever its own configuration says).
+    /// The room as our latest Welcome with a seat described it (our seat
+    /// and token, and the room's shape, which a new host runs it with,
+    /// whatever its own configuration says).
     room: Option<wire::Welcome>,
     /// The token we held before (a new host hands out a new one, and a
     /// roster that had not caught up with it still commits to this one).
@@ -295,7 +294,6 @@ impl<I: Input> HostedSession<I> {
             now,
             epoch: 0,
             epoch_before: 0,
-            me: None,
             room: None,
             earlier: None,
             roster: Vec::new(),
@@ -396,9 +394,15 @@ impl<I: Input> HostedSession<I> {
         }
     }
 
+    /// Our seat and token, and the room's width, from our latest Welcome.
+    fn me(&self) -> Option<(PlayerId, ResumeToken, u32)> {
+        let w = self.room.as_ref()?;
+        Some((w.seat?, w.token, w.seats))
+    }
+
     /// Our seat, once welcomed.
     pub fn seat(&self) -> Option<PlayerId> {
-        self.me.map(|(s, _, _)| s)
+        self.me().map(|(s, _, _)| s)
     }
 
     /// The next frame to run.
@@ -642,8 +646,13 @@ impl<I: Input> HostedSession<I> {
         // Takeover traffic: from players that are nobody's connection yet,
         // and, to a host, reports from its own players that left it for
         // another host (they depose it). Looked at before anything else
-        // takes the datagram.
-        if self.hosting() || !from_server {
+        // takes the datagram; it opens with a takeover message, so nothing
+        // else is decoded twice.
+        let takeover = matches!(
+            datagram.get(wire::HEADER_LEN),
+            Some(&(wire::message_type::TAKEOVER | wire::message_type::TAKEOVER_ACK))
+        );
+        if takeover && (self.hosting() || !from_server) {
             let reference = self.client().frame();
             if let Ok(d) = Datagram::decode(datagram, reference)
                 && d.messages
@@ -766,14 +775,13 @@ impl<I: Input> HostedSession<I> {
         let Some(me) = welcome.seat.map(|s| (s, welcome.token, welcome.seats)) else {
             return;
         };
-        self.room = Some(welcome);
-        if let Some((seat, token, _)) = self.me
+        if let Some((seat, token, _)) = self.me()
             && seat == me.0
             && token != me.1
         {
             self.earlier = Some(token);
         }
-        self.me = Some(me);
+        self.room = Some(welcome);
         let c = self.client();
         let changes = c.roster_changes();
         if changes == self.roster_seen {
@@ -838,7 +846,7 @@ impl<I: Input> HostedSession<I> {
     /// Whether this client could take part in a takeover: it has a seat
     /// and a roster, and the match has not ended for it.
     fn may_take_over(&self) -> bool {
-        !self.hosting() && self.me.is_some() && !self.roster.is_empty() && !self.ended
+        !self.hosting() && self.room.is_some() && !self.roster.is_empty() && !self.ended
     }
 
     /// When the host we follow counts as silent, while we are connected to
@@ -865,7 +873,7 @@ impl<I: Input> HostedSession<I> {
 
     fn begin_takeover(&mut self) {
         self.old_host = self
-            .me
+            .me()
             .map(|(_, token, _)| (self.client().server_peer(), token));
         self.epoch_before = self.epoch;
         // Never wraps: a later takeover always counts higher.
@@ -896,7 +904,7 @@ impl<I: Input> HostedSession<I> {
         if self.told_old.is_some_and(|t| now < t + self.resend()) {
             return;
         }
-        let (Some((to, token)), Some((seat, _, _))) = (self.old_host, self.me) else {
+        let (Some((to, token)), Some((seat, _, _))) = (self.old_host, self.me()) else {
             return;
         };
         self.told_old = Some(now);
@@ -1306,7 +1314,7 @@ impl<I: Input> HostedSession<I> {
             self.ignore(from, Ignored::FramesRefused);
         }
         if self.asked() == Some(from) {
-            let seats = self.me.map_or(0, |(_, _, w)| w) as usize;
+            let seats = self.me().map_or(0, |(_, _, w)| w) as usize;
             let frames: Vec<Frame<I>> = d
                 .messages
                 .iter()
@@ -1516,7 +1524,7 @@ impl<I: Input> HostedSession<I> {
         let Some(Takeover::Collecting { reports, .. }) = self.takeover.take() else {
             return;
         };
-        let Some((seat, token, _)) = self.me else {
+        let Some((seat, token, _)) = self.me() else {
             return;
         };
         let now = self.now;
@@ -1713,7 +1721,7 @@ impl<I: Input> HostedSession<I> {
     /// `TakeoverAck` naming its own seat as `host` (not `alive`): "I
     /// collect". A later candidate collecting too yields to it.
     fn report(&self, want: Option<Tick>, probe: bool) -> Option<Vec<u8>> {
-        let (seat, token, width) = self.me?;
+        let (seat, token, width) = self.me()?;
         let c = self.client();
         let mut buf = Vec::new();
         let mut w = DatagramWriter::new(&mut buf, c.frame(), self.config.client.max_datagram);
