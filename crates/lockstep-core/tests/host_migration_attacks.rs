@@ -232,6 +232,17 @@ fn ack(
     buf
 }
 
+fn bye(base: u32) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let mut w = DatagramWriter::new(&mut buf, Tick::new(base), 1200);
+    w.put(Message::Bye {
+        reason: lockstep_core::wire::ByeReason::Kicked,
+        text: "go away",
+    });
+    w.finish();
+    buf
+}
+
 fn status(w: &World, n: u32) -> String {
     (0..n)
         .map(|k| {
@@ -741,7 +752,7 @@ fn a_player_naming_itself_host_cannot_stall_the_takeover() {
 }
 
 fn naming_itself(all_victims: bool) {
-    stall_by_answers(3, !all_victims, true, 60);
+    stall_by_answers(3, !all_victims, Claim::Alive, 60);
 }
 
 /// A partition {M, X} | {host, Y} for 3 s, healed (the takeover is rightly
@@ -902,64 +913,111 @@ fn a_survivor_that_ran_replaced_frames_is_put_right_however_late_it_comes_back()
 /// `secs`: `alive` naming its own seat as the host it follows, or else the
 /// "I collect" mark (`TakeoverAck { host: its seat }`, no flags). An honest
 /// survivor must host, and every other survivor play on or be told why not.
-fn stall_by_answers(m_index: usize, first_only: bool, alive: bool, secs: u64) {
-    let n = 5;
+/// What the attacker answers a collecting candidate's probe with.
+#[derive(Clone, Copy)]
+enum Claim {
+    /// The "I collect" mark.
+    Mark,
+    /// `alive`, naming itself as the host it follows.
+    Alive,
+    /// `ready`: it hosts.
+    Ready,
+    /// `ready`, then a goodbye to the Hello that follows.
+    ReadyThenBye,
+    /// `late`: the match went on without the candidate.
+    Late,
+}
+
+fn stall_by_answers(m_index: usize, first_only: bool, claim: Claim, secs: u64) {
+    stall_by_answers_of(5, &[m_index], first_only, claim, secs);
+}
+
+/// `n` players; the host (p0) dies; the players at `m_indices` in seat
+/// order lie with `claim` to the survivors taking over.
+fn stall_by_answers_of(n: u32, m_indices: &[usize], first_only: bool, claim: Claim, secs: u64) {
     let mut w = World::started(n, 71, 90);
     let order = w.by_seat(n);
-    let (c, m) = (order[0], order[m_index]);
-    let m_seat = w.seat(m);
-    w.sim.endpoint_mut(PeerId(m)).unwrap().mute = true;
+    let c = order[0];
+    let ms: Vec<u32> = m_indices.iter().map(|i| order[*i]).collect();
+    for &m in &ms {
+        w.sim.endpoint_mut(PeerId(m)).unwrap().mute = true;
+    }
     w.sim.freeze(PeerId(0));
-    let before: Vec<usize> = (1..n).map(|k| w.frames(k)).collect();
-    let mut answered = 0;
+    let honest: Vec<u32> = (1..n).filter(|k| !ms.contains(k)).collect();
+    let before: Vec<usize> = honest.iter().map(|k| w.frames(*k)).collect();
+    let mut answered = vec![0; ms.len()];
     let mut sent = 0;
     for _ in 0..(secs * 1000 / 20) {
         w.step(Duration::from_millis(20));
-        let seen = &w.sim.endpoint(PeerId(m)).unwrap().seen;
-        let from: std::collections::BTreeSet<u32> =
-            seen[answered..].iter().map(|x| x.0.0).collect();
-        answered = seen.len();
-        for k in from
-            .into_iter()
-            .filter(|k| (1..n).contains(k) && *k != m && (!first_only || *k == c))
-        {
-            if w.s(k).taking_over() && !w.s(k).hosting() {
-                let now = w.sim.now();
-                let e = w.s(k).epoch();
-                let base = w.s(k).frame().get();
-                let _ = w.s_mut(k).handle_datagram(
-                    PeerId(m),
-                    &ack(e, false, false, alive, Some(m_seat), base),
-                    now,
-                );
-                sent += 1;
+        for (i, &m) in ms.iter().enumerate() {
+            let m_seat = w.seat(m);
+            let seen = &w.sim.endpoint(PeerId(m)).unwrap().seen;
+            let mut from: std::collections::BTreeSet<u32> =
+                seen[answered[i]..].iter().map(|x| x.0.0).collect();
+            answered[i] = seen.len();
+            if let Claim::ReadyThenBye = claim {
+                // Whoever says hello to M as its new host is sent away.
+                for &k in from.iter().filter(|k| honest.contains(k)) {
+                    if !w.s(k).taking_over() && w.s(k).host_seat() == Some(m_seat) {
+                        let now = w.sim.now();
+                        let base = w.s(k).frame().get();
+                        let _ = w.s_mut(k).handle_datagram(PeerId(m), &bye(base), now);
+                        sent += 1;
+                    }
+                }
+            }
+            if !matches!(claim, Claim::Mark | Claim::Alive) {
+                // Asked or not.
+                from.extend(1..n);
+            }
+            for k in from
+                .into_iter()
+                .filter(|k| honest.contains(k) && (!first_only || *k == c))
+            {
+                if w.s(k).taking_over() && !w.s(k).hosting() {
+                    let now = w.sim.now();
+                    let e = w.s(k).epoch();
+                    let base = w.s(k).frame().get();
+                    let _ = w.s_mut(k).handle_datagram(
+                        PeerId(m),
+                        &match claim {
+                            Claim::Mark => ack(e, false, false, false, Some(m_seat), base),
+                            Claim::Alive => ack(e, false, false, true, Some(m_seat), base),
+                            Claim::Ready | Claim::ReadyThenBye => {
+                                ack(e, true, false, false, None, base)
+                            }
+                            Claim::Late => ack(e, false, true, false, None, base),
+                        },
+                        now,
+                    );
+                    sent += 1;
+                }
             }
         }
     }
-    let after: Vec<usize> = (1..n).map(|k| w.frames(k)).collect();
+    let after: Vec<usize> = honest.iter().map(|k| w.frames(*k)).collect();
     eprintln!(
-        "{}\nM sent {sent} answers in {secs} s\nframes before {before:?} after {after:?}\nhosts {:?}",
+        "{}\nliars sent {sent} answers in {secs} s\nframes before {before:?} after {after:?}\nhosts {:?}",
         status(&w, n),
         w.hosts(n)
     );
-    assert!(sent > 0, "M was never asked");
-    assert!(
-        w.hosts(n).iter().any(|h| *h != 0 && *h != m),
-        "no honest survivor hosts {secs} s after the host died"
-    );
-    for k in (1..n).filter(|k| *k != m) {
+    assert!(sent > 0, "the liars were never asked");
+    let h = w.hosts(n).into_iter().find(|h| honest.contains(h));
+    let Some(h) = h else {
+        panic!("no honest survivor hosts {secs} s after the host died");
+    };
+    for (i, &k) in honest.iter().enumerate() {
         assert!(
-            after[(k - 1) as usize] > before[(k - 1) as usize] + 100
-                || w.s(k)
-                    .client()
-                    .closed()
-                    .is_some_and(|r| matches!(r, CloseReason::Bye(..))),
+            after[i] > before[i] + 100
+                // (Told it was left behind, by a host: not the liars' aim.)
+                || matches!(claim, Claim::Mark | Claim::Alive)
+                    && w.s(k)
+                        .client()
+                        .closed()
+                        .is_some_and(|r| matches!(r, CloseReason::Bye(..))),
             "p{k} stuck for {secs} s, never told"
         );
-    }
-    // ... and the honest ones ran one stream.
-    let h = w.hosts(n).into_iter().find(|h| *h != 0 && *h != m).unwrap();
-    for k in (1..n).filter(|k| *k != m) {
+        // ... and the honest ones ran one stream.
         assert_eq!(w.differ(h, k), None, "p{k} ran a tick differently");
     }
 }
@@ -971,11 +1029,55 @@ fn stall_by_answers(m_index: usize, first_only: bool, alive: bool, secs: u64) {
 /// once per takeover, and its waits count from its first collection.
 #[test]
 fn a_silent_lowest_seat_marking_probes_cannot_stall_the_takeover() {
-    stall_by_answers(0, false, false, 60);
+    stall_by_answers(0, false, Claim::Mark, 60);
 }
 
 /// The same from the second-lowest seat.
 #[test]
 fn a_silent_second_seat_marking_probes_cannot_stall_the_takeover() {
-    stall_by_answers(1, false, false, 60);
+    stall_by_answers(1, false, Claim::Mark, 60);
+}
+
+/// A seated player M answers every collecting candidate's probe with
+/// `ready`, claiming to host: the candidate followed M, M never welcomed
+/// it, the candidate collected again after `host_timeout`, M claimed
+/// again, and the match never went on.
+#[test]
+fn a_player_claiming_to_host_cannot_stall_the_takeover() {
+    stall_by_answers(3, false, Claim::Ready, 60);
+}
+
+/// The same from the lowest seat (the first candidate), silent until it
+/// claims.
+#[test]
+fn a_silent_lowest_seat_claiming_to_host_cannot_stall_the_takeover() {
+    stall_by_answers(0, false, Claim::Ready, 60);
+}
+
+/// Two seated players take turns claiming to host, in a room of seven.
+/// Each is followed at most once: a claimant found silent is the host
+/// being replaced (its claims are not followed), it leaves the roster when
+/// the candidate follows the next, and a seat's claim is followed once in
+/// a session.
+#[test]
+fn two_players_taking_turns_claiming_to_host_cannot_stall_the_takeover() {
+    stall_by_answers_of(7, &[2, 4], false, Claim::Ready, 60);
+}
+
+/// A seated player claims to host, then sends a goodbye to the Hello of
+/// every player that follows it: each would have ended its session. A
+/// host that never welcomed us cannot end it: it is silent, and taken
+/// over.
+#[test]
+fn a_claimed_host_saying_goodbye_ends_nobody() {
+    stall_by_answers(3, false, Claim::ReadyThenBye, 60);
+}
+
+/// A seated player tells every player taking over that the match went on
+/// without it (`late`): each collecting candidate in turn ended its
+/// session, until one was left. A seat's own word that we are late is
+/// not believed (a real host is reached through its players).
+#[test]
+fn a_player_saying_the_match_went_on_ends_nobody() {
+    stall_by_answers(3, false, Claim::Late, 60);
 }

@@ -305,6 +305,9 @@ pub struct ClientSession<I: Input> {
     token: Option<ResumeToken>,
     /// Connecting again with `token`, keeping what we have.
     reconnecting: bool,
+    /// Moving to a new host after a takeover: its welcome is awaited
+    /// against the clock, so the Hello is repeated every resend interval.
+    moving: bool,
     /// The roster the sequencer shared: each seat's latest entry, with its
     /// version (`None`: the seat is empty).
     roster: BTreeMap<PlayerId, (u32, Option<SeatInfo>)>,
@@ -440,6 +443,7 @@ impl<I: Input> ClientSession<I> {
             chunk_starved: false,
             token: None,
             reconnecting: false,
+            moving: false,
             roster: BTreeMap::new(),
             roster_changes: 0,
             member_acks: VecDeque::new(),
@@ -858,6 +862,7 @@ impl<I: Input> ClientSession<I> {
         }
         let token = self.token.ok_or(ReconnectError::NoSeat)?;
         self.reconnect_with(token, server, None, now);
+        self.moving = true;
         Ok(())
     }
 
@@ -879,6 +884,7 @@ impl<I: Input> ClientSession<I> {
         self.server = server;
         self.state = State::Connecting;
         self.reconnecting = true;
+        self.moving = false;
         self.started = self.now;
         self.last_heard = None;
         self.interrupted = false;
@@ -1407,6 +1413,7 @@ impl<I: Input> ClientSession<I> {
             self.token = Some(w.token);
         }
         let reconnected = core::mem::take(&mut self.reconnecting);
+        self.moving = false;
         if reconnected {
             // Our state stands unless the sequencer sends a snapshot, or we
             // had none of our own yet (we were joining).
@@ -1745,7 +1752,7 @@ impl<I: Input> ClientSession<I> {
     }
 
     fn send_due(&self) -> Instant {
-        let interval = if self.leaving.is_some() {
+        let interval = if self.leaving.is_some() || self.moving && !self.connected() {
             self.config.resend_interval
         } else if !self.connected() {
             self.config.hello_interval

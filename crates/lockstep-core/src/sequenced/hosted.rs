@@ -76,6 +76,30 @@ pub enum Ignored {
     /// Hosting: a report for a seat we do not hold (answered `late`).
     #[error("a takeover report for a seat this host does not hold (answered late)")]
     Late,
+    /// Collecting: a claim to host from a seat whose claim we followed
+    /// once already, or from the host we are replacing. Not followed (a
+    /// real host is reached through the other players' word).
+    #[error("a claim to host from seat {0}, followed once already or the host being replaced")]
+    ClaimRepeated(PlayerId),
+    /// Collecting: a seat's own word that the match went on without us,
+    /// no other player having said it follows that seat. Not believed
+    /// (any seat could say it); a real host is named by the players that
+    /// follow it, and says so again.
+    #[error("seat {0} says the match went on without us: not believed on its own word")]
+    LateNotBelieved(PlayerId),
+    /// A refusal or goodbye from a host we moved to that never welcomed
+    /// us, and that no other player said it follows: it counts as silent,
+    /// and is taken over.
+    #[error("a refusal or goodbye from a host that never welcomed us")]
+    Unwelcomed,
+    /// A report while we move to a new host that has not welcomed us yet:
+    /// not answered (we cannot say that host lives).
+    #[error("a takeover report while moving to a host that has not welcomed us")]
+    Moving,
+    /// Collecting: the report of a candidate earlier in the order that
+    /// collects too. Not counted (both would go on); we yield to it.
+    #[error("the report of seat {0}, an earlier candidate collecting too: not counted")]
+    EarlierCandidate(PlayerId),
 }
 
 /// How a [`HostedSession`] plays, hosts, and takes over.
@@ -224,6 +248,13 @@ pub struct HostedSession<I: Input> {
     /// Seats another player said host (or that asked us to yield), followed
     /// once in this takeover.
     redirected: BTreeSet<PlayerId>,
+    /// Seats whose own claim to host (`ready` or `late` unasked for while
+    /// we collected) we followed: once in a session.
+    claimed: BTreeSet<PlayerId>,
+    /// Seats another player said it follows as host, in this takeover: a
+    /// refusal or a `late` from one is believed (one seat's own word is
+    /// not).
+    vouched: BTreeSet<PlayerId>,
     /// When we first collected in this takeover.
     collecting_since: Option<Instant>,
     /// Contacts the application resolved.
@@ -302,6 +333,8 @@ impl<I: Input> HostedSession<I> {
             takeover: None,
             failed: Vec::new(),
             redirected: BTreeSet::new(),
+            claimed: BTreeSet::new(),
+            vouched: BTreeSet::new(),
             collecting_since: None,
             peers: BTreeMap::new(),
             out: VecDeque::new(),
@@ -618,29 +651,24 @@ impl<I: Input> HostedSession<I> {
             self.ignore(from, Ignored::OldHost);
             return Ok(());
         }
+        // A host we moved to is heard once it welcomes us: until then
+        // anything else from it (a claim to host repeated, say) neither
+        // keeps us waiting on it nor calls a takeover off.
+        let welcomed = self.moved_at.is_none() || self.client().connected();
         if from_server {
-            match &self.takeover {
-                // Counted by a candidate: the old host is not followed any
-                // more (it would feed frames the new host never sealed)
-                // unless the candidate calls the takeover off (handled
-                // above).
-                Some(Takeover::Reporting { acked: true, .. }) => return Ok(()),
-                // The candidate, before it sealed anything: the host was
-                // only out of reach (a partition healed), and the takeover
-                // is called off; its reporters are told so, and follow the
-                // host again too.
-                Some(Takeover::Collecting { reports, .. }) => {
-                    let peers: Vec<PeerId> = reports.values().map(|r| r.peer).collect();
-                    let base = self.client().frame();
-                    for p in peers {
-                        let alive = Reply::Alive(self.host_seat);
-                        self.answer_report(p, answer(self.epoch, alive, base));
-                    }
-                    self.call_off();
+            if welcomed {
+                if self.host_heard() {
+                    return Ok(());
                 }
-                // Nobody counts us yet: we follow the host again.
-                Some(Takeover::Reporting { .. }) => self.call_off(),
-                None => {}
+            } else if matches!(self.takeover, Some(Takeover::Reporting { acked: true, .. })) {
+                return Ok(());
+            } else if !self.host_seat.is_some_and(|h| self.believed(h)) && self.refuses(datagram) {
+                // A host that never welcomed us, and that no other player
+                // said it follows, cannot end our session: it is silent,
+                // and taken over (a real one is named by its players, and
+                // refuses us again).
+                self.ignore(from, Ignored::Unwelcomed);
+                return Ok(());
             }
         }
         // Takeover traffic: from players that are nobody's connection yet,
@@ -680,8 +708,68 @@ impl<I: Input> HostedSession<I> {
                 .handle_datagram(from, datagram, now)
                 .map_err(SequencerError::Client),
         };
+        if from_server && !welcomed && self.client().connected() {
+            // Its welcome, while we were taking it over.
+            self.host_heard();
+        }
         self.note_client();
         r
+    }
+
+    /// Whether `seat`'s word that it hosts and will not have us (a `late`,
+    /// a refusal) is believed: another player said it follows that seat,
+    /// or no other player is left to say so (with only the two of us, a
+    /// liar could as well leave).
+    fn believed(&self, seat: PlayerId) -> bool {
+        let me = self.seat();
+        self.vouched.contains(&seat)
+            || !self.roster.iter().any(|e| {
+                e.playing
+                    && !e.contact.is_empty()
+                    && Some(e.seat) != me
+                    && e.seat != seat
+                    && Some(e.seat) != self.host_seat
+            })
+    }
+
+    /// Whether a datagram refuses us or says goodbye.
+    fn refuses(&self, datagram: &[u8]) -> bool {
+        Datagram::decode(datagram, self.client().frame()).is_ok_and(|d| {
+            d.messages.iter().any(|m| {
+                matches!(
+                    m,
+                    Message::Bye { .. } | Message::Error { .. } | Message::Reject(_)
+                ) && !matches!(m, Message::Reject(wire::RejectReason::SeatBusy))
+            })
+        })
+    }
+
+    /// Our host was heard while we were taking it over: returns whether
+    /// the datagram is to be dropped.
+    fn host_heard(&mut self) -> bool {
+        match &self.takeover {
+            // Counted by a candidate: the old host is not followed any
+            // more (it would feed frames the new host never sealed) unless
+            // the candidate calls the takeover off.
+            Some(Takeover::Reporting { acked: true, .. }) => return true,
+            // The candidate, before it sealed anything: the host was only
+            // out of reach (a partition healed), and the takeover is
+            // called off; its reporters are told so, and follow the host
+            // again too.
+            Some(Takeover::Collecting { reports, .. }) => {
+                let peers: Vec<PeerId> = reports.values().map(|r| r.peer).collect();
+                let base = self.client().frame();
+                for p in peers {
+                    let alive = Reply::Alive(self.host_seat);
+                    self.answer_report(p, answer(self.epoch, alive, base));
+                }
+                self.call_off();
+            }
+            // Nobody counts us yet: we follow the host again.
+            Some(Takeover::Reporting { .. }) => self.call_off(),
+            None => {}
+        }
+        false
     }
 
     /// Lets timers fire: notices a silent host, moves a takeover on.
@@ -721,8 +809,16 @@ impl<I: Input> HostedSession<I> {
             });
         }
         // Reporting: nothing goes to the old host any more (what the
-        // client has for it is dropped, so its timers stay quiet).
-        if matches!(self.takeover, Some(Takeover::Reporting { .. })) {
+        // client has for it is dropped, so its timers stay quiet); but a
+        // host we moved to that never welcomed us may only have missed our
+        // Hello: until a candidate counts us, we keep saying it.
+        let hello = self.moved_at.is_some()
+            && !self.client().connected()
+            && matches!(
+                self.takeover,
+                Some(Takeover::Reporting { acked: false, .. })
+            );
+        if matches!(self.takeover, Some(Takeover::Reporting { .. })) && !hello {
             while self.client_mut().poll_transmit(buf).is_some() {}
             return None;
         }
@@ -766,6 +862,10 @@ impl<I: Input> HostedSession<I> {
     /// Notes what our client learned: our seat and token, the roster and
     /// who hosts (kept as they were once a takeover began).
     fn note_client(&mut self) {
+        if self.client().connected() {
+            // Welcomed: silence counts from what we hear again.
+            self.moved_at = None;
+        }
         if self.takeover.is_some() {
             return;
         }
@@ -856,7 +956,12 @@ impl<I: Input> HostedSession<I> {
         if !self.may_take_over() || c.closed().is_some() {
             return None;
         }
-        let heard = c.last_heard().or(self.moved_at)?;
+        // A host we moved to is silent until it welcomes us (whatever
+        // else it sends).
+        let heard = match self.moved_at {
+            Some(moved) if !c.connected() => moved,
+            _ => c.last_heard()?,
+        };
         Some(heard + self.config.host_timeout)
     }
 
@@ -880,6 +985,7 @@ impl<I: Input> HostedSession<I> {
         self.epoch = self.epoch.saturating_add(1);
         self.failed.clear();
         self.redirected.clear();
+        self.vouched.clear();
         self.collecting_since = None;
         self.told_alive = false;
         self.next_candidate();
@@ -1056,6 +1162,18 @@ impl<I: Input> HostedSession<I> {
             self.sent_at = None;
             return;
         }
+        // A collecting candidate's probe carries its own report, marked.
+        let mark = d.messages.iter().find_map(|m| match *m {
+            Message::TakeoverAck {
+                ready: false,
+                want: None,
+                late: false,
+                alive: false,
+                host,
+                ..
+            } => host,
+            _ => None,
+        });
         for m in &d.messages {
             match *m {
                 Message::Takeover {
@@ -1070,6 +1188,11 @@ impl<I: Input> HostedSession<I> {
                     if self.takeover.is_none() && !self.hosting() {
                         if self.host_gone() {
                             self.begin_takeover();
+                        } else if self.moved_at.is_some() && !self.client().connected() {
+                            // We moved to a host that has not welcomed us
+                            // yet: we cannot say it lives.
+                            self.ignore(from, Ignored::Moving);
+                            return;
                         } else {
                             // We still hear the host: say so (once for the
                             // datagram), and take no part.
@@ -1109,6 +1232,13 @@ impl<I: Input> HostedSession<I> {
                     }
                     if Some(seat) == self.host_seat {
                         self.ignore(from, Ignored::HostSeat(seat));
+                        continue;
+                    }
+                    // A candidate earlier in the order, collecting too: we
+                    // yield to it, never count it (it may not hear us, and
+                    // would go on counting us too).
+                    if mark == Some(seat) && Some(seat) < self.seat() {
+                        self.ignore(from, Ignored::EarlierCandidate(seat));
                         continue;
                     }
                     // Epochs may differ (a player that joined after a
@@ -1188,8 +1318,25 @@ impl<I: Input> HostedSession<I> {
                     alive,
                     host,
                 } => {
+                    let sender = self.seat_of(from);
+                    // Another player's word that it follows a seat as host.
+                    if let (true, Some(h), Some(s)) = (alive, host, sender)
+                        && h != s
+                    {
+                        self.vouched.insert(h);
+                    }
+                    // A candidate that gave up for another seat, passing it
+                    // on: named as `alive` would, but nobody's word that it
+                    // hosts.
+                    let follow = !alive
+                        && !ready
+                        && !late
+                        && want.is_none()
+                        && host.is_some()
+                        && host != sender;
+                    let alive = alive || follow;
                     if matches!(self.takeover, Some(Takeover::Collecting { .. }))
-                        && !self.collector_yields(from, ready || late, alive, host)
+                        && !self.collector_yields(from, ready, late, alive, host)
                     {
                         continue;
                     }
@@ -1213,7 +1360,6 @@ impl<I: Input> HostedSession<I> {
                     // candidate we gave up on took over already (its answers
                     // to us were lost). We report to that host again.
                     let me = self.seat();
-                    let sender = self.seat_of(from);
                     if let Some(h) = host.filter(|h| {
                         alive
                             && Some(*h) != self.host_seat
@@ -1347,7 +1493,8 @@ impl<I: Input> HostedSession<I> {
     }
 
     /// A collecting candidate's answer from a player it asked: a new host
-    /// (`hosts`: it answered `ready` or `late`), a candidate earlier in the
+    /// (`hosts`: it answered `ready`; a `late` alone is not believed), a
+    /// candidate earlier in the
     /// order that counts us (`Wait`), or a player that follows another
     /// host: we report to it instead, and tell our own reporters so.
     /// Returns whether we now report to the sender (its answer is then
@@ -1356,6 +1503,7 @@ impl<I: Input> HostedSession<I> {
         &mut self,
         from: PeerId,
         hosts: bool,
+        late: bool,
         alive: bool,
         host: Option<PlayerId>,
     ) -> bool {
@@ -1363,7 +1511,21 @@ impl<I: Input> HostedSession<I> {
             return false;
         };
         let me = self.seat();
-        let to = if hosts {
+        let to = if late && !hosts && !self.believed(sender) {
+            self.ignore(from, Ignored::LateNotBelieved(sender));
+            self.told_alive = true;
+            return false;
+        } else if hosts || late {
+            // Its own word that it hosts: nothing proves it (any seated
+            // player can say so), so it is followed once in a session, and
+            // never from the host we found silent. A liar costs us one
+            // `host_timeout`; a real host is also named by the players that
+            // follow it, and reached that way. We never go on alone.
+            if Some(sender) == self.host_seat || !self.claimed.insert(sender) {
+                self.ignore(from, Ignored::ClaimRepeated(sender));
+                self.told_alive = true;
+                return false;
+            }
             sender
         } else if alive {
             if host == self.host_seat {
@@ -1411,7 +1573,7 @@ impl<I: Input> HostedSession<I> {
         let reporters: Vec<PeerId> = reports.values().map(|r| r.peer).collect();
         let base = self.client().frame();
         for p in reporters {
-            self.answer_report(p, answer(self.epoch, Reply::Alive(Some(to)), base));
+            self.answer_report(p, answer(self.epoch, Reply::Follow(to), base));
         }
         self.failed.retain(|s| *s != to);
         self.report_to(to);
@@ -1814,6 +1976,9 @@ enum Reply {
     Late,
     /// We still hear the host (on this seat, if we know it).
     Alive(Option<PlayerId>),
+    /// A collecting candidate gave up for this seat: report there (we do
+    /// not follow it yet, so this is no word that it hosts).
+    Follow(PlayerId),
 }
 
 /// A candidate's (or new host's, or a player's that still hears the host)
@@ -1832,6 +1997,7 @@ fn answer(epoch: u32, reply: Reply, base: Tick) -> Vec<u8> {
         alive: matches!(reply, Reply::Alive(_)),
         host: match reply {
             Reply::Alive(host) => host,
+            Reply::Follow(seat) => Some(seat),
             _ => None,
         },
     });
