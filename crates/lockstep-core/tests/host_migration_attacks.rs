@@ -1081,3 +1081,131 @@ fn a_claimed_host_saying_goodbye_ends_nobody() {
 fn a_player_saying_the_match_went_on_ends_nobody() {
     stall_by_answers(3, false, Claim::Late, 60);
 }
+
+fn welcome_dg(seat: PlayerId, like: lockstep_core::wire::Welcome, at: u32) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let mut w = DatagramWriter::new(&mut buf, Tick::new(at), 1200);
+    w.put(Message::Welcome(lockstep_core::wire::Welcome {
+        seat: Some(seat),
+        start: Tick::new(at),
+        tick: Tick::new(at),
+        snapshot: false,
+        token: ResumeToken([7; 16]),
+        ..like
+    }));
+    w.finish();
+    buf
+}
+
+fn ping_dg(at: u32) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let mut w = DatagramWriter::new(&mut buf, Tick::new(at), 1200);
+    w.put(Message::Ping { stamp: 1 });
+    w.finish();
+    buf
+}
+
+/// The host dies; M (muted otherwise) answers `ready` to the players at
+/// `hook` (in seat order) while they take over, sends a made-up `Welcome`
+/// to whoever says hello to it, pings those it welcomed (`keep`), and
+/// answers `late` to the other players taking over (`late_to_rest`).
+fn hook_with_welcome(
+    n: u32,
+    m_index: usize,
+    hook: &[usize],
+    late_to_rest: bool,
+    keep: bool,
+    secs: u64,
+) -> World {
+    let mut w = World::started(n, 71, 90);
+    let order = w.by_seat(n);
+    let m = order[m_index];
+    let hook: Vec<u32> = hook.iter().map(|i| order[*i]).collect();
+    w.sim.endpoint_mut(PeerId(m)).unwrap().mute = true;
+    let like = *w.s(m).client().welcome().unwrap();
+    let m_seat = w.seat(m);
+    w.sim.freeze(PeerId(0));
+    let honest: Vec<u32> = (1..n).filter(|k| *k != m).collect();
+    let mut sent = 0;
+    for _ in 0..(secs * 1000 / 20) {
+        w.step(Duration::from_millis(20));
+        for &k in &honest {
+            let s = w.s(k);
+            if s.client().closed().is_some() || s.hosting() {
+                continue;
+            }
+            let base = s.frame().get();
+            let now = w.sim.now();
+            let d = if s.host_seat() == Some(m_seat) && !s.taking_over() {
+                if s.client().connected() {
+                    if !keep {
+                        continue;
+                    }
+                    ping_dg(base)
+                } else {
+                    welcome_dg(w.seat(k), like, base)
+                }
+            } else if s.taking_over() && hook.contains(&k) {
+                ack(s.epoch(), true, false, false, None, base)
+            } else if s.taking_over() && late_to_rest {
+                ack(s.epoch(), false, true, false, None, base)
+            } else {
+                continue;
+            };
+            let _ = w.s_mut(k).handle_datagram(PeerId(m), &d, now);
+            sent += 1;
+        }
+    }
+    eprintln!(
+        "{}\nM (p{m}) sent {sent} datagrams; hosts {:?}",
+        status(&w, n),
+        w.hosts(n)
+    );
+    assert!(sent > 0, "M was never asked");
+    w
+}
+
+/// A seated player answers every candidate with `ready`, welcomes
+/// whoever follows with a made-up `Welcome`, and pings them: the followers
+/// counted as connected to it, and every takeover of it was called off by
+/// its next datagram; nobody honest ever played on (found in the fourth
+/// hostile review). A seat's own claim to host is now followed only when
+/// another seat says it follows it (or nobody else is left).
+#[test]
+fn a_claimant_that_welcomes_and_pings_cannot_stall_the_takeover() {
+    claimant_cannot_stall(true);
+}
+
+/// The same, welcoming once and sending nothing else.
+#[test]
+fn a_claimant_that_welcomes_once_cannot_stall_the_takeover() {
+    claimant_cannot_stall(false);
+}
+
+fn claimant_cannot_stall(keep: bool) {
+    let w = hook_with_welcome(5, 3, &[0, 1, 2, 3], false, keep, 60);
+    let honest = w.by_seat(5)[..3].to_vec();
+    let Some(h) = w.hosts(5).into_iter().find(|h| honest.contains(h)) else {
+        panic!("no honest survivor hosts 60 s after the host died");
+    };
+    for &k in &honest {
+        assert!(w.s(k).client().closed().is_none(), "p{k} ended");
+        assert_eq!(w.differ(h, k), None, "p{k} ran a tick differently");
+    }
+}
+
+/// M hooks the first candidate with a made-up `Welcome`; that candidate,
+/// a client of M now, answered the others' probes with `alive` naming M,
+/// which made M's `late` believed, and it ended every other candidate's
+/// session in turn. M now hooks nobody in the first place.
+#[test]
+fn a_hooked_player_vouching_for_a_claimant_ends_nobody() {
+    let w = hook_with_welcome(5, 3, &[0], true, true, 60);
+    for &k in &w.by_seat(5)[..3] {
+        assert!(
+            w.s(k).client().closed().is_none(),
+            "p{k}'s session ended: {:?}",
+            w.s(k).client().closed()
+        );
+    }
+}

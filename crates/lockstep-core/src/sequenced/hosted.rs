@@ -81,12 +81,12 @@ pub enum Ignored {
     /// real host is reached through the other players' word).
     #[error("a claim to host from seat {0}, followed once already or the host being replaced")]
     ClaimRepeated(PlayerId),
-    /// Collecting: a seat's own word that the match went on without us,
-    /// no other player having said it follows that seat. Not believed
-    /// (any seat could say it); a real host is named by the players that
-    /// follow it, and says so again.
-    #[error("seat {0} says the match went on without us: not believed on its own word")]
-    LateNotBelieved(PlayerId),
+    /// Collecting: a seat's own word that it hosts (`ready`), or that the
+    /// match went on without us (`late`), no other player having said it
+    /// follows that seat. Not believed (any seat could say it); a real
+    /// host is named by the players that follow it, and reached that way.
+    #[error("seat {0} says it hosts, on its own word only: not believed")]
+    HostClaimNotBelieved(PlayerId),
     /// A refusal or goodbye from a host we moved to that never welcomed
     /// us, and that no other player said it follows: it counts as silent,
     /// and is taken over.
@@ -248,8 +248,8 @@ pub struct HostedSession<I: Input> {
     /// Seats another player said host (or that asked us to yield), followed
     /// once in this takeover.
     redirected: BTreeSet<PlayerId>,
-    /// Seats whose own claim to host (`ready` or `late` unasked for while
-    /// we collected) we followed: once in a session.
+    /// Seats whose claim to host (`ready` or `late` while we collected),
+    /// believed, we followed: once in a session.
     claimed: BTreeSet<PlayerId>,
     /// Seats another player said it follows as host, in this takeover: a
     /// refusal or a `late` from one is believed (one seat's own word is
@@ -716,8 +716,8 @@ impl<I: Input> HostedSession<I> {
         r
     }
 
-    /// Whether `seat`'s word that it hosts and will not have us (a `late`,
-    /// a refusal) is believed: another player said it follows that seat,
+    /// Whether `seat`'s word that it hosts (a `ready`), or will not have
+    /// us (a `late`, a refusal), is believed: another player said it follows that seat,
     /// or no other player is left to say so (with only the two of us, a
     /// liar could as well leave).
     fn believed(&self, seat: PlayerId) -> bool {
@@ -1511,16 +1511,18 @@ impl<I: Input> HostedSession<I> {
             return false;
         };
         let me = self.seat();
-        let to = if late && !hosts && !self.believed(sender) {
-            self.ignore(from, Ignored::LateNotBelieved(sender));
+        let to = if (hosts || late) && !self.believed(sender) {
+            // Its own word that it hosts, or that the match went on
+            // without us: nothing proves it (any seated player can say
+            // so, and welcome whoever follows). A real host is named by
+            // the players that follow it, and reached that way. We never
+            // go on alone.
+            self.ignore(from, Ignored::HostClaimNotBelieved(sender));
             self.told_alive = true;
             return false;
         } else if hosts || late {
-            // Its own word that it hosts: nothing proves it (any seated
-            // player can say so), so it is followed once in a session, and
-            // never from the host we found silent. A liar costs us one
-            // `host_timeout`; a real host is also named by the players that
-            // follow it, and reached that way. We never go on alone.
+            // Believed: still followed once in a session, and never from
+            // the host we found silent.
             if Some(sender) == self.host_seat || !self.claimed.insert(sender) {
                 self.ignore(from, Ignored::ClaimRepeated(sender));
                 self.told_alive = true;
