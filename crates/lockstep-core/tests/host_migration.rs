@@ -110,7 +110,7 @@ proptest! {
         prop_assert_eq!(changed.len(), 1, "seed {}", seed);
         // The new host ran its first frame within host_timeout (500 ms) +
         // takeover_wait (300 ms) + 1 s of the crash (measured over 300
-        // cases: 529 to 729 ms, median 565).
+        // cases: 529 to 658 ms, median 564).
         let resumed = games[&hosts[0]].at[&changed[0].tick];
         prop_assert!(resumed <= crashed + Duration::from_millis(1_800), "seed {}: resumed {:?} after the crash", seed, resumed - crashed);
     }
