@@ -1041,7 +1041,9 @@ fn a_silent_second_seat_marking_probes_cannot_stall_the_takeover() {
 /// A seated player M answers every collecting candidate's probe with
 /// `ready`, claiming to host: the candidate followed M, M never welcomed
 /// it, the candidate collected again after `host_timeout`, M claimed
-/// again, and the match never went on.
+/// again, and the match never went on. A seat's own claim to host is now
+/// believed only when another seat says it follows that seat, and a host
+/// moved to counts as silent until it welcomes.
 #[test]
 fn a_player_claiming_to_host_cannot_stall_the_takeover() {
     stall_by_answers(3, false, Claim::Ready, 60);
@@ -1054,11 +1056,8 @@ fn a_silent_lowest_seat_claiming_to_host_cannot_stall_the_takeover() {
     stall_by_answers(0, false, Claim::Ready, 60);
 }
 
-/// Two seated players take turns claiming to host, in a room of seven.
-/// Each is followed at most once: a claimant found silent is the host
-/// being replaced (its claims are not followed), it leaves the roster when
-/// the candidate follows the next, and a seat's claim is followed once in
-/// a session.
+/// Two seated players take turns claiming to host, in a room of seven
+/// (neither vouching for the other): neither is followed.
 #[test]
 fn two_players_taking_turns_claiming_to_host_cannot_stall_the_takeover() {
     stall_by_answers_of(7, &[2, 4], false, Claim::Ready, 60);
