@@ -34,7 +34,9 @@
 //! - [`MemoryNetwork`]: in-process endpoints, for tests and single-process
 //!   tools.
 //! - [`FaultyTransport`]: wraps any transport with loss, delay, jitter,
-//!   duplication and reordering, both ways, from a seed.
+//!   duplication, reordering and a bandwidth limit, both ways, from a
+//!   seed; [`ImpairedLink`] is one direction of it without a clock (what
+//!   `lockstep netsim` runs), and [`FaultScript`] changes it over time.
 //!
 //! - [`drive_hosted`]: [`drive`] for a host-mode player
 //!   ([`HostedSession`](lockstep_core::sequenced::HostedSession)) over
@@ -55,7 +57,10 @@ mod memory;
 mod udp;
 mod ws;
 
-pub use faulty::{Faults, FaultyTransport};
+pub use faulty::{
+    FaultScript, Faults, FaultyTransport, HELD_CAP, ImpairedLink, LinkCounts, MAX_QUEUE_DELAY,
+    ScriptError,
+};
 pub use memory::{MemoryNetwork, MemoryTransport};
 pub use udp::UdpTransport;
 pub use ws::{WsClientTransport, tls_trusting};

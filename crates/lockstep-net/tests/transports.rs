@@ -73,6 +73,7 @@ fn a_star_runs_over_an_impaired_memory_network() -> Result<(), Box<dyn std::erro
         jitter: Duration::from_millis(3),
         duplicate: 0.05,
         reorder: 0.1,
+        ..Faults::default()
     };
     let mut clients: Vec<(FaultyTransport<_>, ClientSession<u16>, StreamHash)> = (1..=3)
         .map(|i| {
