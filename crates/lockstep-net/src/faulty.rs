@@ -49,6 +49,9 @@ pub const MAX_QUEUE_DELAY: Duration = Duration::from_secs(1);
 /// are lost.
 pub const HELD_CAP: usize = 4096;
 
+/// A held datagram: when it is due, its order, where it goes, its bytes.
+type Held<K> = (Instant, u64, K, Vec<u8>);
+
 /// One direction of an impaired link, without a clock of its own: datagrams
 /// go in with [`push`](Self::push) and come out when due with
 /// [`pop_due`](Self::pop_due). `K` says where each one goes.
@@ -69,7 +72,7 @@ pub const HELD_CAP: usize = 4096;
 pub struct ImpairedLink<K> {
     faults: Faults,
     rng: SimRng,
-    held: BinaryHeap<Reverse<(Instant, u64, K, Vec<u8>)>>,
+    held: BinaryHeap<Reverse<Held<K>>>,
     seq: u64,
     /// When a bandwidth-limited link is free to send again.
     free_at: Option<Instant>,
