@@ -7,6 +7,7 @@ mod bench;
 mod demo;
 mod demo_host;
 mod desync;
+mod netsim;
 mod play;
 mod relay;
 mod snapshots;
@@ -44,6 +45,10 @@ enum Command {
     Ticket(ticket::TicketArgs),
     /// Read desync reports: `lockstep desync show FILE`.
     Desync(desync::DesyncArgs),
+    /// A UDP link conditioner: sits between clients and a server (a relay,
+    /// a host) and adds loss, latency, jitter, duplication, reordering and
+    /// a bandwidth limit, each way, optionally changing over time.
+    Netsim(netsim::NetsimArgs),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +60,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::main(args).map_err(|e| e.to_string()),
         Command::Ticket(args) => ticket::main(args).map_err(|e| e.to_string()),
         Command::Desync(args) => desync::main(args).map_err(|e| e.to_string()),
+        Command::Netsim(args) => netsim::main(args).map_err(|e| e.to_string()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
