@@ -32,6 +32,12 @@ pub(crate) struct DemoArgs {
     /// How the bots connect.
     #[arg(long, value_enum, default_value_t = TransportKind::Mixed)]
     pub(crate) transport: TransportKind,
+    /// Puts a `lockstep netsim` between the UDP bots and the relay,
+    /// impairing both ways as this script says (with `--transport udp`),
+    /// e.g. `"latency=80ms jitter=20ms loss=5%"`; see `lockstep netsim
+    /// --help` for the script.
+    #[arg(long, value_name = "SCRIPT")]
+    pub(crate) netsim: Option<String>,
     /// Packet loss each way, in percent (0 to 95: at 100 nothing could
     /// ever finish).
     #[arg(long, default_value_t = 0.0, value_parser = percent)]
@@ -235,6 +241,11 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
             "--kill-relay-at needs --topology relay (host mode has no relay to kill)".into(),
         ));
     }
+    if a.netsim.is_some() && (a.topology == Topology::Host || a.kill_relay_at.is_some()) {
+        return Err(DemoError::Setup(
+            "--netsim goes in front of a relay: not with --topology host or --kill-relay-at (use --loss, --latency and --jitter there)".into(),
+        ));
+    }
     if a.topology == Topology::Host || a.kill_relay_at.is_some() {
         return crate::demo_host::main(&a);
     }
@@ -261,6 +272,11 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
                 tick + 200
             )));
         }
+    }
+    if a.netsim.is_some() && a.transport != TransportKind::Udp {
+        return Err(DemoError::Setup(
+            "--netsim carries UDP only: add --transport udp".into(),
+        ));
     }
     if a.drop_reconnect > a.players {
         return Err(DemoError::Setup(format!(
@@ -295,6 +311,19 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
         (Some(u), Some(w)) => (u, w),
         _ => return Err(DemoError::Setup("the relay has no listeners".into())),
     };
+    // The UDP bots send to the netsim instead, which carries on to the relay.
+    let netsim = match &a.netsim {
+        Some(text) => {
+            let script = lockstep_net::FaultScript::parse(&Faults::default(), text)
+                .map_err(|e| DemoError::Setup(format!("--netsim: {e}")))?;
+            let n = crate::netsim::BackgroundNetsim::start(udp, script, a.seed)
+                .map_err(|e| DemoError::Setup(format!("--netsim: {e}")))?;
+            Some((n, text))
+        }
+        None => None,
+    };
+    let relay_udp = udp;
+    let udp = netsim.as_ref().map_or(udp, |(n, _)| n.addr);
     let faults = (a.loss > 0.0 || a.latency > 0 || a.jitter > 0).then(|| Faults {
         loss: a.loss / 100.0,
         latency: Duration::from_millis(a.latency),
@@ -329,7 +358,10 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
             s + " each way"
         })
     );
-    println!("relay on udp://{udp} and ws://{ws}");
+    println!("relay on udp://{relay_udp} and ws://{ws}");
+    if let Some((n, text)) = &netsim {
+        println!("netsim on udp://{} in front of the relay: {text}", n.addr);
+    }
     if a.server_sim {
         println!(
             "the relay runs the game too: it hands joiners its own state and is the checksum authority"
@@ -534,6 +566,10 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
         );
     }
     let elapsed = started.elapsed();
+    if let Some((n, _)) = netsim {
+        // Prints what each direction did.
+        n.stop();
+    }
     let report = relay.stop().map_err(|e| DemoError::Setup(e.to_string()))?;
 
     println!();

@@ -12,6 +12,7 @@
 use clap::Args;
 use lockstep_net::{FaultScript, Faults, ImpairedLink, LinkCounts, ScriptError};
 use std::collections::HashMap;
+use std::future::Future;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -145,7 +146,6 @@ async fn run(a: NetsimArgs) -> Result<(), NetsimError> {
         .await
         .map_err(|e| NetsimError::Listen(a.listen, e))?;
     let local = listen.local_addr()?;
-    let start = Instant::now();
     let first = script.at(Duration::ZERO).clone();
     {
         let mut out = std::io::stdout().lock();
@@ -165,18 +165,45 @@ async fn run(a: NetsimArgs) -> Result<(), NetsimError> {
         }
         let _ = out.flush();
     }
-    let mut up: ImpairedLink<SocketAddr> = ImpairedLink::new(first.clone(), a.seed);
+    let report_every = (a.report_every > 0).then(|| Duration::from_secs(a.report_every));
+    serve(
+        listen,
+        a.upstream,
+        &script,
+        a.seed,
+        stop_after,
+        report_every,
+        tokio::signal::ctrl_c(),
+    )
+    .await;
+    Ok(())
+}
+
+/// Carries datagrams between clients sending to `listen` and `upstream`,
+/// impaired as `script` says, until `stop_after` or `stop`; reports every
+/// `report_every` (and at the end) on stdout. Returns what each direction
+/// did: (to the server, to the clients).
+pub(crate) async fn serve<F: Future>(
+    listen: UdpSocket,
+    upstream: SocketAddr,
+    script: &FaultScript,
+    seed: u64,
+    stop_after: Option<Duration>,
+    report_every: Option<Duration>,
+    stop: F,
+) -> (LinkCounts, LinkCounts) {
+    let start = Instant::now();
+    let first = script.at(Duration::ZERO).clone();
+    let mut up: ImpairedLink<SocketAddr> = ImpairedLink::new(first.clone(), seed);
     let mut down: ImpairedLink<SocketAddr> =
-        ImpairedLink::new(first.clone(), a.seed ^ 0x9E37_79B9_7F4A_7C15);
+        ImpairedLink::new(first.clone(), seed ^ 0x9E37_79B9_7F4A_7C15);
     let mut current = first;
     let mut clients: HashMap<SocketAddr, Client> = HashMap::new();
     let (tx, mut rx) = mpsc::channel::<(SocketAddr, Vec<u8>)>(FROM_SERVER_QUEUE);
     let mut refused = 0u64;
-    let report_every = (a.report_every > 0).then(|| Duration::from_secs(a.report_every));
     let mut next_report = report_every.map(|d| start + d);
     let mut buf = vec![0u8; 65_536];
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
+    tokio::pin!(stop);
     loop {
         let now = Instant::now();
         let elapsed = now - start;
@@ -221,12 +248,12 @@ async fn run(a: NetsimArgs) -> Result<(), NetsimError> {
                         refused += 1;
                         continue;
                     }
-                    match connect(a.upstream, from, tx.clone()).await {
+                    match connect(upstream, from, tx.clone()).await {
                         Ok(c) => {
                             clients.insert(from, c);
                         }
                         Err(e) => {
-                            eprintln!("netsim: no socket towards {} for {from}: {e}", a.upstream);
+                            eprintln!("netsim: no socket towards {upstream} for {from}: {e}");
                             continue;
                         }
                     }
@@ -244,7 +271,7 @@ async fn run(a: NetsimArgs) -> Result<(), NetsimError> {
                 down.push(now, client, &bytes);
             }
             _ = tokio::time::sleep_until(tokio::time::Instant::from_std(wake)) => {}
-            _ = &mut ctrl_c => break,
+            _ = &mut stop => break,
         }
         let now = Instant::now();
         while let Some((client, bytes)) = up.pop_due(now) {
@@ -258,7 +285,59 @@ async fn run(a: NetsimArgs) -> Result<(), NetsimError> {
         }
     }
     report(start.elapsed(), &up, &down, clients.len(), refused);
-    Ok(())
+    (up.counts(), down.counts())
+}
+
+/// A netsim in a thread of its own, for the demo: on `127.0.0.1`, any free
+/// port, in front of `upstream`.
+pub(crate) struct BackgroundNetsim {
+    /// Where clients send.
+    pub(crate) addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<(LinkCounts, LinkCounts)>>,
+}
+
+impl BackgroundNetsim {
+    /// Starts one impairing as `script` says.
+    pub(crate) fn start(
+        upstream: SocketAddr,
+        script: FaultScript,
+        seed: u64,
+    ) -> Result<Self, NetsimError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let socket = runtime.block_on(UdpSocket::bind("127.0.0.1:0"))?;
+        let addr = socket.local_addr()?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("netsim".into())
+            .spawn(move || {
+                runtime.block_on(serve(socket, upstream, &script, seed, None, None, stopped))
+            })?;
+        Ok(Self {
+            addr,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops it; returns what each direction did (to the server, to the
+    /// clients).
+    pub(crate) fn stop(mut self) -> Option<(LinkCounts, LinkCounts)> {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        self.thread.take().and_then(|t| t.join().ok())
+    }
+}
+
+impl Drop for BackgroundNetsim {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
 }
 
 /// A socket towards `upstream` for `client`, and a task handing what the

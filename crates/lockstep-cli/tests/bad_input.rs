@@ -35,6 +35,26 @@ fn out_of_range_numbers_are_refused_in_words() {
     refused(&["demo", "--loss", "100"], "from 0 to 95");
     refused(&["demo", "--players", "0"], "players");
     refused(
+        &["demo", "--netsim", "loss=5%"],
+        "--netsim carries UDP only",
+    );
+    refused(
+        &["demo", "--transport", "udp", "--netsim", "lag=5ms"],
+        "--netsim: step 1: unknown setting `lag`",
+    );
+    refused(
+        &["demo", "--topology", "host", "--netsim", "loss=5%"],
+        "--netsim goes in front of a relay",
+    );
+    refused(
+        &["netsim", "--upstream", "127.0.0.1:9", "--loss", "101"],
+        "percentage",
+    );
+    refused(
+        &["netsim", "--upstream", "127.0.0.1:9", "--duration", "0"],
+        "--duration must be a positive number",
+    );
+    refused(
         &["bench", "relay", "--room-size", "0"],
         "room size from 1 to 256",
     );

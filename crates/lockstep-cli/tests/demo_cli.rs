@@ -58,6 +58,35 @@ fn bots_over_mixed_transports_through_loss_end_equal() {
     );
 }
 
+/// Through `lockstep netsim` at 5% loss and 80 ms ± 20 ms each way: the
+/// bots end equal, and netsim says it lost datagrams both ways.
+#[test]
+fn bots_through_netsim_end_equal() {
+    let stdout = demo_ok(
+        &[
+            "--players",
+            "3",
+            "--ticks",
+            "120",
+            "--transport",
+            "udp",
+            "--netsim",
+            "latency=80ms jitter=20ms loss=5%",
+        ],
+        3,
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("netsim: ") && l.contains("to the server"))
+        .unwrap_or_else(|| panic!("no netsim counts:\n{stdout}"));
+    let lost: Vec<u64> = line
+        .split(" lost")
+        .filter_map(|s| s.rsplit(' ').next()?.parse().ok())
+        .collect();
+    assert_eq!(lost.len(), 2, "{line}");
+    assert!(lost.iter().all(|n| *n > 0), "nothing lost at 5%: {line}");
+}
+
 #[test]
 fn the_deadline_policy_over_websocket_ends_equal() {
     demo_ok(
