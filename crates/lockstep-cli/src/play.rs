@@ -185,6 +185,9 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
     let mut game = Game::new(a.seed);
     let mut snapshots = crate::snapshots::Snapshots::default();
     let mut catch_up = lockstep_core::CatchUp::default();
+    // Ticks on a steady clock, a couple of frames kept ready (once the
+    // room's tick rate is known).
+    let mut pacer: Option<lockstep_core::Pacer> = None;
     let mut keys = Keys::default();
     let mut buffers = Buffers::default();
     let mut screen = Screen::open()?;
@@ -291,12 +294,31 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
         if let Err(e) = snapshots.restore(&mut session, &mut game) {
             break Some(e);
         }
-        // Catching up runs at most a budget of ticks per render frame, so
-        // the screen keeps drawing.
+        // Ticks run on a steady clock (frames arriving unevenly do not
+        // make the ships jump); catching up runs at most a budget of ticks
+        // per render frame, so the screen keeps drawing.
         let ready = session.stats().buffered_frames;
+        if pacer.is_none()
+            && let Some(w) = session.welcome()
+        {
+            pacer =
+                lockstep_core::Pacer::new(w.tick_rate, lockstep_core::PacerConfig::default()).ok();
+        }
+        let due = match pacer.as_mut() {
+            Some(p) => {
+                let paced = p.ticks_due(clock.now(), ready);
+                let behind = ready as u32 >= p.config().target + p.config().catch_up_beyond;
+                if behind || session.joining() {
+                    catch_up.ticks(ready).max(1)
+                } else {
+                    paced as usize
+                }
+            }
+            None => catch_up.ticks(ready).max(1),
+        };
         let started = Instant::now();
         let mut ran = 0;
-        while ran < catch_up.ticks(ready).max(1) {
+        while ran < due {
             let Some(frame) = session.advance() else {
                 break;
             };
