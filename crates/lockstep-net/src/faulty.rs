@@ -49,6 +49,10 @@ pub const MAX_QUEUE_DELAY: Duration = Duration::from_secs(1);
 /// are lost.
 pub const HELD_CAP: usize = 4096;
 
+/// Bytes held at most by one direction of a link; beyond that new
+/// datagrams are lost.
+pub const HELD_BYTES_CAP: usize = 16 << 20;
+
 /// A held datagram: when it is due, its order, where it goes, its bytes.
 type Held<K> = (Instant, u64, K, Vec<u8>);
 
@@ -76,6 +80,7 @@ pub struct ImpairedLink<K> {
     seq: u64,
     /// When a bandwidth-limited link is free to send again.
     free_at: Option<Instant>,
+    held_bytes: usize,
     counts: LinkCounts,
 }
 
@@ -86,7 +91,7 @@ pub struct LinkCounts {
     pub sent: u64,
     /// Datagrams lost at random.
     pub lost: u64,
-    /// Datagrams dropped by a full queue (bandwidth) or the held cap.
+    /// Datagrams dropped by a full queue (bandwidth) or the held caps.
     pub dropped: u64,
     /// Extra copies made.
     pub duplicated: u64,
@@ -103,6 +108,7 @@ impl<K: Ord> ImpairedLink<K> {
             held: BinaryHeap::new(),
             seq: 0,
             free_at: None,
+            held_bytes: 0,
             counts: LinkCounts::default(),
         }
     }
@@ -162,7 +168,7 @@ impl<K: Ord> ImpairedLink<K> {
             if self.rng.chance(reorder) {
                 delay += self.rng.duration_up_to(latency);
             }
-            if self.held.len() >= HELD_CAP {
+            if self.held.len() >= HELD_CAP || self.held_bytes + datagram.len() > HELD_BYTES_CAP {
                 self.counts.dropped += 1;
                 continue;
             }
@@ -170,6 +176,7 @@ impl<K: Ord> ImpairedLink<K> {
                 self.counts.duplicated += 1;
             }
             self.seq += 1;
+            self.held_bytes += datagram.len();
             self.held.push(Reverse((
                 now + delay,
                 self.seq,
@@ -188,6 +195,7 @@ impl<K: Ord> ImpairedLink<K> {
     pub fn pop_due(&mut self, now: Instant) -> Option<(K, Vec<u8>)> {
         if self.next_due().is_some_and(|at| at <= now) {
             let Reverse((_, _, to, bytes)) = self.held.pop()?;
+            self.held_bytes -= bytes.len();
             self.counts.delivered += 1;
             return Some((to, bytes));
         }
@@ -199,8 +207,8 @@ impl<K: Ord> ImpairedLink<K> {
 /// seed, in real time. Held datagrams move on whenever `send` or `recv` is
 /// called, which a game loop does every iteration.
 ///
-/// At most [`HELD_CAP`] datagrams are held each way; beyond that new ones
-/// are lost.
+/// At most [`HELD_CAP`] datagrams ([`HELD_BYTES_CAP`] bytes) are held each
+/// way; beyond that new ones are lost.
 #[derive(Debug)]
 pub struct FaultyTransport<T> {
     inner: T,
@@ -573,6 +581,24 @@ mod tests {
         assert_eq!(link.pop_due(t0 + ms(100)).map(|(k, _)| k), Some(0));
         assert!(link.pop_due(t0 + ms(199)).is_none());
         assert_eq!(link.pop_due(t0 + ms(200)).map(|(k, _)| k), Some(1));
+    }
+
+    #[test]
+    fn big_datagrams_are_held_up_to_a_byte_cap() {
+        let faults = Faults {
+            latency: ms(10),
+            ..Faults::default()
+        };
+        let mut link = ImpairedLink::new(faults, 1);
+        let t0 = Instant::now();
+        let big = vec![0u8; 65_000];
+        for k in 0..1000u32 {
+            link.push(t0, k, &big);
+        }
+        assert_eq!(link.held(), HELD_BYTES_CAP / 65_000);
+        while link.pop_due(t0 + ms(10)).is_some() {}
+        link.push(t0 + ms(10), 0, &big);
+        assert_eq!(link.held(), 1, "room again once delivered");
     }
 
     #[test]

@@ -58,8 +58,8 @@ mod udp;
 mod ws;
 
 pub use faulty::{
-    FaultScript, Faults, FaultyTransport, HELD_CAP, ImpairedLink, LinkCounts, MAX_QUEUE_DELAY,
-    ScriptError,
+    FaultScript, Faults, FaultyTransport, HELD_BYTES_CAP, HELD_CAP, ImpairedLink, LinkCounts,
+    MAX_QUEUE_DELAY, ScriptError,
 };
 pub use memory::{MemoryNetwork, MemoryTransport};
 pub use udp::UdpTransport;
