@@ -133,12 +133,7 @@ fn seat_at_tick(s: &str) -> Result<(u16, u32), String> {
 }
 
 fn percent(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
-    if (0.0..=95.0).contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!("{v} is not a loss percentage from 0 to 95"))
-    }
+    crate::netsim::percent_up_to(s, 95.0)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

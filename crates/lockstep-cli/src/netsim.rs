@@ -79,11 +79,16 @@ pub(crate) struct NetsimArgs {
 }
 
 fn percent(s: &str) -> Result<f64, String> {
+    percent_up_to(s, 100.0)
+}
+
+/// A command-line percentage from 0 to `max`.
+pub(crate) fn percent_up_to(s: &str, max: f64) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
-    if (0.0..=100.0).contains(&v) {
+    if (0.0..=max).contains(&v) {
         Ok(v)
     } else {
-        Err(format!("{v} is not a percentage from 0 to 100"))
+        Err(format!("{v} is not a percentage from 0 to {max}"))
     }
 }
 
