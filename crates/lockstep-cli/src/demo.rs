@@ -569,14 +569,16 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
 
     println!();
     println!(
-        "{:<6} {:<4} {:>4} {:>6} {:>6} {:>10} {:>7} {:>9} {:>10} {:>6}  state hash",
+        "{:<6} {:<4} {:>4} {:>6} {:>6} {:>6} {:>10} {:>7} {:>6} {:>9} {:>10} {:>6}  state hash",
         "client",
         "via",
         "seat",
         "ticks",
         "stalls",
+        "stall%",
         "stalled ms",
         "rtt ms",
+        "lat ms",
         "up B/tick",
         "down B/tick",
         "score",
@@ -590,14 +592,17 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
         let seat = seat.map_or("-".to_owned(), |s| s.0.to_string());
         let hash = c.game.hash();
         println!(
-            "{:<6} {:<4} {:>4} {:>6} {:>6} {:>10} {:>7} {:>9.1} {:>10.1} {:>6}  {:016x}",
+            "{:<6} {:<4} {:>4} {:>6} {:>6} {:>6.1} {:>10} {:>7} {:>6} {:>9.1} {:>10.1} {:>6}  {:016x}",
             c.name,
             c.kind,
             seat,
             c.game.tick.get(),
             st.stalls,
+            st.stall_rate() * 100.0,
             st.stalled_for.as_millis(),
             st.rtt.map_or("-".to_owned(), |r| r.as_millis().to_string()),
+            st.mean_input_latency()
+                .map_or("-".to_owned(), |l| l.as_millis().to_string()),
             st.bytes_sent as f64 / frames as f64,
             st.bytes_received as f64 / frames as f64,
             score,

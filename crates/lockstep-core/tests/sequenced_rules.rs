@@ -1113,3 +1113,24 @@ fn a_room_at_the_end_of_tick_space_stops_cleanly() {
     );
     assert!(room.server.open_tick().get() >= u32::MAX - 2);
 }
+
+/// On a perfect network, with every client committing on the same clock,
+/// a client's input runs at the first step after it commits it: a
+/// `WaitForAll` room seals a tick once every input for it is in, and the
+/// input delay only sets how far ahead of the frames inputs are stamped
+/// (a client that runs its frames on its own clock, through a `Pacer`,
+/// feels it). Nothing stalls.
+#[test]
+fn input_latency_is_the_time_until_every_input_is_in() {
+    let mut room = Room::new(wait_for_all());
+    room.join(1, ClientConfig::default());
+    room.join(2, ClientConfig::default());
+    for _ in 0..100 {
+        room.tick(7);
+    }
+    let st = room.client(1).stats();
+    assert!(st.inputs_timed >= 90, "{} timed", st.inputs_timed);
+    // Committed, then run after the next 33 ms step.
+    assert_eq!(st.mean_input_latency(), Some(Duration::from_millis(33)));
+    assert_eq!(st.stall_rate(), 0.0);
+}

@@ -221,7 +221,35 @@ pub struct ClientStats {
     pub rtt: Option<Duration>,
     /// Snapshot chunks refused (bad checksum, inconsistent, over the cap).
     pub snapshot_errors: u64,
+    /// Our inputs whose frame ran, timed from commit to run.
+    pub inputs_timed: u64,
+    /// The time from committing each of those inputs to running the frame
+    /// of its tick, summed (see
+    /// [`mean_input_latency`](Self::mean_input_latency)).
+    pub input_latency_sum: Duration,
 }
+
+impl ClientStats {
+    /// On average, how long after the game committed an input the frame of
+    /// its tick ran: the delay the player feels (input delay, the trip to
+    /// the sequencer and back, and stalls).
+    pub fn mean_input_latency(&self) -> Option<Duration> {
+        let n = u32::try_from(self.inputs_timed).ok().filter(|n| *n > 0)?;
+        Some(self.input_latency_sum / n)
+    }
+
+    /// Stalls per frame run (0.005: one stall in 200 frames).
+    pub fn stall_rate(&self) -> f64 {
+        if self.frames == 0 {
+            0.0
+        } else {
+            self.stalls as f64 / self.frames as f64
+        }
+    }
+}
+
+/// Commit times kept for inputs not yet run, at most.
+const TIMED_INPUTS: usize = 1024;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum State {
@@ -255,6 +283,9 @@ pub struct ClientSession<I: Input> {
     next_commit: Tick,
     /// Committed inputs the sequencer has not acknowledged, oldest first.
     unacked: VecDeque<(Tick, I)>,
+    /// When each of our inputs not yet run was committed (at most
+    /// `TIMED_INPUTS`).
+    committed_at: VecDeque<(Tick, Instant)>,
     server_open: Tick,
     slack: i32,
     waiting: Vec<PlayerId>,
@@ -412,6 +443,7 @@ impl<I: Input> ClientSession<I> {
             next_tick: Tick::ZERO,
             next_commit: Tick::ZERO,
             unacked: VecDeque::new(),
+            committed_at: VecDeque::new(),
             server_open: Tick::ZERO,
             slack: 0,
             waiting: Vec::new(),
@@ -591,6 +623,10 @@ impl<I: Input> ClientSession<I> {
         }
         let tick = self.next_commit;
         self.next_commit = tick.next().ok_or(CommitError::TickSpaceExhausted)?;
+        if self.committed_at.len() >= TIMED_INPUTS {
+            self.committed_at.pop_front();
+        }
+        self.committed_at.push_back((tick, self.now));
         self.unacked.push_back((tick, input));
         while self.unacked.len() > self.config.max_unacked {
             self.unacked.pop_front();
@@ -638,6 +674,18 @@ impl<I: Input> ClientSession<I> {
             self.note_caught_up(&frame);
         }
         self.stats.frames += 1;
+        while self
+            .committed_at
+            .front()
+            .is_some_and(|(t, _)| *t < frame.tick)
+        {
+            self.committed_at.pop_front();
+        }
+        if let Some((_, at)) = self.committed_at.front().filter(|(t, _)| *t == frame.tick) {
+            self.stats.inputs_timed += 1;
+            self.stats.input_latency_sum += self.now - *at;
+            self.committed_at.pop_front();
+        }
         self.last_frame_at = Some(self.now);
         self.keep(&frame);
         if let Some(since) = self.stall_started.take() {
