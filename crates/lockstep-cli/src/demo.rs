@@ -268,6 +268,11 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
             )));
         }
     }
+    if a.netsim.is_some() && (a.loss > 0.0 || a.latency > 0 || a.jitter > 0) {
+        return Err(DemoError::Setup(
+            "--netsim impairs the bots' link already: put loss=, latency= and jitter= in its script instead of --loss, --latency and --jitter".into(),
+        ));
+    }
     if a.netsim.is_some() && a.transport != TransportKind::Udp {
         return Err(DemoError::Setup(
             "--netsim carries UDP only: add --transport udp".into(),

@@ -30,17 +30,22 @@ const FROM_SERVER_QUEUE: usize = 4096;
 
 #[derive(Debug, Args)]
 #[command(after_help = "Changes over time (--script): steps separated by `;`, \
-each `after DURATION:` (from the start) then KEY=VALUE settings, each step \
-starting from the one before; the first step may leave out `after` to change \
-the start. Keys: loss, duplicate, reorder (percent), latency, jitter \
-(e.g. 40ms, 1.5s), bandwidth (e.g. 512kbit, 2mbit, 64kB, or off). Example: \
---latency 40 --script 'after 20s: latency=200ms; after 40s: latency=40ms'")]
+each `after DURATION:` (from the start) then KEY=VALUE settings separated by \
+spaces (no spaces around `=`), each step starting from the one before; the \
+first step may leave out `after` to change the start. Keys: loss, duplicate, \
+reorder (percent: 5 or 5%), latency, jitter (with a unit: 40ms, 1.5s), \
+bandwidth (512kbit, 2mbit, 64kB, or off). Example: --latency 40 --script \
+'after 20s: latency=200ms; after 40s: latency=40ms'
+
+Reports count since the start, each way: datagrams in, lost (at random), \
+dropped (a full queue at --bandwidth, or over 4,096 held or 16 MiB), \
+duplicated, delivered, and still in flight.")]
 pub(crate) struct NetsimArgs {
     /// Where clients send, as if it were the server (port 0: any free one;
     /// the address taken is printed first).
     #[arg(long, default_value = "127.0.0.1:7001")]
     listen: SocketAddr,
-    /// The server datagrams go on to.
+    /// The server datagrams go on to (IP:port).
     #[arg(long)]
     upstream: SocketAddr,
     /// Loss each way, in percent (0 to 100).
@@ -53,14 +58,16 @@ pub(crate) struct NetsimArgs {
     /// most 60,000); this also reorders datagrams.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=60_000))]
     jitter: u64,
-    /// Datagrams delivered twice, in percent.
+    /// Datagrams delivered twice, in percent (0 to 100).
     #[arg(long, default_value_t = 0.0, value_parser = percent)]
     duplicate: f64,
-    /// Datagrams held back by up to another `--latency`, in percent.
+    /// Datagrams delayed by a further random time up to `--latency` (so
+    /// they arrive after later ones), in percent (0 to 100).
     #[arg(long, default_value_t = 0.0, value_parser = percent)]
     reorder: f64,
-    /// Capacity each way, in kilobits per second (unlimited if not given);
-    /// what would queue for more than a second is dropped.
+    /// Capacity each way, in kilobits per second (1 to 100,000,000;
+    /// unlimited if not given); what would queue for more than a second is
+    /// dropped.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     bandwidth: Option<u64>,
     /// Changes over time (see below).
@@ -383,28 +390,30 @@ async fn connect(
 }
 
 fn describe(f: &Faults) -> String {
-    let mut s = format!(
-        "latency {} ms ± {} ms, loss {}%",
+    format!(
+        "latency {} ms ± {} ms, loss {}%, duplicate {}%, reorder {}%, bandwidth {} (each way)",
         f.latency.as_millis(),
         f.jitter.as_millis(),
-        f.loss * 100.0
-    );
-    if f.duplicate > 0.0 {
-        s += &format!(", duplicate {}%", f.duplicate * 100.0);
-    }
-    if f.reorder > 0.0 {
-        s += &format!(", reorder {}%", f.reorder * 100.0);
-    }
-    if let Some(b) = f.bandwidth {
-        s += &format!(", bandwidth {} kbit/s", b * 8 / 1000);
-    }
-    s + " (each way)"
+        f.loss * 100.0,
+        f.duplicate * 100.0,
+        f.reorder * 100.0,
+        f.bandwidth.map_or("unlimited".to_owned(), |b| format!(
+            "{} kbit/s",
+            b * 8 / 1000
+        )),
+    )
 }
 
-fn counts(c: LinkCounts) -> String {
+fn counts(link: &ImpairedLink<SocketAddr>) -> String {
+    let c = link.counts();
     format!(
-        "{} sent, {} lost, {} dropped, {} duplicated, {} delivered",
-        c.sent, c.lost, c.dropped, c.duplicated, c.delivered
+        "{} in, {} lost, {} dropped, {} duplicated, {} delivered, {} in flight",
+        c.sent,
+        c.lost,
+        c.dropped,
+        c.duplicated,
+        c.delivered,
+        link.held()
     )
 }
 
@@ -416,10 +425,11 @@ fn report(
     refused: u64,
 ) {
     let mut line = format!(
-        "netsim: {:.1} s: to the server {}; to the clients {}; {clients} clients",
+        "netsim: {:.1} s: to the server {}; to the clients {}; {clients} client{}",
         elapsed.as_secs_f64(),
-        counts(up.counts()),
-        counts(down.counts()),
+        counts(up),
+        counts(down),
+        if clients == 1 { "" } else { "s" },
     );
     if refused > 0 {
         line += &format!(" ({refused} datagrams from clients over {MAX_CLIENTS} dropped)");

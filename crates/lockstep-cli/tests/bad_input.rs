@@ -43,6 +43,22 @@ fn out_of_range_numbers_are_refused_in_words() {
         "--netsim: step 1: unknown setting `lag`",
     );
     refused(
+        &[
+            "demo",
+            "--transport",
+            "udp",
+            "--loss",
+            "5",
+            "--netsim",
+            "loss=5%",
+        ],
+        "put loss=, latency= and jitter= in its script",
+    );
+    refused(
+        &["demo", "--transport", "udp", "--netsim", ""],
+        "--netsim: the script is empty",
+    );
+    refused(
         &["demo", "--topology", "host", "--netsim", "loss=5%"],
         "--netsim goes in front of a relay",
     );

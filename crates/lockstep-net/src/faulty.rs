@@ -15,7 +15,7 @@ pub struct Faults {
     /// One-way delay added.
     pub latency: Duration,
     /// The delay varies uniformly by up to this much either way (which also
-    /// reorders datagrams).
+    /// reorders datagrams); a delay that would fall below zero is zero.
     pub jitter: Duration,
     /// Probability a datagram is delivered twice.
     pub duplicate: f64,
@@ -87,7 +87,7 @@ pub struct ImpairedLink<K> {
 /// What one direction of a link did so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LinkCounts {
-    /// Datagrams pushed in.
+    /// Datagrams that came in to be carried.
     pub sent: u64,
     /// Datagrams lost at random.
     pub lost: u64,
@@ -285,7 +285,8 @@ impl<T: Transport> Transport for FaultyTransport<T> {
 ///
 /// Steps are separated by `;`. A step is an optional `after DURATION:` (time
 /// from the start; steps in increasing order; the first step without one
-/// changes the start) and then settings `KEY=VALUE` separated by spaces:
+/// changes the start) and then settings `KEY=VALUE` separated by spaces (no
+/// spaces around `=`):
 /// `loss`, `duplicate`, `reorder` in percent (`5` or `5%`, 0 to 100);
 /// `latency`, `jitter` as durations (`40ms`, `1.5s`, at most 60 s);
 /// `bandwidth` as a rate (`512kbit`, `2mbit`, `64kB`, `1MB`, per second) or
@@ -354,6 +355,9 @@ pub enum ScriptError {
     /// More than [`FaultScript::MAX_STEPS`] steps.
     #[error("more than {} steps", FaultScript::MAX_STEPS)]
     TooLong,
+    /// Nothing in it.
+    #[error("the script is empty")]
+    Nothing,
 }
 
 impl FaultScript {
@@ -370,6 +374,7 @@ impl FaultScript {
     /// Reads `text` (see the type's docs), starting from `base`.
     pub fn parse(base: &Faults, text: &str) -> Result<Self, ScriptError> {
         let mut steps = vec![(Duration::ZERO, base.clone())];
+        let mut any_step = false;
         for (i, raw) in text.split(';').enumerate() {
             let step = i + 1;
             let raw = raw.trim();
@@ -385,7 +390,7 @@ impl FaultScript {
                         step,
                         key: "after".into(),
                         value: rest.trim().into(),
-                        why: "`after DURATION:` then settings",
+                        why: "a `:` after the duration (`after 20s: latency=200ms`)",
                     })?;
                     let at = duration(step, "after", when.trim())?;
                     if steps.last().is_some_and(|(t, _)| at <= *t) {
@@ -423,6 +428,10 @@ impl FaultScript {
                 Some(at) => steps.push((at, faults)),
                 None => steps[0].1 = faults,
             }
+            any_step = true;
+        }
+        if !any_step {
+            return Err(ScriptError::Nothing);
         }
         Ok(Self { steps })
     }
@@ -653,6 +662,11 @@ mod tests {
             ("after 2s:", "step 1 changes nothing"),
             ("loss", "step 1: `loss` is not KEY=VALUE"),
             ("bandwidth=fast", "step 1: bad value `fast` for bandwidth"),
+            (" ; ", "the script is empty"),
+            (
+                "after 2s loss=1",
+                "step 1: bad value `2s loss=1` for after: a `:`",
+            ),
         ] {
             let e = FaultScript::parse(&base, text).unwrap_err().to_string();
             assert!(e.starts_with(want), "{text}: {e}");
