@@ -70,8 +70,11 @@ proptest! {
         }
         let mut games: BTreeMap<PeerId, Game> = BTreeMap::new();
         let survivors: Vec<PeerId> = (1..players as u32).map(PeerId).collect();
+        // Every survivor seated first: a player whose Hello never got an
+        // answer knows no roster, and cannot take part (it times out).
         let o = run(&mut sim, &mut games, Instant::from_millis(120_000), |g| {
             g.get(&PeerId(0)).is_some_and(|h| h.ran.len() as u32 >= crash_at)
+                && (1..players as u32).all(|k| g.get(&PeerId(k)).is_some_and(|x| !x.ran.is_empty()))
         });
         prop_assert_eq!(o, Outcome::Done, "seed {}: never reached the crash", seed);
         sim.freeze(PeerId(0));

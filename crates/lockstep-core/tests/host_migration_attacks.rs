@@ -470,48 +470,7 @@ proptest! {
         cut_from in 0u64..1500, cut_len in 100u64..3000,
         seed in any::<u64>(),
     ) {
-        let link = LinkConditions { latency: Duration::from_millis(15), jitter: Duration::from_millis(5), loss, duplicate: 0.02, reorder: 0.05, max_datagram: Some(1200) };
-        let mut sim = Sim::new(SimNetwork::new(seed, link.clone()));
-        let config = HostedConfig::default();
-        sim.add(PeerId(0), Node::new(Session::host(config.clone(), Instant::ZERO).unwrap()));
-        for k in 1..players {
-            sim.add(PeerId(k), Node::new(Session::join(config.clone(), PeerId(0), Instant::ZERO).unwrap()));
-        }
-        let mut w = World { sim, games: BTreeMap::new() };
-        let all: Vec<PeerId> = (0..players).map(PeerId).collect();
-        prop_assert!(w.until(&all, crash_at as usize, Duration::from_secs(60)));
-        w.sim.freeze(PeerId(0));
-        let (a, b) = (1 + a % (players - 1), 1 + b % (players - 1));
-        w.run_for(Duration::from_millis(cut_from));
-        if a != b {
-            w.sim.net.set_link(PeerId(a), PeerId(b), cut());
-        }
-        w.run_for(Duration::from_millis(cut_len));
-        w.sim.net.set_link(PeerId(a), PeerId(b), link);
-        w.run_for(Duration::from_secs(25));
-        let survivors: Vec<u32> = (1..players).collect();
-        let hosts: Vec<u32> = survivors.iter().copied().filter(|k| w.s(*k).hosting()).collect();
-        let before: Vec<usize> = survivors.iter().map(|k| w.frames(*k)).collect();
-        w.run_for(Duration::from_secs(2));
-        let after: Vec<usize> = survivors.iter().map(|k| w.frames(*k)).collect();
-        prop_assert_eq!(hosts.len(), 1, "seed {}: hosts {:?}\n{}", seed, hosts, status(&w, players));
-        for k in &survivors {
-            // Left out (it reported after a majority went on without it),
-            // and told so; or playing on.
-            // (Or it ran frames the new host replaced, its claim to hold
-            // them not believed when they did not come, and the room hands
-            // out no snapshot: it is refused, and told why.)
-            let told = match w.s(*k).client().closed() {
-                Some(CloseReason::Bye(_, t)) => t.contains("without this player"),
-                Some(CloseReason::Rejected(Rejection::Other(t))) => t.contains("replaced"),
-                _ => false,
-            };
-            if told {
-                continue;
-            }
-            prop_assert!(after[(*k - 1) as usize] > before[(*k - 1) as usize] + 20, "seed {}: {} stuck\n{}", seed, k, status(&w, players));
-            prop_assert_eq!(w.differ(hosts[0], *k), None, "seed {}: {} ran a tick differently", seed, k);
-        }
+        crash_and_cut(players, crash_at, loss, (a, b), (cut_from, cut_len), seed)?;
     }
 }
 
@@ -1207,4 +1166,116 @@ fn a_hooked_player_vouching_for_a_claimant_ends_nobody() {
             w.s(k).client().closed()
         );
     }
+}
+
+/// The one-way-cut property's case: `players`, the host frozen once it ran
+/// `crash_at` frames, then `a` cut off from `b` (one way) from `cut_from`
+/// ms after the crash for `cut_len` ms.
+fn crash_and_cut(
+    players: u32,
+    crash_at: u32,
+    loss: f64,
+    (a, b): (u32, u32),
+    (cut_from, cut_len): (u64, u64),
+    seed: u64,
+) -> Result<(), TestCaseError> {
+    let link = LinkConditions {
+        latency: Duration::from_millis(15),
+        jitter: Duration::from_millis(5),
+        loss,
+        duplicate: 0.02,
+        reorder: 0.05,
+        max_datagram: Some(1200),
+    };
+    let mut sim = Sim::new(SimNetwork::new(seed, link.clone()));
+    let config = HostedConfig::default();
+    sim.add(
+        PeerId(0),
+        Node::new(Session::host(config.clone(), Instant::ZERO).unwrap()),
+    );
+    for k in 1..players {
+        sim.add(
+            PeerId(k),
+            Node::new(Session::join(config.clone(), PeerId(0), Instant::ZERO).unwrap()),
+        );
+    }
+    let mut w = World {
+        sim,
+        games: BTreeMap::new(),
+    };
+    let all: Vec<PeerId> = (0..players).map(PeerId).collect();
+    prop_assert!(w.until(&all, crash_at as usize, Duration::from_secs(60)));
+    w.sim.freeze(PeerId(0));
+    let (a, b) = (1 + a % (players - 1), 1 + b % (players - 1));
+    w.run_for(Duration::from_millis(cut_from));
+    if a != b {
+        w.sim.net.set_link(PeerId(a), PeerId(b), cut());
+    }
+    w.run_for(Duration::from_millis(cut_len));
+    w.sim.net.set_link(PeerId(a), PeerId(b), link);
+    w.run_for(Duration::from_secs(25));
+    let survivors: Vec<u32> = (1..players).collect();
+    let hosts: Vec<u32> = survivors
+        .iter()
+        .copied()
+        .filter(|k| w.s(*k).hosting())
+        .collect();
+    let before: Vec<usize> = survivors.iter().map(|k| w.frames(*k)).collect();
+    w.run_for(Duration::from_secs(2));
+    let after: Vec<usize> = survivors.iter().map(|k| w.frames(*k)).collect();
+    prop_assert_eq!(
+        hosts.len(),
+        1,
+        "seed {}: hosts {:?}\n{}",
+        seed,
+        hosts,
+        status(&w, players)
+    );
+    for k in &survivors {
+        // Left out (it reported after a majority went on without it),
+        // and told so; or playing on.
+        // (Or it ran frames the new host replaced, its claim to hold
+        // them not believed when they did not come, and the room hands
+        // out no snapshot: it is refused, and told why.)
+        let told = match w.s(*k).client().closed() {
+            Some(CloseReason::Bye(_, t)) => t.contains("without this player"),
+            Some(CloseReason::Rejected(Rejection::Other(t))) => t.contains("replaced"),
+            _ => false,
+        };
+        if told {
+            continue;
+        }
+        prop_assert!(
+            after[(*k - 1) as usize] > before[(*k - 1) as usize] + 20,
+            "seed {}: {} stuck\n{}",
+            seed,
+            k,
+            status(&w, players)
+        );
+        prop_assert_eq!(
+            w.differ(hosts[0], *k),
+            None,
+            "seed {}: {} ran a tick differently",
+            seed,
+            k
+        );
+    }
+    Ok(())
+}
+
+/// A seed the property found: the survivor cut off from the new host
+/// moved to it, was refused (it ran frames the new host replaced), and,
+/// taking over the host that never welcomed it meanwhile, went on to host
+/// a second match alone. A believed refusal now ends its takeover.
+#[test]
+fn a_refused_survivor_never_hosts_a_second_match() {
+    crash_and_cut(
+        3,
+        104,
+        0.14603489708842252,
+        (5, 0),
+        (501, 851),
+        7617311070763326304,
+    )
+    .unwrap();
 }

@@ -708,9 +708,16 @@ impl<I: Input> HostedSession<I> {
                 .handle_datagram(from, datagram, now)
                 .map_err(SequencerError::Client),
         };
-        if from_server && !welcomed && self.client().connected() {
-            // Its welcome, while we were taking it over.
-            self.host_heard();
+        if from_server && !welcomed {
+            if self.client().connected() {
+                // Its welcome, while we were taking it over.
+                self.host_heard();
+            } else if self.client().closed().is_some() {
+                // Its refusal, believed: the match goes on there without
+                // us, and we take nothing over.
+                self.takeover = None;
+                self.ended = true;
+            }
         }
         self.note_client();
         r
