@@ -214,6 +214,7 @@ pub(crate) async fn serve<F: Future>(
     let (tx, mut rx) = mpsc::channel::<(SocketAddr, Vec<u8>)>(FROM_SERVER_QUEUE);
     let mut refused = 0u64;
     let mut next_report = report_every.map(|d| start + d);
+    let mut next_sweep = start;
     let mut buf = vec![0u8; 65_536];
     tokio::pin!(stop);
     loop {
@@ -237,8 +238,12 @@ pub(crate) async fn serve<F: Future>(
             report(elapsed, &up, &down, clients.len(), refused);
             next_report = report_every.map(|d| now + d);
         }
-        // Forget clients silent both ways (their reader ends with them).
-        clients.retain(|_, c| now - c.last < CLIENT_IDLE);
+        // Forget clients silent both ways (their reader ends with them),
+        // looking once a second, not at every datagram.
+        if now >= next_sweep {
+            clients.retain(|_, c| now - c.last < CLIENT_IDLE);
+            next_sweep = now + Duration::from_secs(1);
+        }
         let wake = [
             up.next_due(),
             down.next_due(),

@@ -76,11 +76,6 @@ pub enum Ignored {
     /// Hosting: a report for a seat we do not hold (answered `late`).
     #[error("a takeover report for a seat this host does not hold (answered late)")]
     Late,
-    /// Collecting: a claim to host from a seat whose claim we followed
-    /// once already, or from the host we are replacing. Not followed (a
-    /// real host is reached through the other players' word).
-    #[error("a claim to host from seat {0}, followed once already or the host being replaced")]
-    ClaimRepeated(PlayerId),
     /// Collecting: a seat's own word that it hosts (`ready`), or that the
     /// match went on without us (`late`), no other player having said it
     /// follows that seat. Not believed (any seat could say it); a real
@@ -248,9 +243,6 @@ pub struct HostedSession<I: Input> {
     /// Seats another player said host (or that asked us to yield), followed
     /// once in this takeover.
     redirected: BTreeSet<PlayerId>,
-    /// Seats whose claim to host (`ready` or `late` while we collected),
-    /// believed, we followed: once in a session.
-    claimed: BTreeSet<PlayerId>,
     /// Seats another player said it follows as host, in this takeover: a
     /// refusal or a `late` from one is believed (one seat's own word is
     /// not).
@@ -333,7 +325,6 @@ impl<I: Input> HostedSession<I> {
             takeover: None,
             failed: Vec::new(),
             redirected: BTreeSet::new(),
-            claimed: BTreeSet::new(),
             vouched: BTreeSet::new(),
             collecting_since: None,
             peers: BTreeMap::new(),
@@ -654,7 +645,7 @@ impl<I: Input> HostedSession<I> {
         // A host we moved to is heard once it welcomes us: until then
         // anything else from it (a claim to host repeated, say) neither
         // keeps us waiting on it nor calls a takeover off.
-        let welcomed = self.moved_at.is_none() || self.client().connected();
+        let welcomed = !self.awaiting_welcome();
         if from_server {
             if welcomed {
                 if self.host_heard() {
@@ -723,10 +714,15 @@ impl<I: Input> HostedSession<I> {
         r
     }
 
+    /// Whether we moved to a new host that has not welcomed us yet.
+    fn awaiting_welcome(&self) -> bool {
+        self.moved_at.is_some() && !self.client().connected()
+    }
+
     /// Whether `seat`'s word that it hosts (a `ready`), or will not have
-    /// us (a `late`, a refusal), is believed: another player said it follows that seat,
-    /// or no other player is left to say so (with only the two of us, a
-    /// liar could as well leave).
+    /// us (a `late`, a refusal), is believed: another player said it
+    /// follows that seat, or no other player is left to say so (with only
+    /// the two of us, a liar could as well leave).
     fn believed(&self, seat: PlayerId) -> bool {
         let me = self.seat();
         self.vouched.contains(&seat)
@@ -819,8 +815,7 @@ impl<I: Input> HostedSession<I> {
         // client has for it is dropped, so its timers stay quiet); but a
         // host we moved to that never welcomed us may only have missed our
         // Hello: until a candidate counts us, we keep saying it.
-        let hello = self.moved_at.is_some()
-            && !self.client().connected()
+        let hello = self.awaiting_welcome()
             && matches!(
                 self.takeover,
                 Some(Takeover::Reporting { acked: false, .. })
@@ -966,7 +961,7 @@ impl<I: Input> HostedSession<I> {
         // A host we moved to is silent until it welcomes us (whatever
         // else it sends).
         let heard = match self.moved_at {
-            Some(moved) if !c.connected() => moved,
+            Some(moved) if self.awaiting_welcome() => moved,
             _ => c.last_heard()?,
         };
         Some(heard + self.config.host_timeout)
@@ -1170,17 +1165,7 @@ impl<I: Input> HostedSession<I> {
             return;
         }
         // A collecting candidate's probe carries its own report, marked.
-        let mark = d.messages.iter().find_map(|m| match *m {
-            Message::TakeoverAck {
-                ready: false,
-                want: None,
-                late: false,
-                alive: false,
-                host,
-                ..
-            } => host,
-            _ => None,
-        });
+        let mark = d.messages.iter().find_map(bare_host);
         for m in &d.messages {
             match *m {
                 Message::Takeover {
@@ -1195,7 +1180,7 @@ impl<I: Input> HostedSession<I> {
                     if self.takeover.is_none() && !self.hosting() {
                         if self.host_gone() {
                             self.begin_takeover();
-                        } else if self.moved_at.is_some() && !self.client().connected() {
+                        } else if self.awaiting_welcome() {
                             // We moved to a host that has not welcomed us
                             // yet: we cannot say it lives.
                             self.ignore(from, Ignored::Moving);
@@ -1332,24 +1317,21 @@ impl<I: Input> HostedSession<I> {
                     {
                         self.vouched.insert(h);
                     }
-                    // A candidate that gave up for another seat, passing it
-                    // on: named as `alive` would, but nobody's word that it
-                    // hosts.
-                    let follow = !alive
-                        && !ready
-                        && !late
-                        && want.is_none()
-                        && host.is_some()
-                        && host != sender;
+                    // Only `host` set: naming the sender, a collecting
+                    // candidate's mark on its probe; naming another seat, a
+                    // candidate that gave up for it, passing it on (named
+                    // as `alive` would, but nobody's word that it hosts).
+                    let bare = bare_host(m);
+                    let follow = bare.is_some() && bare != sender;
+                    let probe = bare.is_some() && !follow;
                     let alive = alive || follow;
                     if matches!(self.takeover, Some(Takeover::Collecting { .. }))
                         && !self.collector_yields(from, ready, late, alive, host)
                     {
                         continue;
                     }
-                    // A collecting candidate's mark on its probe: only
-                    // another collecting candidate acts on it (above).
-                    let probe = host.is_some() && !alive && !ready && !late;
+                    // A mark: only another collecting candidate acts on it
+                    // (above).
                     let ours = matches!(
                         &self.takeover,
                         Some(Takeover::Reporting { peer: Some(p), .. }) if *p == from
@@ -1500,9 +1482,9 @@ impl<I: Input> HostedSession<I> {
     }
 
     /// A collecting candidate's answer from a player it asked: a new host
-    /// (`hosts`: it answered `ready`; a `late` alone is not believed), a
-    /// candidate earlier in the
-    /// order that counts us (`Wait`), or a player that follows another
+    /// (it answered `ready`, or `late`: believed only on another seat's
+    /// word), a candidate earlier in the order that counts us (`Wait`), or
+    /// a player that follows another
     /// host: we report to it instead, and tell our own reporters so.
     /// Returns whether we now report to the sender (its answer is then
     /// taken as a reporter's).
@@ -1528,13 +1510,9 @@ impl<I: Input> HostedSession<I> {
             self.told_alive = true;
             return false;
         } else if hosts || late {
-            // Believed: still followed once in a session, and never from
-            // the host we found silent.
-            if Some(sender) == self.host_seat || !self.claimed.insert(sender) {
-                self.ignore(from, Ignored::ClaimRepeated(sender));
-                self.told_alive = true;
-                return false;
-            }
+            // Believed (a seat we followed that never welcomed us is the
+            // host we replace next: its datagrams are no takeover
+            // messages to us, and it leaves the roster at our next move).
             sender
         } else if alive {
             if host == self.host_seat {
@@ -1971,6 +1949,22 @@ impl<I: Input> HostedSession<I> {
         }
         w.finish();
         Some(buf)
+    }
+}
+
+/// The seat a `TakeoverAck` names when `host` is all it says (the
+/// collecting mark, or a candidate passing a seat on).
+fn bare_host(m: &Message<'_>) -> Option<PlayerId> {
+    match *m {
+        Message::TakeoverAck {
+            ready: false,
+            want: None,
+            late: false,
+            alive: false,
+            host,
+            ..
+        } => host,
+        _ => None,
     }
 }
 
