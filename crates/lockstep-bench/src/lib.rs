@@ -7,8 +7,12 @@
 //!   protocol, a plain fixed-size encoding, and a JSON envelope.
 //! - [`run_mesh_udp`]: a lockstep mesh session over real loopback UDP, with
 //!   every byte sent counted and the time spent in the session measured.
+//! - [`feel`]: a room's stall rate and input latency under a simulated
+//!   network, with a fixed or an adaptive input delay.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+pub mod feel;
 
 use lockstep_core::sim::SimRng;
 use lockstep_core::wire::{ChainWriter, Datagram, DatagramWriter, InputRun, Inputs, Message};

@@ -52,9 +52,14 @@ pub(crate) struct DemoArgs {
     /// Seeds the game and the bots.
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
-    /// Input delay in ticks (0 to 1024).
+    /// Input delay in ticks (0 to 1024): where the delay starts, unless
+    /// `--fixed-delay`.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=1024))]
     pub(crate) delay: u32,
+    /// Keep the input delay at `--delay` (by default a wait-for-all room's
+    /// delay follows the network, from 1 to 16 ticks).
+    #[arg(long)]
+    pub(crate) fixed_delay: bool,
     /// Bots that join the match while it runs (0 to 8), spread over its
     /// middle: each gets the game's state from a snapshot, catches up and
     /// plays (before tick 90 it replays the match instead).
@@ -173,7 +178,10 @@ struct Client {
     session: ClientSession<PlayerInputs>,
     game: Game,
     bot: Option<Bot>,
-    next_commit: Instant,
+    /// Runs the bot's ticks on a steady clock.
+    pacer: lockstep_core::Pacer,
+    /// The input delay in force, as last seen.
+    delay: u32,
     buffers: Buffers,
     desyncs: u32,
     snapshots: crate::snapshots::Snapshots,
@@ -287,6 +295,7 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
     let mut config = RelayConfig::default();
     config.room_defaults.tick_rate = a.tick_rate;
     config.room_defaults.delay = a.delay;
+    config.room_defaults.adaptive_delay = !a.fixed_delay;
     config.room_defaults.max_seats = a.players + a.late_joiners;
     config.room_defaults.snapshot_join = true;
     let game_config = game_config(&a);
@@ -425,7 +434,8 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
             start: game.clone(),
             game,
             bot: None,
-            next_commit: Instant::now(),
+            pacer: bot_pacer(a.tick_rate)?,
+            delay: 0,
             buffers: Buffers::default(),
             desyncs: 0,
             snapshots: crate::snapshots::Snapshots::default(),
@@ -464,7 +474,6 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
     );
     let started = Instant::now();
     let limit = Duration::from_secs_f64(f64::from(a.ticks) / f64::from(a.tick_rate) * 3.0 + 30.0);
-    let period = Duration::from_secs(1) / a.tick_rate;
     let mut last_report = Instant::now();
     let mut timed_out = false;
     loop {
@@ -526,7 +535,7 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
             }
         }
         for c in clients.iter_mut().filter(|c| c.offline.is_none()) {
-            step_client(c, &clock, a.ticks, period);
+            step_client(c, &clock, a.ticks);
         }
         if let Some(c) = clients.iter().find(|c| c.failure.is_some()) {
             bar.finish_and_clear();
@@ -574,15 +583,17 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
 
     println!();
     println!(
-        "{:<6} {:<4} {:>4} {:>6} {:>6} {:>6} {:>10} {:>7} {:>6} {:>9} {:>10} {:>6}  state hash",
+        "{:<6} {:<4} {:>4} {:>6} {:>6} {:>6} {:>6} {:>10} {:>7} {:>5} {:>6} {:>9} {:>10} {:>6}  state hash",
         "client",
         "via",
         "seat",
         "ticks",
+        "late%",
         "stalls",
         "stall%",
         "stalled ms",
         "rtt ms",
+        "delay",
         "lat ms",
         "up B/tick",
         "down B/tick",
@@ -597,15 +608,17 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
         let seat = seat.map_or("-".to_owned(), |s| s.0.to_string());
         let hash = c.game.hash();
         println!(
-            "{:<6} {:<4} {:>4} {:>6} {:>6} {:>6.1} {:>10} {:>7} {:>6} {:>9.1} {:>10.1} {:>6}  {:016x}",
+            "{:<6} {:<4} {:>4} {:>6} {:>6.1} {:>6} {:>6.1} {:>10} {:>7} {:>5} {:>6} {:>9.1} {:>10.1} {:>6}  {:016x}",
             c.name,
             c.kind,
             seat,
             c.game.tick.get(),
+            st.late_frames as f64 * 100.0 / frames as f64,
             st.stalls,
             st.stall_rate() * 100.0,
             st.stalled_for.as_millis(),
             st.rtt.map_or("-".to_owned(), |r| r.as_millis().to_string()),
+            c.delay,
             st.mean_input_latency()
                 .map_or("-".to_owned(), |l| l.as_millis().to_string()),
             st.bytes_sent as f64 / frames as f64,
@@ -634,11 +647,13 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
     }
     println!();
     println!(
-        "relay: {} ticks sealed, {} datagrams in, {} out; {:.1} s",
+        "relay: {} ticks sealed, {} datagrams in, {} out; {:.1} s ({:.1} ticks/s of {})",
         report.ticks,
         report.datagrams_in,
         report.datagrams_out,
-        elapsed.as_secs_f64()
+        elapsed.as_secs_f64(),
+        f64::from(a.ticks) / elapsed.as_secs_f64().max(0.001),
+        a.tick_rate,
     );
     // A desync injected is one only its bot hears of.
     let injected = |c: &Client| {
@@ -754,8 +769,26 @@ fn take_events(c: &mut Client) {
     }
 }
 
+/// Frames ready beyond the delay's worth past which a bot runs them
+/// without its clock.
+const CATCH_UP: usize = 8;
+/// The most frames a bot runs in one loop iteration.
+const MAX_PER_STEP: u32 = 64;
+
+/// The clock a bot runs its ticks on: one frame kept in hand.
+pub(crate) fn bot_pacer(tick_rate: u32) -> Result<lockstep_core::Pacer, DemoError> {
+    lockstep_core::Pacer::new(
+        tick_rate,
+        lockstep_core::PacerConfig {
+            target: 1,
+            ..lockstep_core::PacerConfig::default()
+        },
+    )
+    .map_err(|e| DemoError::Setup(e.to_string()))
+}
+
 /// One game-loop iteration of one bot client.
-fn step_client(c: &mut Client, clock: &Clock, ticks: u32, period: Duration) {
+fn step_client(c: &mut Client, clock: &Clock, ticks: u32) {
     let _ = drive(
         &mut c.session,
         &mut c.transport,
@@ -775,25 +808,26 @@ fn step_client(c: &mut Client, clock: &Clock, ticks: u32, period: Duration) {
         Ok(_) => {}
     }
     c.snapshots.donate(&mut c.session, &c.game);
-    if let Some(bot) = &mut c.bot
-        && Instant::now() >= c.next_commit
-    {
-        let input = bot.input(&c.game);
-        if c.session.commit_local(input).is_ok() {
-            // A joiner plays once its input is taken: after catching up
-            // from a snapshot, or at once when it replays the match.
-            if let Some((_, live @ None)) = &mut c.joined {
-                *live = Some(Instant::now());
-            }
-            c.next_commit += period;
-            // Never build up a burst after a stall.
-            c.next_commit = c.next_commit.max(Instant::now() - period);
-        }
+    // Ticks run on a steady clock (a little faster with frames in hand, a
+    // little slower without), and each one commits the input for the
+    // tick `delay` ahead, so the delay is the latency the bot plays with;
+    // far behind (joining, or after a stall), it catches up without it.
+    let delay = c.session.welcome().map_or(0, |w| w.delay);
+    if c.session.welcome().is_some() {
+        c.delay = delay;
     }
-    while c.game.tick.get() < ticks {
+    let ready = c.session.stats().buffered_frames;
+    let due = if c.session.joining() || ready > delay as usize + CATCH_UP {
+        MAX_PER_STEP
+    } else {
+        c.pacer.ticks_due(clock.now(), c.session.ready_to_pace())
+    };
+    let mut ran = 0;
+    while c.game.tick.get() < ticks && ran < due {
         let Some(frame) = c.session.advance() else {
             break;
         };
+        ran += 1;
         c.game.step(&frame);
         // At the tick asked, or the first after it that the seat's ship is
         // in the game.
@@ -814,6 +848,18 @@ fn step_client(c: &mut Client, clock: &Clock, ticks: u32, period: Duration) {
         }
         c.history.push_back(c.game.clone());
         c.frames.push_back(frame);
+        if let Some(bot) = &mut c.bot
+            && c.session.input_due()
+        {
+            let input = bot.input(&c.game);
+            // A joiner plays once its input is taken: after catching up
+            // from a snapshot, or at once when it replays the match.
+            if c.session.commit_local(input).is_ok()
+                && let Some((_, live @ None)) = &mut c.joined
+            {
+                *live = Some(Instant::now());
+            }
+        }
     }
     take_events(c);
     let _ = drive(

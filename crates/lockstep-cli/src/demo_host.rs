@@ -23,7 +23,8 @@ struct HostBot {
     udp: FaultyTransport<UdpTransport>,
     game: Game,
     bot: Option<Bot>,
-    next_commit: Instant,
+    /// Runs its ticks on a steady clock.
+    pacer: lockstep_core::Pacer,
     buffers: Buffers,
 }
 
@@ -160,7 +161,7 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
             udp: FaultyTransport::new(udp, faults, seed),
             game: Game::with_config(a.seed, game_config(a)),
             bot: None,
-            next_commit: Instant::now(),
+            pacer: crate::demo::bot_pacer(a.tick_rate)?,
             buffers: Buffers::default(),
         }));
     }
@@ -242,19 +243,21 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
             if b.bot.is_none() {
                 b.bot = b.session.seat().map(|s| Bot::new(s, u64::from(s.0) + 1));
             }
-            if let Some(bot) = &mut b.bot
-                && Instant::now() >= b.next_commit
-            {
-                let input = bot.input(&b.game);
-                if b.session.commit_local(input).is_ok() {
-                    b.next_commit += period;
-                    b.next_commit = b.next_commit.max(Instant::now() - period);
-                }
-            }
-            while b.game.tick.get() < a.ticks {
+            // One commit per tick run, on a steady clock (see the relay
+            // demo's bots); far behind, catching up without it.
+            let delay = b.session.client().welcome().map_or(0, |w| w.delay) as usize;
+            let ready = b.session.client().stats().buffered_frames;
+            let due = if ready > delay + 8 {
+                64
+            } else {
+                b.pacer.ticks_due(clock.now(), b.session.ready_to_pace())
+            };
+            let mut ran = 0;
+            while b.game.tick.get() < a.ticks && ran < due {
                 let Some(frame) = b.session.advance() else {
                     break;
                 };
+                ran += 1;
                 for e in &frame.events {
                     if let SystemEvent::HostChanged { player } = e
                         && b.session.hosting()
@@ -275,6 +278,11 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
                 }
                 b.game.step(&frame);
                 let _ = b.session.report_checksum(frame.tick, b.game.hash());
+                if let Some(bot) = &mut b.bot
+                    && b.session.input_due()
+                {
+                    let _ = b.session.commit_local(bot.input(&b.game));
+                }
             }
             while b.session.poll_event().is_some() {}
             while let Some((_, why)) = b.session.poll_ignored() {

@@ -191,7 +191,6 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
     let mut keys = Keys::default();
     let mut buffers = Buffers::default();
     let mut screen = Screen::open()?;
-    let mut next_commit = Instant::now();
     let mut last_draw = Instant::now() - Duration::from_secs(1);
     let mut status = format!("connecting to {where_}...");
     let mut in_room = format!("room {} on {where_}", a.room);
@@ -282,15 +281,6 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
         if drive(&mut session, &mut transport, clock.now(), &mut buffers).is_err() {
             lost_since.get_or_insert(now - Duration::from_secs(2));
         }
-        if let Some(w) = session.welcome().copied()
-            && w.seat.is_some()
-            && now >= next_commit
-        {
-            let period = Duration::from_secs(1) / w.tick_rate.max(1);
-            if session.commit_local(keys.input(now)).is_ok() {
-                next_commit = (next_commit + period).max(now - period);
-            }
-        }
         if let Err(e) = snapshots.restore(&mut session, &mut game) {
             break Some(e);
         }
@@ -301,13 +291,22 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
         if pacer.is_none()
             && let Some(w) = session.welcome()
         {
-            pacer =
-                lockstep_core::Pacer::new(w.tick_rate, lockstep_core::PacerConfig::default()).ok();
+            pacer = lockstep_core::Pacer::new(
+                w.tick_rate,
+                lockstep_core::PacerConfig {
+                    // One commit per tick run: the delay's spare ticks are
+                    // in hand, one is the target (see `ready_to_pace`).
+                    target: 1,
+                    ..lockstep_core::PacerConfig::default()
+                },
+            )
+            .ok();
         }
         let due = match pacer.as_mut() {
             Some(p) => {
-                let paced = p.ticks_due(clock.now(), ready);
-                let behind = ready as u32 >= p.config().target + p.config().catch_up_beyond;
+                let paced = p.ticks_due(clock.now(), session.ready_to_pace());
+                let delay = session.welcome().map_or(0, |w| w.delay);
+                let behind = ready as u32 >= delay + p.config().catch_up_beyond;
                 if behind || session.joining() {
                     catch_up.ticks(ready).max(1)
                 } else {
@@ -326,6 +325,10 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
             ran += 1;
             let _ = session.report_checksum(frame.tick, game.hash());
             snapshots.donate(&mut session, &game);
+            // The input for the tick `delay` ahead, as this one runs.
+            if session.input_due() {
+                let _ = session.commit_local(keys.input(now));
+            }
         }
         catch_up.ran(ran, started.elapsed());
         if session.joining() {
@@ -386,6 +389,7 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
                 tick: game.tick.get(),
                 ping_ms: session.stats().rtt.map(|r| r.as_millis() as u32),
                 delay: session.welcome().map_or(0, |w| w.delay),
+                stalls: (session.stats().stalls, session.stats().frames),
                 me: session.seat(),
                 spectator: a.watch,
                 // Not while the relay is silent: its last word on whom the

@@ -45,17 +45,27 @@ pub enum SystemEvent {
         /// The new host's seat.
         player: PlayerId,
     },
+    /// The input delay changed: from this frame on, input committed while
+    /// a frame runs is stamped `delay` ticks after it. Nothing about the
+    /// game changes (every tick still has one input per seat, none is run
+    /// twice or skipped); a game may show the delay, and a replay keeps it.
+    /// See [`AdaptiveDelay`](crate::AdaptiveDelay).
+    DelayChanged {
+        /// The input delay from this frame on, in ticks.
+        delay: u32,
+    },
 }
 
 impl SystemEvent {
-    /// The seat the event is about.
-    pub const fn player(&self) -> PlayerId {
+    /// The seat the event is about, if it is about one.
+    pub const fn player(&self) -> Option<PlayerId> {
         match *self {
             Self::Joined { player }
             | Self::Left { player }
             | Self::Abandoned { player }
             | Self::CaughtUp { player }
-            | Self::HostChanged { player } => player,
+            | Self::HostChanged { player } => Some(player),
+            Self::DelayChanged { .. } => None,
         }
     }
 }

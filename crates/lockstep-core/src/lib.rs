@@ -70,6 +70,7 @@
 pub mod admission;
 mod catch_up;
 mod checksum;
+mod delay;
 pub mod desync;
 mod endpoint;
 mod error;
@@ -92,6 +93,7 @@ mod time;
 pub mod wire;
 
 pub use catch_up::CatchUp;
+pub use delay::{AdaptiveDelay, DelayTracker};
 pub use endpoint::{Endpoint, Transmit};
 pub use error::{
     AbandonError, ChecksumError, CommitError, ConfigError, DatagramError, Incompatibility,

@@ -828,7 +828,9 @@ fn a_peer_that_leaves_is_left_without_waiting_for_silence() {
     }
     let gone: Vec<_> = marks
         .iter()
-        .filter(|(_, _, e)| e.player() == PlayerId(2) && !matches!(e, SystemEvent::Joined { .. }))
+        .filter(|(_, _, e)| {
+            e.player() == Some(PlayerId(2)) && !matches!(e, SystemEvent::Joined { .. })
+        })
         .collect();
     assert_eq!(gone.len(), 2, "{marks:?}");
     assert!(

@@ -132,7 +132,7 @@ proptest! {
         start in any::<u32>(),
         seats in 1usize..8,
         rows in proptest::collection::vec(proptest::collection::vec(proptest::option::of(any::<u16>()), 8), 1..40),
-        events in proptest::collection::vec((0usize..40, 0u16..8, 0u8..5), 0..5),
+        events in proptest::collection::vec((0usize..40, 0u16..8, 0u8..6), 0..5),
     ) {
         let start = start.min(u32::MAX - rows.len() as u32);
         let mut frames: Vec<Frame<u16>> = rows.iter().enumerate().map(|(i, r)| Frame {
@@ -148,6 +148,7 @@ proptest! {
                     1 => SystemEvent::Abandoned { player },
                     2 => SystemEvent::Left { player },
                     3 => SystemEvent::CaughtUp { player },
+                    4 => SystemEvent::DelayChanged { delay: u32::from(p) * 4 },
                     _ => SystemEvent::HostChanged { player },
                 });
             }
@@ -232,6 +233,7 @@ proptest! {
             Message::MemberAck { seat: welcome_seat.unwrap_or(PlayerId(3)), version: stamps.0 },
             Message::Takeover { epoch: stamps.1, seat: welcome_seat.unwrap_or(PlayerId(1)), token: ResumeToken(resume.unwrap_or([4; 16])), lacks: Tick::new(stamps.0) },
             Message::TakeoverAck { epoch: stamps.0, ready: nums.3 % 2 == 0, want: resume.map(|_| Tick::new(stamps.1)), late: nums.3 % 3 == 0, alive: nums.3 % 5 == 0, host: welcome_seat },
+            Message::DelayWanted { delay: stamps.0 % 1025 },
         ];
         let mut datagrams: Vec<Vec<u8>> = Vec::new();
         let mut pending = messages.as_slice();
@@ -283,4 +285,24 @@ proptest! {
         prop_assume!((0..=i64::from(u32::MAX)).contains(&reference));
         prop_assert_eq!(wire::expand_tick(tick as u16, Tick::new(reference as u32)), Tick::new(tick));
     }
+}
+
+/// A delay past the protocol's limit is refused, in a frame's event and in
+/// `DelayWanted`, with a typed error.
+#[test]
+fn delays_over_the_limit_are_refused() {
+    use lockstep_core::wire::{Datagram, WireError};
+    let mut ok = Vec::new();
+    let mut w = DatagramWriter::new(&mut ok, Tick::new(5), 1200);
+    w.push(&Message::DelayWanted { delay: 1024 }).expect("fits");
+    w.finish();
+    // The message's body is its last byte or two: 1024 is 0x80 0x08.
+    let mut bad = ok.clone();
+    let n = bad.len();
+    bad[n - 1] = 0x09; // 1152
+    assert!(Datagram::decode(&ok, Tick::new(5)).is_ok());
+    assert!(matches!(
+        Datagram::decode(&bad, Tick::new(5)),
+        Err(WireError::Invalid(_))
+    ));
 }

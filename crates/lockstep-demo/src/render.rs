@@ -17,6 +17,9 @@ pub struct Hud {
     pub ping_ms: Option<u32>,
     /// Input delay in ticks.
     pub delay: u32,
+    /// Times the picture stopped (no frame for two tick periods), and the
+    /// frames run, for the stall rate.
+    pub stalls: (u64, u64),
     /// Our seat (none when spectating, or not seated yet).
     pub me: Option<PlayerId>,
     /// We only watch (else a missing seat is one still to come).
@@ -61,16 +64,19 @@ pub fn draw(f: &mut Frame<'_>, game: &Game, hud: &Hud) {
         None if hud.me.is_none() => "connecting...".to_owned(),
         None => "joining...".to_owned(),
     };
-    // Most important first: a narrow terminal cuts the end, so the one
-    // part of varying length goes last.
+    // Most important first: a narrow terminal cuts the end, so the parts
+    // of varying length go last.
+    let (stalls, frames) = hud.stalls;
     let line = format!(
-        " tick {}  ping {}  delay {}  players {}  creeps {}  {}",
+        " tick {}  ping {}  delay {}  players {}  creeps {}  {}  stalls {} ({:.1}%)",
         hud.tick,
         ping,
         hud.delay,
         game.ships.len(),
         game.creeps.len(),
         me,
+        stalls,
+        stalls as f64 * 100.0 / frames.max(1) as f64,
     );
     f.render_widget(
         Paragraph::new(line).style(Style::default().add_modifier(Modifier::BOLD)),

@@ -108,6 +108,24 @@ fn ships_creeps_and_the_hud_are_on_screen() {
 }
 
 #[test]
+fn the_hud_shows_the_delay_and_the_stall_rate() {
+    let game = known_game();
+    let mut t = Terminal::new(TestBackend::new(140, 12)).expect("terminal");
+    let hud = Hud {
+        delay: 5,
+        stalls: (3, 200),
+        me: Some(PlayerId(1)),
+        ..Hud::default()
+    };
+    t.draw(|f| draw(f, &game, &hud)).expect("draw");
+    let top = &screen(&t)[0];
+    assert!(
+        top.contains("delay 5") && top.contains("stalls 3 (1.5%)"),
+        "{top}"
+    );
+}
+
+#[test]
 fn a_stall_shows_who_the_game_waits_on() {
     let game = known_game();
     let mut t = Terminal::new(TestBackend::new(60, 20)).expect("terminal");

@@ -1,6 +1,7 @@
 //! Relay configuration: defaults, a TOML file, and per-room settings.
 
 use crate::ticket::{ShortSecret, TicketKey};
+use lockstep_core::AdaptiveDelay;
 use lockstep_core::sequenced::{MissingInput, Policy, SequencerConfig};
 use lockstep_core::wire::InputCodec;
 use serde::Deserialize;
@@ -250,8 +251,17 @@ pub struct RoomSettings {
     pub policy: PolicyName,
     /// Ticks per second.
     pub tick_rate: u32,
-    /// Input delay in ticks.
+    /// Input delay in ticks (with `adaptive_delay`, the one to start at).
     pub delay: u32,
+    /// `wait-for-all`: the delay follows the network, within
+    /// `min_delay..=max_delay` (each player's client says which delay
+    /// keeps its stalls under 0.5% of frames; the room plays at the
+    /// largest). Off: always `delay`.
+    pub adaptive_delay: bool,
+    /// The smallest adaptive delay, in ticks.
+    pub min_delay: u32,
+    /// The largest adaptive delay, in ticks.
+    pub max_delay: u32,
     /// Seats.
     pub max_seats: u16,
     /// Spectators.
@@ -293,6 +303,9 @@ impl Default for RoomSettings {
             policy: PolicyName::WaitForAll,
             tick_rate: 30,
             delay: 3,
+            adaptive_delay: true,
+            min_delay: 1,
+            max_delay: 16,
             max_seats: 8,
             max_spectators: 8,
             abandon_after_secs: 10,
@@ -351,6 +364,12 @@ pub struct RoomOverrides {
     pub tick_rate: Option<u32>,
     /// See [`RoomSettings::delay`].
     pub delay: Option<u32>,
+    /// See [`RoomSettings::adaptive_delay`].
+    pub adaptive_delay: Option<bool>,
+    /// See [`RoomSettings::min_delay`].
+    pub min_delay: Option<u32>,
+    /// See [`RoomSettings::max_delay`].
+    pub max_delay: Option<u32>,
     /// See [`RoomSettings::max_seats`].
     pub max_seats: Option<u16>,
     /// See [`RoomSettings::max_spectators`].
@@ -456,6 +475,9 @@ impl RelayConfig {
             s.policy = o.policy.unwrap_or(s.policy);
             s.tick_rate = o.tick_rate.unwrap_or(s.tick_rate);
             s.delay = o.delay.unwrap_or(s.delay);
+            s.adaptive_delay = o.adaptive_delay.unwrap_or(s.adaptive_delay);
+            s.min_delay = o.min_delay.unwrap_or(s.min_delay);
+            s.max_delay = o.max_delay.unwrap_or(s.max_delay);
             s.max_seats = o.max_seats.unwrap_or(s.max_seats);
             s.max_spectators = o.max_spectators.unwrap_or(s.max_spectators);
             s.abandon_after_secs = o.abandon_after_secs.unwrap_or(s.abandon_after_secs);
@@ -487,7 +509,18 @@ impl RelayConfig {
                 },
             },
             tick_rate: s.tick_rate,
-            delay: s.delay,
+            delay: if s.adaptive_delay {
+                s.delay.clamp(s.min_delay, s.max_delay.max(s.min_delay))
+            } else {
+                s.delay
+            },
+            adaptive: (s.adaptive_delay && s.policy == PolicyName::WaitForAll).then(|| {
+                AdaptiveDelay {
+                    min: s.min_delay,
+                    max: s.max_delay,
+                    ..AdaptiveDelay::default()
+                }
+            }),
             max_seats: s.max_seats,
             max_spectators: s.max_spectators,
             history: s.history,

@@ -1275,7 +1275,8 @@ impl<I: Input> MeshSession<I> {
                 | Message::Member(_)
                 | Message::MemberAck { .. }
                 | Message::Takeover { .. }
-                | Message::TakeoverAck { .. } => {}
+                | Message::TakeoverAck { .. }
+                | Message::DelayWanted { .. } => {}
             }
         }
         Ok(r)

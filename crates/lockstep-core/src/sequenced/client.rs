@@ -15,7 +15,9 @@ use crate::wire::{
     self, ByeReason, ChainWriter, Datagram, DatagramWriter, Hello, InputCodec, InputRun, Inputs,
     MAX_COOKIE, MIN_HELLO_DATAGRAM, Message, ResumeToken, Welcome, WireError,
 };
-use crate::{Event, Frame, Input, Instant, PeerId, PlayerId, Tick};
+use crate::{
+    AdaptiveDelay, DelayTracker, Event, Frame, Input, Instant, PeerId, PlayerId, SystemEvent, Tick,
+};
 use core::time::Duration;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -114,6 +116,11 @@ pub struct ClientConfig {
     /// has not run yet): what a player taking over as host needs to serve
     /// the players behind it (host mode). 0 keeps none.
     pub keep_frames: u32,
+    /// How the input delay this player wants is judged (see
+    /// [`DelayTracker`](crate::DelayTracker)): in a room whose delay
+    /// adapts, every datagram says it. `None` says nothing, and the room
+    /// goes by the other players. The room's own bounds apply.
+    pub adaptive: Option<AdaptiveDelay>,
 }
 
 impl Default for ClientConfig {
@@ -141,6 +148,7 @@ impl Default for ClientConfig {
             secret: None,
             snapshot: SnapshotLimits::default(),
             keep_frames: 0,
+            adaptive: Some(AdaptiveDelay::default()),
         }
     }
 }
@@ -175,7 +183,10 @@ impl ClientConfig {
             self.hello_interval.is_zero(),
             "hello_interval must be positive",
         )?;
-        bad(self.timeout.is_zero(), "timeout must be positive")
+        bad(self.timeout.is_zero(), "timeout must be positive")?;
+        self.adaptive
+            .as_ref()
+            .map_or(Ok(()), AdaptiveDelay::validate)
     }
 }
 
@@ -227,6 +238,15 @@ pub struct ClientStats {
     /// of its tick, summed (see
     /// [`mean_input_latency`](Self::mean_input_latency)).
     pub input_latency_sum: Duration,
+    /// The input delay in force, in ticks.
+    pub delay: u32,
+    /// The input delay this player wants (with
+    /// [`ClientConfig::adaptive`]).
+    pub delay_wanted: Option<u32>,
+    /// Frames that came late: later after our input for them was
+    /// committed than the input delay (see
+    /// [`DelayTracker`](crate::DelayTracker)).
+    pub late_frames: u64,
 }
 
 impl ClientStats {
@@ -307,6 +327,11 @@ pub struct ClientSession<I: Input> {
     events: Events<Event>,
     stats: ClientStats,
     stall_started: Option<Instant>,
+    /// Judges the input delay we want (with `adaptive`, once seated).
+    tracker: Option<DelayTracker>,
+    /// The delay rose since the last commit: the next one first tops our
+    /// lead up to it with neutral input.
+    delay_rose: bool,
     /// When the game last got a frame.
     last_frame_at: Option<Instant>,
     /// The server's latest address-validation cookie, echoed in the Hello.
@@ -462,6 +487,8 @@ impl<I: Input> ClientSession<I> {
             events: Events::new(EVENT_QUEUE_CAP),
             stats: ClientStats::default(),
             stall_started: None,
+            tracker: None,
+            delay_rose: false,
             last_frame_at: None,
             cookie: Vec::new(),
             public,
@@ -542,6 +569,29 @@ impl<I: Input> ClientSession<I> {
         self.stall_started.is_some()
     }
 
+    /// The frames ready to run, as a [`Pacer`](crate::Pacer) should count
+    /// them. In a `Deadline` room, all of them: the sequencer's clock sets
+    /// the pace, and a pacer running a little faster with frames in hand
+    /// keeps up with it. In a `WaitForAll` room every player's clock sets
+    /// the pace together: a player running faster would speed the whole
+    /// match up. There, frames beyond one count only while the room waits
+    /// on our input (the sequencer's `waiting` names our seat: our clock
+    /// runs behind the others', and catching up brings it in step);
+    /// otherwise every player runs at the tick rate.
+    ///
+    /// ```text
+    /// let due = pacer.ticks_due(now, session.ready_to_pace());
+    /// ```
+    pub fn ready_to_pace(&self) -> usize {
+        let ready = self.frames.iter().take_while(|f| f.is_some()).count();
+        match self.welcome() {
+            Some(w) if !w.deadline && w.seat.is_none_or(|me| !self.waiting.contains(&me)) => {
+                ready.min(1)
+            }
+            _ => ready,
+        }
+    }
+
     /// Whether the sequencer has paused the game.
     pub fn paused(&self) -> bool {
         self.pause_frame.is_some()
@@ -562,6 +612,8 @@ impl<I: Input> ClientSession<I> {
         s.buffered_frames = self.frames.iter().filter(|f| f.is_some()).count();
         s.unacked_inputs = self.unacked.len();
         s.rtt = self.rtt.get();
+        s.delay = self.welcome().map_or(0, |w| w.delay);
+        s.delay_wanted = self.tracker.as_ref().map(DelayTracker::wanted);
         s
     }
 
@@ -621,12 +673,36 @@ impl<I: Input> ClientSession<I> {
                 max: self.config.max_input_len,
             });
         }
+        // The delay rose: our lead is topped up to it with neutral input,
+        // before this one (nobody sampled input for the ticks it adds). A
+        // lead already past the delay (a game committing on its own clock)
+        // gets none.
+        while self.delay_rose
+            && self.next_commit.since(self.next_tick).saturating_add(1) < w.delay
+            && self.pause_frame.is_none_or(|f| self.next_commit < f)
+        {
+            let tick = self.next_commit;
+            self.next_commit = tick.next().ok_or(CommitError::TickSpaceExhausted)?;
+            self.unacked.push_back((tick, I::default()));
+        }
+        self.delay_rose = false;
+        if self.pause_frame.is_some_and(|f| self.next_commit >= f) {
+            // The rise reached the freeze frame: the rest waits for the
+            // resume, and so does this input.
+            self.stats.commits_refused += 1;
+            return Err(CommitError::Paused {
+                frame: self.pause_frame.unwrap_or(self.next_commit),
+            });
+        }
         let tick = self.next_commit;
         self.next_commit = tick.next().ok_or(CommitError::TickSpaceExhausted)?;
         if self.committed_at.len() >= TIMED_INPUTS {
             self.committed_at.pop_front();
         }
         self.committed_at.push_back((tick, self.now));
+        if let Some(t) = self.tracker.as_mut() {
+            t.committed(tick, self.now);
+        }
         self.unacked.push_back((tick, input));
         while self.unacked.len() > self.config.max_unacked {
             self.unacked.pop_front();
@@ -671,7 +747,20 @@ impl<I: Input> ClientSession<I> {
         self.next_tick = self.next_tick.saturating_add(1);
         self.announce_snapshot();
         if self.joining.as_ref().is_some_and(|j| j.restored) {
+            // A change before our seat goes live is in force when it does;
+            // one after it moves our lead.
+            let live_at = self
+                .seat()
+                .and_then(|p| {
+                    let ev = SystemEvent::CaughtUp { player: p };
+                    frame.events.iter().position(|e| *e == ev)
+                })
+                .unwrap_or(frame.events.len());
+            self.take_delay_changes(frame.tick, &frame.events[..live_at]);
             self.note_caught_up(&frame);
+            self.take_delay_changes(frame.tick, &frame.events[live_at..]);
+        } else {
+            self.take_delay_changes(frame.tick, &frame.events);
         }
         self.stats.frames += 1;
         while self
@@ -692,6 +781,32 @@ impl<I: Input> ClientSession<I> {
             self.stats.stalled_for += self.now - since;
         }
         Some(frame)
+    }
+
+    /// The input delay changed at frame `tick`: the new one is in force. A
+    /// playing seat's next commit after a rise tops its lead up to it with
+    /// neutral inputs; after a fall, [`input_due`](Self::input_due) holds
+    /// back until the frames caught up. Changes before our Welcome's tick
+    /// were in force before it.
+    fn take_delay_changes(&mut self, tick: Tick, events: &[SystemEvent]) {
+        let live = self.joining.is_none() && self.seat().is_some();
+        let State::Connected(w) = &mut self.state else {
+            return;
+        };
+        if tick < w.tick {
+            return;
+        }
+        for ev in events {
+            if let SystemEvent::DelayChanged { delay } = *ev {
+                if live && delay > w.delay {
+                    self.delay_rose = true;
+                }
+                w.delay = delay;
+                if let Some(t) = self.tracker.as_mut() {
+                    t.set_delay(delay);
+                }
+            }
+        }
     }
 
     /// Keeps `frame`, just run, with `keep_frames`, and forgets the inputs
@@ -778,6 +893,25 @@ impl<I: Input> ClientSession<I> {
             .collect()
     }
 
+    /// Whether the input for the tick `delay` ticks past the next frame is
+    /// still to commit: the classic lockstep loop runs a frame, then
+    /// commits while this holds, which keeps every player exactly the
+    /// delay ahead (a player that joined while the game ran on has more
+    /// lead than that, and commits nothing until it ran its way down to
+    /// it). After the delay fell it stays false until the frames caught up
+    /// with the inputs committed; after it rose, the ticks it added are
+    /// filled with neutral input at the next commit, so the game commits
+    /// once per frame run whatever the delay does.
+    pub fn input_due(&self) -> bool {
+        let Some(w) = self.welcome() else {
+            return false;
+        };
+        w.seat.is_some()
+            && self.joining.is_none()
+            && self.leaving.is_none()
+            && self.next_commit.since(self.next_tick) < w.delay
+    }
+
     /// Whether this client is joining a game under way: receiving its
     /// snapshot or catching up. Commits are refused until it is over.
     pub fn joining(&self) -> bool {
@@ -832,9 +966,7 @@ impl<I: Input> ClientSession<I> {
     /// spectator: once it has caught up with the open tick).
     fn note_caught_up(&mut self, frame: &Frame<I>) {
         let live = match self.seat() {
-            Some(me) => frame
-                .events
-                .contains(&crate::SystemEvent::CaughtUp { player: me }),
+            Some(me) => frame.events.contains(&SystemEvent::CaughtUp { player: me }),
             None => frame.tick.saturating_add(1) >= self.server_open,
         };
         if live {
@@ -1453,12 +1585,17 @@ impl<I: Input> ClientSession<I> {
         self.push_event(Event::SnapshotRequested { tick });
     }
 
-    fn welcomed(&mut self, w: Welcome) {
+    fn welcomed(&mut self, mut w: Welcome) {
         if self.connected() {
             return;
         }
         if w.seat.is_some() {
             self.token = Some(w.token);
+            if self.tracker.is_none()
+                && let Some(a) = self.config.adaptive.clone()
+            {
+                self.tracker = Some(DelayTracker::new(a, w.tick_rate, w.delay));
+            }
         }
         let reconnected = core::mem::take(&mut self.reconnecting);
         self.moving = false;
@@ -1466,6 +1603,11 @@ impl<I: Input> ClientSession<I> {
             // Our state stands unless the sequencer sends a snapshot, or we
             // had none of our own yet (we were joining).
             let kept = !w.snapshot && self.joining.is_none();
+            // Kept: our lead is the delay we last ran with; the changes
+            // since are in the frames still to run.
+            if kept && let Some(old) = self.welcome() {
+                w.delay = old.delay;
+            }
             self.state = State::Connected(w);
             if !kept {
                 self.frames.clear();
@@ -1550,6 +1692,11 @@ impl<I: Input> ClientSession<I> {
             self.frames.push_back(None);
         }
         if self.frames[i].is_none() {
+            if let Some(t) = self.tracker.as_mut()
+                && t.arrived(f.tick, self.now)
+            {
+                self.stats.late_frames += 1;
+            }
             self.frames[i] = Some(f);
         }
     }
@@ -1754,6 +1901,13 @@ impl<I: Input> ClientSession<I> {
             w.put(Message::CaughtUp {
                 tick: self.next_tick,
             });
+        }
+        if let Some(t) = self
+            .tracker
+            .as_ref()
+            .filter(|_| self.joining.is_none() && self.connected() && self.leaving.is_none())
+        {
+            w.put(Message::DelayWanted { delay: t.wanted() });
         }
         let mut more = false;
         if let Some(tx) = self.donation.as_mut().and_then(|d| d.sender.as_mut()) {

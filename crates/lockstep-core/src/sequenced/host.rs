@@ -108,6 +108,17 @@ impl<I: Input> HostSession<I> {
         r
     }
 
+    /// See [`ClientSession::ready_to_pace`]. The host's own clock is one of
+    /// the players': it counts as any other's.
+    pub fn ready_to_pace(&self) -> usize {
+        self.client.ready_to_pace()
+    }
+
+    /// See [`ClientSession::input_due`].
+    pub fn input_due(&self) -> bool {
+        self.client.input_due()
+    }
+
     /// See [`ClientSession::advance`].
     pub fn advance(&mut self) -> Option<Frame<I>> {
         self.pump();

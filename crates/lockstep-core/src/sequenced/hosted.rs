@@ -442,6 +442,22 @@ impl<I: Input> HostedSession<I> {
         }
     }
 
+    /// See [`ClientSession::ready_to_pace`].
+    pub fn ready_to_pace(&self) -> usize {
+        match &self.role {
+            Role::Host(h) => h.ready_to_pace(),
+            Role::Client(c) => c.ready_to_pace(),
+        }
+    }
+
+    /// See [`ClientSession::input_due`].
+    pub fn input_due(&self) -> bool {
+        match &self.role {
+            Role::Host(h) => h.input_due(),
+            Role::Client(c) => c.input_due(),
+        }
+    }
+
     /// See [`ClientSession::advance`].
     pub fn advance(&mut self) -> Option<Frame<I>> {
         match &mut self.role {

@@ -12,7 +12,9 @@ use crate::wire::{
     Inputs, Member, Message, Status, Welcome, WireError,
 };
 use crate::wire::{Checkpoint, ResumeToken};
-use crate::{Frame, Input, Instant, PeerId, PlayerId, SystemEvent, Tick, TokenBucket};
+use crate::{
+    AdaptiveDelay, Frame, Input, Instant, PeerId, PlayerId, SystemEvent, Tick, TokenBucket,
+};
 use core::time::Duration;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -158,8 +160,16 @@ pub struct SequencerConfig {
     /// Ticks per second: the `Deadline` clock, and what clients are told.
     pub tick_rate: u32,
     /// Input delay in ticks clients are told to use; a joining seat's first
-    /// `delay` ticks run neutral.
+    /// `delay` ticks run neutral. With `adaptive`, the delay to start with.
     pub delay: u32,
+    /// Let the input delay follow the network (`WaitForAll` only): each
+    /// player's client says which delay would keep its stalls at the
+    /// target rate ([`Message::DelayWanted`]), and the room plays at the
+    /// largest any playing seat wants, within `min..=max`. A change rises
+    /// at once and falls at most once a second; it takes effect at the
+    /// open tick, where a [`SystemEvent::DelayChanged`] says so in every
+    /// client's stream. `None` (the default): the delay stays `delay`.
+    pub adaptive: Option<AdaptiveDelay>,
     /// Seats in the room.
     pub max_seats: u16,
     /// Spectators allowed at once.
@@ -269,6 +279,7 @@ impl Default for SequencerConfig {
             },
             tick_rate: 30,
             delay: 3,
+            adaptive: None,
             max_seats: 8,
             max_spectators: 8,
             max_lead: 8,
@@ -320,6 +331,13 @@ impl SequencerConfig {
             "tick_rate must be 1 to 1000",
         )?;
         bad(self.delay > 1024, "delay over 1024 ticks")?;
+        if let Some(a) = &self.adaptive {
+            a.validate()?;
+            bad(
+                self.delay < a.min || self.delay > a.max,
+                "delay must be within the adaptive delay's min..=max",
+            )?;
+        }
         bad(
             self.max_lead == 0 || self.max_lead > 4096,
             "max_lead must be 1 to 4096",
@@ -383,6 +401,10 @@ pub struct SequencerStats {
     pub sealed: u64,
     /// Times sealing had to wait on a player (`WaitForAll`).
     pub stalls: u64,
+    /// The input delay in force, in ticks.
+    pub delay: u32,
+    /// Times the input delay changed (`adaptive`).
+    pub delay_changes: u64,
     /// Inputs that arrived after their tick was sealed (`Deadline`).
     pub late_inputs: u64,
     /// Inputs received again (resends).
@@ -543,6 +565,8 @@ struct Seat<I> {
     /// left (host migration): its inputs, handed over, run until it is back,
     /// and it is back in step (no input delay to stamp its way up).
     handed_over: bool,
+    /// The input delay its client last said it wants (`adaptive`).
+    wants: Option<u32>,
     /// Held after a takeover for the player that reported it from this
     /// peer: only a Hello from there takes it back (the token travelled
     /// to candidates that may not all be honest).
@@ -658,6 +682,13 @@ pub struct Sequencer<I: Input> {
     /// Where single-player mode's pace started (time, tick): a player
     /// alone runs at most `delay + max_lead` ticks ahead of the tick rate.
     solo_pace: Option<(Instant, Tick)>,
+    /// Since when the open tick has waited on someone (`WaitForAll`),
+    /// before it says so.
+    blocked_since: Option<Instant>,
+    /// The input delay in force.
+    delay: u32,
+    /// When the delay last fell (`adaptive`): at most once a second.
+    delay_fell: Option<Instant>,
 }
 
 impl<I: Input> Sequencer<I> {
@@ -677,6 +708,9 @@ impl<I: Input> Sequencer<I> {
             open: config.first_tick,
             tokens: SecretStream::new(config.secret),
             taken_over_at: None,
+            blocked_since: None,
+            delay: config.delay,
+            delay_fell: None,
             replaced: Vec::new(),
             config,
             now,
@@ -867,7 +901,7 @@ impl<I: Input> Sequencer<I> {
             // none at all, a delay from now, as a joiner's.
             let from = pending
                 .first_key_value()
-                .map_or(next.saturating_add(s.config.delay), |(t, _)| *t);
+                .map_or(next.saturating_add(s.delay), |(t, _)| *t);
             *slot = Some(Seat {
                 conn: None,
                 token: sv.token,
@@ -883,6 +917,7 @@ impl<I: Input> Sequencer<I> {
                 live: sv.playing,
                 pause_asked: None,
                 handed_over: sv.playing,
+                wants: None,
                 bound: sv.peer,
             });
         }
@@ -1018,6 +1053,7 @@ impl<I: Input> Sequencer<I> {
     pub fn stats(&self) -> SequencerStats {
         let mut s = self.stats.clone();
         s.open = self.open;
+        s.delay = self.delay;
         s.players = self
             .conns
             .iter()
@@ -1346,6 +1382,15 @@ impl<I: Input> Sequencer<I> {
             }
         }
         if let Policy::WaitForAll { abandon_after } = self.config.policy {
+            // Saying whom the room waits on, once it has waited a tick
+            // (a time already past was seen to by the last call).
+            if let Some(t) = self
+                .blocked_since
+                .map(|t| t + Duration::from_secs(1) / self.config.tick_rate)
+                .filter(|t| self.waiting.is_empty() && *t > self.now)
+            {
+                consider(t);
+            }
             for s in &self.waiting {
                 if let Some(seat) = &self.seats[s.index()] {
                     let since = seat.waited_since.unwrap_or(self.now);
@@ -1538,7 +1583,7 @@ impl<I: Input> Sequencer<I> {
             conn.replaying = !rejoin && next < self.open;
             self.conns.push(conn);
             let fresh = ResumeToken(self.tokens.next_secret());
-            let due = self.open.saturating_add(self.config.delay);
+            let due = self.open.saturating_add(self.delay);
             // A joiner that replays the game instead plays at once, as one
             // joining by replay does.
             let replays = !rejoin && !live;
@@ -1624,7 +1669,7 @@ impl<I: Input> Sequencer<I> {
                 return self.refuse(peer, Rejection::RoomFull);
             };
             let player = PlayerId(free as u16);
-            let from = self.open.saturating_add(self.config.delay);
+            let from = self.open.saturating_add(self.delay);
             self.seats[free] = Some(Seat {
                 conn: Some(peer),
                 token: ResumeToken(self.tokens.next_secret()),
@@ -1639,6 +1684,7 @@ impl<I: Input> Sequencer<I> {
                 waited_since: None,
                 pause_asked: None,
                 handed_over: false,
+                wants: None,
                 bound: None,
                 live: !from_snapshot,
             });
@@ -1850,7 +1896,7 @@ impl<I: Input> Sequencer<I> {
         }
         let horizon = self
             .open
-            .saturating_add(self.config.delay + self.config.max_lead + 1);
+            .saturating_add(self.max_delay() + self.config.max_lead + 1);
         if let Some((t, _)) = inputs.iter().find(|(t, _)| *t > horizon) {
             let text = format!("input for tick {t}, beyond tick {horizon}");
             return Err(self.violation(i, ErrorCode::Violation, text));
@@ -1870,8 +1916,8 @@ impl<I: Input> Sequencer<I> {
             if !Self::before_snapshot(c) {
                 c.next = c.next.max(d.base.min(self.open));
                 // Caught up once within a lead of the open tick.
-                c.replaying = c.replaying
-                    && self.open.since(c.next) > self.config.delay + self.config.max_lead;
+                c.replaying =
+                    c.replaying && self.open.since(c.next) > self.delay + self.config.max_lead;
             }
             // A spectator says nothing when it has caught up: its position
             // shows it.
@@ -1933,6 +1979,11 @@ impl<I: Input> Sequencer<I> {
                 }
                 Message::CaughtUp { .. } => self.caught_up(i),
                 Message::MemberAck { seat, version } => self.roster_acked(i, seat, version),
+                Message::DelayWanted { delay } => {
+                    if let Some(s) = seat.and_then(|s| self.seats[s.index()].as_mut()) {
+                        s.wants = Some(delay);
+                    }
+                }
                 _ => {}
             }
         }
@@ -2103,7 +2154,7 @@ impl<I: Input> Sequencer<I> {
         let (peer, seat) = (self.conns[i].peer, self.conns[i].seat);
         self.conns[i].join = None;
         let open = self.open;
-        let from = open.saturating_add(self.config.delay);
+        let from = open.saturating_add(self.delay);
         if let Some(player) = seat
             && let Some(s) = self.seats[player.index()].as_mut()
         {
@@ -2470,8 +2521,59 @@ impl<I: Input> Sequencer<I> {
         Some(start + Duration::from_micros(micros))
     }
 
+    /// The largest delay a client may be stamping with: with `adaptive`,
+    /// one that fell a moment ago still has input in flight for it.
+    fn max_delay(&self) -> u32 {
+        self.config
+            .adaptive
+            .as_ref()
+            .map_or(self.delay, |a| a.max.max(self.delay))
+    }
+
+    /// With `adaptive` under `WaitForAll`: plays at the largest delay a
+    /// playing seat wants, rising at once, falling at most once a second.
+    /// The change takes effect at the open tick, in every stream.
+    fn adapt_delay(&mut self) {
+        let Some(a) = &self.config.adaptive else {
+            return;
+        };
+        if !matches!(self.config.policy, Policy::WaitForAll { .. }) || self.paused {
+            return;
+        }
+        let Some(wanted) = self
+            .seats
+            .iter()
+            .flatten()
+            .filter(|s| s.live && s.conn.is_some())
+            .filter_map(|s| s.wants)
+            .max()
+        else {
+            return;
+        };
+        let wanted = a.clamp(wanted);
+        let fall_ok = self
+            .delay_fell
+            .is_none_or(|t| self.now - t >= Duration::from_secs(1));
+        if wanted == self.delay || (wanted < self.delay && !fall_ok) {
+            return;
+        }
+        if wanted < self.delay {
+            self.delay_fell = Some(self.now);
+        }
+        self.delay = wanted;
+        self.stats.delay_changes += 1;
+        // One change per tick: a later one replaces an earlier one not
+        // sealed yet.
+        let open = self.open;
+        let events = self.tick_events.entry(open).or_default();
+        events.retain(|e| !matches!(e, SystemEvent::DelayChanged { .. }));
+        events.push(SystemEvent::DelayChanged { delay: wanted });
+        self.flush_all();
+    }
+
     /// Seals every tick that is due.
     fn seal_due(&mut self) {
+        self.adapt_delay();
         let mut sealed = false;
         loop {
             if self.paused || self.open.next().is_none() {
@@ -2501,7 +2603,7 @@ impl<I: Input> Sequencer<I> {
                         let due = (self.now - t0).as_micros() * u128::from(self.config.tick_rate)
                             / 1_000_000;
                         u128::from(self.open.since(k0))
-                            < due + u128::from(self.config.delay + self.config.max_lead)
+                            < due + u128::from(self.delay + self.config.max_lead)
                     });
                     let ready = in_pace
                         && solo
@@ -2529,6 +2631,7 @@ impl<I: Input> Sequencer<I> {
                 Policy::WaitForAll { abandon_after } => {
                     if !self.anyone_live() {
                         self.waiting.clear();
+                        self.blocked_since = None;
                         break;
                     }
                     let blocked = self.blocked();
@@ -2571,11 +2674,23 @@ impl<I: Input> Sequencer<I> {
                         } else {
                             Vec::new()
                         };
-                        if self.waiting != blocked {
-                            if !blocked.is_empty() {
+                        // Inputs for a tick arrive a little apart: the room
+                        // is waiting on someone (and says so) once the open
+                        // tick has waited a tick period.
+                        let period = Duration::from_secs(1) / self.config.tick_rate;
+                        let since = (!blocked.is_empty())
+                            .then(|| *self.blocked_since.get_or_insert(self.now));
+                        self.blocked_since = since;
+                        let shown = if since.is_some_and(|t| self.now - t >= period) {
+                            blocked
+                        } else {
+                            Vec::new()
+                        };
+                        if self.waiting != shown {
+                            if self.waiting.is_empty() && !shown.is_empty() {
                                 self.stats.stalls += 1;
                             }
-                            self.waiting = blocked;
+                            self.waiting = shown;
                             self.flush_all();
                         }
                         break;
@@ -2583,6 +2698,7 @@ impl<I: Input> Sequencer<I> {
                 }
             }
             self.waiting.clear();
+            self.blocked_since = None;
             self.seal_one();
             sealed = true;
         }
@@ -2839,16 +2955,23 @@ impl<I: Input> Sequencer<I> {
             None => {}
         }
         if c.welcome_pending {
+            // The client stamps its first input at `tick + delay`: its
+            // seat's first due tick, whatever the delay did since (a
+            // change after `tick` reaches it in the frames).
+            let from = c
+                .seat
+                .and_then(|s| self.seats[s.index()].as_ref())
+                .map(|s| s.from);
+            let delay = from.map_or(self.delay, |f| {
+                self.delay.min(f.since(self.config.first_tick.min(f)))
+            });
             w.put(Message::Welcome(Welcome {
                 seat: c.seat,
                 start: self.config.first_tick,
-                tick: c
-                    .seat
-                    .and_then(|s| self.seats[s.index()].as_ref())
-                    .map_or(self.open, |s| s.from.saturating_sub(self.config.delay)),
+                tick: from.map_or(self.open, |f| f.saturating_sub(delay)),
                 deadline: matches!(self.config.policy, Policy::Deadline { .. }),
                 tick_rate: self.config.tick_rate,
-                delay: self.config.delay,
+                delay,
                 seats: u32::from(self.config.max_seats),
                 token: c
                     .seat

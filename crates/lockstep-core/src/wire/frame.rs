@@ -26,6 +26,7 @@ const EVENT_ABANDONED: u8 = 2;
 const EVENT_LEFT: u8 = 3;
 const EVENT_CAUGHT_UP: u8 = 4;
 const EVENT_HOST_CHANGED: u8 = 5;
+const EVENT_DELAY_CHANGED: u8 = 6;
 
 /// Most system events one frame may carry on the wire.
 pub(crate) const MAX_EVENTS: usize = 256;
@@ -89,13 +90,24 @@ pub(crate) fn put_event(out: &mut Vec<u8>, ev: &SystemEvent) {
         SystemEvent::Left { .. } => EVENT_LEFT,
         SystemEvent::CaughtUp { .. } => EVENT_CAUGHT_UP,
         SystemEvent::HostChanged { .. } => EVENT_HOST_CHANGED,
+        SystemEvent::DelayChanged { delay } => {
+            out.push(EVENT_DELAY_CHANGED);
+            put_varint(out, u64::from(*delay));
+            return;
+        }
     };
     out.push(tag);
-    put_varint(out, u64::from(ev.player().0));
+    put_varint(out, u64::from(ev.player().map_or(0, |p| p.0)));
 }
 
 pub(crate) fn read_event(r: &mut Reader<'_>) -> Result<SystemEvent, WireError> {
     let tag = r.u8()?;
+    if tag == EVENT_DELAY_CHANGED {
+        return match u32::try_from(r.varint()?) {
+            Ok(delay) if delay <= super::MAX_DELAY => Ok(SystemEvent::DelayChanged { delay }),
+            _ => Err(WireError::Invalid("delay over 1024 ticks")),
+        };
+    }
     let player = read_player(r)?;
     match tag {
         EVENT_JOINED => Ok(SystemEvent::Joined { player }),

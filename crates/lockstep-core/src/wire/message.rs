@@ -100,6 +100,8 @@ pub mod message_type {
     pub const TAKEOVER: u8 = 0x1B;
     /// TakeoverAck.
     pub const TAKEOVER_ACK: u8 = 0x1C;
+    /// DelayWanted.
+    pub const DELAY_WANTED: u8 = 0x1D;
 }
 use message_type as ty;
 
@@ -651,6 +653,14 @@ pub enum Message<'a> {
         /// whose answers were lost, goes back to it).
         host: Option<PlayerId>,
     },
+    /// A player's client to the sequencer of a room whose input delay
+    /// adapts: the delay that would keep its stalls at the target rate
+    /// (see [`DelayTracker`](crate::DelayTracker)). Sent in every
+    /// datagram; the room's delay is the largest any player wants.
+    DelayWanted {
+        /// Ticks, at most [`MAX_DELAY`](super::MAX_DELAY).
+        delay: u32,
+    },
 }
 
 /// What a sequencer tells each client besides frames.
@@ -697,6 +707,7 @@ impl Message<'_> {
             Self::MemberAck { .. } => ty::MEMBER_ACK,
             Self::Takeover { .. } => ty::TAKEOVER,
             Self::TakeoverAck { .. } => ty::TAKEOVER_ACK,
+            Self::DelayWanted { .. } => ty::DELAY_WANTED,
         }
     }
 
@@ -730,6 +741,7 @@ impl Message<'_> {
                 over("seat", seat.index(), MAX_SEATS - 1)
             }
             Self::Padding { len } => over("padding", *len, MAX_DATAGRAM_LEN),
+            Self::DelayWanted { delay } => over("delay", *delay as usize, 1024),
             Self::Welcome(w) => {
                 over("seat", w.seats as usize, MAX_SEATS)?;
                 over("tick rate", w.tick_rate as usize, 1000)?;
@@ -1032,6 +1044,7 @@ impl Message<'_> {
                     put_varint(out, u64::from(h.0));
                 }
             }
+            Self::DelayWanted { delay } => put_varint(out, u64::from(*delay)),
         }
     }
 }
@@ -1453,6 +1466,10 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
                 host,
             }
         }
+        ty::DELAY_WANTED => match r.varint_u32()? {
+            delay if delay <= super::MAX_DELAY => Message::DelayWanted { delay },
+            _ => return Err(WireError::Invalid("delay over 1024 ticks")),
+        },
         other => return Err(WireError::UnknownMessage(other)),
     })
 }

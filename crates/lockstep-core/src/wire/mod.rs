@@ -44,13 +44,16 @@ use crate::input::InputDecodeError;
 pub const MAGIC: [u8; 2] = *b"LK";
 
 /// The protocol version this build speaks.
-pub const VERSION: u8 = 4;
+pub const VERSION: u8 = 5;
 
 /// The most seats a session may have in this protocol version.
 pub const MAX_SEATS: usize = 256;
 
 /// The largest encoded input, in bytes.
 pub const MAX_INPUT_LEN: usize = 1024;
+
+/// The largest input delay, in ticks, a Welcome or a `DelayChanged` may carry.
+pub const MAX_DELAY: u32 = 1024;
 
 /// The largest datagram a decoder accepts.
 pub const MAX_DATAGRAM_LEN: usize = 65_507;

@@ -85,7 +85,8 @@ impl Game {
             h = (h ^ v ^ ((i as u64) << 40)).wrapping_mul(0x100_0000_01B3);
         }
         for ev in &f.events {
-            h = (h ^ u64::from(ev.player().0) ^ 0xE7).wrapping_mul(0x100_0000_01B3);
+            h = (h ^ ev.player().map_or(0x1_0000, |p| u64::from(p.0)) ^ 0xE7)
+                .wrapping_mul(0x100_0000_01B3);
         }
         self.acc = h;
         self.next = f.tick.saturating_add(1);

@@ -1,0 +1,331 @@
+//! How play feels under a network: a sequenced `WaitForAll` room on the
+//! seeded simulated network (virtual time), its players running the
+//! classic lockstep loop on a steady clock.
+//!
+//! Each player's loop, every tick period: run the next frame if it is
+//! there, then commit the input for the tick `delay` ahead; if it is not
+//! there, the tick *stalls* (the picture waits) and the loop looks again a
+//! quarter tick later, catching up at most two ticks per look afterwards.
+//! That is the loop a game runs, and the one GGRS's lockstep mode runs.
+//!
+//! Figures per run: the share of ticks that stalled, the mean time from
+//! committing an input to running its tick, ticks run per second, and the
+//! delay in force at the end. Every player's stream is hashed, and a run
+//! whose streams differ is reported as such.
+
+use lockstep_core::sequenced::{ClientConfig, ClientSession, Policy, Sequencer, SequencerConfig};
+use lockstep_core::sim::{LinkConditions, Sim, SimNetwork, StarNode};
+use lockstep_core::{AdaptiveDelay, Instant, PeerId, StreamHash, SystemEvent, Tick};
+use std::time::Duration;
+
+/// The network between each player and the sequencer (both directions).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Network {
+    /// Round-trip time, split evenly between the two directions.
+    pub rtt: Duration,
+    /// Each datagram's one-way delay varies uniformly by up to this much
+    /// either way.
+    pub jitter: Duration,
+    /// Probability a datagram is lost, each direction.
+    pub loss: f64,
+}
+
+impl Network {
+    /// The simulated link for one direction.
+    pub fn link(&self) -> LinkConditions {
+        LinkConditions {
+            latency: self.rtt / 2,
+            jitter: self.jitter,
+            loss: self.loss,
+            ..LinkConditions::default()
+        }
+    }
+}
+
+/// A change of network at a moment of the match.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Change {
+    /// When, from the start.
+    pub at: Duration,
+    /// The network from then on.
+    pub network: Network,
+}
+
+/// Input delay: fixed, or adapting from a starting value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delay {
+    /// Always this many ticks.
+    Fixed(u32),
+    /// Adaptive with the default settings, starting here.
+    Adaptive(u32),
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Feel {
+    /// Stalled ticks over ticks run, over all players.
+    pub stall_rate: f64,
+    /// Mean time from commit to running the tick, over all players.
+    pub latency: Duration,
+    /// Ticks run per second of match, per player.
+    pub ticks_per_sec: f64,
+    /// The delay in force at the end.
+    pub final_delay: u32,
+    /// Every player's stream hashed equal over the ticks all ran.
+    pub streams_equal: bool,
+    /// (tick, delay) for every `DelayChanged` in the stream.
+    pub changes: Vec<(Tick, u32)>,
+    /// Per tick-period slot: when the first player ran each tick, from the
+    /// start (for following a change over time).
+    pub ran_at: Vec<Duration>,
+    /// The stalls, as (when, tick) of each stalled look.
+    pub stalls_at: Vec<Duration>,
+}
+
+/// The counts at the end of the warm-up: each player's, and each
+/// client's inputs timed and their latency summed.
+type Warmup = (Vec<Player>, Vec<(u64, Duration)>);
+
+/// A player's game loop and what it saw.
+struct Player {
+    due: Option<Instant>,
+    hash: StreamHash,
+    /// Hash after each of the first ticks (for comparing players).
+    hashes: Vec<u64>,
+    ran: u64,
+    stalled: u64,
+    /// The tick already counted as stalled.
+    stalled_tick: Option<Tick>,
+    input: u16,
+    changes: Vec<(Tick, u32)>,
+    ran_at: Vec<Duration>,
+    stalls_at: Vec<Duration>,
+}
+
+impl Player {
+    /// Its counts so far, to subtract the warm-up's.
+    fn counts(&self) -> Self {
+        Self {
+            ran: self.ran,
+            stalled: self.stalled,
+            ..Self::new()
+        }
+    }
+
+    fn new() -> Self {
+        Self {
+            due: None,
+            hash: StreamHash::new(),
+            hashes: Vec::new(),
+            ran: 0,
+            stalled: 0,
+            stalled_tick: None,
+            input: 0,
+            changes: Vec::new(),
+            ran_at: Vec::new(),
+            stalls_at: Vec::new(),
+        }
+    }
+
+    /// One look of the loop at `now`.
+    fn look(&mut self, c: &mut ClientSession<u16>, now: Instant, period: Duration, seed: u64) {
+        if !c.connected() || c.seat().is_none() {
+            return;
+        }
+        let due = *self.due.get_or_insert(now);
+        let mut ran_now = 0;
+        let mut due_at = due;
+        while due_at <= now && ran_now < 2 {
+            let Some(frame) = c.advance() else {
+                // The tick is due and its frame is not here: the picture
+                // waits.
+                let waiting = c.stats().next_tick;
+                if self.stalled_tick != Some(waiting) {
+                    self.stalled_tick = Some(waiting);
+                    self.stalled += 1;
+                    self.stalls_at.push(now - Instant::ZERO);
+                }
+                break;
+            };
+            self.hash.push(&frame);
+            if self.hashes.len() < 100_000 {
+                self.hashes.push(self.hash.value());
+            }
+            for ev in &frame.events {
+                if let SystemEvent::DelayChanged { delay } = ev {
+                    self.changes.push((frame.tick, *delay));
+                }
+            }
+            self.ran += 1;
+            self.ran_at.push(now - Instant::ZERO);
+            // Held controls: a new value now and then.
+            self.input = if (frame.tick.get() as u64 ^ seed).is_multiple_of(7) {
+                self.input.wrapping_add(1)
+            } else {
+                self.input
+            };
+            if c.input_due() {
+                let _ = c.commit_local(self.input);
+            }
+            ran_now += 1;
+            due_at += period;
+        }
+        // After a stall the clock does not owe more than two ticks.
+        self.due = Some(if due_at + period * 2 < now {
+            Instant::from_duration((now - Instant::ZERO).saturating_sub(period * 2))
+        } else {
+            due_at
+        });
+    }
+}
+
+/// A run: who plays, how fast, over what, for how long.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Setup {
+    /// Players in the room.
+    pub players: u32,
+    /// Ticks per second.
+    pub tick_rate: u32,
+    /// The network at the start.
+    pub network: Network,
+    /// Changes of network during the match.
+    pub script: Vec<Change>,
+    /// The input delay.
+    pub delay: Delay,
+    /// Seconds of match counted, after the warm-up.
+    pub seconds: u32,
+    /// Seconds played first and not counted (joining, and an adaptive
+    /// delay finding its level).
+    pub warmup: u32,
+    /// Seeds the network.
+    pub seed: u64,
+}
+
+/// Runs `setup` on the simulated network (no real time passes).
+pub fn run(setup: &Setup) -> Feel {
+    let Setup {
+        players,
+        tick_rate,
+        network,
+        ref script,
+        delay,
+        seconds,
+        warmup,
+        seed,
+    } = *setup;
+    let period = Duration::from_secs(1) / tick_rate;
+    let mut sim = Sim::new(SimNetwork::new(seed, network.link()));
+    let (start, adaptive) = match delay {
+        Delay::Fixed(d) => (d, None),
+        Delay::Adaptive(d) => (d, Some(AdaptiveDelay::default())),
+    };
+    let config = SequencerConfig {
+        policy: Policy::WaitForAll {
+            abandon_after: Duration::from_secs(30),
+        },
+        tick_rate,
+        delay: start,
+        adaptive,
+        max_seats: u16::try_from(players).unwrap_or(u16::MAX),
+        max_lead: 16,
+        ..SequencerConfig::default()
+    };
+    let server = Sequencer::<u16>::new(config, Instant::ZERO).expect("a valid room");
+    sim.add(PeerId(0), StarNode::Server(Box::new(server)));
+    for i in 1..=players {
+        let c = ClientSession::new(
+            ClientConfig {
+                max_lead: 16,
+                ..ClientConfig::default()
+            },
+            PeerId(0),
+            Instant::ZERO,
+        )
+        .expect("a valid client");
+        sim.add(PeerId(i), StarNode::Client(Box::new(c)));
+    }
+    let mut games: Vec<Player> = (0..=players).map(|_| Player::new()).collect();
+    let look = period / 4;
+    let counted = Instant::ZERO + Duration::from_secs(u64::from(warmup));
+    let end = counted + Duration::from_secs(u64::from(seconds));
+    let mut next_change = 0;
+    let mut at_warmup: Option<Warmup> = None;
+    loop {
+        let until = script
+            .get(next_change)
+            .map_or(end, |c| (Instant::ZERO + c.at).min(end));
+        let until = match at_warmup {
+            None if counted < until => counted,
+            _ => until,
+        };
+        sim.run(
+            until,
+            look,
+            |id, n, now| {
+                let StarNode::Client(c) = n else { return };
+                let g = &mut games[id.0 as usize];
+                g.look(c, now, period, seed);
+            },
+            |_| false,
+        );
+        if at_warmup.is_none() && sim.now() >= counted {
+            let timed = sim
+                .endpoints()
+                .filter_map(|(_, n)| n.client().map(|c| c.stats()))
+                .map(|s| (s.inputs_timed, s.input_latency_sum))
+                .collect();
+            at_warmup = Some((games.iter().map(Player::counts).collect(), timed));
+            continue;
+        }
+        match script.get(next_change) {
+            Some(c) if Instant::ZERO + c.at < end => {
+                for i in 1..=players {
+                    sim.net
+                        .set_link_both(PeerId(0), PeerId(i), c.network.link());
+                }
+                next_change += 1;
+            }
+            _ => break,
+        }
+    }
+    let clients: Vec<_> = sim
+        .endpoints()
+        .filter_map(|(_, n)| n.client().map(|c| c.stats()))
+        .collect();
+    let (before, timed_before) = at_warmup.unwrap_or_default();
+    let g = &games[1..];
+    let ran: u64 =
+        g.iter().map(|p| p.ran).sum::<u64>() - before.iter().skip(1).map(|p| p.ran).sum::<u64>();
+    let stalled: u64 = g.iter().map(|p| p.stalled).sum::<u64>()
+        - before.iter().skip(1).map(|p| p.stalled).sum::<u64>();
+    let timed: u64 = clients.iter().map(|s| s.inputs_timed).sum::<u64>()
+        - timed_before.iter().map(|t| t.0).sum::<u64>();
+    let lat: Duration = clients
+        .iter()
+        .map(|s| s.input_latency_sum)
+        .sum::<Duration>()
+        - timed_before.iter().map(|t| t.1).sum::<Duration>();
+    let common = g.iter().map(|p| p.hashes.len()).min().unwrap_or(0);
+    let streams_equal = common > 0
+        && g.iter()
+            .all(|p| p.hashes[common - 1] == g[0].hashes[common - 1]);
+    let final_delay = clients.first().map_or(0, |s| s.delay);
+    Feel {
+        stall_rate: if ran == 0 {
+            1.0
+        } else {
+            stalled as f64 / ran as f64
+        },
+        latency: if timed == 0 {
+            Duration::ZERO
+        } else {
+            lat / u32::try_from(timed).unwrap_or(u32::MAX)
+        },
+        ticks_per_sec: ran as f64 / f64::from(players) / f64::from(seconds),
+        final_delay,
+        streams_equal,
+        changes: g[0].changes.clone(),
+        ran_at: g[0].ran_at.clone(),
+        stalls_at: g.iter().flat_map(|p| p.stalls_at.iter().copied()).collect(),
+    }
+}
