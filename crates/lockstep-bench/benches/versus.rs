@@ -13,6 +13,9 @@
 //! that stalled, and the mean time from adding an input to running the
 //! frame it belongs to.
 
+mod common;
+
+use common::GgrsConfig;
 use ggrs::{GgrsRequest, Message, NonBlockingSocket, PlayerType, SessionBuilder, SessionState};
 use lockstep_bench::{PadInput, Trace, loopback_sockets};
 use lockstep_core::{Instant as CoreInstant, MeshConfig, MeshSession, PeerId, PlayerId, Roster};
@@ -241,15 +244,6 @@ fn lockstep_mesh(players: usize, delay: u32, trace: &Trace) -> Outcome {
             .iter()
             .all(|h| h[common - 1] == hashes[0][common - 1]);
     outcome(&clocks, Duration::from_secs(SECONDS), agreed)
-}
-
-struct GgrsConfig;
-
-impl ggrs::Config for GgrsConfig {
-    type Input = PadInput;
-    type InputPredictor = ggrs::PredictRepeatLast;
-    type State = u64;
-    type Address = SocketAddr;
 }
 
 fn ggrs_p2p(players: usize, delay: usize, trace: &Trace) -> Outcome {

@@ -4,6 +4,9 @@
 //! with the same inputs. Criterion times the codecs; the run ends with one
 //! table of every figure, all measured in this run.
 
+mod common;
+
+use common::GgrsConfig;
 use criterion::{Criterion, Throughput};
 use ggrs::{GgrsRequest, Message, NonBlockingSocket, PlayerType, SessionBuilder, SessionState};
 use lockstep_bench::{
@@ -51,15 +54,6 @@ fn codec_benches(c: &mut Criterion, trace: &Trace) {
         });
     }
     group.finish();
-}
-
-struct GgrsConfig;
-
-impl ggrs::Config for GgrsConfig {
-    type Input = PadInput;
-    type InputPredictor = ggrs::PredictRepeatLast;
-    type State = u64;
-    type Address = SocketAddr;
 }
 
 /// GGRS's own UDP socket serialises with bincode; this one does the same and
