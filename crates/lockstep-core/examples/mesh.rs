@@ -41,6 +41,7 @@ fn main() -> ExitCode {
         duplicate: 0.02,
         reorder: 0.05,
         max_datagram: Some(1200),
+        bandwidth: None,
     };
     println!(
         "{PEERS} peers, 30 Hz, {TICKS} ticks, seed {seed}; links: {} ms ± {} ms, {:.0}% loss, 2% duplicated, 5% reordered",

@@ -1186,6 +1186,7 @@ fn crash_and_cut(
         duplicate: 0.02,
         reorder: 0.05,
         max_datagram: Some(1200),
+        bandwidth: None,
     };
     let mut sim = Sim::new(SimNetwork::new(seed, link.clone()));
     let config = HostedConfig::default();

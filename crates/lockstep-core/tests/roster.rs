@@ -37,6 +37,7 @@ fn lossy(players: usize, seed: u64, share: bool) -> StarScenario {
         duplicate: 0.05,
         reorder: 0.05,
         max_datagram: Some(1200),
+        bandwidth: None,
     };
     sc
 }

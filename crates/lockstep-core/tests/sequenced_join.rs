@@ -157,6 +157,7 @@ proptest! {
             duplicate: 0.05,
             reorder: 0.1,
             max_datagram: Some(1200),
+            bandwidth: None,
         };
         let mut w = World::new(2, server_config(policy), link, seed);
         let mut joins = joins;
@@ -481,6 +482,7 @@ proptest! {
             duplicate: 0.05,
             reorder: 0.1,
             max_datagram: Some(1200),
+            bandwidth: None,
         };
         let mut w = World::new(3, server_config(policy), link, seed);
         // Each drop: which player, when, and how long until it is back.

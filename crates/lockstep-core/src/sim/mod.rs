@@ -102,7 +102,17 @@ pub struct LinkConditions {
     pub reorder: f64,
     /// Datagrams larger than this are dropped, like an MTU.
     pub max_datagram: Option<usize>,
+    /// The link's capacity in bytes per second (`None`: unlimited).
+    /// Datagrams queue behind each other at this rate; one that would wait
+    /// more than [`MAX_QUEUE_DELAY`] in the queue is dropped, as a
+    /// router's full buffer drops it.
+    pub bandwidth: Option<u64>,
 }
+
+/// The longest a datagram waits in a bandwidth-limited link's queue before
+/// the link drops it instead (the same as `lockstep-net`'s link
+/// conditioner).
+pub const MAX_QUEUE_DELAY: Duration = Duration::from_secs(1);
 
 impl Default for LinkConditions {
     fn default() -> Self {
@@ -113,6 +123,7 @@ impl Default for LinkConditions {
             duplicate: 0.0,
             reorder: 0.0,
             max_datagram: None,
+            bandwidth: None,
         }
     }
 }
@@ -157,6 +168,9 @@ struct InFlight {
 struct Link {
     conditions: LinkConditions,
     rng: SimRng,
+    /// When the datagrams queued so far have all gone out (with
+    /// `bandwidth`).
+    busy_until: Instant,
 }
 
 #[derive(Debug, Clone)]
@@ -230,6 +244,7 @@ impl SimNetwork {
             Link {
                 conditions: default.clone(),
                 rng: SimRng::new(mix.next_u64()),
+                busy_until: Instant::ZERO,
             }
         })
     }
@@ -277,10 +292,23 @@ impl SimNetwork {
             self.stats.dropped += 1;
             return;
         }
+        // A limited link sends one datagram after another at its rate.
+        let mut queued = Duration::ZERO;
+        if let Some(rate) = c.bandwidth.filter(|r| *r > 0) {
+            let start = link.busy_until.max(now);
+            let micros = (bytes.len() as u64).saturating_mul(1_000_000) / rate;
+            let done = start + Duration::from_micros(micros);
+            if done - now > MAX_QUEUE_DELAY {
+                self.stats.dropped += 1;
+                return;
+            }
+            link.busy_until = done;
+            queued = done - now;
+        }
         let copies = if link.rng.chance(c.duplicate) { 2 } else { 1 };
         let mut delays = Vec::with_capacity(copies);
         for _ in 0..copies {
-            let mut d = c.latency;
+            let mut d = c.latency + queued;
             let j = link.rng.duration_up_to(c.jitter * 2);
             d = (d + j).saturating_sub(c.jitter);
             if link.rng.chance(c.reorder) {
@@ -636,6 +664,40 @@ mod tests {
         );
         net.send(a, b, b"lost");
         assert_eq!(net.stats().dropped, 2);
+    }
+
+    #[test]
+    fn a_limited_link_queues_datagrams_and_drops_past_a_second() {
+        let (a, b) = (PeerId(1), PeerId(2));
+        let slow = LinkConditions {
+            latency: Duration::from_millis(10),
+            bandwidth: Some(10_000),
+            ..LinkConditions::default()
+        };
+        let mut net = SimNetwork::new(1, slow);
+        // 1,000 bytes at 10 kB/s: 100 ms each, one after another; past a
+        // second of queue the rest are dropped.
+        for _ in 0..20 {
+            net.send(a, b, &[0; 1000]);
+        }
+        assert_eq!(net.stats().dropped, 10);
+        let mut arrivals = Vec::new();
+        while let Some(at) = net.next_delivery() {
+            net.advance_to(at);
+            while net.pop_due().is_some() {
+                arrivals.push(at);
+            }
+        }
+        let expected: Vec<Instant> = (1..=10)
+            .map(|k| Instant::from_millis(100 * k + 10))
+            .collect();
+        assert_eq!(arrivals, expected);
+        // The queue drained: a datagram now goes at once.
+        net.send(a, b, &[0; 10]);
+        assert_eq!(
+            net.next_delivery(),
+            Some(net.now() + Duration::from_millis(11))
+        );
     }
 
     #[test]

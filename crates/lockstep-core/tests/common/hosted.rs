@@ -78,6 +78,7 @@ prop_compose! {
             duplicate: dup,
             reorder: 0.05,
             max_datagram: Some(1200),
+            bandwidth: None,
         }
     }
 }

@@ -35,6 +35,7 @@ prop_compose! {
             duplicate,
             reorder,
             max_datagram: Some(1200),
+            bandwidth: None,
         }
     }
 }
