@@ -6,12 +6,14 @@ use core::time::Duration;
 use std::collections::VecDeque;
 
 /// Round-trip time from ping stamps, smoothed with a gain of 1/8 (TCP's
-/// SRTT). Only the pong for the latest ping counts, once: a pong nobody
+/// SRTT), and its jitter, the mean deviation with a gain of 1/4 (TCP's
+/// RTTVAR). Only the pong for the latest ping counts, once: a pong nobody
 /// asked for, or a late one for a ping since replaced, is ignored (a peer
 /// could otherwise claim any round trip under a minute).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Rtt {
     smoothed: Option<Duration>,
+    deviation: Duration,
     /// The stamp of the latest ping sent, until its pong comes.
     outstanding: Option<u32>,
 }
@@ -37,6 +39,10 @@ impl Rtt {
         let ms = Self::stamp(now).wrapping_sub(stamp).wrapping_sub(held_ms);
         if ms < 60_000 {
             let sample = Duration::from_millis(u64::from(ms));
+            self.deviation = match self.smoothed {
+                None => sample / 2,
+                Some(old) => (self.deviation * 3 + old.abs_diff(sample)) / 4,
+            };
             self.smoothed = Some(self.smoothed.map_or(sample, |old| (old * 7 + sample) / 8));
         }
     }
@@ -44,6 +50,11 @@ impl Rtt {
     /// The estimate, once measured.
     pub(crate) fn get(self) -> Option<Duration> {
         self.smoothed
+    }
+
+    /// Its jitter (mean deviation), once measured.
+    pub(crate) fn jitter(self) -> Option<Duration> {
+        self.smoothed.map(|_| self.deviation)
     }
 }
 
@@ -113,6 +124,23 @@ mod tests {
             0,
         );
         assert_eq!(r.get(), Some(Duration::from_micros(82_500)));
+    }
+
+    #[test]
+    fn jitter_is_the_mean_deviation_of_the_round_trip() {
+        let mut r = Rtt::default();
+        assert_eq!(r.jitter(), None);
+        // Round trips of 100 and 60 ms in turn.
+        for k in 0..40u64 {
+            let at = Instant::from_millis(1_000 * k);
+            r.pinged(at);
+            let took = if k % 2 == 0 { 100 } else { 60 };
+            r.pong(at + Duration::from_millis(took), Rtt::stamp(at), 0);
+        }
+        let rtt = r.get().expect("measured").as_millis();
+        let jitter = r.jitter().expect("measured").as_millis();
+        assert!((75..=85).contains(&rtt), "{rtt}");
+        assert!((15..=25).contains(&jitter), "{jitter}");
     }
 
     #[test]

@@ -269,6 +269,8 @@ pub struct PeerStats {
     pub next_tick: Tick,
     /// Smoothed round-trip time, once measured.
     pub rtt: Option<Duration>,
+    /// The round trip's jitter (its mean deviation), once measured.
+    pub rtt_jitter: Option<Duration>,
     /// When it was last heard from.
     pub last_heard: Option<Instant>,
 }
@@ -827,6 +829,7 @@ impl<I: Input> MeshSession<I> {
                 player: p.seat,
                 next_tick: p.next_tick,
                 rtt: p.rtt.get(),
+                rtt_jitter: p.rtt.jitter(),
                 last_heard: p.last_heard,
             })
             .collect();

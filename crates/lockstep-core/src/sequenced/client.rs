@@ -230,6 +230,8 @@ pub struct ClientStats {
     pub inputs_dropped: u64,
     /// Smoothed round-trip time to the sequencer.
     pub rtt: Option<Duration>,
+    /// The round trip's jitter (its mean deviation), once measured.
+    pub rtt_jitter: Option<Duration>,
     /// Snapshot chunks refused (bad checksum, inconsistent, over the cap).
     pub snapshot_errors: u64,
     /// Our inputs whose frame ran, timed from commit to run.
@@ -612,6 +614,7 @@ impl<I: Input> ClientSession<I> {
         s.buffered_frames = self.frames.iter().filter(|f| f.is_some()).count();
         s.unacked_inputs = self.unacked.len();
         s.rtt = self.rtt.get();
+        s.rtt_jitter = self.rtt.jitter();
         s.delay = self.welcome().map_or(0, |w| w.delay);
         s.delay_wanted = self.tracker.as_ref().map(DelayTracker::wanted);
         s
