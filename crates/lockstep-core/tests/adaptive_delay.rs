@@ -358,3 +358,115 @@ fn a_player_flapping_its_want_changes_the_delay_at_most_once_a_second_down() {
     h.assert_streams_agree(&ids);
     h.assert_no_desync();
 }
+
+/// A rise past what a client may hold unacknowledged (`max_unacked`, 256):
+/// the neutral inputs that top each lead up go out over several commits
+/// instead of the oldest being dropped unsent (the room waited on them for
+/// good, found in review).
+#[test]
+fn a_rise_past_max_unacked_is_topped_up_over_several_commits() {
+    let mut sc = StarScenario::new(3, 31);
+    sc.server.delay = 2;
+    sc.server.adaptive = Some(AdaptiveDelay {
+        max: 400,
+        ..AdaptiveDelay::default()
+    });
+    // Honest players say nothing: only the greedy want counts.
+    sc.client.adaptive = None;
+    let mut h = sc.build();
+    let ids = sc.client_ids();
+    h.run(secs(3), |_, _, _| {}, |_| false);
+    let before = h.client(ids[0]).stats().frames;
+    forge_want(&mut h, ids[2], 1024);
+    h.run(secs(60), |_, _, _| {}, |_| false);
+    assert_eq!(h.server().stats().delay, 400);
+    let after = h.client(ids[0]).stats().frames;
+    assert_eq!(h.client(ids[0]).stats().inputs_dropped, 0);
+    // 57 s at 30 Hz, less the 400 ticks (13 s) the rise adds.
+    assert!(
+        after > before + 900,
+        "frames {before} -> {after}: the room stalled"
+    );
+    h.assert_streams_agree(&ids);
+}
+
+/// One game-loop iteration where `hold` runs frames but commits nothing.
+fn drive(h: &mut common::star::StarHarness, until: Instant, hold: Option<PeerId>) {
+    let period = h.period;
+    let records = &mut h.records;
+    h.sim.run(
+        until,
+        period,
+        |id, node, _| {
+            if let Node::Client(c) = node {
+                let rec = records.get_mut(&id).expect("a record");
+                if Some(id) == hold {
+                    while let Some(f) = c.advance() {
+                        rec.record(&f);
+                        let _ = c.report_checksum(f.tick, rec.reported(f.tick));
+                    }
+                    while c.poll_event().is_some() {}
+                } else {
+                    common::star::play(c, rec);
+                }
+            }
+        },
+        |_| false,
+    );
+}
+
+/// A player holds the open tick and moves the delay around it while a
+/// snapshot joiner catches up: the change after the joiner's Welcome lies
+/// in a frame before its snapshot, which it never runs. The frame the
+/// joiner goes live at states the delay its inputs are due by, so its
+/// client plays at the room's delay (it kept the Welcome's, 10 ticks
+/// short, found in review).
+#[test]
+fn a_snapshot_joiner_goes_live_at_the_rooms_delay_whatever_it_missed() {
+    let mut sc = StarScenario::new(3, 41);
+    sc.server.delay = 8;
+    sc.server.snapshot_join = true;
+    sc.server.adaptive = Some(AdaptiveDelay::default());
+    sc.server.policy = Policy::WaitForAll {
+        abandon_after: Duration::from_secs(600),
+    };
+    sc.client.adaptive = None;
+    let mut h = sc.build();
+    let ids = sc.client_ids();
+    let x = ids[2];
+    h.run(secs(3), |_, _, _| {}, |_| false);
+    // X holds the room.
+    drive(&mut h, secs(5), Some(x));
+    let held = h.server().stats().open;
+    forge_want(&mut h, x, 2);
+    drive(&mut h, secs(5) + Duration::from_millis(100), Some(x));
+    assert_eq!(h.server().stats().delay, 2, "fell");
+    // A joiner, by snapshot, catches up with the held tick.
+    let j = PeerId(4);
+    let c = ClientSession::new(sc.client.clone(), SERVER, h.sim.now()).expect("a client");
+    h.sim.add(j, Node::Client(c));
+    h.records
+        .insert(j, Record::new(sc.seed ^ 0x99, sc.server.first_tick));
+    drive(&mut h, secs(15), Some(x));
+    assert_eq!(h.server().stats().open, held, "still held");
+    forge_want(&mut h, x, 12);
+    drive(&mut h, secs(15) + Duration::from_millis(100), Some(x));
+    assert_eq!(h.server().stats().delay, 12, "rose");
+    // X lets go.
+    let before = h.client(ids[0]).stats().frames;
+    drive(&mut h, secs(40), None);
+    let after = h.client(ids[0]).stats().frames;
+    let all = [ids[0], ids[1], ids[2], j];
+    h.assert_streams_agree(&all);
+    assert!(
+        after > before + 300,
+        "frames {before} -> {after}: the room stalled"
+    );
+    for id in all {
+        assert_eq!(
+            h.client(id).stats().delay,
+            h.server().stats().delay,
+            "{id}'s delay"
+        );
+    }
+}

@@ -148,7 +148,7 @@ proptest! {
                     1 => SystemEvent::Abandoned { player },
                     2 => SystemEvent::Left { player },
                     3 => SystemEvent::CaughtUp { player },
-                    4 => SystemEvent::DelayChanged { delay: u32::from(p) * 4 },
+                    4 => SystemEvent::DelayChanged { delay: u32::from(p) * 4 + 1 },
                     _ => SystemEvent::HostChanged { player },
                 });
             }
@@ -233,7 +233,7 @@ proptest! {
             Message::MemberAck { seat: welcome_seat.unwrap_or(PlayerId(3)), version: stamps.0 },
             Message::Takeover { epoch: stamps.1, seat: welcome_seat.unwrap_or(PlayerId(1)), token: ResumeToken(resume.unwrap_or([4; 16])), lacks: Tick::new(stamps.0) },
             Message::TakeoverAck { epoch: stamps.0, ready: nums.3 % 2 == 0, want: resume.map(|_| Tick::new(stamps.1)), late: nums.3 % 3 == 0, alive: nums.3 % 5 == 0, host: welcome_seat },
-            Message::DelayWanted { delay: stamps.0 % 1025 },
+            Message::DelayWanted { delay: stamps.0 % 1024 + 1 },
         ];
         let mut datagrams: Vec<Vec<u8>> = Vec::new();
         let mut pending = messages.as_slice();
@@ -287,8 +287,8 @@ proptest! {
     }
 }
 
-/// A delay past the protocol's limit is refused, in a frame's event and in
-/// `DelayWanted`, with a typed error.
+/// A delay past the protocol's limit, or of 0, is refused in `DelayWanted`
+/// with a typed error (a frame's `DelayChanged` is read by the same rule).
 #[test]
 fn delays_over_the_limit_are_refused() {
     use lockstep_core::wire::{Datagram, WireError};
@@ -305,4 +305,16 @@ fn delays_over_the_limit_are_refused() {
         Datagram::decode(&bad, Tick::new(5)),
         Err(WireError::Invalid(_))
     ));
+    // Nor 0: a client told to stamp 0 ticks ahead would never commit.
+    let mut one = Vec::new();
+    let mut w = DatagramWriter::new(&mut one, Tick::new(5), 1200);
+    w.push(&Message::DelayWanted { delay: 1 }).expect("fits");
+    w.finish();
+    let n = one.len();
+    one[n - 1] = 0;
+    assert!(matches!(
+        Datagram::decode(&one, Tick::new(5)),
+        Err(WireError::Invalid(_))
+    ));
+    assert!(Message::DelayWanted { delay: 0 }.check_bounds().is_err());
 }

@@ -679,16 +679,19 @@ impl<I: Input> ClientSession<I> {
         // The delay rose: our lead is topped up to it with neutral input,
         // before this one (nobody sampled input for the ticks it adds). A
         // lead already past the delay (a game committing on its own clock)
-        // gets none.
+        // gets none. Never past `max_unacked` inputs unacknowledged (the
+        // oldest would be dropped unsent, and the room would wait on them
+        // for good): the rest of a large rise follows at later commits.
         while self.delay_rose
             && self.next_commit.since(self.next_tick).saturating_add(1) < w.delay
             && self.pause_frame.is_none_or(|f| self.next_commit < f)
+            && self.unacked.len() + 1 < self.config.max_unacked
         {
             let tick = self.next_commit;
             self.next_commit = tick.next().ok_or(CommitError::TickSpaceExhausted)?;
             self.unacked.push_back((tick, I::default()));
         }
-        self.delay_rose = false;
+        self.delay_rose &= self.next_commit.since(self.next_tick).saturating_add(1) < w.delay;
         if self.pause_frame.is_some_and(|f| self.next_commit >= f) {
             // The rise reached the freeze frame: the rest waits for the
             // resume, and so does this input.

@@ -1801,6 +1801,17 @@ impl<I: Input> HostedSession<I> {
             config.tick_rate = w.tick_rate;
         }
         config.delay = w.delay;
+        // The delay the match ran at is kept within our adaptive bounds
+        // (widened to it if need be: a room that cannot be taken over
+        // dies with its host); a match at delay 0 stays fixed.
+        if let Some(a) = config.adaptive.as_mut() {
+            if w.delay == 0 {
+                config.adaptive = None;
+            } else {
+                a.min = a.min.min(w.delay);
+                a.max = a.max.max(w.delay);
+            }
+        }
         config.policy = match (w.deadline, config.policy) {
             (true, Policy::WaitForAll { .. }) => Policy::Deadline {
                 missing: super::MissingInput::Neutral,

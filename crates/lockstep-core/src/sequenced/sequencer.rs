@@ -2161,6 +2161,20 @@ impl<I: Input> Sequencer<I> {
             s.live = true;
             s.due_from(from);
             s.last_input = self.now;
+            // A joiner may have missed a change (one in a frame before its
+            // snapshot's tick, after its Welcome): the frame it goes live
+            // at states the delay its inputs are due by.
+            let delay = self.delay;
+            let stated = self.tick_events.get(&open).is_some_and(|evs| {
+                evs.iter()
+                    .rev()
+                    .take_while(|e| !matches!(e, SystemEvent::CaughtUp { .. }))
+                    .any(|e| *e == SystemEvent::DelayChanged { delay })
+            });
+            if self.config.adaptive.is_some() && !stated {
+                let evs = self.tick_events.entry(open).or_default();
+                evs.push(SystemEvent::DelayChanged { delay });
+            }
             self.add_tick_event(open, SystemEvent::CaughtUp { player });
             self.start_clock();
         }
@@ -2563,11 +2577,24 @@ impl<I: Input> Sequencer<I> {
         self.delay = wanted;
         self.stats.delay_changes += 1;
         // One change per tick: a later one replaces an earlier one not
-        // sealed yet.
+        // sealed yet, in its place, unless a seat went live after it (its
+        // inputs are due from the delay before): then it follows.
         let open = self.open;
         let events = self.tick_events.entry(open).or_default();
-        events.retain(|e| !matches!(e, SystemEvent::DelayChanged { .. }));
-        events.push(SystemEvent::DelayChanged { delay: wanted });
+        let change = SystemEvent::DelayChanged { delay: wanted };
+        match events
+            .iter()
+            .rposition(|e| matches!(e, SystemEvent::DelayChanged { .. }))
+        {
+            Some(i)
+                if !events[i..]
+                    .iter()
+                    .any(|e| matches!(e, SystemEvent::CaughtUp { .. })) =>
+            {
+                events[i] = change;
+            }
+            _ => events.push(change),
+        }
         self.flush_all();
     }
 

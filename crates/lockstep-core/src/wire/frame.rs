@@ -104,8 +104,10 @@ pub(crate) fn read_event(r: &mut Reader<'_>) -> Result<SystemEvent, WireError> {
     let tag = r.u8()?;
     if tag == EVENT_DELAY_CHANGED {
         return match u32::try_from(r.varint()?) {
-            Ok(delay) if delay <= super::MAX_DELAY => Ok(SystemEvent::DelayChanged { delay }),
-            _ => Err(WireError::Invalid("delay over 1024 ticks")),
+            Ok(delay) if (1..=super::MAX_DELAY).contains(&delay) => {
+                Ok(SystemEvent::DelayChanged { delay })
+            }
+            _ => Err(WireError::Invalid("delay not 1 to 1024 ticks")),
         };
     }
     let player = read_player(r)?;

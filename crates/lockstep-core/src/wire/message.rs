@@ -741,6 +741,7 @@ impl Message<'_> {
                 over("seat", seat.index(), MAX_SEATS - 1)
             }
             Self::Padding { len } => over("padding", *len, MAX_DATAGRAM_LEN),
+            Self::DelayWanted { delay: 0 } => Err(WireError::Invalid("a delay of 0 ticks")),
             Self::DelayWanted { delay } => over("delay", *delay as usize, 1024),
             Self::Welcome(w) => {
                 over("seat", w.seats as usize, MAX_SEATS)?;
@@ -1467,8 +1468,8 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
             }
         }
         ty::DELAY_WANTED => match r.varint_u32()? {
-            delay if delay <= super::MAX_DELAY => Message::DelayWanted { delay },
-            _ => return Err(WireError::Invalid("delay over 1024 ticks")),
+            delay if (1..=super::MAX_DELAY).contains(&delay) => Message::DelayWanted { delay },
+            _ => return Err(WireError::Invalid("delay not 1 to 1024 ticks")),
         },
         other => return Err(WireError::UnknownMessage(other)),
     })
