@@ -114,25 +114,13 @@ fn run(
     let mut ids = sc.client_ids();
     let mut ledgers: BTreeMap<PeerId, Ledger> =
         ids.iter().map(|i| (*i, Ledger::default())).collect();
-    let period = h.period;
     let step = |h: &mut common::star::StarHarness,
                 ledgers: &mut BTreeMap<PeerId, Ledger>,
                 until: Instant,
                 frames: u64| {
-        let records = &mut h.records;
-        h.sim.run(
+        h.run_clients(
             until,
-            period,
-            |id, node, _| {
-                if let Node::Client(c) = node {
-                    play(
-                        c,
-                        records.get_mut(&id).expect("a record"),
-                        ledgers.get_mut(&id).expect("a ledger"),
-                        classic,
-                    );
-                }
-            },
+            |id, c, rec| play(c, rec, ledgers.get_mut(&id).expect("a ledger"), classic),
             |sim| {
                 sim.live()
                     .filter_map(|(_, n)| n.client())
@@ -305,7 +293,6 @@ fn a_player_wanting_the_largest_delay_gets_the_rooms_max_and_a_spectator_nothing
         ids[2],
         Node::Client(ClientSession::new(greedy, SERVER, Instant::ZERO).expect("a client")),
     );
-    let period = h.period;
     let mut seen_max = 0;
     for step in 0..60u64 {
         let until = Instant::ZERO + Duration::from_millis(500 * (step + 1));
@@ -314,7 +301,6 @@ fn a_player_wanting_the_largest_delay_gets_the_rooms_max_and_a_spectator_nothing
             forge_want(&mut h, spectator, 1024);
         }
         seen_max = seen_max.max(h.server().stats().delay);
-        let _ = period;
     }
     assert_eq!(seen_max, 6, "the room's max, no more");
     assert!(h.client(ids[0]).stats().frames > 500);
@@ -390,26 +376,20 @@ fn a_rise_past_max_unacked_is_topped_up_over_several_commits() {
     h.assert_streams_agree(&ids);
 }
 
-/// One game-loop iteration where `hold` runs frames but commits nothing.
+/// Runs the room until `until`, `hold` running its frames but committing
+/// nothing.
 fn drive(h: &mut common::star::StarHarness, until: Instant, hold: Option<PeerId>) {
-    let period = h.period;
-    let records = &mut h.records;
-    h.sim.run(
+    h.run_clients(
         until,
-        period,
-        |id, node, _| {
-            if let Node::Client(c) = node {
-                let rec = records.get_mut(&id).expect("a record");
-                if Some(id) == hold {
-                    while let Some(f) = c.advance() {
-                        rec.record(&f);
-                        let _ = c.report_checksum(f.tick, rec.reported(f.tick));
-                    }
-                    while c.poll_event().is_some() {}
-                } else {
-                    common::star::play(c, rec);
-                }
+        |id, c, rec| {
+            if Some(id) != hold {
+                return common::star::play(c, rec);
             }
+            while let Some(f) = c.advance() {
+                rec.record(&f);
+                let _ = c.report_checksum(f.tick, rec.reported(f.tick));
+            }
+            while c.poll_event().is_some() {}
         },
         |_| false,
     );

@@ -293,7 +293,31 @@ impl StarHarness {
     pub fn run(
         &mut self,
         until: Instant,
+        hook: impl FnMut(PeerId, &mut Node, Instant),
+        done: impl FnMut(&Sim<Node>) -> bool,
+    ) -> Outcome {
+        self.drive(until, hook, |_, c, rec| play(c, rec), done)
+    }
+
+    /// Runs until `until` or `done`, calling `each` for every client
+    /// (plain ones: not the acknowledging kinds) every tick period in place
+    /// of [`play`]: a game loop of the test's own.
+    pub fn run_clients(
+        &mut self,
+        until: Instant,
+        each: impl FnMut(PeerId, &mut ClientSession<u16>, &mut Record),
+        done: impl FnMut(&Sim<Node>) -> bool,
+    ) -> Outcome {
+        self.drive(until, |_, _, _| {}, each, done)
+    }
+
+    /// Every tick period: `hook` for every node, then `each` for every
+    /// plain client with its record.
+    fn drive(
+        &mut self,
+        until: Instant,
         mut hook: impl FnMut(PeerId, &mut Node, Instant),
+        mut each: impl FnMut(PeerId, &mut ClientSession<u16>, &mut Record),
         done: impl FnMut(&Sim<Node>) -> bool,
     ) -> Outcome {
         let records = &mut self.records;
@@ -306,7 +330,7 @@ impl StarHarness {
                     let rec = records
                         .get_mut(&id)
                         .unwrap_or_else(|| panic!("no record for {id}"));
-                    play(c, rec);
+                    each(id, c, rec);
                 }
             },
             done,
