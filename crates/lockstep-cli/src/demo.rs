@@ -787,6 +787,21 @@ pub(crate) fn bot_pacer(tick_rate: u32) -> Result<lockstep_core::Pacer, DemoErro
     .map_err(|e| DemoError::Setup(e.to_string()))
 }
 
+/// How many ticks a bot runs now: as its pacer says, or, far behind
+/// (joining, or after a stall), up to `MAX_PER_STEP` without it.
+pub(crate) fn bot_ticks_due(
+    pacer: &mut lockstep_core::Pacer,
+    session: &ClientSession<PlayerInputs>,
+    now: lockstep_core::Instant,
+) -> u32 {
+    let delay = session.welcome().map_or(0, |w| w.delay) as usize;
+    if session.joining() || session.stats().buffered_frames > delay + CATCH_UP {
+        MAX_PER_STEP
+    } else {
+        pacer.ticks_due(now, session.ready_to_pace())
+    }
+}
+
 /// One game-loop iteration of one bot client.
 fn step_client(c: &mut Client, clock: &Clock, ticks: u32) {
     let _ = drive(
@@ -816,12 +831,7 @@ fn step_client(c: &mut Client, clock: &Clock, ticks: u32) {
     if c.session.welcome().is_some() {
         c.delay = delay;
     }
-    let ready = c.session.stats().buffered_frames;
-    let due = if c.session.joining() || ready > delay as usize + CATCH_UP {
-        MAX_PER_STEP
-    } else {
-        c.pacer.ticks_due(clock.now(), c.session.ready_to_pace())
-    };
+    let due = bot_ticks_due(&mut c.pacer, &c.session, clock.now());
     let mut ran = 0;
     while c.game.tick.get() < ticks && ran < due {
         let Some(frame) = c.session.advance() else {

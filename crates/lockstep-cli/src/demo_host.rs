@@ -245,13 +245,7 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
             }
             // One commit per tick run, on a steady clock (see the relay
             // demo's bots); far behind, catching up without it.
-            let delay = b.session.client().welcome().map_or(0, |w| w.delay) as usize;
-            let ready = b.session.client().stats().buffered_frames;
-            let due = if ready > delay + 8 {
-                64
-            } else {
-                b.pacer.ticks_due(clock.now(), b.session.ready_to_pace())
-            };
+            let due = crate::demo::bot_ticks_due(&mut b.pacer, b.session.client(), clock.now());
             let mut ran = 0;
             while b.game.tick.get() < a.ticks && ran < due {
                 let Some(frame) = b.session.advance() else {

@@ -200,6 +200,11 @@ impl DelayTracker {
     /// The game committed its input for `tick` at `now`, under the delay
     /// in force.
     pub fn committed(&mut self, tick: Tick, now: Instant) {
+        // Stamping started over lower (a resync, a fresh start): what was
+        // committed before will not run as stamped.
+        if self.commits.back().is_some_and(|(t, _, _)| *t >= tick) {
+            self.commits.clear();
+        }
         if self.commits.len() >= self.config.window as usize {
             self.commits.pop_front();
         }
@@ -208,7 +213,8 @@ impl DelayTracker {
 
     /// The frame for `tick` arrived at `now`; true if it came late.
     pub fn arrived(&mut self, tick: Tick, now: Instant) -> bool {
-        let Some(i) = self.commits.iter().position(|(t, _, _)| *t == tick) else {
+        // Commits come in tick order: a binary search, every frame.
+        let Ok(i) = self.commits.binary_search_by_key(&tick, |(t, _, _)| *t) else {
             return false;
         };
         let (_, at, delay) = self.commits[i];

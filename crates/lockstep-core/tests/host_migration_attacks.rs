@@ -94,7 +94,12 @@ fn cut() -> LinkConditions {
 
 impl World {
     fn new(players: u32, config: HostedConfig, seed: u64) -> Self {
-        let mut sim = Sim::new(SimNetwork::new(seed, lan()));
+        Self::over(players, config, seed, lan())
+    }
+
+    /// `players` sessions (the first hosting) on links of `link`.
+    fn over(players: u32, config: HostedConfig, seed: u64, link: LinkConditions) -> Self {
+        let mut sim = Sim::new(SimNetwork::new(seed, link));
         sim.add(
             PeerId(0),
             Node::new(Session::host(config.clone(), Instant::ZERO).unwrap()),
@@ -1188,22 +1193,7 @@ fn crash_and_cut(
         max_datagram: Some(1200),
         bandwidth: None,
     };
-    let mut sim = Sim::new(SimNetwork::new(seed, link.clone()));
-    let config = HostedConfig::default();
-    sim.add(
-        PeerId(0),
-        Node::new(Session::host(config.clone(), Instant::ZERO).unwrap()),
-    );
-    for k in 1..players {
-        sim.add(
-            PeerId(k),
-            Node::new(Session::join(config.clone(), PeerId(0), Instant::ZERO).unwrap()),
-        );
-    }
-    let mut w = World {
-        sim,
-        games: BTreeMap::new(),
-    };
+    let mut w = World::over(players, HostedConfig::default(), seed, link.clone());
     let all: Vec<PeerId> = (0..players).map(PeerId).collect();
     prop_assert!(w.until(&all, crash_at as usize, Duration::from_secs(60)));
     w.sim.freeze(PeerId(0));

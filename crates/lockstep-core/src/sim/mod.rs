@@ -104,8 +104,8 @@ pub struct LinkConditions {
     pub max_datagram: Option<usize>,
     /// The link's capacity in bytes per second (`None`: unlimited).
     /// Datagrams queue behind each other at this rate; one that would wait
-    /// more than [`MAX_QUEUE_DELAY`] in the queue is dropped, as a
-    /// router's full buffer drops it.
+    /// more than [`MAX_QUEUE_DELAY`] to start is dropped, as a router's
+    /// full buffer drops it.
     pub bandwidth: Option<u64>,
 }
 
@@ -292,18 +292,19 @@ impl SimNetwork {
             self.stats.dropped += 1;
             return;
         }
-        // A limited link sends one datagram after another at its rate.
+        // A limited link sends one datagram after another at its rate
+        // (the rule of `lockstep-net`'s `ImpairedLink`: dropped when it
+        // would wait more than a second to start).
         let mut queued = Duration::ZERO;
         if let Some(rate) = c.bandwidth.filter(|r| *r > 0) {
             let start = link.busy_until.max(now);
-            let micros = (bytes.len() as u64).saturating_mul(1_000_000) / rate;
-            let done = start + Duration::from_micros(micros);
-            if done - now > MAX_QUEUE_DELAY {
+            if start - now > MAX_QUEUE_DELAY {
                 self.stats.dropped += 1;
                 return;
             }
-            link.busy_until = done;
-            queued = done - now;
+            let micros = (bytes.len() as u64).saturating_mul(1_000_000) / rate;
+            link.busy_until = start + Duration::from_micros(micros);
+            queued = link.busy_until - now;
         }
         let copies = if link.rng.chance(c.duplicate) { 2 } else { 1 };
         let mut delays = Vec::with_capacity(copies);
@@ -675,12 +676,13 @@ mod tests {
             ..LinkConditions::default()
         };
         let mut net = SimNetwork::new(1, slow);
-        // 1,000 bytes at 10 kB/s: 100 ms each, one after another; past a
-        // second of queue the rest are dropped.
+        // 1,000 bytes at 10 kB/s: 100 ms each, one after another; one that
+        // would wait more than a second to start is dropped (the one on the
+        // wire and ten waiting are held).
         for _ in 0..20 {
             net.send(a, b, &[0; 1000]);
         }
-        assert_eq!(net.stats().dropped, 10);
+        assert_eq!(net.stats().dropped, 9);
         let mut arrivals = Vec::new();
         while let Some(at) = net.next_delivery() {
             net.advance_to(at);
@@ -688,7 +690,7 @@ mod tests {
                 arrivals.push(at);
             }
         }
-        let expected: Vec<Instant> = (1..=10)
+        let expected: Vec<Instant> = (1..=11)
             .map(|k| Instant::from_millis(100 * k + 10))
             .collect();
         assert_eq!(arrivals, expected);
