@@ -18,7 +18,9 @@ mod common;
 use common::GgrsConfig;
 use ggrs::{GgrsRequest, Message, NonBlockingSocket, PlayerType, SessionBuilder, SessionState};
 use lockstep_bench::{PadInput, Trace, loopback_sockets};
-use lockstep_core::{Instant as CoreInstant, MeshConfig, MeshSession, PeerId, PlayerId, Roster};
+use lockstep_core::{
+    AdaptiveDelay, Instant as CoreInstant, MeshConfig, MeshSession, PeerId, PlayerId, Roster,
+};
 use lockstep_core::{PlayerInputs, StreamHash};
 use lockstep_net::{Faults, ImpairedLink};
 use std::collections::HashMap;
@@ -173,7 +175,9 @@ fn outcome(clocks: &[Clock], counted: Duration, agreed: bool) -> Outcome {
     }
 }
 
-fn lockstep_mesh(players: usize, delay: u32, trace: &Trace) -> Outcome {
+/// The lockstep mesh at `delay`, or (`adaptive`) starting there and
+/// following the network; with the delay it ended at.
+fn lockstep_mesh(players: usize, delay: u32, adaptive: bool, trace: &Trace) -> (Outcome, u32) {
     let period = Duration::from_secs(1) / RATE;
     let (sockets, addrs) = loopback_sockets(players).expect("loopback sockets");
     let mut links: Vec<Impaired> = sockets
@@ -187,6 +191,8 @@ fn lockstep_mesh(players: usize, delay: u32, trace: &Trace) -> Outcome {
     }
     let config = MeshConfig {
         delay,
+        adaptive: adaptive.then(AdaptiveDelay::default),
+        tick_rate: RATE,
         max_lead: 16,
         abandon_after: None,
         resend_interval: Duration::from_millis(20),
@@ -214,6 +220,15 @@ fn lockstep_mesh(players: usize, delay: u32, trace: &Trace) -> Outcome {
             }
             let s = &mut sessions[i];
             s.handle_timeout(now());
+            // Adaptive: one commit per frame run, while the input is due
+            // (a refused one is offered again here).
+            if adaptive && s.input_due() {
+                let k = s.next_commit().get() as usize;
+                let input = trace.inputs[i][k % trace.ticks()].clone();
+                if let Ok(t) = s.commit_local(input) {
+                    clocks[i].added.insert(u64::from(t.get()), Instant::now());
+                }
+            }
             let mut looked = 0;
             while Instant::now() >= clocks[i].due && looked < 2 {
                 looked += 1;
@@ -224,6 +239,9 @@ fn lockstep_mesh(players: usize, delay: u32, trace: &Trace) -> Outcome {
                 hash[i].push(&f);
                 hashes[i].push(hash[i].value());
                 clocks[i].ran(u64::from(f.tick.get()), period);
+                if adaptive && !s.input_due() {
+                    continue;
+                }
                 let k = s.next_commit().get() as usize;
                 let input = trace.inputs[i][k % trace.ticks()].clone();
                 if let Ok(t) = s.commit_local(input) {
@@ -243,7 +261,8 @@ fn lockstep_mesh(players: usize, delay: u32, trace: &Trace) -> Outcome {
         && hashes
             .iter()
             .all(|h| h[common - 1] == hashes[0][common - 1]);
-    outcome(&clocks, Duration::from_secs(SECONDS), agreed)
+    let ended = sessions[0].delay();
+    (outcome(&clocks, Duration::from_secs(SECONDS), agreed), ended)
 }
 
 fn ggrs_p2p(players: usize, delay: usize, trace: &Trace) -> Outcome {
@@ -367,11 +386,17 @@ fn main() {
     for players in [2usize, 4] {
         let trace = Trace::generate(players, 4096, 0x5EED + players as u64);
         let ours: Vec<(usize, Outcome)> = (1..=6)
-            .map(|d| (d, lockstep_mesh(players, d as u32, &trace)))
+            .map(|d| (d, lockstep_mesh(players, d as u32, false, &trace).0))
             .collect();
         let theirs: Vec<(usize, Outcome)> =
             (1..=6).map(|d| (d, ggrs_p2p(players, d, &trace))).collect();
-        for (name, runs) in [("lockstep", &ours), ("GGRS", &theirs)] {
+        let (o, ended) = lockstep_mesh(players, 3, true, &trace);
+        let adaptive = [(ended as usize, o)];
+        for (name, runs) in [
+            ("lockstep", &ours[..]),
+            ("lockstep, adaptive (from 3)", &adaptive[..]),
+            ("GGRS", &theirs[..]),
+        ] {
             let (d, o) = best(runs);
             println!(
                 "| {players} | {name} | {d} | {:.1} | {:.2}% | {:.0} ms | {} |",

@@ -234,6 +234,7 @@ proptest! {
             Message::Takeover { epoch: stamps.1, seat: welcome_seat.unwrap_or(PlayerId(1)), token: ResumeToken(resume.unwrap_or([4; 16])), lacks: Tick::new(stamps.0) },
             Message::TakeoverAck { epoch: stamps.0, ready: nums.3 % 2 == 0, want: resume.map(|_| Tick::new(stamps.1)), late: nums.3 % 3 == 0, alive: nums.3 % 5 == 0, host: welcome_seat },
             Message::DelayWanted { delay: stamps.0 % 1024 + 1 },
+            Message::DelayWants { seat: welcome_seat.unwrap_or(PlayerId(2)), changes: vec![(near(1), stamps.1 % 1024 + 1), (near(9), 1024)] },
         ];
         let mut datagrams: Vec<Vec<u8>> = Vec::new();
         let mut pending = messages.as_slice();
@@ -317,4 +318,40 @@ fn delays_over_the_limit_are_refused() {
         Err(WireError::Invalid(_))
     ));
     assert!(Message::DelayWanted { delay: 0 }.check_bounds().is_err());
+    // A mesh's wants: the same range, at most 16 a message, in tick order.
+    let wants = |changes: Vec<(Tick, u32)>| Message::DelayWants {
+        seat: PlayerId(1),
+        changes,
+    };
+    let t = Tick::new;
+    assert!(wants(vec![(t(6), 1024)]).check_bounds().is_ok());
+    assert!(wants(vec![(t(6), 0)]).check_bounds().is_err());
+    assert!(wants(vec![(t(6), 1025)]).check_bounds().is_err());
+    assert!(wants(vec![(t(7), 3), (t(6), 4)]).check_bounds().is_err());
+    assert!(
+        wants((0..17).map(|k| (t(k), 2)).collect())
+            .check_bounds()
+            .is_err()
+    );
+    let mut ok = Vec::new();
+    let mut w = DatagramWriter::new(&mut ok, Tick::new(5), 1200);
+    w.push(&wants(vec![(t(6), 2), (t(8), 3)])).expect("fits");
+    w.finish();
+    assert!(Datagram::decode(&ok, Tick::new(5)).is_ok());
+    // The second change's tick, 3 past the base, becomes 1 before the
+    // base: out of order.
+    let mut bad = ok.clone();
+    let n = bad.len();
+    bad[n - 2] = 1;
+    assert!(matches!(
+        Datagram::decode(&bad, Tick::new(5)),
+        Err(WireError::Invalid(_))
+    ));
+    // A delay of 0.
+    let mut zero = ok.clone();
+    zero[n - 1] = 0;
+    assert!(matches!(
+        Datagram::decode(&zero, Tick::new(5)),
+        Err(WireError::Invalid(_))
+    ));
 }

@@ -5,6 +5,7 @@
 //! in hand. See [`MeshSession`] for the rules and the call order.
 
 mod abandon;
+mod delay;
 mod observe;
 mod packet;
 mod resync;
@@ -21,8 +22,9 @@ use crate::pause::{PauseAgreement, PauseChange};
 use crate::shared::{Events, Rtt};
 use crate::snapshot::{SnapshotLimits, SnapshotSender};
 use crate::wire::{self, Abandon, Datagram, Endorsement, Message, WireError};
-use crate::{Event, Frame, Input, Instant, PeerId, PlayerId, Tick};
+use crate::{AdaptiveDelay, Event, Frame, Input, Instant, PeerId, PlayerId, Tick};
 use core::time::Duration;
+use delay::DelayState;
 use packet::Refusal;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use store::{Cell, Slot, Store};
@@ -31,7 +33,7 @@ use store::{Cell, Slot, Store};
 const EVENT_QUEUE_CAP: usize = 1024;
 
 /// Tuning for a [`MeshSession`]. Every peer of a session must use the same
-/// `delay` and `max_lead`.
+/// `delay`, `max_lead`, `adaptive` and `tick_rate`.
 ///
 /// ```
 /// use lockstep_core::MeshConfig;
@@ -49,6 +51,20 @@ pub struct MeshConfig {
     /// which is the time the network has to deliver it. The first `delay`
     /// ticks run on neutral input so play starts at once.
     pub delay: u32,
+    /// Let the delay follow the network: each player's
+    /// [`DelayTracker`](crate::DelayTracker) says what it wants, the wants
+    /// travel in the input streams, and every peer works the delay out of
+    /// the same stream (the largest want, rising at once and falling at
+    /// most once per `tick_rate` ticks), so a change happens at the same
+    /// tick everywhere and its frame carries
+    /// [`SystemEvent::DelayChanged`]. `delay` is the delay to start with,
+    /// within `min..=max`. Games commit by
+    /// [`input_due`](MeshSession::input_due). `None`: `delay` for good.
+    pub adaptive: Option<AdaptiveDelay>,
+    /// The rate the game runs ticks at, per second: with `adaptive`, how
+    /// lateness is measured (in tick periods) and how often the delay may
+    /// fall (once per `tick_rate` ticks).
+    pub tick_rate: u32,
     /// How many ticks a peer may commit beyond `delay` ahead of the slowest
     /// peer before [`MeshSession::commit_local`] refuses. Bounds every
     /// buffer; at least 1.
@@ -110,6 +126,8 @@ impl Default for MeshConfig {
     fn default() -> Self {
         Self {
             delay: 2,
+            adaptive: None,
+            tick_rate: 30,
             max_lead: 8,
             max_datagram: 1200,
             max_input_len: 256,
@@ -144,6 +162,17 @@ impl MeshConfig {
         bad(self.max_lead == 0, "max_lead must be at least 1")?;
         bad(self.delay > 1024, "delay over 1024 ticks")?;
         bad(self.max_lead > 4096, "max_lead over 4096 ticks")?;
+        bad(
+            self.tick_rate == 0 || self.tick_rate > 1000,
+            "tick_rate must be from 1 to 1000",
+        )?;
+        if let Some(a) = &self.adaptive {
+            a.validate()?;
+            bad(
+                self.delay < a.min || self.delay > a.max,
+                "delay must be within the adaptive delay's min..=max",
+            )?;
+        }
         bad(
             self.max_input_len == 0 || self.max_input_len > wire::MAX_INPUT_LEN,
             "max_input_len must be between 1 and 1024 bytes",
@@ -221,6 +250,16 @@ pub struct MeshStats {
     pub stalled_for: Duration,
     /// Commits refused (lead limit or pause).
     pub commits_refused: u64,
+    /// The input delay in force.
+    pub delay: u32,
+    /// The delay our tracker wants (with
+    /// [`adaptive`](MeshConfig::adaptive), while playing).
+    pub delay_wanted: Option<u32>,
+    /// Times the delay changed (`adaptive`).
+    pub delay_changes: u64,
+    /// Frames that became complete later than the delay allowed after our
+    /// input for them was committed (`adaptive`).
+    pub late_frames: u64,
     /// Datagrams sent.
     pub datagrams_sent: u64,
     /// Bytes sent.
@@ -316,6 +355,8 @@ struct Peer {
     /// Whether its latest datagram said its game waits on its own input
     /// alone (it holds everyone else's).
     waits_on_itself: bool,
+    /// Whether its latest datagram said its game waits on our input.
+    waits_on_us: bool,
     /// Since when our next tick has waited on its input while others' is
     /// in: with `last_input`, what makes a peer that keeps its connection
     /// alive but sends no input silent all the same.
@@ -376,6 +417,7 @@ impl Peer {
             last_heard: None,
             last_input: None,
             waits_on_itself: false,
+            waits_on_us: false,
             waited_since: None,
             interrupted: false,
             last_sent: None,
@@ -534,6 +576,8 @@ pub struct MeshSession<I: Input> {
     decisions: Vec<(PlayerId, Tick)>,
     events: Events<Event>,
     stats: MeshStats,
+    /// The input delay in force and, with `adaptive`, the wants it follows.
+    delays: DelayState,
 
     /// As the feeder: the state asked of the game for observers too far
     /// behind for frames.
@@ -665,6 +709,14 @@ impl<I: Input> MeshSession<I> {
             .collect();
         let config_first = config.first_tick;
         let next_commit = config.first_tick.saturating_add(config.delay);
+        let delays = DelayState::new(
+            config.delay,
+            width,
+            config.adaptive.as_ref(),
+            config.tick_rate,
+            local_seat.is_some(),
+            config_first,
+        );
         let mut session = Self {
             checks: {
                 let mut c = LocalChecks::new(config.checksum_window);
@@ -693,6 +745,7 @@ impl<I: Input> MeshSession<I> {
             decisions: Vec::new(),
             events: Events::new(EVENT_QUEUE_CAP),
             stats: MeshStats::default(),
+            delays,
             donor: observe::Donor::default(),
             incoming: None,
             resync: None,
@@ -818,6 +871,12 @@ impl<I: Input> MeshSession<I> {
         let mut s = self.stats.clone();
         s.next_tick = self.next_tick;
         s.next_commit = self.next_commit;
+        s.delay = self.delays.delay;
+        s.delay_wanted = self
+            .delays
+            .tracker
+            .as_ref()
+            .map(crate::DelayTracker::wanted);
         s.buffered_ticks = self.store.len();
         s.buffered_checksums =
             self.checks.len() + self.peers.iter().map(|p| p.checks.len()).sum::<usize>();
@@ -840,9 +899,10 @@ impl<I: Input> MeshSession<I> {
     /// whatever peers send: the slowest live player is at most
     /// `delay + max_lead` behind, observers at most `observer_window`, the
     /// [abandon window](Self::abandon_window) is kept, and nothing is
-    /// accepted more than `delay + max_lead` ahead.
+    /// accepted more than `delay + max_lead` ahead (with `adaptive`, its
+    /// `max` for `delay`).
     pub fn buffer_bound(&self) -> usize {
-        let lead = (self.config.delay + self.config.max_lead) as usize;
+        let lead = (self.delay_cap() + self.config.max_lead) as usize;
         let behind = lead
             .max(self.config.observer_window as usize)
             .max(self.abandon_window() as usize);
@@ -850,11 +910,12 @@ impl<I: Input> MeshSession<I> {
     }
 
     /// How many ticks before an abandonment's first empty tick the peers
-    /// compare the abandoned seat's input over: `2 * (delay + max_lead) + 2`,
-    /// which reaches back past every tick any peer may still hold forwarded
-    /// input for. Every peer keeps at least this many ticks of history.
+    /// compare the abandoned seat's input over: `2 * (delay + max_lead) + 2`
+    /// (with `adaptive`, its `max` for `delay`), which reaches back past
+    /// every tick any peer may still hold forwarded input for. Every peer
+    /// keeps at least this many ticks of history.
     pub fn abandon_window(&self) -> u32 {
-        2 * (self.config.delay + self.config.max_lead) + 2
+        2 * (self.delay_cap() + self.config.max_lead) + 2
     }
 
     // ----- mutators ------------------------------------------------------
@@ -880,7 +941,7 @@ impl<I: Input> MeshSession<I> {
             self.stats.commits_refused += 1;
             return Err(CommitError::Paused { frame });
         }
-        let limit = self.config.delay + self.config.max_lead;
+        let limit = self.delays.delay + self.config.max_lead;
         let lead = self.next_commit.since(self.min_live_next());
         if lead >= limit {
             self.stats.commits_refused += 1;
@@ -894,6 +955,15 @@ impl<I: Input> MeshSession<I> {
                 max: self.config.max_input_len,
             });
         }
+        // The delay rose: the lead is topped up to it with neutral input,
+        // before this one (nobody sampled input for the ticks it adds).
+        self.fill_after_rise(seat)?;
+        if let Some(frame) = self.pause.frame().filter(|f| self.next_commit >= *f) {
+            // The rise reached the freeze frame: this input waits for the
+            // resume.
+            self.stats.commits_refused += 1;
+            return Err(CommitError::Paused { frame });
+        }
         let tick = self.next_commit;
         let after = tick.next().ok_or(CommitError::TickSpaceExhausted)?;
         let (seats, start) = (&self.seats, self.start);
@@ -904,6 +974,8 @@ impl<I: Input> MeshSession<I> {
         slot.cells[seat.index()] = Cell::Known(input);
         self.next_commit = after;
         self.commits_since_frame = self.commits_since_frame.saturating_add(1);
+        self.stamp_want(seat, tick);
+        self.note_arrivals();
         for p in self.peers.iter_mut().filter(|p| p.seat.is_some()) {
             p.flush = true;
         }
@@ -926,7 +998,7 @@ impl<I: Input> MeshSession<I> {
             self.announce_resync();
             return None;
         }
-        let Some(slot) = self.store.get(tick).filter(|s| s.complete()) else {
+        if !self.store.get(tick).is_some_and(|s| s.complete()) {
             // A stall is the picture stopping: the game committed two ticks
             // of input without getting a frame (steady latency beyond the
             // input delay is not one). Observers commit nothing and count
@@ -936,9 +1008,10 @@ impl<I: Input> MeshSession<I> {
                 self.stats.stalls += 1;
             }
             return None;
-        };
-        let frame = slot.to_frame(tick);
+        }
         let next = tick.next()?;
+        self.follow_delay(tick);
+        let frame = self.store.get(tick)?.to_frame(tick);
         self.commits_since_frame = 0;
         if self.local_seat.is_none() {
             // Observers learn membership from the frames themselves.
@@ -1179,7 +1252,7 @@ impl<I: Input> MeshSession<I> {
         self.take_pause(idx, &r);
         self.take_bye(idx, &r);
         self.take_abandon(idx, r.abandon);
-        self.take_inputs(idx, r.inputs);
+        self.take_inputs(idx, r.inputs, &r.wants);
         self.take_frames(idx, r.frames);
         for c in &r.chunks {
             self.take_chunk(idx, c);
@@ -1194,6 +1267,7 @@ impl<I: Input> MeshSession<I> {
         self.progress_abandonments();
         self.plan_snapshots();
         self.flush_chunks();
+        self.note_arrivals();
         Ok(())
     }
 
@@ -1219,6 +1293,7 @@ impl<I: Input> MeshSession<I> {
                 Message::Status(st) => {
                     r.waits_on_itself = !st.waiting.is_empty()
                         && st.waiting.iter().all(|s| Some(*s) == self.peers[idx].seat);
+                    r.waits_on_us = self.local_seat.is_some_and(|s| st.waiting.contains(&s));
                 }
                 Message::Welcome(_) => r.welcomed = true,
                 Message::Reject(rej) => r.reject = Some(*rej),
@@ -1280,6 +1355,10 @@ impl<I: Input> MeshSession<I> {
                 | Message::Takeover { .. }
                 | Message::TakeoverAck { .. }
                 | Message::DelayWanted { .. } => {}
+                Message::DelayWants { seat, changes } => {
+                    seat_ok(*seat)?;
+                    r.wants.push((*seat, changes.clone()));
+                }
             }
         }
         Ok(r)
@@ -1348,6 +1427,7 @@ impl<I: Input> MeshSession<I> {
             p.next_tick.max(base)
         };
         p.waits_on_itself = r.waits_on_itself;
+        p.waits_on_us = r.waits_on_us;
         if let Some(stamp) = r.ping {
             p.pong_owed = Some((stamp, now));
         }
@@ -1500,40 +1580,37 @@ impl<I: Input> MeshSession<I> {
 
     /// Inputs: a peer's own seat's, and forwarded ones for frozen seats
     /// (held, not run, until the abandonment is agreed).
-    fn take_inputs(&mut self, idx: usize, inputs: Vec<(PlayerId, Tick, I)>) {
+    /// Inputs from peer `idx`, and the wants that go with them: a want is
+    /// taken with the input of its seat and tick, when that input is new
+    /// here, so a want cannot come without its input (nor be forged
+    /// more cheaply than one).
+    fn take_inputs(
+        &mut self,
+        idx: usize,
+        inputs: Vec<(PlayerId, Tick, I)>,
+        wants: &[(PlayerId, Vec<(Tick, u32)>)],
+    ) {
         let sender_seat = self.peers[idx].seat;
         if self.local_seat.is_none() || sender_seat.is_none() {
             self.stats.inputs_refused += inputs.len() as u64;
             return;
         }
         let now = self.now;
-        let horizon = self.horizon();
-        // No peer commits further than its own lead past where it says it
-        // is: input beyond that is a lie about its position, which would
-        // make peers it told another position wait on themselves.
-        let claimed = self.peers[idx]
-            .next_tick
-            .saturating_add(self.config.delay + self.config.max_lead);
         let mut fresh = false;
         let mut own_fresh = false;
         for (seat, tick, input) in inputs {
-            let s = &self.seats[seat.index()];
-            let own = Some(seat) == sender_seat;
-            let frozen = self.frozen.contains_key(&seat);
-            if Some(seat) == self.local_seat
-                || (own && frozen)
-                || (own && tick >= claimed)
-                || (!own && !frozen)
-                || s.empty_from.is_some_and(|e| tick >= e)
-                || tick >= horizon
-            {
-                self.stats.inputs_refused += 1;
-                continue;
-            }
-            if tick < self.next_tick {
-                self.stats.inputs_redundant += 1;
-                continue;
-            }
+            let own = match self.input_verdict(idx, seat, tick) {
+                Verdict::Refused => {
+                    self.stats.inputs_refused += 1;
+                    continue;
+                }
+                Verdict::Redundant => {
+                    self.stats.inputs_redundant += 1;
+                    continue;
+                }
+                Verdict::Own => true,
+                Verdict::Forwarded => false,
+            };
             let (seats, start) = (&self.seats, self.start);
             match self.store.ensure(tick, |t| new_slot(seats, start, t)) {
                 // A player's own input also replaces input forwarded for it
@@ -1548,6 +1625,14 @@ impl<I: Input> MeshSession<I> {
                         Cell::Forwarded(input)
                     };
                     fresh = true;
+                    let want = wants
+                        .iter()
+                        .filter(|(s, _)| *s == seat)
+                        .flat_map(|(_, c)| c)
+                        .find(|(t, _)| *t == tick);
+                    if let Some(&(_, delay)) = want {
+                        self.delays.take(seat.index(), tick, delay);
+                    }
                     own_fresh |= own;
                 }
                 _ => self.stats.inputs_redundant += 1,
@@ -1558,6 +1643,43 @@ impl<I: Input> MeshSession<I> {
         }
         if own_fresh {
             self.peers[idx].last_input = Some(now);
+        }
+    }
+
+    /// Whether input of `seat` for `tick` (or the want that goes with it)
+    /// is taken from peer `idx`: a player's own, or a frozen seat's
+    /// forwarded, within reach.
+    fn input_verdict(&self, idx: usize, seat: PlayerId, tick: Tick) -> Verdict {
+        let sender_seat = self.peers[idx].seat;
+        if self.local_seat.is_none() || sender_seat.is_none() {
+            return Verdict::Refused;
+        }
+        // No peer commits further than its own lead past where it says it
+        // is: input beyond that is a lie about its position, which would
+        // make peers it told another position wait on themselves.
+        let claimed = self.peers[idx]
+            .next_tick
+            .saturating_add(self.delay_cap() + self.config.max_lead);
+        let own = Some(seat) == sender_seat;
+        let frozen = self.frozen.contains_key(&seat);
+        let empty = self
+            .seats
+            .get(seat.index())
+            .is_none_or(|s| s.empty_from.is_some_and(|e| tick >= e));
+        if Some(seat) == self.local_seat
+            || (own && frozen)
+            || (own && tick >= claimed)
+            || (!own && !frozen)
+            || empty
+            || tick >= self.horizon()
+        {
+            Verdict::Refused
+        } else if tick < self.next_tick {
+            Verdict::Redundant
+        } else if own {
+            Verdict::Own
+        } else {
+            Verdict::Forwarded
         }
     }
 
@@ -1629,6 +1751,7 @@ impl<I: Input> MeshSession<I> {
         self.plan_snapshots();
         self.flush_chunks();
         self.drop_passed_snapshot();
+        self.note_arrivals();
     }
 
     /// Writes the next datagram to send into `buf`.
@@ -1823,7 +1946,7 @@ impl<I: Input> MeshSession<I> {
     /// Inputs at or after this tick cannot come from a peer in step with us.
     fn horizon(&self) -> Tick {
         self.next_tick
-            .saturating_add(self.config.delay + self.config.max_lead)
+            .saturating_add(self.delay_cap() + self.config.max_lead)
     }
 
     /// Whether this peer sends confirmed frames to observers: the lowest
@@ -1888,6 +2011,7 @@ impl<I: Input> MeshSession<I> {
         // The abandon window is kept whatever happens: peers compare it.
         floor = floor.min(self.next_tick.saturating_sub(self.abandon_window()));
         self.store.prune_below(floor);
+        self.delays.prune_below(self.store.base());
     }
 
     fn send_due(&self, i: usize) -> Instant {
@@ -1991,6 +2115,8 @@ struct Received<'a, I> {
     ping: Option<u32>,
     pong: Option<(u32, u32)>,
     waits_on_itself: bool,
+    waits_on_us: bool,
+    wants: Vec<(PlayerId, Vec<(Tick, u32)>)>,
     chunks: Vec<wire::SnapshotChunk<'a>>,
     snapshot_ack: Option<wire::SnapshotAck>,
     resync_request: Option<(u32, Tick)>,
@@ -2013,9 +2139,24 @@ impl<I> Default for Received<'_, I> {
             ping: None,
             pong: None,
             waits_on_itself: false,
+            waits_on_us: false,
+            wants: Vec::new(),
             chunks: Vec::new(),
             snapshot_ack: None,
             resync_request: None,
         }
     }
+}
+
+/// How input (or a want) from a peer is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    /// Not the sender's to send, or out of reach.
+    Refused,
+    /// For a tick already run.
+    Redundant,
+    /// The sender's own seat's.
+    Own,
+    /// A frozen seat's, forwarded.
+    Forwarded,
 }

@@ -58,7 +58,7 @@ impl<I: Input> MeshSession<I> {
                 tick: self.next_tick,
                 deadline: false,
                 tick_rate: 0,
-                delay: self.config.delay,
+                delay: self.delays.delay,
                 seats: self.seats.len() as u32,
                 token: ResumeToken::default(),
                 snapshot: false,
@@ -179,10 +179,26 @@ impl<I: Input> MeshSession<I> {
             .store
             .base()
             .max(self.start.saturating_add(self.config.delay));
+        // The delay a seat wants goes with its input: every change within a
+        // run is sent with it (a run ends short of a change that did not
+        // fit), so whoever holds an input holds its want.
+        for run in &mut wanted_runs {
+            run.1 = run.1.max(floor);
+            let (changes, end) = self.delays.for_run(run.0.index(), run.1, run.2);
+            run.2 = end;
+            if !changes.is_empty() {
+                let m = Message::DelayWants {
+                    seat: run.0,
+                    changes,
+                };
+                if w.push(&m).is_err() {
+                    run.2 = run.1;
+                }
+            }
+        }
         let mut left = w.remaining().saturating_sub(INPUTS_HEADER + acks.len() * 8);
         let mut chains: Vec<(PlayerId, Tick, ChainWriter<I>)> = Vec::new();
         for (seat, from, end) in wanted_runs {
-            let from = from.max(floor);
             if from >= end || left <= RUN_HEADER {
                 continue;
             }

@@ -108,6 +108,11 @@ impl<I: Clone> Store<I> {
         self.slots.get(self.index(tick)?)
     }
 
+    pub(crate) fn get_mut(&mut self, tick: Tick) -> Option<&mut Slot<I>> {
+        let i = self.index(tick)?;
+        self.slots.get_mut(i)
+    }
+
     pub(crate) fn cell(&self, tick: Tick, seat: usize) -> Option<&Cell<I>> {
         self.get(tick)?.cells.get(seat)
     }

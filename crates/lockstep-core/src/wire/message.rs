@@ -17,6 +17,8 @@ pub const MAX_RUN: usize = 1024;
 pub const MAX_FRAMES: usize = 1024;
 /// Most ticks one `ChainQuery` asks about (and one `ChainAnswer` answers).
 pub const MAX_CHAIN_QUESTIONS: usize = 8;
+/// Most changes one `DelayWants` message carries.
+pub const MAX_DELAY_CHANGES: usize = 16;
 /// Longest room name, in bytes.
 pub const MAX_ROOM: usize = 64;
 /// Longest player name, in bytes.
@@ -102,6 +104,8 @@ pub mod message_type {
     pub const TAKEOVER_ACK: u8 = 0x1C;
     /// DelayWanted.
     pub const DELAY_WANTED: u8 = 0x1D;
+    /// DelayWants.
+    pub const DELAY_WANTS: u8 = 0x1E;
 }
 use message_type as ty;
 
@@ -661,6 +665,20 @@ pub enum Message<'a> {
         /// Ticks, at most [`MAX_DELAY`](super::MAX_DELAY).
         delay: u32,
     },
+    /// A mesh peer's wanted input delay, stamped in a seat's input stream:
+    /// from the seat's input for each change's tick on, it wants that
+    /// delay. Sent with every run of the seat's input that reaches a
+    /// change's tick, so whoever holds an input holds the want that goes
+    /// with it, and every peer works the session's delay out of the same
+    /// stream.
+    DelayWants {
+        /// The seat the wants belong to.
+        seat: PlayerId,
+        /// `(tick, delay)` in ascending tick order, at most
+        /// [`MAX_DELAY_CHANGES`]; delays from 1 to
+        /// [`MAX_DELAY`](super::MAX_DELAY).
+        changes: Vec<(Tick, u32)>,
+    },
 }
 
 /// What a sequencer tells each client besides frames.
@@ -708,6 +726,7 @@ impl Message<'_> {
             Self::Takeover { .. } => ty::TAKEOVER,
             Self::TakeoverAck { .. } => ty::TAKEOVER_ACK,
             Self::DelayWanted { .. } => ty::DELAY_WANTED,
+            Self::DelayWants { .. } => ty::DELAY_WANTS,
         }
     }
 
@@ -743,6 +762,20 @@ impl Message<'_> {
             Self::Padding { len } => over("padding", *len, MAX_DATAGRAM_LEN),
             Self::DelayWanted { delay: 0 } => Err(WireError::Invalid("a delay of 0 ticks")),
             Self::DelayWanted { delay } => over("delay", *delay as usize, 1024),
+            Self::DelayWants { seat, changes } => {
+                over("seat", seat.index(), MAX_SEATS - 1)?;
+                over("delay change", changes.len(), MAX_DELAY_CHANGES)?;
+                if changes.windows(2).any(|w| w[0].0 >= w[1].0) {
+                    return Err(WireError::Invalid("delay changes out of order"));
+                }
+                match changes
+                    .iter()
+                    .find(|(_, d)| !(1..=super::MAX_DELAY).contains(d))
+                {
+                    Some(_) => Err(WireError::Invalid("delay not 1 to 1024 ticks")),
+                    None => Ok(()),
+                }
+            }
             Self::Welcome(w) => {
                 over("seat", w.seats as usize, MAX_SEATS)?;
                 over("tick rate", w.tick_rate as usize, 1000)?;
@@ -1046,6 +1079,14 @@ impl Message<'_> {
                 }
             }
             Self::DelayWanted { delay } => put_varint(out, u64::from(*delay)),
+            Self::DelayWants { seat, changes } => {
+                put_varint(out, u64::from(seat.0));
+                put_varint(out, changes.len() as u64);
+                for (t, d) in changes {
+                    put_tick_delta(out, base, *t);
+                    put_varint(out, u64::from(*d));
+                }
+            }
         }
     }
 }
@@ -1471,6 +1512,23 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
             delay if (1..=super::MAX_DELAY).contains(&delay) => Message::DelayWanted { delay },
             _ => return Err(WireError::Invalid("delay not 1 to 1024 ticks")),
         },
+        ty::DELAY_WANTS => {
+            let seat = read_player(r)?;
+            let n = r.count("delay change", MAX_DELAY_CHANGES, 2)?;
+            let mut changes: Vec<(Tick, u32)> = Vec::with_capacity(n);
+            for _ in 0..n {
+                let tick = r.tick_delta(base)?;
+                let delay = r.varint_u32()?;
+                if !(1..=super::MAX_DELAY).contains(&delay) {
+                    return Err(WireError::Invalid("delay not 1 to 1024 ticks"));
+                }
+                if changes.last().is_some_and(|(t, _)| *t >= tick) {
+                    return Err(WireError::Invalid("delay changes out of order"));
+                }
+                changes.push((tick, delay));
+            }
+            Message::DelayWants { seat, changes }
+        }
         other => return Err(WireError::UnknownMessage(other)),
     })
 }

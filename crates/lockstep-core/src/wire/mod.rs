@@ -33,9 +33,10 @@ pub use frame::{FrameRef, decode_frames_body, encode_frame, encode_frames_body};
 pub use message::{
     Abandon, ByeReason, Checkpoint, Datagram, DatagramWriter, Endorsement, ErrorCode, Frames,
     HEADER_LEN, Hello, Holder, InputCodec, InputRun, Inputs, MAX_CHAIN_QUESTIONS, MAX_CHUNKS,
-    MAX_CONTACT, MAX_COOKIE, MAX_FRAMES, MAX_MESSAGES, MAX_NAME, MAX_ROOM, MAX_RUN, MAX_SNAPSHOT,
-    MAX_TEXT, MAX_TICKET, MIN_HELLO_DATAGRAM, Member, Message, RejectReason, ResumeToken,
-    SnapshotAck, SnapshotChunk, Status, Welcome, message_type, peek_anchor, peek_version,
+    MAX_CONTACT, MAX_COOKIE, MAX_DELAY_CHANGES, MAX_FRAMES, MAX_MESSAGES, MAX_NAME, MAX_ROOM,
+    MAX_RUN, MAX_SNAPSHOT, MAX_TEXT, MAX_TICKET, MIN_HELLO_DATAGRAM, Member, Message, RejectReason,
+    ResumeToken, SnapshotAck, SnapshotChunk, Status, Welcome, message_type, peek_anchor,
+    peek_version,
 };
 
 use crate::input::InputDecodeError;
