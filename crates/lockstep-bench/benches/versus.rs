@@ -262,7 +262,10 @@ fn lockstep_mesh(players: usize, delay: u32, adaptive: bool, trace: &Trace) -> (
             .iter()
             .all(|h| h[common - 1] == hashes[0][common - 1]);
     let ended = sessions[0].delay();
-    (outcome(&clocks, Duration::from_secs(SECONDS), agreed), ended)
+    (
+        outcome(&clocks, Duration::from_secs(SECONDS), agreed),
+        ended,
+    )
 }
 
 fn ggrs_p2p(players: usize, delay: usize, trace: &Trace) -> Outcome {

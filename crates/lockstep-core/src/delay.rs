@@ -143,6 +143,8 @@ pub struct DelayTracker {
     spare_run: u32,
     /// Those frames, by whole ticks they arrived before they were due.
     spare: [u32; SPARE_BUCKETS],
+    /// Tick periods frames arrived before they were due, smoothed.
+    slack: Option<f64>,
 }
 
 impl DelayTracker {
@@ -158,6 +160,7 @@ impl DelayTracker {
             last_late: None,
             spare_run: 0,
             spare: [0; SPARE_BUCKETS],
+            slack: None,
             config,
         }
     }
@@ -180,6 +183,13 @@ impl DelayTracker {
     /// The delay this player wants.
     pub fn wanted(&self) -> u32 {
         self.wanted
+    }
+
+    /// How many tick periods before they were due frames arrived,
+    /// smoothed with a gain of 1/8 (negative: they come late). The input
+    /// slack a HUD or a log shows.
+    pub fn slack(&self) -> Option<f64> {
+        self.slack
     }
 
     /// Stalls (runs of late frames) per frame, over the last `window`
@@ -225,6 +235,8 @@ impl DelayTracker {
         let took = (now - at).as_micros();
         let due = u128::from(delay) * period;
         let late = took > due;
+        let early = (due as f64 - took as f64) / period as f64;
+        self.slack = Some(self.slack.map_or(early, |s| s + (early - s) / 8.0));
         // Late frames that came together after a gap, each less late than
         // the one before, are one stall (the picture stopped once), which
         // needs the most any of them needed. A frame as late as the one

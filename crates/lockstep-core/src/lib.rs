@@ -107,6 +107,7 @@ pub use mesh::{MeshConfig, MeshSession, MeshStats, PeerStats, Roster};
 pub use pacer::{Pacer, PacerConfig};
 pub use player_inputs::{InputDelta, MAX_EXTRA, PlayerInputs};
 pub use rate::TokenBucket;
+pub use shared::Traffic;
 pub use tick::Tick;
 pub use time::Instant;
 

@@ -663,7 +663,12 @@ fn a_claimed_round_trip_does_not_freeze_a_room_after_single_player_mode() {
     for k in 0..50u64 {
         let now = w.sim.now();
         let stamp = ((now.as_micros() / 1000) as u32).wrapping_sub(59_000);
-        let pong = lockstep_core::wire::Message::Pong { stamp, held_ms: 0 };
+        let pong = lockstep_core::wire::Message::Pong {
+            stamp,
+            held_ms: 0,
+            received: 1,
+            sent: 1,
+        };
         let out = common::join::datagram(w.client(PeerId(1)).frame(), &[pong]);
         w.sim.net.send(PeerId(1), SERVER, &out);
         assert_eq!(

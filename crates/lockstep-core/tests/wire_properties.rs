@@ -219,7 +219,7 @@ proptest! {
             Message::Resume { lifted: near(6) },
             Message::Abandon(Abandon { votes: seats_ticks.clone(), frozen: seats_ticks.iter().rev().enumerate().map(|(k, s)| (*s, near(k))).collect(), endorsements: seats_ticks.iter().enumerate().map(|(k, s)| Endorsement { seat: *s, from: near(k), digest: stamps.0.into(), left: k & 1 == 1 }).collect() }),
             Message::Ping { stamp: stamps.0 },
-            Message::Pong { stamp: stamps.0, held_ms: stamps.1 },
+            Message::Pong { stamp: stamps.0, held_ms: stamps.1, received: nums.0, sent: stamps.1 },
             Message::SnapshotChunk(SnapshotChunk { id: nums.0, tick: Tick::new(stamps.1), raw_len: 100_000, packed_len: 90_000, hash: nums.4, index: 2, count: 3, checksum: stamps.0, data: &chunk }),
             Message::SnapshotRequest { id: nums.0, tick: Tick::new(stamps.1) },
             Message::SnapshotAck(SnapshotAck { id: nums.0, next: stamps.0, bits: nums.4 }),

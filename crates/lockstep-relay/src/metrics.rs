@@ -62,6 +62,14 @@ pub struct Metrics {
     /// Sealed datagrams that did not open (forged, replayed, unknown
     /// connection) and were dropped.
     pub unauthenticated: AtomicU64,
+    /// Times a room's input delay changed (adaptive rooms).
+    pub delay_changes: AtomicU64,
+    /// The largest input delay of any room with players, in ticks.
+    pub delay_max: AtomicU64,
+    /// Datagrams from clients lost on the way, as clients' pongs report.
+    pub lost_in: AtomicU64,
+    /// Datagrams to clients lost on the way, likewise.
+    pub lost_out: AtomicU64,
     /// Seal-to-last-send latency histogram: counts per bucket, then +Inf.
     latency: [AtomicU64; LATENCY_BUCKETS_US.len() + 1],
     latency_sum_us: AtomicU64,
@@ -230,6 +238,30 @@ impl Metrics {
             "counter",
             "WebSocket connections refused or closed by a limit.",
             &self.ws_refused,
+        );
+        put(
+            "delay_changes_total",
+            "counter",
+            "Times a room's input delay changed.",
+            &self.delay_changes,
+        );
+        put(
+            "input_delay_max_ticks",
+            "gauge",
+            "The largest input delay of any room with players.",
+            &self.delay_max,
+        );
+        put(
+            "datagrams_lost_in_total",
+            "counter",
+            "Datagrams from clients lost on the way (from clients' counts).",
+            &self.lost_in,
+        );
+        put(
+            "datagrams_lost_out_total",
+            "counter",
+            "Datagrams to clients lost on the way (from clients' counts).",
+            &self.lost_out,
         );
         put(
             "unauthenticated_total",

@@ -124,6 +124,9 @@ pub(crate) struct Room {
     pub(crate) empty_since: Option<std::time::Instant>,
     pub(crate) sealed: u64,
     pub(crate) stalls: u64,
+    /// Delay changes and datagrams lost each way, as last added to the
+    /// relay's metrics.
+    pub(crate) reported: (u64, u64, u64),
     /// The timeout this room is filed under in the relay's deadline index.
     pub(crate) scheduled: Option<u64>,
     /// Failover rooms: the address each connection was last named in the
@@ -139,6 +142,7 @@ impl Room {
             empty_since: None,
             sealed: 0,
             stalls: 0,
+            reported: (0, 0, 0),
             scheduled: None,
             contacts: std::collections::HashMap::new(),
         }

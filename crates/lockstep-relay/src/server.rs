@@ -1227,12 +1227,28 @@ impl Core {
             self.forget(p);
         }
         let idle = Duration::from_secs(self.config.limits.idle_room_secs);
-        let (mut players, mut spectators) = (0, 0);
+        let (mut players, mut spectators, mut delay_max) = (0, 0, 0);
         let mut remove = Vec::new();
         for (name, r) in &mut self.rooms {
             let st = r.engine.stats();
             players += st.players as u64;
             spectators += st.spectators as u64;
+            if st.players > 0 {
+                delay_max = delay_max.max(u64::from(st.delay));
+            }
+            let now = (
+                st.delay_changes,
+                st.datagrams_lost_in,
+                st.datagrams_lost_out,
+            );
+            let was = std::mem::replace(&mut r.reported, now);
+            let m = &self.metrics;
+            m.delay_changes
+                .fetch_add(now.0.saturating_sub(was.0), Ordering::Relaxed);
+            m.lost_in
+                .fetch_add(now.1.saturating_sub(was.1), Ordering::Relaxed);
+            m.lost_out
+                .fetch_add(now.2.saturating_sub(was.2), Ordering::Relaxed);
             if r.engine.is_empty() {
                 let since = *r.empty_since.get_or_insert(self.last_housekeeping);
                 // An empty room goes after a while; at once if it could no
@@ -1258,6 +1274,7 @@ impl Core {
             .store(self.rooms.len() as u64, Ordering::Relaxed);
         self.metrics.players.store(players, Ordering::Relaxed);
         self.metrics.spectators.store(spectators, Ordering::Relaxed);
+        self.metrics.delay_max.store(delay_max, Ordering::Relaxed);
     }
 
     fn shutdown(&mut self, goodbye: bool) -> RelayReport {

@@ -154,6 +154,8 @@ fn answers_are_never_answered_so_no_loop_can_start() {
                 padded(&[Message::Pong {
                     stamp: 1,
                     held_ms: 0,
+                    received: 1,
+                    sent: 1,
                 }]),
             ),
             ("status", padded(&[Message::Status(Status::default())])),

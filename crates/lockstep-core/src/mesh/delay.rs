@@ -68,9 +68,12 @@ impl DelayState {
             fell_at: None,
             changes: vec![BTreeMap::new(); seats],
             floor: vec![delay; seats],
-            tracker: adaptive
-                .filter(|_| playing)
-                .map(|a| DelayTracker::new(a.clone(), tick_rate, delay)),
+            // Every player measures how its frames arrive (late frames,
+            // slack); only an adaptive session stamps what it wants.
+            tracker: playing.then(|| {
+                let a = adaptive.cloned().unwrap_or_default();
+                DelayTracker::new(a, tick_rate, delay)
+            }),
             stamped: delay,
             rose: false,
             arrived_to: first,
@@ -238,6 +241,9 @@ impl<I: Input> MeshSession<I> {
             return;
         };
         t.committed(tick, self.now);
+        if self.config.adaptive.is_none() {
+            return;
+        }
         let want = t.wanted();
         if want != self.delays.stamped {
             self.delays.stamped = want;

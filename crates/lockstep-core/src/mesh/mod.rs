@@ -19,7 +19,7 @@ use crate::error::{
 };
 use crate::frame::SystemEvent;
 use crate::pause::{PauseAgreement, PauseChange};
-use crate::shared::{Events, Rtt};
+use crate::shared::{Events, LinkMeter, Rate, Rtt, Traffic};
 use crate::snapshot::{SnapshotLimits, SnapshotSender};
 use crate::wire::{self, Abandon, Datagram, Endorsement, Message, WireError};
 use crate::{AdaptiveDelay, Event, Frame, Input, Instant, PeerId, PlayerId, Tick};
@@ -233,7 +233,7 @@ impl Roster {
 }
 
 /// Numbers describing a session, for HUDs, logs and tests.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct MeshStats {
     /// The next tick to run (frames run so far).
@@ -258,8 +258,15 @@ pub struct MeshStats {
     /// Times the delay changed (`adaptive`).
     pub delay_changes: u64,
     /// Frames that became complete later than the delay allowed after our
-    /// input for them was committed (`adaptive`).
+    /// input for them was committed.
     pub late_frames: u64,
+    /// How many tick periods before it was due (our input's commit plus
+    /// the delay) the last input of a frame arrived, smoothed; negative
+    /// when frames come late. A player's figure.
+    pub input_slack: Option<f64>,
+    /// Frames run per second, over the last second: the tick rate
+    /// achieved.
+    pub tick_rate: Option<f64>,
     /// Datagrams sent.
     pub datagrams_sent: u64,
     /// Bytes sent.
@@ -297,7 +304,7 @@ pub struct MeshStats {
 }
 
 /// What a session knows about one remote peer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct PeerStats {
     /// The peer.
@@ -310,6 +317,8 @@ pub struct PeerStats {
     pub rtt: Option<Duration>,
     /// The round trip's jitter (its mean deviation), once measured.
     pub rtt_jitter: Option<Duration>,
+    /// Loss each way and bytes per second each way.
+    pub traffic: Traffic,
     /// When it was last heard from.
     pub last_heard: Option<Instant>,
 }
@@ -383,6 +392,8 @@ struct Peer {
     /// A ping to answer: its stamp and when it arrived.
     pong_owed: Option<(u32, Instant)>,
     ping_due: Instant,
+    /// Datagrams and bytes each way, and the loss each way.
+    link: LinkMeter,
     /// The highest lifted pause it told us of.
     lifted_known: Option<Tick>,
     rtt: Rtt,
@@ -432,6 +443,7 @@ impl Peer {
             left: false,
             pong_owed: None,
             ping_due: now,
+            link: LinkMeter::default(),
             lifted_known: None,
             rtt: Rtt::default(),
             checks: RemoteChecks::default(),
@@ -578,6 +590,8 @@ pub struct MeshSession<I: Input> {
     stats: MeshStats,
     /// The input delay in force and, with `adaptive`, the wants it follows.
     delays: DelayState,
+    /// Frames run, for the tick rate achieved.
+    frame_rate: Rate,
 
     /// As the feeder: the state asked of the game for observers too far
     /// behind for frames.
@@ -746,6 +760,7 @@ impl<I: Input> MeshSession<I> {
             events: Events::new(EVENT_QUEUE_CAP),
             stats: MeshStats::default(),
             delays,
+            frame_rate: Rate::default(),
             donor: observe::Donor::default(),
             incoming: None,
             resync: None,
@@ -876,7 +891,14 @@ impl<I: Input> MeshSession<I> {
             .delays
             .tracker
             .as_ref()
+            .filter(|_| self.config.adaptive.is_some())
             .map(crate::DelayTracker::wanted);
+        s.input_slack = self
+            .delays
+            .tracker
+            .as_ref()
+            .and_then(crate::DelayTracker::slack);
+        s.tick_rate = self.frame_rate.per_sec(self.now);
         s.buffered_ticks = self.store.len();
         s.buffered_checksums =
             self.checks.len() + self.peers.iter().map(|p| p.checks.len()).sum::<usize>();
@@ -889,6 +911,7 @@ impl<I: Input> MeshSession<I> {
                 next_tick: p.next_tick,
                 rtt: p.rtt.get(),
                 rtt_jitter: p.rtt.jitter(),
+                traffic: p.link.traffic(self.now),
                 last_heard: p.last_heard,
             })
             .collect();
@@ -1028,6 +1051,7 @@ impl<I: Input> MeshSession<I> {
         }
         self.next_tick = next;
         self.stats.frames += 1;
+        self.frame_rate.add(self.now, 1);
         if let Some(since) = self.stall_started.take() {
             self.stats.stalled_for += self.now - since;
         }
@@ -1217,6 +1241,8 @@ impl<I: Input> MeshSession<I> {
             .iter()
             .position(|p| p.id == from)
             .ok_or(DatagramError::UnknownPeer(from))?;
+        let now = self.now;
+        self.peers[idx].link.received(now, datagram.len());
         // The header holds the low 16 bits of the sender's tick, read as
         // the tick nearest to ours between players (never more than a lead
         // apart), and to where the sender was last when an observer is at
@@ -1341,7 +1367,12 @@ impl<I: Input> MeshSession<I> {
                     r.abandon = Some(a);
                 }
                 Message::Ping { stamp } => r.ping = Some(*stamp),
-                Message::Pong { stamp, held_ms } => r.pong = Some((*stamp, *held_ms)),
+                Message::Pong {
+                    stamp,
+                    held_ms,
+                    received,
+                    sent,
+                } => r.pong = Some((*stamp, *held_ms, *received, *sent)),
                 Message::SnapshotChunk(c) => r.chunks.push(*c),
                 Message::SnapshotAck(a) => r.snapshot_ack = Some(*a),
                 Message::SnapshotRequest { id, tick } => r.resync_request = Some((*id, *tick)),
@@ -1431,8 +1462,9 @@ impl<I: Input> MeshSession<I> {
         if let Some(stamp) = r.ping {
             p.pong_owed = Some((stamp, now));
         }
-        if let Some((stamp, held)) = r.pong {
+        if let Some((stamp, held, received, sent)) = r.pong {
             p.rtt.pong(now, stamp, held);
+            p.link.pong(stamp, received, sent);
         }
         for &(seat, tick) in &r.acks {
             let a = &mut p.acks[seat.index()];
@@ -1771,7 +1803,9 @@ impl<I: Input> MeshSession<I> {
                 if p.ping_due <= now {
                     p.ping_due = now + self.config.ping_interval;
                     p.rtt.pinged(now);
+                    p.link.pinged(Rtt::stamp(now));
                 }
+                p.link.sent(now, buf.len());
                 p.last_sent = Some(now);
                 p.told_next = self.next_tick;
                 self.stats.datagrams_sent += 1;
@@ -2113,7 +2147,7 @@ struct Received<'a, I> {
     lifted: Option<Tick>,
     abandon: Option<&'a Abandon>,
     ping: Option<u32>,
-    pong: Option<(u32, u32)>,
+    pong: Option<(u32, u32, u32, u32)>,
     waits_on_itself: bool,
     waits_on_us: bool,
     wants: Vec<(PlayerId, Vec<(Tick, u32)>)>,

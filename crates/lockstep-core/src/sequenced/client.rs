@@ -9,7 +9,7 @@ use crate::error::{
     ReconnectError,
 };
 use crate::secure::{self, SecureChannel};
-use crate::shared::{Events, Rtt};
+use crate::shared::{Events, LinkMeter, Rate, Rtt, Traffic};
 use crate::snapshot::{Snapshot, SnapshotError, SnapshotLimits, SnapshotReceiver, SnapshotSender};
 use crate::wire::{
     self, ByeReason, ChainWriter, Datagram, DatagramWriter, Hello, InputCodec, InputRun, Inputs,
@@ -191,7 +191,7 @@ impl ClientConfig {
 }
 
 /// Counters and figures for a client.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct ClientStats {
     /// The next frame to run.
@@ -232,6 +232,17 @@ pub struct ClientStats {
     pub rtt: Option<Duration>,
     /// The round trip's jitter (its mean deviation), once measured.
     pub rtt_jitter: Option<Duration>,
+    /// Loss each way and bytes per second each way ("up" is to the
+    /// sequencer).
+    pub traffic: Traffic,
+    /// Frames run per second, over the last second: the tick rate
+    /// achieved.
+    pub tick_rate: Option<f64>,
+    /// How many tick periods before it was due (the commit of our input
+    /// for it plus the delay) each frame arrived, smoothed; negative when
+    /// frames come late. A seated player's figure (`slack` is the
+    /// sequencer's view of our inputs).
+    pub input_slack: Option<f64>,
     /// Snapshot chunks refused (bad checksum, inconsistent, over the cap).
     pub snapshot_errors: u64,
     /// Our inputs whose frame ran, timed from commit to run.
@@ -324,6 +335,10 @@ pub struct ClientSession<I: Input> {
     pong_owed: Option<(u32, Instant)>,
     ping_due: Instant,
     rtt: Rtt,
+    /// Datagrams and bytes each way, and the loss each way.
+    link: LinkMeter,
+    /// Frames run, for the tick rate achieved.
+    frame_rate: Rate,
     checks: LocalChecks,
     server_checks: RemoteChecks,
     events: Events<Event>,
@@ -485,6 +500,8 @@ impl<I: Input> ClientSession<I> {
             pong_owed: None,
             ping_due: now,
             rtt: Rtt::default(),
+            link: LinkMeter::default(),
+            frame_rate: Rate::default(),
             server_checks: RemoteChecks::default(),
             events: Events::new(EVENT_QUEUE_CAP),
             stats: ClientStats::default(),
@@ -615,8 +632,15 @@ impl<I: Input> ClientSession<I> {
         s.unacked_inputs = self.unacked.len();
         s.rtt = self.rtt.get();
         s.rtt_jitter = self.rtt.jitter();
+        s.traffic = self.link.traffic(self.now);
+        s.tick_rate = self.frame_rate.per_sec(self.now);
+        s.input_slack = self.tracker.as_ref().and_then(DelayTracker::slack);
         s.delay = self.welcome().map_or(0, |w| w.delay);
-        s.delay_wanted = self.tracker.as_ref().map(DelayTracker::wanted);
+        s.delay_wanted = self
+            .tracker
+            .as_ref()
+            .filter(|_| self.config.adaptive.is_some())
+            .map(DelayTracker::wanted);
         s
     }
 
@@ -769,6 +793,7 @@ impl<I: Input> ClientSession<I> {
             self.take_delay_changes(frame.tick, &frame.events);
         }
         self.stats.frames += 1;
+        self.frame_rate.add(self.now, 1);
         while self
             .committed_at
             .front()
@@ -1212,6 +1237,7 @@ impl<I: Input> ClientSession<I> {
         self.now = self.now.max(now);
         self.stats.datagrams_received += 1;
         self.stats.bytes_received += datagram.len() as u64;
+        self.link.received(self.now, datagram.len());
         // Refused before any decoding or opening: the sequencer never sends
         // more than we allow.
         let r = if datagram.len() > self.config.max_datagram {
@@ -1441,7 +1467,15 @@ impl<I: Input> ClientSession<I> {
                     }
                 }
                 Message::Ping { stamp } => self.pong_owed = Some((stamp, now)),
-                Message::Pong { stamp, held_ms } => self.rtt.pong(now, stamp, held_ms),
+                Message::Pong {
+                    stamp,
+                    held_ms,
+                    received,
+                    sent,
+                } => {
+                    self.rtt.pong(now, stamp, held_ms);
+                    self.link.pong(stamp, received, sent);
+                }
                 Message::SnapshotChunk(c) => self.take_chunk(&c),
                 Message::SnapshotRequest { id, tick } => self.snapshot_requested(id, tick),
                 Message::Member(m) => self.take_member(&m),
@@ -1597,9 +1631,10 @@ impl<I: Input> ClientSession<I> {
         }
         if w.seat.is_some() {
             self.token = Some(w.token);
-            if self.tracker.is_none()
-                && let Some(a) = self.config.adaptive.clone()
-            {
+            // Every seated client measures how its frames arrive (late
+            // frames, slack); only an adaptive one says what it wants.
+            if self.tracker.is_none() {
+                let a = self.config.adaptive.clone().unwrap_or_default();
                 self.tracker = Some(DelayTracker::new(a, w.tick_rate, w.delay));
             }
         }
@@ -1826,7 +1861,13 @@ impl<I: Input> ClientSession<I> {
         }
         if let Some((stamp, at)) = self.pong_owed {
             let held_ms = u32::try_from((self.now - at).as_millis()).unwrap_or(u32::MAX);
-            w.put(Message::Pong { stamp, held_ms });
+            let (received, sent) = self.link.counts();
+            w.put(Message::Pong {
+                stamp,
+                held_ms,
+                received,
+                sent,
+            });
         }
         if self.connected() && self.ping_due <= self.now {
             w.put(Message::Ping {
@@ -1908,11 +1949,12 @@ impl<I: Input> ClientSession<I> {
                 tick: self.next_tick,
             });
         }
-        if let Some(t) = self
-            .tracker
-            .as_ref()
-            .filter(|_| self.joining.is_none() && self.connected() && self.leaving.is_none())
-        {
+        if let Some(t) = self.tracker.as_ref().filter(|_| {
+            self.config.adaptive.is_some()
+                && self.joining.is_none()
+                && self.connected()
+                && self.leaving.is_none()
+        }) {
             w.put(Message::DelayWanted { delay: t.wanted() });
         }
         let mut more = false;
@@ -1945,8 +1987,10 @@ impl<I: Input> ClientSession<I> {
             self.ping_due = self.now + self.config.ping_interval;
             if self.connected() {
                 self.rtt.pinged(self.now);
+                self.link.pinged(Rtt::stamp(self.now));
             }
         }
+        self.link.sent(self.now, len);
         self.last_sent = Some(self.now);
         self.stats.datagrams_sent += 1;
         self.stats.bytes_sent += len as u64;

@@ -5,7 +5,7 @@ use crate::admission::{self, SecretStream};
 use crate::checksum::{Incoming, Referee, Relayed, Routed, Verdicted};
 use crate::endpoint::Transmit;
 use crate::error::ConfigError;
-use crate::shared::{Events, Rtt};
+use crate::shared::{Events, LinkMeter, Rate, Rtt, Traffic};
 use crate::snapshot::{SnapshotError, SnapshotLimits, SnapshotReceiver, SnapshotSender};
 use crate::wire::{
     self, ByeReason, Datagram, DatagramWriter, ErrorCode, Frames, Hello, Holder, InputCodec,
@@ -392,7 +392,7 @@ pub enum SequencerError {
 }
 
 /// Counters for a sequencer.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct SequencerStats {
     /// The next tick to seal.
@@ -417,6 +417,13 @@ pub struct SequencerStats {
     pub datagrams_received: u64,
     /// Bytes received.
     pub bytes_received: u64,
+    /// Datagrams from clients lost on the way, as their pongs' counts
+    /// show (an estimate: clients report them).
+    pub datagrams_lost_in: u64,
+    /// Datagrams to clients lost on the way, likewise.
+    pub datagrams_lost_out: u64,
+    /// Ticks sealed per second, over the last second.
+    pub tick_rate: Option<f64>,
     /// Connections refused.
     pub rejects: u64,
     /// Connections dropped for breaking a rule.
@@ -459,6 +466,8 @@ struct Conn {
     pong_owed: Option<(u32, Instant)>,
     ping_due: Instant,
     rtt: Rtt,
+    /// Datagrams and bytes each way, and the loss each way.
+    link: LinkMeter,
     checks: Relayed,
     datagram_rate: TokenBucket,
     /// Extra datagrams allowed while it sends or receives a snapshot: a
@@ -655,6 +664,8 @@ pub struct Sequencer<I: Input> {
     replies: VecDeque<(PeerId, Reply)>,
     events: Events<SequencerEvent>,
     stats: SequencerStats,
+    /// Ticks sealed, for the tick rate achieved.
+    seal_rate: Rate,
     tokens: SecretStream,
     cursor: usize,
     /// The snapshot being fetched for joiners.
@@ -729,6 +740,7 @@ impl<I: Input> Sequencer<I> {
             replies: VecDeque::new(),
             events: Events::new(EVENT_QUEUE_CAP),
             stats: SequencerStats::default(),
+            seal_rate: Rate::default(),
             cursor: 0,
             fetch: None,
             join_asked: None,
@@ -1054,6 +1066,7 @@ impl<I: Input> Sequencer<I> {
         let mut s = self.stats.clone();
         s.open = self.open;
         s.delay = self.delay;
+        s.tick_rate = self.seal_rate.per_sec(self.now);
         s.players = self
             .conns
             .iter()
@@ -1078,6 +1091,13 @@ impl<I: Input> Sequencer<I> {
     /// Smoothed round-trip time to `peer`, once measured.
     pub fn rtt(&self, peer: PeerId) -> Option<Duration> {
         self.conns.iter().find(|c| c.peer == peer)?.rtt.get()
+    }
+
+    /// Loss each way and bytes per second each way on `peer`'s
+    /// connection ("up" is to the client).
+    pub fn traffic(&self, peer: PeerId) -> Option<Traffic> {
+        let c = self.conns.iter().find(|c| c.peer == peer)?;
+        Some(c.link.traffic(self.now))
     }
 
     // ----- mutators ------------------------------------------------------
@@ -1223,7 +1243,10 @@ impl<I: Input> Sequencer<I> {
         self.stats.datagrams_received += 1;
         self.stats.bytes_received += datagram.len() as u64;
         let result = match self.conn_index(from) {
-            Some(i) => self.take_conn(i, datagram),
+            Some(i) => {
+                self.conns[i].link.received(now, datagram.len());
+                self.take_conn(i, datagram)
+            }
             None => self.take_stranger(from, datagram),
         };
         self.seal_due();
@@ -1325,7 +1348,9 @@ impl<I: Input> Sequencer<I> {
         if c.ping_due <= now {
             c.ping_due = now + self.config.ping_interval;
             c.rtt.pinged(now);
+            c.link.pinged(Rtt::stamp(now));
         }
+        c.link.sent(now, buf.len());
         c.last_sent = Some(now);
         // A snapshot goes out as fast as its window allows (another
         // datagram at once only if this one had room for chunks).
@@ -1732,6 +1757,7 @@ impl<I: Input> Sequencer<I> {
             pong_owed: None,
             ping_due: now,
             rtt: Rtt::default(),
+            link: LinkMeter::default(),
             checks: Relayed::default(),
             datagram_rate: TokenBucket::full(self.config.max_datagrams_per_sec, now),
             snapshot_rate: TokenBucket::full(SNAPSHOT_DATAGRAMS_PER_SEC, now),
@@ -1955,7 +1981,18 @@ impl<I: Input> Sequencer<I> {
                 }
                 Message::Resume { .. } if seat.is_some() => self.resume(),
                 Message::Ping { stamp } => self.conns[i].pong_owed = Some((stamp, now)),
-                Message::Pong { stamp, held_ms } => self.conns[i].rtt.pong(now, stamp, held_ms),
+                Message::Pong {
+                    stamp,
+                    held_ms,
+                    received,
+                    sent,
+                } => {
+                    let c = &mut self.conns[i];
+                    c.rtt.pong(now, stamp, held_ms);
+                    let (to_it, from_it) = c.link.pong(stamp, received, sent);
+                    self.stats.datagrams_lost_out += to_it;
+                    self.stats.datagrams_lost_in += from_it;
+                }
                 Message::Bye { .. } => {
                     self.close(
                         i,
@@ -2872,6 +2909,7 @@ impl<I: Input> Sequencer<I> {
         }
         self.history.push(frame);
         self.stats.sealed += 1;
+        self.seal_rate.add(self.now, 1);
         self.open = t.saturating_add(1);
         let keep = self.config.history as usize;
         if self.history.len() >= keep + keep / 2 {
@@ -3010,7 +3048,13 @@ impl<I: Input> Sequencer<I> {
         }
         if let Some((stamp, at)) = c.pong_owed {
             let held_ms = u32::try_from((now - at).as_millis()).unwrap_or(u32::MAX);
-            w.put(Message::Pong { stamp, held_ms });
+            let (received, sent) = c.link.counts();
+            w.put(Message::Pong {
+                stamp,
+                held_ms,
+                received,
+                sent,
+            });
         }
         if c.ping_due <= now {
             w.put(Message::Ping {

@@ -564,6 +564,13 @@ pub enum Message<'a> {
         stamp: u32,
         /// How long the ping was held before this answer left.
         held_ms: u32,
+        /// Datagrams the sender has received from the recipient on this
+        /// connection so far (wrapping): with `sent`, how the recipient
+        /// measures the loss each way.
+        received: u32,
+        /// Datagrams the sender has sent the recipient on this connection
+        /// so far, this one included (wrapping).
+        sent: u32,
     },
     /// Part of a snapshot.
     SnapshotChunk(SnapshotChunk<'a>),
@@ -963,9 +970,16 @@ impl Message<'_> {
                 }
             }
             Self::Ping { stamp } => put_varint(out, u64::from(*stamp)),
-            Self::Pong { stamp, held_ms } => {
+            Self::Pong {
+                stamp,
+                held_ms,
+                received,
+                sent,
+            } => {
                 put_varint(out, u64::from(*stamp));
                 put_varint(out, u64::from(*held_ms));
+                put_varint(out, u64::from(*received));
+                put_varint(out, u64::from(*sent));
             }
             Self::SnapshotChunk(c) => {
                 put_varint(out, u64::from(c.id));
@@ -1354,6 +1368,8 @@ fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireE
         ty::PONG => Message::Pong {
             stamp: r.varint_u32()?,
             held_ms: r.varint_u32()?,
+            received: r.varint_u32()?,
+            sent: r.varint_u32()?,
         },
         ty::SNAPSHOT_CHUNK => {
             let id = r.varint_u32()?;
