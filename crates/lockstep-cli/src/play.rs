@@ -388,6 +388,11 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
             let hud = Hud {
                 tick: game.tick.get(),
                 ping_ms: session.stats().rtt.map(|r| r.as_millis() as u32),
+                loss_pct: {
+                    let t = session.stats().traffic;
+                    let pct = |l: f64| (l * 100.0).round() as u32;
+                    t.loss_up.zip(t.loss_down).map(|(u, d)| (pct(u), pct(d)))
+                },
                 delay: session.welcome().map_or(0, |w| w.delay),
                 stalls: (session.stats().stalls, session.stats().frames),
                 me: session.seat(),

@@ -15,6 +15,10 @@ pub struct Hud {
     pub tick: u32,
     /// Round-trip time to the relay, once measured.
     pub ping_ms: Option<u32>,
+    /// Datagrams lost on the way to the relay and back, in whole percent,
+    /// once measured (shown after the ping as `loss 3/0%` unless both are
+    /// 0).
+    pub loss_pct: Option<(u32, u32)>,
     /// Input delay in ticks.
     pub delay: u32,
     /// Times the picture stopped (no frame for two tick periods), and the
@@ -56,7 +60,10 @@ pub fn draw(f: &mut Frame<'_>, game: &Game, hud: &Hud) {
         Constraint::Length(1),
     ])
     .areas(f.area());
-    let ping = hud.ping_ms.map_or("-".to_owned(), |p| format!("{p} ms"));
+    let mut ping = hud.ping_ms.map_or("-".to_owned(), |p| format!("{p} ms"));
+    if let Some((up, down)) = hud.loss_pct.filter(|l| *l != (0, 0)) {
+        ping = format!("{ping} loss {up}/{down}%");
+    }
     let me = match hud.me.and_then(|p| game.ship(p).map(|s| (p, s))) {
         Some((p, s)) if s.alive() => format!("you: {} ({})  score {}", p.0, ship_char(p), s.score),
         Some((p, s)) => format!("you: {} respawning  score {}", p.0, s.score),

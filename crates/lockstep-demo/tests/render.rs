@@ -70,6 +70,14 @@ fn ships_creeps_and_the_hud_are_on_screen() {
         "{}",
         rows[0]
     );
+    assert!(!rows[0].contains("loss"), "no loss, no figure: {}", rows[0]);
+    let lossy = Hud {
+        loss_pct: Some((3, 0)),
+        ..hud.clone()
+    };
+    t.draw(|f| draw(f, &game, &lossy)).expect("draw");
+    let top = screen(&t)[0].clone();
+    assert!(top.contains("ping 42 ms loss 3/0%"), "{top}");
     assert!(
         rows[0].contains("players 2") && rows[0].contains("you: 1"),
         "{}",

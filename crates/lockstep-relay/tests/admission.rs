@@ -110,6 +110,9 @@ fn a_forged_hello_flood_is_not_amplified_and_allocates_nothing() {
     while metric(&relay, "lockstep_challenges_total") == 0 && Instant::now() < deadline {}
     assert_eq!(metric(&relay, "lockstep_rooms"), 1);
     assert_eq!(metric(&relay, "lockstep_players"), 2);
+    // The room adapts its delay (the default), within 1..=16 ticks.
+    let delay = metric(&relay, "lockstep_input_delay_max_ticks");
+    assert!((1..=16).contains(&delay), "room delay {delay}");
 }
 
 #[test]
