@@ -450,3 +450,91 @@ fn a_snapshot_joiner_goes_live_at_the_rooms_delay_whatever_it_missed() {
         );
     }
 }
+
+/// In a `Deadline` room each client keeps its own lead from the slack the
+/// sequencer reports: it rises when inputs come late (far players) and
+/// falls back when they arrive with ticks to spare; once settled, no input
+/// is late, and every input runs at the tick it was stamped for.
+#[test]
+fn a_deadline_client_lowers_its_lead_when_its_inputs_have_ticks_to_spare() {
+    let mut sc = StarScenario::new(2, 21);
+    sc.server.delay = 2;
+    sc.server.policy = Policy::Deadline {
+        missing: lockstep_core::sequenced::MissingInput::Neutral,
+    };
+    sc.link = LinkConditions {
+        latency: Duration::from_millis(90),
+        jitter: Duration::from_millis(4),
+        ..LinkConditions::default()
+    };
+    let mut h = sc.build();
+    let ids = sc.client_ids();
+    // The classic loop; from `judge` on, each input committed must run at
+    // its tick.
+    let mut ledgers: BTreeMap<PeerId, BTreeMap<Tick, u16>> = BTreeMap::new();
+    let mut checked = 0u64;
+    let mut go = |h: &mut common::star::StarHarness, until, judge: bool| {
+        h.run_clients(
+            until,
+            |id, c, rec| {
+                let ledger = ledgers.entry(id).or_default();
+                let commit = |c: &mut ClientSession<u16>,
+                              rec: &mut Record,
+                              ledger: &mut BTreeMap<Tick, u16>| {
+                    let input = rec.input();
+                    if let Ok(t) = c.commit_local(input) {
+                        rec.committed();
+                        if judge {
+                            ledger.insert(t, input);
+                        }
+                    }
+                };
+                if c.input_due() {
+                    commit(c, rec, ledger);
+                }
+                while let Some(f) = c.advance() {
+                    rec.record(&f);
+                    if let Some(v) = ledger.remove(&f.tick) {
+                        assert_eq!(f.input(c.seat().expect("seated")).copied(), Some(v));
+                        checked += 1;
+                    }
+                    if c.input_due() {
+                        commit(c, rec, ledger);
+                    }
+                }
+                while c.poll_event().is_some() {}
+            },
+            |_| false,
+        )
+    };
+    go(&mut h, secs(20), false);
+    let far: Vec<u32> = ids.iter().map(|id| h.client(*id).stats().lead).collect();
+    // 90 ms each way at 33 ms a tick: the open tick is 3 ahead of the
+    // frames we run, and an input takes 3 to reach it.
+    assert!(far.iter().all(|l| *l >= 5), "leads {far:?}");
+    let near_link = LinkConditions {
+        latency: Duration::from_millis(5),
+        ..sc.link.clone()
+    };
+    for id in &ids {
+        h.sim.net.set_link_both(SERVER, *id, near_link.clone());
+    }
+    go(&mut h, secs(40), false);
+    let late_before = h.server().stats().late_inputs;
+    go(&mut h, secs(60), true);
+    let near: Vec<u32> = ids.iter().map(|id| h.client(*id).stats().lead).collect();
+    assert!(
+        near.iter().zip(&far).all(|(n, f)| n < f && *n <= 2),
+        "leads {far:?} then {near:?}"
+    );
+    for id in &ids {
+        assert!(h.client(*id).stats().lead_cuts > 0);
+    }
+    assert_eq!(
+        h.server().stats().late_inputs,
+        late_before,
+        "no input late once settled"
+    );
+    h.assert_streams_agree(&ids);
+    assert!(checked > 1000, "{checked} inputs checked");
+}

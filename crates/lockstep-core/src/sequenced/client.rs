@@ -202,6 +202,13 @@ pub struct ClientStats {
     pub server_open: Tick,
     /// How early (+) or late (-) our latest input reached the sequencer.
     pub slack: i32,
+    /// The lead our inputs are stamped at, ticks past the next frame: the
+    /// room's delay, or in a `Deadline` room our own (see
+    /// [`ClientSession::input_due`]).
+    pub lead: u32,
+    /// Times our own lead fell because inputs arrived with ticks to
+    /// spare (`Deadline`).
+    pub lead_cuts: u64,
     /// Frames handed to the game.
     pub frames: u64,
     /// Times the picture stopped: no frame for two tick periods. (Steady
@@ -321,6 +328,18 @@ pub struct ClientSession<I: Input> {
     committed_at: VecDeque<(Tick, Instant)>,
     server_open: Tick,
     slack: i32,
+    /// In a `Deadline` room, the lead (ticks past our next frame) inputs
+    /// are stamped at: raised when an input came late, lowered when
+    /// every input of the last two seconds came with ticks to spare.
+    lead: u32,
+    /// The least slack the sequencer reported since when, this window.
+    slack_low: Option<(i32, Instant)>,
+    /// The first tick stamped after the lead last rose: the slack of
+    /// inputs from before it (still reported until the sequencer has one
+    /// from after) raises it no further.
+    raised_for: Option<Tick>,
+    /// One past the highest tick of our input the sequencer acknowledged.
+    acked: Tick,
     waiting: Vec<PlayerId>,
     pause_frame: Option<Tick>,
     pause_requested: Option<bool>,
@@ -488,6 +507,10 @@ impl<I: Input> ClientSession<I> {
             committed_at: VecDeque::new(),
             server_open: Tick::ZERO,
             slack: 0,
+            lead: 0,
+            slack_low: None,
+            raised_for: None,
+            acked: Tick::ZERO,
             waiting: Vec::new(),
             pause_frame: None,
             pause_requested: None,
@@ -628,6 +651,7 @@ impl<I: Input> ClientSession<I> {
         s.next_commit = self.next_commit;
         s.server_open = self.server_open;
         s.slack = self.slack;
+        s.lead = self.lead_target();
         s.buffered_frames = self.frames.iter().filter(|f| f.is_some()).count();
         s.unacked_inputs = self.unacked.len();
         s.rtt = self.rtt.get();
@@ -679,12 +703,28 @@ impl<I: Input> ClientSession<I> {
         }
         // Under a deadline, input stamped for a tick already sealed would
         // run late: stamp it where it will arrive in time instead.
-        if w.deadline && self.slack < 0 {
-            let target = self.server_open.saturating_add(w.delay);
+        // Our lead rises to where an input reaches the open tick in time:
+        // a round trip (with its jitter) and a tick past the open tick we
+        // last heard of, at least the delay (once per late input stamped
+        // since the last rise), and is kept until the slack says
+        // otherwise.
+        if w.deadline && self.slack < 0 && self.raised_for.is_none_or(|t| self.acked > t) {
+            let period = (1_000_000 / u128::from(w.tick_rate.max(1))).max(1);
+            let trip = self.rtt.get().zip(self.rtt.jitter()).map_or(0, |(r, j)| {
+                u32::try_from((r + j).as_micros().div_ceil(period)).unwrap_or(u32::MAX)
+            });
+            let ahead = w.delay.max(trip.saturating_add(1));
+            let cap = self
+                .next_tick
+                .saturating_add((w.delay + self.config.max_lead).saturating_sub(1));
+            let target = self.server_open.saturating_add(ahead).min(cap);
             if self.next_commit < target {
                 self.next_commit = target;
             }
             self.slack = 0;
+            self.lead = self.next_commit.since(self.next_tick).max(1);
+            self.slack_low = None;
+            self.raised_for = Some(self.next_commit);
         }
         let limit = w.delay + self.config.max_lead;
         let lead = self.next_commit.since(self.next_tick);
@@ -925,7 +965,9 @@ impl<I: Input> ClientSession<I> {
     }
 
     /// Whether the input for the tick `delay` ticks past the next frame is
-    /// still to commit: the classic lockstep loop runs a frame, then
+    /// still to commit (in a `Deadline` room, our own lead's worth: it
+    /// rises when an input arrives late and falls when inputs arrive with
+    /// ticks to spare): the classic lockstep loop runs a frame, then
     /// commits while this holds, which keeps every player exactly the
     /// delay ahead (a player that joined while the game ran on has more
     /// lead than that, and commits nothing until it ran its way down to
@@ -940,7 +982,50 @@ impl<I: Input> ClientSession<I> {
         w.seat.is_some()
             && self.joining.is_none()
             && self.leaving.is_none()
-            && self.next_commit.since(self.next_tick) < w.delay
+            && self.next_commit.since(self.next_tick) < self.lead_target()
+    }
+
+    /// The lead the classic loop keeps: the room's delay, or in a
+    /// `Deadline` room our own lead.
+    fn lead_target(&self) -> u32 {
+        match self.welcome() {
+            Some(w) if w.deadline && self.lead > 0 => self.lead,
+            Some(w) => w.delay,
+            None => 0,
+        }
+    }
+
+    /// The sequencer reported the slack of our latest input. In a
+    /// `Deadline` room, once every report for two seconds showed two
+    /// ticks or more to spare, our lead falls by all but one of them
+    /// (never below 1): [`input_due`](Self::input_due) holds commits back
+    /// until the frames caught up, so no input is dropped or run twice. A
+    /// late input raises the lead at the next commit (see `commit_local`).
+    fn note_slack(&mut self, slack: i32) {
+        let Some(w) = self.welcome() else { return };
+        if !w.deadline || w.seat.is_none() || self.joining.is_some() {
+            return;
+        }
+        if self.lead == 0 {
+            self.lead = w.delay.max(1);
+        }
+        if slack < 0 {
+            self.slack_low = None;
+            return;
+        }
+        let now = self.now;
+        let (low, since) = self.slack_low.get_or_insert((slack, now));
+        *low = (*low).min(slack);
+        if now - *since < Duration::from_secs(2) {
+            return;
+        }
+        let spare = u32::try_from(*low - 1).unwrap_or(0);
+        let cut = spare.min(self.lead - 1);
+        if cut > 0 {
+            self.lead -= cut;
+            self.stats.lead_cuts += 1;
+        }
+        self.slack_low = None;
     }
 
     /// Whether this client is joining a game under way: receiving its
@@ -1423,11 +1508,13 @@ impl<I: Input> ClientSession<I> {
                     self.server_open = st.open;
                     self.slack = st.slack;
                     self.waiting = st.waiting;
+                    self.note_slack(st.slack);
                 }
                 Message::Inputs(i) => {
                     if let Some(seat) = self.seat()
                         && let Some(&(_, acked)) = i.acks.iter().find(|(s, _)| *s == seat)
                     {
+                        self.acked = self.acked.max(acked);
                         while self.unacked.front().is_some_and(|(t, _)| *t < acked) {
                             if let Some(sent) = self.unacked.pop_front()
                                 && self.config.keep_frames > 0
@@ -1711,6 +1798,10 @@ impl<I: Input> ClientSession<I> {
         }
         self.next_tick = if w.snapshot { w.tick } else { w.start };
         self.next_commit = w.tick.saturating_add(w.delay);
+        self.lead = 0;
+        self.slack_low = None;
+        self.raised_for = None;
+        self.acked = Tick::ZERO;
         // A state from a snapshot has a chain complete from its next block;
         // one run from the room's first tick, from the start.
         self.checks.restart();
