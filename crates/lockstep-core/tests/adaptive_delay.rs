@@ -538,3 +538,50 @@ fn a_deadline_client_lowers_its_lead_when_its_inputs_have_ticks_to_spare() {
     h.assert_streams_agree(&ids);
     assert!(checked > 1000, "{checked} inputs checked");
 }
+
+/// A host taking over goes on at the delay the frames handed over last
+/// set, even one in a frame it has not run itself (its own view of the
+/// delay comes from the frames it ran), and widens its adaptive bounds to
+/// a delay past them rather than fail to take over.
+#[test]
+fn a_new_host_takes_the_delay_the_handed_over_frames_set() {
+    use lockstep_core::sequenced::{Handover, Sequencer, SequencerConfig, Survivor};
+    use lockstep_core::wire::ResumeToken;
+    use lockstep_core::{Frame, PlayerId};
+    let frames_with = |changes: &[(u32, u32)]| -> Vec<Frame<u16>> {
+        (0..10u32)
+            .map(|t| Frame {
+                tick: Tick::new(t),
+                inputs: vec![Some(1), Some(2)],
+                events: changes
+                    .iter()
+                    .filter(|(at, _)| *at == t)
+                    .map(|(_, d)| SystemEvent::DelayChanged { delay: *d })
+                    .collect(),
+            })
+            .collect()
+    };
+    let config = SequencerConfig {
+        delay: 3,
+        adaptive: Some(AdaptiveDelay::default()),
+        ..SequencerConfig::default()
+    };
+    for (changes, want) in [(vec![], 3), (vec![(2, 5), (8, 7)], 7), (vec![(9, 20)], 20)] {
+        let handover = Handover {
+            frames: frames_with(&changes),
+            next: Tick::new(10),
+            survivors: vec![Survivor {
+                seat: PlayerId(1),
+                token: ResumeToken([7; 16]),
+                previous: None,
+                peer: None,
+                playing: true,
+                inputs: Vec::new(),
+            }],
+            events: Vec::new(),
+            fingerprint: 0,
+        };
+        let s = Sequencer::take_over(config.clone(), handover, secs(1)).expect("taken over");
+        assert_eq!(s.stats().delay, want, "{changes:?}");
+    }
+}

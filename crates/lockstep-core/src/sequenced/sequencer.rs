@@ -897,6 +897,22 @@ impl<I: Input> Sequencer<I> {
         s.fingerprint = Some(handover.fingerprint);
         s.taken_over_at = Some(next);
         s.history_base = handover.frames.first().map_or(next, |f| f.tick);
+        // The delay in force is the last one the frames set: the config's
+        // comes from the frames this host ran, and a change may lie in one
+        // handed over that it has not run yet.
+        let last_change = handover.frames.iter().rev().find_map(|f| {
+            f.events.iter().rev().find_map(|e| match e {
+                SystemEvent::DelayChanged { delay } => Some(*delay),
+                _ => None,
+            })
+        });
+        if let Some(d) = last_change {
+            s.delay = d;
+            if let Some(a) = s.config.adaptive.as_mut() {
+                a.min = a.min.min(d);
+                a.max = a.max.max(d);
+            }
+        }
         s.history = handover.frames;
         s.open = next;
         for sv in handover.survivors {
