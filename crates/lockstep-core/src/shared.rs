@@ -170,9 +170,15 @@ impl LinkMeter {
             now[1].wrapping_sub(last[1]),
             &mut self.loss_up,
         );
+        // What the other end claims it sent is believed up to four times
+        // what arrived (and a few more): a lying peer skews its own
+        // figure, not totals built from it.
+        let came = now[3].wrapping_sub(last[3]);
         let down = judge(
-            now[2].wrapping_sub(last[2]),
-            now[3].wrapping_sub(last[3]),
+            now[2]
+                .wrapping_sub(last[2])
+                .min(came.saturating_mul(4).saturating_add(16)),
+            came,
             &mut self.loss_down,
         );
         (up, down)

@@ -243,7 +243,8 @@ fn a_delay_more_than_the_network_needs_falls() {
         latency: Duration::from_millis(5),
         ..LinkConditions::default()
     };
-    let (changes, _) = run(&sc, &sc.link.clone(), 1, true, true);
+    // A tick a second, each after a second of lower wants: 8 to 2 in 7 s.
+    let (changes, _) = run(&sc, &sc.link.clone(), 10, true, false);
     let last = changes[0].iter().rev().find_map(|(_, e)| match e {
         SystemEvent::DelayChanged { delay } => Some(*delay),
         _ => None,
@@ -419,7 +420,12 @@ fn a_snapshot_joiner_goes_live_at_the_rooms_delay_whatever_it_missed() {
     drive(&mut h, secs(5), Some(x));
     let held = h.server().stats().open;
     forge_want(&mut h, x, 2);
-    drive(&mut h, secs(5) + Duration::from_millis(100), Some(x));
+    // A tick a second, each after a second of lower wants.
+    for s in 6..=12 {
+        drive(&mut h, secs(s), Some(x));
+        forge_want(&mut h, x, 2);
+    }
+    drive(&mut h, secs(13), Some(x));
     assert_eq!(h.server().stats().delay, 2, "fell");
     // A joiner, by snapshot, catches up with the held tick.
     let j = PeerId(4);
@@ -427,14 +433,14 @@ fn a_snapshot_joiner_goes_live_at_the_rooms_delay_whatever_it_missed() {
     h.sim.add(j, Node::Client(c));
     h.records
         .insert(j, Record::new(sc.seed ^ 0x99, sc.server.first_tick));
-    drive(&mut h, secs(15), Some(x));
+    drive(&mut h, secs(23), Some(x));
     assert_eq!(h.server().stats().open, held, "still held");
     forge_want(&mut h, x, 12);
-    drive(&mut h, secs(15) + Duration::from_millis(100), Some(x));
+    drive(&mut h, secs(23) + Duration::from_millis(100), Some(x));
     assert_eq!(h.server().stats().delay, 12, "rose");
     // X lets go.
     let before = h.client(ids[0]).stats().frames;
-    drive(&mut h, secs(40), None);
+    drive(&mut h, secs(48), None);
     let after = h.client(ids[0]).stats().frames;
     let all = [ids[0], ids[1], ids[2], j];
     h.assert_streams_agree(&all);

@@ -89,3 +89,73 @@ fn a_client_and_its_sequencer_see_the_loss_each_way() {
     );
     near("sealed per second", st.tick_rate, rate, rate * 0.1);
 }
+
+/// A client lying in its pongs (claiming it sent 16 million datagrams more
+/// at each) skews its own loss figure, not the sequencer's totals beyond a
+/// few times what really came.
+#[test]
+fn a_client_lying_in_its_pongs_cannot_inflate_the_lost_datagram_count() {
+    use lockstep_core::sequenced::{ClientConfig, ClientSession, Sequencer, SequencerConfig};
+    use lockstep_core::wire::{Datagram, DatagramWriter, Message};
+    use lockstep_core::{Instant, Tick};
+    let server_id = PeerId(0);
+    let me = PeerId(1);
+    let mut server =
+        Sequencer::<u16>::new(SequencerConfig::default(), Instant::ZERO).expect("a room");
+    let mut client = ClientSession::<u16>::new(ClientConfig::default(), server_id, Instant::ZERO)
+        .expect("a client");
+    let mut now = Instant::ZERO;
+    let mut buf = Vec::new();
+    let mut claimed: u32 = 0;
+    let mut sent_for_real = 0u64;
+    for _ in 0..300 {
+        now += Duration::from_millis(33);
+        if client.input_due() {
+            let _ = client.commit_local(1);
+        }
+        while client.advance().is_some() {}
+        client.handle_timeout(now);
+        while let Some(t) = client.poll_transmit(&mut buf) {
+            sent_for_real += 1;
+            let mut bytes = buf[..t.len].to_vec();
+            if let Ok(d) = Datagram::decode(&bytes, Tick::ZERO) {
+                let mut out = Vec::new();
+                let mut w = DatagramWriter::new(&mut out, d.base, 1200);
+                for m in &d.messages {
+                    match m {
+                        Message::Pong {
+                            stamp,
+                            held_ms,
+                            received,
+                            ..
+                        } => {
+                            claimed = claimed.wrapping_add((1 << 24) - 1);
+                            w.push(&Message::Pong {
+                                stamp: *stamp,
+                                held_ms: *held_ms,
+                                received: *received,
+                                sent: claimed,
+                            })
+                            .expect("room");
+                        }
+                        other => w.push(other).expect("room"),
+                    }
+                }
+                w.finish();
+                bytes = out;
+            }
+            let _ = server.handle_datagram(me, &bytes, now);
+        }
+        server.handle_timeout(now);
+        while let Some(t) = server.poll_transmit(&mut buf) {
+            let _ = client.handle_datagram(server_id, &buf[..t.len], now);
+        }
+    }
+    let st = server.stats();
+    assert!(st.datagrams_received > 100, "the client played: {st:?}");
+    assert!(
+        st.datagrams_lost_in <= 4 * sent_for_real,
+        "{} datagrams counted lost on the way in, of {sent_for_real} sent",
+        st.datagrams_lost_in
+    );
+}

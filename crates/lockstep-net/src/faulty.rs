@@ -2,7 +2,7 @@
 
 use crate::{Transport, TransportError};
 use lockstep_core::PeerId;
-use lockstep_core::sim::SimRng;
+use lockstep_core::sim::{Fate, LinkConditions, LinkModel};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
@@ -19,7 +19,8 @@ pub struct Faults {
     pub jitter: Duration,
     /// Probability a datagram is delivered twice.
     pub duplicate: f64,
-    /// Probability a datagram is held back by up to an extra `latency`.
+    /// Probability a datagram is held back by up to an extra `latency +
+    /// jitter`.
     pub reorder: f64,
     /// The link's capacity in bytes per second (`None`: unlimited).
     /// Datagrams queue behind each other at this rate; one that would wait
@@ -43,7 +44,23 @@ impl Default for Faults {
 
 /// The longest a datagram waits in a bandwidth-limited link's queue before
 /// the link drops it instead.
-pub const MAX_QUEUE_DELAY: Duration = Duration::from_secs(1);
+pub const MAX_QUEUE_DELAY: Duration = lockstep_core::sim::MAX_QUEUE_DELAY;
+
+impl Faults {
+    /// The same impairment as the simulated network's conditions: one
+    /// [`LinkModel`] decides every datagram's fate for both.
+    pub fn conditions(&self) -> LinkConditions {
+        LinkConditions {
+            latency: self.latency,
+            jitter: self.jitter,
+            loss: self.loss,
+            duplicate: self.duplicate,
+            reorder: self.reorder,
+            max_datagram: None,
+            bandwidth: self.bandwidth,
+        }
+    }
+}
 
 /// Datagrams held at most by one direction of a link; beyond that new ones
 /// are lost.
@@ -75,11 +92,12 @@ type Held<K> = (Instant, u64, K, Vec<u8>);
 #[derive(Debug)]
 pub struct ImpairedLink<K> {
     faults: Faults,
-    rng: SimRng,
+    /// What happens to each datagram (the simulated network's rules).
+    model: LinkModel,
+    /// The first datagram's time: the model counts from it.
+    origin: Option<Instant>,
     held: BinaryHeap<Reverse<Held<K>>>,
     seq: u64,
-    /// When a bandwidth-limited link is free to send again.
-    free_at: Option<Instant>,
     held_bytes: usize,
     counts: LinkCounts,
 }
@@ -103,11 +121,11 @@ impl<K: Ord> ImpairedLink<K> {
     /// A link impairing with `faults`, randomised from `seed`.
     pub fn new(faults: Faults, seed: u64) -> Self {
         Self {
+            model: LinkModel::new(faults.conditions(), seed),
             faults,
-            rng: SimRng::new(seed),
+            origin: None,
             held: BinaryHeap::new(),
             seq: 0,
-            free_at: None,
             held_bytes: 0,
             counts: LinkCounts::default(),
         }
@@ -120,6 +138,7 @@ impl<K: Ord> ImpairedLink<K> {
 
     /// Changes the impairment for datagrams pushed from now on.
     pub fn set_faults(&mut self, faults: Faults) {
+        self.model.set_conditions(faults.conditions());
         self.faults = faults;
     }
 
@@ -140,39 +159,25 @@ impl<K: Ord> ImpairedLink<K> {
         K: Clone,
     {
         self.counts.sent += 1;
-        let f = &self.faults;
-        if self.rng.chance(f.loss) {
-            self.counts.lost += 1;
-            return;
-        }
-        // Serialised onto a link of limited capacity: it leaves when the
-        // ones before it have.
-        let mut queued = Duration::ZERO;
-        if let Some(rate) = f.bandwidth.filter(|r| *r > 0) {
-            let start = self.free_at.filter(|t| *t > now).unwrap_or(now);
-            queued = start - now;
-            if queued > MAX_QUEUE_DELAY {
+        let origin = *self.origin.get_or_insert(now);
+        let at = lockstep_core::Instant::from_duration(now.saturating_duration_since(origin));
+        let (after, copy) = match self.model.fate(at, datagram.len()) {
+            Fate::Arrives { after, copy } => (after, copy),
+            Fate::Lost => {
+                self.counts.lost += 1;
+                return;
+            }
+            Fate::QueueFull | Fate::TooLarge => {
                 self.counts.dropped += 1;
                 return;
             }
-            let nanos = (datagram.len() as u128 * 1_000_000_000) / u128::from(rate);
-            let wire = Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX));
-            self.free_at = Some(start + wire);
-            queued += wire;
-        }
-        let copies = if self.rng.chance(f.duplicate) { 2 } else { 1 };
-        for copy in 0..copies {
-            let (latency, jitter, reorder) = (f.latency, f.jitter, f.reorder);
-            let spread = self.rng.duration_up_to(jitter * 2);
-            let mut delay = (latency + spread).saturating_sub(jitter) + queued;
-            if self.rng.chance(reorder) {
-                delay += self.rng.duration_up_to(latency);
-            }
+        };
+        for (k, delay) in core::iter::once(after).chain(copy).enumerate() {
             if self.held.len() >= HELD_CAP || self.held_bytes + datagram.len() > HELD_BYTES_CAP {
                 self.counts.dropped += 1;
                 continue;
             }
-            if copy > 0 {
+            if k > 0 {
                 self.counts.duplicated += 1;
             }
             self.seq += 1;

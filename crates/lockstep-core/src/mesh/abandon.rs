@@ -311,13 +311,6 @@ impl<I: Input> MeshSession<I> {
                     h.update(&self.scratch);
                 }
             }
-            // The delay the seat wanted from this tick on goes with its
-            // input: peers holding different wants would decide different
-            // delays.
-            if let Some(d) = self.delays.change_at(seat.index(), t) {
-                h.update([2]);
-                h.update(d.to_le_bytes());
-            }
             t = t.next()?;
         }
         let out = h.finalize();

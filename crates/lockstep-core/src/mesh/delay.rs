@@ -10,8 +10,10 @@
 //!
 //! - the largest want of the seats whose input the tick holds, kept within
 //!   [`AdaptiveDelay::min`]`..=`[`max`](AdaptiveDelay::max);
-//! - a rise takes effect at once, a fall at most once per `tick_rate`
-//!   ticks (a second of play);
+//! - a rise takes effect at once; a fall only once that largest want has
+//!   stayed below the delay for `tick_rate` ticks (a second of play), by
+//!   one tick, at most once per `tick_rate` ticks (a player wanting low and
+//!   high in turn cannot make everyone's lead fall and fill again);
 //! - the frame of a tick the delay changed at carries
 //!   [`SystemEvent::DelayChanged`].
 //!
@@ -30,15 +32,27 @@ use crate::error::CommitError;
 use crate::frame::SystemEvent;
 use crate::wire::MAX_DELAY_CHANGES;
 use crate::{AdaptiveDelay, DelayTracker, Input, PlayerId, Tick};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+
+/// Delay changes remembered for the checkpoints of ticks already run.
+const HISTORY: usize = 256;
+
+/// What the delay in force is multiplied by before it is mixed into a
+/// checkpoint's hash (the 64-bit golden ratio).
+pub(super) const DELAY_MIX: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// The delay in force and the wants it follows.
 #[derive(Debug, Clone)]
 pub(super) struct DelayState {
     /// The delay in force as of the last frame run.
     pub(super) delay: u32,
-    /// The tick the delay last fell at.
-    fell_at: Option<Tick>,
+    /// Since which tick the largest want has stayed below the delay.
+    low_since: Option<Tick>,
+    /// The delay in force from each tick a change ran at, the latest
+    /// [`HISTORY`] changes: what a checkpoint of an earlier tick mixes in.
+    history: VecDeque<(Tick, u32)>,
+    /// The delay before the oldest change in `history`.
+    history_floor: u32,
     /// Per seat: the changes of the delay it wants, stamped in its input
     /// stream, from the input store's first tick on.
     changes: Vec<BTreeMap<Tick, u32>>,
@@ -65,7 +79,9 @@ impl DelayState {
     ) -> Self {
         Self {
             delay,
-            fell_at: None,
+            low_since: None,
+            history: VecDeque::new(),
+            history_floor: delay,
             changes: vec![BTreeMap::new(); seats],
             floor: vec![delay; seats],
             // Every player measures how its frames arrive (late frames,
@@ -92,11 +108,6 @@ impl DelayState {
         )
     }
 
-    /// The change `seat` stamped at exactly `tick`, if any.
-    pub(super) fn change_at(&self, seat: usize, tick: Tick) -> Option<u32> {
-        self.changes.get(seat)?.get(&tick).copied()
-    }
-
     /// `seat`'s changes from `from` up to `end`, at most
     /// [`MAX_DELAY_CHANGES`], and where a run sent with them must end: at
     /// the first change that did not fit.
@@ -113,16 +124,34 @@ impl DelayState {
         (list, end)
     }
 
-    /// Takes `seat`'s want of `delay` from `tick` on, unless one is held
-    /// for that tick already (the first copy stands, as for inputs).
-    pub(super) fn take(&mut self, seat: usize, tick: Tick, delay: u32) -> bool {
-        match self.changes.get_mut(seat) {
-            Some(c) if !c.contains_key(&tick) => {
-                c.insert(tick, delay);
-                true
-            }
-            _ => false,
+    /// `seat`'s want at `tick` is `want`: the one that came with the input
+    /// the cell now holds (none: it wants what it wanted before). A
+    /// player's own input replacing a copy forwarded for it brings its own
+    /// want, never the forwarder's.
+    pub(super) fn take(&mut self, seat: usize, tick: Tick, want: Option<u32>) {
+        if let Some(c) = self.changes.get_mut(seat) {
+            match want {
+                Some(d) => c.insert(tick, d),
+                None => c.remove(&tick),
+            };
         }
+    }
+
+    /// The delay in force when the frame of `tick` ran.
+    pub(super) fn delay_at(&self, tick: Tick) -> u32 {
+        self.history
+            .iter()
+            .rev()
+            .find(|(t, _)| *t <= tick)
+            .map_or(self.history_floor, |(_, d)| *d)
+    }
+
+    /// A checkpoint's hash for `tick` as it is compared: the game's, with
+    /// the delay in force then mixed in, so peers that came to run
+    /// different delays (wants that reached them differently) find out
+    /// as they would a diverged state.
+    pub(super) fn mix(&self, tick: Tick, hash: u64) -> u64 {
+        hash ^ u64::from(self.delay_at(tick)).wrapping_mul(DELAY_MIX)
     }
 
     /// Forgets changes before `base`, keeping each seat's latest as its
@@ -247,7 +276,7 @@ impl<I: Input> MeshSession<I> {
         let want = t.wanted();
         if want != self.delays.stamped {
             self.delays.stamped = want;
-            self.delays.take(seat.index(), tick, want);
+            self.delays.take(seat.index(), tick, Some(want));
         }
     }
 
@@ -288,17 +317,23 @@ impl<I: Input> MeshSession<I> {
             .map(|(i, _)| self.delays.want_at(i, tick))
             .max()?;
         let wanted = a.clamp(wanted);
+        let period = self.config.tick_rate;
         let d = &mut self.delays;
-        let fall_ok = d
-            .fell_at
-            .is_none_or(|t| tick.since(t) >= self.config.tick_rate);
-        if wanted == d.delay || (wanted < d.delay && !fall_ok) {
+        if wanted > d.delay {
+            d.low_since = None;
+            return Some(wanted);
+        }
+        if wanted == d.delay {
+            d.low_since = None;
             return None;
         }
-        if wanted < d.delay {
-            d.fell_at = Some(tick);
+        let since = *d.low_since.get_or_insert(tick);
+        if tick.since(since) < period {
+            return None;
         }
-        Some(wanted)
+        // Down by one; the next step after another second below.
+        d.low_since = Some(tick);
+        Some(d.delay - 1)
     }
 
     /// The delay changed to `delay` at the frame about to be handed out.
@@ -310,6 +345,14 @@ impl<I: Input> MeshSession<I> {
             self.delays.rose = true;
         }
         self.delays.delay = delay;
+        let at = self.next_tick;
+        let h = &mut self.delays.history;
+        if h.len() >= HISTORY
+            && let Some((_, d)) = h.pop_front()
+        {
+            self.delays.history_floor = d;
+        }
+        self.delays.history.push_back((at, delay));
         self.stats.delay_changes += 1;
         if let Some(t) = self.delays.tracker.as_mut() {
             t.set_delay(delay);

@@ -54,16 +54,17 @@ pub struct MeshConfig {
     /// Let the delay follow the network: each player's
     /// [`DelayTracker`](crate::DelayTracker) says what it wants, the wants
     /// travel in the input streams, and every peer works the delay out of
-    /// the same stream (the largest want, rising at once and falling at
-    /// most once per `tick_rate` ticks), so a change happens at the same
+    /// the same stream (the largest want, rising at once and falling a
+    /// tick at a time once it stayed lower for `tick_rate` ticks), so a
+    /// change happens at the same
     /// tick everywhere and its frame carries
     /// [`SystemEvent::DelayChanged`]. `delay` is the delay to start with,
     /// within `min..=max`. Games commit by
     /// [`input_due`](MeshSession::input_due). `None`: `delay` for good.
     pub adaptive: Option<AdaptiveDelay>,
     /// The rate the game runs ticks at, per second: with `adaptive`, how
-    /// lateness is measured (in tick periods) and how often the delay may
-    /// fall (once per `tick_rate` ticks).
+    /// lateness is measured (in tick periods) and how long the wants must
+    /// stay lower before the delay falls a tick (`tick_rate` ticks).
     pub tick_rate: u32,
     /// How many ticks a peer may commit beyond `delay` ahead of the slowest
     /// peer before [`MeshSession::commit_local`] refuses. Bounds every
@@ -1190,6 +1191,12 @@ impl<I: Input> MeshSession<I> {
             return Err(ChecksumError::NotAscending { tick, last });
         }
         // A checkpoint rides on the next datagram: it is not worth one.
+        // An adaptive session's carries the delay in force too.
+        let hash = if self.config.adaptive.is_some() {
+            self.delays.mix(tick, hash)
+        } else {
+            hash
+        };
         let _ = self.checks.report(tick, hash);
         let now = self.now;
         for i in 0..self.peers.len() {
@@ -1657,14 +1664,16 @@ impl<I: Input> MeshSession<I> {
                         Cell::Forwarded(input)
                     };
                     fresh = true;
+                    // The want goes with the input it came with, and only
+                    // with it: a player's own replacing a forwarded copy
+                    // drops the forwarder's.
                     let want = wants
                         .iter()
                         .filter(|(s, _)| *s == seat)
                         .flat_map(|(_, c)| c)
-                        .find(|(t, _)| *t == tick);
-                    if let Some(&(_, delay)) = want {
-                        self.delays.take(seat.index(), tick, delay);
-                    }
+                        .find(|(t, _)| *t == tick)
+                        .map(|(_, d)| *d);
+                    self.delays.take(seat.index(), tick, want);
                     own_fresh |= own;
                 }
                 _ => self.stats.inputs_redundant += 1,

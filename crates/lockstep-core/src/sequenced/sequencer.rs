@@ -165,8 +165,9 @@ pub struct SequencerConfig {
     /// Let the input delay follow the network (`WaitForAll` only): each
     /// player's client says which delay would keep its stalls at the
     /// target rate ([`Message::DelayWanted`]), and the room plays at the
-    /// largest any playing seat wants, within `min..=max`. A change rises
-    /// at once and falls at most once a second; it takes effect at the
+    /// largest any playing seat wants, within `min..=max`. It rises at
+    /// once and falls a tick at a time, each once the wants stayed lower
+    /// for a second; a change takes effect at the
     /// open tick, where a [`SystemEvent::DelayChanged`] says so in every
     /// client's stream. `None` (the default): the delay stays `delay`.
     pub adaptive: Option<AdaptiveDelay>,
@@ -698,8 +699,9 @@ pub struct Sequencer<I: Input> {
     blocked_since: Option<Instant>,
     /// The input delay in force.
     delay: u32,
-    /// When the delay last fell (`adaptive`): at most once a second.
-    delay_fell: Option<Instant>,
+    /// Since when the largest want has stayed below the delay
+    /// (`adaptive`): it falls a tick once that is a second.
+    low_since: Option<Instant>,
 }
 
 impl<I: Input> Sequencer<I> {
@@ -721,7 +723,7 @@ impl<I: Input> Sequencer<I> {
             taken_over_at: None,
             blocked_since: None,
             delay: config.delay,
-            delay_fell: None,
+            low_since: None,
             replaced: Vec::new(),
             config,
             now,
@@ -2598,7 +2600,8 @@ impl<I: Input> Sequencer<I> {
     }
 
     /// With `adaptive` under `WaitForAll`: plays at the largest delay a
-    /// playing seat wants, rising at once, falling at most once a second.
+    /// playing seat wants, rising at once, falling a tick at a time once
+    /// the wants stayed below the delay for a second.
     /// The change takes effect at the open tick, in every stream.
     fn adapt_delay(&mut self) {
         let Some(a) = &self.config.adaptive else {
@@ -2618,15 +2621,23 @@ impl<I: Input> Sequencer<I> {
             return;
         };
         let wanted = a.clamp(wanted);
-        let fall_ok = self
-            .delay_fell
-            .is_none_or(|t| self.now - t >= Duration::from_secs(1));
-        if wanted == self.delay || (wanted < self.delay && !fall_ok) {
+        // A rise at once; a fall a tick at a time, each once the wants
+        // stayed below the delay for a second (a player wanting low and
+        // high in turn cannot make every lead fall and fill again).
+        let wanted = if wanted > self.delay {
+            self.low_since = None;
+            wanted
+        } else if wanted == self.delay {
+            self.low_since = None;
             return;
-        }
-        if wanted < self.delay {
-            self.delay_fell = Some(self.now);
-        }
+        } else {
+            let since = *self.low_since.get_or_insert(self.now);
+            if self.now - since < Duration::from_secs(1) {
+                return;
+            }
+            self.low_since = Some(self.now);
+            self.delay - 1
+        };
         self.delay = wanted;
         self.stats.delay_changes += 1;
         // One change per tick: a later one replaces an earlier one not

@@ -164,13 +164,110 @@ struct InFlight {
     bytes: Vec<u8>,
 }
 
+/// One direction of a link: decides what happens to each datagram sent
+/// on it under its [`LinkConditions`]. The simulated network and
+/// `lockstep-net`'s link conditioner (`ImpairedLink`, behind `lockstep
+/// netsim` and the fault-injecting transport) both ask it, so a network
+/// tried in one behaves the same in the other.
+///
+/// The rules, in order: a datagram over `max_datagram` is dropped; one is
+/// lost with probability `loss`; with `bandwidth`, datagrams go out one
+/// after another at that rate, and one that would wait more than
+/// [`MAX_QUEUE_DELAY`] to start is dropped; it is duplicated with
+/// probability `duplicate`; each copy arrives `latency` (plus its time in
+/// the queue) later, varied uniformly by up to `jitter` either way, and,
+/// with probability `reorder`, held back by up to `latency + jitter` more.
+///
+/// ```
+/// use lockstep_core::sim::{Fate, LinkConditions, LinkModel};
+/// use lockstep_core::Instant;
+/// use std::time::Duration;
+/// let mut link = LinkModel::new(LinkConditions::default(), 7);
+/// let fate = link.fate(Instant::ZERO, 100);
+/// assert_eq!(fate, Fate::Arrives { after: Duration::from_millis(20), copy: None });
+/// ```
 #[derive(Debug, Clone)]
-struct Link {
+pub struct LinkModel {
     conditions: LinkConditions,
     rng: SimRng,
     /// When the datagrams queued so far have all gone out (with
     /// `bandwidth`).
     busy_until: Instant,
+}
+
+/// What a link does with one datagram (see [`LinkModel`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    /// Larger than the link's `max_datagram`.
+    TooLarge,
+    /// Lost at random.
+    Lost,
+    /// The link's queue would hold it too long: dropped.
+    QueueFull,
+    /// It arrives `after` it was sent, and a duplicate `copy` after.
+    Arrives {
+        /// When it arrives, after it was sent.
+        after: Duration,
+        /// When its duplicate arrives, if it is duplicated.
+        copy: Option<Duration>,
+    },
+}
+
+impl LinkModel {
+    /// A link with `conditions`, its randomness from `seed`.
+    pub fn new(conditions: LinkConditions, seed: u64) -> Self {
+        Self {
+            conditions,
+            rng: SimRng::new(seed),
+            busy_until: Instant::ZERO,
+        }
+    }
+
+    /// The conditions in force.
+    pub fn conditions(&self) -> &LinkConditions {
+        &self.conditions
+    }
+
+    /// Changes the conditions for datagrams sent from now on.
+    pub fn set_conditions(&mut self, conditions: LinkConditions) {
+        self.conditions = conditions;
+    }
+
+    /// The fate of a datagram of `len` bytes sent at `now` (times never
+    /// going backwards).
+    pub fn fate(&mut self, now: Instant, len: usize) -> Fate {
+        let c = &self.conditions;
+        if c.max_datagram.is_some_and(|m| len > m) {
+            return Fate::TooLarge;
+        }
+        if self.rng.chance(c.loss) {
+            return Fate::Lost;
+        }
+        let mut queued = Duration::ZERO;
+        if let Some(rate) = c.bandwidth.filter(|r| *r > 0) {
+            let start = self.busy_until.max(now);
+            if start - now > MAX_QUEUE_DELAY {
+                return Fate::QueueFull;
+            }
+            let nanos = (len as u128 * 1_000_000_000) / u128::from(rate);
+            let wire = Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX));
+            self.busy_until = start + wire;
+            queued = self.busy_until - now;
+        }
+        let copies = if self.rng.chance(c.duplicate) { 2 } else { 1 };
+        let mut delays = [Duration::ZERO; 2];
+        for d in delays.iter_mut().take(copies) {
+            let spread = self.rng.duration_up_to(c.jitter * 2);
+            *d = (c.latency + queued + spread).saturating_sub(c.jitter);
+            if self.rng.chance(c.reorder) {
+                *d += self.rng.duration_up_to(c.latency + c.jitter);
+            }
+        }
+        Fate::Arrives {
+            after: delays[0],
+            copy: (copies > 1).then_some(delays[1]),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -196,7 +293,7 @@ pub struct SimNetwork {
     now: Instant,
     seed: u64,
     default: LinkConditions,
-    links: BTreeMap<(PeerId, PeerId), Link>,
+    links: BTreeMap<(PeerId, PeerId), LinkModel>,
     queue: BinaryHeap<Reverse<InFlight>>,
     seq: u64,
     partitions: Vec<Partition>,
@@ -234,24 +331,20 @@ impl SimNetwork {
         self.stats
     }
 
-    fn link(&mut self, from: PeerId, to: PeerId) -> &mut Link {
+    fn link(&mut self, from: PeerId, to: PeerId) -> &mut LinkModel {
         let (seed, default) = (self.seed, &self.default);
         self.links.entry((from, to)).or_insert_with(|| {
             let mut mix = SimRng::new(
                 seed ^ (u64::from(from.0) << 32 | u64::from(to.0))
                     .wrapping_mul(0xA24B_AED4_963E_E407),
             );
-            Link {
-                conditions: default.clone(),
-                rng: SimRng::new(mix.next_u64()),
-                busy_until: Instant::ZERO,
-            }
+            LinkModel::new(default.clone(), mix.next_u64())
         })
     }
 
     /// Sets the conditions of the link from `from` to `to` (one direction).
     pub fn set_link(&mut self, from: PeerId, to: PeerId, conditions: LinkConditions) {
-        self.link(from, to).conditions = conditions;
+        self.link(from, to).set_conditions(conditions);
     }
 
     /// Sets both directions between `a` and `b`.
@@ -286,37 +379,15 @@ impl SimNetwork {
             self.stats.dropped += 1;
             return;
         }
-        let link = self.link(from, to);
-        let c = link.conditions.clone();
-        if c.max_datagram.is_some_and(|m| bytes.len() > m) || link.rng.chance(c.loss) {
-            self.stats.dropped += 1;
-            return;
-        }
-        // A limited link sends one datagram after another at its rate
-        // (the rule of `lockstep-net`'s `ImpairedLink`: dropped when it
-        // would wait more than a second to start).
-        let mut queued = Duration::ZERO;
-        if let Some(rate) = c.bandwidth.filter(|r| *r > 0) {
-            let start = link.busy_until.max(now);
-            if start - now > MAX_QUEUE_DELAY {
+        let (after, copy) = match self.link(from, to).fate(now, bytes.len()) {
+            Fate::Arrives { after, copy } => (after, copy),
+            Fate::TooLarge | Fate::Lost | Fate::QueueFull => {
                 self.stats.dropped += 1;
                 return;
             }
-            let micros = (bytes.len() as u64).saturating_mul(1_000_000) / rate;
-            link.busy_until = start + Duration::from_micros(micros);
-            queued = link.busy_until - now;
-        }
-        let copies = if link.rng.chance(c.duplicate) { 2 } else { 1 };
-        let mut delays = Vec::with_capacity(copies);
-        for _ in 0..copies {
-            let mut d = c.latency + queued;
-            let j = link.rng.duration_up_to(c.jitter * 2);
-            d = (d + j).saturating_sub(c.jitter);
-            if link.rng.chance(c.reorder) {
-                d += link.rng.duration_up_to(c.latency + c.jitter);
-            }
-            delays.push(d);
-        }
+        };
+        let delays: Vec<Duration> = core::iter::once(after).chain(copy).collect();
+        let copies = delays.len();
         self.stats.duplicated += copies as u64 - 1;
         for d in delays {
             self.seq += 1;
