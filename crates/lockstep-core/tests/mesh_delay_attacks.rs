@@ -14,6 +14,9 @@ use lockstep_core::{
 };
 use std::time::Duration;
 
+/// A peer's `DelayChanged` events: tick and delay.
+type Changes = Vec<(Tick, u32)>;
+
 /// What every game commits, every tick: a dishonest peer can predict it.
 const INPUT: u16 = 7;
 
@@ -125,7 +128,7 @@ impl Net {
     }
 
     /// The `DelayChanged` events of `a` and `b` up to the shorter stream.
-    fn common_changes(&self, a: usize, b: usize) -> (Vec<(Tick, u32)>, Vec<(Tick, u32)>) {
+    fn common_changes(&self, a: usize, b: usize) -> (Changes, Changes) {
         let n = self.frames[a].len().min(self.frames[b].len());
         let last = self.frames[a][n - 1].tick;
         let cut = |c: Vec<(Tick, u32)>| c.into_iter().filter(|(t, _)| *t <= last).collect();
