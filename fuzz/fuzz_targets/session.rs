@@ -11,7 +11,9 @@ use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use lockstep_core::snapshot::{Snapshot, SnapshotLimits, SnapshotSender};
 use lockstep_core::wire::{DatagramWriter, Message};
-use lockstep_core::{Event, Frame, Instant, MeshConfig, MeshSession, PeerId, PlayerId, Roster, Tick};
+use lockstep_core::{
+    AdaptiveDelay, Event, Frame, Instant, MeshConfig, MeshSession, PeerId, PlayerId, Roster, Tick,
+};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Duration;
 
@@ -82,10 +84,16 @@ fuzz_target!(|ops: Vec<Op>| {
         .player(PeerId(1), PlayerId(1))
         .player(PeerId(2), PlayerId(2))
         .observer(PeerId(3));
+    // The delay adapts (a short window, so it moves within a run): wants
+    // ride in the streams and every session must still agree.
     let config = MeshConfig {
         abandon_after: Some(Duration::from_secs(2)),
         observer_window: 16,
         resync: true,
+        adaptive: Some(AdaptiveDelay {
+            window: 16,
+            ..AdaptiveDelay::default()
+        }),
         ..MeshConfig::default()
     };
     let mut now = Instant::ZERO;

@@ -52,8 +52,9 @@ pub(crate) struct DemoArgs {
     /// Seeds the game and the bots.
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
-    /// Input delay in ticks (0 to 1024): where the delay starts, unless
-    /// `--fixed-delay`.
+    /// Input delay in ticks: where the delay starts, kept within 1 to 16
+    /// as it follows the network; with `--fixed-delay`, the delay for good
+    /// (0 to 1024).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=1024))]
     pub(crate) delay: u32,
     /// Keep the input delay at `--delay` (by default a wait-for-all room's
@@ -802,6 +803,22 @@ pub(crate) fn bot_ticks_due(
     }
 }
 
+/// The bot's input for the tick `delay` ahead, if it is due.
+fn commit_due(c: &mut Client) {
+    if let Some(bot) = &mut c.bot
+        && c.session.input_due()
+    {
+        let input = bot.input(&c.game);
+        // A joiner plays once its input is taken: after catching up
+        // from a snapshot, or at once when it replays the match.
+        if c.session.commit_local(input).is_ok()
+            && let Some((_, live @ None)) = &mut c.joined
+        {
+            *live = Some(Instant::now());
+        }
+    }
+}
+
 /// One game-loop iteration of one bot client.
 fn step_client(c: &mut Client, clock: &Clock, ticks: u32) {
     let _ = drive(
@@ -831,6 +848,9 @@ fn step_client(c: &mut Client, clock: &Clock, ticks: u32) {
     if c.session.welcome().is_some() {
         c.delay = delay;
     }
+    // A commit the loop could not make when its frame ran (refused in a
+    // pause, say) is made now: the next frame may wait on it.
+    commit_due(c);
     let due = bot_ticks_due(&mut c.pacer, &c.session, clock.now());
     let mut ran = 0;
     while c.game.tick.get() < ticks && ran < due {
@@ -858,18 +878,7 @@ fn step_client(c: &mut Client, clock: &Clock, ticks: u32) {
         }
         c.history.push_back(c.game.clone());
         c.frames.push_back(frame);
-        if let Some(bot) = &mut c.bot
-            && c.session.input_due()
-        {
-            let input = bot.input(&c.game);
-            // A joiner plays once its input is taken: after catching up
-            // from a snapshot, or at once when it replays the match.
-            if c.session.commit_local(input).is_ok()
-                && let Some((_, live @ None)) = &mut c.joined
-            {
-                *live = Some(Instant::now());
-            }
-        }
+        commit_due(c);
     }
     take_events(c);
     let _ = drive(

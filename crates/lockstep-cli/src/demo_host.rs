@@ -246,6 +246,12 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
             // One commit per tick run, on a steady clock (see the relay
             // demo's bots); far behind, catching up without it.
             let due = crate::demo::bot_ticks_due(&mut b.pacer, b.session.client(), clock.now());
+            // A commit refused when its frame ran (in a pause) is made now.
+            if let Some(bot) = &mut b.bot
+                && b.session.input_due()
+            {
+                let _ = b.session.commit_local(bot.input(&b.game));
+            }
             let mut ran = 0;
             while b.game.tick.get() < a.ticks && ran < due {
                 let Some(frame) = b.session.advance() else {

@@ -61,8 +61,9 @@ pub(crate) struct NetsimArgs {
     /// Datagrams delivered twice, in percent (0 to 100).
     #[arg(long, default_value_t = 0.0, value_parser = percent)]
     duplicate: f64,
-    /// Datagrams delayed by a further random time up to `--latency` (so
-    /// they arrive after later ones), in percent (0 to 100).
+    /// Datagrams delayed by a further random time up to `--latency` plus
+    /// `--jitter` (so they arrive after later ones), in percent (0 to
+    /// 100).
     #[arg(long, default_value_t = 0.0, value_parser = percent)]
     reorder: f64,
     /// Capacity each way, in kilobits per second (1 to 100,000,000;

@@ -315,6 +315,11 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
             }
             None => catch_up.ticks(ready).max(1),
         };
+        // A commit the loop could not make when its frame ran (refused in
+        // a pause, say) is made now: the next frame may wait on it.
+        if session.input_due() {
+            let _ = session.commit_local(keys.input(now));
+        }
         let started = Instant::now();
         let mut ran = 0;
         while ran < due {

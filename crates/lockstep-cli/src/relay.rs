@@ -27,7 +27,10 @@ pub(crate) struct RelayArgs {
     /// Default tick rate of rooms (Hz, 1 to 1000).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
     tick_rate: Option<u32>,
-    /// Default input delay of rooms (ticks, 0 to 1024).
+    /// Default input delay of rooms (ticks, 0 to 1024): where a
+    /// wait-for-all room's delay starts; it then follows the network within
+    /// `min_delay..=max_delay` (1 to 16) unless the config file's
+    /// `adaptive_delay = false`.
     #[arg(long, value_parser = clap::value_parser!(u32).range(0..=1024))]
     delay: Option<u32>,
     /// Default sealing policy of rooms.

@@ -10,7 +10,11 @@ use core::time::Duration;
 pub struct PacerConfig {
     /// Frames kept ready ahead of the one shown, to absorb jitter: the
     /// pacer runs slightly faster while more are ready, slightly slower
-    /// while fewer are. Each one costs a tick of latency.
+    /// while fewer are. Each one costs a tick of latency. 1 by default,
+    /// which is what the sessions' `ready_to_pace` counts towards in a
+    /// match whose players' clocks set the pace together (more would
+    /// never be reached, and the pacer would run slow); a `Deadline` room
+    /// on a jittery link may want 2.
     pub target: u32,
     /// The most the pace moves from the tick rate either way to keep
     /// `target` frames ready (0.1: 10%).
@@ -28,7 +32,7 @@ pub struct PacerConfig {
 impl Default for PacerConfig {
     fn default() -> Self {
         Self {
-            target: 2,
+            target: 1,
             max_adjust: 0.1,
             catch_up_beyond: 8,
             max_per_call: 4,
@@ -49,11 +53,11 @@ impl Default for PacerConfig {
 /// let mut pacer = Pacer::new(30, PacerConfig::default()).unwrap();
 /// let mut now = Instant::ZERO;
 /// // The first call starts the clock.
-/// let mut ran = pacer.ticks_due(now, 2);
-/// // Rendering at 60 Hz for a second, two frames always ready.
+/// let mut ran = pacer.ticks_due(now, 1);
+/// // Rendering at 60 Hz for a second, a frame always ready.
 /// for _ in 0..60 {
 ///     now += Duration::from_micros(16_667);
-///     ran += pacer.ticks_due(now, 2);
+///     ran += pacer.ticks_due(now, 1);
 /// }
 /// assert_eq!(ran, 30);
 /// ```
@@ -253,7 +257,7 @@ mod tests {
         let mut t = Instant::ZERO;
         for _ in 0..600 {
             t += RENDER;
-            ran += pacer.ticks_due(t, 9);
+            ran += pacer.ticks_due(t, 8);
         }
         // 10 s at 30 Hz is 300 ticks; at most 10% more.
         assert!((325..=331).contains(&ran), "{ran}");

@@ -159,12 +159,14 @@ fn a_missing_input_stalls_and_names_who_is_missing() {
     assert_eq!(
         a.stats().stalls,
         0,
-        "one tick of input without a frame is not a stall"
+        "40 ms without a frame is not a stall at 30 Hz"
     );
-    a.commit_local(1).unwrap();
-    a.commit_local(1).unwrap();
+    t += std::time::Duration::from_millis(30);
+    a.handle_timeout(t);
     assert_eq!(a.advance(), None);
-    assert_eq!(a.stats().stalls, 1, "two ticks of input without a frame is");
+    assert_eq!(a.stats().stalls, 1, "70 ms, two tick periods, is");
+    a.commit_local(1).unwrap();
+    a.commit_local(1).unwrap();
     peers[2].1.commit_local(3).unwrap();
     exchange(&mut peers, &mut t);
     let frame = peers[0].1.advance().expect("all inputs in");

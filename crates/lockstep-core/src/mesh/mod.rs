@@ -243,17 +243,18 @@ pub struct MeshStats {
     pub next_commit: Tick,
     /// Frames handed to the game.
     pub frames: u64,
-    /// Times the picture stopped: the game committed two ticks of input
-    /// without getting a frame. (Steady latency beyond the input delay is
-    /// not a stall. Observers count none.)
+    /// Times the picture stopped: the game asked for a frame and none had
+    /// come for two tick periods (`tick_rate`). Steady latency beyond the
+    /// input delay is not a stall: frames still come every tick. Observers
+    /// count none.
     pub stalls: u64,
     /// Total time spent stalled.
     pub stalled_for: Duration,
     /// Commits refused (lead limit or pause).
     pub commits_refused: u64,
-    /// The input delay in force.
+    /// The input delay in force, in ticks.
     pub delay: u32,
-    /// The delay our tracker wants (with
+    /// The delay our tracker wants, in ticks (with
     /// [`adaptive`](MeshConfig::adaptive), while playing).
     pub delay_wanted: Option<u32>,
     /// Times the delay changed (`adaptive`).
@@ -613,8 +614,8 @@ pub struct MeshSession<I: Input> {
     /// last [`resync::MEMORY`] ticks: asked after every other.
     failed_donors: VecDeque<(Tick, PeerId)>,
     stall_started: Option<Instant>,
-    /// Inputs committed since the game last got a frame.
-    commits_since_frame: u32,
+    /// When the game last got a frame.
+    last_frame_at: Option<Instant>,
     cursor: usize,
     scratch: Vec<u8>,
 }
@@ -770,7 +771,7 @@ impl<I: Input> MeshSession<I> {
             last_donor: None,
             failed_donors: VecDeque::new(),
             stall_started: None,
-            commits_since_frame: 0,
+            last_frame_at: None,
             cursor: 0,
             scratch: Vec::new(),
         };
@@ -997,7 +998,6 @@ impl<I: Input> MeshSession<I> {
             .ok_or(CommitError::TickSpaceExhausted)?;
         slot.cells[seat.index()] = Cell::Known(input);
         self.next_commit = after;
-        self.commits_since_frame = self.commits_since_frame.saturating_add(1);
         self.stamp_want(seat, tick);
         self.note_arrivals();
         for p in self.peers.iter_mut().filter(|p| p.seat.is_some()) {
@@ -1023,12 +1023,15 @@ impl<I: Input> MeshSession<I> {
             return None;
         }
         if !self.store.get(tick).is_some_and(|s| s.complete()) {
-            // A stall is the picture stopping: the game committed two ticks
-            // of input without getting a frame (steady latency beyond the
-            // input delay is not one). Observers commit nothing and count
-            // no stalls.
-            if self.commits_since_frame >= 2 && self.stall_started.is_none() {
-                self.stall_started = Some(self.now);
+            // A stall is the picture stopping: no frame for two tick
+            // periods (steady latency beyond the input delay is not one).
+            // Observers count none.
+            let two_ticks = Duration::from_secs(2) / self.config.tick_rate.max(1);
+            if let (Some(_), Some(last), None) =
+                (self.local_seat, self.last_frame_at, self.stall_started)
+                && self.now - last > two_ticks
+            {
+                self.stall_started = Some(last + two_ticks);
                 self.stats.stalls += 1;
             }
             return None;
@@ -1036,7 +1039,7 @@ impl<I: Input> MeshSession<I> {
         let next = tick.next()?;
         self.follow_delay(tick);
         let frame = self.store.get(tick)?.to_frame(tick);
-        self.commits_since_frame = 0;
+        self.last_frame_at = Some(self.now);
         if self.local_seat.is_none() {
             // Observers learn membership from the frames themselves.
             for ev in &frame.events {
