@@ -2,6 +2,7 @@
 //! the traffic meter of a connection, rates, and the bounded event queue.
 
 use crate::Instant;
+use crate::wire::Message;
 use core::time::Duration;
 use std::collections::VecDeque;
 
@@ -135,6 +136,19 @@ impl LinkMeter {
     /// the other end, and sent to it with this one.
     pub(crate) fn counts(&self) -> (u32, u32) {
         (self.received, self.sent.wrapping_add(1))
+    }
+
+    /// The `Pong` answering a ping stamped `stamp` that arrived at `at`,
+    /// about to go out at `now` with our counts.
+    pub(crate) fn pong_to(&self, stamp: u32, at: Instant, now: Instant) -> Message<'static> {
+        let held_ms = u32::try_from((now - at).as_millis()).unwrap_or(u32::MAX);
+        let (received, sent) = self.counts();
+        Message::Pong {
+            stamp,
+            held_ms,
+            received,
+            sent,
+        }
     }
 
     /// A ping stamped `stamp` is about to go out.

@@ -5,13 +5,13 @@
 
 mod common;
 
+use common::hand::{Net, adaptive_mesh, datagram, set_wants};
 use common::props::{cases, link};
 use common::{Harness, Record, Scenario, Session, secs};
 use lockstep_core::sim::{LinkConditions, Outcome};
-use lockstep_core::wire::{Datagram, DatagramWriter, Message};
+use lockstep_core::wire::{Datagram, Message};
 use lockstep_core::{
-    AdaptiveDelay, Event, Instant, MeshConfig, PacerConfig, PeerId, PlayerId, Roster, SystemEvent,
-    Tick,
+    AdaptiveDelay, Event, Instant, PacerConfig, PeerId, PlayerId, SystemEvent, Tick,
 };
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -353,129 +353,21 @@ fn an_abandoned_players_wants_stop_counting() {
     }
 }
 
-/// Hand-driven peers on a perfect network, peer `i` playing seat `i`;
-/// `rewrite` may change what peer `from` sends.
-struct Hand {
-    s: Vec<Session>,
-    frames: Vec<Vec<lockstep_core::Frame<u16>>>,
-    now: Instant,
-}
-
-impl Hand {
-    fn new(n: usize, config: &MeshConfig) -> Self {
-        let mut roster = Roster::new();
-        for i in 0..n {
-            roster = roster.player(PeerId(i as u32), PlayerId(i as u16));
-        }
-        let s = (0..n)
-            .map(|i| {
-                Session::new(
-                    config.clone(),
-                    roster.clone(),
-                    PeerId(i as u32),
-                    Instant::ZERO,
-                )
-                .expect("a session")
-            })
-            .collect();
-        Self {
-            s,
-            frames: vec![Vec::new(); n],
-            now: Instant::ZERO,
-        }
-    }
-
-    /// One tick: every peer runs what it can, committing while due, and
-    /// every datagram is delivered (through `rewrite`).
-    fn tick(&mut self, rewrite: &mut dyn FnMut(usize, Vec<u8>) -> Vec<u8>) {
-        self.now += Duration::from_millis(33);
-        let mut buf = Vec::new();
-        for i in 0..self.s.len() {
-            let s = &mut self.s[i];
-            s.handle_timeout(self.now);
-            // A commit refused (the lead limit) is offered again.
-            if s.input_due() {
-                let _ = s.commit_local(7);
-            }
-            while let Some(f) = s.advance() {
-                self.frames[i].push(f);
-                if s.input_due() {
-                    let _ = s.commit_local(7);
-                }
-            }
-            let mut out = Vec::new();
-            while let Some(t) = s.poll_transmit(&mut buf) {
-                out.push((t.destination.0 as usize, rewrite(i, buf[..t.len].to_vec())));
-            }
-            for (to, bytes) in out {
-                let now = self.now;
-                let _ = self.s[to].handle_datagram(PeerId(i as u32), &bytes, now);
-            }
-        }
-    }
-
-    fn changes(&self, i: usize) -> Vec<(Tick, u32)> {
-        self.frames[i]
-            .iter()
-            .flat_map(|f| f.events.iter().map(move |e| (f.tick, *e)))
-            .filter_map(|(t, e)| match e {
-                SystemEvent::DelayChanged { delay } => Some((t, delay)),
-                _ => None,
-            })
-            .collect()
-    }
-}
-
-/// `bytes` with every want of `seat` replaced by `delay` from the first
-/// tick of each run of its input.
-fn greedy(bytes: Vec<u8>, seat: PlayerId, delay: u32) -> Vec<u8> {
-    let d = Datagram::decode(&bytes, Tick::ZERO).expect("our own datagram");
-    let mut out = Vec::new();
-    let mut w = DatagramWriter::new(&mut out, d.base, 1200);
-    let mut wants = Vec::new();
-    for m in &d.messages {
-        match m {
-            Message::DelayWants { seat: s, .. } if *s == seat => {}
-            Message::Inputs(i) => {
-                for r in i.runs.iter().filter(|r| r.seat == seat) {
-                    wants.push(Message::DelayWants {
-                        seat,
-                        changes: vec![(r.start, delay)],
-                    });
-                }
-                w.push(m).expect("room");
-            }
-            other => w.push(other).expect("room"),
-        }
-    }
-    for m in &wants {
-        w.push(m).expect("room");
-    }
-    w.finish();
-    out
-}
-
 /// A seated player that always wants the largest delay there is gets the
 /// session's `max` and nothing beyond, and the honest peers, who all see
 /// the same wants, agree on every change.
 #[test]
 fn a_greedy_player_raises_the_delay_to_max_and_no_further() {
-    let config = MeshConfig {
-        delay: 2,
-        adaptive: Some(adaptive()),
-        abandon_after: None,
-        ..MeshConfig::default()
-    };
-    let mut h = Hand::new(3, &config);
-    let mut rewrite = |from: usize, b: Vec<u8>| {
-        if from == 1 {
-            greedy(b, PlayerId(1), 1024)
-        } else {
-            b
-        }
-    };
+    let mut h = Net::new(3, &adaptive_mesh());
     for _ in 0..300 {
-        h.tick(&mut rewrite);
+        h.tick(&mut |from, to, b, net| {
+            if from == 1 {
+                let r = net.s[to].frame();
+                vec![(1, to, set_wants(&b, r, PlayerId(1), false, &|_| Some(1024)))]
+            } else {
+                vec![(from, to, b)]
+            }
+        });
     }
     let (a, b) = (h.changes(0), h.changes(2));
     assert_eq!(a, b, "the honest peers agree");
@@ -487,41 +379,28 @@ fn a_greedy_player_raises_the_delay_to_max_and_no_further() {
         "play goes on: {}",
         h.frames[0].len()
     );
-    let n = h.frames[0].len().min(h.frames[2].len());
-    assert_eq!(h.frames[0][..n], h.frames[2][..n]);
+    h.assert_inputs_agree(0, 2);
 }
 
 /// Wants that come without their input, for a seat not the sender's, or
 /// from an observer, are not taken: nothing changes.
 #[test]
 fn wants_without_their_input_or_from_the_wrong_peer_are_ignored() {
-    let config = MeshConfig {
-        delay: 2,
-        adaptive: Some(adaptive()),
-        abandon_after: None,
-        ..MeshConfig::default()
-    };
-    let mut h = Hand::new(3, &config);
-    let mut rewrite = |from: usize, b: Vec<u8>| {
-        let d = Datagram::decode(&b, Tick::ZERO).expect("our own datagram");
-        let mut out = Vec::new();
-        let mut w = DatagramWriter::new(&mut out, d.base, 1200);
-        for m in &d.messages {
-            w.push(m).expect("room");
-        }
-        // Every peer claims a want of 1024 for the seat after its own,
-        // for ticks ahead, with no input to go with it.
-        let other = PlayerId(((from + 1) % 3) as u16);
-        let ahead = d.base.saturating_add(3);
-        let _ = w.push(&Message::DelayWants {
-            seat: other,
-            changes: vec![(ahead, 1024)],
-        });
-        w.finish();
-        out
-    };
+    let mut h = Net::new(3, &adaptive_mesh());
     for _ in 0..300 {
-        h.tick(&mut rewrite);
+        h.tick(&mut |from, to, b, net| {
+            let d = Datagram::decode(&b, net.s[to].frame()).expect("our own datagram");
+            // Every peer claims a want of 1024 for the seat after its own,
+            // for ticks ahead, with no input to go with it.
+            let other = PlayerId(((from + 1) % 3) as u16);
+            let claim = Message::DelayWants {
+                seat: other,
+                changes: vec![(d.base.saturating_add(3), 1024)],
+            };
+            let mut msgs = d.messages.clone();
+            msgs.push(claim);
+            vec![(from, to, datagram(d.base, &msgs))]
+        });
     }
     for i in 0..3 {
         assert!(

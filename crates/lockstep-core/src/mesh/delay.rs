@@ -26,8 +26,8 @@
 //! holds commits back until the frames catch up. No tick is run twice or
 //! skipped, and every input committed runs at the tick it was stamped for.
 
+use super::MeshSession;
 use super::store::Cell;
-use super::{MeshSession, new_slot};
 use crate::error::CommitError;
 use crate::frame::SystemEvent;
 use crate::wire::MAX_DELAY_CHANGES;
@@ -248,15 +248,7 @@ impl<I: Input> MeshSession<I> {
                 < limit
             && self.pause.frame().is_none_or(|f| self.next_commit < f)
         {
-            let tick = self.next_commit;
-            let after = tick.next().ok_or(CommitError::TickSpaceExhausted)?;
-            let (seats, start) = (&self.seats, self.start);
-            let slot = self
-                .store
-                .ensure(tick, |t| new_slot(seats, start, t))
-                .ok_or(CommitError::TickSpaceExhausted)?;
-            slot.cells[seat.index()] = Cell::Known(I::default());
-            self.next_commit = after;
+            self.stamp_own(seat, I::default())?;
         }
         self.delays.rose &=
             self.next_commit.since(self.next_tick).saturating_add(1) < self.delays.delay;

@@ -989,6 +989,17 @@ impl<I: Input> MeshSession<I> {
             self.stats.commits_refused += 1;
             return Err(CommitError::Paused { frame });
         }
+        let tick = self.stamp_own(seat, input)?;
+        self.stamp_want(seat, tick);
+        self.note_arrivals();
+        for p in self.peers.iter_mut().filter(|p| p.seat.is_some()) {
+            p.flush = true;
+        }
+        Ok(tick)
+    }
+
+    /// Our `input` for the next tick to stamp, which it returns.
+    fn stamp_own(&mut self, seat: PlayerId, input: I) -> Result<Tick, CommitError> {
         let tick = self.next_commit;
         let after = tick.next().ok_or(CommitError::TickSpaceExhausted)?;
         let (seats, start) = (&self.seats, self.start);
@@ -998,11 +1009,6 @@ impl<I: Input> MeshSession<I> {
             .ok_or(CommitError::TickSpaceExhausted)?;
         slot.cells[seat.index()] = Cell::Known(input);
         self.next_commit = after;
-        self.stamp_want(seat, tick);
-        self.note_arrivals();
-        for p in self.peers.iter_mut().filter(|p| p.seat.is_some()) {
-            p.flush = true;
-        }
         Ok(tick)
     }
 

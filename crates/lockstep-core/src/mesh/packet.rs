@@ -84,14 +84,7 @@ impl<I: Input> MeshSession<I> {
             }));
         }
         if let Some((stamp, at)) = p.pong_owed {
-            let held_ms = u32::try_from((now - at).as_millis()).unwrap_or(u32::MAX);
-            let (received, sent) = p.link.counts();
-            w.put(Message::Pong {
-                stamp,
-                held_ms,
-                received,
-                sent,
-            });
+            w.put(p.link.pong_to(stamp, at, now));
         }
         if p.ping_due <= now {
             w.put(Message::Ping {

@@ -1951,14 +1951,7 @@ impl<I: Input> ClientSession<I> {
             }));
         }
         if let Some((stamp, at)) = self.pong_owed {
-            let held_ms = u32::try_from((self.now - at).as_millis()).unwrap_or(u32::MAX);
-            let (received, sent) = self.link.counts();
-            w.put(Message::Pong {
-                stamp,
-                held_ms,
-                received,
-                sent,
-            });
+            w.put(self.link.pong_to(stamp, at, self.now));
         }
         if self.connected() && self.ping_due <= self.now {
             w.put(Message::Ping {

@@ -3074,14 +3074,7 @@ impl<I: Input> Sequencer<I> {
             }));
         }
         if let Some((stamp, at)) = c.pong_owed {
-            let held_ms = u32::try_from((now - at).as_millis()).unwrap_or(u32::MAX);
-            let (received, sent) = c.link.counts();
-            w.put(Message::Pong {
-                stamp,
-                held_ms,
-                received,
-                sent,
-            });
+            w.put(c.link.pong_to(stamp, at, now));
         }
         if c.ping_due <= now {
             w.put(Message::Ping {

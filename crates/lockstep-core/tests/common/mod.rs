@@ -3,6 +3,7 @@
 //! gets, reports checksums and records what it saw.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod hand;
 pub mod hosted;
 pub mod join;
 pub mod observe;
