@@ -71,6 +71,16 @@ impl AdaptiveDelay {
         )
     }
 
+    /// [`validate`](Self::validate), and `delay`, the one to start from,
+    /// within `min..=max`.
+    pub(crate) fn validate_from(&self, delay: u32) -> Result<(), ConfigError> {
+        self.validate()?;
+        ConfigError::unless(
+            delay < self.min || delay > self.max,
+            "delay must be within the adaptive delay's min..=max",
+        )
+    }
+
     /// `delay` kept within `min..=max`.
     pub fn clamp(&self, delay: u32) -> u32 {
         delay.clamp(self.min, self.max)

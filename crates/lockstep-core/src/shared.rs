@@ -156,6 +156,19 @@ impl LinkMeter {
         self.ping = Some((stamp, self.sent.wrapping_add(1)));
     }
 
+    /// The pong for ping `stamp` came at `now`, held `held_ms` by the other
+    /// end, with its counts: the round trip goes to `rtt`. Returns the
+    /// datagrams lost each way (there, back) since the previous pong.
+    pub(crate) fn pong_came(
+        &mut self,
+        rtt: &mut Rtt,
+        now: Instant,
+        (stamp, held_ms, received, sent): (u32, u32, u32, u32),
+    ) -> (u64, u64) {
+        rtt.pong(now, stamp, held_ms);
+        self.pong(stamp, received, sent)
+    }
+
     /// The pong for ping `stamp` came, with the other end's counts. Returns
     /// the datagrams lost each way (there, back) since the previous pong.
     pub(crate) fn pong(&mut self, stamp: u32, received: u32, sent: u32) -> (u64, u64) {

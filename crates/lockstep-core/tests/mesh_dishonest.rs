@@ -10,9 +10,7 @@ use common::Session;
 use lockstep_core::wire::{
     Abandon, ChainWriter, Datagram, DatagramWriter, Endorsement, InputRun, Inputs, Message,
 };
-use lockstep_core::{
-    CommitError, Event, Frame, Instant, MeshConfig, PeerId, PlayerId, Roster, Tick,
-};
+use lockstep_core::{CommitError, Event, Frame, Instant, MeshConfig, PeerId, PlayerId, Tick};
 use std::time::Duration;
 
 /// Decides the fate of a datagram `(from, to, bytes, sender)`: `None` drops
@@ -32,21 +30,7 @@ struct Net {
 
 impl Net {
     fn new(n: usize, config: MeshConfig) -> Self {
-        let mut roster = Roster::new();
-        for i in 0..n {
-            roster = roster.player(PeerId(i as u32), PlayerId(i as u16));
-        }
-        let s = (0..n)
-            .map(|i| {
-                Session::new(
-                    config.clone(),
-                    roster.clone(),
-                    PeerId(i as u32),
-                    Instant::ZERO,
-                )
-                .unwrap()
-            })
-            .collect();
+        let s = common::hand::players(n, &config);
         Self {
             s,
             frames: vec![Vec::new(); n],

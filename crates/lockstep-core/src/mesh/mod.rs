@@ -168,11 +168,7 @@ impl MeshConfig {
             "tick_rate must be from 1 to 1000",
         )?;
         if let Some(a) = &self.adaptive {
-            a.validate()?;
-            bad(
-                self.delay < a.min || self.delay > a.max,
-                "delay must be within the adaptive delay's min..=max",
-            )?;
+            a.validate_from(self.delay)?;
         }
         bad(
             self.max_input_len == 0 || self.max_input_len > wire::MAX_INPUT_LEN,
@@ -1478,9 +1474,8 @@ impl<I: Input> MeshSession<I> {
         if let Some(stamp) = r.ping {
             p.pong_owed = Some((stamp, now));
         }
-        if let Some((stamp, held, received, sent)) = r.pong {
-            p.rtt.pong(now, stamp, held);
-            p.link.pong(stamp, received, sent);
+        if let Some(pong) = r.pong {
+            p.link.pong_came(&mut p.rtt, now, pong);
         }
         for &(seat, tick) in &r.acks {
             let a = &mut p.acks[seat.index()];

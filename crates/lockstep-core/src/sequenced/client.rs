@@ -1560,8 +1560,8 @@ impl<I: Input> ClientSession<I> {
                     received,
                     sent,
                 } => {
-                    self.rtt.pong(now, stamp, held_ms);
-                    self.link.pong(stamp, received, sent);
+                    let pong = (stamp, held_ms, received, sent);
+                    self.link.pong_came(&mut self.rtt, now, pong);
                 }
                 Message::SnapshotChunk(c) => self.take_chunk(&c),
                 Message::SnapshotRequest { id, tick } => self.snapshot_requested(id, tick),

@@ -333,11 +333,7 @@ impl SequencerConfig {
         )?;
         bad(self.delay > 1024, "delay over 1024 ticks")?;
         if let Some(a) = &self.adaptive {
-            a.validate()?;
-            bad(
-                self.delay < a.min || self.delay > a.max,
-                "delay must be within the adaptive delay's min..=max",
-            )?;
+            a.validate_from(self.delay)?;
         }
         bad(
             self.max_lead == 0 || self.max_lead > 4096,
@@ -2006,8 +2002,8 @@ impl<I: Input> Sequencer<I> {
                     sent,
                 } => {
                     let c = &mut self.conns[i];
-                    c.rtt.pong(now, stamp, held_ms);
-                    let (to_it, from_it) = c.link.pong(stamp, received, sent);
+                    let pong = (stamp, held_ms, received, sent);
+                    let (to_it, from_it) = c.link.pong_came(&mut c.rtt, now, pong);
                     self.stats.datagrams_lost_out += to_it;
                     self.stats.datagrams_lost_in += from_it;
                 }

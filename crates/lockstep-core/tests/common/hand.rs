@@ -30,23 +30,28 @@ pub struct Net {
     pub now: Instant,
 }
 
+/// `n` sessions, peer `i` playing seat `i`, started at zero.
+pub fn players(n: usize, config: &MeshConfig) -> Vec<Session> {
+    let mut roster = Roster::new();
+    for i in 0..n {
+        roster = roster.player(PeerId(i as u32), PlayerId(i as u16));
+    }
+    (0..n)
+        .map(|i| {
+            Session::new(
+                config.clone(),
+                roster.clone(),
+                PeerId(i as u32),
+                Instant::ZERO,
+            )
+            .expect("a session")
+        })
+        .collect()
+}
+
 impl Net {
     pub fn new(n: usize, config: &MeshConfig) -> Self {
-        let mut roster = Roster::new();
-        for i in 0..n {
-            roster = roster.player(PeerId(i as u32), PlayerId(i as u16));
-        }
-        let s = (0..n)
-            .map(|i| {
-                Session::new(
-                    config.clone(),
-                    roster.clone(),
-                    PeerId(i as u32),
-                    Instant::ZERO,
-                )
-                .expect("a session")
-            })
-            .collect();
+        let s = players(n, config);
         Self {
             s,
             frames: vec![Vec::new(); n],
