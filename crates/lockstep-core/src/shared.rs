@@ -151,9 +151,11 @@ impl LinkMeter {
         }
     }
 
-    /// A ping stamped `stamp` is about to go out.
-    pub(crate) fn pinged(&mut self, stamp: u32) {
-        self.ping = Some((stamp, self.sent.wrapping_add(1)));
+    /// A ping stamped at `now` is about to go out: its round trip is
+    /// timed by `rtt`, its counts kept here.
+    pub(crate) fn pinged(&mut self, rtt: &mut Rtt, now: Instant) {
+        rtt.pinged(now);
+        self.ping = Some((Rtt::stamp(now), self.sent.wrapping_add(1)));
     }
 
     /// The pong for ping `stamp` came at `now`, held `held_ms` by the other
@@ -330,7 +332,7 @@ mod tests {
         let now = Instant::ZERO;
         // Round one: 1 datagram out (the ping), the other end got it and
         // sent 1 back (the pong).
-        m.pinged(1);
+        m.pinged(&mut Rtt::default(), Instant::from_millis(1));
         m.sent(now, 100);
         m.received(now, 100);
         assert_eq!(m.pong(1, 1, 1), (0, 0));
@@ -339,7 +341,7 @@ mod tests {
         for _ in 0..99 {
             m.sent(now, 100);
         }
-        m.pinged(2);
+        m.pinged(&mut Rtt::default(), Instant::from_millis(2));
         m.sent(now, 100);
         for _ in 0..40 {
             m.received(now, 100);
@@ -352,7 +354,7 @@ mod tests {
         assert_eq!(m.pong(9, 0, 0), (0, 0));
         assert_eq!(m.traffic(now).loss_up, Some(0.1));
         // Duplicates (more came than went) are no loss, not a gain.
-        m.pinged(3);
+        m.pinged(&mut Rtt::default(), Instant::from_millis(3));
         m.sent(now, 100);
         for _ in 0..3 {
             m.received(now, 100);

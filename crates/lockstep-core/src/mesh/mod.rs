@@ -1815,8 +1815,7 @@ impl<I: Input> MeshSession<I> {
                 p.pong_owed = None;
                 if p.ping_due <= now {
                     p.ping_due = now + self.config.ping_interval;
-                    p.rtt.pinged(now);
-                    p.link.pinged(Rtt::stamp(now));
+                    p.link.pinged(&mut p.rtt, now);
                 }
                 p.link.sent(now, buf.len());
                 p.last_sent = Some(now);

@@ -2070,8 +2070,7 @@ impl<I: Input> ClientSession<I> {
         if self.ping_due <= self.now {
             self.ping_due = self.now + self.config.ping_interval;
             if self.connected() {
-                self.rtt.pinged(self.now);
-                self.link.pinged(Rtt::stamp(self.now));
+                self.link.pinged(&mut self.rtt, self.now);
             }
         }
         self.link.sent(self.now, len);

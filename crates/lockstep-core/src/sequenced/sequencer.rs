@@ -1361,8 +1361,7 @@ impl<I: Input> Sequencer<I> {
         c.welcome_pending = c.welcome_pending && c.closing.is_none();
         if c.ping_due <= now {
             c.ping_due = now + self.config.ping_interval;
-            c.rtt.pinged(now);
-            c.link.pinged(Rtt::stamp(now));
+            c.link.pinged(&mut c.rtt, now);
         }
         c.link.sent(now, buf.len());
         c.last_sent = Some(now);
