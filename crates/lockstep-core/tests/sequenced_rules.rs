@@ -704,6 +704,50 @@ fn pause_and_resume_reach_every_client() {
     assert!(room.client(1).frame() > frozen_at);
 }
 
+/// A room paused while it waits on a silent player: the player's
+/// abandonment waits for the resume (nothing is sealed in a pause), so its
+/// timer must not say it is due meanwhile. It once did, and
+/// `poll_timeout` kept naming an instant already past: a server's loop
+/// spun a core until the pause ended (found by the trace test).
+#[test]
+fn a_pause_over_a_silent_player_asks_for_no_timer_already_past() {
+    let mut room = honest_room();
+    // Player 2 stops committing: the room waits on it.
+    for _ in 0..20 {
+        let _ = room.client(1).commit_local(1);
+        room.step(33);
+        while room.client(1).advance().is_some() {}
+    }
+    assert_eq!(room.server.waiting(), &[PlayerId(1)]);
+    room.client(1).request_pause().unwrap();
+    room.step(33);
+    assert!(room.server.paused());
+    // Well past `abandon_after` (5 s) in the pause: every timer asked for
+    // lies ahead once it fired.
+    for _ in 0..300 {
+        room.step(33);
+        let now = room.now;
+        room.server.handle_timeout(now);
+        let next = room.server.poll_timeout();
+        assert!(next.is_none_or(|t| t > now), "{next:?} at {now:?}");
+    }
+    // Resumed, the silent player is abandoned at once and play goes on.
+    room.client(1).resume();
+    let mut seen = Vec::new();
+    for _ in 0..30 {
+        let _ = room.client(1).commit_local(1);
+        room.step(33);
+        seen.extend(std::iter::from_fn(|| room.client(1).advance()));
+    }
+    assert!(
+        seen.iter()
+            .any(|f| f.events.contains(&SystemEvent::Abandoned {
+                player: PlayerId(1)
+            })),
+        "{seen:?}"
+    );
+}
+
 #[test]
 fn a_host_plays_its_own_room_with_remote_players() {
     let mut host =

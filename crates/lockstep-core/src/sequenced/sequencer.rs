@@ -1419,7 +1419,10 @@ impl<I: Input> Sequencer<I> {
                 }
             }
         }
-        if let Policy::WaitForAll { abandon_after } = self.config.policy {
+        // Nothing is sealed in a pause, nor anyone abandoned for holding a
+        // tick up: those timers wait for the resume (a deadline that
+        // passed meanwhile is acted on then).
+        if let (Policy::WaitForAll { abandon_after }, false) = (self.config.policy, self.paused) {
             // Saying whom the room waits on, once it has waited a tick
             // (a time already past was seen to by the last call).
             if let Some(t) = self
