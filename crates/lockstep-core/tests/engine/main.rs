@@ -1,0 +1,3 @@
+//! Behaviour across topologies: the trace guard.
+
+mod trace;
