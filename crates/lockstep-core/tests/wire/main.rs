@@ -1,4 +1,5 @@
 //! The wire format: golden bytes for every message, checked against the
-//! protocol document.
+//! protocol document, and round-trip properties of every codec.
 
 mod golden;
+mod properties;

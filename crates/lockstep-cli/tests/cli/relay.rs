@@ -1,0 +1,112 @@
+//! `lockstep relay` as a process: it listens where told, serves a client,
+//! reports metrics, and on SIGTERM says goodbye and exits cleanly.
+
+use crate::common;
+use lockstep_core::sequenced::{ClientConfig, ClientSession, CloseReason};
+use lockstep_core::wire::ByeReason;
+use lockstep_net::{Clock, UdpTransport, WsClientTransport, drive};
+
+use common::RelayProcess;
+use std::io::{Read, Write};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+#[test]
+fn the_relay_binary_serves_and_shuts_down_gracefully() {
+    let mut relay = RelayProcess::start(&[
+        "--udp",
+        "127.0.0.1:0",
+        "--ws",
+        "127.0.0.1:0",
+        "--http",
+        "127.0.0.1:0",
+    ]);
+    let (udp, http) = (relay.addr("udp"), relay.addr("http"));
+
+    // A client plays a few ticks.
+    let clock = Clock::new();
+    let mut t = UdpTransport::bind("127.0.0.1:0").expect("bind");
+    let server = t.add_peer(udp);
+    assert_eq!(server, WsClientTransport::SERVER);
+    let mut c = ClientSession::<u8>::new(
+        ClientConfig {
+            room: "cli".into(),
+            secret: Some(lockstep_net::session_secret().expect("randomness")),
+            ..ClientConfig::default()
+        },
+        server,
+        clock.now(),
+    )
+    .expect("config");
+    let mut scratch = lockstep_net::Buffers::default();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.frame().get() < 30 {
+        assert!(Instant::now() < deadline, "no progress");
+        drive(&mut c, &mut t, clock.now(), &mut scratch).expect("drive");
+        let _ = c.commit_local(1);
+        while c.advance().is_some() {}
+        std::thread::sleep(Duration::from_millis(2));
+    }
+
+    // Metrics count it.
+    let mut s = std::net::TcpStream::connect(http).expect("http");
+    write!(s, "GET /metrics HTTP/1.1\r\n\r\n").expect("write");
+    let mut body = String::new();
+    s.read_to_string(&mut body).expect("read");
+    assert!(body.contains("lockstep_ticks_total"), "{body}");
+
+    // SIGTERM: goodbye, then a clean exit.
+    let status = Command::new("kill")
+        .args(["-TERM", &relay.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.closed().is_none() {
+        assert!(Instant::now() < deadline, "no goodbye");
+        drive(&mut c, &mut t, clock.now(), &mut scratch).expect("drive");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(
+        matches!(c.closed(), Some(CloseReason::Bye(ByeReason::Shutdown, _))),
+        "{:?}",
+        c.closed()
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = relay.child.try_wait().expect("wait") {
+            assert!(status.success(), "exit status {status}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the relay did not exit");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_bad_config_file_is_reported_in_words() {
+    let dir = std::env::temp_dir().join(format!("lockstep-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    let path = dir.join("relay.toml");
+    std::fs::write(&path, "[limits]\nmax_romos = 3\n").expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args([
+            "relay",
+            "--udp",
+            "127.0.0.1:0",
+            "--ws",
+            "off",
+            "--http",
+            "off",
+            "--config",
+        ])
+        .arg(&path)
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad configuration") && err.contains("max_romos"),
+        "{err}"
+    );
+}

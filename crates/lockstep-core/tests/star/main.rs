@@ -1,0 +1,18 @@
+//! The sequenced (star) topology, relay rooms and host mode: each module
+//! one concern, its rules driven by hand, its promises over many seeds,
+//! and the attacks on it.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod adaptive_delay;
+mod host_migration;
+mod host_migration_attacks;
+mod host_migration_midway;
+mod join;
+mod join_attacks;
+mod properties;
+mod rejoin;
+mod roster;
+mod rules;
+mod single_player;

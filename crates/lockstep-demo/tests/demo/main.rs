@@ -1,0 +1,5 @@
+//! The demo game: determinism, healing from a desync, rendering.
+
+mod determinism;
+mod heal;
+mod render;

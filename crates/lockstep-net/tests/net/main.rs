@@ -1,0 +1,4 @@
+//! The transports over real loopback sockets.
+
+mod host_migration;
+mod transports;

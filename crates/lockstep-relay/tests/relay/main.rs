@@ -1,0 +1,15 @@
+//! The relay as a server on real loopback sockets: admission, play, limits,
+//! sealing, failover, WebSocket and TLS, and the attacks on each.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod admission;
+mod failover;
+mod griefing_attacks;
+mod limits;
+mod opaque;
+mod play;
+mod rule_attacks;
+mod sealed;
+mod wss;
