@@ -1,4 +1,4 @@
-//! The binary wire format, protocol v4.
+//! The binary wire format, protocol v5.
 //!
 //! Every datagram starts with a five-byte header, then one or more
 //! messages:
@@ -23,21 +23,32 @@
 //! every message's layout.
 
 mod chain;
+mod checks;
 pub(crate) mod codec;
+mod control;
+mod envelope;
 mod frame;
+mod handshake;
 mod message;
+mod play;
+mod roster;
+mod transfer;
 
 pub use chain::{ChainWriter, decode_chain, xor_delta, xor_undelta};
+pub use checks::Checkpoint;
 pub use codec::{MAX_TICK_DELTA, expand_tick};
+pub use control::{Abandon, Endorsement};
+pub use envelope::{Datagram, DatagramWriter, peek_anchor, peek_version};
 pub use frame::{FrameRef, decode_frames_body, encode_frame, encode_frames_body};
+pub use handshake::{ByeReason, ErrorCode, Hello, InputCodec, RejectReason, ResumeToken, Welcome};
 pub use message::{
-    Abandon, ByeReason, Checkpoint, Datagram, DatagramWriter, Endorsement, ErrorCode, Frames,
-    HEADER_LEN, Hello, Holder, InputCodec, InputRun, Inputs, MAX_CHAIN_QUESTIONS, MAX_CHUNKS,
-    MAX_CONTACT, MAX_COOKIE, MAX_DELAY_CHANGES, MAX_FRAMES, MAX_MESSAGES, MAX_NAME, MAX_ROOM,
-    MAX_RUN, MAX_SNAPSHOT, MAX_TEXT, MAX_TICKET, MIN_HELLO_DATAGRAM, Member, Message, RejectReason,
-    ResumeToken, SnapshotAck, SnapshotChunk, Status, Welcome, message_type, peek_anchor,
-    peek_version,
+    HEADER_LEN, MAX_CHAIN_QUESTIONS, MAX_CHUNKS, MAX_CONTACT, MAX_COOKIE, MAX_DELAY_CHANGES,
+    MAX_FRAMES, MAX_MESSAGES, MAX_NAME, MAX_ROOM, MAX_RUN, MAX_SNAPSHOT, MAX_TEXT, MAX_TICKET,
+    MIN_HELLO_DATAGRAM, Message, message_type,
 };
+pub use play::{Frames, InputRun, Inputs, Status};
+pub use roster::{Holder, Member};
+pub use transfer::{SnapshotAck, SnapshotChunk};
 
 use crate::input::InputDecodeError;
 

@@ -1,0 +1,271 @@
+//! Play: `Inputs` (with acknowledgements), `Frames`, the sequencer's
+//! `Status`, and the adaptive delay's `DelayWanted` and `DelayWants`, each
+//! encoded beside its decoder.
+
+use super::chain::decode_chain;
+use super::codec::{Reader, put_bytes, put_tick_delta, put_varint};
+use super::frame::{decode_frames_body, read_player};
+use super::handshake::within;
+use super::message::{MAX_DELAY_CHANGES, MAX_FRAMES, MAX_RUN, Message};
+use super::{MAX_DATAGRAM_LEN, MAX_DELAY, MAX_SEATS, WireError};
+use crate::{Frame, Input, PlayerId, Tick};
+
+/// Consecutive inputs of one seat, as a delta chain (see
+/// [`ChainWriter`](super::ChainWriter)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InputRun<'a> {
+    /// Whose inputs.
+    pub seat: PlayerId,
+    /// The tick of the first input.
+    pub start: Tick,
+    /// How many inputs (at least 1).
+    pub count: u32,
+    /// The encoded chain.
+    pub chain: &'a [u8],
+}
+
+impl InputRun<'_> {
+    /// The inputs, decoded as `I`.
+    pub fn decode<I: Input>(&self) -> Result<Vec<I>, WireError> {
+        decode_chain(self.chain, self.count as usize)
+    }
+}
+
+/// Inputs with acknowledgements.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Inputs<'a> {
+    /// For each listed seat, the lowest tick of its input the sender still
+    /// lacks: where the recipient should resend from.
+    pub acks: Vec<(PlayerId, Tick)>,
+    /// Input runs.
+    pub runs: Vec<InputRun<'a>>,
+}
+
+/// Confirmed frames for consecutive ticks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Frames<'a> {
+    /// The first tick.
+    pub start: Tick,
+    /// How many frames (at least 1).
+    pub count: u32,
+    /// Seats in each frame.
+    pub seats: u32,
+    /// The encoded frames (see [`encode_frames_body`](super::encode_frames_body)).
+    pub body: &'a [u8],
+}
+
+impl Frames<'_> {
+    /// The frames, decoded as `I`.
+    pub fn decode<I: Input>(&self) -> Result<Vec<Frame<I>>, WireError> {
+        decode_frames_body(
+            self.start,
+            self.count as usize,
+            self.seats as usize,
+            self.body,
+        )
+    }
+}
+
+/// What a sequencer tells each client besides frames.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Status {
+    /// The next tick the sequencer will seal.
+    pub open: Tick,
+    /// How many ticks early (positive) or late (negative) this client's
+    /// latest input arrived for the tick it was stamped for.
+    pub slack: i32,
+    /// The seats the open tick is waiting on (empty unless stalled).
+    pub waiting: Vec<PlayerId>,
+}
+
+/// A list of `(seat, tick)`, ticks relative to `base`.
+pub(super) fn put_seat_ticks(out: &mut Vec<u8>, base: Tick, list: &[(PlayerId, Tick)]) {
+    put_varint(out, list.len() as u64);
+    for (p, t) in list {
+        put_varint(out, u64::from(p.0));
+        put_tick_delta(out, base, *t);
+    }
+}
+
+pub(super) fn read_seat_ticks(
+    r: &mut Reader<'_>,
+    base: Tick,
+    what: &'static str,
+) -> Result<Vec<(PlayerId, Tick)>, WireError> {
+    let n = r.count(what, MAX_SEATS, 2)?;
+    (0..n)
+        .map(|_| Ok((read_player(r)?, r.tick_delta(base)?)))
+        .collect()
+}
+
+// ----- Inputs `0x04` --------------------------------------------------------
+
+pub(super) fn check_inputs(i: &Inputs<'_>) -> Result<(), WireError> {
+    within("ack", i.acks.len(), MAX_SEATS)?;
+    within("input run", i.runs.len(), MAX_SEATS)?;
+    for r in &i.runs {
+        within("run input", r.count as usize, MAX_RUN)?;
+        if r.count == 0 || r.start.checked_add(r.count - 1).is_none() {
+            return Err(WireError::Invalid("input run passes the last tick"));
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn put_inputs(out: &mut Vec<u8>, base: Tick, m: &Inputs<'_>) {
+    put_seat_ticks(out, base, &m.acks);
+    put_varint(out, m.runs.len() as u64);
+    for run in &m.runs {
+        put_varint(out, u64::from(run.seat.0));
+        put_tick_delta(out, base, run.start);
+        put_varint(out, u64::from(run.count));
+        put_bytes(out, run.chain);
+    }
+}
+
+pub(super) fn read_inputs<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireError> {
+    let acks = read_seat_ticks(r, base, "ack")?;
+    let n = r.count("input run", MAX_SEATS, 4)?;
+    let mut runs = Vec::with_capacity(n);
+    for _ in 0..n {
+        let seat = read_player(r)?;
+        let start = r.tick_delta(base)?;
+        let count = r.len("run input", MAX_RUN)?;
+        if count == 0 {
+            return Err(WireError::Invalid("empty input run"));
+        }
+        if start.checked_add(count as u32 - 1).is_none() {
+            return Err(WireError::Invalid("input run passes the last tick"));
+        }
+        let chain = r.byte_string("chain", MAX_DATAGRAM_LEN)?;
+        runs.push(InputRun {
+            seat,
+            start,
+            count: count as u32,
+            chain,
+        });
+    }
+    Ok(Message::Inputs(Inputs { acks, runs }))
+}
+
+// ----- Frames `0x05` --------------------------------------------------------
+
+pub(super) fn check_frames(f: &Frames<'_>) -> Result<(), WireError> {
+    within("frame", f.count as usize, MAX_FRAMES)?;
+    within("seat", f.seats as usize, MAX_SEATS)
+}
+
+pub(super) fn put_frames(out: &mut Vec<u8>, base: Tick, f: &Frames<'_>) {
+    put_tick_delta(out, base, f.start);
+    put_varint(out, u64::from(f.count));
+    put_varint(out, u64::from(f.seats));
+    put_bytes(out, f.body);
+}
+
+pub(super) fn read_frames<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireError> {
+    let start = r.tick_delta(base)?;
+    let count = r.len("frame", MAX_FRAMES)?;
+    if count == 0 {
+        return Err(WireError::Invalid("empty frame list"));
+    }
+    if start.checked_add(count as u32 - 1).is_none() {
+        return Err(WireError::Invalid("frames pass the last tick"));
+    }
+    let seats = r.len("seat", MAX_SEATS)?;
+    let body = r.byte_string("frames", MAX_DATAGRAM_LEN)?;
+    Ok(Message::Frames(Frames {
+        start,
+        count: count as u32,
+        seats: seats as u32,
+        body,
+    }))
+}
+
+// ----- Status `0x0F` --------------------------------------------------------
+
+pub(super) fn put_status(out: &mut Vec<u8>, base: Tick, st: &Status) {
+    put_tick_delta(out, base, st.open);
+    let z = (i64::from(st.slack) << 1) ^ (i64::from(st.slack) >> 63);
+    put_varint(out, z as u64);
+    put_varint(out, st.waiting.len() as u64);
+    for p in &st.waiting {
+        put_varint(out, u64::from(p.0));
+    }
+}
+
+pub(super) fn read_status<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireError> {
+    let open = r.tick_delta(base)?;
+    let z = r.varint()?;
+    let slack = ((z >> 1) as i64) ^ -((z & 1) as i64);
+    let slack = i32::try_from(slack).map_err(|_| WireError::Invalid("slack out of range"))?;
+    let n = r.count("waiting seat", MAX_SEATS, 1)?;
+    let waiting = (0..n).map(|_| read_player(r)).collect::<Result<_, _>>()?;
+    Ok(Message::Status(Status {
+        open,
+        slack,
+        waiting,
+    }))
+}
+
+// ----- DelayWanted `0x1D`, DelayWants `0x1E` --------------------------------
+
+pub(super) fn check_delay_wanted(delay: u32) -> Result<(), WireError> {
+    if delay == 0 {
+        return Err(WireError::Invalid("a delay of 0 ticks"));
+    }
+    within("delay", delay as usize, 1024)
+}
+
+pub(super) fn read_delay_wanted<'a>(r: &mut Reader<'a>) -> Result<Message<'a>, WireError> {
+    match r.varint_u32()? {
+        delay if (1..=MAX_DELAY).contains(&delay) => Ok(Message::DelayWanted { delay }),
+        _ => Err(WireError::Invalid("delay not 1 to 1024 ticks")),
+    }
+}
+
+pub(super) fn check_delay_wants(seat: PlayerId, changes: &[(Tick, u32)]) -> Result<(), WireError> {
+    within("seat", seat.index(), MAX_SEATS - 1)?;
+    within("delay change", changes.len(), MAX_DELAY_CHANGES)?;
+    if changes.windows(2).any(|w| w[0].0 >= w[1].0) {
+        return Err(WireError::Invalid("delay changes out of order"));
+    }
+    match changes.iter().find(|(_, d)| !(1..=MAX_DELAY).contains(d)) {
+        Some(_) => Err(WireError::Invalid("delay not 1 to 1024 ticks")),
+        None => Ok(()),
+    }
+}
+
+pub(super) fn put_delay_wants(
+    out: &mut Vec<u8>,
+    base: Tick,
+    seat: PlayerId,
+    changes: &[(Tick, u32)],
+) {
+    put_varint(out, u64::from(seat.0));
+    put_varint(out, changes.len() as u64);
+    for (t, d) in changes {
+        put_tick_delta(out, base, *t);
+        put_varint(out, u64::from(*d));
+    }
+}
+
+pub(super) fn read_delay_wants<'a>(
+    r: &mut Reader<'a>,
+    base: Tick,
+) -> Result<Message<'a>, WireError> {
+    let seat = read_player(r)?;
+    let n = r.count("delay change", MAX_DELAY_CHANGES, 2)?;
+    let mut changes: Vec<(Tick, u32)> = Vec::with_capacity(n);
+    for _ in 0..n {
+        let tick = r.tick_delta(base)?;
+        let delay = r.varint_u32()?;
+        if !(1..=MAX_DELAY).contains(&delay) {
+            return Err(WireError::Invalid("delay not 1 to 1024 ticks"));
+        }
+        if changes.last().is_some_and(|(t, _)| *t >= tick) {
+            return Err(WireError::Invalid("delay changes out of order"));
+        }
+        changes.push((tick, delay));
+    }
+    Ok(Message::DelayWants { seat, changes })
+}
