@@ -89,25 +89,6 @@ impl ConfigError {
             Ok(())
         }
     }
-
-    /// The rules every session's configuration shares: the datagram size,
-    /// the resend, keepalive and ping timers, and the checksum window.
-    pub(crate) fn check_link(
-        max_datagram: usize,
-        timers: [core::time::Duration; 3],
-        checksum_window: usize,
-    ) -> Result<(), Self> {
-        let bad = Self::unless;
-        bad(
-            !(256..=crate::wire::MAX_DATAGRAM_LEN).contains(&max_datagram),
-            "max_datagram must be 256 to 65507 bytes",
-        )?;
-        let [resend, keepalive, ping] = timers;
-        bad(resend.is_zero(), "resend_interval must be positive")?;
-        bad(keepalive.is_zero(), "keepalive_interval must be positive")?;
-        bad(ping.is_zero(), "ping_interval must be positive")?;
-        bad(checksum_window == 0, "checksum_window must be positive")
-    }
 }
 
 /// Why [`commit_local`](crate::MeshSession::commit_local) refused an input.

@@ -83,6 +83,7 @@ mod pacer;
 mod pause;
 mod player_inputs;
 mod rate;
+mod rules;
 pub mod secure;
 pub mod sequenced;
 mod shared;

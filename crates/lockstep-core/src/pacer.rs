@@ -75,10 +75,7 @@ impl Pacer {
     /// A pacer for `tick_rate` ticks per second.
     pub fn new(tick_rate: u32, config: PacerConfig) -> Result<Self, ConfigError> {
         let bad = ConfigError::unless;
-        bad(
-            !(1..=1000).contains(&tick_rate),
-            "tick_rate must be 1 to 1000",
-        )?;
+        crate::rules::limits::tick_rate(tick_rate)?;
         bad(
             !(0.0..=0.5).contains(&config.max_adjust),
             "max_adjust must be 0 to 0.5",

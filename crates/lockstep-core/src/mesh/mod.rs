@@ -19,6 +19,7 @@ use crate::error::{
 };
 use crate::frame::SystemEvent;
 use crate::pause::{PauseAgreement, PauseChange};
+use crate::rules::limits;
 use crate::shared::{Events, LinkMeter, Rate, Rtt, Traffic};
 use crate::snapshot::{SnapshotLimits, SnapshotSender};
 use crate::wire::{self, Abandon, Datagram, Endorsement, Message, WireError};
@@ -150,7 +151,7 @@ impl Default for MeshConfig {
 
 impl MeshConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        ConfigError::check_link(
+        limits::link(
             self.max_datagram,
             [
                 self.resend_interval,
@@ -160,20 +161,13 @@ impl MeshConfig {
             self.checksum_window,
         )?;
         let bad = ConfigError::unless;
-        bad(self.max_lead == 0, "max_lead must be at least 1")?;
-        bad(self.delay > 1024, "delay over 1024 ticks")?;
-        bad(self.max_lead > 4096, "max_lead over 4096 ticks")?;
-        bad(
-            self.tick_rate == 0 || self.tick_rate > 1000,
-            "tick_rate must be from 1 to 1000",
-        )?;
+        limits::lead(self.max_lead)?;
+        limits::delay(self.delay)?;
+        limits::tick_rate(self.tick_rate)?;
         if let Some(a) = &self.adaptive {
             a.validate_from(self.delay)?;
         }
-        bad(
-            self.max_input_len == 0 || self.max_input_len > wire::MAX_INPUT_LEN,
-            "max_input_len must be between 1 and 1024 bytes",
-        )?;
+        limits::input_len(self.max_input_len)?;
         bad(
             self.max_input_len + 128 > self.max_datagram,
             "max_datagram must leave room for a maximum-size input",

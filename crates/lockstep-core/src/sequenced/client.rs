@@ -8,6 +8,7 @@ use crate::error::{
     ChecksumError, CommitError, ConfigError, DatagramError, Incompatibility, PauseError,
     ReconnectError,
 };
+use crate::rules::limits;
 use crate::secure::{self, SecureChannel};
 use crate::shared::{Events, LinkMeter, Rate, Rtt, Traffic};
 use crate::snapshot::{Snapshot, SnapshotError, SnapshotLimits, SnapshotReceiver, SnapshotSender};
@@ -155,7 +156,7 @@ impl Default for ClientConfig {
 
 impl ClientConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        ConfigError::check_link(
+        limits::link(
             self.max_datagram,
             [
                 self.resend_interval,
@@ -171,12 +172,12 @@ impl ClientConfig {
             self.ticket.len() > wire::MAX_TICKET,
             "ticket over 512 bytes",
         )?;
+        limits::input_len(self.max_input_len)?;
         bad(
-            self.max_input_len == 0
-                || self.max_input_len + 128 + secure::SEALED_OVERHEAD > self.max_datagram,
-            "max_input_len must be positive and fit a datagram",
+            self.max_input_len + 128 + secure::SEALED_OVERHEAD > self.max_datagram,
+            "max_datagram must leave room for a maximum-size input",
         )?;
-        bad(self.max_lead == 0, "max_lead must be at least 1")?;
+        limits::lead(self.max_lead)?;
         bad(self.window < 16, "window must hold at least 16 frames")?;
         bad(self.max_unacked < 16, "max_unacked must be at least 16")?;
         bad(

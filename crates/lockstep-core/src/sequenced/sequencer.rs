@@ -5,6 +5,7 @@ use crate::admission::{self, SecretStream};
 use crate::checksum::{Incoming, Referee, Relayed, Routed, Verdicted};
 use crate::endpoint::Transmit;
 use crate::error::ConfigError;
+use crate::rules::limits;
 use crate::shared::{Events, LinkMeter, Rate, Rtt, Traffic};
 use crate::snapshot::{SnapshotError, SnapshotLimits, SnapshotReceiver, SnapshotSender};
 use crate::wire::{
@@ -317,7 +318,7 @@ impl Default for SequencerConfig {
 
 impl SequencerConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        ConfigError::check_link(
+        limits::link(
             self.max_datagram,
             [
                 self.resend_interval,
@@ -327,27 +328,18 @@ impl SequencerConfig {
             self.checksum_window,
         )?;
         let bad = ConfigError::unless;
-        bad(
-            self.tick_rate == 0 || self.tick_rate > 1000,
-            "tick_rate must be 1 to 1000",
-        )?;
-        bad(self.delay > 1024, "delay over 1024 ticks")?;
+        limits::tick_rate(self.tick_rate)?;
+        limits::delay(self.delay)?;
         if let Some(a) = &self.adaptive {
             a.validate_from(self.delay)?;
         }
-        bad(
-            self.max_lead == 0 || self.max_lead > 4096,
-            "max_lead must be 1 to 4096",
-        )?;
+        limits::lead(self.max_lead)?;
         bad(
             self.max_seats == 0 || usize::from(self.max_seats) > wire::MAX_SEATS,
             "max_seats must be 1 to 256",
         )?;
         bad(self.history < 16, "history must hold at least 16 frames")?;
-        bad(
-            self.max_input_len == 0 || self.max_input_len > wire::MAX_INPUT_LEN,
-            "max_input_len must be 1 to 1024",
-        )?;
+        limits::input_len(self.max_input_len)?;
         bad(self.timeout.is_zero(), "timeout must be positive")?;
         bad(self.max_pause.is_zero(), "max_pause must be positive")
     }
