@@ -6,10 +6,10 @@ use crate::room::{Engine, Room, RoomName};
 use crate::ticket::{self, Ledger, Role, TicketKey, Verified};
 use futures_util::{SinkExt, StreamExt};
 use governor::{Quota, RateLimiter, clock::DefaultClock, state::keyed::DefaultKeyedStateStore};
-use lockstep_core::admission::{AddressValidator, SecretStream};
+use lockstep_core::admission::{self, AddressValidator, SecretStream, Unwelcome};
 use lockstep_core::secure::{self, SecureChannel};
 use lockstep_core::sequenced::{DropReason, HOST_PEER, SequencerEvent};
-use lockstep_core::wire::{self, Datagram, DatagramWriter, ErrorCode, Message, RejectReason};
+use lockstep_core::wire::{self, Datagram, DatagramWriter, Message, RejectReason};
 use lockstep_core::{Instant as CoreInstant, PeerId, Tick, TokenBucket};
 use std::collections::HashMap;
 use std::future::Future;
@@ -419,22 +419,6 @@ fn addr_bytes(addr: SocketAddr) -> ([u8; 18], usize) {
     (out, n + 2)
 }
 
-/// Messages that answer something: a stranger sending one is never
-/// answered, so two servers (or a server and an echo) cannot be set
-/// bouncing replies off each other with one forged datagram.
-fn is_answer(m: &Message<'_>) -> bool {
-    matches!(
-        m,
-        Message::Welcome(_)
-            | Message::Reject(_)
-            | Message::Error { .. }
-            | Message::Bye { .. }
-            | Message::Challenge { .. }
-            | Message::Pong { .. }
-            | Message::Status(_)
-    )
-}
-
 /// The key a per-address limit counts `ip` under: an IPv6 address by its
 /// /64 (one subscriber's network), an IPv4 address whole.
 fn limit_key(ip: IpAddr) -> IpAddr {
@@ -656,59 +640,14 @@ impl Core {
     /// bytes than it received, never to an answer, and at a bounded rate.
     fn stranger(&mut self, key: ConnKey, bytes: &[u8]) {
         let n = bytes.len();
-        if n > self.config.limits.max_message {
-            let text = format!(
-                "datagram of {n} bytes over the {}-byte limit",
-                self.config.limits.max_message
-            );
-            return self.answer(
-                key,
-                n,
-                &Message::Error {
-                    code: ErrorCode::TooLarge,
-                    text: &text,
-                },
-            );
-        }
-        match wire::peek_version(bytes) {
-            // Not ours: whatever sent it will not understand an answer either.
-            None => return self.ignore(),
-            Some(v) if v != wire::VERSION => {
-                let reason = RejectReason::ProtocolMismatch {
-                    server: wire::VERSION,
-                    client: v,
-                };
-                self.metrics.rejects.fetch_add(1, Ordering::Relaxed);
-                return self.answer(key, n, &Message::Reject(reason));
+        let hello = match admission::screen_stranger(bytes, self.config.limits.max_message) {
+            Ok((_, hello)) => hello,
+            Err(unwelcome) => {
+                if let Unwelcome::Version(_) = unwelcome {
+                    self.metrics.rejects.fetch_add(1, Ordering::Relaxed);
+                }
+                return self.answer_unwelcome(key, n, &unwelcome);
             }
-            Some(_) => {}
-        }
-        let d = match Datagram::decode(bytes, Tick::ZERO) {
-            Ok(d) => d,
-            Err(e) => {
-                let text = e.to_string();
-                return self.answer(
-                    key,
-                    n,
-                    &Message::Error {
-                        code: ErrorCode::Malformed,
-                        text: &text,
-                    },
-                );
-            }
-        };
-        if d.messages.iter().any(is_answer) {
-            return self.ignore();
-        }
-        let Some(hello) = d.messages.into_iter().find_map(|m| match m {
-            Message::Hello(h) => Some(h),
-            _ => None,
-        }) else {
-            let m = Message::Error {
-                code: ErrorCode::Violation,
-                text: "not connected: say hello first",
-            };
-            return self.answer(key, n, &m);
         };
         let now = self.now();
         let mut channel = None;
@@ -914,14 +853,18 @@ impl Core {
             .fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Answers a stranger's datagram of `request_len` bytes with `m`, if the
-    /// reply rates allow and (over UDP, where the source may be forged) the
-    /// answer is no larger than the request; an error's text is cut to fit.
-    fn answer(&mut self, key: ConnKey, request_len: usize, m: &Message<'_>) {
-        if !self.may_answer(key) {
+    /// Answers a stranger's datagram of `request_len` bytes as `why` says
+    /// (if at all), if the reply rates allow; over UDP, where the source
+    /// may be forged, never with more bytes than came.
+    fn answer_unwelcome(&mut self, key: ConnKey, request_len: usize, why: &Unwelcome) {
+        if matches!(why, Unwelcome::NotOurs | Unwelcome::AnAnswer) || !self.may_answer(key) {
             return self.ignore();
         }
-        self.answer_now(key, request_len, m);
+        let mut buf = Vec::new();
+        match why.answer(Tick::ZERO, self.answer_budget(key, request_len), &mut buf) {
+            Some(len) => self.send_answer(key, &buf[..len]),
+            None => self.ignore(),
+        }
     }
 
     /// Whether a stranger at `key` may be answered now (takes the budget).
@@ -933,31 +876,30 @@ impl Core {
         }
     }
 
-    /// [`answer`](Self::answer) once the budget was taken.
-    fn answer_now(&mut self, key: ConnKey, request_len: usize, m: &Message<'_>) {
-        let budget = match key {
+    /// The most bytes a stranger at `key` may be answered with, after a
+    /// datagram of `request_len`.
+    fn answer_budget(&self, key: ConnKey, request_len: usize) -> usize {
+        match key {
             ConnKey::Udp(_) => request_len.min(self.config.limits.max_message),
             ConnKey::Ws(_) | ConnKey::Sealed(_) => self.config.limits.max_message,
-        };
-        let mut buf = Vec::new();
-        let mut w = DatagramWriter::new(&mut buf, Tick::ZERO, budget);
-        let fits = match (w.push(m), m) {
-            (Ok(()), _) => true,
-            (Err(_), Message::Error { code, .. }) => w
-                .push(&Message::Error {
-                    code: *code,
-                    text: "",
-                })
-                .is_ok(),
-            _ => false,
-        };
-        let len = w.finish();
-        if !fits {
-            return self.ignore();
         }
-        self.send(key, &buf[..len]);
+    }
+
+    /// Answers a stranger with `m` once the budget was taken.
+    fn answer_now(&mut self, key: ConnKey, request_len: usize, m: &Message<'_>) {
+        let mut buf = Vec::new();
+        let budget = self.answer_budget(key, request_len);
+        match admission::write_answer(m, Tick::ZERO, budget, &mut buf) {
+            Some(len) => self.send_answer(key, &buf[..len]),
+            None => self.ignore(),
+        }
+    }
+
+    /// Sends a stranger its answer; a WebSocket that opened with garbage
+    /// is closed after it.
+    fn send_answer(&mut self, key: ConnKey, bytes: &[u8]) {
+        self.send(key, bytes);
         if let ConnKey::Ws(id) = key {
-            // A WebSocket that opened with garbage is closed after the reply.
             self.ws_out.remove(&id);
         }
     }
@@ -1206,7 +1148,7 @@ impl Core {
         self.last_housekeeping = std::time::Instant::now();
         self.ledger.forget_expired(unix_now());
         // A retired id's cookie has expired: its Hello cannot come back.
-        let cookie_life = lockstep_core::admission::COOKIE_LIFETIME + Duration::from_secs(2);
+        let cookie_life = admission::COOKIE_LIFETIME + Duration::from_secs(2);
         self.retired.retain(|_, at| at.elapsed() < cookie_life);
         self.stranger_replies.tidy();
         self.handshakes.tidy();

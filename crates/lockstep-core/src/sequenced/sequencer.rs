@@ -438,7 +438,8 @@ enum Closing {
 #[derive(Debug, Clone)]
 enum Reply {
     Reject(Rejection),
-    Error(ErrorCode, String),
+    /// A datagram written already (an answer to a stranger).
+    Raw(Vec<u8>),
 }
 
 #[derive(Debug, Clone)]
@@ -1319,7 +1320,12 @@ impl<I: Input> Sequencer<I> {
             let mut w = DatagramWriter::new(buf, self.open, self.config.max_datagram);
             let _ = match &reply {
                 Reply::Reject(r) => w.push(&Message::Reject(r.as_reason())),
-                Reply::Error(code, text) => w.push(&Message::Error { code: *code, text }),
+                Reply::Raw(bytes) => {
+                    w.finish();
+                    buf.clear();
+                    buf.extend_from_slice(bytes);
+                    return Some(self.sent(peer, buf.len()));
+                }
             };
             let len = w.finish();
             return Some(self.sent(peer, len));
@@ -1475,35 +1481,38 @@ impl<I: Input> Sequencer<I> {
         Err(SequencerError::Refused { peer, reason })
     }
 
+    /// A datagram from a peer with no connection: it must open one. It is
+    /// screened as every server screens strangers
+    /// ([`screen_stranger`](admission::screen_stranger)), and answered, if
+    /// at all, with no more bytes than it had.
     fn take_stranger(&mut self, peer: PeerId, datagram: &[u8]) -> Result<(), SequencerError> {
-        if datagram.len() > self.config.max_datagram {
-            self.reply(
-                peer,
-                Reply::Error(ErrorCode::TooLarge, "datagram over the size limit".into()),
-            );
-            return Err(WireError::Oversized(datagram.len()).into());
-        }
-        let d = match Datagram::decode(datagram, self.open) {
-            Ok(d) => d,
-            Err(WireError::UnsupportedVersion { ours, theirs }) => {
-                return self.refuse(
-                    peer,
-                    Rejection::ProtocolMismatch {
-                        server: ours,
-                        client: theirs,
-                    },
-                );
+        let hello = match admission::screen_stranger(datagram, self.config.max_datagram) {
+            Ok((_, hello)) => hello,
+            Err(unwelcome) => {
+                let mut out = Vec::new();
+                if let Some(len) = unwelcome.answer(self.open, datagram.len(), &mut out) {
+                    out.truncate(len);
+                    self.reply(peer, Reply::Raw(out));
+                }
+                return Err(match unwelcome {
+                    admission::Unwelcome::Version(theirs) => {
+                        let reason = Rejection::ProtocolMismatch {
+                            server: wire::VERSION,
+                            client: theirs,
+                        };
+                        self.stats.rejects += 1;
+                        self.push_event(SequencerEvent::Rejected {
+                            peer,
+                            reason: reason.clone(),
+                        });
+                        SequencerError::Refused { peer, reason }
+                    }
+                    admission::Unwelcome::NotOurs => WireError::BadMagic.into(),
+                    admission::Unwelcome::TooLarge { len, .. } => WireError::Oversized(len).into(),
+                    admission::Unwelcome::Malformed(e) => e.into(),
+                    _ => SequencerError::NotConnected(peer),
+                });
             }
-            Err(e) => {
-                self.reply(peer, Reply::Error(ErrorCode::Malformed, e.to_string()));
-                return Err(e.into());
-            }
-        };
-        let Some(hello) = d.messages.iter().find_map(|m| match m {
-            Message::Hello(h) => Some(h.clone()),
-            _ => None,
-        }) else {
-            return Err(SequencerError::NotConnected(peer));
         };
         self.admit(peer, &hello)
     }

@@ -581,7 +581,7 @@ fn an_oversized_datagram_is_an_error_and_a_drop() {
 }
 
 #[test]
-fn strangers_get_an_error_for_garbage_and_a_truncated_hello() {
+fn strangers_get_an_error_for_a_truncated_hello_and_nothing_for_garbage() {
     let mut room = honest_room();
     let hello = raw(Tick::ZERO, true, &[]);
     let truncated = &hello[..hello.len() - 3];
@@ -589,10 +589,12 @@ fn strangers_get_an_error_for_garbage_and_a_truncated_hello() {
         room.server.handle_datagram(PeerId(8), truncated, room.now),
         Err(SequencerError::Wire(_))
     ));
+    // Not ours at all: never answered (what sent it would not understand
+    // an answer, and a forged source would be its victim).
     assert!(matches!(
         room.server
             .handle_datagram(PeerId(9), b"\x00\x01hello?", room.now),
-        Err(SequencerError::Wire(_))
+        Err(SequencerError::Wire(wire::WireError::BadMagic))
     ));
     room.settle();
     let replies: Vec<_> = room
@@ -601,30 +603,57 @@ fn strangers_get_an_error_for_garbage_and_a_truncated_hello() {
         .map(|(p, d)| {
             (
                 *p,
+                d.len(),
                 Datagram::decode(d, Tick::ZERO).unwrap().messages.remove(0),
             )
         })
         .collect();
+    assert_eq!(replies.len(), 1, "{replies:?}");
     assert!(matches!(
         replies[0],
         (
             PeerId(8),
+            _,
             Message::Error {
                 code: ErrorCode::Malformed,
                 ..
             }
         )
     ));
-    assert!(matches!(
-        replies[1],
-        (
-            PeerId(9),
-            Message::Error {
-                code: ErrorCode::Malformed,
-                ..
-            }
-        )
-    ));
+    assert!(
+        replies[0].1 <= truncated.len(),
+        "never larger than what came"
+    );
+    // No Hello: told to say one, as a relay tells it, when an Error fits
+    // in what came.
+    let mut ping = raw(Tick::ZERO, false, &[Message::Ping { stamp: 1 }]);
+    room.to_strangers.clear();
+    assert_eq!(
+        room.server.handle_datagram(PeerId(10), &ping, room.now),
+        Err(SequencerError::NotConnected(PeerId(10)))
+    );
+    room.settle();
+    assert!(room.to_strangers.is_empty(), "7 bytes: no Error fits");
+    ping.extend_from_slice(&[wire::message_type::PADDING, 100]);
+    ping.extend_from_slice(&[0; 100]);
+    let _ = room.server.handle_datagram(PeerId(10), &ping, room.now);
+    room.settle();
+    let told: Vec<_> = room
+        .to_strangers
+        .iter()
+        .map(|(p, d)| {
+            (
+                *p,
+                d.len(),
+                Datagram::decode(d, Tick::ZERO).unwrap().messages,
+            )
+        })
+        .collect();
+    assert!(
+        matches!(&told[..], [(PeerId(10), len, m)] if *len <= ping.len()
+            && matches!(m[..], [Message::Error { code: ErrorCode::Violation, .. }])),
+        "{told:?}"
+    );
     assert_eq!(room.server.connections().count(), 2, "no connection made");
 }
 

@@ -743,3 +743,74 @@ fn a_websocket_player_reconnects_after_its_socket_closes() {
     until_reconnected(&mut players, 0, &clock);
     still_fine(players, &clock);
 }
+
+/// A stranger's datagram is answered, if at all, with no more bytes than
+/// it had: one that is not ours at all never, however large (the relay
+/// once answered 1,300 bytes of anything with a 55-byte `Error`); one of
+/// ours over the size limit with an `Error` cut to fit; one without a
+/// `Hello` with an `Error`, when one fits.
+#[test]
+fn a_stranger_is_never_answered_with_more_than_it_sent() {
+    use lockstep_core::wire::DatagramWriter;
+    let relay = relay();
+    let clock = Clock::new();
+    let players = honest(&relay, &clock);
+    let ours = |messages: &[Message<'_>], len: usize| {
+        let mut out = Vec::new();
+        let mut w = DatagramWriter::new(&mut out, Tick::ZERO, usize::MAX);
+        for m in messages {
+            w.push(m).expect("fits");
+        }
+        w.pad_to(len);
+        w.finish();
+        out
+    };
+    let ping = Message::Ping { stamp: 1 };
+    let baits: Vec<(&str, Vec<u8>, Option<ErrorCode>)> = vec![
+        ("not ours, large", vec![0x55; 1300], None),
+        (
+            "ours, over the limit",
+            ours(std::slice::from_ref(&ping), 1300),
+            Some(ErrorCode::TooLarge),
+        ),
+        ("no hello, tiny", ours(std::slice::from_ref(&ping), 0), None),
+        ("no hello", ours(&[ping], 128), Some(ErrorCode::Violation)),
+    ];
+    for (what, bait, expected) in baits {
+        let s = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        s.set_read_timeout(Some(Duration::from_millis(20)))
+            .expect("timeout");
+        s.send_to(&bait, relay.udp).expect("send");
+        let mut answers = Vec::new();
+        let mut buf = vec![0u8; 65_536];
+        let end = Instant::now() + Duration::from_millis(300);
+        while Instant::now() < end {
+            if let Ok(n) = s.recv(&mut buf) {
+                answers.push(buf[..n].to_vec());
+            }
+        }
+        for a in &answers {
+            assert!(
+                a.len() <= bait.len(),
+                "{what}: {} bytes for {}",
+                a.len(),
+                bait.len()
+            );
+        }
+        let codes: Vec<Option<ErrorCode>> = answers
+            .iter()
+            .map(
+                |a| match Datagram::decode(a, Tick::ZERO).map(|d| d.messages) {
+                    Ok(m) => match m.first() {
+                        Some(Message::Error { code, .. }) => Some(*code),
+                        _ => None,
+                    },
+                    Err(_) => None,
+                },
+            )
+            .collect();
+        let wanted: Vec<Option<ErrorCode>> = expected.into_iter().map(Some).collect();
+        assert_eq!(codes, wanted, "{what}");
+    }
+    still_fine(players, &clock);
+}

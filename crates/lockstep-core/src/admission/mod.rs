@@ -31,6 +31,10 @@
 //! The keys here are the caller's: the core never reads an OS random number
 //! generator. A server fills them from one (`getrandom`) at start.
 
+mod stranger;
+
+pub use stranger::{Unwelcome, is_answer, screen_stranger, write_answer};
+
 use crate::Instant;
 use core::time::Duration;
 use hmac::{Hmac, KeyInit, Mac};
