@@ -220,6 +220,10 @@ pub(crate) async fn serve(
     let mut core = Core::new(config, metrics, udp.clone())?;
     let mut shutdown = std::pin::pin!(shutdown);
     let mut buf = vec![0u8; 65_536];
+    // Without a WebSocket listener nothing ever sends on `core_rx`: once it
+    // reports closed it is never polled again (it would answer `None` at
+    // once, every time, and the loop would spin a core).
+    let mut ws_open = true;
     let goodbye;
     loop {
         let wake = core.next_wakeup();
@@ -250,11 +254,11 @@ pub(crate) async fn serve(
                 Err(e) if e.kind() == ErrorKind::ConnectionReset => {}
                 Err(e) => warn!("udp receive failed: {e}"),
             },
-            msg = core_rx.recv() => match msg {
+            msg = core_rx.recv(), if ws_open => match msg {
                 Some(CoreMsg::WsOpen { id, tx }) => { core.ws_out.insert(id, tx); }
                 Some(CoreMsg::Datagram { id, bytes }) => core.datagram(ConnKey::Ws(id), &bytes),
                 Some(CoreMsg::WsClosed { id }) => core.ws_closed(id),
-                None => {}
+                None => ws_open = false,
             },
             () = tokio::time::sleep_until(wake) => {}
         }
