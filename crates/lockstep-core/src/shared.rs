@@ -1,66 +1,10 @@
-//! Small pieces every session uses the same way: the round-trip estimate,
-//! the traffic meter of a connection, rates, and the bounded event queue.
+//! Small pieces every session uses the same way: rates, and the bounded
+//! event queue.
 
 use crate::Instant;
-use crate::wire::Message;
 use core::time::Duration;
 use std::collections::VecDeque;
 
-/// Round-trip time from ping stamps, smoothed with a gain of 1/8 (TCP's
-/// SRTT), and its jitter, the mean deviation with a gain of 1/4 (TCP's
-/// RTTVAR). Only the pong for the latest ping counts, once: a pong nobody
-/// asked for, or a late one for a ping since replaced, is ignored (a peer
-/// could otherwise claim any round trip under a minute).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Rtt {
-    smoothed: Option<Duration>,
-    deviation: Duration,
-    /// The stamp of the latest ping sent, until its pong comes.
-    outstanding: Option<u32>,
-}
-
-impl Rtt {
-    /// The stamp a ping carries at `now`: milliseconds, wrapping.
-    pub(crate) fn stamp(now: Instant) -> u32 {
-        now.as_millis() as u32
-    }
-
-    /// Notes that a ping stamped at `now` went out.
-    pub(crate) fn pinged(&mut self, now: Instant) {
-        self.outstanding = Some(Self::stamp(now));
-    }
-
-    /// Takes the pong for a ping stamped `stamp`, held `held_ms` by the
-    /// other side before it answered.
-    pub(crate) fn pong(&mut self, now: Instant, stamp: u32, held_ms: u32) {
-        if self.outstanding != Some(stamp) {
-            return;
-        }
-        self.outstanding = None;
-        let ms = Self::stamp(now).wrapping_sub(stamp).wrapping_sub(held_ms);
-        if ms < 60_000 {
-            let sample = Duration::from_millis(u64::from(ms));
-            self.deviation = match self.smoothed {
-                None => sample / 2,
-                Some(old) => (self.deviation * 3 + old.abs_diff(sample)) / 4,
-            };
-            self.smoothed = Some(self.smoothed.map_or(sample, |old| (old * 7 + sample) / 8));
-        }
-    }
-
-    /// The estimate, once measured.
-    pub(crate) fn get(self) -> Option<Duration> {
-        self.smoothed
-    }
-
-    /// Its jitter (mean deviation), once measured.
-    pub(crate) fn jitter(self) -> Option<Duration> {
-        self.smoothed.map(|_| self.deviation)
-    }
-}
-
-/// Events for the caller, bounded: past `cap`, the oldest is dropped (a
-/// caller that never drains its events must not grow memory).
 /// Events per second over the last full second: a window closes at the
 /// first event a second or more after it opened. A window left open two
 /// seconds or more (nothing happens any more) counts as it stands.
@@ -94,155 +38,8 @@ impl Rate {
     }
 }
 
-/// What one connection's traffic shows: datagrams and bytes each way, the
-/// bytes per second each way, and the share of datagrams lost each way.
-///
-/// Loss comes from counts the other end reports in its `Pong`: how many
-/// datagrams it has received from us, and sent us, so far (wrapping u32).
-/// Between two pongs, the datagrams it received against those we had sent
-/// by each one's ping (which reaches it when the pong leaves) give the loss
-/// on the way there; those we received against those it sent, the loss on
-/// the way back. Each is smoothed with a gain of 1/4. A peer lying in its
-/// counts changes only these figures.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct LinkMeter {
-    sent: u32,
-    received: u32,
-    bytes_up: Rate,
-    bytes_down: Rate,
-    /// The latest ping's stamp, and our datagrams sent with it.
-    ping: Option<(u32, u32)>,
-    /// The previous pong's counts: ours sent by its ping, theirs received,
-    /// theirs sent, ours received when it came.
-    last: Option<[u32; 4]>,
-    loss_up: Option<f64>,
-    loss_down: Option<f64>,
-}
-
-impl LinkMeter {
-    /// A datagram of `len` bytes went to the other end.
-    pub(crate) fn sent(&mut self, now: Instant, len: usize) {
-        self.sent = self.sent.wrapping_add(1);
-        self.bytes_up.add(now, len as u64);
-    }
-
-    /// A datagram of `len` bytes came from the other end.
-    pub(crate) fn received(&mut self, now: Instant, len: usize) {
-        self.received = self.received.wrapping_add(1);
-        self.bytes_down.add(now, len as u64);
-    }
-
-    /// The counts a `Pong` about to go out carries: datagrams received from
-    /// the other end, and sent to it with this one.
-    pub(crate) fn counts(&self) -> (u32, u32) {
-        (self.received, self.sent.wrapping_add(1))
-    }
-
-    /// The `Pong` answering a ping stamped `stamp` that arrived at `at`,
-    /// about to go out at `now` with our counts.
-    pub(crate) fn pong_to(&self, stamp: u32, at: Instant, now: Instant) -> Message<'static> {
-        let held_ms = u32::try_from((now - at).as_millis()).unwrap_or(u32::MAX);
-        let (received, sent) = self.counts();
-        Message::Pong {
-            stamp,
-            held_ms,
-            received,
-            sent,
-        }
-    }
-
-    /// A ping stamped at `now` is about to go out: its round trip is
-    /// timed by `rtt`, its counts kept here.
-    pub(crate) fn pinged(&mut self, rtt: &mut Rtt, now: Instant) {
-        rtt.pinged(now);
-        self.ping = Some((Rtt::stamp(now), self.sent.wrapping_add(1)));
-    }
-
-    /// The pong for ping `stamp` came at `now`, held `held_ms` by the other
-    /// end, with its counts: the round trip goes to `rtt`. Returns the
-    /// datagrams lost each way (there, back) since the previous pong.
-    pub(crate) fn pong_came(
-        &mut self,
-        rtt: &mut Rtt,
-        now: Instant,
-        (stamp, held_ms, received, sent): (u32, u32, u32, u32),
-    ) -> (u64, u64) {
-        rtt.pong(now, stamp, held_ms);
-        self.pong(stamp, received, sent)
-    }
-
-    /// The pong for ping `stamp` came, with the other end's counts. Returns
-    /// the datagrams lost each way (there, back) since the previous pong.
-    pub(crate) fn pong(&mut self, stamp: u32, received: u32, sent: u32) -> (u64, u64) {
-        let Some((_, ours)) = self.ping.filter(|(s, _)| *s == stamp) else {
-            return (0, 0);
-        };
-        self.ping = None;
-        let now = [ours, received, sent, self.received];
-        let Some(last) = self.last.replace(now) else {
-            return (0, 0);
-        };
-        let judge = |went: u32, came: u32, loss: &mut Option<f64>| {
-            // Nothing went, or counts from before a restart (the other
-            // end's counts went backwards, so a difference wraps).
-            if went == 0 || went > 1 << 24 || came > went.saturating_mul(2).saturating_add(16) {
-                return 0;
-            }
-            let came = came.min(went);
-            let lost = went - came;
-            let sample = f64::from(lost) / f64::from(went);
-            *loss = Some(loss.map_or(sample, |l| l + (sample - l) / 4.0));
-            u64::from(lost)
-        };
-        let up = judge(
-            now[0].wrapping_sub(last[0]),
-            now[1].wrapping_sub(last[1]),
-            &mut self.loss_up,
-        );
-        // What the other end claims it sent is believed up to four times
-        // what arrived (and a few more): a lying peer skews its own
-        // figure, not totals built from it.
-        let came = now[3].wrapping_sub(last[3]);
-        let down = judge(
-            now[2]
-                .wrapping_sub(last[2])
-                .min(came.saturating_mul(4).saturating_add(16)),
-            came,
-            &mut self.loss_down,
-        );
-        (up, down)
-    }
-}
-
-/// What a connection's traffic shows, for HUDs and logs.
-///
-/// `up` is from us to the other end, `down` back. Loss needs two pongs
-/// (two pings, a second apart by default), rates a second of traffic.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-#[non_exhaustive]
-pub struct Traffic {
-    /// The share of our datagrams lost on the way (0 to 1), smoothed.
-    pub loss_up: Option<f64>,
-    /// The share of the other end's datagrams lost on the way to us.
-    pub loss_down: Option<f64>,
-    /// Bytes per second we sent, over the last second.
-    pub up_per_sec: Option<f64>,
-    /// Bytes per second we received, over the last second.
-    pub down_per_sec: Option<f64>,
-}
-
-impl LinkMeter {
-    /// The figures as of `now`.
-    pub(crate) fn traffic(&self, now: Instant) -> Traffic {
-        Traffic {
-            loss_up: self.loss_up,
-            loss_down: self.loss_down,
-            up_per_sec: self.bytes_up.per_sec(now),
-            down_per_sec: self.bytes_down.per_sec(now),
-        }
-    }
-}
-
+/// Events for the caller, bounded: past `cap`, the oldest is dropped (a
+/// caller that never drains its events must not grow memory).
 #[derive(Debug, Clone)]
 pub(crate) struct Events<E> {
     queue: VecDeque<E>,
@@ -282,34 +79,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rtt_smooths_and_ignores_nonsense() {
-        let mut r = Rtt::default();
-        let sent = Instant::from_millis(1_000);
-        r.pinged(sent);
-        r.pong(Instant::from_millis(1_080), Rtt::stamp(sent), 0);
-        assert_eq!(r.get(), Some(Duration::from_millis(80)));
-        let again = Instant::from_millis(2_000);
-        r.pinged(again);
-        r.pong(Instant::from_millis(2_140), Rtt::stamp(again), 40);
-        assert_eq!(r.get(), Some(Duration::from_micros(82_500)));
-        // The same pong again, one never asked for, one from the future:
-        // ignored.
-        r.pong(Instant::from_millis(2_500), Rtt::stamp(again), 0);
-        r.pong(
-            Instant::from_millis(2_500),
-            Rtt::stamp(Instant::from_millis(100)),
-            0,
-        );
-        r.pinged(Instant::from_millis(3_000));
-        r.pong(
-            Instant::from_millis(3_000),
-            Rtt::stamp(Instant::from_millis(5_000)),
-            0,
-        );
-        assert_eq!(r.get(), Some(Duration::from_micros(82_500)));
-    }
-
-    #[test]
     fn rates_count_the_last_full_second() {
         let mut r = Rate::default();
         let at = |ms| Instant::from_millis(ms);
@@ -324,61 +93,6 @@ mod tests {
         // Nothing for long: the open window counts as it stands.
         let idle = r.per_sec(at(5_000)).expect("a rate");
         assert!(idle < 0.3, "{idle}");
-    }
-
-    #[test]
-    fn loss_each_way_comes_from_the_counts_in_pongs() {
-        let mut m = LinkMeter::default();
-        let now = Instant::ZERO;
-        // Round one: 1 datagram out (the ping), the other end got it and
-        // sent 1 back (the pong).
-        m.pinged(&mut Rtt::default(), Instant::from_millis(1));
-        m.sent(now, 100);
-        m.received(now, 100);
-        assert_eq!(m.pong(1, 1, 1), (0, 0));
-        assert_eq!(m.traffic(now).loss_up, None);
-        // 100 out, of which the other end got 90; it sent 50, we got 40.
-        for _ in 0..99 {
-            m.sent(now, 100);
-        }
-        m.pinged(&mut Rtt::default(), Instant::from_millis(2));
-        m.sent(now, 100);
-        for _ in 0..40 {
-            m.received(now, 100);
-        }
-        assert_eq!(m.pong(2, 91, 51), (10, 10));
-        assert_eq!(m.traffic(now).loss_up, Some(0.1));
-        assert_eq!(m.traffic(now).loss_down, Some(0.2));
-        // A pong for no ping, or a repeat, changes nothing.
-        assert_eq!(m.pong(2, 1_000, 1_000), (0, 0));
-        assert_eq!(m.pong(9, 0, 0), (0, 0));
-        assert_eq!(m.traffic(now).loss_up, Some(0.1));
-        // Duplicates (more came than went) are no loss, not a gain.
-        m.pinged(&mut Rtt::default(), Instant::from_millis(3));
-        m.sent(now, 100);
-        for _ in 0..3 {
-            m.received(now, 100);
-        }
-        assert_eq!(m.pong(3, 93, 52), (0, 0));
-        let up = m.traffic(now).loss_up.expect("measured");
-        assert!((up - 0.075).abs() < 1e-9, "{up}");
-    }
-
-    #[test]
-    fn jitter_is_the_mean_deviation_of_the_round_trip() {
-        let mut r = Rtt::default();
-        assert_eq!(r.jitter(), None);
-        // Round trips of 100 and 60 ms in turn.
-        for k in 0..40u64 {
-            let at = Instant::from_millis(1_000 * k);
-            r.pinged(at);
-            let took = if k % 2 == 0 { 100 } else { 60 };
-            r.pong(at + Duration::from_millis(took), Rtt::stamp(at), 0);
-        }
-        let rtt = r.get().expect("measured").as_millis();
-        let jitter = r.jitter().expect("measured").as_millis();
-        assert!((75..=85).contains(&rtt), "{rtt}");
-        assert!((15..=25).contains(&jitter), "{jitter}");
     }
 
     #[test]

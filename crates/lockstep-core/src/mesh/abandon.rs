@@ -63,7 +63,7 @@ impl<I: Input> MeshSession<I> {
         }
         self.push_event(Event::AbandonRequested { player: seat });
         for p in self.peers.iter_mut().filter(|p| p.seat.is_some()) {
-            p.flush = true;
+            p.link.flush = true;
         }
     }
 
@@ -99,7 +99,9 @@ impl<I: Input> MeshSession<I> {
                     && s.peer.is_some()
                     && s.empty_from.is_none()
                     && (Some(v) == self.local_seat
-                        || self.peer_of(v).is_some_and(|p| !p.interrupted && !p.left))
+                        || self
+                            .peer_of(v)
+                            .is_some_and(|p| !p.link.interrupted() && !p.left))
             })
             .collect()
     }

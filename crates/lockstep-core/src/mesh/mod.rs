@@ -18,9 +18,10 @@ use crate::error::{
     PauseError,
 };
 use crate::frame::SystemEvent;
+use crate::link::{Link, StallMeter, Traffic};
 use crate::pause::{PauseAgreement, PauseChange};
 use crate::rules::limits;
-use crate::shared::{Events, LinkMeter, Rate, Rtt, Traffic};
+use crate::shared::{Events, Rate};
 use crate::snapshot::{SnapshotLimits, SnapshotSender};
 use crate::wire::{self, Abandon, Datagram, Endorsement, Message, WireError};
 use crate::{AdaptiveDelay, Event, Frame, Input, Instant, PeerId, PlayerId, Tick};
@@ -350,7 +351,6 @@ struct Peer {
     frozen: Vec<(PlayerId, Tick)>,
     /// The abandonment decisions it endorses, as of its latest packet.
     endorsed: Vec<Endorsement>,
-    last_heard: Option<Instant>,
     /// When it last sent us an input of its own seat we did not have.
     last_input: Option<Instant>,
     /// Whether its latest datagram said its game waits on its own input
@@ -362,11 +362,8 @@ struct Peer {
     /// in: with `last_input`, what makes a peer that keeps its connection
     /// alive but sends no input silent all the same.
     waited_since: Option<Instant>,
-    interrupted: bool,
-    last_sent: Option<Instant>,
     /// Our next tick as of the last packet sent to it.
     told_next: Tick,
-    flush: bool,
     /// It sent inputs we have not acknowledged yet.
     ack_pending: bool,
     /// Its Hello showed the same game: its datagrams are taken.
@@ -381,22 +378,14 @@ struct Peer {
     incompatible: Option<Incompatibility>,
     /// It said goodbye.
     left: bool,
-    /// A ping to answer: its stamp and when it arrived.
-    pong_owed: Option<(u32, Instant)>,
-    ping_due: Instant,
-    /// Datagrams and bytes each way, and the loss each way.
-    link: LinkMeter,
+    /// When it was heard, the send schedule, ping and pong, its traffic
+    /// (silence counts from when it was added until it is heard).
+    link: Link,
     /// The highest lifted pause it told us of.
     lifted_known: Option<Tick>,
-    rtt: Rtt,
     checks: RemoteChecks,
-    /// When it was added: silence counts from then until it is heard.
-    since: Instant,
     /// The snapshot we send it, an observer too far behind for frames.
     outgoing: Option<Box<SnapshotSender>>,
-    /// The last datagram to it had no room for a chunk that was due:
-    /// chunks wait for the next datagram instead of forcing one.
-    chunk_starved: bool,
     /// A player that diverged: its request for our state, accepted.
     giving: Option<resync::Giving>,
     /// When we accepted its requests for our state (our next tick then),
@@ -417,15 +406,11 @@ impl Peer {
             votes: Vec::new(),
             frozen: Vec::new(),
             endorsed: Vec::new(),
-            last_heard: None,
             last_input: None,
             waits_on_itself: false,
             waits_on_us: false,
             waited_since: None,
-            interrupted: false,
-            last_sent: None,
             told_next: first,
-            flush: false,
             ack_pending: false,
             greeted: false,
             welcomed: false,
@@ -433,15 +418,10 @@ impl Peer {
             refused: None,
             incompatible: None,
             left: false,
-            pong_owed: None,
-            ping_due: now,
-            link: LinkMeter::default(),
+            link: Link::new(now),
             lifted_known: None,
-            rtt: Rtt::default(),
             checks: RemoteChecks::default(),
-            since: now,
             outgoing: None,
-            chunk_starved: false,
             giving: None,
             donated: VecDeque::new(),
             last_request: None,
@@ -603,9 +583,8 @@ pub struct MeshSession<I: Input> {
     /// state that failed its checks), with our next tick then, within the
     /// last [`resync::MEMORY`] ticks: asked after every other.
     failed_donors: VecDeque<(Tick, PeerId)>,
-    stall_started: Option<Instant>,
-    /// When the game last got a frame.
-    last_frame_at: Option<Instant>,
+    /// When the picture stopped, and for how long (players only).
+    stall: StallMeter,
     cursor: usize,
     scratch: Vec<u8>,
 }
@@ -760,8 +739,7 @@ impl<I: Input> MeshSession<I> {
             next_resync_id: 0,
             last_donor: None,
             failed_donors: VecDeque::new(),
-            stall_started: None,
-            last_frame_at: None,
+            stall: StallMeter::default(),
             cursor: 0,
             scratch: Vec::new(),
         };
@@ -876,6 +854,8 @@ impl<I: Input> MeshSession<I> {
     /// Counters and per-peer figures.
     pub fn stats(&self) -> MeshStats {
         let mut s = self.stats.clone();
+        s.stalls = self.stall.stalls();
+        s.stalled_for = self.stall.stalled_for();
         s.next_tick = self.next_tick;
         s.next_commit = self.next_commit;
         s.delay = self.delays.delay;
@@ -901,10 +881,10 @@ impl<I: Input> MeshSession<I> {
                 peer: p.id,
                 player: p.seat,
                 next_tick: p.next_tick,
-                rtt: p.rtt.get(),
-                rtt_jitter: p.rtt.jitter(),
+                rtt: p.link.rtt(),
+                rtt_jitter: p.link.jitter(),
                 traffic: p.link.traffic(self.now),
-                last_heard: p.last_heard,
+                last_heard: p.link.last_heard(),
             })
             .collect();
         s
@@ -983,7 +963,7 @@ impl<I: Input> MeshSession<I> {
         self.stamp_want(seat, tick);
         self.note_arrivals();
         for p in self.peers.iter_mut().filter(|p| p.seat.is_some()) {
-            p.flush = true;
+            p.link.flush = true;
         }
         Ok(tick)
     }
@@ -1022,20 +1002,16 @@ impl<I: Input> MeshSession<I> {
             // A stall is the picture stopping: no frame for two tick
             // periods (steady latency beyond the input delay is not one).
             // Observers count none.
-            let two_ticks = Duration::from_secs(2) / self.config.tick_rate.max(1);
-            if let (Some(_), Some(last), None) =
-                (self.local_seat, self.last_frame_at, self.stall_started)
-                && self.now - last > two_ticks
-            {
-                self.stall_started = Some(last + two_ticks);
-                self.stats.stalls += 1;
+            if self.local_seat.is_some() {
+                let two_ticks = Duration::from_secs(2) / self.config.tick_rate.max(1);
+                self.stall.no_frame(self.now, two_ticks);
             }
             return None;
         }
         let next = tick.next()?;
         self.follow_delay(tick);
         let frame = self.store.get(tick)?.to_frame(tick);
-        self.last_frame_at = Some(self.now);
+        self.stall.ran(self.now);
         if self.local_seat.is_none() {
             // Observers learn membership from the frames themselves.
             for ev in &frame.events {
@@ -1052,12 +1028,9 @@ impl<I: Input> MeshSession<I> {
         self.next_tick = next;
         self.stats.frames += 1;
         self.frame_rate.add(self.now, 1);
-        if let Some(since) = self.stall_started.take() {
-            self.stats.stalled_for += self.now - since;
-        }
         if self.is_feeder() {
             for p in self.peers.iter_mut().filter(|p| p.seat.is_none()) {
-                p.flush = true;
+                p.link.flush = true;
             }
         }
         self.prune();
@@ -1413,7 +1386,7 @@ impl<I: Input> MeshSession<I> {
             Some(fp) if fp != self.config.fingerprint => {
                 let ours = self.config.fingerprint;
                 self.peers[idx].refused = Some(Refusal::Game { ours, theirs: fp });
-                self.peers[idx].flush = true;
+                self.peers[idx].link.flush = true;
                 let reason = Incompatibility::Game { ours, theirs: fp };
                 self.note_incompatible(idx, reason);
                 Err(DatagramError::Incompatible(reason))
@@ -1440,12 +1413,11 @@ impl<I: Input> MeshSession<I> {
         let now = self.now;
         let (local_plays, local_next) = (self.local_seat.is_some(), self.next_tick);
         let p = &mut self.peers[idx];
-        p.last_heard = Some(now);
+        let recovered = p.link.heard(now);
         if r.welcomed {
             p.welcomed = true;
         }
-        if p.interrupted {
-            p.interrupted = false;
+        if recovered {
             let (peer, player) = (p.id, p.seat);
             self.push_event(Event::Recovered { peer, player });
         }
@@ -1466,10 +1438,10 @@ impl<I: Input> MeshSession<I> {
         p.waits_on_itself = r.waits_on_itself;
         p.waits_on_us = r.waits_on_us;
         if let Some(stamp) = r.ping {
-            p.pong_owed = Some((stamp, now));
+            p.link.pinged_by(stamp, now);
         }
         if let Some(pong) = r.pong {
-            p.link.pong_came(&mut p.rtt, now, pong);
+            p.link.ponged(now, pong);
         }
         for &(seat, tick) in &r.acks {
             let a = &mut p.acks[seat.index()];
@@ -1501,7 +1473,7 @@ impl<I: Input> MeshSession<I> {
             self.check_outcome(idx, o);
         }
         let p = &mut self.peers[idx];
-        p.flush |= p.checks.urgent(now);
+        p.link.flush |= p.checks.urgent(now);
     }
 
     /// Searches for the first divergent tick: a question due goes out, and a
@@ -1517,7 +1489,7 @@ impl<I: Input> MeshSession<I> {
                 .question_due()
                 .is_some_and(|d| d <= now)
             {
-                self.peers[i].flush = true;
+                self.peers[i].link.flush = true;
             }
         }
     }
@@ -1535,7 +1507,7 @@ impl<I: Input> MeshSession<I> {
     /// and of where the search for the first divergent tick ended.
     fn check_outcome(&mut self, i: usize, o: Outcome) {
         let peer = self.peers[i].id;
-        self.peers[i].flush |= self.peers[i].checks.urgent(self.now);
+        self.peers[i].link.flush |= self.peers[i].checks.urgent(self.now);
         match o {
             Outcome::Mismatch(m) => self.push_desync(peer, m),
             Outcome::Located { checkpoint, first } => self.push_event(Event::DesyncLocated {
@@ -1611,7 +1583,7 @@ impl<I: Input> MeshSession<I> {
             .keys()
             .any(|&c| p.seat != Some(c) && p.acks[c.index()] < Some(self.contiguous(c)));
         if behind {
-            self.peers[idx].flush = true;
+            self.peers[idx].link.flush = true;
         }
     }
 
@@ -1759,21 +1731,18 @@ impl<I: Input> MeshSession<I> {
         let mut silent_seats = Vec::new();
         for i in 0..self.peers.len() {
             if self.send_due(i) <= now {
-                self.peers[i].flush = true;
+                self.peers[i].link.flush = true;
             }
-            let (id, seat, heard, interrupted) = {
-                let p = &self.peers[i];
-                (p.id, p.seat, p.last_heard, p.interrupted)
-            };
-            let silent = now - heard.unwrap_or(self.peers[i].since);
-            if !interrupted && silent >= self.config.interrupt_after {
-                self.peers[i].interrupted = true;
+            let (id, seat) = (self.peers[i].id, self.peers[i].seat);
+            let quiet = self.config.interrupt_after;
+            if let Some(silent) = self.peers[i].link.interrupt(now, quiet, true) {
                 self.push_event(Event::Interrupted {
                     peer: id,
                     player: seat,
                     silent_for: silent,
                 });
             }
+            let silent = self.peers[i].link.silent_for(now);
             if let (Some(after), Some(seat)) = (self.config.abandon_after, seat)
                 && (silent >= after || self.input_silent_until(i, after).is_some_and(|t| t <= now))
                 && self.can_auto_abandon(seat)
@@ -1798,21 +1767,15 @@ impl<I: Input> MeshSession<I> {
         let n = self.peers.len();
         for k in 0..n {
             let i = (self.cursor + k) % n;
-            if self.peers[i].flush {
+            if self.peers[i].link.flush {
                 self.cursor = (i + 1) % n;
                 buf.clear();
                 let more = self.build_datagram(i, buf);
                 let now = self.now;
                 let p = &mut self.peers[i];
-                p.flush = more;
+                p.link.flush = more;
                 p.ack_pending = false;
-                p.pong_owed = None;
-                if p.ping_due <= now {
-                    p.ping_due = now + self.config.ping_interval;
-                    p.link.pinged(&mut p.rtt, now);
-                }
-                p.link.sent(now, buf.len());
-                p.last_sent = Some(now);
+                p.link.sent(now, buf.len(), self.config.ping_interval, true);
                 p.told_next = self.next_tick;
                 self.stats.datagrams_sent += 1;
                 self.stats.bytes_sent += buf.len() as u64;
@@ -1832,9 +1795,9 @@ impl<I: Input> MeshSession<I> {
         for i in 0..self.peers.len() {
             consider(self.send_due(i));
             let p = &self.peers[i];
-            let heard = p.last_heard.unwrap_or(p.since);
-            if !p.interrupted {
-                consider(heard + self.config.interrupt_after);
+            let heard = p.link.heard_or_since();
+            if let Some(t) = p.link.interrupt_due(self.config.interrupt_after, true) {
+                consider(t);
             }
             if let (Some(after), Some(seat)) = (self.config.abandon_after, p.seat)
                 && self.can_auto_abandon(seat)
@@ -1941,7 +1904,7 @@ impl<I: Input> MeshSession<I> {
 
     fn flush_all(&mut self) {
         for p in &mut self.peers {
-            p.flush = true;
+            p.link.flush = true;
         }
     }
 
@@ -2056,11 +2019,12 @@ impl<I: Input> MeshSession<I> {
 
     fn send_due(&self, i: usize) -> Instant {
         let p = &self.peers[i];
-        match p.last_sent {
-            None => self.started,
-            Some(t) if self.has_news(p) => t + self.config.resend_interval,
-            Some(t) => t + self.config.keepalive_interval,
-        }
+        let interval = if p.link.sent_any() && self.has_news(p) {
+            self.config.resend_interval
+        } else {
+            self.config.keepalive_interval
+        };
+        p.link.send_due(self.started, interval)
     }
 
     /// Whether `p` may lack something only we can tell it.

@@ -311,7 +311,7 @@ impl<I: Input> MeshSession<I> {
         p.seat.is_none()
             && p.greeted
             && !p.left
-            && !p.interrupted
+            && !p.link.interrupted()
             && p.incompatible.is_none()
             && p.next_tick < self.store.base()
     }
@@ -371,7 +371,7 @@ impl<I: Input> MeshSession<I> {
             };
             if end {
                 p.outgoing = None;
-                p.chunk_starved = false;
+                p.link.chunk_starved = false;
             }
         }
         // Who needs a state, from which tick on, under which id (an
@@ -399,7 +399,7 @@ impl<I: Input> MeshSession<I> {
                         n
                     });
                     self.peers[i].outgoing = Some(Box::new(template.for_another(id)));
-                    self.peers[i].flush = true;
+                    self.peers[i].link.flush = true;
                 }
                 None => wanted = Some(wanted.map_or(from, |w| w.max(from))),
             }
@@ -433,8 +433,8 @@ impl<I: Input> MeshSession<I> {
     /// Marks every peer with chunks due for a datagram.
     pub(super) fn flush_chunks(&mut self) {
         for i in 0..self.peers.len() {
-            if !self.peers[i].chunk_starved && self.chunks_due(i) {
-                self.peers[i].flush = true;
+            if !self.peers[i].link.chunk_starved && self.chunks_due(i) {
+                self.peers[i].link.flush = true;
             }
         }
     }
@@ -445,7 +445,7 @@ impl<I: Input> MeshSession<I> {
         let resend = self
             .peers
             .iter()
-            .filter(|p| !p.chunk_starved && self.sending(p))
+            .filter(|p| !p.link.chunk_starved && self.sending(p))
             .filter_map(|p| p.outgoing.as_ref()?.next_resend())
             .min();
         let ask = self
@@ -478,7 +478,7 @@ impl<I: Input> MeshSession<I> {
             Some(s) => {
                 self.seat_live(s)
                     && !p.left
-                    && !p.interrupted
+                    && !p.link.interrupted()
                     && p.giving.is_some_and(|g| g.id == tx.id() && !g.done)
             }
         }
@@ -498,7 +498,7 @@ impl<I: Input> MeshSession<I> {
         let carried = tx.write_due(w, now);
         // Another datagram at once only if this one made room for a chunk
         // (else the next one would not either).
-        p.chunk_starved = !carried;
+        p.link.chunk_starved = !carried;
         carried && tx.has_due(now)
     }
 
@@ -582,7 +582,7 @@ impl<I: Input> MeshSession<I> {
         let Some(t) = inc.current.as_mut() else {
             return;
         };
-        self.peers[i].flush = true;
+        self.peers[i].link.flush = true;
         let (gained, taken) = take_into(&mut t.receiver, c, self.seats.len());
         if gained {
             t.progress = now;
@@ -618,7 +618,7 @@ impl<I: Input> MeshSession<I> {
                 k != i
                     && p.seat
                         .is_some_and(|s| self.seats[s.index()].empty_from.is_none())
-                    && p.last_heard.is_some_and(|t| self.now - t < quiet)
+                    && p.link.last_heard().is_some_and(|t| self.now - t < quiet)
             })
             .map(|(_, p)| p.next_tick)
             .max();

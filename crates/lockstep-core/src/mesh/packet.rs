@@ -6,7 +6,6 @@
 
 use super::MeshSession;
 use super::store::Cell;
-use crate::shared::Rtt;
 use crate::wire::{
     self, Abandon, ByeReason, ChainWriter, DatagramWriter, Endorsement, Frames, Hello, InputRun,
     Inputs, Message, RejectReason, ResumeToken, Status, Welcome,
@@ -43,7 +42,7 @@ impl<I: Input> MeshSession<I> {
         // Until welcomed, and again while the peer is silent: the Hello
         // carries our full tick, which anchors how it reads the datagram's
         // 16-bit one after a long silence.
-        if !p.welcomed || p.interrupted {
+        if !p.welcomed || p.link.interrupted() {
             w.put(Message::Hello(Hello {
                 fingerprint: self.config.fingerprint,
                 spectator: self.local_seat.is_none(),
@@ -83,13 +82,8 @@ impl<I: Input> MeshSession<I> {
                 waiting,
             }));
         }
-        if let Some((stamp, at)) = p.pong_owed {
-            w.put(p.link.pong_to(stamp, at, now));
-        }
-        if p.ping_due <= now {
-            w.put(Message::Ping {
-                stamp: Rtt::stamp(now),
-            });
+        for m in p.link.pong(now).into_iter().chain(p.link.ping(now)) {
+            w.put(m);
         }
         if self.local_seat.is_some() {
             if let Some(frame) = self.pause.frame() {

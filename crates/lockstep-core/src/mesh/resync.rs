@@ -230,7 +230,7 @@ impl<I: Input> MeshSession<I> {
                     && (majority.is_empty() || majority.contains(&p.id))
                     && p.greeted
                     && !p.left
-                    && !p.interrupted
+                    && !p.link.interrupted()
                     && p.incompatible.is_none()
                     && !tried.contains(&p.id)
             })
@@ -238,7 +238,7 @@ impl<I: Input> MeshSession<I> {
                 (
                     self.failed_donors.iter().any(|(_, d)| *d == p.id),
                     Some(p.id) == self.last_donor,
-                    p.rtt.get().unwrap_or(Duration::MAX),
+                    p.link.rtt().unwrap_or(Duration::MAX),
                     p.seat,
                 )
             })
@@ -398,7 +398,7 @@ impl<I: Input> MeshSession<I> {
             return;
         }
         r.started = true;
-        self.peers[i].flush = true;
+        self.peers[i].link.flush = true;
         let (gained, taken) = take_into(&mut r.receiver, c, width);
         if gained {
             r.progress = now;
@@ -457,7 +457,7 @@ impl<I: Input> MeshSession<I> {
             done: false,
         });
         p.outgoing = None;
-        p.chunk_starved = false;
+        p.link.chunk_starved = false;
         self.stats.resyncs_given += 1;
         self.plan_snapshots();
     }
@@ -469,13 +469,13 @@ impl<I: Input> MeshSession<I> {
         self.donor.forget();
         for p in &mut self.peers {
             p.outgoing = None;
-            p.chunk_starved = false;
+            p.link.chunk_starved = false;
         }
     }
 
     fn flush_peer(&mut self, peer: PeerId) {
         if let Some(p) = self.peers.iter_mut().find(|p| p.id == peer) {
-            p.flush = true;
+            p.link.flush = true;
         }
     }
 }

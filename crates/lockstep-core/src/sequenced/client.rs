@@ -8,9 +8,10 @@ use crate::error::{
     ChecksumError, CommitError, ConfigError, DatagramError, Incompatibility, PauseError,
     ReconnectError,
 };
+use crate::link::{Link, StallMeter, Traffic};
 use crate::rules::limits;
 use crate::secure::{self, SecureChannel};
-use crate::shared::{Events, LinkMeter, Rate, Rtt, Traffic};
+use crate::shared::{Events, Rate};
 use crate::snapshot::{Snapshot, SnapshotError, SnapshotLimits, SnapshotReceiver, SnapshotSender};
 use crate::wire::{
     self, ByeReason, ChainWriter, Datagram, DatagramWriter, Hello, InputCodec, InputRun, Inputs,
@@ -348,29 +349,22 @@ pub struct ClientSession<I: Input> {
     /// Since when we have been saying goodbye, until the server answers or
     /// [`GOODBYES`] have gone out.
     leaving: Option<Instant>,
-    last_heard: Option<Instant>,
-    interrupted: bool,
-    last_sent: Option<Instant>,
-    flush: bool,
-    pong_owed: Option<(u32, Instant)>,
-    ping_due: Instant,
-    rtt: Rtt,
-    /// Datagrams and bytes each way, and the loss each way.
-    link: LinkMeter,
+    /// When the sequencer was heard, the send schedule, ping and pong, the
+    /// traffic each way (silence counts from `started`).
+    link: Link,
     /// Frames run, for the tick rate achieved.
     frame_rate: Rate,
     checks: LocalChecks,
     server_checks: RemoteChecks,
     events: Events<Event>,
     stats: ClientStats,
-    stall_started: Option<Instant>,
+    /// When the picture stopped, and for how long.
+    stall: StallMeter,
     /// Judges the input delay we want (with `adaptive`, once seated).
     tracker: Option<DelayTracker>,
     /// The delay rose since the last commit: the next one first tops our
     /// lead up to it with neutral input.
     delay_rose: bool,
-    /// When the game last got a frame.
-    last_frame_at: Option<Instant>,
     /// The server's latest address-validation cookie, echoed in the Hello.
     cookie: Vec<u8>,
     /// Our public key, offered in the Hello.
@@ -391,9 +385,6 @@ pub struct ClientSession<I: Input> {
     resync_told: u32,
     /// A snapshot the sequencer asked of us, and its transfer.
     donation: Option<Donation>,
-    /// The last datagram had no room for a chunk that was due: chunks wait
-    /// for the next regular datagram instead of forcing one.
-    chunk_starved: bool,
     /// The token of our seat, from the latest Welcome.
     token: Option<ResumeToken>,
     /// Connecting again with `token`, keeping what we have.
@@ -517,22 +508,14 @@ impl<I: Input> ClientSession<I> {
             pause_requested: None,
             lifted: None,
             leaving: None,
-            last_heard: None,
-            interrupted: false,
-            last_sent: None,
-            flush: true,
-            pong_owed: None,
-            ping_due: now,
-            rtt: Rtt::default(),
-            link: LinkMeter::default(),
+            link: Link::ready(now),
             frame_rate: Rate::default(),
             server_checks: RemoteChecks::default(),
             events: Events::new(EVENT_QUEUE_CAP),
             stats: ClientStats::default(),
-            stall_started: None,
+            stall: StallMeter::default(),
             tracker: None,
             delay_rose: false,
-            last_frame_at: None,
             cookie: Vec::new(),
             public,
             pending: None,
@@ -542,7 +525,6 @@ impl<I: Input> ClientSession<I> {
             resynced: 0,
             resync_told: 0,
             donation: None,
-            chunk_starved: false,
             token: None,
             reconnecting: false,
             moving: false,
@@ -609,7 +591,7 @@ impl<I: Input> ClientSession<I> {
     /// [`awaiting`](Self::awaiting) while this holds, rather than flicker a
     /// banner for every input that arrives a little late.
     pub fn stalled(&self) -> bool {
-        self.stall_started.is_some()
+        self.stall.stalled()
     }
 
     /// The frames ready to run, as a [`Pacer`](crate::Pacer) should count
@@ -655,8 +637,10 @@ impl<I: Input> ClientSession<I> {
         s.lead = self.lead_target();
         s.buffered_frames = self.frames.iter().filter(|f| f.is_some()).count();
         s.unacked_inputs = self.unacked.len();
-        s.rtt = self.rtt.get();
-        s.rtt_jitter = self.rtt.jitter();
+        s.stalls = self.stall.stalls();
+        s.stalled_for = self.stall.stalled_for();
+        s.rtt = self.link.rtt();
+        s.rtt_jitter = self.link.jitter();
         s.traffic = self.link.traffic(self.now);
         s.tick_rate = self.frame_rate.per_sec(self.now);
         s.input_slack = self.tracker.as_ref().and_then(DelayTracker::slack);
@@ -711,7 +695,7 @@ impl<I: Input> ClientSession<I> {
         // otherwise.
         if w.deadline && self.slack < 0 && self.raised_for.is_none_or(|t| self.acked > t) {
             let period = (1_000_000 / u128::from(w.tick_rate.max(1))).max(1);
-            let trip = self.rtt.get().zip(self.rtt.jitter()).map_or(0, |(r, j)| {
+            let trip = self.link.rtt().zip(self.link.jitter()).map_or(0, |(r, j)| {
                 u32::try_from((r + j).as_micros().div_ceil(period)).unwrap_or(u32::MAX)
             });
             let ahead = w.delay.max(trip.saturating_add(1));
@@ -779,7 +763,7 @@ impl<I: Input> ClientSession<I> {
             self.unacked.pop_front();
             self.stats.inputs_dropped += 1;
         }
-        self.flush = true;
+        self.link.flush = true;
         Ok(tick)
     }
 
@@ -804,12 +788,8 @@ impl<I: Input> ClientSession<I> {
                     .welcome()
                     .filter(|w| w.tick_rate > 0)
                     .map(|w| Duration::from_secs(2) / w.tick_rate);
-                if let (Some(two_ticks), Some(last), None) =
-                    (period, self.last_frame_at, self.stall_started)
-                    && self.now - last > two_ticks
-                {
-                    self.stall_started = Some(last + two_ticks);
-                    self.stats.stalls += 1;
+                if let Some(two_ticks) = period {
+                    self.stall.no_frame(self.now, two_ticks);
                 }
                 return None;
             }
@@ -847,11 +827,8 @@ impl<I: Input> ClientSession<I> {
             self.stats.input_latency_sum += self.now - *at;
             self.committed_at.pop_front();
         }
-        self.last_frame_at = Some(self.now);
+        self.stall.ran(self.now);
         self.keep(&frame);
-        if let Some(since) = self.stall_started.take() {
-            self.stats.stalled_for += self.now - since;
-        }
         Some(frame)
     }
 
@@ -904,7 +881,7 @@ impl<I: Input> ClientSession<I> {
 
     /// When the sequencer was last heard from.
     pub(crate) fn last_heard(&self) -> Option<Instant> {
-        self.last_heard
+        self.link.last_heard()
     }
 
     /// Frames from someone other than our sequencer, known to be the
@@ -1051,7 +1028,7 @@ impl<I: Input> ClientSession<I> {
         let j = self.joining.as_mut().filter(|j| j.announced)?;
         let s = j.ready.take()?;
         j.restored = true;
-        self.flush = true;
+        self.link.flush = true;
         Some(s)
     }
 
@@ -1075,7 +1052,7 @@ impl<I: Input> ClientSession<I> {
             &self.config.snapshot,
         )?;
         d.sender = Some(Box::new(tx));
-        self.flush = true;
+        self.link.flush = true;
         Ok(())
     }
 
@@ -1111,7 +1088,7 @@ impl<I: Input> ClientSession<I> {
             return Err(PauseError::Observer);
         }
         self.pause_requested = Some(true);
-        self.flush = true;
+        self.link.flush = true;
         Ok(())
     }
 
@@ -1183,17 +1160,10 @@ impl<I: Input> ClientSession<I> {
         self.reconnecting = true;
         self.moving = false;
         self.started = self.now;
-        self.last_heard = None;
-        self.interrupted = false;
-        self.last_sent = None;
-        self.flush = true;
-        self.pong_owed = None;
-        self.ping_due = self.now;
-        self.rtt = Rtt::default();
+        self.link.restart(self.now);
         self.server_checks = RemoteChecks::default();
         self.waiting.clear();
         self.donation = None;
-        self.chunk_starved = false;
     }
 
     /// Whether [`reconnect`](Self::reconnect) would take our seat back
@@ -1232,7 +1202,7 @@ impl<I: Input> ClientSession<I> {
     /// Asks the sequencer to resume.
     pub fn resume(&mut self) {
         self.pause_requested = Some(false);
-        self.flush = true;
+        self.link.flush = true;
     }
 
     /// Leaves: the sequencer is told goodbye and the seat empties. The
@@ -1242,7 +1212,7 @@ impl<I: Input> ClientSession<I> {
     pub fn leave(&mut self) {
         if self.leaving.is_none() {
             self.leaving = Some(self.now);
-            self.flush = true;
+            self.link.flush = true;
         }
     }
 
@@ -1288,7 +1258,7 @@ impl<I: Input> ClientSession<I> {
     /// of a mismatch and of where the search for the first divergent tick
     /// ended.
     fn check_outcome(&mut self, o: Outcome) {
-        self.flush |= self.server_checks.urgent(self.now);
+        self.link.flush |= self.server_checks.urgent(self.now);
         let peer = self.server;
         match o {
             Outcome::Mismatch(m) => self.push_event(Event::Desync {
@@ -1453,9 +1423,7 @@ impl<I: Input> ClientSession<I> {
             }
         }
         let now = self.now;
-        self.last_heard = Some(now);
-        if self.interrupted {
-            self.interrupted = false;
+        if self.link.heard(now) {
             self.push_event(Event::Recovered {
                 peer: self.server,
                 player: None,
@@ -1469,7 +1437,7 @@ impl<I: Input> ClientSession<I> {
         for o in self.server_checks.receive(&self.checks, &checks, now) {
             self.check_outcome(o);
         }
-        self.flush |= self.server_checks.urgent(now);
+        self.link.flush |= self.server_checks.urgent(now);
         for m in d.messages {
             match m {
                 Message::Welcome(w) => self.welcomed(w),
@@ -1484,7 +1452,7 @@ impl<I: Input> ClientSession<I> {
                             .map(Box::new),
                         _ => None,
                     };
-                    self.flush = true;
+                    self.link.flush = true;
                 }
                 // Reconnecting before the old connection went quiet (its
                 // late datagrams still arrive): the Hello is repeated
@@ -1554,7 +1522,7 @@ impl<I: Input> ClientSession<I> {
                         self.pause_requested = None;
                     }
                 }
-                Message::Ping { stamp } => self.pong_owed = Some((stamp, now)),
+                Message::Ping { stamp } => self.link.pinged_by(stamp, now),
                 Message::Pong {
                     stamp,
                     held_ms,
@@ -1562,7 +1530,7 @@ impl<I: Input> ClientSession<I> {
                     sent,
                 } => {
                     let pong = (stamp, held_ms, received, sent);
-                    self.link.pong_came(&mut self.rtt, now, pong);
+                    self.link.ponged(now, pong);
                 }
                 Message::SnapshotChunk(c) => self.take_chunk(&c),
                 Message::SnapshotRequest { id, tick } => self.snapshot_requested(id, tick),
@@ -1591,7 +1559,7 @@ impl<I: Input> ClientSession<I> {
             }
             // A hole before frames that did arrive: say so at once.
             if !had_gap && self.frames.front().is_some_and(Option::is_none) {
-                self.flush = true;
+                self.link.flush = true;
             }
         }
         Ok(())
@@ -1618,7 +1586,7 @@ impl<I: Input> ClientSession<I> {
             }
             self.member_acks.push_back((m.seat, m.version));
         }
-        self.flush = true;
+        self.link.flush = true;
     }
 
     /// The room's roster, as the sequencer shared it: every seat held, in
@@ -1649,7 +1617,7 @@ impl<I: Input> ClientSession<I> {
         else {
             return;
         };
-        self.flush = true;
+        self.link.flush = true;
         // A client being resynced runs on up to the snapshot's tick (the
         // sequencer sends it the frames), so its game holds its own state
         // there to compare; a joiner's stream starts right after it.
@@ -1785,7 +1753,7 @@ impl<I: Input> ClientSession<I> {
         // Commits start again where the seat goes live; none made before
         // may leave a gap there.
         self.next_commit = self.next_tick;
-        self.flush = true;
+        self.link.flush = true;
         if self.resync_told != id {
             self.resync_told = id;
             self.push_event(Event::Resyncing);
@@ -1866,25 +1834,22 @@ impl<I: Input> ClientSession<I> {
         let now = self.now;
         if matches!(self.state, State::Closed(_)) {
             if self.saying_goodbye() && self.send_due() <= now {
-                self.flush = true;
+                self.link.flush = true;
             }
             return;
         }
-        let heard = self.last_heard.unwrap_or(self.started);
-        let silent = now - heard;
-        if silent >= self.config.timeout {
+        if self.link.silent_for(now) >= self.config.timeout {
             self.close(CloseReason::TimedOut);
             return;
         }
-        if !self.interrupted && silent >= self.config.interrupt_after && self.last_heard.is_some() {
-            self.interrupted = true;
+        if let Some(silent) = self.link.interrupt(now, self.config.interrupt_after, false) {
             self.push_event(Event::Interrupted {
                 peer: self.server,
                 player: None,
                 silent_for: silent,
             });
         }
-        let chunk_due = !self.chunk_starved
+        let chunk_due = !self.link.chunk_starved
             && self
                 .donation
                 .as_ref()
@@ -1904,13 +1869,13 @@ impl<I: Input> ClientSession<I> {
         }
         let question_due = self.server_checks.question_due().is_some_and(|d| d <= now);
         if self.send_due() <= now || chunk_due || question_due {
-            self.flush = true;
+            self.link.flush = true;
         }
     }
 
     /// Writes the next datagram for the sequencer into `buf`.
     pub fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
-        if !self.flush || self.closed().is_some_and(|r| *r != CloseReason::Left) {
+        if !self.link.flush || self.closed().is_some_and(|r| *r != CloseReason::Left) {
             return None;
         }
         buf.clear();
@@ -1951,13 +1916,13 @@ impl<I: Input> ClientSession<I> {
                 resume_from: (self.reconnecting && self.joining.is_none()).then_some(base),
             }));
         }
-        if let Some((stamp, at)) = self.pong_owed {
-            w.put(self.link.pong_to(stamp, at, self.now));
+        if let Some(pong) = self.link.pong(self.now) {
+            w.put(pong);
         }
-        if self.connected() && self.ping_due <= self.now {
-            w.put(Message::Ping {
-                stamp: Rtt::stamp(self.now),
-            });
+        if self.connected()
+            && let Some(ping) = self.link.ping(self.now)
+        {
+            w.put(ping);
         }
         match self.pause_requested {
             Some(true) => w.put(Message::Pause {
@@ -2048,7 +2013,7 @@ impl<I: Input> ClientSession<I> {
             // Another datagram at once only if this one made room for a
             // chunk (else the next one would not either).
             more = carried && tx.has_due(self.now);
-            self.chunk_starved = !carried && tx.has_due(self.now);
+            self.link.chunk_starved = !carried && tx.has_due(self.now);
         }
         if matches!(self.state, State::Connecting) {
             // A server answers an unproven address with no more bytes than
@@ -2066,16 +2031,10 @@ impl<I: Input> ClientSession<I> {
             self.crypt = sealed;
         }
         // A snapshot goes out as fast as its window allows.
-        self.flush = more;
-        self.pong_owed = None;
-        if self.ping_due <= self.now {
-            self.ping_due = self.now + self.config.ping_interval;
-            if self.connected() {
-                self.link.pinged(&mut self.rtt, self.now);
-            }
-        }
-        self.link.sent(self.now, len);
-        self.last_sent = Some(self.now);
+        self.link.flush = more;
+        let timed = self.connected();
+        self.link
+            .sent(self.now, len, self.config.ping_interval, timed);
         self.stats.datagrams_sent += 1;
         self.stats.bytes_sent += len as u64;
         if self.leaving.is_some() && !matches!(self.state, State::Closed(_)) {
@@ -2102,7 +2061,7 @@ impl<I: Input> ClientSession<I> {
         } else {
             self.config.keepalive_interval
         };
-        self.last_sent.map_or(self.started, |t| t + interval)
+        self.link.send_due(self.started, interval)
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) next needs calling.
@@ -2116,19 +2075,19 @@ impl<I: Input> ClientSession<I> {
         if matches!(self.state, State::Closed(_)) {
             return self.saying_goodbye().then(|| self.send_due());
         }
-        let heard = self.last_heard.unwrap_or(self.started);
+        let heard = self.link.heard_or_since();
         let mut t = self.send_due().min(heard + self.config.timeout);
         if let Some(r) = self
             .donation
             .as_ref()
             .and_then(|d| d.sender.as_ref())
-            .filter(|_| !self.chunk_starved)
+            .filter(|_| !self.link.chunk_starved)
             .and_then(|tx| tx.next_resend())
         {
             t = t.min(r);
         }
-        if !self.interrupted && self.last_heard.is_some() {
-            t = t.min(heard + self.config.interrupt_after);
+        if let Some(i) = self.link.interrupt_due(self.config.interrupt_after, false) {
+            t = t.min(i);
         }
         if let Some(q) = self.server_checks.question_due() {
             t = t.min(q);

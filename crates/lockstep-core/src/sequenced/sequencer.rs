@@ -5,8 +5,9 @@ use crate::admission::{self, SecretStream};
 use crate::checksum::{Incoming, Referee, Relayed, Routed, Verdicted};
 use crate::endpoint::Transmit;
 use crate::error::ConfigError;
+use crate::link::{Link, Traffic};
 use crate::rules::limits;
-use crate::shared::{Events, LinkMeter, Rate, Rtt, Traffic};
+use crate::shared::{Events, Rate};
 use crate::snapshot::{SnapshotError, SnapshotLimits, SnapshotReceiver, SnapshotSender};
 use crate::wire::{
     self, ByeReason, Datagram, DatagramWriter, ErrorCode, Frames, Hello, Holder, InputCodec,
@@ -449,15 +450,10 @@ struct Conn {
     /// The first frame the client lacks (its datagrams' base).
     next: Tick,
     welcome_pending: bool,
-    last_heard: Instant,
-    last_sent: Option<Instant>,
-    flush: bool,
+    /// When it was heard (silence counts from its Hello), the send
+    /// schedule, ping and pong, the traffic each way.
+    link: Link,
     ack_pending: bool,
-    pong_owed: Option<(u32, Instant)>,
-    ping_due: Instant,
-    rtt: Rtt,
-    /// Datagrams and bytes each way, and the loss each way.
-    link: LinkMeter,
     checks: Relayed,
     datagram_rate: TokenBucket,
     /// Extra datagrams allowed while it sends or receives a snapshot: a
@@ -468,9 +464,6 @@ struct Conn {
     closing: Option<Closing>,
     /// Joining a game under way from a snapshot.
     join: Option<Join>,
-    /// The last datagram had no room for a chunk that was due: chunks wait
-    /// for the next regular datagram instead of forcing one.
-    chunk_starved: bool,
     /// Resumed by replaying the game from its start: the history is kept
     /// for it like a joiner's, until it has caught up with the open tick.
     replaying: bool,
@@ -1045,7 +1038,7 @@ impl<I: Input> Sequencer<I> {
     fn seat_quiet(&self, seat: PlayerId, now: Instant) -> bool {
         self.seat_conn(seat).is_none_or(|i| {
             let c = &self.conns[i];
-            c.closing.is_some() || now - c.last_heard >= self.config.resume_after_silence
+            c.closing.is_some() || c.link.silent_for(now) >= self.config.resume_after_silence
         })
     }
 
@@ -1097,7 +1090,7 @@ impl<I: Input> Sequencer<I> {
 
     /// Smoothed round-trip time to `peer`, once measured.
     pub fn rtt(&self, peer: PeerId) -> Option<Duration> {
-        self.conns.iter().find(|c| c.peer == peer)?.rtt.get()
+        self.conns.iter().find(|c| c.peer == peer)?.link.rtt()
     }
 
     /// Loss each way and bytes per second each way on `peer`'s
@@ -1195,7 +1188,7 @@ impl<I: Input> Sequencer<I> {
         if let Some(i) = self.conn_index(peer) {
             let c = &mut self.conns[i];
             c.welcome_pending = true;
-            c.flush = true;
+            c.link.flush = true;
         }
     }
 
@@ -1266,7 +1259,7 @@ impl<I: Input> Sequencer<I> {
         let now = self.now;
         for i in 0..self.conns.len() {
             let c = &self.conns[i];
-            if c.closing.is_none() && now - c.last_heard >= self.config.timeout {
+            if c.closing.is_none() && c.link.silent_for(now) >= self.config.timeout {
                 let reason = self.silence_reason(i);
                 self.close(i, Closing::Bye(ByeReason::Timeout, String::new()), reason);
             }
@@ -1304,10 +1297,10 @@ impl<I: Input> Sequencer<I> {
         self.progress_joins();
         self.refresh_roster();
         for i in 0..self.conns.len() {
-            let chunk_due = !self.conns[i].chunk_starved
+            let chunk_due = !self.conns[i].link.chunk_starved
                 && matches!(&self.conns[i].join, Some(Join::Receiving(tx)) if tx.has_due(now));
             if self.send_due(i) <= now || chunk_due {
-                self.conns[i].flush = true;
+                self.conns[i].link.flush = true;
             }
         }
     }
@@ -1333,7 +1326,7 @@ impl<I: Input> Sequencer<I> {
         let n = self.conns.len();
         let i = (0..n)
             .map(|k| (self.cursor + k) % n)
-            .find(|&i| self.conns[i].flush)?;
+            .find(|&i| self.conns[i].link.flush)?;
         self.cursor = (i + 1) % n;
         Some(self.transmit(i, buf))
     }
@@ -1343,7 +1336,9 @@ impl<I: Input> Sequencer<I> {
     /// everyone else stay due here.
     pub(crate) fn poll_transmit_to(&mut self, peer: PeerId, buf: &mut Vec<u8>) -> Option<Transmit> {
         buf.clear();
-        let i = self.conn_index(peer).filter(|&i| self.conns[i].flush)?;
+        let i = self
+            .conn_index(peer)
+            .filter(|&i| self.conns[i].link.flush)?;
         Some(self.transmit(i, buf))
     }
 
@@ -1353,23 +1348,17 @@ impl<I: Input> Sequencer<I> {
         let now = self.now;
         let c = &mut self.conns[i];
         let peer = c.peer;
-        c.flush = false;
+        c.link.flush = false;
         c.ack_pending = false;
-        c.pong_owed = None;
         c.welcome_pending = c.welcome_pending && c.closing.is_none();
-        if c.ping_due <= now {
-            c.ping_due = now + self.config.ping_interval;
-            c.link.pinged(&mut c.rtt, now);
-        }
-        c.link.sent(now, buf.len());
-        c.last_sent = Some(now);
+        c.link.sent(now, buf.len(), self.config.ping_interval, true);
         // A snapshot goes out as fast as its window allows (another
         // datagram at once only if this one had room for chunks).
         if let Some(Join::Receiving(tx)) = &c.join
             && carried
             && tx.has_due(now)
         {
-            c.flush = true;
+            c.link.flush = true;
         }
         if c.closing.is_some() {
             self.conns.remove(i);
@@ -1384,7 +1373,7 @@ impl<I: Input> Sequencer<I> {
         let mut consider = |t: Instant| next = Some(next.map_or(t, |n| n.min(t)));
         for (i, c) in self.conns.iter().enumerate() {
             consider(self.send_due(i));
-            consider(c.last_heard + self.config.timeout);
+            consider(c.link.heard_or_since() + self.config.timeout);
         }
         for seat in self.seats.iter().flatten() {
             if let Some(t) = seat.lost {
@@ -1406,7 +1395,7 @@ impl<I: Input> Sequencer<I> {
         }
         for c in &self.conns {
             if let Some(Join::Receiving(tx)) = &c.join {
-                if let Some(t) = tx.next_resend().filter(|_| !c.chunk_starved) {
+                if let Some(t) = tx.next_resend().filter(|_| !c.link.chunk_starved) {
                     consider(t);
                 }
                 if let Some(t) = tx.last_progress() {
@@ -1467,7 +1456,7 @@ impl<I: Input> Sequencer<I> {
 
     fn flush_all(&mut self) {
         for c in &mut self.conns {
-            c.flush = true;
+            c.link.flush = true;
         }
     }
 
@@ -1767,21 +1756,14 @@ impl<I: Input> Sequencer<I> {
             seat,
             next,
             welcome_pending: true,
-            last_heard: now,
-            last_sent: None,
-            flush: true,
+            link: Link::ready(now),
             ack_pending: false,
-            pong_owed: None,
-            ping_due: now,
-            rtt: Rtt::default(),
-            link: LinkMeter::default(),
             checks: Relayed::default(),
             datagram_rate: TokenBucket::full(self.config.max_datagrams_per_sec, now),
             snapshot_rate: TokenBucket::full(SNAPSHOT_DATAGRAMS_PER_SEC, now),
             input_rate: TokenBucket::full(self.config.max_inputs_per_sec, now),
             closing: None,
             join: join.then_some(Join::Waiting),
-            chunk_starved: false,
             replaying: false,
             resync: None,
             judged_from: Tick::ZERO,
@@ -1810,8 +1792,8 @@ impl<I: Input> Sequencer<I> {
             return;
         }
         c.closing = Some(closing);
-        c.flush = true;
-        let (peer, seat, last_heard) = (c.peer, c.seat, c.last_heard);
+        c.link.flush = true;
+        let (peer, seat, last_heard) = (c.peer, c.seat, c.link.heard_or_since());
         if let Some(s) = seat {
             if reason == DropReason::Lost
                 && let Some(held) = self.seats[s.index()].as_mut()
@@ -1863,7 +1845,7 @@ impl<I: Input> Sequencer<I> {
         let now = self.now;
         {
             let c = &mut self.conns[i];
-            c.last_heard = now;
+            c.link.heard(now);
             let transferring = matches!(c.join, Some(Join::Receiving(_)))
                 || self.fetch.as_ref().is_some_and(|f| f.donor == c.peer);
             let allowed =
@@ -1997,7 +1979,7 @@ impl<I: Input> Sequencer<I> {
                     }
                 }
                 Message::Resume { .. } if seat.is_some() => self.resume(),
-                Message::Ping { stamp } => self.conns[i].pong_owed = Some((stamp, now)),
+                Message::Ping { stamp } => self.conns[i].link.pinged_by(stamp, now),
                 Message::Pong {
                     stamp,
                     held_ms,
@@ -2006,7 +1988,7 @@ impl<I: Input> Sequencer<I> {
                 } => {
                     let c = &mut self.conns[i];
                     let pong = (stamp, held_ms, received, sent);
-                    let (to_it, from_it) = c.link.pong_came(&mut c.rtt, now, pong);
+                    let (to_it, from_it) = c.link.ponged(now, pong);
                     self.stats.datagrams_lost_out += to_it;
                     self.stats.datagrams_lost_in += from_it;
                 }
@@ -2065,7 +2047,7 @@ impl<I: Input> Sequencer<I> {
             .is_some_and(|(p, a)| p == peer && a.id == chunk.id)
         {
             // It missed our last acknowledgement: say it again.
-            self.conns[i].flush = true;
+            self.conns[i].link.flush = true;
             return;
         }
         let Some(f) = self
@@ -2076,7 +2058,7 @@ impl<I: Input> Sequencer<I> {
             return;
         };
         f.started = true;
-        self.conns[i].flush = true;
+        self.conns[i].link.flush = true;
         let before = f.receiver.progress().map_or(0, |p| p.2);
         let taken = f.receiver.take(chunk);
         if f.receiver.progress().map_or(0, |p| p.2) > before || matches!(taken, Ok(Some(_))) {
@@ -2137,7 +2119,7 @@ impl<I: Input> Sequencer<I> {
             };
             c.judged_from = after;
             c.resync_donor = donor.filter(|_| c.resync.is_some());
-            c.flush = true;
+            c.link.flush = true;
             joiners += 1;
         }
         self.push_event(SequencerEvent::SnapshotReady {
@@ -2336,7 +2318,7 @@ impl<I: Input> Sequencer<I> {
                     !voters.is_empty() && !voters.contains(&c.peer),
                     self.suspects.contains(&c.peer),
                     open.since(c.next.min(open)),
-                    c.rtt.get().unwrap_or(Duration::MAX),
+                    c.link.rtt().unwrap_or(Duration::MAX),
                 )
             })
             .map(|c| c.peer);
@@ -2393,7 +2375,7 @@ impl<I: Input> Sequencer<I> {
             receiver: SnapshotReceiver::new(self.config.snapshot.clone()),
         });
         if let Some(i) = self.conn_index(donor) {
-            self.conns[i].flush = true;
+            self.conns[i].link.flush = true;
         }
         self.push_event(SequencerEvent::SnapshotAsked { donor, tick, id });
     }
@@ -2478,7 +2460,7 @@ impl<I: Input> Sequencer<I> {
         let c = &mut self.conns[i];
         c.join = Some(Join::Waiting);
         c.resync = Some((id, verdict));
-        c.flush = true;
+        c.link.flush = true;
         if let Some(player) = seat {
             if let Some(s) = self.seats[player.index()].as_mut() {
                 s.live = false;
@@ -2559,13 +2541,13 @@ impl<I: Input> Sequencer<I> {
                     for to in to {
                         if let Some(j) = self.conn_index(to) {
                             self.conns[j].checks.query = Some((id, ticks.to_vec()));
-                            self.conns[j].flush = true;
+                            self.conns[j].link.flush = true;
                         }
                     }
                 }
                 Routed::Answer(entries) => {
                     self.conns[i].checks.answer = Some((id, entries));
-                    self.conns[i].flush = true;
+                    self.conns[i].link.flush = true;
                 }
                 Routed::Nowhere => {}
             }
@@ -2575,7 +2557,7 @@ impl<I: Input> Sequencer<I> {
             && let Some(j) = self.conn_index(asker)
         {
             self.conns[j].checks.answer = Some(answer);
-            self.conns[j].flush = true;
+            self.conns[j].link.flush = true;
         }
     }
 
@@ -2706,7 +2688,7 @@ impl<I: Input> Sequencer<I> {
                         let period = Duration::from_secs(1) / self.config.tick_rate;
                         let rtt = solo
                             .and_then(|p| self.seat_conn(p))
-                            .and_then(|i| self.conns[i].rtt.get())
+                            .and_then(|i| self.conns[i].link.rtt())
                             .unwrap_or_default()
                             .min(SOLO_MAX_RTT);
                         self.clock = Some((self.now + period + rtt, self.open));
@@ -2990,11 +2972,12 @@ impl<I: Input> Sequencer<I> {
 
     fn send_due(&self, i: usize) -> Instant {
         let c = &self.conns[i];
-        match c.last_sent {
-            None => self.started,
-            Some(t) if self.has_news(c) => t + self.config.resend_interval,
-            Some(t) => t + self.config.keepalive_interval,
-        }
+        let interval = if c.link.sent_any() && self.has_news(c) {
+            self.config.resend_interval
+        } else {
+            self.config.keepalive_interval
+        };
+        c.link.send_due(self.started, interval)
     }
 
     fn has_news(&self, c: &Conn) -> bool {
@@ -3072,13 +3055,8 @@ impl<I: Input> Sequencer<I> {
                 snapshot: c.join.is_some(),
             }));
         }
-        if let Some((stamp, at)) = c.pong_owed {
-            w.put(c.link.pong_to(stamp, at, now));
-        }
-        if c.ping_due <= now {
-            w.put(Message::Ping {
-                stamp: Rtt::stamp(now),
-            });
+        for m in c.link.pong(now).into_iter().chain(c.link.ping(now)) {
+            w.put(m);
         }
         let seat = c
             .seat
@@ -3170,7 +3148,7 @@ impl<I: Input> Sequencer<I> {
                 let carried = tx.write_due(&mut w, now);
                 let starved = !carried && tx.has_due(now);
                 let upto = tx.tick().saturating_add(1);
-                self.conns[i].chunk_starved = starved;
+                self.conns[i].link.chunk_starved = starved;
                 // Frames too, up to the snapshot's tick, for a client being
                 // resynced that has not run that far.
                 if !resyncing || next >= upto {

@@ -1,0 +1,289 @@
+//! The per-connection engine every topology holds once per remote end: a
+//! mesh peer for each other peer, the sequencer for each client, a client
+//! for its sequencer. It owns what every link does alike: when the other
+//! end was last heard and whether it went quiet (interrupt, recover), the
+//! send schedule (resend while there is news, keepalive otherwise), ping
+//! and pong with the round-trip estimate ([`Rtt`]) and the traffic meter
+//! ([`LinkMeter`]), and whether snapshot chunks were starved of room.
+//!
+//! A session decides what goes in its datagrams; the link decides when one
+//! is due and writes the two messages every datagram may carry for it, the
+//! `Pong` owed and the `Ping` due.
+
+mod meter;
+mod rtt;
+mod stall;
+
+pub(crate) use meter::LinkMeter;
+pub use meter::Traffic;
+pub(crate) use rtt::Rtt;
+pub(crate) use stall::StallMeter;
+
+use crate::Instant;
+use crate::wire::Message;
+use core::time::Duration;
+
+/// One remote end's link (see the [module](self)).
+#[derive(Debug, Clone)]
+pub(crate) struct Link {
+    /// When it was last heard from.
+    heard: Option<Instant>,
+    /// When the link began: silence counts from then until it is heard.
+    since: Instant,
+    last_sent: Option<Instant>,
+    /// A datagram is to go out at the next `poll_transmit`.
+    pub(crate) flush: bool,
+    /// A ping to answer: its stamp and when it arrived.
+    pong_owed: Option<(u32, Instant)>,
+    ping_due: Instant,
+    rtt: Rtt,
+    meter: LinkMeter,
+    /// It went quiet for longer than the session allows.
+    interrupted: bool,
+    /// The last datagram had no room for a chunk that was due: chunks wait
+    /// for the next regular datagram instead of forcing one.
+    pub(crate) chunk_starved: bool,
+}
+
+impl Link {
+    /// A link that begins at `now`: its first ping is due at once.
+    pub(crate) fn new(now: Instant) -> Self {
+        Self {
+            heard: None,
+            since: now,
+            last_sent: None,
+            flush: false,
+            pong_owed: None,
+            ping_due: now,
+            rtt: Rtt::default(),
+            meter: LinkMeter::default(),
+            interrupted: false,
+            chunk_starved: false,
+        }
+    }
+
+    /// A link that begins at `now` with a datagram to go at once (a
+    /// connection just opened, which answers or says hello).
+    pub(crate) fn ready(now: Instant) -> Self {
+        Self {
+            flush: true,
+            ..Self::new(now)
+        }
+    }
+
+    // ----- what came ---------------------------------------------------------
+
+    /// A datagram of `len` bytes came (whether or not it is taken).
+    pub(crate) fn received(&mut self, now: Instant, len: usize) {
+        self.meter.received(now, len);
+    }
+
+    /// A datagram from the other end was taken at `now`. Returns whether
+    /// this ends an interruption (the session tells the game it recovered).
+    pub(crate) fn heard(&mut self, now: Instant) -> bool {
+        self.heard = Some(now);
+        core::mem::take(&mut self.interrupted)
+    }
+
+    /// A ping stamped `stamp` came at `now`: the next datagram answers it.
+    pub(crate) fn pinged_by(&mut self, stamp: u32, now: Instant) {
+        self.pong_owed = Some((stamp, now));
+    }
+
+    /// The pong for our ping came at `now`: the round trip and the counts
+    /// it carries are taken. Returns the datagrams lost each way (there,
+    /// back) since the previous pong.
+    pub(crate) fn ponged(&mut self, now: Instant, pong: (u32, u32, u32, u32)) -> (u64, u64) {
+        self.meter.pong_came(&mut self.rtt, now, pong)
+    }
+
+    // ----- what goes ---------------------------------------------------------
+
+    /// The `Pong` the next datagram owes, as of `now`.
+    pub(crate) fn pong(&self, now: Instant) -> Option<Message<'static>> {
+        self.pong_owed
+            .map(|(stamp, at)| self.meter.pong_to(stamp, at, now))
+    }
+
+    /// The `Ping` due by `now`, if one is.
+    pub(crate) fn ping(&self, now: Instant) -> Option<Message<'static>> {
+        (self.ping_due <= now).then(|| Message::Ping {
+            stamp: Rtt::stamp(now),
+        })
+    }
+
+    /// A datagram of `len` bytes went out at `now`: the pong is paid, a
+    /// ping that was due went with it (the next is due `ping_interval`
+    /// later; `timed`: its round trip is measured, else it only moves the
+    /// schedule on).
+    pub(crate) fn sent(&mut self, now: Instant, len: usize, ping_interval: Duration, timed: bool) {
+        self.pong_owed = None;
+        if self.ping_due <= now {
+            self.ping_due = now + ping_interval;
+            if timed {
+                self.meter.pinged(&mut self.rtt, now);
+            }
+        }
+        self.meter.sent(now, len);
+        self.last_sent = Some(now);
+    }
+
+    /// When the next datagram is due: at `first` if none went out yet, else
+    /// `interval` after the last (a session's resend interval while it has
+    /// news for the other end, its keepalive otherwise).
+    pub(crate) fn send_due(&self, first: Instant, interval: Duration) -> Instant {
+        self.last_sent.map_or(first, |t| t + interval)
+    }
+
+    /// Whether anything went out yet.
+    pub(crate) fn sent_any(&self) -> bool {
+        self.last_sent.is_some()
+    }
+
+    // ----- silence -----------------------------------------------------------
+
+    /// When it was last heard from.
+    pub(crate) fn last_heard(&self) -> Option<Instant> {
+        self.heard
+    }
+
+    /// When it was last heard from, or when the link began.
+    pub(crate) fn heard_or_since(&self) -> Instant {
+        self.heard.unwrap_or(self.since)
+    }
+
+    /// How long it has been silent at `now` (since the link began, if
+    /// never heard).
+    pub(crate) fn silent_for(&self, now: Instant) -> Duration {
+        now - self.heard_or_since()
+    }
+
+    /// Whether it is interrupted (quiet for longer than allowed).
+    pub(crate) fn interrupted(&self) -> bool {
+        self.interrupted
+    }
+
+    /// It interrupts once it has been silent for `after` (with `unheard`
+    /// false, only once heard at all): returns how long it was silent when
+    /// it does, once per silence.
+    pub(crate) fn interrupt(
+        &mut self,
+        now: Instant,
+        after: Duration,
+        unheard: bool,
+    ) -> Option<Duration> {
+        let silent = self.silent_for(now);
+        let due = !self.interrupted && silent >= after && (unheard || self.heard.is_some());
+        if due {
+            self.interrupted = true;
+        }
+        due.then_some(silent)
+    }
+
+    /// When [`interrupt`](Self::interrupt) would next fire.
+    pub(crate) fn interrupt_due(&self, after: Duration, unheard: bool) -> Option<Instant> {
+        (!self.interrupted && (unheard || self.heard.is_some()))
+            .then(|| self.heard_or_since() + after)
+    }
+
+    // ----- figures -----------------------------------------------------------
+
+    /// The smoothed round trip, once measured.
+    pub(crate) fn rtt(&self) -> Option<Duration> {
+        self.rtt.get()
+    }
+
+    /// The round trip's jitter, once measured.
+    pub(crate) fn jitter(&self) -> Option<Duration> {
+        self.rtt.jitter()
+    }
+
+    /// The traffic figures as of `now`.
+    pub(crate) fn traffic(&self, now: Instant) -> Traffic {
+        self.meter.traffic(now)
+    }
+
+    /// Begins the link again at `now`, to another connection of the same
+    /// other end (a client reconnecting): nothing heard or sent yet, no pong
+    /// owed, a ping due at once and a datagram to go, the round trip to be
+    /// measured again. The traffic meter counts on.
+    pub(crate) fn restart(&mut self, now: Instant) {
+        *self = Self {
+            meter: core::mem::take(&mut self.meter),
+            ..Self::ready(now)
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ms: u64) -> Instant {
+        Instant::from_millis(ms)
+    }
+
+    #[test]
+    fn a_ping_goes_out_when_due_and_its_pong_times_the_round_trip() {
+        let mut l = Link::new(at(0));
+        assert!(matches!(l.ping(at(0)), Some(Message::Ping { stamp: 0 })));
+        l.sent(at(0), 40, Duration::from_secs(1), true);
+        assert_eq!(l.ping(at(999)), None);
+        assert!(l.ping(at(1_000)).is_some());
+        // The other end answers 80 ms later, having held it 10 ms.
+        assert!(!l.heard(at(80)));
+        l.ponged(at(80), (0, 10, 1, 1));
+        assert_eq!(l.rtt(), Some(Duration::from_millis(70)));
+    }
+
+    #[test]
+    fn an_untimed_ping_moves_the_schedule_and_measures_nothing() {
+        let mut l = Link::new(at(0));
+        l.sent(at(0), 40, Duration::from_secs(1), false);
+        assert_eq!(l.ping(at(500)), None);
+        l.ponged(at(80), (0, 0, 1, 1));
+        assert_eq!(l.rtt(), None);
+    }
+
+    #[test]
+    fn a_pong_is_owed_once_and_paid_by_the_next_datagram() {
+        let mut l = Link::new(at(0));
+        assert_eq!(l.pong(at(5)), None);
+        l.pinged_by(77, at(10));
+        let Some(Message::Pong { stamp, held_ms, .. }) = l.pong(at(25)) else {
+            panic!("a pong owed");
+        };
+        assert_eq!((stamp, held_ms), (77, 15));
+        l.sent(at(25), 40, Duration::from_secs(1), true);
+        assert_eq!(l.pong(at(30)), None);
+    }
+
+    #[test]
+    fn sends_are_due_on_the_interval_after_the_last() {
+        let mut l = Link::new(at(0));
+        assert_eq!(l.send_due(at(3), Duration::from_millis(40)), at(3));
+        l.sent(at(100), 40, Duration::from_secs(1), true);
+        assert_eq!(l.send_due(at(3), Duration::from_millis(40)), at(140));
+        assert_eq!(l.send_due(at(3), Duration::from_millis(250)), at(350));
+    }
+
+    #[test]
+    fn silence_interrupts_once_and_a_datagram_recovers() {
+        let mut l = Link::new(at(0));
+        let after = Duration::from_secs(1);
+        // Never heard: counts from the start only when told to.
+        assert_eq!(l.interrupt(at(1_000), after, false), None);
+        assert_eq!(l.interrupt_due(after, false), None);
+        assert_eq!(l.interrupt_due(after, true), Some(at(1_000)));
+        assert_eq!(l.interrupt(at(1_000), after, true), Some(after));
+        assert_eq!(l.interrupt(at(2_000), after, true), None, "once");
+        assert!(l.heard(at(2_100)), "recovered");
+        assert!(!l.heard(at(2_200)));
+        assert_eq!(l.interrupt_due(after, false), Some(at(3_200)));
+        assert_eq!(l.interrupt(at(3_199), after, false), None);
+        assert_eq!(
+            l.interrupt(at(3_300), after, false),
+            Some(Duration::from_millis(1_100))
+        );
+    }
+}

@@ -1,0 +1,107 @@
+//! The round-trip estimate a link keeps from its pings.
+
+use crate::Instant;
+use core::time::Duration;
+
+/// Round-trip time from ping stamps, smoothed with a gain of 1/8 (TCP's
+/// SRTT), and its jitter, the mean deviation with a gain of 1/4 (TCP's
+/// RTTVAR). Only the pong for the latest ping counts, once: a pong nobody
+/// asked for, or a late one for a ping since replaced, is ignored (a peer
+/// could otherwise claim any round trip under a minute).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Rtt {
+    smoothed: Option<Duration>,
+    deviation: Duration,
+    /// The stamp of the latest ping sent, until its pong comes.
+    outstanding: Option<u32>,
+}
+
+impl Rtt {
+    /// The stamp a ping carries at `now`: milliseconds, wrapping.
+    pub(crate) fn stamp(now: Instant) -> u32 {
+        now.as_millis() as u32
+    }
+
+    /// Notes that a ping stamped at `now` went out.
+    pub(crate) fn pinged(&mut self, now: Instant) {
+        self.outstanding = Some(Self::stamp(now));
+    }
+
+    /// Takes the pong for a ping stamped `stamp`, held `held_ms` by the
+    /// other side before it answered.
+    pub(crate) fn pong(&mut self, now: Instant, stamp: u32, held_ms: u32) {
+        if self.outstanding != Some(stamp) {
+            return;
+        }
+        self.outstanding = None;
+        let ms = Self::stamp(now).wrapping_sub(stamp).wrapping_sub(held_ms);
+        if ms < 60_000 {
+            let sample = Duration::from_millis(u64::from(ms));
+            self.deviation = match self.smoothed {
+                None => sample / 2,
+                Some(old) => (self.deviation * 3 + old.abs_diff(sample)) / 4,
+            };
+            self.smoothed = Some(self.smoothed.map_or(sample, |old| (old * 7 + sample) / 8));
+        }
+    }
+
+    /// The estimate, once measured.
+    pub(crate) fn get(self) -> Option<Duration> {
+        self.smoothed
+    }
+
+    /// Its jitter (mean deviation), once measured.
+    pub(crate) fn jitter(self) -> Option<Duration> {
+        self.smoothed.map(|_| self.deviation)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rtt_smooths_and_ignores_nonsense() {
+        let mut r = Rtt::default();
+        let sent = Instant::from_millis(1_000);
+        r.pinged(sent);
+        r.pong(Instant::from_millis(1_080), Rtt::stamp(sent), 0);
+        assert_eq!(r.get(), Some(Duration::from_millis(80)));
+        let again = Instant::from_millis(2_000);
+        r.pinged(again);
+        r.pong(Instant::from_millis(2_140), Rtt::stamp(again), 40);
+        assert_eq!(r.get(), Some(Duration::from_micros(82_500)));
+        // The same pong again, one never asked for, one from the future:
+        // ignored.
+        r.pong(Instant::from_millis(2_500), Rtt::stamp(again), 0);
+        r.pong(
+            Instant::from_millis(2_500),
+            Rtt::stamp(Instant::from_millis(100)),
+            0,
+        );
+        r.pinged(Instant::from_millis(3_000));
+        r.pong(
+            Instant::from_millis(3_000),
+            Rtt::stamp(Instant::from_millis(5_000)),
+            0,
+        );
+        assert_eq!(r.get(), Some(Duration::from_micros(82_500)));
+    }
+
+    #[test]
+    fn jitter_is_the_mean_deviation_of_the_round_trip() {
+        let mut r = Rtt::default();
+        assert_eq!(r.jitter(), None);
+        // Round trips of 100 and 60 ms in turn.
+        for k in 0..40u64 {
+            let at = Instant::from_millis(1_000 * k);
+            r.pinged(at);
+            let took = if k % 2 == 0 { 100 } else { 60 };
+            r.pong(at + Duration::from_millis(took), Rtt::stamp(at), 0);
+        }
+        let rtt = r.get().expect("measured").as_millis();
+        let jitter = r.jitter().expect("measured").as_millis();
+        assert!((75..=85).contains(&rtt), "{rtt}");
+        assert!((15..=25).contains(&jitter), "{jitter}");
+    }
+}
