@@ -69,7 +69,7 @@
 
 pub mod admission;
 mod catch_up;
-mod checksum;
+mod checks;
 mod delay;
 pub mod desync;
 mod endpoint;

@@ -355,7 +355,7 @@ impl<I: Input> MeshSession<I> {
                 *cell = Cell::Known(input.clone());
             }
             if tick == effective {
-                slot.add_event(super::departure(seat, left));
+                slot.add_event(super::members::departure(seat, left));
             }
         }
         self.push_event(Event::Abandoned {

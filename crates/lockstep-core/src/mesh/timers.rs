@@ -1,0 +1,161 @@
+//! Time passing: resends and keepalives, silence, automatic
+//! abandonment, and when the session next needs the clock.
+
+use super::*;
+
+impl<I: Input> MeshSession<I> {
+    /// Lets due timers fire: resends, keepalives, silence detection and
+    /// automatic abandonment.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+        let now = self.now;
+        self.note_waiting();
+        let mut silent_seats = Vec::new();
+        for i in 0..self.peers.len() {
+            if self.send_due(i) <= now {
+                self.peers[i].link.flush = true;
+            }
+            let (id, seat) = (self.peers[i].id, self.peers[i].seat);
+            let quiet = self.config.interrupt_after;
+            if let Some(silent) = self.peers[i].link.interrupt(now, quiet, true) {
+                self.push_event(Event::Interrupted {
+                    peer: id,
+                    player: seat,
+                    silent_for: silent,
+                });
+            }
+            let silent = self.peers[i].link.silent_for(now);
+            if let (Some(after), Some(seat)) = (self.config.abandon_after, seat)
+                && (silent >= after || self.input_silent_until(i, after).is_some_and(|t| t <= now))
+                && self.can_auto_abandon(seat)
+            {
+                silent_seats.push(seat);
+            }
+        }
+        for seat in silent_seats {
+            self.vote(seat);
+        }
+        self.progress_searches();
+        self.plan_resync();
+        self.progress_abandonments();
+        self.plan_snapshots();
+        self.flush_chunks();
+        self.drop_passed_snapshot();
+        self.note_arrivals();
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) next needs calling.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        let mut consider = |t: Instant| next = Some(next.map_or(t, |n| n.min(t)));
+        for i in 0..self.peers.len() {
+            consider(self.send_due(i));
+            let p = &self.peers[i];
+            let heard = p.link.heard_or_since();
+            if let Some(t) = p.link.interrupt_due(self.config.interrupt_after, true) {
+                consider(t);
+            }
+            if let (Some(after), Some(seat)) = (self.config.abandon_after, p.seat)
+                && self.can_auto_abandon(seat)
+            {
+                consider(heard + after);
+                if let Some(t) = self.input_silent_until(i, after) {
+                    consider(t);
+                }
+            }
+        }
+        if let Some(t) = self.snapshot_timeout() {
+            consider(t);
+        }
+        if let Some(t) = self.resync_timeout() {
+            consider(t);
+        }
+        for p in &self.peers {
+            if let Some(t) = p.checks.question_due() {
+                consider(t);
+            }
+        }
+        next
+    }
+
+    /// Marks since when our next tick has waited on a remote seat whose own
+    /// datagrams say it waits on nobody but itself: it holds every other
+    /// seat's input and sends none of its own. A seat stalled behind someone
+    /// else (no peer commits far past the slowest) says so and is never
+    /// blamed; a silent connection is caught by datagram silence anyway.
+    pub(super) fn note_waiting(&mut self) {
+        let now = self.now;
+        let missing = self.awaiting();
+        let local = self.local_seat;
+        // Only while our own input is in: a tick we have not committed for
+        // waits on us too.
+        let ours_in = local.is_some_and(|me| !missing.contains(&me));
+        for p in &mut self.peers {
+            let blamed = ours_in
+                && p.waits_on_itself
+                && p.seat
+                    .is_some_and(|x| Some(x) != local && missing.contains(&x));
+            if blamed {
+                p.waited_since.get_or_insert(now);
+            } else {
+                p.waited_since = None;
+            }
+        }
+    }
+
+    /// When peer `i` counts as silent for want of input: `after` past the
+    /// later of its last new input and when we began waiting on it.
+    pub(super) fn input_silent_until(&self, i: usize, after: Duration) -> Option<Instant> {
+        let p = &self.peers[i];
+        let since = p.waited_since?;
+        Some(p.last_input.map_or(since, |t| t.max(since)) + after)
+    }
+
+    pub(super) fn send_due(&self, i: usize) -> Instant {
+        let p = &self.peers[i];
+        let interval = if p.link.sent_any() && self.has_news(p) {
+            self.config.resend_interval
+        } else {
+            self.config.keepalive_interval
+        };
+        p.link.send_due(self.started, interval)
+    }
+
+    /// Whether `p` may lack something only we can tell it.
+    pub(super) fn has_news(&self, p: &Peer) -> bool {
+        if p.incompatible.is_some() {
+            return p.refused.is_some();
+        }
+        // Our progress is news: a peer held back by the lead limit waits
+        // for it.
+        if p.ack_pending
+            || p.checks.has_news(&self.checks, self.now)
+            || !p.welcomed
+            || p.owe_welcome
+            || self.leaving
+            || p.told_next < self.next_tick
+            || self.pause.frame().is_some()
+            || self.resync_request(p.id).is_some()
+        {
+            return true;
+        }
+        if self.local_seat.is_none() {
+            return false;
+        }
+        if self.pause.lifted() > p.lifted_known {
+            return true;
+        }
+        if p.seat.is_none() {
+            // One behind every frame held is fed a snapshot instead.
+            return self.is_feeder()
+                && p.next_tick >= self.store.base()
+                && p.next_tick < self.min_live_next();
+        }
+        let unacked_own = self.local_seat.is_some_and(|s| {
+            p.acks[s.index()].unwrap_or(p.next_tick).max(p.next_tick) < self.next_commit
+        });
+        unacked_own
+            || !self.frozen.is_empty()
+            || self.endorsed.values().any(|e| e.from >= p.next_tick)
+    }
+}

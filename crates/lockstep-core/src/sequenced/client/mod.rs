@@ -1,0 +1,652 @@
+//! A client of a sequencer.
+
+use super::{CloseReason, Rejection};
+use crate::admission;
+use crate::checks::{Incoming, LocalChecks, Outcome, RemoteChecks};
+use crate::endpoint::Transmit;
+use crate::error::{
+    ChecksumError, CommitError, ConfigError, DatagramError, Incompatibility, PauseError,
+    ReconnectError,
+};
+use crate::link::{Link, StallMeter, Traffic};
+use crate::rules::limits;
+use crate::secure::{self, SecureChannel};
+use crate::shared::{Events, Rate};
+use crate::snapshot::{Snapshot, SnapshotError, SnapshotLimits, SnapshotReceiver, SnapshotSender};
+use crate::wire::{
+    self, ByeReason, ChainWriter, Datagram, DatagramWriter, Hello, InputCodec, InputRun, Inputs,
+    MAX_COOKIE, MIN_HELLO_DATAGRAM, Message, ResumeToken, Welcome, WireError,
+};
+use crate::{
+    AdaptiveDelay, DelayTracker, Event, Frame, Input, Instant, PeerId, PlayerId, SystemEvent, Tick,
+};
+use core::time::Duration;
+use std::collections::{BTreeMap, VecDeque};
+
+mod config;
+mod join;
+mod play;
+mod receive;
+mod reconnect;
+mod roster;
+mod send;
+
+pub use config::{ClientConfig, ClientStats, SeatInfo};
+use join::{Donation, Joining};
+
+/// Most events held for the game before the oldest are dropped.
+const EVENT_QUEUE_CAP: usize = 1024;
+/// How long a resync waits for its snapshot to start before it is given up
+/// (the sequencer repeats its `Resync` while it still means it).
+const RESYNC_WAIT: Duration = Duration::from_secs(3);
+/// How many times, a resend interval apart, a leaving client says goodbye
+/// unless the server answers first.
+pub const GOODBYES: u32 = 8;
+/// Roster acknowledgements held for the next datagrams, at most (the
+/// sequencer sends again what was not acknowledged).
+const MEMBER_ACKS: usize = 16;
+/// Roster acknowledgements one datagram carries at most.
+const MEMBER_ACKS_PER_DATAGRAM: usize = 4;
+
+/// Commit times kept for inputs not yet run, at most.
+const TIMED_INPUTS: usize = 1024;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum State {
+    Connecting,
+    Connected(Welcome),
+    Closed(CloseReason),
+}
+
+/// One player's (or spectator's) side of a sequenced session.
+///
+/// Driven exactly like [`MeshSession`](crate::MeshSession): feed it the
+/// sequencer's datagrams and the time, commit input each tick, run the
+/// frames `advance` returns, drain `poll_transmit` and `poll_event`. It
+/// connects on its own: the first `poll_transmit` carries the Hello.
+///
+/// The client runs frames strictly in order. A missing frame stalls it, and
+/// every datagram it sends names the first frame it lacks, which is what
+/// the sequencer resends from.
+#[derive(Debug)]
+pub struct ClientSession<I: Input> {
+    config: ClientConfig,
+    server: PeerId,
+    state: State,
+    started: Instant,
+    now: Instant,
+    /// The sequencer's position, for expanding its datagrams' base tick.
+    server_base: Tick,
+    /// Frames from `next_tick` on, as they arrive.
+    frames: VecDeque<Option<Frame<I>>>,
+    next_tick: Tick,
+    next_commit: Tick,
+    /// Committed inputs the sequencer has not acknowledged, oldest first.
+    unacked: VecDeque<(Tick, I)>,
+    /// When each of our inputs not yet run was committed (at most
+    /// `TIMED_INPUTS`).
+    committed_at: VecDeque<(Tick, Instant)>,
+    server_open: Tick,
+    slack: i32,
+    /// In a `Deadline` room, the lead (ticks past our next frame) inputs
+    /// are stamped at: raised when an input came late, lowered when
+    /// every input of the last two seconds came with ticks to spare.
+    lead: u32,
+    /// The least slack the sequencer reported since when, this window.
+    slack_low: Option<(i32, Instant)>,
+    /// The first tick stamped after the lead last rose: the slack of
+    /// inputs from before it (still reported until the sequencer has one
+    /// from after) raises it no further.
+    raised_for: Option<Tick>,
+    /// One past the highest tick of our input the sequencer acknowledged.
+    acked: Tick,
+    waiting: Vec<PlayerId>,
+    pause_frame: Option<Tick>,
+    pause_requested: Option<bool>,
+    lifted: Option<Tick>,
+    /// Since when we have been saying goodbye, until the server answers or
+    /// [`GOODBYES`] have gone out.
+    leaving: Option<Instant>,
+    /// When the sequencer was heard, the send schedule, ping and pong, the
+    /// traffic each way (silence counts from `started`).
+    link: Link,
+    /// Frames run, for the tick rate achieved.
+    frame_rate: Rate,
+    checks: LocalChecks,
+    server_checks: RemoteChecks,
+    events: Events<Event>,
+    stats: ClientStats,
+    /// When the picture stopped, and for how long.
+    stall: StallMeter,
+    /// Judges the input delay we want (with `adaptive`, once seated).
+    tracker: Option<DelayTracker>,
+    /// The delay rose since the last commit: the next one first tops our
+    /// lead up to it with neutral input.
+    delay_rose: bool,
+    /// The server's latest address-validation cookie, echoed in the Hello.
+    cookie: Vec<u8>,
+    /// Our public key, offered in the Hello.
+    public: Option<[u8; 32]>,
+    /// Keys agreed with the latest Challenge, until a sealed datagram
+    /// opens with them.
+    pending: Option<Box<SecureChannel>>,
+    /// The keys every datagram is sealed with, once agreed.
+    channel: Option<Box<SecureChannel>>,
+    /// Scratch for opening and sealing.
+    crypt: Vec<u8>,
+    /// Joining a game under way from a snapshot.
+    joining: Option<Box<Joining>>,
+    /// The id of the last resync the sequencer asked of us.
+    resynced: u32,
+    /// The id of the last resync the game was told of (one given up for
+    /// want of a snapshot and asked again is not news).
+    resync_told: u32,
+    /// A snapshot the sequencer asked of us, and its transfer.
+    donation: Option<Donation>,
+    /// The token of our seat, from the latest Welcome.
+    token: Option<ResumeToken>,
+    /// Connecting again with `token`, keeping what we have.
+    reconnecting: bool,
+    /// Moving to a new host after a takeover: its welcome is awaited
+    /// against the clock, so the Hello is repeated every resend interval.
+    moving: bool,
+    /// The roster the sequencer shared: each seat's latest entry, with its
+    /// version (`None`: the seat is empty).
+    roster: BTreeMap<PlayerId, (u32, Option<SeatInfo>)>,
+    /// Changes to the roster so far (an entry taken, or all forgotten).
+    roster_changes: u64,
+    /// Roster entries to acknowledge.
+    member_acks: VecDeque<(PlayerId, u32)>,
+    /// The last `keep_frames` frames run, oldest first.
+    ran: VecDeque<Frame<I>>,
+    /// With `keep_frames`: inputs the sequencer acknowledged whose tick
+    /// has not run yet, oldest first.
+    sent: VecDeque<(Tick, I)>,
+}
+
+impl<I: Input> ClientSession<I> {
+    /// A client that will connect to the sequencer at `server` (the id the
+    /// caller's transport uses for it).
+    pub fn new(config: ClientConfig, server: PeerId, now: Instant) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let public = config.secret.as_ref().map(secure::client_public);
+        Ok(Self {
+            checks: LocalChecks::new(config.checksum_window),
+            config,
+            server,
+            state: State::Connecting,
+            started: now,
+            now,
+            server_base: Tick::ZERO,
+            frames: VecDeque::new(),
+            next_tick: Tick::ZERO,
+            next_commit: Tick::ZERO,
+            unacked: VecDeque::new(),
+            committed_at: VecDeque::new(),
+            server_open: Tick::ZERO,
+            slack: 0,
+            lead: 0,
+            slack_low: None,
+            raised_for: None,
+            acked: Tick::ZERO,
+            waiting: Vec::new(),
+            pause_frame: None,
+            pause_requested: None,
+            lifted: None,
+            leaving: None,
+            link: Link::ready(now),
+            frame_rate: Rate::default(),
+            server_checks: RemoteChecks::default(),
+            events: Events::new(EVENT_QUEUE_CAP),
+            stats: ClientStats::default(),
+            stall: StallMeter::default(),
+            tracker: None,
+            delay_rose: false,
+            cookie: Vec::new(),
+            public,
+            pending: None,
+            channel: None,
+            crypt: Vec::new(),
+            joining: None,
+            resynced: 0,
+            resync_told: 0,
+            donation: None,
+            token: None,
+            reconnecting: false,
+            moving: false,
+            roster: BTreeMap::new(),
+            roster_changes: 0,
+            member_acks: VecDeque::new(),
+            ran: VecDeque::new(),
+            sent: VecDeque::new(),
+        })
+    }
+
+    // ----- getters -------------------------------------------------------
+
+    /// Whether the sequencer accepted us and the session is live.
+    pub fn connected(&self) -> bool {
+        matches!(self.state, State::Connected(_))
+    }
+
+    /// Why the session ended, once it has.
+    pub fn closed(&self) -> Option<&CloseReason> {
+        match &self.state {
+            State::Closed(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The seat we play, once connected (none for a spectator).
+    pub fn seat(&self) -> Option<PlayerId> {
+        match &self.state {
+            State::Connected(w) => w.seat,
+            _ => None,
+        }
+    }
+
+    /// The sequencer's Welcome: tick rate, delay, seats.
+    pub fn welcome(&self) -> Option<&Welcome> {
+        match &self.state {
+            State::Connected(w) => Some(w),
+            _ => None,
+        }
+    }
+
+    /// The next frame to run.
+    pub fn frame(&self) -> Tick {
+        self.next_tick
+    }
+
+    /// The tick the next input will be stamped for.
+    pub fn next_commit(&self) -> Tick {
+        self.next_commit
+    }
+
+    /// Who the next frame is waiting on, as the sequencer reports it: the
+    /// seats holding up the open tick when the game is stalled on them.
+    pub fn awaiting(&self) -> Vec<PlayerId> {
+        if self.frames.front().is_some_and(Option::is_some) || self.next_tick < self.server_open {
+            return Vec::new();
+        }
+        self.waiting.clone()
+    }
+
+    /// Whether the game is stalled: no frame for two tick periods (what
+    /// [`ClientStats::stalls`] counts). A game shows
+    /// [`awaiting`](Self::awaiting) while this holds, rather than flicker a
+    /// banner for every input that arrives a little late.
+    pub fn stalled(&self) -> bool {
+        self.stall.stalled()
+    }
+
+    /// The frames ready to run, as a [`Pacer`](crate::Pacer) should count
+    /// them. In a `Deadline` room, all of them: the sequencer's clock sets
+    /// the pace, and a pacer running a little faster with frames in hand
+    /// keeps up with it. In a `WaitForAll` room every player's clock sets
+    /// the pace together: a player running faster would speed the whole
+    /// match up. There, frames beyond one count only while the room waits
+    /// on our input (the sequencer's `waiting` names our seat: our clock
+    /// runs behind the others', and catching up brings it in step);
+    /// otherwise every player runs at the tick rate.
+    ///
+    /// ```text
+    /// let due = pacer.ticks_due(now, session.ready_to_pace());
+    /// ```
+    pub fn ready_to_pace(&self) -> usize {
+        let ready = self.frames.iter().take_while(|f| f.is_some()).count();
+        match self.welcome() {
+            Some(w) if !w.deadline && w.seat.is_none_or(|me| !self.waiting.contains(&me)) => {
+                ready.min(1)
+            }
+            _ => ready,
+        }
+    }
+
+    /// Whether the sequencer has paused the game.
+    pub fn paused(&self) -> bool {
+        self.pause_frame.is_some()
+    }
+
+    /// Whether the simulation rests on the pause frame.
+    pub fn frozen(&self) -> bool {
+        self.pause_frame == Some(self.next_tick)
+    }
+
+    /// Counters and figures.
+    pub fn stats(&self) -> ClientStats {
+        let mut s = self.stats.clone();
+        s.next_tick = self.next_tick;
+        s.next_commit = self.next_commit;
+        s.server_open = self.server_open;
+        s.slack = self.slack;
+        s.lead = self.lead_target();
+        s.buffered_frames = self.frames.iter().filter(|f| f.is_some()).count();
+        s.unacked_inputs = self.unacked.len();
+        s.stalls = self.stall.stalls();
+        s.stalled_for = self.stall.stalled_for();
+        s.rtt = self.link.rtt();
+        s.rtt_jitter = self.link.jitter();
+        s.traffic = self.link.traffic(self.now);
+        s.tick_rate = self.frame_rate.per_sec(self.now);
+        s.input_slack = self.tracker.as_ref().and_then(DelayTracker::slack);
+        s.delay = self.welcome().map_or(0, |w| w.delay);
+        s.delay_wanted = self
+            .tracker
+            .as_ref()
+            .filter(|_| self.config.adaptive.is_some())
+            .map(DelayTracker::wanted);
+        s
+    }
+
+    /// The most frames this client holds, whatever the sequencer sends.
+    pub fn buffer_bound(&self) -> usize {
+        self.config.window as usize
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    // ----- mutators ------------------------------------------------------
+
+    /// The peer id of our sequencer.
+    pub(crate) fn server_peer(&self) -> PeerId {
+        self.server
+    }
+
+    /// When the sequencer was last heard from.
+    pub(crate) fn last_heard(&self) -> Option<Instant> {
+        self.link.last_heard()
+    }
+
+    /// Frames from someone other than our sequencer, known to be the
+    /// room's (a survivor's, for a player taking over): held as if it had
+    /// sent them.
+    pub(crate) fn hold_frames(&mut self, frames: Vec<Frame<I>>) {
+        for f in frames {
+            self.store_frame(f);
+        }
+    }
+
+    /// Forgets the frames held from `tick` on, not run yet (someone
+    /// else's that came past a gap, for a player taking over).
+    pub(crate) fn forget_frames_from(&mut self, tick: Tick) {
+        let keep = tick.since(self.next_tick.min(tick)) as usize;
+        self.frames.truncate(keep);
+    }
+
+    /// The first frame we hold (run and kept with
+    /// [`keep_frames`](ClientConfig::keep_frames), or not run yet): with
+    /// [`lacks`](Self::lacks) and [`frames_held`](Self::frames_held), what
+    /// a player taking over as host learns from each survivor.
+    pub fn held_from(&self) -> Tick {
+        self.ran.front().map_or(self.next_tick, |f| f.tick)
+    }
+
+    /// The first frame we lack: every one from [`held_from`](Self::held_from)
+    /// up to it is held.
+    pub fn lacks(&self) -> Tick {
+        let ahead = self.frames.iter().take_while(|f| f.is_some()).count();
+        self.next_tick.saturating_add(ahead as u32)
+    }
+
+    /// The frames held from `from` on, at most `max`, in order (those run
+    /// and kept, then those received and not run yet).
+    pub fn frames_held(&self, from: Tick, max: usize) -> Vec<Frame<I>> {
+        let ahead = self.frames.iter().map_while(Option::as_ref);
+        self.ran
+            .iter()
+            .chain(ahead)
+            .filter(|f| f.tick >= from)
+            .take(max)
+            .cloned()
+            .collect()
+    }
+
+    /// The inputs committed for ticks after `after`, acknowledged or not
+    /// (those acknowledged are kept only with
+    /// [`keep_frames`](ClientConfig::keep_frames)), oldest first: what a
+    /// new host must hold for us if the last frame anyone holds is
+    /// `after`.
+    pub fn inputs_after(&self, after: Tick) -> Vec<(Tick, I)> {
+        self.sent
+            .iter()
+            .chain(self.unacked.iter())
+            .filter(|(t, _)| *t > after)
+            .cloned()
+            .collect()
+    }
+
+    /// Asks the sequencer to pause; every client freezes on the same frame.
+    pub fn request_pause(&mut self) -> Result<(), PauseError> {
+        if self.seat().is_none() {
+            return Err(PauseError::Observer);
+        }
+        self.pause_requested = Some(true);
+        self.link.flush = true;
+        Ok(())
+    }
+
+    /// Asks the sequencer to resume.
+    pub fn resume(&mut self) {
+        self.pause_requested = Some(false);
+        self.link.flush = true;
+    }
+
+    /// Leaves: the sequencer is told goodbye and the seat empties. The
+    /// goodbye is repeated every resend interval until the server answers or
+    /// [`GOODBYES`] have gone out, so keep driving the session for that long
+    /// ([`poll_timeout`](Self::poll_timeout) says when to stop: `None`).
+    pub fn leave(&mut self) {
+        if self.leaving.is_none() {
+            self.leaving = Some(self.now);
+            self.link.flush = true;
+        }
+    }
+
+    /// Whether a goodbye is still to be repeated.
+    fn saying_goodbye(&self) -> bool {
+        let window = self.config.resend_interval * GOODBYES;
+        self.leaving.is_some_and(|since| self.now < since + window)
+    }
+
+    /// Reports the game's state hash after running `tick` (every tick, or
+    /// the same ones on every machine). Checkpoints of the hash chain go to
+    /// the sequencer, which votes; a checkpoint that differs from the
+    /// majority's (or the server's own simulation's) comes back as
+    /// [`Event::Desync`], and the search for the first divergent tick as
+    /// [`Event::DesyncLocated`].
+    pub fn report_checksum(&mut self, tick: Tick, hash: u64) -> Result<(), ChecksumError> {
+        if tick >= self.next_tick {
+            return Err(ChecksumError::NotRun {
+                tick,
+                next: self.next_tick,
+            });
+        }
+        if let Some(last) = self.checks.latest().filter(|l| tick <= *l) {
+            return Err(ChecksumError::NotAscending { tick, last });
+        }
+        // Being resynced, the state is about to be replaced.
+        if self
+            .joining
+            .as_ref()
+            .is_some_and(|j| j.resync && !j.restored)
+        {
+            return Ok(());
+        }
+        // A checkpoint rides on the next datagram: it is not worth one.
+        let _ = self.checks.report(tick, hash);
+        for o in self.server_checks.catch_up(&self.checks, self.now) {
+            self.check_outcome(o);
+        }
+        Ok(())
+    }
+
+    /// What came of the sequencer's reference checkpoints: the game hears
+    /// of a mismatch and of where the search for the first divergent tick
+    /// ended.
+    fn check_outcome(&mut self, o: Outcome) {
+        self.link.flush |= self.server_checks.urgent(self.now);
+        let peer = self.server;
+        match o {
+            Outcome::Mismatch(m) => self.push_event(Event::Desync {
+                tick: m.tick,
+                peer,
+                local: m.local,
+                remote: m.remote,
+            }),
+            Outcome::Located { checkpoint, first } => self.push_event(Event::DesyncLocated {
+                peer,
+                checkpoint,
+                first,
+            }),
+            Outcome::Agreed { from } => self.push_event(Event::DesyncEnded { peer, from }),
+        }
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop()
+    }
+
+    // ----- network side --------------------------------------------------
+
+    /// Takes a datagram. Only the sequencer's are accepted.
+    pub fn handle_datagram(
+        &mut self,
+        from: PeerId,
+        datagram: &[u8],
+        now: Instant,
+    ) -> Result<(), DatagramError> {
+        self.now = self.now.max(now);
+        self.stats.datagrams_received += 1;
+        self.stats.bytes_received += datagram.len() as u64;
+        self.link.received(self.now, datagram.len());
+        // Refused before any decoding or opening: the sequencer never sends
+        // more than we allow.
+        let r = if datagram.len() > self.config.max_datagram {
+            Err(WireError::Oversized(datagram.len()).into())
+        } else {
+            self.unseal_and_take(from, datagram)
+        };
+        if r.is_err() {
+            self.stats.datagrams_rejected += 1;
+        }
+        r
+    }
+
+    /// Whether datagrams are sealed: keys were agreed and the server's
+    /// first sealed datagram opened with them.
+    pub fn sealed(&self) -> bool {
+        self.channel.is_some()
+    }
+
+    /// Ends the session here, for `reason` (the game hears
+    /// [`Event::Closed`]): host migration's way of telling a player the
+    /// match went on without it.
+    pub(crate) fn end(&mut self, reason: CloseReason) {
+        self.close(reason);
+    }
+
+    fn close(&mut self, reason: CloseReason) {
+        if matches!(self.state, State::Closed(_)) {
+            return;
+        }
+        let ev = match &reason {
+            CloseReason::Rejected(r) => Event::Rejected { reason: r.clone() },
+            other => Event::Closed {
+                reason: other.clone(),
+            },
+        };
+        self.state = State::Closed(reason);
+        self.push_event(ev);
+    }
+
+    fn push_event(&mut self, ev: Event) {
+        self.events.push(ev);
+    }
+
+    /// Lets timers fire: the Hello until answered, resends, keepalives and
+    /// the connection timeout.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+        let now = self.now;
+        if matches!(self.state, State::Closed(_)) {
+            if self.saying_goodbye() && self.send_due() <= now {
+                self.link.flush = true;
+            }
+            return;
+        }
+        if self.link.silent_for(now) >= self.config.timeout {
+            self.close(CloseReason::TimedOut);
+            return;
+        }
+        if let Some(silent) = self.link.interrupt(now, self.config.interrupt_after, false) {
+            self.push_event(Event::Interrupted {
+                peer: self.server,
+                player: None,
+                silent_for: silent,
+            });
+        }
+        let chunk_due = !self.link.chunk_starved
+            && self
+                .donation
+                .as_ref()
+                .and_then(|d| d.sender.as_ref())
+                .is_some_and(|tx| tx.has_due(now));
+        if let Some(o) = self.server_checks.progress(now) {
+            self.check_outcome(o);
+        }
+        // A resync whose snapshot never started is given up.
+        if let Some(j) = &self.joining
+            && j.tick.is_none()
+            && let Some((since, previous)) = j.resync_wait
+            && now >= since + RESYNC_WAIT
+        {
+            self.joining = None;
+            self.resynced = previous;
+        }
+        let question_due = self.server_checks.question_due().is_some_and(|d| d <= now);
+        if self.send_due() <= now || chunk_due || question_due {
+            self.link.flush = true;
+        }
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) next needs calling.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let resync = self
+            .joining
+            .as_ref()
+            .filter(|j| j.tick.is_none())
+            .and_then(|j| j.resync_wait)
+            .map(|(since, _)| since + RESYNC_WAIT);
+        if matches!(self.state, State::Closed(_)) {
+            return self.saying_goodbye().then(|| self.send_due());
+        }
+        let heard = self.link.heard_or_since();
+        let mut t = self.send_due().min(heard + self.config.timeout);
+        if let Some(r) = self
+            .donation
+            .as_ref()
+            .and_then(|d| d.sender.as_ref())
+            .filter(|_| !self.link.chunk_starved)
+            .and_then(|tx| tx.next_resend())
+        {
+            t = t.min(r);
+        }
+        if let Some(i) = self.link.interrupt_due(self.config.interrupt_after, false) {
+            t = t.min(i);
+        }
+        if let Some(q) = self.server_checks.question_due() {
+            t = t.min(q);
+        }
+        if let Some(r) = resync {
+            t = t.min(r);
+        }
+        Some(t)
+    }
+}
+
+crate::endpoint::forward_to_inherent!(ClientSession, DatagramError);

@@ -1,0 +1,410 @@
+//! The sequencer's datagrams: opened, decoded once, and each message
+//! handed to what owns it.
+
+use super::*;
+
+/// A frame of an opaque room, its inputs as the sequencer holds them (byte
+/// strings: a relay knows no input type), turned into the game's. An
+/// opaque room's chains run over encodings, from the empty one: a relay
+/// holds nothing for a seat whose input it never saw (the neutral input),
+/// and a game's neutral input may well encode to bytes. So an empty
+/// encoding is the neutral input, and inputs are compared as bytes, not
+/// as values, on the way in.
+pub(super) fn typed_frame<I: Input>(f: Frame<Vec<u8>>) -> Result<Frame<I>, WireError> {
+    let inputs = f
+        .inputs
+        .into_iter()
+        .map(|i| {
+            i.map(|bytes| match I::decode(&bytes) {
+                Ok(v) => Ok(v),
+                Err(_) if bytes.is_empty() => Ok(I::default()),
+                Err(e) => Err(WireError::Input(e)),
+            })
+            .transpose()
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Frame {
+        tick: f.tick,
+        inputs,
+        events: f.events,
+    })
+}
+
+impl<I: Input> ClientSession<I> {
+    pub(super) fn unseal_and_take(
+        &mut self,
+        from: PeerId,
+        datagram: &[u8],
+    ) -> Result<(), DatagramError> {
+        if from != self.server {
+            return Err(DatagramError::UnknownPeer(from));
+        }
+        if !secure::is_sealed(datagram) {
+            // A plain datagram could be anyone's: once we asked for sealing,
+            // only the handshake's own answers may come plain (a forged
+            // Welcome or Frames must never reach the game).
+            let handshake_only = |d: &Datagram<'_>| {
+                d.messages.iter().all(|m| {
+                    matches!(
+                        m,
+                        Message::Challenge { .. }
+                            | Message::Reject(_)
+                            | Message::Error { .. }
+                            | Message::Padding { .. }
+                    )
+                })
+            };
+            let refused = self.channel.is_some()
+                || (self.config.secret.is_some()
+                    && !Datagram::decode(datagram, self.server_base)
+                        .is_ok_and(|d| handshake_only(&d)));
+            if refused {
+                return Err(secure::SealError::NotSealed.into());
+            }
+            return self.take(datagram);
+        }
+        let mut buf = core::mem::take(&mut self.crypt);
+        buf.clear();
+        buf.extend_from_slice(datagram);
+        let opened = match (&mut self.channel, &mut self.pending) {
+            (Some(c), _) => c.open(&mut buf).map(|p| p.len()),
+            (None, Some(p)) => p.open(&mut buf).map(|p| p.len()),
+            (None, None) => Err(secure::SealError::WrongConnection),
+        };
+        let r = match opened {
+            Ok(len) => {
+                if self.channel.is_none() {
+                    self.channel = self.pending.take();
+                }
+                let start = secure::SEALED_HEADER_LEN;
+                self.take(&buf[start..start + len])
+            }
+            Err(e) => Err(e.into()),
+        };
+        self.crypt = buf;
+        r
+    }
+
+    pub(super) fn take(&mut self, datagram: &[u8]) -> Result<(), DatagramError> {
+        if matches!(self.state, State::Closed(_)) {
+            // The server's goodbye ends ours.
+            let bye = Datagram::decode(datagram, self.server_base)
+                .is_ok_and(|d| d.messages.iter().any(|m| matches!(m, Message::Bye { .. })));
+            if bye && self.leaving.is_some() {
+                self.leaving = Some(Instant::ZERO);
+            }
+            return Ok(());
+        }
+        let mut decoded = Datagram::decode(datagram, self.server_base);
+        // Until the Welcome, our idea of the server's position is a guess:
+        // the Welcome's absolute tick says where the room really is, and the
+        // datagram's relative ticks are read again from there.
+        if !self.connected()
+            && let Ok(d) = &decoded
+            && let Some(at) = d.messages.iter().find_map(|m| match m {
+                Message::Welcome(w) => Some(w.tick),
+                _ => None,
+            })
+            && wire::expand_tick(d.base.get() as u16, at) != d.base
+        {
+            decoded = Datagram::decode(datagram, at);
+        }
+        let d = match decoded {
+            Ok(d) => d,
+            Err(WireError::UnsupportedVersion { ours, theirs }) => {
+                let reason = Rejection::ProtocolMismatch {
+                    server: theirs,
+                    client: ours,
+                };
+                self.close(CloseReason::Rejected(reason));
+                return Err(DatagramError::Incompatible(Incompatibility::Protocol {
+                    ours,
+                    theirs,
+                }));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        // Decode typed payloads before acting on anything.
+        let mut frames = Vec::new();
+        for m in &d.messages {
+            if let Message::Frames(f) = m {
+                // A sequencer of our own input type chains our values; a
+                // relay of an opaque room chains byte strings from the
+                // empty one, which a value's chain may not read: those are
+                // read as bytes.
+                match f.decode::<I>() {
+                    Ok(typed) => frames.extend(typed),
+                    Err(e) if self.config.codec == InputCodec::Opaque => {
+                        let raw = f.decode::<Vec<u8>>().map_err(|_| e)?;
+                        for bytes in raw {
+                            frames.push(typed_frame(bytes)?);
+                        }
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        let now = self.now;
+        if self.link.heard(now) {
+            self.push_event(Event::Recovered {
+                peer: self.server,
+                player: None,
+            });
+        }
+        self.server_base = d.base;
+        let mut checks = Incoming::default();
+        for m in &d.messages {
+            checks.take(m);
+        }
+        for o in self.server_checks.receive(&self.checks, &checks, now) {
+            self.check_outcome(o);
+        }
+        self.link.flush |= self.server_checks.urgent(now);
+        for m in d.messages {
+            match m {
+                Message::Welcome(w) => self.welcomed(w),
+                Message::Challenge { cookie, key } if !self.connected() => {
+                    // Answer at once: the server keeps no state until we do.
+                    self.cookie.clear();
+                    self.cookie
+                        .extend_from_slice(&cookie[..cookie.len().min(MAX_COOKIE)]);
+                    self.pending = match (&self.config.secret, key) {
+                        (Some(secret), Some(key)) => SecureChannel::client(secret, &key, cookie)
+                            .ok()
+                            .map(Box::new),
+                        _ => None,
+                    };
+                    self.link.flush = true;
+                }
+                // Reconnecting before the old connection went quiet (its
+                // late datagrams still arrive): the Hello is repeated
+                // until the seat is free, each time as a new handshake (a
+                // server forgets a refused sealed connection for good).
+                Message::Reject(wire::RejectReason::SeatBusy) if self.reconnecting => {
+                    self.start_handshake_over();
+                }
+                Message::Reject(r) => {
+                    self.close(CloseReason::Rejected(r.into()));
+                    return Ok(());
+                }
+                Message::Error { code, text } => {
+                    self.close(CloseReason::Error(code, text.to_owned()));
+                    return Ok(());
+                }
+                Message::Bye { reason, text } => {
+                    self.close(CloseReason::Bye(reason, text.to_owned()));
+                    return Ok(());
+                }
+                Message::Status(st) => {
+                    self.server_open = st.open;
+                    self.slack = st.slack;
+                    self.waiting = st.waiting;
+                    self.note_slack(st.slack);
+                }
+                Message::Inputs(i) => {
+                    if let Some(seat) = self.seat()
+                        && let Some(&(_, acked)) = i.acks.iter().find(|(s, _)| *s == seat)
+                    {
+                        self.acked = self.acked.max(acked);
+                        while self.unacked.front().is_some_and(|(t, _)| *t < acked) {
+                            if let Some(sent) = self.unacked.pop_front()
+                                && self.config.keep_frames > 0
+                                && sent.0 >= self.next_tick
+                            {
+                                if self.sent.len() >= self.config.max_unacked {
+                                    self.sent.pop_front();
+                                }
+                                self.sent.push_back(sent);
+                            }
+                        }
+                        // A seat taken back: the sequencer already holds its
+                        // inputs up to `acked`; commit from there.
+                        self.next_commit = self.next_commit.max(acked);
+                    }
+                }
+                Message::Resync { id, verdict } => self.resync(id, verdict),
+                Message::Pause { frame } => {
+                    let stale = self.lifted.is_some_and(|l| frame <= l);
+                    if self.pause_frame.is_none() && frame >= self.next_tick && !stale {
+                        self.pause_frame = Some(frame);
+                        self.push_event(Event::Paused { frame });
+                    }
+                    if self.pause_requested == Some(true) {
+                        self.pause_requested = None;
+                    }
+                }
+                Message::Resume { lifted } => {
+                    if self.lifted.is_none_or(|l| lifted > l) {
+                        self.lifted = Some(lifted);
+                        if let Some(frame) = self.pause_frame.take() {
+                            self.push_event(Event::Resumed { frame });
+                        }
+                    }
+                    if self.pause_requested == Some(false) {
+                        self.pause_requested = None;
+                    }
+                }
+                Message::Ping { stamp } => self.link.pinged_by(stamp, now),
+                Message::Pong {
+                    stamp,
+                    held_ms,
+                    received,
+                    sent,
+                } => {
+                    let pong = (stamp, held_ms, received, sent);
+                    self.link.ponged(now, pong);
+                }
+                Message::SnapshotChunk(c) => self.take_chunk(&c),
+                Message::SnapshotRequest { id, tick } => self.snapshot_requested(id, tick),
+                Message::Member(m) => self.take_member(&m),
+                Message::SnapshotAck(a) => {
+                    if let Some(tx) = self.donation.as_mut().and_then(|d| d.sender.as_mut()) {
+                        tx.take_ack(&a, now);
+                        if tx.done() {
+                            self.donation = None;
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        // Joining: frames count once the snapshot's tick says where they
+        // start.
+        let waiting_for_start = self
+            .joining
+            .as_ref()
+            .is_some_and(|j| j.tick.is_none() && !j.resync);
+        if self.connected() && !waiting_for_start {
+            let had_gap = self.frames.front().is_some_and(Option::is_none);
+            for f in frames {
+                self.store_frame(f);
+            }
+            // A hole before frames that did arrive: say so at once.
+            if !had_gap && self.frames.front().is_some_and(Option::is_none) {
+                self.link.flush = true;
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn welcomed(&mut self, mut w: Welcome) {
+        if self.connected() {
+            return;
+        }
+        if w.seat.is_some() {
+            self.token = Some(w.token);
+            // Every seated client measures how its frames arrive (late
+            // frames, slack); only an adaptive one says what it wants.
+            if self.tracker.is_none() {
+                let a = self.config.adaptive.clone().unwrap_or_default();
+                self.tracker = Some(DelayTracker::new(a, w.tick_rate, w.delay));
+            }
+        }
+        let reconnected = core::mem::take(&mut self.reconnecting);
+        self.moving = false;
+        if reconnected {
+            // Our state stands unless the sequencer sends a snapshot, or we
+            // had none of our own yet (we were joining).
+            let kept = !w.snapshot && self.joining.is_none();
+            // Kept: our lead is the delay we last ran with; the changes
+            // since are in the frames still to run.
+            if kept && let Some(old) = self.welcome() {
+                w.delay = old.delay;
+            }
+            self.state = State::Connected(w);
+            if !kept {
+                self.frames.clear();
+                self.unacked.clear();
+                self.joining = None;
+                self.start_over(w);
+            }
+            self.push_event(Event::Reconnected {
+                seat: w.seat,
+                tick: self.next_tick,
+                kept,
+            });
+            return;
+        }
+        self.start_over(w);
+        self.state = State::Connected(w);
+        self.push_event(Event::Connected {
+            seat: w.seat,
+            tick: w.tick,
+        });
+    }
+
+    /// The sequencer found our state diverged from the majority's: we wait
+    /// for a snapshot as a joiner does (the game stops getting frames until
+    /// it arrives), then run on from it.
+    pub(super) fn resync(&mut self, id: u32, verdict: wire::Checkpoint) {
+        if id <= self.resynced || self.joining.is_some() || !self.connected() {
+            return;
+        }
+        // The verdict that found us, compared before our state goes (its
+        // own message may have been lost): the search starts from it.
+        let mut checks = Incoming::default();
+        checks.checkpoints.push(verdict);
+        let now = self.now;
+        for o in self.server_checks.receive(&self.checks, &checks, now) {
+            self.check_outcome(o);
+        }
+        let previous = self.resynced;
+        self.resynced = id;
+        self.joining = Some(Joining::new(&self.config, Some((self.now, previous))));
+        // Our seat runs neutral until we caught up: inputs not yet
+        // acknowledged will never run. Our hashes describe a state about to
+        // be replaced: no more is reported until the new one runs (what we
+        // hold still answers the search for where we parted).
+        self.unacked.clear();
+        // Commits start again where the seat goes live; none made before
+        // may leave a gap there.
+        self.next_commit = self.next_tick;
+        self.link.flush = true;
+        if self.resync_told != id {
+            self.resync_told = id;
+            self.push_event(Event::Resyncing);
+        }
+    }
+
+    /// Takes our position from `w`, as a session that has run nothing.
+    pub(super) fn start_over(&mut self, w: Welcome) {
+        if w.snapshot {
+            self.joining = Some(Joining::new(&self.config, None));
+        }
+        self.next_tick = if w.snapshot { w.tick } else { w.start };
+        self.next_commit = w.tick.saturating_add(w.delay);
+        self.lead = 0;
+        self.slack_low = None;
+        self.raised_for = None;
+        self.acked = Tick::ZERO;
+        // A state from a snapshot has a chain complete from its next block;
+        // one run from the room's first tick, from the start.
+        self.checks.restart();
+        self.server_checks.restart();
+        if !w.snapshot {
+            self.checks.starts_at(w.start);
+        }
+        self.server_open = w.tick;
+    }
+
+    pub(super) fn store_frame(&mut self, f: Frame<I>) {
+        if f.tick < self.next_tick {
+            return;
+        }
+        let i = f.tick.since(self.next_tick) as usize;
+        if i >= self.config.window as usize {
+            return;
+        }
+        while self.frames.len() <= i {
+            self.frames.push_back(None);
+        }
+        if self.frames[i].is_none() {
+            if let Some(t) = self.tracker.as_mut()
+                && t.arrived(f.tick, self.now)
+            {
+                self.stats.late_frames += 1;
+            }
+            self.frames[i] = Some(f);
+        }
+    }
+}

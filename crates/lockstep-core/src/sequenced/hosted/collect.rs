@@ -1,0 +1,758 @@
+//! The candidate's part in a takeover: the reports it takes, the
+//! answers it gives, and the room it starts once enough survivors
+//! reported.
+
+use super::report::bare_host;
+use super::*;
+
+/// What an answer to a report says (one thing at a time).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Reply {
+    /// Counted; wait (and send the frames from this tick on, if any).
+    Wait(Option<Tick>),
+    /// The new host is ready: come back.
+    Ready,
+    /// The match went on without that seat.
+    Late,
+    /// We still hear the host (on this seat, if we know it).
+    Alive(Option<PlayerId>),
+    /// A collecting candidate gave up for this seat: report there (we do
+    /// not follow it yet, so this is no word that it hosts).
+    Follow(PlayerId),
+}
+
+/// A candidate's (or new host's, or a player's that still hears the host)
+/// answer to a report.
+pub(super) fn answer(epoch: u32, reply: Reply, base: Tick) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let mut w = DatagramWriter::new(&mut buf, base, 64);
+    w.put(Message::TakeoverAck {
+        epoch,
+        ready: matches!(reply, Reply::Ready),
+        want: match reply {
+            Reply::Wait(want) => want,
+            _ => None,
+        },
+        late: matches!(reply, Reply::Late),
+        alive: matches!(reply, Reply::Alive(_)),
+        host: match reply {
+            Reply::Alive(host) => host,
+            Reply::Follow(seat) => Some(seat),
+            _ => None,
+        },
+    });
+    w.finish();
+    buf
+}
+
+impl<I: Input> HostedSession<I> {
+    /// A `Takeover` or `TakeoverAck` from `from`.
+    pub(super) fn take_takeover(&mut self, from: PeerId, d: &Datagram<'_>) {
+        let now = self.now;
+        // Already taken over: a seat we hold comes back (by either token
+        // it names); any other reported too late (the match went on
+        // without it).
+        if self.hosting() {
+            // The reports whose token is one our sequencer holds the seat
+            // for.
+            let Role::Host(h) = &mut self.role else {
+                return;
+            };
+            let seq = h.sequencer();
+            let proven: Vec<(PlayerId, u32)> = d
+                .messages
+                .iter()
+                .filter_map(|m| match *m {
+                    Message::Takeover {
+                        seat, token, epoch, ..
+                    } => Some((seat, token, epoch)),
+                    _ => None,
+                })
+                .filter(|(seat, token, _)| seq.holds_token(*seat, token))
+                .map(|(seat, _, epoch)| (seat, epoch))
+                .collect();
+            // A takeover we never knew of: that player left us for
+            // another host. Nothing is answered.
+            let newer: Vec<PlayerId> = proven
+                .iter()
+                .filter(|(_, e)| *e > self.epoch)
+                .map(|(s, _)| *s)
+                .collect();
+            if !newer.is_empty() {
+                // Only from the seat's own connection: its token may have
+                // reached others (a takeover called off, say).
+                if Some(newer[0]) != self.seat() && self.seat_peers.get(&newer[0]) == Some(&from) {
+                    self.deposers.insert(newer[0]);
+                }
+                self.depose_if_left();
+                return;
+            }
+            if !d
+                .messages
+                .iter()
+                .any(|m| matches!(m, Message::Takeover { .. }))
+            {
+                return;
+            }
+            let held = !proven.is_empty();
+            if held {
+                // Once per report (those we told at the takeover are told
+                // again on our own until they come).
+                if !self.ready.contains_key(&from) {
+                    let ready = answer(self.epoch, Reply::Ready, self.client().frame());
+                    self.answer_report(from, ready);
+                }
+            } else {
+                let late = answer(self.epoch, Reply::Late, self.client().frame());
+                self.answer_report(from, late);
+                self.ignore(from, Ignored::Late);
+            }
+            self.sent_at = None;
+            return;
+        }
+        // A collecting candidate's probe carries its own report, marked.
+        let mark = d.messages.iter().find_map(bare_host);
+        for m in &d.messages {
+            match *m {
+                Message::Takeover {
+                    epoch,
+                    seat,
+                    token,
+                    lacks,
+                } => {
+                    // Someone noticed before us, and we find the host gone
+                    // too (a player that still hears the host never leaves
+                    // it on another's word): we take part.
+                    if self.takeover.is_none() && !self.hosting() {
+                        if self.host_gone() {
+                            self.begin_takeover();
+                        } else if self.awaiting_welcome() {
+                            // We moved to a host that has not welcomed us
+                            // yet: we cannot say it lives.
+                            self.ignore(from, Ignored::Moving);
+                            return;
+                        } else {
+                            // We still hear the host: say so (once for the
+                            // datagram), and take no part.
+                            let base = self.client().frame();
+                            let alive = answer(self.epoch, Reply::Alive(self.host_seat), base);
+                            self.answer_report(from, alive);
+                            self.ignore(from, Ignored::HostHeard);
+                            return;
+                        }
+                    }
+                    if !matches!(self.takeover, Some(Takeover::Collecting { .. })) {
+                        continue;
+                    }
+                    // The token must be the seat's, as the host committed to.
+                    let holds = self
+                        .roster
+                        .iter()
+                        .any(|e| e.seat == seat && e.commitment == token_commitment(&token));
+                    if !holds {
+                        self.ignore(from, Ignored::Unproven(seat));
+                        continue;
+                    }
+                    // From where the roster says the seat's player is: its
+                    // token went to every candidate it reported to, and the
+                    // host that left minted it.
+                    let contact = self
+                        .roster
+                        .iter()
+                        .find(|e| e.seat == seat)
+                        .map(|e| e.contact.as_slice())
+                        .filter(|c| !c.is_empty());
+                    if let Some(c) = contact
+                        && self.peers.get(c) != Some(&from)
+                    {
+                        self.ignore(from, Ignored::Elsewhere(seat));
+                        continue;
+                    }
+                    if Some(seat) == self.host_seat {
+                        self.ignore(from, Ignored::HostSeat(seat));
+                        continue;
+                    }
+                    // A candidate earlier in the order, collecting too: we
+                    // yield to it, never count it (it may not hear us, and
+                    // would go on counting us too).
+                    if mark == Some(seat) && Some(seat) < self.seat() {
+                        self.ignore(from, Ignored::EarlierCandidate(seat));
+                        continue;
+                    }
+                    // Epochs may differ (a player that joined after a
+                    // takeover counts from 0): the higher one stands, from
+                    // a report that proved its seat.
+                    self.epoch = self.epoch.max(epoch);
+                    let Some(Takeover::Collecting {
+                        reports,
+                        distrusted,
+                        contested,
+                        ..
+                    }) = &mut self.takeover
+                    else {
+                        continue;
+                    };
+                    // A seat proven from two places: one of them got the
+                    // token from the other's reports. Neither has it.
+                    if contested.contains(&seat) {
+                        self.ignore(from, Ignored::Contested(seat));
+                        continue;
+                    }
+                    if reports.get(&seat).is_some_and(|r| r.peer != from) {
+                        reports.remove(&seat);
+                        if contested.len() < wire::MAX_SEATS {
+                            contested.push(seat);
+                        }
+                        self.ignore(from, Ignored::Contested(seat));
+                        continue;
+                    }
+                    // The other token it named for the seat, if any.
+                    let previous = d.messages.iter().find_map(|m| match *m {
+                        Message::Takeover {
+                            seat: s, token: t, ..
+                        } if s == seat && t != token => Some(t),
+                        _ => None,
+                    });
+                    let inputs = d
+                        .messages
+                        .iter()
+                        .filter_map(|m| match m {
+                            Message::Inputs(i) => Some(i),
+                            _ => None,
+                        })
+                        .flat_map(|i| i.runs.iter())
+                        .filter(|r| r.seat == seat)
+                        .filter_map(|r| r.decode::<I>().ok().map(|v| (r.start, v)))
+                        .flat_map(|(start, v)| {
+                            v.into_iter()
+                                .enumerate()
+                                .map(move |(k, x)| (start.saturating_add(k as u32), x))
+                        })
+                        .take(256)
+                        .collect();
+                    // A claim found false once stays so.
+                    let lacks = if distrusted.contains(&seat) {
+                        reports.get(&seat).map_or(lacks, |r| r.lacks.min(lacks))
+                    } else {
+                        lacks
+                    };
+                    reports.insert(
+                        seat,
+                        Report {
+                            peer: from,
+                            token,
+                            previous,
+                            lacks,
+                            inputs,
+                        },
+                    );
+                    self.sent_at = None;
+                }
+                Message::TakeoverAck {
+                    epoch,
+                    ready,
+                    want,
+                    late,
+                    alive,
+                    host,
+                } => {
+                    let sender = self.seat_of(from);
+                    // Another player's word that it follows a seat as host.
+                    if let (true, Some(h), Some(s)) = (alive, host, sender)
+                        && h != s
+                    {
+                        self.vouched.insert(h);
+                    }
+                    // Only `host` set: naming the sender, a collecting
+                    // candidate's mark on its probe; naming another seat, a
+                    // candidate that gave up for it, passing it on (named
+                    // as `alive` would, but nobody's word that it hosts).
+                    let bare = bare_host(m);
+                    let follow = bare.is_some() && bare != sender;
+                    let probe = bare.is_some() && !follow;
+                    let alive = alive || follow;
+                    if matches!(self.takeover, Some(Takeover::Collecting { .. }))
+                        && !self.collector_yields(from, ready, late, alive, host)
+                    {
+                        continue;
+                    }
+                    // A mark: only another collecting candidate acts on it
+                    // (above).
+                    let ours = matches!(
+                        &self.takeover,
+                        Some(Takeover::Reporting { peer: Some(p), .. }) if *p == from
+                    );
+                    if probe {
+                        continue;
+                    }
+                    if !ours {
+                        if !matches!(self.takeover, Some(Takeover::Collecting { .. })) {
+                            self.ignore(from, Ignored::NotOurCandidate);
+                        }
+                        continue;
+                    }
+                    // It follows another host than the one we lost: the
+                    // candidate we gave up on took over already (its answers
+                    // to us were lost). We report to that host again.
+                    let me = self.seat();
+                    if let Some(h) = host.filter(|h| {
+                        alive
+                            && Some(*h) != self.host_seat
+                            && Some(*h) != me
+                            && Some(*h) != sender
+                            && !self.redirected.contains(h)
+                    }) && self
+                        .roster
+                        .iter()
+                        .any(|e| e.seat == h && e.playing && !e.contact.is_empty())
+                    {
+                        self.redirected.insert(h);
+                        self.failed.retain(|s| *s != h);
+                        self.report_to(h);
+                        return;
+                    }
+                    // Sent to a host it names again, or its own seat: it
+                    // holds us to no end; it counts as failed, and the next
+                    // candidate is tried (a later takeover may follow the
+                    // same word once more).
+                    if alive && host.is_some() && host != self.host_seat {
+                        // (A match goes on elsewhere: never alone.)
+                        self.told_alive = true;
+                        if let Some(Takeover::Reporting { seat, .. }) = &self.takeover {
+                            let seat = *seat;
+                            self.failed.push(seat);
+                        }
+                        self.next_candidate();
+                        return;
+                    }
+                    let Some(Takeover::Reporting {
+                        since,
+                        want: w,
+                        acked,
+                        peer: Some(p),
+                        ..
+                    }) = &mut self.takeover
+                    else {
+                        continue;
+                    };
+                    if alive && *acked {
+                        // The candidate that counted us heard the host again
+                        // before it sealed anything: called off; we follow
+                        // the host again once we hear it (or take part in
+                        // the next takeover if we do not).
+                        self.call_off();
+                        return;
+                    }
+                    if alive {
+                        // The host lives for the candidate (or it has not
+                        // noticed the silence yet): we wait on it, and never
+                        // go on alone.
+                        self.told_alive = true;
+                        *since = now;
+                        continue;
+                    }
+                    *since = now;
+                    *w = want;
+                    *acked = true;
+                    self.epoch = self.epoch.max(epoch);
+                    if late {
+                        // The match went on without us: this session ends.
+                        self.takeover = None;
+                        self.ended = true;
+                        let reason = crate::sequenced::CloseReason::Bye(
+                            wire::ByeReason::Kicked,
+                            "the match went on under a new host without this player (it reported too late)".into(),
+                        );
+                        // The game hears it once: in place of the host's
+                        // goodbye held back, or as the session's end.
+                        if self.client().closed().is_some() {
+                            self.held_close = Some(Event::Closed { reason });
+                        } else {
+                            self.client_mut().end(reason);
+                        }
+                    } else if ready {
+                        let to = *p;
+                        let Some(Takeover::Reporting { seat, .. }) = self.takeover.take() else {
+                            continue;
+                        };
+                        // The old host is out of the roster for good (a
+                        // takeover before the new host's roster comes must
+                        // not wait on it), and the seat we move to hosts.
+                        let old = self.host_seat.replace(seat);
+                        self.roster.retain(|e| Some(e.seat) != old);
+                        self.moved_at = Some(now);
+                        let _ = self.client_mut().move_to(to, now);
+                    } else {
+                        self.sent_at = None;
+                    }
+                }
+                _ => {}
+            }
+        }
+        // Frames from the survivor asked for them (from nobody else).
+        let frames_in = d.messages.iter().any(|m| matches!(m, Message::Frames(_)));
+        if frames_in && self.asked() != Some(from) {
+            self.ignore(from, Ignored::FramesRefused);
+        }
+        if self.asked() == Some(from) {
+            let seats = self.me().map_or(0, |(_, _, w)| w) as usize;
+            let frames: Vec<Frame<I>> = d
+                .messages
+                .iter()
+                .filter_map(|m| match m {
+                    Message::Frames(f) if f.seats as usize == seats => f.decode::<I>().ok(),
+                    _ => None,
+                })
+                .flatten()
+                .collect();
+            // Only a run that continues from the first frame we lack: a
+            // frame past a gap could be anything.
+            let before = self.client().lacks();
+            let frames: Vec<Frame<I>> = frames
+                .into_iter()
+                .skip_while(|f| f.tick < before)
+                .enumerate()
+                .take_while(|(k, f)| f.tick == before.saturating_add(*k as u32))
+                .map(|(_, f)| f)
+                .collect();
+            if !frames.is_empty() {
+                self.client_mut().hold_frames(frames);
+                if self.client().lacks() > before
+                    && let Some(Takeover::Collecting { progress, .. }) = &mut self.takeover
+                {
+                    *progress = now;
+                }
+                self.sent_at = None;
+            }
+        }
+    }
+
+    /// A collecting candidate's answer from a player it asked: a new host
+    /// (it answered `ready`, or `late`: believed only on another seat's
+    /// word), a candidate earlier in the order that counts us (`Wait`), or
+    /// a player that follows another
+    /// host: we report to it instead, and tell our own reporters so.
+    /// Returns whether we now report to the sender (its answer is then
+    /// taken as a reporter's).
+    pub(super) fn collector_yields(
+        &mut self,
+        from: PeerId,
+        hosts: bool,
+        late: bool,
+        alive: bool,
+        host: Option<PlayerId>,
+    ) -> bool {
+        let Some(sender) = self.seat_of(from) else {
+            return false;
+        };
+        let me = self.seat();
+        let to = if (hosts || late) && !self.believed(sender) {
+            // Its own word that it hosts, or that the match went on
+            // without us: nothing proves it (any seated player can say
+            // so, and welcome whoever follows). A real host is named by
+            // the players that follow it, and reached that way. We never
+            // go on alone.
+            self.ignore(from, Ignored::HostClaimNotBelieved(sender));
+            self.told_alive = true;
+            return false;
+        } else if hosts || late {
+            // Believed (a seat we followed that never welcomed us is the
+            // host we replace next: its datagrams are no takeover
+            // messages to us, and it leaves the roster at our next move).
+            sender
+        } else if alive {
+            if host == self.host_seat {
+                // It still hears the host: we never go on alone.
+                self.told_alive = true;
+                return false;
+            }
+            // Another's word that `h` hosts: once per seat in a takeover
+            // (a liar naming a dead seat again and again would hold us),
+            // and never its own (a host answers `ready`).
+            match host {
+                Some(h) if Some(h) != me && h != sender && self.redirected.insert(h) => h,
+                // Someone says a match goes on elsewhere: whatever else we
+                // do, we never go on alone.
+                _ => {
+                    self.told_alive = true;
+                    return false;
+                }
+            }
+        } else if Some(sender) < me && self.redirected.insert(sender) {
+            // An earlier candidate that counts us, or marks its probe: once
+            // per takeover (one that never goes on as a host, marking
+            // again and again, would hold us for good).
+            sender
+        } else if Some(sender) < me {
+            // Marked again by a seat we yielded to already: the match may
+            // go on there; we never go on alone.
+            self.told_alive = true;
+            return false;
+        } else {
+            // A later candidate counting us: it yields to us when our own
+            // answer reaches it.
+            return false;
+        };
+        self.yield_to(to, (to == sender).then_some(from))
+    }
+
+    /// A collecting candidate reports to `to` instead (at `peer`, if
+    /// known), and tells its own reporters to follow. Returns whether it
+    /// now reports to `peer`.
+    pub(super) fn yield_to(&mut self, to: PlayerId, peer: Option<PeerId>) -> bool {
+        let Some(Takeover::Collecting { reports, .. }) = &self.takeover else {
+            return false;
+        };
+        let reporters: Vec<PeerId> = reports.values().map(|r| r.peer).collect();
+        let base = self.client().frame();
+        for p in reporters {
+            self.answer_report(p, answer(self.epoch, Reply::Follow(to), base));
+        }
+        self.failed.retain(|s| *s != to);
+        self.report_to(to);
+        if let (Some(from), Some(Takeover::Reporting { peer: p, .. })) = (peer, &mut self.takeover)
+        {
+            *p = Some(from);
+            return true;
+        }
+        false
+    }
+
+    /// The survivor a candidate asks for the frames it lacks: the one
+    /// holding the most, if more than the candidate.
+    pub(super) fn asked(&self) -> Option<PeerId> {
+        let Some(Takeover::Collecting { reports, .. }) = &self.takeover else {
+            return None;
+        };
+        let own = self.client().lacks();
+        reports
+            .values()
+            .filter(|r| r.lacks > own)
+            .max_by_key(|r| r.lacks)
+            .map(|r| r.peer)
+    }
+
+    /// Queues an answer to a report from anyone (at most
+    /// [`ANSWERS_QUEUED`]: a flood of reports gets no more; each answer is
+    /// smaller than the report it answers).
+    pub(super) fn answer_report(&mut self, to: PeerId, bytes: Vec<u8>) {
+        if self.out.len() < ANSWERS_QUEUED {
+            self.out.push_back((to, bytes));
+        }
+    }
+
+    /// Moves a takeover on: the next candidate after a silent one; the
+    /// candidate going on once it heard enough.
+    pub(super) fn progress_takeover(&mut self) {
+        let now = self.now;
+        match &self.takeover {
+            Some(Takeover::Reporting { seat, since, .. })
+                if now >= *since + self.config.host_timeout =>
+            {
+                let seat = *seat;
+                self.failed.push(seat);
+                self.next_candidate();
+            }
+            Some(Takeover::Reporting { .. }) => {}
+            Some(Takeover::Collecting { since, reports, .. }) => {
+                let since = *since;
+                let expected: Vec<PlayerId> = self
+                    .roster
+                    .iter()
+                    .map(|e| e.seat)
+                    .filter(|s| Some(*s) != self.host_seat && Some(*s) != self.seat())
+                    .collect();
+                let heard = expected.iter().filter(|s| reports.contains_key(s)).count();
+                // Survivors and us, of every seat: a host that went silent
+                // may live on beyond a partition, with players of its own,
+                // and counts against us; one that said goodbye is gone.
+                let all = heard == expected.len();
+                let host = usize::from(!self.host_said_bye());
+                let majority = (heard + 1) * 2 > expected.len() + 1 + host;
+                // At once when everyone reported, if that is a majority (a
+                // lone survivor of a host gone silent cannot tell it from
+                // being cut off); alone only when nobody said the host
+                // lives.
+                let go = (majority && (all || now >= since + self.config.takeover_wait))
+                    || (now >= since + self.config.takeover_alone && !self.told_alive);
+                if go {
+                    self.settle();
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// The candidate, once it heard enough: fetches the frames it lacks,
+    /// then takes the match over.
+    pub(super) fn settle(&mut self) {
+        let own = self.client().lacks();
+        let now = self.now;
+        let quiet = self.config.host_timeout;
+        if let Some(asked) = self.asked() {
+            // Asked in the next takeover datagram to it; one that claims
+            // frames and sends none for `host_timeout` is not believed (it
+            // would hold the takeover for good).
+            if let Some(Takeover::Collecting {
+                reports,
+                progress,
+                distrusted,
+                ..
+            }) = &mut self.takeover
+                && now >= *progress + quiet
+            {
+                let mut cut = Vec::new();
+                for (s, r) in reports.iter_mut().filter(|(_, r)| r.peer == asked) {
+                    r.lacks = own;
+                    if !distrusted.contains(s) {
+                        distrusted.push(*s);
+                    }
+                    cut.push(*s);
+                }
+                *progress = now;
+                for s in cut {
+                    self.ignore(asked, Ignored::ClaimNotBelieved(s));
+                }
+            }
+            return;
+        }
+        let Some(Takeover::Collecting { reports, .. }) = self.takeover.take() else {
+            return;
+        };
+        let Some((seat, token, _)) = self.me() else {
+            return;
+        };
+        let now = self.now;
+        // Frames past the gap at `own` (if any came) are nobody's to trust.
+        self.client_mut().forget_frames_from(own);
+        let c = self.client();
+        let last = own.saturating_sub(1);
+        let next = own;
+        let frames = c.frames_held(c.held_from(), usize::MAX);
+        let mut events: Vec<SystemEvent> = Vec::new();
+        if let Some(h) = self.host_seat {
+            events.push(
+                if matches!(c.closed(), Some(crate::sequenced::CloseReason::Bye(..))) {
+                    SystemEvent::Left { player: h }
+                } else {
+                    SystemEvent::Abandoned { player: h }
+                },
+            );
+        }
+        // Every seat still in the match that did not report is given up:
+        // the roster's, and one seated too shortly before the host went
+        // for its entry to have reached us (the stream says it joined).
+        let mut occupied: BTreeMap<PlayerId, bool> =
+            self.roster.iter().map(|e| (e.seat, true)).collect();
+        for f in &frames {
+            for ev in &f.events {
+                match *ev {
+                    SystemEvent::Joined { player } => {
+                        occupied.insert(player, true);
+                    }
+                    SystemEvent::Left { player } | SystemEvent::Abandoned { player } => {
+                        occupied.insert(player, false);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for (&s, _) in occupied.iter().filter(|(_, here)| **here) {
+            let answered = s == seat || reports.contains_key(&s);
+            if !answered && Some(s) != self.host_seat {
+                events.push(SystemEvent::Abandoned { player: s });
+            }
+        }
+        events.push(SystemEvent::HostChanged { player: seat });
+        let playing = |s: PlayerId| self.roster.iter().any(|e| e.seat == s && e.playing);
+        let mut survivors: Vec<Survivor<I>> = reports
+            .iter()
+            .map(|(s, r)| Survivor {
+                seat: *s,
+                token: r.token,
+                previous: r.previous,
+                peer: Some(r.peer),
+                playing: playing(*s),
+                inputs: r.inputs.clone(),
+            })
+            .collect();
+        survivors.push(Survivor {
+            seat,
+            token,
+            previous: None,
+            peer: Some(HOST_PEER),
+            playing: playing(seat),
+            inputs: c.inputs_after(last),
+        });
+        let handover = Handover {
+            frames,
+            next,
+            survivors,
+            events,
+            fingerprint: self.config.client.fingerprint,
+        };
+        let Ok(mut sequencer) = Sequencer::take_over(self.room_config(), handover, now) else {
+            return;
+        };
+        // A paused room stays paused under its new host (its players froze
+        // on the old host's word, and commit nothing to wait on) until a
+        // player resumes it; the pause's `max_pause` counts from now.
+        if c.paused() {
+            sequencer.pause();
+        }
+        let Ok(placeholder) = ClientSession::new(self.config.client.clone(), HOST_PEER, now) else {
+            return;
+        };
+        let Role::Client(mut client) =
+            core::mem::replace(&mut self.role, Role::Client(Box::new(placeholder)))
+        else {
+            return;
+        };
+        if client.move_to(HOST_PEER, now).is_err() {
+            self.role = Role::Client(client);
+            return;
+        }
+        self.role = Role::Host(Box::new(HostSession::from_parts(sequencer, *client, now)));
+        self.host_seat = None;
+        for r in reports.values() {
+            self.ready.insert(r.peer, now);
+        }
+        self.sent_at = None;
+    }
+
+    /// The configuration a new host seals with: ours, with the room's shape
+    /// as the old host described it (frame width, tick rate, input delay,
+    /// policy), so the match runs on as it did.
+    pub(super) fn room_config(&self) -> SequencerConfig {
+        let mut config = self.config.sequencer.clone();
+        let Some(w) = &self.room else {
+            return config;
+        };
+        config.max_seats = u16::try_from(w.seats).unwrap_or(config.max_seats);
+        if w.tick_rate > 0 {
+            config.tick_rate = w.tick_rate;
+        }
+        config.delay = w.delay;
+        // The delay the match ran at is kept within our adaptive bounds
+        // (widened to it if need be: a room that cannot be taken over
+        // dies with its host); a match at delay 0 stays fixed.
+        if let Some(a) = config.adaptive.as_mut() {
+            if w.delay == 0 {
+                config.adaptive = None;
+            } else {
+                a.min = a.min.min(w.delay);
+                a.max = a.max.max(w.delay);
+            }
+        }
+        config.policy = match (w.deadline, config.policy) {
+            (true, Policy::WaitForAll { .. }) => Policy::Deadline {
+                missing: crate::sequenced::MissingInput::Neutral,
+            },
+            (false, Policy::Deadline { .. }) => Policy::WaitForAll {
+                abandon_after: Duration::from_secs(10),
+            },
+            (_, p) => p,
+        };
+        config
+    }
+}

@@ -1,0 +1,770 @@
+//! The sequencer: one room's authority on which tick each input runs.
+
+use super::{DropReason, MissingInput, Policy, Rejection, SequencerEvent};
+use crate::admission::{self, SecretStream};
+use crate::checks::{Incoming, Referee, Relayed, Routed, Verdicted};
+use crate::endpoint::Transmit;
+use crate::error::ConfigError;
+use crate::link::{Link, Traffic};
+use crate::rules::limits;
+use crate::shared::{Events, Rate};
+use crate::snapshot::{SnapshotError, SnapshotLimits, SnapshotReceiver, SnapshotSender};
+use crate::wire::{
+    self, ByeReason, Datagram, DatagramWriter, ErrorCode, Frames, Hello, Holder, InputCodec,
+    Inputs, Member, Message, Status, Welcome, WireError,
+};
+use crate::wire::{Checkpoint, ResumeToken};
+use crate::{
+    AdaptiveDelay, Frame, Input, Instant, PeerId, PlayerId, SystemEvent, Tick, TokenBucket,
+};
+use core::time::Duration;
+use std::collections::{BTreeMap, VecDeque};
+
+mod admit;
+mod config;
+mod control;
+mod join;
+mod receive;
+mod roster;
+mod seal;
+mod send;
+mod takeover;
+
+pub use config::{SequencerConfig, SequencerError, SequencerStats, Simulation};
+use roster::RosterEntry;
+pub use takeover::{Handover, Survivor};
+
+/// Most one-shot replies (refusals, errors to strangers) queued at once.
+const REPLY_QUEUE_CAP: usize = 256;
+/// Most events held for the caller before the oldest are dropped.
+const EVENT_QUEUE_CAP: usize = 4096;
+/// Datagrams a second a connection may send beyond its usual rate while it
+/// sends or receives a snapshot.
+const SNAPSHOT_DATAGRAMS_PER_SEC: u32 = 2_000;
+/// Most frames tried in one datagram. A client catching up still gets
+/// about two thousand frames a second at 30 Hz, and the work per datagram
+/// stays bounded when a thousand clients catch up at once.
+const CATCH_UP_FRAMES: u32 = 64;
+/// The most of a lone player's round trip the `Deadline` clock waits for
+/// in single-player mode (a client can claim any round trip it likes).
+const SOLO_MAX_RTT: Duration = Duration::from_millis(500);
+/// Donors blamed for a snapshot that left a resynced client diverged.
+const SUSPECTS: usize = 8;
+/// Roster entries one datagram carries at most.
+const ROSTER_PER_DATAGRAM: usize = 4;
+
+#[derive(Debug, Clone)]
+enum Closing {
+    Error(ErrorCode, String),
+    Bye(ByeReason, String),
+}
+
+#[derive(Debug, Clone)]
+enum Reply {
+    Reject(Rejection),
+    /// A datagram written already (an answer to a stranger).
+    Raw(Vec<u8>),
+}
+
+#[derive(Debug, Clone)]
+struct Conn {
+    peer: PeerId,
+    seat: Option<PlayerId>,
+    /// The first frame the client lacks (its datagrams' base).
+    next: Tick,
+    welcome_pending: bool,
+    /// When it was heard (silence counts from its Hello), the send
+    /// schedule, ping and pong, the traffic each way.
+    link: Link,
+    ack_pending: bool,
+    checks: Relayed,
+    datagram_rate: TokenBucket,
+    /// Extra datagrams allowed while it sends or receives a snapshot: a
+    /// window of chunks, and an acknowledgement for each, outrun the usual
+    /// rate.
+    snapshot_rate: TokenBucket,
+    input_rate: TokenBucket,
+    closing: Option<Closing>,
+    /// Joining a game under way from a snapshot.
+    join: Option<Join>,
+    /// Resumed by replaying the game from its start: the history is kept
+    /// for it like a joiner's, until it has caught up with the open tick.
+    replaying: bool,
+    /// It is being resynced: the id its `Resync` message carries, and the
+    /// verdict that found it.
+    resync: Option<(u32, Checkpoint)>,
+    /// Its checkpoints before this tick describe a state since replaced.
+    judged_from: Tick,
+    /// The majority found its state diverged: its questions about where
+    /// are passed on.
+    diverged: bool,
+    /// The donor of its last resync's snapshot: blamed if it diverges
+    /// again at once.
+    resync_donor: Option<PeerId>,
+    /// How many times it was resynced, as a spectator (a seat's count
+    /// outlives its connections).
+    resyncs: u32,
+    /// How other players can reach it, as the application sees it.
+    contact: Vec<u8>,
+    /// The roster version of each seat's entry it acknowledged.
+    roster_acked: Vec<u32>,
+}
+
+/// Where a client joining from a snapshot stands.
+#[derive(Debug, Clone)]
+enum Join {
+    /// Its snapshot has not reached the sequencer yet: nothing is sent but
+    /// control messages.
+    Waiting,
+    /// Its snapshot is on the way, and the frames after it.
+    Receiving(Box<SnapshotSender>),
+    /// It has its snapshot and runs frames until it catches up.
+    CatchingUp,
+}
+
+/// The snapshot being fetched from a donor for the waiting joiners.
+#[derive(Debug, Clone)]
+struct Fetch {
+    id: u32,
+    tick: Tick,
+    donor: PeerId,
+    /// When the donor was asked or last sent a chunk not seen before.
+    progress: Instant,
+    /// When it was asked: however it drips, it has ten donor timeouts.
+    asked: Instant,
+    /// Whether any chunk came (until then the request is repeated).
+    started: bool,
+    receiver: SnapshotReceiver,
+}
+
+#[derive(Debug, Clone)]
+struct Seat<I> {
+    /// The connection playing it; none while the seat is held for a
+    /// player whose connection was dropped.
+    conn: Option<PeerId>,
+    /// What takes the seat back on a new connection.
+    token: ResumeToken,
+    /// The token before the last resume, still good until the connection
+    /// it moved the seat to shows it got its Welcome (a datagram without a
+    /// Hello): a client whose Welcome was lost still holds only this one.
+    previous: Option<ResumeToken>,
+    /// When the player was last heard, once its connection was dropped for
+    /// silence: the seat is held until `seat_grace` after it.
+    lost: Option<Instant>,
+    /// Inputs are due from this tick; earlier ticks run neutral.
+    from: Tick,
+    /// Inputs waiting for their tick, by the tick they will run on.
+    pending: BTreeMap<Tick, I>,
+    /// One past the highest stamped tick received. Clients send every
+    /// unacknowledged input in every datagram, oldest first, so anything
+    /// stamped earlier either arrived with it or was skipped on purpose (a
+    /// late client stamping further ahead).
+    received: Tick,
+    /// The input it ran last.
+    last: I,
+    /// How early (+) or late (-) its latest input arrived, in ticks.
+    slack: i32,
+    /// When it last sent an input not seen before (or joined): a player
+    /// that keeps its connection alive but sends no input is still
+    /// abandoned when the game waits on it.
+    last_input: Instant,
+    /// Since when the open tick has been waiting on it.
+    waited_since: Option<Instant>,
+    /// Whether it plays: a seat joining from a snapshot runs neutral input
+    /// and holds nobody up until its client caught up.
+    live: bool,
+    /// The newest pause frame it asked for: a duplicated or delayed request
+    /// is not a new one.
+    pause_asked: Option<Tick>,
+    /// Held for a player that was playing a moment ago under the host that
+    /// left (host migration): its inputs, handed over, run until it is back,
+    /// and it is back in step (no input delay to stamp its way up).
+    handed_over: bool,
+    /// The input delay its client last said it wants (`adaptive`).
+    wants: Option<u32>,
+    /// Held after a takeover for the player that reported it from this
+    /// peer: only a Hello from there takes it back (the token travelled
+    /// to candidates that may not all be honest).
+    bound: Option<PeerId>,
+}
+
+impl<I> Seat<I> {
+    /// Its inputs are due from `tick` on (if not already later); earlier
+    /// ticks run neutral, and its acknowledgement tells its client so.
+    fn due_from(&mut self, tick: Tick) {
+        self.from = self.from.max(tick);
+        self.received = self.received.max(self.from);
+    }
+}
+
+/// A room's sequencer: admits connections, seats players, decides which tick
+/// each input runs on and sends every sealed tick to every client.
+///
+/// Sans-IO like every session: feed it datagrams and the time, drain
+/// datagrams and events. One iteration: `handle_datagram` for each datagram,
+/// `handle_timeout(now)` (which seals due ticks), then `poll_transmit` until
+/// `None`, and `poll_event` for what to log.
+///
+/// ```
+/// use lockstep_core::sequenced::{ClientConfig, ClientSession, Sequencer, SequencerConfig};
+/// use lockstep_core::{Instant, PeerId};
+///
+/// let now = Instant::ZERO;
+/// let mut room = Sequencer::<u8>::new(SequencerConfig::default(), now)?;
+/// let mut alice = ClientSession::<u8>::new(ClientConfig::default(), PeerId(0), now)?;
+/// let mut buf = Vec::new();
+/// // Alice's Hello reaches the room as connection 7; the Welcome comes back.
+/// alice.handle_timeout(now);
+/// let t = alice.poll_transmit(&mut buf).expect("hello");
+/// room.handle_datagram(PeerId(7), &buf[..t.len], now)?;
+/// let t = room.poll_transmit(&mut buf).expect("welcome");
+/// alice.handle_datagram(PeerId(0), &buf[..t.len], now)?;
+/// assert!(alice.connected());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Sequencer<I: Input> {
+    config: SequencerConfig,
+    fingerprint: Option<u64>,
+    /// A room taken over: the first tick it sealed itself. A survivor that
+    /// comes back claiming frames past it ran the old host's frames the
+    /// takeover replaced.
+    taken_over_at: Option<Tick>,
+    /// Tokens of seats given up because their players ran replaced frames:
+    /// a Hello with one is told why, again (at most one per seat).
+    replaced: Vec<ResumeToken>,
+    now: Instant,
+    started: Instant,
+    conns: Vec<Conn>,
+    seats: Vec<Option<Seat<I>>>,
+    /// Sealed frames `history_base..open`.
+    history: Vec<Frame<I>>,
+    history_base: Tick,
+    open: Tick,
+    /// System events for ticks not sealed yet.
+    tick_events: BTreeMap<Tick, Vec<SystemEvent>>,
+    /// The `Deadline` clock: when it started and at which tick.
+    clock: Option<(Instant, Tick)>,
+    paused: bool,
+    /// When the current pause began.
+    paused_at: Option<Instant>,
+    /// Pauses each seat has asked for, whoever held it.
+    pauses_used: Vec<u32>,
+    /// The frame the current (or last) pause is known by: above every
+    /// earlier one, so a client never takes a new pause for an echo of the
+    /// last, even when no tick was sealed between them.
+    pause_frame: Tick,
+    lifted: Option<Tick>,
+    /// Seats the open tick waits on (`WaitForAll`).
+    waiting: Vec<PlayerId>,
+    /// Checkpoint votes and verdicts, and questions between clients.
+    referee: Referee,
+    /// How many times each seat was resynced.
+    resyncs: BTreeMap<PlayerId, u32>,
+    /// Donors whose snapshot left a resynced client diverged again: asked
+    /// only when nobody else can donate (a few, the newest).
+    suspects: VecDeque<PeerId>,
+    /// Nobody could donate: when to look again.
+    join_retry: Option<Instant>,
+    next_resync: u32,
+    replies: VecDeque<(PeerId, Reply)>,
+    events: Events<SequencerEvent>,
+    stats: SequencerStats,
+    /// Ticks sealed, for the tick rate achieved.
+    seal_rate: Rate,
+    tokens: SecretStream,
+    cursor: usize,
+    /// The snapshot being fetched for joiners.
+    fetch: Option<Fetch>,
+    /// When the first and the latest joiner still waiting for a snapshot
+    /// arrived.
+    join_asked: Option<(Instant, Instant)>,
+    next_snapshot_id: u32,
+    /// Clients that failed to donate since the last snapshot was ready.
+    bad_donors: Vec<PeerId>,
+    /// Donors whose state was over the cap since the last snapshot was
+    /// ready: one could lie; two mean the joiners cannot get in.
+    too_large: Vec<PeerId>,
+    /// The last donor, told its snapshot arrived whole until it stops
+    /// sending chunks.
+    thanked: Option<(PeerId, wire::SnapshotAck)>,
+    /// The game, when the sequencer runs it itself.
+    simulation: Option<Box<dyn Simulation<I>>>,
+    /// The seat playing alone, in `Deadline`'s single-player mode.
+    solo: Option<PlayerId>,
+    /// The roster as last shared, per seat, with `share_roster`.
+    roster: Vec<RosterEntry>,
+    /// The latest roster version (bumped by each entry that changes).
+    roster_version: u32,
+    /// Where single-player mode's pace started (time, tick): a player
+    /// alone runs at most `delay + max_lead` ticks ahead of the tick rate.
+    solo_pace: Option<(Instant, Tick)>,
+    /// Since when the open tick has waited on someone (`WaitForAll`),
+    /// before it says so.
+    blocked_since: Option<Instant>,
+    /// The input delay in force.
+    delay: u32,
+    /// Since when the largest want has stayed below the delay
+    /// (`adaptive`): it falls a tick once that is a second.
+    low_since: Option<Instant>,
+}
+
+impl<I: Input> Sequencer<I> {
+    /// A room with no one in it yet.
+    pub fn new(config: SequencerConfig, now: Instant) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let max_seats = usize::from(config.max_seats);
+        let seats = (0..max_seats).map(|_| None).collect();
+        Ok(Self {
+            fingerprint: config.fingerprint,
+            referee: Referee::new(config.checksum_window, false),
+            resyncs: BTreeMap::new(),
+            suspects: VecDeque::new(),
+            join_retry: None,
+            next_resync: 1,
+            history_base: config.first_tick,
+            open: config.first_tick,
+            tokens: SecretStream::new(config.secret),
+            taken_over_at: None,
+            blocked_since: None,
+            delay: config.delay,
+            low_since: None,
+            replaced: Vec::new(),
+            config,
+            now,
+            started: now,
+            conns: Vec::new(),
+            seats,
+            history: Vec::new(),
+            tick_events: BTreeMap::new(),
+            clock: None,
+            paused: false,
+            paused_at: None,
+            pauses_used: vec![0; max_seats],
+            pause_frame: Tick::ZERO,
+            lifted: None,
+            waiting: Vec::new(),
+            replies: VecDeque::new(),
+            events: Events::new(EVENT_QUEUE_CAP),
+            stats: SequencerStats::default(),
+            seal_rate: Rate::default(),
+            cursor: 0,
+            fetch: None,
+            join_asked: None,
+            next_snapshot_id: 1,
+            bad_donors: Vec::new(),
+            too_large: Vec::new(),
+            thanked: None,
+            simulation: None,
+            solo: None,
+            solo_pace: None,
+            roster: vec![RosterEntry::default(); max_seats],
+            roster_version: 0,
+        })
+    }
+
+    /// Tells the sequencer how other players can reach connection `peer`
+    /// (with UDP, the address it is seen at, as text, say): shared in the
+    /// roster when [`SequencerConfig::share_roster`] is on, so that a
+    /// player can take over as host. At most
+    /// [`MAX_CONTACT`](wire::MAX_CONTACT) bytes.
+    ///
+    /// ```
+    /// use lockstep_core::sequenced::{Sequencer, SequencerConfig, SequencerError};
+    /// use lockstep_core::{Instant, PeerId};
+    /// let mut room = Sequencer::<u8>::new(SequencerConfig::default(), Instant::ZERO)?;
+    /// assert_eq!(room.set_contact(PeerId(3), b"192.0.2.7:4000"), Err(SequencerError::NotConnected(PeerId(3))));
+    /// # Ok::<(), lockstep_core::ConfigError>(())
+    /// ```
+    pub fn set_contact(&mut self, peer: PeerId, contact: &[u8]) -> Result<(), SequencerError> {
+        if contact.len() > wire::MAX_CONTACT {
+            return Err(SequencerError::Wire(WireError::TooLong {
+                what: "contact",
+                len: contact.len(),
+                max: wire::MAX_CONTACT,
+            }));
+        }
+        let i = self
+            .conn_index(peer)
+            .ok_or(SequencerError::NotConnected(peer))?;
+        if self.conns[i].contact != contact {
+            // (Called every loop by a host's application: no copy unless
+            // it changed.)
+            self.conns[i].contact = contact.to_vec();
+        }
+        Ok(())
+    }
+
+    /// A room whose game the sequencer runs itself (see [`Simulation`]):
+    /// `simulation` must be the game's state at the room's first tick.
+    pub fn with_simulation(
+        config: SequencerConfig,
+        now: Instant,
+        simulation: Box<dyn Simulation<I>>,
+    ) -> Result<Self, ConfigError> {
+        let mut s = Self::new(config, now)?;
+        s.simulation = Some(simulation);
+        s.referee = Referee::new(s.config.checksum_window, true);
+        Ok(s)
+    }
+
+    /// The game the sequencer runs, if it runs one.
+    pub fn simulation(&self) -> Option<&dyn Simulation<I>> {
+        self.simulation.as_deref()
+    }
+
+    // ----- getters -------------------------------------------------------
+
+    /// The next tick to seal.
+    pub fn open_tick(&self) -> Tick {
+        self.open
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SequencerConfig {
+        &self.config
+    }
+
+    /// Seats the open tick is waiting on (`WaitForAll`), empty otherwise.
+    pub fn waiting(&self) -> &[PlayerId] {
+        &self.waiting
+    }
+
+    /// Whether sealing is paused.
+    pub fn paused(&self) -> bool {
+        self.paused
+    }
+
+    /// Whether nobody is connected and no seat is held for a dropped
+    /// player (a server keeps the room while one may come back).
+    pub fn is_empty(&self) -> bool {
+        self.conns.is_empty() && !self.seats.iter().flatten().any(|s| s.lost.is_some())
+    }
+
+    /// Connections, with their seats.
+    pub fn connections(&self) -> impl Iterator<Item = (PeerId, Option<PlayerId>)> + '_ {
+        self.conns.iter().map(|c| (c.peer, c.seat))
+    }
+
+    /// Whether `peer` is connected (or being told goodbye).
+    pub fn is_connected(&self, peer: PeerId) -> bool {
+        self.conns.iter().any(|c| c.peer == peer)
+    }
+
+    /// Whether `seat` is held for `token` (its current token, or the one
+    /// before while its holder may not have the new one yet).
+    pub fn holds_token(&self, seat: PlayerId, token: &ResumeToken) -> bool {
+        self.seats
+            .get(seat.index())
+            .and_then(Option::as_ref)
+            .is_some_and(|s| s.token == *token || s.previous.as_ref() == Some(token))
+    }
+
+    /// Whether a Hello presenting `token` at `now` would take a seat back
+    /// (the token is live and its seat's connection has gone quiet), so a
+    /// server can let it in without spending a join ticket.
+    pub fn would_resume(&self, hello: &Hello<'_>, now: Instant) -> bool {
+        self.resumable(hello)
+            .is_some_and(|(seat, _)| self.seat_quiet(seat, now.max(self.now)))
+    }
+
+    /// Whether the history still holds every frame from the room's first
+    /// tick, so a new client can join by replaying it.
+    pub fn replayable(&self) -> bool {
+        self.history_base == self.config.first_tick
+    }
+
+    /// The sealed frame for `tick`, if still in the history.
+    pub fn frame(&self, tick: Tick) -> Option<&Frame<I>> {
+        self.history
+            .get(tick.since(self.history_base) as usize)
+            .filter(|_| tick >= self.history_base)
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> SequencerStats {
+        let mut s = self.stats.clone();
+        s.open = self.open;
+        s.delay = self.delay;
+        s.tick_rate = self.seal_rate.per_sec(self.now);
+        s.players = self
+            .conns
+            .iter()
+            .filter(|c| c.seat.is_some() && c.closing.is_none())
+            .count();
+        s.spectators = self
+            .conns
+            .iter()
+            .filter(|c| c.seat.is_none() && c.closing.is_none())
+            .count();
+        s.history = self.history.len();
+        s.pending_inputs = self.seats.iter().flatten().map(|s| s.pending.len()).sum();
+        s
+    }
+
+    /// Ticks sealed and stalls begun so far: the two counters a server
+    /// polls after every datagram, without building [`stats`](Self::stats).
+    pub fn counters(&self) -> (u64, u64) {
+        (self.stats.sealed, self.stats.stalls)
+    }
+
+    /// Smoothed round-trip time to `peer`, once measured.
+    pub fn rtt(&self, peer: PeerId) -> Option<Duration> {
+        self.conns.iter().find(|c| c.peer == peer)?.link.rtt()
+    }
+
+    /// Loss each way and bytes per second each way on `peer`'s
+    /// connection ("up" is to the client).
+    pub fn traffic(&self, peer: PeerId) -> Option<Traffic> {
+        let c = self.conns.iter().find(|c| c.peer == peer)?;
+        Some(c.link.traffic(self.now))
+    }
+
+    // ----- mutators ------------------------------------------------------
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<SequencerEvent> {
+        self.events.pop()
+    }
+
+    // ----- network side --------------------------------------------------
+
+    /// Takes a datagram from `from`.
+    pub fn handle_datagram(
+        &mut self,
+        from: PeerId,
+        datagram: &[u8],
+        now: Instant,
+    ) -> Result<(), SequencerError> {
+        self.now = self.now.max(now);
+        self.stats.datagrams_received += 1;
+        self.stats.bytes_received += datagram.len() as u64;
+        let result = match self.conn_index(from) {
+            Some(i) => {
+                self.conns[i].link.received(now, datagram.len());
+                self.take_conn(i, datagram)
+            }
+            None => self.take_stranger(from, datagram),
+        };
+        self.seal_due();
+        result
+    }
+
+    /// Lets timers fire: seals due ticks, drops silent connections, resends.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+        let now = self.now;
+        for i in 0..self.conns.len() {
+            let c = &self.conns[i];
+            if c.closing.is_none() && c.link.silent_for(now) >= self.config.timeout {
+                let reason = self.silence_reason(i);
+                self.close(i, Closing::Bye(ByeReason::Timeout, String::new()), reason);
+            }
+        }
+        // A player handed over that is not back within `abandon_after`
+        // holds nobody up any more (its seat is held as any dropped one).
+        if let Policy::WaitForAll { abandon_after } = self.config.policy {
+            for s in self.seats.iter_mut().flatten() {
+                if s.handed_over && s.lost.is_some_and(|t| now - t >= abandon_after) {
+                    s.handed_over = false;
+                }
+            }
+        }
+        for k in 0..self.seats.len() {
+            let expired = self.seats[k]
+                .as_ref()
+                .and_then(|s| s.lost)
+                .is_some_and(|t| now - t >= self.config.seat_grace);
+            if expired {
+                let seat = PlayerId(k as u16);
+                self.release_seat(seat, SystemEvent::Left { player: seat });
+                self.push_event(SequencerEvent::SeatReleased {
+                    seat,
+                    tick: self.open,
+                });
+            }
+        }
+        if self
+            .paused_at
+            .is_some_and(|at| now - at >= self.config.max_pause)
+        {
+            self.resume();
+        }
+        self.seal_due();
+        self.progress_joins();
+        self.refresh_roster();
+        for i in 0..self.conns.len() {
+            let chunk_due = !self.conns[i].link.chunk_starved
+                && matches!(&self.conns[i].join, Some(Join::Receiving(tx)) if tx.has_due(now));
+            if self.send_due(i) <= now || chunk_due {
+                self.conns[i].link.flush = true;
+            }
+        }
+    }
+
+    /// Writes the next datagram to send into `buf`.
+    pub fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
+        buf.clear();
+        self.refresh_roster();
+        if let Some((peer, reply)) = self.replies.pop_front() {
+            let mut w = DatagramWriter::new(buf, self.open, self.config.max_datagram);
+            let _ = match &reply {
+                Reply::Reject(r) => w.push(&Message::Reject(r.as_reason())),
+                Reply::Raw(bytes) => {
+                    w.finish();
+                    buf.clear();
+                    buf.extend_from_slice(bytes);
+                    return Some(self.sent(peer, buf.len()));
+                }
+            };
+            let len = w.finish();
+            return Some(self.sent(peer, len));
+        }
+        let n = self.conns.len();
+        let i = (0..n)
+            .map(|k| (self.cursor + k) % n)
+            .find(|&i| self.conns[i].link.flush)?;
+        self.cursor = (i + 1) % n;
+        Some(self.transmit(i, buf))
+    }
+
+    /// Like [`poll_transmit`](Self::poll_transmit), for `peer` only: lets a
+    /// host pass its own client's traffic across while datagrams for
+    /// everyone else stay due here.
+    pub(crate) fn poll_transmit_to(&mut self, peer: PeerId, buf: &mut Vec<u8>) -> Option<Transmit> {
+        buf.clear();
+        let i = self
+            .conn_index(peer)
+            .filter(|&i| self.conns[i].link.flush)?;
+        Some(self.transmit(i, buf))
+    }
+
+    /// Builds connection `i`'s datagram into `buf` and marks it sent.
+    fn transmit(&mut self, i: usize, buf: &mut Vec<u8>) -> Transmit {
+        let carried = self.build(i, buf);
+        let now = self.now;
+        let c = &mut self.conns[i];
+        let peer = c.peer;
+        c.link.flush = false;
+        c.ack_pending = false;
+        c.welcome_pending = c.welcome_pending && c.closing.is_none();
+        c.link.sent(now, buf.len(), self.config.ping_interval, true);
+        // A snapshot goes out as fast as its window allows (another
+        // datagram at once only if this one had room for chunks).
+        if let Some(Join::Receiving(tx)) = &c.join
+            && carried
+            && tx.has_due(now)
+        {
+            c.link.flush = true;
+        }
+        if c.closing.is_some() {
+            self.conns.remove(i);
+            self.cursor = 0;
+        }
+        self.sent(peer, buf.len())
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) next needs calling.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        let mut consider = |t: Instant| next = Some(next.map_or(t, |n| n.min(t)));
+        for (i, c) in self.conns.iter().enumerate() {
+            consider(self.send_due(i));
+            consider(c.link.heard_or_since() + self.config.timeout);
+        }
+        for seat in self.seats.iter().flatten() {
+            if let Some(t) = seat.lost {
+                consider(t + self.config.seat_grace);
+            }
+        }
+        if let Some(t) = self.next_seal_at() {
+            consider(t);
+        }
+        if let Some(at) = self.paused_at {
+            consider(at + self.config.max_pause);
+        }
+        if let Some(t) = self.join_due() {
+            consider(t);
+        }
+        if let Some(f) = &self.fetch {
+            consider(f.progress + self.config.donor_timeout);
+            consider(f.asked + self.config.donor_timeout * 10);
+        }
+        for c in &self.conns {
+            if let Some(Join::Receiving(tx)) = &c.join {
+                if let Some(t) = tx.next_resend().filter(|_| !c.link.chunk_starved) {
+                    consider(t);
+                }
+                if let Some(t) = tx.last_progress() {
+                    consider(t + self.config.donor_timeout * 3);
+                }
+                if let Some(t) = tx.started() {
+                    consider(t + self.config.donor_timeout * 20);
+                }
+            }
+        }
+        // Nothing is sealed in a pause, nor anyone abandoned for holding a
+        // tick up: those timers wait for the resume (a deadline that
+        // passed meanwhile is acted on then).
+        if let (Policy::WaitForAll { abandon_after }, false) = (self.config.policy, self.paused) {
+            // Saying whom the room waits on, once it has waited a tick
+            // (a time already past was seen to by the last call).
+            if let Some(t) = self
+                .blocked_since
+                .map(|t| t + Duration::from_secs(1) / self.config.tick_rate)
+                .filter(|t| self.waiting.is_empty() && *t > self.now)
+            {
+                consider(t);
+            }
+            for s in &self.waiting {
+                if let Some(seat) = &self.seats[s.index()] {
+                    let since = seat.waited_since.unwrap_or(self.now);
+                    consider(seat.last_input.max(since) + abandon_after);
+                }
+            }
+        }
+        next
+    }
+
+    // ----- internals -----------------------------------------------------
+
+    fn sent(&mut self, peer: PeerId, len: usize) -> Transmit {
+        self.stats.datagrams_sent += 1;
+        self.stats.bytes_sent += len as u64;
+        Transmit {
+            destination: peer,
+            len,
+        }
+    }
+
+    fn push_event(&mut self, ev: SequencerEvent) {
+        self.events.push(ev);
+    }
+
+    fn reply(&mut self, peer: PeerId, reply: Reply) {
+        if self.replies.len() < REPLY_QUEUE_CAP {
+            self.replies.push_back((peer, reply));
+        }
+    }
+
+    fn conn_index(&self, peer: PeerId) -> Option<usize> {
+        self.conns.iter().position(|c| c.peer == peer)
+    }
+
+    fn flush_all(&mut self) {
+        for c in &mut self.conns {
+            c.link.flush = true;
+        }
+    }
+
+    /// Records `ev` for `tick`, in the order things happened: a seat left
+    /// and taken again within one tick reads `[Left, Joined]`.
+    fn add_tick_event(&mut self, tick: Tick, ev: SystemEvent) {
+        let list = self.tick_events.entry(tick).or_default();
+        if !list.contains(&ev) {
+            list.push(ev);
+        }
+    }
+}
+
+crate::endpoint::forward_to_inherent!(Sequencer, SequencerError);

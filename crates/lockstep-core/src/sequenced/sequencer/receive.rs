@@ -1,0 +1,419 @@
+//! A connection's datagram: checked, decoded once, and each message
+//! handed to the rule that owns it.
+
+use super::*;
+
+impl<I: Input> Sequencer<I> {
+    /// A datagram from connection `i`: within its rates and the size
+    /// limit, decoded once, its inputs checked whole, then each message
+    /// taken. Breaking a rule closes the connection, and nothing of the
+    /// datagram is acted on.
+    pub(super) fn take_conn(&mut self, i: usize, datagram: &[u8]) -> Result<(), SequencerError> {
+        if self.conns[i].closing.is_some() {
+            return Ok(());
+        }
+        self.within_limits(i, datagram)?;
+        let d = match Datagram::decode(datagram, self.open) {
+            Ok(d) => d,
+            Err(e) => return Err(self.violation(i, ErrorCode::Malformed, e.to_string())),
+        };
+        let inputs = self.checked_inputs(i, &d)?;
+        self.note_position(i, &d, inputs.len())?;
+        self.take_messages(i, d, inputs);
+        Ok(())
+    }
+
+    /// Connection `i` was heard: within its datagram rate (a snapshot's
+    /// transfer allows more) and the size limit, or closed.
+    fn within_limits(&mut self, i: usize, datagram: &[u8]) -> Result<(), SequencerError> {
+        let now = self.now;
+        {
+            let c = &mut self.conns[i];
+            c.link.heard(now);
+            let transferring = matches!(c.join, Some(Join::Receiving(_)))
+                || self.fetch.as_ref().is_some_and(|f| f.donor == c.peer);
+            let allowed =
+                (transferring && c.snapshot_rate.take(1, now)) || c.datagram_rate.take(1, now);
+            if !allowed {
+                return Err(self.violation(
+                    i,
+                    ErrorCode::RateLimited,
+                    "too many datagrams per second".into(),
+                ));
+            }
+        }
+        if datagram.len() > self.config.max_datagram {
+            return Err(self.violation(
+                i,
+                ErrorCode::TooLarge,
+                format!(
+                    "datagram of {} bytes over the {}-byte limit",
+                    datagram.len(),
+                    self.config.max_datagram
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The inputs of connection `i`'s datagram, every one its own seat's,
+    /// within the input size limit and the horizon, by tick.
+    fn checked_inputs(
+        &mut self,
+        i: usize,
+        d: &Datagram<'_>,
+    ) -> Result<Vec<(Tick, I)>, SequencerError> {
+        let seat = self.conns[i].seat;
+        // Decode and check everything before acting on any of it.
+        let mut inputs: Vec<(Tick, I)> = Vec::new();
+        let mut scratch = Vec::new();
+        for m in &d.messages {
+            if let Message::Inputs(msg) = m {
+                let Some(s) = seat else {
+                    return Err(self.violation(
+                        i,
+                        ErrorCode::Violation,
+                        "a spectator sent inputs".into(),
+                    ));
+                };
+                for run in &msg.runs {
+                    if run.seat != s {
+                        return Err(self.violation(
+                            i,
+                            ErrorCode::Violation,
+                            format!("input for {} from the connection playing {}", run.seat, s),
+                        ));
+                    }
+                    let decoded = match run.decode::<I>() {
+                        Ok(v) => v,
+                        Err(e) => {
+                            return Err(self.violation(i, ErrorCode::Malformed, e.to_string()));
+                        }
+                    };
+                    for (k, input) in decoded.into_iter().enumerate() {
+                        scratch.clear();
+                        input.encode(&mut scratch);
+                        if scratch.len() > self.config.max_input_len {
+                            return Err(self.violation(
+                                i,
+                                ErrorCode::TooLarge,
+                                format!(
+                                    "input of {} bytes over the {}-byte limit",
+                                    scratch.len(),
+                                    self.config.max_input_len
+                                ),
+                            ));
+                        }
+                        inputs.push((run.start.saturating_add(k as u32), input));
+                    }
+                }
+            }
+        }
+        let horizon = self
+            .open
+            .saturating_add(self.max_delay() + self.config.max_lead + 1);
+        if let Some((t, _)) = inputs.iter().find(|(t, _)| *t > horizon) {
+            let text = format!("input for tick {t}, beyond tick {horizon}");
+            return Err(self.violation(i, ErrorCode::Violation, text));
+        }
+        Ok(inputs)
+    }
+
+    /// Connection `i` sent `inputs` inputs (within its input rate, or it is
+    /// closed) and says it lacks frames from the datagram's base on.
+    fn note_position(
+        &mut self,
+        i: usize,
+        d: &Datagram<'_>,
+        inputs: usize,
+    ) -> Result<(), SequencerError> {
+        {
+            let c = &mut self.conns[i];
+            let n = u32::try_from(inputs).unwrap_or(u32::MAX);
+            if !c.input_rate.take(n, self.now) {
+                return Err(self.violation(
+                    i,
+                    ErrorCode::RateLimited,
+                    "too many inputs per second".into(),
+                ));
+            }
+            // A joiner cannot know where its frames start before its
+            // snapshot's first chunk: its position counts from then on.
+            if !Self::before_snapshot(c) {
+                c.next = c.next.max(d.base.min(self.open));
+                // Caught up once within a lead of the open tick.
+                c.replaying =
+                    c.replaying && self.open.since(c.next) > self.delay + self.config.max_lead;
+            }
+            // A spectator says nothing when it has caught up: its position
+            // shows it.
+            if c.seat.is_none()
+                && matches!(c.join, Some(Join::CatchingUp))
+                && c.next.saturating_add(1) >= self.open
+            {
+                c.join = None;
+            }
+        }
+
+        Ok(())
+    }
+
+    /// Each message of connection `i`'s datagram, handed to what owns it,
+    /// then its inputs.
+    fn take_messages(&mut self, i: usize, d: Datagram<'_>, inputs: Vec<(Tick, I)>) {
+        let now = self.now;
+        let seat = self.conns[i].seat;
+        let mut hello_seen = false;
+        let peer = self.conns[i].peer;
+        // The last donor, once it sends no more chunks, got our thanks.
+        if self.thanked.is_some_and(|(p, _)| p == peer)
+            && !d
+                .messages
+                .iter()
+                .any(|m| matches!(m, Message::SnapshotChunk(_)))
+        {
+            self.thanked = None;
+        }
+        let mut checks = Incoming::default();
+        for m in &d.messages {
+            checks.take(m);
+        }
+        self.take_checks(i, &checks);
+        for m in d.messages {
+            match m {
+                Message::Hello(_) => hello_seen = true,
+                Message::Pause { frame } => {
+                    if let Some(s) = seat {
+                        self.pause_asked(s, frame);
+                    }
+                }
+                Message::Resume { .. } if seat.is_some() => self.resume(),
+                Message::Ping { stamp } => self.conns[i].link.pinged_by(stamp, now),
+                Message::Pong {
+                    stamp,
+                    held_ms,
+                    received,
+                    sent,
+                } => {
+                    let c = &mut self.conns[i];
+                    let pong = (stamp, held_ms, received, sent);
+                    let (to_it, from_it) = c.link.ponged(now, pong);
+                    self.stats.datagrams_lost_out += to_it;
+                    self.stats.datagrams_lost_in += from_it;
+                }
+                Message::Bye { .. } => {
+                    self.close(
+                        i,
+                        Closing::Bye(ByeReason::Leaving, String::new()),
+                        DropReason::Left,
+                    );
+                    return;
+                }
+                Message::SnapshotChunk(c) => self.take_chunk(i, &c),
+                Message::SnapshotAck(a) => {
+                    let done = match self.conns[i].join.as_mut() {
+                        Some(Join::Receiving(tx)) => {
+                            tx.take_ack(&a, now);
+                            tx.done()
+                        }
+                        _ => false,
+                    };
+                    if done {
+                        self.conns[i].join = Some(Join::CatchingUp);
+                    }
+                }
+                Message::CaughtUp { .. } => self.caught_up(i),
+                Message::MemberAck { seat, version } => self.roster_acked(i, seat, version),
+                Message::DelayWanted { delay } => {
+                    if let Some(s) = seat.and_then(|s| self.seats[s.index()].as_mut()) {
+                        s.wants = Some(delay);
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.conns[i].welcome_pending = hello_seen;
+        // It has its Welcome, and the token in it: the one before is spent.
+        if !hello_seen && let Some(s) = seat.and_then(|s| self.seats[s.index()].as_mut()) {
+            s.previous = None;
+        }
+        if let Some(s) = seat {
+            for (t, input) in inputs {
+                self.accept_input(s, t, input);
+            }
+            self.conns[i].ack_pending = true;
+        }
+    }
+
+    pub(super) fn accept_input(&mut self, seat: PlayerId, stamped: Tick, input: I) {
+        let open = self.open;
+        let deadline = matches!(self.config.policy, Policy::Deadline { .. });
+        let Some(s) = self.seats[seat.index()].as_mut() else {
+            return;
+        };
+        if !s.live || stamped < s.from || stamped < s.received {
+            self.stats.duplicate_inputs += 1;
+            return;
+        }
+        s.received = stamped.saturating_add(1);
+        s.last_input = self.now;
+        s.slack = i32::try_from(i64::from(stamped.get()) - i64::from(open.get())).unwrap_or(0);
+        let mut at = stamped;
+        if at < open {
+            if !deadline {
+                return;
+            }
+            self.stats.late_inputs += 1;
+            at = open;
+        }
+        while s.pending.contains_key(&at) {
+            at = at.saturating_add(1);
+        }
+        s.pending.insert(at, input);
+    }
+
+    /// A client's checkpoints, questions and answers about its state.
+    pub(super) fn take_checks(&mut self, i: usize, msgs: &Incoming<'_>) {
+        let (peer, seat) = (self.conns[i].peer, self.conns[i].seat);
+        // Acknowledgements ride on the next datagram: frames go every tick.
+        self.conns[i].checks.took(msgs, &self.referee);
+        let seated = self.seats.iter().flatten().count();
+        // A client joining (or being resynced) runs a state not yet judged:
+        // its checkpoints count once it caught up.
+        let judged = self.conns[i].join.is_none();
+        let from = self.conns[i].judged_from;
+        for &cp in msgs.checkpoints.iter().filter(|c| judged && c.tick >= from) {
+            if cp.tick >= self.open {
+                continue;
+            }
+            for v in self.referee.vote(seat, peer, cp, seated) {
+                self.stats.desyncs += 1;
+                if let Verdicted::Desync { peer, verdict, .. } = v {
+                    if let Some(j) = self.conn_index(peer) {
+                        self.conns[j].diverged = true;
+                    }
+                    self.resync(peer, verdict);
+                }
+                let ev = match v {
+                    Verdicted::Desync { verdict, peer, got } => SequencerEvent::Desync {
+                        tick: verdict.tick,
+                        peer,
+                        expected: verdict.value,
+                        got,
+                    },
+                    Verdicted::Split { tick, hashes } => {
+                        SequencerEvent::ChecksumSplit { tick, hashes }
+                    }
+                };
+                self.push_event(ev);
+            }
+        }
+        let now = self.now;
+        // Only a client found diverged asks, and only about ticks the
+        // clients still hold: anything else is passed to nobody.
+        let low = self.open.saturating_sub(self.config.checksum_window as u32);
+        let ticks: Vec<Tick> = msgs
+            .query
+            .map(|(_, t)| {
+                t.iter()
+                    .copied()
+                    .filter(|t| *t >= low && *t < self.open)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some((id, _)) = msgs.query
+            && self.conns[i].diverged
+            && !ticks.is_empty()
+            && self.conns[i].checks.may_ask(now)
+        {
+            let ticks = ticks.as_slice();
+            let live = |p: PeerId| {
+                self.conns
+                    .iter()
+                    .any(|c| c.peer == p && c.closing.is_none() && !Self::before_snapshot(c))
+            };
+            match self.referee.route(peer, id, ticks, live) {
+                Routed::Forward { to, id } => {
+                    for to in to {
+                        if let Some(j) = self.conn_index(to) {
+                            self.conns[j].checks.query = Some((id, ticks.to_vec()));
+                            self.conns[j].link.flush = true;
+                        }
+                    }
+                }
+                Routed::Answer(entries) => {
+                    self.conns[i].checks.answer = Some((id, entries));
+                    self.conns[i].link.flush = true;
+                }
+                Routed::Nowhere => {}
+            }
+        }
+        if let Some((id, entries)) = msgs.answer
+            && let Some((asker, answer)) = self.referee.answered(peer, id, entries)
+            && let Some(j) = self.conn_index(asker)
+        {
+            self.conns[j].checks.answer = Some(answer);
+            self.conns[j].link.flush = true;
+        }
+    }
+
+    /// A seat asks for a pause freezing at `frame`: granted while its budget
+    /// lasts; a request repeated or delayed in the network is not new.
+    pub(super) fn pause_asked(&mut self, seat: PlayerId, frame: Tick) {
+        let Some(s) = self.seats[seat.index()].as_mut() else {
+            return;
+        };
+        if s.pause_asked.is_some_and(|f| frame <= f) {
+            return;
+        }
+        s.pause_asked = Some(frame);
+        // The budget belongs to the seat for the room's life: leaving and
+        // coming back does not refill it.
+        let used = &mut self.pauses_used[seat.index()];
+        if self.paused || *used >= self.config.pauses_per_seat {
+            return;
+        }
+        *used += 1;
+        self.pause();
+    }
+
+    /// A joiner says it caught up: a player's seat plays from the open tick
+    /// plus the delay, and the stream says so at the open tick.
+    pub(super) fn caught_up(&mut self, i: usize) {
+        if !matches!(self.conns[i].join, Some(Join::CatchingUp)) {
+            return;
+        }
+        let (peer, seat) = (self.conns[i].peer, self.conns[i].seat);
+        self.conns[i].join = None;
+        let open = self.open;
+        let from = open.saturating_add(self.delay);
+        if let Some(player) = seat
+            && let Some(s) = self.seats[player.index()].as_mut()
+        {
+            s.live = true;
+            s.due_from(from);
+            s.last_input = self.now;
+            // A joiner may have missed a change (one in a frame before its
+            // snapshot's tick, after its Welcome): the frame it goes live
+            // at states the delay its inputs are due by.
+            let delay = self.delay;
+            let stated = self.tick_events.get(&open).is_some_and(|evs| {
+                evs.iter()
+                    .rev()
+                    .take_while(|e| !matches!(e, SystemEvent::CaughtUp { .. }))
+                    .any(|e| *e == SystemEvent::DelayChanged { delay })
+            });
+            if self.config.adaptive.is_some() && !stated {
+                let evs = self.tick_events.entry(open).or_default();
+                evs.push(SystemEvent::DelayChanged { delay });
+            }
+            self.add_tick_event(open, SystemEvent::CaughtUp { player });
+            self.start_clock();
+        }
+        self.push_event(SequencerEvent::CaughtUp {
+            peer,
+            seat,
+            tick: open,
+        });
+    }
+}

@@ -1,0 +1,258 @@
+//! A connection's datagram: when one is due, and what goes in it.
+
+use super::*;
+
+/// `text`, cut to the protocol's limit on a character boundary.
+pub(super) fn truncate(text: &str) -> &str {
+    if text.len() <= wire::MAX_TEXT {
+        return text;
+    }
+    let mut end = wire::MAX_TEXT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+impl<I: Input> Sequencer<I> {
+    pub(super) fn send_due(&self, i: usize) -> Instant {
+        let c = &self.conns[i];
+        let interval = if c.link.sent_any() && self.has_news(c) {
+            self.config.resend_interval
+        } else {
+            self.config.keepalive_interval
+        };
+        c.link.send_due(self.started, interval)
+    }
+
+    pub(super) fn has_news(&self, c: &Conn) -> bool {
+        c.closing.is_some()
+            || self.roster_unacked(c).next().is_some()
+            || c.welcome_pending
+            || c.ack_pending
+            || c.next < self.open
+            || !self.waiting.is_empty()
+            || self.paused
+            || c.checks.has_news(
+                &self.referee,
+                !Self::before_snapshot(c) || c.resync.is_some(),
+                self.now,
+            )
+    }
+
+    /// Whether `c` is joining and has not got its snapshot yet: nothing but
+    /// the snapshot is of use to it.
+    pub(super) fn before_snapshot(c: &Conn) -> bool {
+        matches!(c.join, Some(Join::Waiting | Join::Receiving(_)))
+    }
+
+    /// Builds connection `i`'s datagram into `buf`; says whether it carried
+    /// snapshot chunks.
+    pub(super) fn build(&mut self, i: usize, buf: &mut Vec<u8>) -> bool {
+        let mut w = DatagramWriter::new(buf, self.open, self.config.max_datagram);
+        // Control messages are bounded far below the minimum budget; only
+        // frames are sized to what is left.
+        if self.put_goodbye(i, &mut w) {
+            w.finish();
+            return false;
+        }
+        self.put_control(i, &mut w);
+        self.put_checks(i, &mut w);
+        let chunks = self.put_stream(i, &mut w);
+        w.finish();
+        chunks
+    }
+
+    /// A closing connection's last word, alone: whether it had one.
+    fn put_goodbye(&self, i: usize, w: &mut DatagramWriter<'_>) -> bool {
+        let c = &self.conns[i];
+        match &c.closing {
+            Some(Closing::Error(code, text)) => {
+                w.put(Message::Error {
+                    code: *code,
+                    text: truncate(text),
+                });
+                true
+            }
+            Some(Closing::Bye(reason, text)) => {
+                w.put(Message::Bye {
+                    reason: *reason,
+                    text: truncate(text),
+                });
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// What every datagram to connection `i` may carry: its Welcome until
+    /// it shows it got it, ping and pong, the room's status and pause, its
+    /// seat's acknowledgement, the roster entries it lacks.
+    fn put_control(&self, i: usize, w: &mut DatagramWriter<'_>) {
+        let now = self.now;
+        let c = &self.conns[i];
+        if c.welcome_pending {
+            // The client stamps its first input at `tick + delay`: its
+            // seat's first due tick, whatever the delay did since (a
+            // change after `tick` reaches it in the frames).
+            let from = c
+                .seat
+                .and_then(|s| self.seats[s.index()].as_ref())
+                .map(|s| s.from);
+            let delay = from.map_or(self.delay, |f| {
+                self.delay.min(f.since(self.config.first_tick.min(f)))
+            });
+            w.put(Message::Welcome(Welcome {
+                seat: c.seat,
+                start: self.config.first_tick,
+                tick: from.map_or(self.open, |f| f.saturating_sub(delay)),
+                deadline: matches!(self.config.policy, Policy::Deadline { .. }),
+                tick_rate: self.config.tick_rate,
+                delay,
+                seats: u32::from(self.config.max_seats),
+                token: c
+                    .seat
+                    .and_then(|s| self.seats[s.index()].as_ref())
+                    .map(|s| s.token)
+                    .unwrap_or_default(),
+                snapshot: c.join.is_some(),
+            }));
+        }
+        for m in c.link.pong(now).into_iter().chain(c.link.ping(now)) {
+            w.put(m);
+        }
+        let seat = c
+            .seat
+            .and_then(|s| Some((s, self.seats[s.index()].as_ref()?)));
+        w.put(Message::Status(Status {
+            open: self.open,
+            slack: seat.map_or(0, |(_, s)| s.slack),
+            waiting: self.waiting.clone(),
+        }));
+        if self.paused {
+            w.put(Message::Pause {
+                frame: self.pause_frame,
+            });
+        } else if let Some(lifted) = self.lifted {
+            w.put(Message::Resume { lifted });
+        }
+        if let Some((id, s)) = seat {
+            w.put(Message::Inputs(Inputs {
+                acks: vec![(id, s.received)],
+                runs: vec![],
+            }));
+        }
+        for k in self.roster_unacked(c).take(ROSTER_PER_DATAGRAM) {
+            let e = &self.roster[k];
+            w.put(Message::Member(Member {
+                seat: PlayerId(k as u16),
+                version: e.version,
+                holder: e.holder.as_ref().map(|h| Holder {
+                    playing: h.playing,
+                    hosts: h.hosts,
+                    commitment: h.commitment,
+                    contact: &h.contact,
+                }),
+            }));
+        }
+    }
+
+    /// Checkpoints and the search for a divergence, a resync's news, and a
+    /// snapshot's request and acknowledgements to its donor.
+    fn put_checks(&mut self, i: usize, w: &mut DatagramWriter<'_>) {
+        let now = self.now;
+        let c = &self.conns[i];
+        // References are of no use to a joiner before its snapshot (and a
+        // joiner that never acknowledges them would get them all, again
+        // and again).
+        let before_snapshot = Self::before_snapshot(c);
+        // Until its first chunk shows it took the news.
+        if let Some((id, verdict)) = c.resync
+            && matches!(c.join, Some(Join::Waiting | Join::Receiving(_)))
+        {
+            w.put(Message::Resync { id, verdict });
+        }
+        // A client being resynced still hears the verdict that found it.
+        let verdicts = !before_snapshot || c.resync.is_some();
+        let mut checks = core::mem::take(&mut self.conns[i].checks);
+        checks.write(&self.referee, w, verdicts, now);
+        self.conns[i].checks = checks;
+        let c = &self.conns[i];
+        if let Some((_, ack)) = self.thanked.filter(|(p, _)| *p == c.peer) {
+            w.put(Message::SnapshotAck(ack));
+        }
+        if let Some(f) = self.fetch.as_ref().filter(|f| f.donor == c.peer) {
+            if !f.started {
+                w.put(Message::SnapshotRequest {
+                    id: f.id,
+                    tick: f.tick,
+                });
+            }
+            if let Some(ack) = f.receiver.current_ack() {
+                w.put(Message::SnapshotAck(ack));
+            }
+        }
+    }
+
+    /// The stream: frames from what the client lacks, as many as fit, or
+    /// the chunks of the snapshot it joins from. Returns whether chunks
+    /// went.
+    fn put_stream(&mut self, i: usize, w: &mut DatagramWriter<'_>) -> bool {
+        let now = self.now;
+        let c = &self.conns[i];
+        let next = c.next;
+        let resyncing = self.conns[i].resync.is_some();
+        // A client being resynced runs on up to its snapshot's tick (its own
+        // state there shows how it differs), never past it: frames it ran
+        // beyond would be named by its datagrams after it went back.
+        let mut end = self.open;
+        let mut chunks = false;
+        match self.conns[i].join.as_mut() {
+            Some(Join::Waiting) if resyncing => match &self.fetch {
+                Some(f) => end = end.min(f.tick.saturating_add(1)),
+                None => return false,
+            },
+            // Nothing to run before the snapshot.
+            Some(Join::Waiting) => return false,
+            // The snapshot alone: frames are of no use before it is whole
+            // (and a joiner that acknowledges slowly gets little of either).
+            Some(Join::Receiving(tx)) => {
+                let carried = tx.write_due(w, now);
+                let starved = !carried && tx.has_due(now);
+                let upto = tx.tick().saturating_add(1);
+                self.conns[i].link.chunk_starved = starved;
+                // Frames too, up to the snapshot's tick, for a client being
+                // resynced that has not run that far.
+                if !resyncing || next >= upto {
+                    return carried;
+                }
+                chunks = carried;
+                end = end.min(upto);
+            }
+            Some(Join::CatchingUp) | None => {}
+        }
+        // Frames from what the client lacks, as many as fit.
+        let from = next.max(self.history_base);
+        let end = end.min(from.saturating_add(CATCH_UP_FRAMES)).max(from);
+        let a = from.since(self.history_base) as usize;
+        let b = end.since(self.history_base) as usize;
+        let seats = usize::from(self.config.max_seats);
+        let mut n = b.saturating_sub(a);
+        let mut body = Vec::new();
+        while n > 0 {
+            body.clear();
+            wire::encode_frames_body(&self.history[a..a + n], seats, &mut body);
+            let m = Message::Frames(Frames {
+                start: from,
+                count: n as u32,
+                seats: seats as u32,
+                body: &body,
+            });
+            if w.push(&m).is_ok() {
+                break;
+            }
+            n /= 2;
+        }
+        chunks
+    }
+}
