@@ -57,6 +57,8 @@ pub struct Metrics {
     pub loop_lag_us: AtomicU64,
     /// WebSocket connections open.
     pub ws_connections: AtomicU64,
+    /// Connections open, over every transport (refreshed every second).
+    pub connections: AtomicU64,
     /// WebSocket connections refused by a limit or closed for breaking one.
     pub ws_refused: AtomicU64,
     /// Sealed datagrams that did not open (forged, replayed, unknown
@@ -125,156 +127,169 @@ impl Metrics {
         Self::quantile_of(&self.latency_snapshot(), q)
     }
 
+    /// Every plain series: its name (after `lockstep_`), kind, help and
+    /// value, in the order they are rendered.
+    fn series(&self) -> [(&'static str, &'static str, &'static str, &AtomicU64); 26] {
+        [
+            ("rooms", "gauge", "Rooms open.", &self.rooms),
+            (
+                "players",
+                "gauge",
+                "Seated players connected.",
+                &self.players,
+            ),
+            (
+                "spectators",
+                "gauge",
+                "Spectators connected.",
+                &self.spectators,
+            ),
+            (
+                "ticks_total",
+                "counter",
+                "Ticks sealed over all rooms.",
+                &self.ticks,
+            ),
+            (
+                "bytes_in_total",
+                "counter",
+                "Bytes received.",
+                &self.bytes_in,
+            ),
+            ("bytes_out_total", "counter", "Bytes sent.", &self.bytes_out),
+            (
+                "datagrams_in_total",
+                "counter",
+                "Datagrams received.",
+                &self.datagrams_in,
+            ),
+            (
+                "datagrams_out_total",
+                "counter",
+                "Datagrams sent.",
+                &self.datagrams_out,
+            ),
+            (
+                "dropped_out_total",
+                "counter",
+                "Datagrams dropped by a full socket or channel.",
+                &self.dropped_out,
+            ),
+            (
+                "stalls_total",
+                "counter",
+                "Times a room waited on a player.",
+                &self.stalls,
+            ),
+            (
+                "rejects_total",
+                "counter",
+                "Connections refused.",
+                &self.rejects,
+            ),
+            (
+                "violations_total",
+                "counter",
+                "Connections dropped for breaking a rule.",
+                &self.violations,
+            ),
+            (
+                "desync_reports_total",
+                "counter",
+                "Checksum mismatches reported.",
+                &self.desyncs,
+            ),
+            (
+                "challenges_total",
+                "counter",
+                "Address-validation challenges sent.",
+                &self.challenges,
+            ),
+            (
+                "handshakes_total",
+                "counter",
+                "Sealed handshakes computed.",
+                &self.handshakes,
+            ),
+            (
+                "strangers_ignored_total",
+                "counter",
+                "Datagrams from unvalidated addresses left unanswered.",
+                &self.strangers_ignored,
+            ),
+            (
+                "loop_lag_microseconds",
+                "gauge",
+                "How late the main loop ran its latest due timer.",
+                &self.loop_lag_us,
+            ),
+            (
+                "ws_connections",
+                "gauge",
+                "WebSocket connections open.",
+                &self.ws_connections,
+            ),
+            (
+                "ws_refused_total",
+                "counter",
+                "WebSocket connections refused or closed by a limit.",
+                &self.ws_refused,
+            ),
+            (
+                "delay_changes_total",
+                "counter",
+                "Times a room's input delay changed.",
+                &self.delay_changes,
+            ),
+            (
+                "input_delay_max_ticks",
+                "gauge",
+                "The largest input delay of any room with players.",
+                &self.delay_max,
+            ),
+            (
+                "datagrams_lost_in_total",
+                "counter",
+                "Datagrams from clients lost on the way (from clients' counts).",
+                &self.lost_in,
+            ),
+            (
+                "datagrams_lost_out_total",
+                "counter",
+                "Datagrams to clients lost on the way (from clients' counts).",
+                &self.lost_out,
+            ),
+            (
+                "unauthenticated_total",
+                "counter",
+                "Sealed datagrams dropped unopened.",
+                &self.unauthenticated,
+            ),
+            (
+                "bad_tickets_total",
+                "counter",
+                "Join tickets refused.",
+                &self.bad_tickets,
+            ),
+            (
+                "connections",
+                "gauge",
+                "Connections open, over every transport.",
+                &self.connections,
+            ),
+        ]
+    }
+
     /// The Prometheus text exposition of every series.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        let mut put = |name: &str, kind: &str, help: &str, v: &AtomicU64| {
+        for (name, kind, help, v) in self.series() {
             let _ = writeln!(
                 out,
                 "# HELP lockstep_{name} {help}\n# TYPE lockstep_{name} {kind}"
             );
             let _ = writeln!(out, "lockstep_{name} {}", v.load(Ordering::Relaxed));
-        };
-        put("rooms", "gauge", "Rooms open.", &self.rooms);
-        put(
-            "players",
-            "gauge",
-            "Seated players connected.",
-            &self.players,
-        );
-        put(
-            "spectators",
-            "gauge",
-            "Spectators connected.",
-            &self.spectators,
-        );
-        put(
-            "ticks_total",
-            "counter",
-            "Ticks sealed over all rooms.",
-            &self.ticks,
-        );
-        put(
-            "bytes_in_total",
-            "counter",
-            "Bytes received.",
-            &self.bytes_in,
-        );
-        put("bytes_out_total", "counter", "Bytes sent.", &self.bytes_out);
-        put(
-            "datagrams_in_total",
-            "counter",
-            "Datagrams received.",
-            &self.datagrams_in,
-        );
-        put(
-            "datagrams_out_total",
-            "counter",
-            "Datagrams sent.",
-            &self.datagrams_out,
-        );
-        put(
-            "dropped_out_total",
-            "counter",
-            "Datagrams dropped by a full socket or channel.",
-            &self.dropped_out,
-        );
-        put(
-            "stalls_total",
-            "counter",
-            "Times a room waited on a player.",
-            &self.stalls,
-        );
-        put(
-            "rejects_total",
-            "counter",
-            "Connections refused.",
-            &self.rejects,
-        );
-        put(
-            "violations_total",
-            "counter",
-            "Connections dropped for breaking a rule.",
-            &self.violations,
-        );
-        put(
-            "desync_reports_total",
-            "counter",
-            "Checksum mismatches reported.",
-            &self.desyncs,
-        );
-        put(
-            "challenges_total",
-            "counter",
-            "Address-validation challenges sent.",
-            &self.challenges,
-        );
-        put(
-            "handshakes_total",
-            "counter",
-            "Sealed handshakes computed.",
-            &self.handshakes,
-        );
-        put(
-            "strangers_ignored_total",
-            "counter",
-            "Datagrams from unvalidated addresses left unanswered.",
-            &self.strangers_ignored,
-        );
-        put(
-            "loop_lag_microseconds",
-            "gauge",
-            "How late the main loop ran its latest due timer.",
-            &self.loop_lag_us,
-        );
-        put(
-            "ws_connections",
-            "gauge",
-            "WebSocket connections open.",
-            &self.ws_connections,
-        );
-        put(
-            "ws_refused_total",
-            "counter",
-            "WebSocket connections refused or closed by a limit.",
-            &self.ws_refused,
-        );
-        put(
-            "delay_changes_total",
-            "counter",
-            "Times a room's input delay changed.",
-            &self.delay_changes,
-        );
-        put(
-            "input_delay_max_ticks",
-            "gauge",
-            "The largest input delay of any room with players.",
-            &self.delay_max,
-        );
-        put(
-            "datagrams_lost_in_total",
-            "counter",
-            "Datagrams from clients lost on the way (from clients' counts).",
-            &self.lost_in,
-        );
-        put(
-            "datagrams_lost_out_total",
-            "counter",
-            "Datagrams to clients lost on the way (from clients' counts).",
-            &self.lost_out,
-        );
-        put(
-            "unauthenticated_total",
-            "counter",
-            "Sealed datagrams dropped unopened.",
-            &self.unauthenticated,
-        );
-        put(
-            "bad_tickets_total",
-            "counter",
-            "Join tickets refused.",
-            &self.bad_tickets,
-        );
+        }
         let _ = writeln!(
             out,
             "# HELP lockstep_seal_to_send_seconds Time from sealing a tick to its last send.\n\

@@ -204,3 +204,37 @@ fn a_udp_flood_at_ten_times_the_rate_limit_leaves_play_and_health_intact() {
     assert!(took < Duration::from_secs(5), "{took:?}");
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");
 }
+
+/// `/readyz` says whether the relay takes another player: ready while it
+/// keeps up and has room, not ready (503, and why) once it holds
+/// `max_connections`; `/healthz` stays healthy either way, and an unknown
+/// path is a 404.
+#[test]
+fn readyz_turns_unready_at_the_connection_limit_and_healthz_stays_healthy() {
+    let relay = relay_with(|c| c.limits.max_connections = 2);
+    let status = |page: &str| page.lines().next().unwrap_or_default().to_owned();
+    let ready = relay.http_get("/readyz");
+    assert!(status(&ready).contains("200"), "{ready}");
+    assert!(ready.contains("ready: 0 connections"), "{ready}");
+    let clock = Clock::new();
+    let mut players = honest(&relay, &clock);
+    // The gauges are refreshed every second: poll until the page says so.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let full = loop {
+        play_on(&mut players, &clock, 10);
+        let page = relay.http_get("/readyz");
+        if page.contains("full") || Instant::now() > deadline {
+            break page;
+        }
+    };
+    assert!(status(&full).contains("503"), "{full}");
+    assert!(full.contains("full: 2 connections of 2"), "{full}");
+    let health = relay.http_get("/healthz");
+    assert!(status(&health).contains("200"), "{health}");
+    assert!(status(&relay.http_get("/nowhere")).contains("404"));
+    assert!(
+        relay
+            .http_get("/metrics")
+            .contains("lockstep_connections 2")
+    );
+}
