@@ -5,8 +5,9 @@ use std::process::ExitCode;
 
 mod bench;
 mod demo;
-mod demo_host;
+
 mod desync;
+mod driver;
 mod netsim;
 mod play;
 mod relay;

@@ -1,5 +1,6 @@
 //! `lockstep play`: swarm in a terminal, against a relay.
 
+use crate::driver::{self, Driver};
 use clap::Args;
 use crossterm::event::{
     self, Event as TermEvent, KeyCode, KeyEventKind, KeyModifiers, KeyboardEnhancementFlags,
@@ -153,87 +154,181 @@ impl Drop for Screen {
 }
 
 pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
-    let clock = Clock::new();
-    let config = ClientConfig {
-        room: a.room.clone(),
-        name: a.name.clone(),
-        spectator: a.watch,
-        ticket: a.ticket.clone().map(|t| t.0).unwrap_or_default(),
-        codec: InputCodec::PlayerInputs,
-        fingerprint: fingerprint(a.seed),
-        // Sealed datagrams over UDP; a WebSocket rides on TCP.
-        secret: if a.relay.starts_with("ws://") || a.relay.starts_with("wss://") {
-            None
-        } else {
-            Some(lockstep_net::session_secret().map_err(|e| PlayError::Connect(e.to_string()))?)
-        },
-        ..ClientConfig::default()
-    };
-    let base_config = config.clone();
-    // The options are checked before anything touches the network.
-    let mut session =
-        ClientSession::<PlayerInputs>::new(config, WsClientTransport::SERVER, clock.now())
-            .map_err(|e| PlayError::Options(format!("bad option: {e}")))?;
-    check_address(&a.relay)?;
-    use std::io::IsTerminal;
-    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
-        return Err(PlayError::Options(
-            "play needs an interactive terminal (its input or output is not one)".into(),
-        ));
-    }
-    let (mut transport, where_) = connect(&a.relay, a.ca.as_deref(), Duration::from_secs(5))?;
-    let mut game = Game::new(a.seed);
-    let mut snapshots = crate::snapshots::Snapshots::default();
-    let mut catch_up = lockstep_core::CatchUp::default();
-    // Ticks on a steady clock, a couple of frames kept ready (once the
-    // room's tick rate is known).
-    let mut pacer: Option<lockstep_core::Pacer> = None;
-    let mut keys = Keys::default();
-    let mut buffers = Buffers::default();
-    let mut screen = Screen::open()?;
-    let mut last_draw = Instant::now() - Duration::from_secs(1);
-    let mut status = format!("connecting to {where_}...");
-    let mut in_room = format!("room {} on {where_}", a.room);
-    // Since when the relay has not been heard; since when we have been
-    // trying to get back, and how often in this outage; times we got back.
-    let mut lost_since: Option<Instant> = None;
-    let mut outage: Option<Instant> = None;
-    let mut tries = 0u32;
-    let mut back = 0u32;
+    let mut p = Play::open(a)?;
     let outcome = loop {
         let now = Instant::now();
-        // A connection lost for 3 s (or timed out) is replaced by a new
-        // socket on which the session takes its seat back, while the relay
-        // still holds it: the game goes on from where it stopped (or, after
-        // a long absence, from a snapshot).
-        let lost = lost_since.is_some_and(|t| now - t >= Duration::from_secs(3));
-        let in_time = outage.is_none_or(|t| now - t < RECONNECT_FOR);
-        if may_reconnect(&session, outage, now) || (lost && in_time && session.can_reconnect()) {
-            outage.get_or_insert(now);
-            tries += 1;
-            let secret = match base_config.secret {
+        if p.reconnect_if_lost(now)? {
+            continue;
+        }
+        if p.read_keys(now)? {
+            p.say_goodbye();
+            break None;
+        }
+        if let Some(reason) = p.ended(now) {
+            break Some(reason);
+        }
+        p.drive(now);
+        if let Err(e) = p.snapshots.restore(&mut p.session, &mut p.game) {
+            break Some(e);
+        }
+        p.run_frames(now);
+        p.show_joining();
+        p.take_events(now);
+        p.snapshots.donate(&mut p.session, &p.game);
+        p.drive(now);
+        if let Some(reason) = p.ended(now) {
+            break Some(reason);
+        }
+        p.draw(now)?;
+        // Idle until input arrives or a millisecond passes.
+        let _ = event::poll(Duration::from_millis(1))?;
+    };
+    drop(p);
+    match outcome {
+        None => Ok(()),
+        Some(reason) if reason == "left" => Ok(()),
+        Some(reason) => Err(PlayError::Closed(reason)),
+    }
+}
+
+/// A game of `play` under way: the session and its connection, the game,
+/// the keys, the screen, and what the status line says.
+struct Play {
+    a: PlayArgs,
+    clock: Clock,
+    /// The session's configuration as it started (a reconnect needs a new
+    /// secret of the same kind).
+    base_config: ClientConfig,
+    session: ClientSession<PlayerInputs>,
+    transport: Box<dyn Transport>,
+    /// The relay, as the screen shows it.
+    where_: String,
+    game: Game,
+    snapshots: crate::snapshots::Snapshots,
+    /// Ticks on a steady clock, one frame kept ready (once the room's tick
+    /// rate is known); far behind, catching up within a budget per render
+    /// frame.
+    driver: Driver,
+    keys: Keys,
+    buffers: Buffers,
+    screen: Screen,
+    last_draw: Instant,
+    status: String,
+    in_room: String,
+    /// Since when the relay has not been heard.
+    lost_since: Option<Instant>,
+    /// Since when we have been trying to get back, and how often in this
+    /// outage; times we got back.
+    outage: Option<Instant>,
+    tries: u32,
+    back: u32,
+}
+
+impl Play {
+    /// Checks the options, opens the terminal and connects.
+    fn open(a: PlayArgs) -> Result<Self, PlayError> {
+        let clock = Clock::new();
+        let config = ClientConfig {
+            room: a.room.clone(),
+            name: a.name.clone(),
+            spectator: a.watch,
+            ticket: a.ticket.clone().map(|t| t.0).unwrap_or_default(),
+            codec: InputCodec::PlayerInputs,
+            fingerprint: fingerprint(a.seed),
+            // Sealed datagrams over UDP; a WebSocket rides on TCP.
+            secret: if a.relay.starts_with("ws://") || a.relay.starts_with("wss://") {
+                None
+            } else {
+                Some(
+                    lockstep_net::session_secret()
+                        .map_err(|e| PlayError::Connect(e.to_string()))?,
+                )
+            },
+            ..ClientConfig::default()
+        };
+        let base_config = config.clone();
+        // The options are checked before anything touches the network.
+        let session =
+            ClientSession::<PlayerInputs>::new(config, WsClientTransport::SERVER, clock.now())
+                .map_err(|e| PlayError::Options(format!("bad option: {e}")))?;
+        check_address(&a.relay)?;
+        use std::io::IsTerminal;
+        if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+            return Err(PlayError::Options(
+                "play needs an interactive terminal (its input or output is not one)".into(),
+            ));
+        }
+        let (transport, where_) = connect(&a.relay, a.ca.as_deref(), Duration::from_secs(5))?;
+        let screen = Screen::open()?;
+        let status = format!("connecting to {where_}...");
+        let in_room = format!("room {} on {where_}", a.room);
+        Ok(Self {
+            game: Game::new(a.seed),
+            a,
+            clock,
+            base_config,
+            session,
+            transport,
+            where_,
+            snapshots: crate::snapshots::Snapshots::default(),
+            driver: Driver::player(),
+            keys: Keys::default(),
+            buffers: Buffers::default(),
+            screen,
+            last_draw: Instant::now() - Duration::from_secs(1),
+            status,
+            in_room,
+            lost_since: None,
+            outage: None,
+            tries: 0,
+            back: 0,
+        })
+    }
+
+    /// A connection lost for 3 s (or timed out) is replaced by a new
+    /// socket on which the session takes its seat back, while the relay
+    /// still holds it: the game goes on from where it stopped (or, after a
+    /// long absence, from a snapshot). Whether it tried.
+    fn reconnect_if_lost(&mut self, now: Instant) -> Result<bool, PlayError> {
+        let lost = self
+            .lost_since
+            .is_some_and(|t| now - t >= Duration::from_secs(3));
+        let in_time = self.outage.is_none_or(|t| now - t < RECONNECT_FOR);
+        if may_reconnect(&self.session, self.outage, now)
+            || (lost && in_time && self.session.can_reconnect())
+        {
+            self.outage.get_or_insert(now);
+            self.tries += 1;
+            let secret = match self.base_config.secret {
                 Some(_) => Some(
                     lockstep_net::session_secret()
                         .map_err(|e| PlayError::Connect(e.to_string()))?,
                 ),
                 None => None,
             };
-            if session
-                .reconnect(WsClientTransport::SERVER, secret, clock.now())
+            if self
+                .session
+                .reconnect(WsClientTransport::SERVER, secret, self.clock.now())
                 .is_ok()
             {
                 // A short wait for the new connection: the screen is not
                 // drawn meanwhile, and a failed try is repeated a second on.
-                if let Ok((t, _)) = connect(&a.relay, a.ca.as_deref(), Duration::from_secs(1)) {
-                    transport = t;
+                if let Ok((t, _)) =
+                    connect(&self.a.relay, self.a.ca.as_deref(), Duration::from_secs(1))
+                {
+                    self.transport = t;
                 }
-                buffers = Buffers::default();
-                lost_since = None;
-                status = format!("connection lost: reconnecting ({tries})...");
-                continue;
+                self.buffers = Buffers::default();
+                self.lost_since = None;
+                self.status = format!("connection lost: reconnecting ({})...", self.tries);
+                return Ok(true);
             }
         }
-        let mut quitting = false;
+        Ok(false)
+    }
+
+    /// Takes the keys pressed and released; whether the player quits.
+    fn read_keys(&mut self, now: Instant) -> Result<bool, PlayError> {
         while event::poll(Duration::ZERO)? {
             match event::read()? {
                 TermEvent::Key(k) => {
@@ -241,187 +336,178 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
                         || (k.code == KeyCode::Char('c')
                             && k.modifiers.contains(KeyModifiers::CONTROL));
                     if quit && k.kind != KeyEventKind::Release {
-                        quitting = true;
-                        break;
+                        return Ok(true);
                     }
                     let code = match k.code {
                         KeyCode::Char(c) => KeyCode::Char(c.to_ascii_lowercase()),
                         other => other,
                     };
                     match k.kind {
-                        KeyEventKind::Release => keys.release(code),
-                        _ if code == KeyCode::Char('f') => keys.autofire = !keys.autofire,
-                        _ => keys.press(code, now),
+                        KeyEventKind::Release => self.keys.release(code),
+                        _ if code == KeyCode::Char('f') => self.keys.autofire = !self.keys.autofire,
+                        _ => self.keys.press(code, now),
                     }
                 }
-                TermEvent::Resize(..) => last_draw = now - Duration::from_secs(1),
+                TermEvent::Resize(..) => self.last_draw = now - Duration::from_secs(1),
                 _ => {}
             }
         }
-        if quitting {
-            // Say goodbye while the relay answers (a moment at most: the
-            // transport may be dead), then go.
-            session.leave();
-            let until = Instant::now() + Duration::from_millis(500);
-            while session.closed().is_none() && Instant::now() < until {
-                if drive(&mut session, &mut transport, clock.now(), &mut buffers).is_err() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            break None;
-        }
-        if let Some(reason) =
-            ended(&session, &where_).filter(|_| !may_reconnect(&session, outage, now))
-        {
-            break Some(reason);
-        }
-        // A transport that died (a closed WebSocket) is replaced a second
-        // later, without waiting for the session to notice the silence.
-        if drive(&mut session, &mut transport, clock.now(), &mut buffers).is_err() {
-            lost_since.get_or_insert(now - Duration::from_secs(2));
-        }
-        if let Err(e) = snapshots.restore(&mut session, &mut game) {
-            break Some(e);
-        }
-        // Ticks run on a steady clock (frames arriving unevenly do not
-        // make the ships jump); catching up runs at most a budget of ticks
-        // per render frame, so the screen keeps drawing.
-        let ready = session.stats().buffered_frames;
-        if pacer.is_none()
-            && let Some(w) = session.welcome()
-        {
-            pacer = lockstep_core::Pacer::new(
-                w.tick_rate,
-                lockstep_core::PacerConfig {
-                    // One commit per tick run: the delay's spare ticks are
-                    // in hand, one is the target (see `ready_to_pace`).
-                    target: 1,
-                    ..lockstep_core::PacerConfig::default()
-                },
+        Ok(false)
+    }
+
+    /// Says goodbye while the relay answers (a moment at most: the
+    /// transport may be dead).
+    fn say_goodbye(&mut self) {
+        self.session.leave();
+        let until = Instant::now() + Duration::from_millis(500);
+        while self.session.closed().is_none() && Instant::now() < until {
+            if drive(
+                &mut self.session,
+                &mut self.transport,
+                self.clock.now(),
+                &mut self.buffers,
             )
-            .ok();
-        }
-        let due = match pacer.as_mut() {
-            Some(p) => {
-                let paced = p.ticks_due(clock.now(), session.ready_to_pace());
-                let delay = session.welcome().map_or(0, |w| w.delay);
-                let behind = ready as u32 >= delay + p.config().catch_up_beyond;
-                if behind || session.joining() {
-                    catch_up.ticks(ready).max(1)
-                } else {
-                    paced as usize
-                }
+            .is_err()
+            {
+                break;
             }
-            None => catch_up.ticks(ready).max(1),
-        };
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Why the session ended, in words, if it has and will not be replaced
+    /// by a new connection.
+    fn ended(&self, now: Instant) -> Option<String> {
+        ended(&self.session, &self.where_)
+            .filter(|_| !may_reconnect(&self.session, self.outage, now))
+    }
+
+    /// Datagrams in and out. A transport that died (a closed WebSocket) is
+    /// replaced a second later, without waiting for the session to notice
+    /// the silence.
+    fn drive(&mut self, now: Instant) {
+        if drive(
+            &mut self.session,
+            &mut self.transport,
+            self.clock.now(),
+            &mut self.buffers,
+        )
+        .is_err()
+        {
+            self.lost_since.get_or_insert(now - Duration::from_secs(2));
+        }
+    }
+
+    /// Ticks run on a steady clock (frames arriving unevenly do not make
+    /// the ships jump); catching up runs at most a budget of ticks per
+    /// render frame, so the screen keeps drawing.
+    fn run_frames(&mut self, now: Instant) {
+        let mut turn = self.driver.turn(&self.session, self.clock.now());
         // A commit the loop could not make when its frame ran (refused in
         // a pause, say) is made now: the next frame may wait on it.
-        if session.input_due() {
-            let _ = session.commit_local(keys.input(now));
-        }
-        let started = Instant::now();
-        let mut ran = 0;
-        while ran < due {
-            let Some(frame) = session.advance() else {
-                break;
-            };
-            game.step(&frame);
-            ran += 1;
-            let _ = session.report_checksum(frame.tick, game.hash());
-            snapshots.donate(&mut session, &game);
+        let keys = &mut self.keys;
+        let _ = driver::commit_due(&mut self.session, || keys.input(now));
+        while let Some(frame) = turn.next(&mut self.session) {
+            self.game.step(&frame);
+            let _ = self.session.report_checksum(frame.tick, self.game.hash());
+            self.snapshots.donate(&mut self.session, &self.game);
             // The input for the tick `delay` ahead, as this one runs.
-            if session.input_due() {
-                let _ = session.commit_local(keys.input(now));
-            }
+            let keys = &mut self.keys;
+            let _ = driver::commit_due(&mut self.session, || keys.input(now));
         }
-        catch_up.ran(ran, started.elapsed());
-        if session.joining() {
-            status = match session.snapshot_progress() {
-                Some((have, of)) => format!("joining: the game's state, {have}/{of}"),
-                None if game.tick == lockstep_core::Tick::ZERO => "joining...".into(),
+        self.driver.finish(turn);
+    }
+
+    /// While joining, how far the state or the catching up has come.
+    fn show_joining(&mut self) {
+        if self.session.joining() {
+            self.status = match self.session.snapshot_progress() {
+                Some((have, of)) => format!("joining: the self.game's state, {have}/{of}"),
+                None if self.game.tick == lockstep_core::Tick::ZERO => "joining...".into(),
                 None => format!(
                     "catching up: tick {} of {}",
-                    game.tick,
-                    session.stats().server_open
+                    self.game.tick,
+                    self.session.stats().server_open
                 ),
             };
         }
-        while let Some(ev) = session.poll_event() {
-            snapshots.on_event(&ev);
+    }
+
+    /// The session's events: the status line, and a reconnect's outcome.
+    fn take_events(&mut self, now: Instant) {
+        while let Some(ev) = self.session.poll_event() {
+            self.snapshots.on_event(&ev);
             match ev {
-                Event::CaughtUp { .. } => status = in_room.clone(),
+                Event::CaughtUp { .. } => self.status = self.in_room.clone(),
                 // Back without our state: start over; a snapshot follows,
                 // or the game from its start.
                 Event::Reconnected { kept, .. } => {
                     if !kept {
-                        game = Game::new(a.seed);
-                        snapshots = crate::snapshots::Snapshots::default();
+                        self.game = Game::new(self.a.seed);
+                        self.snapshots = crate::snapshots::Snapshots::default();
                     }
-                    lost_since = None;
-                    back += 1;
-                    tries = 0;
-                    outage = None;
-                    in_room = format!("room {} on {where_} (reconnected {back}x)", a.room);
-                    status = in_room.clone();
+                    self.lost_since = None;
+                    self.back += 1;
+                    self.tries = 0;
+                    self.outage = None;
+                    self.in_room = format!(
+                        "room {} on {} (reconnected {}x)",
+                        self.a.room, self.where_, self.back
+                    );
+                    self.status = self.in_room.clone();
                 }
                 Event::Connected { .. } | Event::Recovered { .. } => {
-                    lost_since = None;
-                    status = in_room.clone();
+                    self.lost_since = None;
+                    self.status = self.in_room.clone();
                 }
-                Event::Desync { tick, .. } => status = format!("DESYNC detected at tick {tick}"),
+                Event::Desync { tick, .. } => {
+                    self.status = format!("DESYNC detected at tick {tick}")
+                }
                 Event::Interrupted { .. } => {
-                    lost_since.get_or_insert(now);
-                    status = "the relay is not answering...".into();
+                    self.lost_since.get_or_insert(now);
+                    self.status = "the relay is not answering...".into();
                 }
-                Event::Rejected { reason } => status = format!("refused: {reason}"),
-                Event::Closed { reason } => status = format!("disconnected: {reason}"),
+                Event::Rejected { reason } => self.status = format!("refused: {reason}"),
+                Event::Closed { reason } => self.status = format!("disconnected: {reason}"),
                 _ => {}
             }
         }
-        snapshots.donate(&mut session, &game);
-        if drive(&mut session, &mut transport, clock.now(), &mut buffers).is_err() {
-            lost_since.get_or_insert(now - Duration::from_secs(2));
-        }
-        if let Some(reason) =
-            ended(&session, &where_).filter(|_| !may_reconnect(&session, outage, now))
-        {
-            break Some(reason);
-        }
-        if now - last_draw >= Duration::from_millis(33) {
-            last_draw = now;
+    }
+
+    /// The arena and the HUD, some 30 times a second.
+    fn draw(&mut self, now: Instant) -> Result<(), PlayError> {
+        if now - self.last_draw >= Duration::from_millis(33) {
+            self.last_draw = now;
             let hud = Hud {
-                tick: game.tick.get(),
-                ping_ms: session.stats().rtt.map(|r| r.as_millis() as u32),
+                tick: self.game.tick.get(),
+                ping_ms: self.session.stats().rtt.map(|r| r.as_millis() as u32),
                 loss_pct: {
-                    let t = session.stats().traffic;
+                    let t = self.session.stats().traffic;
                     let pct = |l: f64| (l * 100.0).round() as u32;
                     t.loss_up.zip(t.loss_down).map(|(u, d)| (pct(u), pct(d)))
                 },
-                delay: session.welcome().map_or(0, |w| w.delay),
-                stalls: (session.stats().stalls, session.stats().frames),
-                me: session.seat(),
-                spectator: a.watch,
+                delay: self.session.welcome().map_or(0, |w| w.delay),
+                stalls: (self.session.stats().stalls, self.session.stats().frames),
+                me: self.session.seat(),
+                spectator: self.a.watch,
                 // Not while the relay is silent: its last word on whom the
                 // game waits is stale.
-                waiting_on: if session.stalled() && lost_since.is_none() && tries == 0 {
-                    session.awaiting()
+                waiting_on: if self.session.stalled()
+                    && self.lost_since.is_none()
+                    && self.tries == 0
+                {
+                    self.session.awaiting()
                 } else {
                     Vec::new()
                 },
-                status: status.clone(),
+                status: self.status.clone(),
                 help: HELP.to_owned(),
             };
-            screen.terminal.draw(|f| render::draw(f, &game, &hud))?;
+            self.screen
+                .terminal
+                .draw(|f| render::draw(f, &self.game, &hud))?;
         }
-        // Idle until input arrives or a millisecond passes.
-        let _ = event::poll(Duration::from_millis(1))?;
-    };
-    drop(screen);
-    match outcome {
-        None => Ok(()),
-        Some(reason) if reason == "left" => Ok(()),
-        Some(reason) => Err(PlayError::Closed(reason)),
+        Ok(())
     }
 }
 

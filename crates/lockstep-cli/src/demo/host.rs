@@ -5,7 +5,8 @@
 //! failover on, and dies mid-match; the bots carry the match on the same
 //! way, directly between themselves.
 
-use crate::demo::{DemoArgs, DemoError, TransportKind, game_config};
+use super::{DemoArgs, DemoError, TransportKind, game_config};
+use crate::driver::{self, Driver};
 use lockstep_core::sequenced::{
     ClientConfig, HostedConfig, HostedSession, MissingInput, Policy, SequencerConfig,
 };
@@ -23,13 +24,30 @@ struct HostBot {
     udp: FaultyTransport<UdpTransport>,
     game: Game,
     bot: Option<Bot>,
-    /// Runs its ticks on a steady clock.
-    pacer: lockstep_core::Pacer,
+    /// Runs its ticks on a steady clock, or catching up.
+    driver: Driver,
     buffers: Buffers,
 }
 
 pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
     let failover = a.kill_relay_at.is_some();
+    check_flags(a, failover)?;
+    let clock = Clock::new();
+    let mut relay = start_relay(a, failover)?;
+    let mut bots = start_bots(a, relay.as_ref().and_then(|r| r.udp), failover, &clock)?;
+    announce(a);
+    let started = Instant::now();
+    let ran = play(a, &mut bots, &mut relay, &clock)?;
+    let hashes = print_table(&bots);
+    println!();
+    if let Some(r) = relay.take() {
+        let _ = r.stop();
+    }
+    judge(a, &hashes, &ran, started)
+}
+
+/// Flags host mode and failover cannot honour as given.
+fn check_flags(a: &DemoArgs, failover: bool) -> Result<(), DemoError> {
     let mode = if failover {
         "--kill-relay-at"
     } else {
@@ -72,6 +90,11 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
             )));
         }
     }
+    Ok(())
+}
+
+/// Each bot's session configuration.
+fn hosted_config(a: &DemoArgs, name: String) -> HostedConfig {
     let fingerprint = crate::play::fingerprint(a.seed)
         ^ u64::from(a.creeps.unwrap_or(0)).wrapping_mul(0xA24B_AED4_963E_E407);
     let policy = match a.policy {
@@ -82,7 +105,7 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
             missing: MissingInput::RepeatLast,
         },
     };
-    let config = |name: String| HostedConfig {
+    HostedConfig {
         sequencer: SequencerConfig {
             policy,
             tick_rate: a.tick_rate,
@@ -100,32 +123,44 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
             ..HostedConfig::default().client
         },
         ..HostedConfig::default()
+    }
+}
+
+/// With `--kill-relay-at`, the relay that sequences (its room fails over
+/// to the players); otherwise none: the first bot hosts.
+fn start_relay(a: &DemoArgs, failover: bool) -> Result<Option<BackgroundRelay>, DemoError> {
+    if !failover {
+        return Ok(None);
+    }
+    let mut config = RelayConfig::default();
+    config.room_defaults.tick_rate = a.tick_rate;
+    config.room_defaults.delay = a.delay;
+    config.room_defaults.max_seats = a.players;
+    config.room_defaults.policy = a.policy.into();
+    config.room_defaults.failover = true;
+    config.limits.max_udp_per_addr = 256;
+    config.limits.handshakes_per_addr = 1000;
+    config.limits.stranger_replies_per_addr = 1000;
+    let bind = Bind {
+        ws: None,
+        http: None,
+        ..Bind::loopback()
     };
-    let clock = Clock::new();
+    BackgroundRelay::start(config, bind)
+        .map(Some)
+        .map_err(|e| DemoError::Setup(e.to_string()))
+}
+
+/// The bots, each on a socket of its own: the first hosts unless a relay
+/// (at `host_addr`) sequences.
+fn start_bots(
+    a: &DemoArgs,
+    mut host_addr: Option<std::net::SocketAddr>,
+    failover: bool,
+    clock: &Clock,
+) -> Result<Vec<Option<HostBot>>, DemoError> {
     let setup = |e: &dyn std::fmt::Display| DemoError::Setup(e.to_string());
-    // With --kill-relay-at, a relay sequences (its room fails over to the
-    // players); otherwise the first bot hosts.
-    let mut relay = if failover {
-        let mut config = RelayConfig::default();
-        config.room_defaults.tick_rate = a.tick_rate;
-        config.room_defaults.delay = a.delay;
-        config.room_defaults.max_seats = a.players;
-        config.room_defaults.policy = a.policy.into();
-        config.room_defaults.failover = true;
-        config.limits.max_udp_per_addr = 256;
-        config.limits.handshakes_per_addr = 1000;
-        config.limits.stranger_replies_per_addr = 1000;
-        let bind = Bind {
-            ws: None,
-            http: None,
-            ..Bind::loopback()
-        };
-        Some(BackgroundRelay::start(config, bind).map_err(|e| setup(&e))?)
-    } else {
-        None
-    };
     let mut bots: Vec<Option<HostBot>> = Vec::new();
-    let mut host_addr = relay.as_ref().and_then(|r| r.udp);
     for i in 0..usize::from(a.players) {
         let name = format!("bot{i}");
         let mut udp = UdpTransport::bind("127.0.0.1:0")
@@ -141,11 +176,11 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
         let session = match host_addr {
             None => {
                 host_addr = Some(udp.local_addr().map_err(|e| setup(&e))?);
-                HostedSession::host(config(name.clone()), clock.now())
+                HostedSession::host(hosted_config(a, name.clone()), clock.now())
             }
             Some(addr) => {
                 let host = udp.add_peer(addr);
-                let mut config = config(name.clone());
+                let mut config = hosted_config(a, name.clone());
                 if failover {
                     // Sealed to the relay, as any UDP client of it.
                     config.client.secret =
@@ -161,10 +196,15 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
             udp: FaultyTransport::new(udp, faults, seed),
             game: Game::with_config(a.seed, game_config(a)),
             bot: None,
-            pacer: crate::demo::bot_pacer(a.tick_rate)?,
+            driver: Driver::bot(a.tick_rate).map_err(DemoError::Setup)?,
             buffers: Buffers::default(),
         }));
     }
+    Ok(bots)
+}
+
+/// Says what is about to be played.
+fn announce(a: &DemoArgs) {
     let link = if a.loss > 0.0 || a.latency > 0 || a.jitter > 0 {
         format!(
             " ({}% loss, {} ± {} ms each way)",
@@ -188,10 +228,29 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
             ))
         ),
     }
+}
+
+/// What the match showed besides the bots' states.
+#[derive(Debug, Default)]
+struct Ran {
+    /// How long after the host (or relay) died the match went on.
+    pause: Option<Duration>,
+    /// Takeover messages the bots did not act on, by reason.
+    ignored: std::collections::BTreeMap<String, u32>,
+}
+
+/// Plays the match, killing the host or the relay when the flags say,
+/// until every bot left has run `--ticks` ticks.
+fn play(
+    a: &DemoArgs,
+    bots: &mut [Option<HostBot>],
+    relay: &mut Option<BackgroundRelay>,
+    clock: &Clock,
+) -> Result<Ran, DemoError> {
+    let failover = a.kill_relay_at.is_some();
     let gone = if failover { "the relay" } else { "the host" };
     let period = Duration::from_secs(1) / a.tick_rate;
     let deadline = Instant::now() + period * a.ticks * 3 + Duration::from_secs(30);
-    let started = Instant::now();
     let mut killed: Option<Instant> = None;
     let mut pause: Option<Duration> = None;
     // Takeover messages the bots did not act on, by reason.
@@ -245,19 +304,15 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
             }
             // One commit per tick run, on a steady clock (see the relay
             // demo's bots); far behind, catching up without it.
-            let due = crate::demo::bot_ticks_due(&mut b.pacer, b.session.client(), clock.now());
+            let mut turn = b.driver.turn(b.session.client(), clock.now());
             // A commit refused when its frame ran (in a pause) is made now.
-            if let Some(bot) = &mut b.bot
-                && b.session.input_due()
-            {
-                let _ = b.session.commit_local(bot.input(&b.game));
+            if let Some(bot) = &mut b.bot {
+                let _ = driver::commit_due(&mut b.session, || bot.input(&b.game));
             }
-            let mut ran = 0;
-            while b.game.tick.get() < a.ticks && ran < due {
-                let Some(frame) = b.session.advance() else {
+            while b.game.tick.get() < a.ticks {
+                let Some(frame) = turn.next(&mut b.session) else {
                     break;
                 };
-                ran += 1;
                 for e in &frame.events {
                     if let SystemEvent::HostChanged { player } = e
                         && b.session.hosting()
@@ -278,12 +333,11 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
                 }
                 b.game.step(&frame);
                 let _ = b.session.report_checksum(frame.tick, b.game.hash());
-                if let Some(bot) = &mut b.bot
-                    && b.session.input_due()
-                {
-                    let _ = b.session.commit_local(bot.input(&b.game));
+                if let Some(bot) = &mut b.bot {
+                    let _ = driver::commit_due(&mut b.session, || bot.input(&b.game));
                 }
             }
+            b.driver.finish(turn);
             while b.session.poll_event().is_some() {}
             while let Some((_, why)) = b.session.poll_ignored() {
                 *ignored.entry(why.to_string()).or_insert(0u32) += 1;
@@ -292,6 +346,11 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
         }
         std::thread::sleep(Duration::from_millis(1));
     }
+    Ok(Ran { pause, ignored })
+}
+
+/// The table of every bot left; returns their state hashes.
+fn print_table(bots: &[Option<HostBot>]) -> Vec<u64> {
     println!();
     println!(
         "{:<6} {:>4} {:>6} {:>7}  state hash",
@@ -310,11 +369,14 @@ pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
         );
         hashes.push(hash);
     }
-    println!();
-    if let Some(r) = relay.take() {
-        let _ = r.stop();
-    }
-    for (why, n) in &ignored {
+    hashes
+}
+
+/// Whether the match went on after its host (or relay) died, on one state.
+fn judge(a: &DemoArgs, hashes: &[u64], ran: &Ran, started: Instant) -> Result<(), DemoError> {
+    let failover = a.kill_relay_at.is_some();
+    let (pause, ignored) = (ran.pause, &ran.ignored);
+    for (why, n) in ignored {
         println!("ignored {n} time{}: {why}", if *n == 1 { "" } else { "s" });
     }
     if (a.kill_host_at.is_some() || failover) && pause.is_none() {
