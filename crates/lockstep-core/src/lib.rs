@@ -81,7 +81,6 @@ mod input;
 mod link;
 pub mod mesh;
 mod pacer;
-mod pause;
 mod player_inputs;
 mod rate;
 mod rules;

@@ -28,8 +28,8 @@ use crate::error::{
 };
 use crate::frame::SystemEvent;
 use crate::link::{Link, StallMeter, Traffic};
-use crate::pause::{PauseAgreement, PauseChange};
 use crate::rules::limits;
+use crate::rules::pause::{PauseAgreement, PauseChange};
 use crate::shared::{Events, Rate};
 use crate::snapshot::{SnapshotLimits, SnapshotSender};
 use crate::wire::{self, Abandon, Datagram, Endorsement, Message, WireError};

@@ -10,6 +10,7 @@ use crate::error::{
 };
 use crate::link::{Link, StallMeter, Traffic};
 use crate::rules::limits;
+use crate::rules::pause::{PauseAgreement, PauseChange};
 use crate::secure::{self, SecureChannel};
 use crate::shared::{Events, Rate};
 use crate::snapshot::{Snapshot, SnapshotError, SnapshotLimits, SnapshotReceiver, SnapshotSender};
@@ -101,9 +102,9 @@ pub struct ClientSession<I: Input> {
     /// One past the highest tick of our input the sequencer acknowledged.
     acked: Tick,
     waiting: Vec<PlayerId>,
-    pause_frame: Option<Tick>,
+    /// The sequencer's pause in flight and the last it lifted.
+    pause: PauseAgreement,
     pause_requested: Option<bool>,
-    lifted: Option<Tick>,
     /// Since when we have been saying goodbye, until the server answers or
     /// [`GOODBYES`] have gone out.
     leaving: Option<Instant>,
@@ -190,9 +191,8 @@ impl<I: Input> ClientSession<I> {
             raised_for: None,
             acked: Tick::ZERO,
             waiting: Vec::new(),
-            pause_frame: None,
+            pause: PauseAgreement::default(),
             pause_requested: None,
-            lifted: None,
             leaving: None,
             link: Link::ready(now),
             frame_rate: Rate::default(),
@@ -305,12 +305,12 @@ impl<I: Input> ClientSession<I> {
 
     /// Whether the sequencer has paused the game.
     pub fn paused(&self) -> bool {
-        self.pause_frame.is_some()
+        self.pause.frame().is_some()
     }
 
     /// Whether the simulation rests on the pause frame.
     pub fn frozen(&self) -> bool {
-        self.pause_frame == Some(self.next_tick)
+        self.pause.frame() == Some(self.next_tick)
     }
 
     /// Counters and figures.

@@ -21,7 +21,7 @@ impl<I: Input> ClientSession<I> {
         if self.joining.is_some() {
             return Err(CommitError::CatchingUp);
         }
-        if let Some(frame) = self.pause_frame.filter(|f| self.next_commit >= *f) {
+        if let Some(frame) = self.pause.frame().filter(|f| self.next_commit >= *f) {
             self.stats.commits_refused += 1;
             return Err(CommitError::Paused { frame });
         }
@@ -72,7 +72,7 @@ impl<I: Input> ClientSession<I> {
         // for good): the rest of a large rise follows at later commits.
         while self.delay_rose
             && self.next_commit.since(self.next_tick).saturating_add(1) < w.delay
-            && self.pause_frame.is_none_or(|f| self.next_commit < f)
+            && self.pause.frame().is_none_or(|f| self.next_commit < f)
             && self.unacked.len() + 1 < self.config.max_unacked
         {
             let tick = self.next_commit;
@@ -80,12 +80,12 @@ impl<I: Input> ClientSession<I> {
             self.unacked.push_back((tick, I::default()));
         }
         self.delay_rose &= self.next_commit.since(self.next_tick).saturating_add(1) < w.delay;
-        if self.pause_frame.is_some_and(|f| self.next_commit >= f) {
+        if self.pause.frame().is_some_and(|f| self.next_commit >= f) {
             // The rise reached the freeze frame: the rest waits for the
             // resume, and so does this input.
             self.stats.commits_refused += 1;
             return Err(CommitError::Paused {
-                frame: self.pause_frame.unwrap_or(self.next_commit),
+                frame: self.pause.frame().unwrap_or(self.next_commit),
             });
         }
         let tick = self.next_commit;

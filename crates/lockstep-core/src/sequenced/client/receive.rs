@@ -224,9 +224,9 @@ impl<I: Input> ClientSession<I> {
                 }
                 Message::Resync { id, verdict } => self.resync(id, verdict),
                 Message::Pause { frame } => {
-                    let stale = self.lifted.is_some_and(|l| frame <= l);
-                    if self.pause_frame.is_none() && frame >= self.next_tick && !stale {
-                        self.pause_frame = Some(frame);
+                    if let PauseChange::Began(frame) =
+                        self.pause.follow_pause(frame, self.next_tick)
+                    {
                         self.push_event(Event::Paused { frame });
                     }
                     if self.pause_requested == Some(true) {
@@ -234,11 +234,8 @@ impl<I: Input> ClientSession<I> {
                     }
                 }
                 Message::Resume { lifted } => {
-                    if self.lifted.is_none_or(|l| lifted > l) {
-                        self.lifted = Some(lifted);
-                        if let Some(frame) = self.pause_frame.take() {
-                            self.push_event(Event::Resumed { frame });
-                        }
+                    if let PauseChange::Lifted(frame) = self.pause.follow_resume(lifted) {
+                        self.push_event(Event::Resumed { frame });
                     }
                     if self.pause_requested == Some(false) {
                         self.pause_requested = None;

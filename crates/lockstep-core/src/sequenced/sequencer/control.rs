@@ -6,13 +6,11 @@ use super::*;
 impl<I: Input> Sequencer<I> {
     /// Stops sealing ticks until [`resume`](Self::resume).
     pub fn pause(&mut self) {
-        if !self.paused {
-            self.paused = true;
+        if self.paused() {
+            return;
+        }
+        if let PauseChange::Began(_) = self.pause.request(self.open) {
             self.paused_at = Some(self.now);
-            self.pause_frame = match self.lifted {
-                Some(l) => self.open.max(l.saturating_add(1)),
-                None => self.open,
-            };
             self.flush_all();
         }
     }
@@ -20,10 +18,8 @@ impl<I: Input> Sequencer<I> {
     /// Starts sealing again; the `Deadline` clock restarts from now, so no
     /// burst of ticks catches up the pause.
     pub fn resume(&mut self) {
-        if self.paused {
-            self.paused = false;
+        if let PauseChange::Lifted(_) = self.pause.resume() {
             self.paused_at = None;
-            self.lifted = Some(self.pause_frame);
             if self.clock.is_some() {
                 self.clock = Some((self.now, self.open));
             }

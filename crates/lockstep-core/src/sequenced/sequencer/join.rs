@@ -286,7 +286,7 @@ impl<I: Input> Sequencer<I> {
         // The state after the open tick, once sealed; while nothing is
         // sealed (a pause, nobody playing), after the last tick sealed,
         // which an in-step donor holds already.
-        let sealing = !self.paused && self.anyone_live();
+        let sealing = !self.paused() && self.anyone_live();
         let tick = if sealing {
             open
         } else {

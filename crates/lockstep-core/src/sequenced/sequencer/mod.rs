@@ -7,6 +7,7 @@ use crate::endpoint::Transmit;
 use crate::error::ConfigError;
 use crate::link::{Link, Traffic};
 use crate::rules::limits;
+use crate::rules::pause::{PauseAgreement, PauseChange};
 use crate::shared::{Events, Rate};
 use crate::snapshot::{SnapshotError, SnapshotLimits, SnapshotReceiver, SnapshotSender};
 use crate::wire::{
@@ -245,16 +246,12 @@ pub struct Sequencer<I: Input> {
     tick_events: BTreeMap<Tick, Vec<SystemEvent>>,
     /// The `Deadline` clock: when it started and at which tick.
     clock: Option<(Instant, Tick)>,
-    paused: bool,
+    /// The pause in flight and the last one lifted.
+    pause: PauseAgreement,
     /// When the current pause began.
     paused_at: Option<Instant>,
     /// Pauses each seat has asked for, whoever held it.
     pauses_used: Vec<u32>,
-    /// The frame the current (or last) pause is known by: above every
-    /// earlier one, so a client never takes a new pause for an echo of the
-    /// last, even when no tick was sealed between them.
-    pause_frame: Tick,
-    lifted: Option<Tick>,
     /// Seats the open tick waits on (`WaitForAll`).
     waiting: Vec<PlayerId>,
     /// Checkpoint votes and verdicts, and questions between clients.
@@ -338,11 +335,9 @@ impl<I: Input> Sequencer<I> {
             history: Vec::new(),
             tick_events: BTreeMap::new(),
             clock: None,
-            paused: false,
+            pause: PauseAgreement::default(),
             paused_at: None,
             pauses_used: vec![0; max_seats],
-            pause_frame: Tick::ZERO,
-            lifted: None,
             waiting: Vec::new(),
             replies: VecDeque::new(),
             events: Events::new(EVENT_QUEUE_CAP),
@@ -432,7 +427,7 @@ impl<I: Input> Sequencer<I> {
 
     /// Whether sealing is paused.
     pub fn paused(&self) -> bool {
-        self.paused
+        self.pause.frame().is_some()
     }
 
     /// Whether nobody is connected and no seat is held for a dropped
@@ -706,7 +701,7 @@ impl<I: Input> Sequencer<I> {
         // Nothing is sealed in a pause, nor anyone abandoned for holding a
         // tick up: those timers wait for the resume (a deadline that
         // passed meanwhile is acted on then).
-        if let (Policy::WaitForAll { abandon_after }, false) = (self.config.policy, self.paused) {
+        if let (Policy::WaitForAll { abandon_after }, false) = (self.config.policy, self.paused()) {
             // Saying whom the room waits on, once it has waited a tick
             // (a time already past was seen to by the last call).
             if let Some(t) = self

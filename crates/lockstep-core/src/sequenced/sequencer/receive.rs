@@ -369,11 +369,10 @@ impl<I: Input> Sequencer<I> {
         s.pause_asked = Some(frame);
         // The budget belongs to the seat for the room's life: leaving and
         // coming back does not refill it.
-        let used = &mut self.pauses_used[seat.index()];
-        if self.paused || *used >= self.config.pauses_per_seat {
+        if self.paused() || self.pauses_used[seat.index()] >= self.config.pauses_per_seat {
             return;
         }
-        *used += 1;
+        self.pauses_used[seat.index()] += 1;
         self.pause();
     }
 

@@ -28,7 +28,7 @@ impl<I: Input> Sequencer<I> {
     }
 
     pub(super) fn next_seal_at(&self) -> Option<Instant> {
-        if self.paused {
+        if self.paused() {
             return None;
         }
         let (start, first) = self.clock?;
@@ -54,7 +54,7 @@ impl<I: Input> Sequencer<I> {
         let Some(a) = &self.config.adaptive else {
             return;
         };
-        if !matches!(self.config.policy, Policy::WaitForAll { .. }) || self.paused {
+        if !matches!(self.config.policy, Policy::WaitForAll { .. }) || self.paused() {
             return;
         }
         let Some(wanted) = self
@@ -114,7 +114,7 @@ impl<I: Input> Sequencer<I> {
         self.adapt_delay();
         let mut sealed = false;
         loop {
-            if self.paused || self.open.next().is_none() {
+            if self.paused() || self.open.next().is_none() {
                 break;
             }
             let due = match self.config.policy {

@@ -32,7 +32,7 @@ impl<I: Input> Sequencer<I> {
             || c.ack_pending
             || c.next < self.open
             || !self.waiting.is_empty()
-            || self.paused
+            || self.paused()
             || c.checks.has_news(
                 &self.referee,
                 !Self::before_snapshot(c) || c.resync.is_some(),
@@ -129,11 +129,9 @@ impl<I: Input> Sequencer<I> {
             slack: seat.map_or(0, |(_, s)| s.slack),
             waiting: self.waiting.clone(),
         }));
-        if self.paused {
-            w.put(Message::Pause {
-                frame: self.pause_frame,
-            });
-        } else if let Some(lifted) = self.lifted {
+        if let Some(frame) = self.pause.frame() {
+            w.put(Message::Pause { frame });
+        } else if let Some(lifted) = self.pause.lifted() {
             w.put(Message::Resume { lifted });
         }
         if let Some((id, s)) = seat {

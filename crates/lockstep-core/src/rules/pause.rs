@@ -20,6 +20,17 @@
 //!
 //! Lifting records the highest frame proposed during the pause, so late
 //! echoes of every proposal that took part are recognised as stale.
+//!
+//! In a sequenced room the sequencer alone calls pauses (its own, or a
+//! seat's it granted) and keeps its agreement with [`request`] and
+//! [`resume`]; a client follows it with [`follow_pause`] and
+//! [`follow_resume`], which apply the same echo rules to one authority's
+//! word instead of merging proposals.
+//!
+//! [`request`]: PauseAgreement::request
+//! [`resume`]: PauseAgreement::resume
+//! [`follow_pause`]: PauseAgreement::follow_pause
+//! [`follow_resume`]: PauseAgreement::follow_resume
 
 use crate::Tick;
 
@@ -117,6 +128,37 @@ impl PauseAgreement {
             None => PauseChange::None,
         }
     }
+
+    /// The authority's pause freezing on `frame`, heard by a follower whose
+    /// next frame to simulate is `next_tick`: taken unless a pause is in
+    /// flight already (the authority announces one at a time), the frame
+    /// was simulated here, or it is an echo of a lifted pause.
+    pub(crate) fn follow_pause(&mut self, frame: Tick, next_tick: Tick) -> PauseChange {
+        let stale = self.lifted.is_some_and(|l| frame <= l);
+        if self.frame.is_some() || frame < next_tick || stale {
+            return PauseChange::None;
+        }
+        self.frame = Some(frame);
+        self.highest = Some(frame);
+        PauseChange::Began(frame)
+    }
+
+    /// The authority lifted the pause it knew as `lifted`: news if above
+    /// every lifted pause known here, and then it lifts whatever pause is in
+    /// flight, whichever frame that was to freeze on (an authority that took
+    /// over the room may know the same pause by a lower frame than its
+    /// predecessor did).
+    pub(crate) fn follow_resume(&mut self, lifted: Tick) -> PauseChange {
+        if self.lifted.is_some_and(|l| lifted <= l) {
+            return PauseChange::None;
+        }
+        self.lifted = Some(lifted);
+        self.highest = None;
+        match self.frame.take() {
+            Some(f) => PauseChange::Lifted(f),
+            None => PauseChange::None,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -202,6 +244,42 @@ mod tests {
         assert_eq!(b.receive_resume(t(12), t(20)), PauseChange::None);
         assert_eq!(b.frame(), Some(t(30)));
         assert_eq!(b.lifted(), Some(t(12)));
+    }
+
+    #[test]
+    fn a_follower_takes_one_pause_at_a_time_and_drops_its_echoes() {
+        let mut c = PauseAgreement::default();
+        assert_eq!(c.follow_pause(t(4), t(5)), PauseChange::None);
+        assert_eq!(c.follow_pause(t(10), t(5)), PauseChange::Began(t(10)));
+        // Repeated, or another frame while one is in flight: no change.
+        assert_eq!(c.follow_pause(t(10), t(6)), PauseChange::None);
+        assert_eq!(c.follow_pause(t(8), t(6)), PauseChange::None);
+        assert_eq!(c.follow_resume(t(10)), PauseChange::Lifted(t(10)));
+        assert_eq!(c.follow_resume(t(10)), PauseChange::None);
+        // An echo of the lifted pause, delayed past its resume.
+        assert_eq!(c.follow_pause(t(10), t(10)), PauseChange::None);
+        assert_eq!(c.follow_pause(t(11), t(10)), PauseChange::Began(t(11)));
+    }
+
+    #[test]
+    fn a_new_authority_lifts_the_pause_under_its_own_number() {
+        let mut c = PauseAgreement::default();
+        c.follow_pause(t(20), t(15));
+        // The new host paused the room at its open tick, 18, and resumes it.
+        assert_eq!(c.follow_pause(t(18), t(15)), PauseChange::None);
+        assert_eq!(c.follow_resume(t(18)), PauseChange::Lifted(t(20)));
+        assert_eq!(c.frame(), None);
+        assert_eq!(c.lifted(), Some(t(18)));
+    }
+
+    #[test]
+    fn an_authority_never_reuses_a_lifted_frame() {
+        let mut s = PauseAgreement::default();
+        assert_eq!(s.request(t(7)), PauseChange::Began(t(7)));
+        assert_eq!(s.request(t(7)), PauseChange::None);
+        assert_eq!(s.resume(), PauseChange::Lifted(t(7)));
+        // Nothing sealed since: the next pause is known by a new frame.
+        assert_eq!(s.request(t(7)), PauseChange::Began(t(8)));
     }
 
     #[test]
