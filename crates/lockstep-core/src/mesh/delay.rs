@@ -12,8 +12,8 @@
 //!   [`AdaptiveDelay::min`]`..=`[`max`](AdaptiveDelay::max);
 //! - a rise takes effect at once; a fall only once that largest want has
 //!   stayed below the delay for `tick_rate` ticks (a second of play), by
-//!   one tick, at most once per `tick_rate` ticks (a player wanting low and
-//!   high in turn cannot make everyone's lead fall and fill again);
+//!   one tick, at most once per `tick_rate` ticks (the rule of
+//!   `rules::delay`, which the sequencer applies too);
 //! - the frame of a tick the delay changed at carries
 //!   [`SystemEvent::DelayChanged`].
 //!
@@ -30,6 +30,7 @@ use super::MeshSession;
 use super::store::Cell;
 use crate::error::CommitError;
 use crate::frame::SystemEvent;
+use crate::rules::delay::DelayStep;
 use crate::wire::MAX_DELAY_CHANGES;
 use crate::{AdaptiveDelay, DelayTracker, Input, PlayerId, Tick};
 use std::collections::{BTreeMap, VecDeque};
@@ -46,8 +47,8 @@ pub(super) const DELAY_MIX: u64 = 0x9E37_79B9_7F4A_7C15;
 pub(super) struct DelayState {
     /// The delay in force as of the last frame run.
     pub(super) delay: u32,
-    /// Since which tick the largest want has stayed below the delay.
-    low_since: Option<Tick>,
+    /// When the delay may step.
+    step: DelayStep,
     /// The delay in force from each tick a change ran at, the latest
     /// [`HISTORY`] changes: what a checkpoint of an earlier tick mixes in.
     history: VecDeque<(Tick, u32)>,
@@ -79,7 +80,7 @@ impl DelayState {
     ) -> Self {
         Self {
             delay,
-            low_since: None,
+            step: DelayStep::default(),
             history: VecDeque::new(),
             history_floor: delay,
             changes: vec![BTreeMap::new(); seats],
@@ -309,23 +310,8 @@ impl<I: Input> MeshSession<I> {
             .map(|(i, _)| self.delays.want_at(i, tick))
             .max()?;
         let wanted = a.clamp(wanted);
-        let period = self.config.tick_rate;
         let d = &mut self.delays;
-        if wanted > d.delay {
-            d.low_since = None;
-            return Some(wanted);
-        }
-        if wanted == d.delay {
-            d.low_since = None;
-            return None;
-        }
-        let since = *d.low_since.get_or_insert(tick);
-        if tick.since(since) < period {
-            return None;
-        }
-        // Down by one; the next step after another second below.
-        d.low_since = Some(tick);
-        Some(d.delay - 1)
+        d.step.decide(d.delay, wanted, tick, self.config.tick_rate)
     }
 
     /// The delay changed to `delay` at the frame about to be handed out.
