@@ -395,8 +395,8 @@ fn drive(h: &mut common::star::StarHarness, until: Instant, hold: Option<PeerId>
     );
 }
 
-/// A player holds the open tick and moves the delay around it while a
-/// snapshot joiner catches up: the change after the joiner's Welcome lies
+/// A player moves the delay down, holds the open tick and moves the delay
+/// up while a snapshot joiner catches up: the change after the joiner's Welcome lies
 /// in a frame before its snapshot, which it never runs. The frame the
 /// joiner goes live at states the delay its inputs are due by, so its
 /// client plays at the room's delay (it kept the Welcome's, 10 ticks
@@ -415,17 +415,16 @@ fn a_snapshot_joiner_goes_live_at_the_rooms_delay_whatever_it_missed() {
     let ids = sc.client_ids();
     let x = ids[2];
     h.run(secs(3), |_, _, _| {}, |_| false);
-    // X holds the room.
-    drive(&mut h, secs(5), Some(x));
-    let held = h.server().stats().open;
-    forge_want(&mut h, x, 2);
-    // A tick a second, each after a second of lower wants.
-    for s in 6..=12 {
-        drive(&mut h, secs(s), Some(x));
+    // X wants less: a tick a second of play, each after a second of lower
+    // wants.
+    for s in 4..=11 {
         forge_want(&mut h, x, 2);
+        drive(&mut h, secs(s), None);
     }
-    drive(&mut h, secs(13), Some(x));
     assert_eq!(h.server().stats().delay, 2, "fell");
+    // X holds the room.
+    drive(&mut h, secs(13), Some(x));
+    let held = h.server().stats().open;
     // A joiner, by snapshot, catches up with the held tick.
     let j = PeerId(4);
     let c = ClientSession::new(sc.client.clone(), SERVER, h.sim.now()).expect("a client");
@@ -589,4 +588,64 @@ fn a_new_host_takes_the_delay_the_handed_over_frames_set() {
         let s = Sequencer::take_over(config.clone(), handover, secs(1)).expect("taken over");
         assert_eq!(s.stats().delay, want, "{changes:?}");
     }
+}
+
+/// The delay's fall counts a second of play in the ticks the room seals,
+/// as a mesh counts it in the ticks it runs: a `WaitForAll` room held up
+/// by a player who commits nothing for five seconds keeps its delay
+/// through the wait (it fell a tick a second of wall clock before, so a
+/// room held up came back five ticks lower than its players last asked
+/// for).
+#[test]
+fn a_room_held_up_does_not_count_the_wait_toward_a_fall() {
+    let mut sc = StarScenario::new(2, 6);
+    sc.server.delay = 16;
+    let fast = AdaptiveDelay {
+        window: 30,
+        ..AdaptiveDelay::default()
+    };
+    sc.server.adaptive = Some(fast.clone());
+    sc.client.adaptive = Some(fast);
+    sc.link = LinkConditions {
+        latency: Duration::from_millis(5),
+        ..LinkConditions::default()
+    };
+    let mut h = sc.build();
+    let ids = sc.client_ids();
+    let mut ledgers: BTreeMap<PeerId, Ledger> =
+        ids.iter().map(|i| (*i, Ledger::default())).collect();
+    // `hold` runs its frames and commits nothing.
+    let mut drive = |h: &mut common::star::StarHarness, until: u64, hold: Option<PeerId>| {
+        h.run_clients(
+            secs(until),
+            |id, c, rec| {
+                let ledger = ledgers.get_mut(&id).expect("a ledger");
+                if Some(id) == hold {
+                    while let Some(f) = c.advance() {
+                        rec.record(&f);
+                        ledger.committed.retain(|t, _| *t > f.tick);
+                        let _ = c.report_checksum(f.tick, rec.reported(f.tick));
+                    }
+                    while c.poll_event().is_some() {}
+                } else {
+                    play(c, rec, ledger, true);
+                }
+            },
+            |_| false,
+        );
+    };
+    // A second of play: the wants are down and the delay is falling (the
+    // loop runs frames as fast as they come, so that is more than a
+    // second of ticks).
+    drive(&mut h, 1, None);
+    // Held up: the open tick stops once the held seat's lead is used up,
+    // and then for five seconds nothing is sealed and nothing falls.
+    drive(&mut h, 2, Some(ids[1]));
+    let (open, before) = (h.server().stats().open, h.server().stats().delay);
+    assert!(before < 16 && before > 1, "delay {before} before the wait");
+    drive(&mut h, 7, Some(ids[1]));
+    assert_eq!(h.server().stats().open, open, "the room waited");
+    assert_eq!(h.server().stats().delay, before, "no fall while held up");
+    h.assert_streams_agree(&ids);
+    h.assert_no_desync();
 }

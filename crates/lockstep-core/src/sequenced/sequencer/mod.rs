@@ -6,6 +6,7 @@ use crate::checks::{Incoming, Referee, Relayed, Routed, Verdicted};
 use crate::endpoint::Transmit;
 use crate::error::ConfigError;
 use crate::link::{Link, Traffic};
+use crate::rules::delay::DelayStep;
 use crate::rules::limits;
 use crate::rules::pause::{PauseAgreement, PauseChange};
 use crate::shared::{Events, Rate};
@@ -301,9 +302,8 @@ pub struct Sequencer<I: Input> {
     blocked_since: Option<Instant>,
     /// The input delay in force.
     delay: u32,
-    /// Since when the largest want has stayed below the delay
-    /// (`adaptive`): it falls a tick once that is a second.
-    low_since: Option<Instant>,
+    /// When the delay may step (`adaptive`).
+    delay_step: DelayStep,
 }
 
 impl<I: Input> Sequencer<I> {
@@ -325,7 +325,7 @@ impl<I: Input> Sequencer<I> {
             taken_over_at: None,
             blocked_since: None,
             delay: config.delay,
-            low_since: None,
+            delay_step: DelayStep::default(),
             replaced: Vec::new(),
             config,
             now,

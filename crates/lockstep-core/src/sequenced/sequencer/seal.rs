@@ -67,23 +67,14 @@ impl<I: Input> Sequencer<I> {
         else {
             return;
         };
-        let wanted = a.clamp(wanted);
-        // A rise at once; a fall a tick at a time, each once the wants
-        // stayed below the delay for a second (a player wanting low and
-        // high in turn cannot make every lead fall and fill again).
-        let wanted = if wanted > self.delay {
-            self.low_since = None;
-            wanted
-        } else if wanted == self.delay {
-            self.low_since = None;
+        // The same step as a mesh's, counted in the ticks the room seals.
+        let Some(wanted) = self.delay_step.decide(
+            self.delay,
+            a.clamp(wanted),
+            self.open,
+            self.config.tick_rate,
+        ) else {
             return;
-        } else {
-            let since = *self.low_since.get_or_insert(self.now);
-            if self.now - since < Duration::from_secs(1) {
-                return;
-            }
-            self.low_since = Some(self.now);
-            self.delay - 1
         };
         self.delay = wanted;
         self.stats.delay_changes += 1;
