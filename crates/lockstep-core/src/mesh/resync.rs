@@ -19,8 +19,9 @@
 //! A donor hands its state only to a live player whose checkpoints it found
 //! different from its own, while it is not itself the odd one out, and at
 //! most `max_resyncs` times to the same player. The player asks another
-//! donor when one sends nothing new for `interrupt_after` or sends a state that
-//! fails its checks, prefers a donor other than the one whose state left it
+//! donor when one sends nothing new for `interrupt_after`, delivers nothing
+//! whole within ten of them (the donor rule of `snapshot::donor`, which a
+//! sequencer keeps too), or sends a state that fails its checks, prefers a donor other than the one whose state left it
 //! diverged before, and gives the resync up after [`DONORS`] donors. Past
 //! `max_resyncs` resyncs it leaves the session instead
 //! ([`Event::DivergedTooOften`]).
@@ -30,6 +31,7 @@
 
 use super::observe::{Taken, take_into};
 use super::{MeshSession, Peer};
+use crate::snapshot::donor::{DONOR_TIME, DonorClock};
 use crate::snapshot::{Snapshot, SnapshotReceiver};
 use crate::wire::{Checkpoint, Message, SnapshotAck, SnapshotChunk};
 use crate::{Event, Input, Instant, PeerId, Tick};
@@ -38,10 +40,6 @@ use std::collections::{BTreeMap, VecDeque};
 
 /// How many donors one resync asks before it is given up.
 pub(super) const DONORS: usize = 3;
-/// How many `interrupt_after` a donor has in all, however it progresses,
-/// before another is asked: a donor sending a chunk now and then cannot
-/// hold the player (and, once their lead runs out, everyone) for good.
-const DONOR_TIME: u32 = 10;
 /// Ticks over which resyncs (and states handed to one player) count
 /// towards `max_resyncs`: a game that keeps diverging runs out of them
 /// within a few blocks; one glitch now and then never does.
@@ -57,10 +55,8 @@ pub(super) struct Asking {
     /// The last tick run when the resync began: no later frame runs until
     /// the donor's state (from this tick on) arrives.
     after: Tick,
-    /// When the donor was asked, or last sent a chunk not held before.
-    progress: Instant,
-    /// When the donor was asked.
-    asked: Instant,
+    /// When the donor was asked, and last sent a chunk not held before.
+    clock: DonorClock,
     /// Whether a chunk arrived: the request stops.
     started: bool,
     /// Our latest checkpoint, sent with the request: the donor compares it
@@ -200,8 +196,7 @@ impl<I: Input> MeshSession<I> {
             id,
             donor,
             after,
-            progress: self.now,
-            asked: self.now,
+            clock: DonorClock::asked(self.now),
             started: false,
             proof,
             receiver: SnapshotReceiver::new(self.config.snapshot.clone()),
@@ -299,8 +294,7 @@ impl<I: Input> MeshSession<I> {
         if let Some(r) = self.resync.as_deref_mut() {
             r.id = id;
             r.donor = donor;
-            r.progress = now;
-            r.asked = now;
+            r.clock = DonorClock::asked(now);
             r.started = false;
             r.receiver.reset();
             r.ready = None;
@@ -325,7 +319,7 @@ impl<I: Input> MeshSession<I> {
         match (r.taken, r.announced) {
             (Some(at), _) => Some(at + quiet),
             (None, Some(at)) => Some(at + quiet * DONOR_TIME),
-            (None, None) => Some((r.progress + quiet).min(r.asked + quiet * DONOR_TIME)),
+            (None, None) => Some(r.clock.deadline(quiet)),
         }
     }
 
@@ -401,7 +395,7 @@ impl<I: Input> MeshSession<I> {
         self.peers[i].link.flush = true;
         let (gained, taken) = take_into(&mut r.receiver, c, width);
         if gained {
-            r.progress = now;
+            r.clock.progressed(now);
         }
         match taken {
             Taken::Partial => {}

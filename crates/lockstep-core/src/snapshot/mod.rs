@@ -38,6 +38,7 @@ use core::time::Duration;
 use std::sync::Arc;
 use xxhash_rust::xxh3::xxh3_64;
 
+pub(crate) mod donor;
 mod receive;
 mod send;
 

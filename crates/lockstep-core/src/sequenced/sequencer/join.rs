@@ -29,7 +29,7 @@ impl<I: Input> Sequencer<I> {
         let before = f.receiver.progress().map_or(0, |p| p.2);
         let taken = f.receiver.take(chunk);
         if f.receiver.progress().map_or(0, |p| p.2) > before || matches!(taken, Ok(Some(_))) {
-            f.progress = now;
+            f.clock.progressed(now);
         }
         match taken {
             Ok(None) => {}
@@ -174,12 +174,10 @@ impl<I: Input> Sequencer<I> {
     /// again and again for nothing).
     pub(super) fn progress_joins(&mut self) {
         let now = self.now;
-        let stalled_after = self.config.donor_timeout * 3;
-        let longest = self.config.donor_timeout * 20;
+        let quiet = self.config.donor_timeout;
         for i in 0..self.conns.len() {
             let stalled = matches!(&self.conns[i].join, Some(Join::Receiving(tx))
-                if tx.last_progress().is_some_and(|t| now - t >= stalled_after)
-                    || tx.started().is_some_and(|t| now - t >= longest));
+                if donor::receiver_lapsed(tx, now, quiet));
             if stalled && self.conns[i].closing.is_none() {
                 let text = "stopped acknowledging its snapshot".to_owned();
                 self.close(
@@ -204,10 +202,8 @@ impl<I: Input> Sequencer<I> {
                 .is_none_or(|i| self.conns[i].closing.is_some());
             if gone {
                 self.donor_failed("it left".into());
-            } else if now - f.progress >= self.config.donor_timeout {
-                self.donor_failed("it went quiet".into());
-            } else if now - f.asked >= self.config.donor_timeout * 10 {
-                self.donor_failed("it sends too slowly".into());
+            } else if let Some(lapse) = f.clock.lapse(now, self.config.donor_timeout) {
+                self.donor_failed(lapse.reason().into());
             } else {
                 return;
             }
@@ -296,8 +292,7 @@ impl<I: Input> Sequencer<I> {
             id,
             tick,
             donor,
-            progress: now,
-            asked: now,
+            clock: DonorClock::asked(now),
             started: false,
             receiver: SnapshotReceiver::new(self.config.snapshot.clone()),
         });

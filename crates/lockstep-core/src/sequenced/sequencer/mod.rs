@@ -10,6 +10,7 @@ use crate::rules::delay::DelayStep;
 use crate::rules::limits;
 use crate::rules::pause::{PauseAgreement, PauseChange};
 use crate::shared::{Events, Rate};
+use crate::snapshot::donor::{self, DonorClock};
 use crate::snapshot::{SnapshotError, SnapshotLimits, SnapshotReceiver, SnapshotSender};
 use crate::wire::{
     self, ByeReason, Datagram, DatagramWriter, ErrorCode, Frames, Hello, Holder, InputCodec,
@@ -130,10 +131,8 @@ struct Fetch {
     id: u32,
     tick: Tick,
     donor: PeerId,
-    /// When the donor was asked or last sent a chunk not seen before.
-    progress: Instant,
-    /// When it was asked: however it drips, it has ten donor timeouts.
-    asked: Instant,
+    /// When the donor was asked and last sent a chunk not seen before.
+    clock: DonorClock,
     /// Whether any chunk came (until then the request is repeated).
     started: bool,
     receiver: SnapshotReceiver,
@@ -682,19 +681,15 @@ impl<I: Input> Sequencer<I> {
             consider(t);
         }
         if let Some(f) = &self.fetch {
-            consider(f.progress + self.config.donor_timeout);
-            consider(f.asked + self.config.donor_timeout * 10);
+            consider(f.clock.deadline(self.config.donor_timeout));
         }
         for c in &self.conns {
             if let Some(Join::Receiving(tx)) = &c.join {
                 if let Some(t) = tx.next_resend().filter(|_| !c.link.chunk_starved) {
                     consider(t);
                 }
-                if let Some(t) = tx.last_progress() {
-                    consider(t + self.config.donor_timeout * 3);
-                }
-                if let Some(t) = tx.started() {
-                    consider(t + self.config.donor_timeout * 20);
+                if let Some(t) = donor::receiver_deadline(tx, self.config.donor_timeout) {
+                    consider(t);
                 }
             }
         }
