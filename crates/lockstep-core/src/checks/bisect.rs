@@ -3,10 +3,10 @@
 
 use super::*;
 
-/// How long a question waits for its answer before it is asked again.
-pub(crate) const ASK_AGAIN: Duration = Duration::from_millis(250);
-/// How many times a round's question is asked before the search gives up
-/// (ten seconds: a question and its answer may cross four lossy links).
+/// How many times a round's question is asked, a resend period apart (the
+/// session's `keepalive_interval`), before the search gives up (ten
+/// seconds at the default 250 ms: a question and its answer may cross four
+/// lossy links).
 pub(super) const TRIES: u8 = 40;
 /// The most rounds a search asks (a window of 512 ticks needs 4).
 pub(super) const ROUNDS: u8 = 12;
@@ -25,6 +25,8 @@ pub(crate) struct Bisect {
     pub(super) id: u32,
     pub(super) asked: Vec<Tick>,
     pub(super) due: Instant,
+    /// How long a question waits for its answer before it is asked again.
+    pub(super) ask_again: Duration,
     pub(super) tries: u8,
     /// Their state hashes from the answers so far (a few per round).
     pub(super) theirs: Vec<(Tick, u64)>,
@@ -72,6 +74,7 @@ impl Bisect {
             id,
             asked: Vec::new(),
             due: now,
+            ask_again: local.resend,
             tries: 0,
             theirs: Vec::new(),
             ours: local.chain.clone(),
@@ -104,7 +107,7 @@ impl Bisect {
             return None;
         }
         self.tries += 1;
-        self.due = now + ASK_AGAIN;
+        self.due = now + self.ask_again;
         Some((self.id, self.asked.clone()))
     }
 

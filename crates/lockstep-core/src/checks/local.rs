@@ -24,11 +24,16 @@ pub(crate) struct LocalChecks {
     /// searching where it parted from the state replaced is answered from
     /// it.
     pub(super) before: Option<Box<Self>>,
+    /// How long what is unacknowledged or unanswered waits before it goes
+    /// again (the session's `keepalive_interval`).
+    pub(super) resend: Duration,
 }
 
 impl LocalChecks {
-    pub(crate) fn new(window: usize) -> Self {
+    /// A chain of `window` ticks, resending every `resend`.
+    pub(crate) fn new(window: usize, resend: Duration) -> Self {
         Self {
+            resend,
             chain: HashChain::new(window),
             origin: None,
             start: None,

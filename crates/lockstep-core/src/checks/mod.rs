@@ -75,6 +75,8 @@ pub(crate) struct Mismatch {
 mod tests {
     use super::*;
 
+    const RESEND: Duration = Duration::from_millis(250);
+
     fn run(
         checks: &mut LocalChecks,
         ticks: impl Iterator<Item = u32>,
@@ -87,7 +89,7 @@ mod tests {
 
     #[test]
     fn one_checkpoint_per_interval_full_at_each_block_end() {
-        let mut c = LocalChecks::new(256);
+        let mut c = LocalChecks::new(256, RESEND);
         let made = run(&mut c, 0..200, |_| 1);
         let ticks: Vec<u32> = made.iter().map(|c| c.tick.get()).collect();
         assert_eq!(ticks, (0..24).map(|k| k * 8 + 7).collect::<Vec<_>>());
@@ -97,7 +99,7 @@ mod tests {
         }
         // Every tenth tick: one per interval it falls in, the last of a block
         // in full.
-        let mut c = LocalChecks::new(256);
+        let mut c = LocalChecks::new(256, RESEND);
         let made = run(&mut c, (0..20).map(|k| k * 10), |_| 1);
         let full: Vec<u32> = made
             .iter()
@@ -109,8 +111,8 @@ mod tests {
 
     #[test]
     fn a_late_starter_checks_from_its_first_whole_block() {
-        let mut a = LocalChecks::new(256);
-        let mut b = LocalChecks::new(256);
+        let mut a = LocalChecks::new(256, RESEND);
+        let mut b = LocalChecks::new(256, RESEND);
         run(&mut a, 0..300, u64::from);
         let made = run(&mut b, 100..300, u64::from);
         assert!(made.iter().all(|c| c.tick.get() >= 128), "{made:?}");
@@ -123,8 +125,8 @@ mod tests {
 
     #[test]
     fn mismatch_found_whichever_side_reports_first_and_once() {
-        let mut a = LocalChecks::new(256);
-        let mut b = LocalChecks::new(256);
+        let mut a = LocalChecks::new(256, RESEND);
+        let mut b = LocalChecks::new(256, RESEND);
         let theirs = run(&mut b, 0..100, |t| u64::from(t == 50));
         // Theirs arrive before we run: they wait.
         let mut r = RemoteChecks::default();
@@ -149,8 +151,8 @@ mod tests {
 
     #[test]
     fn a_divergence_the_states_recover_from_is_still_caught() {
-        let mut a = LocalChecks::new(256);
-        let mut b = LocalChecks::new(256);
+        let mut a = LocalChecks::new(256, RESEND);
+        let mut b = LocalChecks::new(256, RESEND);
         run(&mut a, 0..65, |_| 0);
         let theirs = run(&mut b, 0..65, |t| u64::from(t == 57));
         let mut r = RemoteChecks::default();
@@ -165,7 +167,7 @@ mod tests {
 
     #[test]
     fn storage_is_capped() {
-        let mut c = LocalChecks::new(4);
+        let mut c = LocalChecks::new(4, RESEND);
         run(&mut c, 0..100, |_| 0);
         assert_eq!(c.len(), 4);
         let mut r = RemoteChecks::default();
@@ -181,5 +183,29 @@ mod tests {
             );
         }
         assert_eq!(r.len(), PENDING);
+    }
+
+    /// An unacknowledged full checkpoint goes again after the resend
+    /// period the session was built with (its `keepalive_interval`), not
+    /// a fixed one.
+    #[test]
+    fn an_unacknowledged_full_checkpoint_goes_again_after_the_resend_period() {
+        let at = |ms: u64| Instant::ZERO + Duration::from_millis(ms);
+        let sent = |r: &mut RemoteChecks, c: &LocalChecks, now: Instant| {
+            let mut buf = Vec::new();
+            let mut w = DatagramWriter::new(&mut buf, Tick::ZERO, 1200);
+            r.write(c, &mut w, now);
+            w.messages()
+        };
+        for period in [Duration::from_millis(100), Duration::from_millis(400)] {
+            let mut c = LocalChecks::new(256, period);
+            run(&mut c, 0..65, |_| 1);
+            let mut r = RemoteChecks::default();
+            assert!(sent(&mut r, &c, at(0)) > 0);
+            let ms = u64::try_from(period.as_millis()).unwrap();
+            assert!(!r.has_news(&c, at(ms - 1)), "{period:?}: not yet");
+            assert!(r.has_news(&c, at(ms)), "{period:?}: due");
+            assert_eq!(sent(&mut r, &c, at(ms)), 1, "{period:?}: the full one");
+        }
     }
 }

@@ -70,12 +70,18 @@ pub(crate) struct Referee {
     pub(super) window: usize,
     /// The verdicts' checkpoints, ascending: what every client is sent.
     pub(super) kept: Vec<Checkpoint>,
+    /// How long an unacknowledged verdict waits before it goes again.
+    pub(super) resend: Duration,
 }
 
 impl Referee {
-    pub(crate) fn new(window: usize, simulated: bool) -> Self {
+    /// Votes over a chain of `window` ticks, the sequencer's own game's
+    /// too when `simulated`; what is unacknowledged goes again every
+    /// `resend`.
+    pub(crate) fn new(window: usize, simulated: bool, resend: Duration) -> Self {
         Self {
-            sim: simulated.then(|| LocalChecks::new(window)),
+            sim: simulated.then(|| LocalChecks::new(window, resend)),
+            resend,
             window: window.max(1),
             ..Self::default()
         }
@@ -350,7 +356,7 @@ impl Relayed {
         self.query.is_some()
             || self.answer.is_some()
             || !self.delivery.full_acks_owed.is_empty()
-            || (verdicts && self.delivery.has_news(&referee.kept, now))
+            || (verdicts && self.delivery.has_news(&referee.kept, now, referee.resend))
     }
 
     /// Writes the verdicts it has not had and what is passed on to it;
@@ -363,7 +369,7 @@ impl Relayed {
         now: Instant,
     ) {
         let kept: &[Checkpoint] = if verdicts { &referee.kept } else { &[] };
-        self.delivery.write(kept, w, now);
+        self.delivery.write(kept, w, now, referee.resend);
         if let Some((id, ticks)) = self.query.take() {
             w.put(Message::ChainQuery { id, ticks });
         }

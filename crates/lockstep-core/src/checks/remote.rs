@@ -3,9 +3,6 @@
 
 use super::*;
 
-/// How long an unacknowledged checkpoint waits before it is sent again.
-pub(super) const RESEND: Duration = Duration::from_millis(250);
-
 /// Full checkpoints kept until acknowledged (four blocks' worth).
 pub(super) const FULLS: usize = 4;
 
@@ -14,7 +11,8 @@ pub(super) const FULLS: usize = 4;
 /// next, which covers it (the chain folds in every tick of the block so
 /// far). Only the full one closing a block covers the block's end, so the
 /// full ones of the last [`FULLS`] blocks are acknowledged, each on its
-/// own, and sent again every [`RESEND`] until they are.
+/// own, and sent again every resend period (the session's
+/// `keepalive_interval`) until they are.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Delivery {
     /// The newest checkpoint sent.
@@ -48,22 +46,28 @@ impl Delivery {
 
     /// Whether `c` is to be sent now: never sent, or, when a resend is
     /// due, a full one still unacknowledged.
-    pub(super) fn is_due(&self, c: &Checkpoint, now: Instant) -> bool {
+    pub(super) fn is_due(&self, c: &Checkpoint, now: Instant, resend: Duration) -> bool {
         let sent = self.sent.is_some_and(|s| c.tick <= s);
-        let resend = self.fulls_at.is_none_or(|t| now >= t + RESEND);
+        let resend = self.fulls_at.is_none_or(|t| now >= t + resend);
         !sent || (resend && c.full && !self.acked_fulls.contains(&c.tick))
     }
 
-    pub(super) fn has_news(&self, kept: &[Checkpoint], now: Instant) -> bool {
-        !self.full_acks_owed.is_empty() || kept.iter().any(|c| self.is_due(c, now))
+    pub(super) fn has_news(&self, kept: &[Checkpoint], now: Instant, resend: Duration) -> bool {
+        !self.full_acks_owed.is_empty() || kept.iter().any(|c| self.is_due(c, now, resend))
     }
 
     /// Writes what is due of `kept`, an acknowledgement riding on each
     /// checkpoint (the rest alone).
-    pub(super) fn write(&mut self, kept: &[Checkpoint], w: &mut DatagramWriter<'_>, now: Instant) {
+    pub(super) fn write(
+        &mut self,
+        kept: &[Checkpoint],
+        w: &mut DatagramWriter<'_>,
+        now: Instant,
+        resend: Duration,
+    ) {
         let mut due: Vec<Checkpoint> = kept
             .iter()
-            .filter(|c| self.is_due(c, now))
+            .filter(|c| self.is_due(c, now, resend))
             .copied()
             .collect();
         // A reader takes 4 a datagram: the newest (an older full one waits
@@ -321,7 +325,7 @@ impl RemoteChecks {
     /// a question.
     pub(crate) fn has_news(&self, local: &LocalChecks, now: Instant) -> bool {
         self.owed.is_some()
-            || self.delivery.has_news(&local.kept, now)
+            || self.delivery.has_news(&local.kept, now, local.resend)
             || self.question_due().is_some_and(|d| d <= now)
     }
 
@@ -341,7 +345,7 @@ impl RemoteChecks {
     /// Writes our checkpoints it has not had, the answer owed and the
     /// question due.
     pub(crate) fn write(&mut self, local: &LocalChecks, w: &mut DatagramWriter<'_>, now: Instant) {
-        self.delivery.write(&local.kept, w, now);
+        self.delivery.write(&local.kept, w, now, local.resend);
         if let Some((id, entries)) = self.owed.take() {
             w.put(Message::ChainAnswer { id, entries });
         }

@@ -54,6 +54,8 @@ pub struct MeshConfig {
     /// per tick.
     pub resend_interval: Duration,
     /// How often an idle peer is sent a packet anyway, so it knows we live.
+    /// Also how long an unacknowledged full checkpoint, and a question
+    /// about the hash chain left unanswered, wait before they go again.
     pub keepalive_interval: Duration,
     /// Silence after which [`Event::Interrupted`] is raised.
     pub interrupt_after: Duration,

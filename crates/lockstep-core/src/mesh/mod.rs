@@ -318,7 +318,7 @@ impl<I: Input> MeshSession<I> {
         );
         let mut session = Self {
             checks: {
-                let mut c = LocalChecks::new(config.checksum_window);
+                let mut c = LocalChecks::new(config.checksum_window, config.keepalive_interval);
                 if !under_way {
                     c.starts_at(config.first_tick);
                 }

@@ -61,6 +61,8 @@ pub struct ClientConfig {
     /// How long after the last datagram unacknowledged input is resent.
     pub resend_interval: Duration,
     /// How often an idle connection is sent a datagram anyway.
+    /// Also how long an unacknowledged full checkpoint, and a question
+    /// about the hash chain left unanswered, wait before they go again.
     pub keepalive_interval: Duration,
     /// Silence after which [`Event::Interrupted`] is raised.
     pub interrupt_after: Duration,

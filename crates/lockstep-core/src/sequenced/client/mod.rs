@@ -172,7 +172,7 @@ impl<I: Input> ClientSession<I> {
         config.validate()?;
         let public = config.secret.as_ref().map(secure::client_public);
         Ok(Self {
-            checks: LocalChecks::new(config.checksum_window),
+            checks: LocalChecks::new(config.checksum_window, config.keepalive_interval),
             config,
             server,
             state: State::Connecting,

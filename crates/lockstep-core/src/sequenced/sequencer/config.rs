@@ -93,6 +93,8 @@ pub struct SequencerConfig {
     /// may lack something.
     pub resend_interval: Duration,
     /// How often an idle client is sent a datagram anyway.
+    /// Also how long an unacknowledged full checkpoint, and a question
+    /// about the hash chain left unanswered, wait before they go again.
     pub keepalive_interval: Duration,
     /// How often round-trip time is measured.
     pub ping_interval: Duration,

@@ -313,7 +313,7 @@ impl<I: Input> Sequencer<I> {
         let seats = (0..max_seats).map(|_| None).collect();
         Ok(Self {
             fingerprint: config.fingerprint,
-            referee: Referee::new(config.checksum_window, false),
+            referee: Referee::new(config.checksum_window, false, config.keepalive_interval),
             resyncs: BTreeMap::new(),
             suspects: VecDeque::new(),
             join_retry: None,
@@ -398,7 +398,7 @@ impl<I: Input> Sequencer<I> {
     ) -> Result<Self, ConfigError> {
         let mut s = Self::new(config, now)?;
         s.simulation = Some(simulation);
-        s.referee = Referee::new(s.config.checksum_window, true);
+        s.referee = Referee::new(s.config.checksum_window, true, s.config.keepalive_interval);
         Ok(s)
     }
 
