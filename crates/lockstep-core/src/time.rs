@@ -112,3 +112,30 @@ impl fmt::Debug for Instant {
         )
     }
 }
+
+/// The earliest of a session's timers, and which one it is: on a tie, the
+/// first considered.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Earliest<K> {
+    next: Option<(Instant, K)>,
+}
+
+impl<K> Default for Earliest<K> {
+    fn default() -> Self {
+        Self { next: None }
+    }
+}
+
+impl<K> Earliest<K> {
+    /// `kind` comes at `at`.
+    pub(crate) fn consider(&mut self, at: Instant, kind: K) {
+        if self.next.as_ref().is_none_or(|(t, _)| at < *t) {
+            self.next = Some((at, kind));
+        }
+    }
+
+    /// The earliest considered.
+    pub(crate) fn get(self) -> Option<(Instant, K)> {
+        self.next
+    }
+}

@@ -1,7 +1,29 @@
 //! Time passing: resends and keepalives, silence, automatic
-//! abandonment, and when the session next needs the clock.
+//! abandonment. Every timer the session keeps is named in one table
+//! ([`Timer`]); the earliest is [`MeshSession::poll_timeout`].
 
 use super::*;
+use crate::time::Earliest;
+
+/// A timer of the session: what it is for, and whose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Timer {
+    /// A datagram is due to the peer (a resend, a keepalive, a ping).
+    Send(PeerId),
+    /// The peer is reported interrupted (`interrupt_after`).
+    Interrupt(PeerId),
+    /// A seat silent, or sending no input, for `abandon_after` is voted
+    /// out.
+    Abandon(PlayerId),
+    /// A lost chunk of a snapshot for an observer is due again, or a
+    /// request for one is repeated.
+    Snapshot,
+    /// A resync's donor is given up, or its end comes.
+    Resync,
+    /// A question about the hash chain is due again, or the search gives
+    /// up.
+    Question(PeerId),
+}
 
 impl<I: Input> MeshSession<I> {
     /// Lets due timers fire: resends, keepalives, silence detection and
@@ -46,36 +68,47 @@ impl<I: Input> MeshSession<I> {
 
     /// When [`handle_timeout`](Self::handle_timeout) next needs calling.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let mut next: Option<Instant> = None;
-        let mut consider = |t: Instant| next = Some(next.map_or(t, |n| n.min(t)));
+        self.next_timer().map(|(at, _)| at)
+    }
+
+    /// The earliest timer and when it comes (the first listed of those
+    /// due at the same instant).
+    pub(crate) fn next_timer(&self) -> Option<(Instant, Timer)> {
+        let mut next = Earliest::default();
+        self.each_timer(|timer, at| next.consider(at, timer));
+        next.get()
+    }
+
+    /// Every timer the session keeps, with when it comes. Each is worked
+    /// out from the state it serves, so none outlives it.
+    pub(crate) fn each_timer(&self, mut timer: impl FnMut(Timer, Instant)) {
         for i in 0..self.peers.len() {
-            consider(self.send_due(i));
             let p = &self.peers[i];
+            timer(Timer::Send(p.id), self.send_due(i));
             let heard = p.link.heard_or_since();
             if let Some(t) = p.link.interrupt_due(self.config.interrupt_after, true) {
-                consider(t);
+                timer(Timer::Interrupt(p.id), t);
             }
             if let (Some(after), Some(seat)) = (self.config.abandon_after, p.seat)
                 && self.can_auto_abandon(seat)
             {
-                consider(heard + after);
+                timer(Timer::Abandon(seat), heard + after);
                 if let Some(t) = self.input_silent_until(i, after) {
-                    consider(t);
+                    timer(Timer::Abandon(seat), t);
                 }
             }
         }
         if let Some(t) = self.snapshot_timeout() {
-            consider(t);
+            timer(Timer::Snapshot, t);
         }
         if let Some(t) = self.resync_timeout() {
-            consider(t);
+            timer(Timer::Resync, t);
         }
         for p in &self.peers {
             if let Some(t) = p.checks.question_due() {
-                consider(t);
+                timer(Timer::Question(p.id), t);
             }
         }
-        next
     }
 
     /// Marks since when our next tick has waited on a remote seat whose own

@@ -31,6 +31,7 @@ mod receive;
 mod reconnect;
 mod roster;
 mod send;
+mod timers;
 
 pub use config::{ClientConfig, ClientStats, SeatInfo};
 use join::{Donation, Joining};
@@ -566,86 +567,6 @@ impl<I: Input> ClientSession<I> {
 
     fn push_event(&mut self, ev: Event) {
         self.events.push(ev);
-    }
-
-    /// Lets timers fire: the Hello until answered, resends, keepalives and
-    /// the connection timeout.
-    pub fn handle_timeout(&mut self, now: Instant) {
-        self.now = self.now.max(now);
-        let now = self.now;
-        if matches!(self.state, State::Closed(_)) {
-            if self.saying_goodbye() && self.send_due() <= now {
-                self.link.flush = true;
-            }
-            return;
-        }
-        if self.link.silent_for(now) >= self.config.timeout {
-            self.close(CloseReason::TimedOut);
-            return;
-        }
-        if let Some(silent) = self.link.interrupt(now, self.config.interrupt_after, false) {
-            self.push_event(Event::Interrupted {
-                peer: self.server,
-                player: None,
-                silent_for: silent,
-            });
-        }
-        let chunk_due = !self.link.chunk_starved
-            && self
-                .donation
-                .as_ref()
-                .and_then(|d| d.sender.as_ref())
-                .is_some_and(|tx| tx.has_due(now));
-        if let Some(o) = self.server_checks.progress(now) {
-            self.check_outcome(o);
-        }
-        // A resync whose snapshot never started is given up.
-        if let Some(j) = &self.joining
-            && j.tick.is_none()
-            && let Some((since, previous)) = j.resync_wait
-            && now >= since + RESYNC_WAIT
-        {
-            self.joining = None;
-            self.resynced = previous;
-        }
-        let question_due = self.server_checks.question_due().is_some_and(|d| d <= now);
-        if self.send_due() <= now || chunk_due || question_due {
-            self.link.flush = true;
-        }
-    }
-
-    /// When [`handle_timeout`](Self::handle_timeout) next needs calling.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        let resync = self
-            .joining
-            .as_ref()
-            .filter(|j| j.tick.is_none())
-            .and_then(|j| j.resync_wait)
-            .map(|(since, _)| since + RESYNC_WAIT);
-        if matches!(self.state, State::Closed(_)) {
-            return self.saying_goodbye().then(|| self.send_due());
-        }
-        let heard = self.link.heard_or_since();
-        let mut t = self.send_due().min(heard + self.config.timeout);
-        if let Some(r) = self
-            .donation
-            .as_ref()
-            .and_then(|d| d.sender.as_ref())
-            .filter(|_| !self.link.chunk_starved)
-            .and_then(|tx| tx.next_resend())
-        {
-            t = t.min(r);
-        }
-        if let Some(i) = self.link.interrupt_due(self.config.interrupt_after, false) {
-            t = t.min(i);
-        }
-        if let Some(q) = self.server_checks.question_due() {
-            t = t.min(q);
-        }
-        if let Some(r) = resync {
-            t = t.min(r);
-        }
-        Some(t)
     }
 }
 

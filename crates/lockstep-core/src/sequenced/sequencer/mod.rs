@@ -32,6 +32,7 @@ mod roster;
 mod seal;
 mod send;
 mod takeover;
+mod timers;
 
 pub use config::{SequencerConfig, SequencerError, SequencerStats, Simulation};
 use roster::RosterEntry;
@@ -544,58 +545,6 @@ impl<I: Input> Sequencer<I> {
         result
     }
 
-    /// Lets timers fire: seals due ticks, drops silent connections, resends.
-    pub fn handle_timeout(&mut self, now: Instant) {
-        self.now = self.now.max(now);
-        let now = self.now;
-        for i in 0..self.conns.len() {
-            let c = &self.conns[i];
-            if c.closing.is_none() && c.link.silent_for(now) >= self.config.timeout {
-                let reason = self.silence_reason(i);
-                self.close(i, Closing::Bye(ByeReason::Timeout, String::new()), reason);
-            }
-        }
-        // A player handed over that is not back within `abandon_after`
-        // holds nobody up any more (its seat is held as any dropped one).
-        if let Policy::WaitForAll { abandon_after } = self.config.policy {
-            for s in self.seats.iter_mut().flatten() {
-                if s.handed_over && s.lost.is_some_and(|t| now - t >= abandon_after) {
-                    s.handed_over = false;
-                }
-            }
-        }
-        for k in 0..self.seats.len() {
-            let expired = self.seats[k]
-                .as_ref()
-                .and_then(|s| s.lost)
-                .is_some_and(|t| now - t >= self.config.seat_grace);
-            if expired {
-                let seat = PlayerId(k as u16);
-                self.release_seat(seat, SystemEvent::Left { player: seat });
-                self.push_event(SequencerEvent::SeatReleased {
-                    seat,
-                    tick: self.open,
-                });
-            }
-        }
-        if self
-            .paused_at
-            .is_some_and(|at| now - at >= self.config.max_pause)
-        {
-            self.resume();
-        }
-        self.seal_due();
-        self.progress_joins();
-        self.refresh_roster();
-        for i in 0..self.conns.len() {
-            let chunk_due = !self.conns[i].link.chunk_starved
-                && matches!(&self.conns[i].join, Some(Join::Receiving(tx)) if tx.has_due(now));
-            if self.send_due(i) <= now || chunk_due {
-                self.conns[i].link.flush = true;
-            }
-        }
-    }
-
     /// Writes the next datagram to send into `buf`.
     pub fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
         buf.clear();
@@ -656,64 +605,6 @@ impl<I: Input> Sequencer<I> {
             self.cursor = 0;
         }
         self.sent(peer, buf.len())
-    }
-
-    /// When [`handle_timeout`](Self::handle_timeout) next needs calling.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        let mut next: Option<Instant> = None;
-        let mut consider = |t: Instant| next = Some(next.map_or(t, |n| n.min(t)));
-        for (i, c) in self.conns.iter().enumerate() {
-            consider(self.send_due(i));
-            consider(c.link.heard_or_since() + self.config.timeout);
-        }
-        for seat in self.seats.iter().flatten() {
-            if let Some(t) = seat.lost {
-                consider(t + self.config.seat_grace);
-            }
-        }
-        if let Some(t) = self.next_seal_at() {
-            consider(t);
-        }
-        if let Some(at) = self.paused_at {
-            consider(at + self.config.max_pause);
-        }
-        if let Some(t) = self.join_due() {
-            consider(t);
-        }
-        if let Some(f) = &self.fetch {
-            consider(f.clock.deadline(self.config.donor_timeout));
-        }
-        for c in &self.conns {
-            if let Some(Join::Receiving(tx)) = &c.join {
-                if let Some(t) = tx.next_resend().filter(|_| !c.link.chunk_starved) {
-                    consider(t);
-                }
-                if let Some(t) = donor::receiver_deadline(tx, self.config.donor_timeout) {
-                    consider(t);
-                }
-            }
-        }
-        // Nothing is sealed in a pause, nor anyone abandoned for holding a
-        // tick up: those timers wait for the resume (a deadline that
-        // passed meanwhile is acted on then).
-        if let (Policy::WaitForAll { abandon_after }, false) = (self.config.policy, self.paused()) {
-            // Saying whom the room waits on, once it has waited a tick
-            // (a time already past was seen to by the last call).
-            if let Some(t) = self
-                .blocked_since
-                .map(|t| t + Duration::from_secs(1) / self.config.tick_rate)
-                .filter(|t| self.waiting.is_empty() && *t > self.now)
-            {
-                consider(t);
-            }
-            for s in &self.waiting {
-                if let Some(seat) = &self.seats[s.index()] {
-                    let since = seat.waited_since.unwrap_or(self.now);
-                    consider(seat.last_input.max(since) + abandon_after);
-                }
-            }
-        }
-        next
     }
 
     // ----- internals -----------------------------------------------------
