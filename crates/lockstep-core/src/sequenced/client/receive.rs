@@ -54,14 +54,22 @@ impl<I: Input> ClientSession<I> {
                     )
                 })
             };
-            let refused = self.channel.is_some()
-                || (self.config.secret.is_some()
-                    && !Datagram::decode(datagram, self.server_base)
-                        .is_ok_and(|d| handshake_only(&d)));
-            if refused {
+            if self.channel.is_some() {
                 return Err(secure::SealError::NotSealed.into());
             }
-            return self.take(datagram);
+            if self.config.secret.is_none() {
+                return self.take(datagram);
+            }
+            // Decoded once, for the check and for taking it (a handshake
+            // answer holds no Welcome, so its ticks need no second read).
+            let d = Datagram::decode(datagram, self.server_base)
+                .ok()
+                .filter(handshake_only)
+                .ok_or(secure::SealError::NotSealed)?;
+            if matches!(self.state, State::Closed(_)) {
+                return Ok(());
+            }
+            return self.take_decoded(d);
         }
         let mut buf = core::mem::take(&mut self.crypt);
         buf.clear();
@@ -124,6 +132,12 @@ impl<I: Input> ClientSession<I> {
             }
             Err(e) => return Err(e.into()),
         };
+        self.take_decoded(d)
+    }
+
+    /// A datagram from the server, decoded: its typed payloads checked
+    /// whole, then each message handed to what owns it.
+    fn take_decoded(&mut self, d: Datagram<'_>) -> Result<(), DatagramError> {
         // Decode typed payloads before acting on anything.
         let mut frames = Vec::new();
         for m in &d.messages {
