@@ -139,25 +139,7 @@ impl<I: Input> ClientSession<I> {
     /// whole, then each message handed to what owns it.
     fn take_decoded(&mut self, d: Datagram<'_>) -> Result<(), DatagramError> {
         // Decode typed payloads before acting on anything.
-        let mut frames = Vec::new();
-        for m in &d.messages {
-            if let Message::Frames(f) = m {
-                // A sequencer of our own input type chains our values; a
-                // relay of an opaque room chains byte strings from the
-                // empty one, which a value's chain may not read: those are
-                // read as bytes.
-                match f.decode::<I>() {
-                    Ok(typed) => frames.extend(typed),
-                    Err(e) if self.config.codec == InputCodec::Opaque => {
-                        let raw = f.decode::<Vec<u8>>().map_err(|_| e)?;
-                        for bytes in raw {
-                            frames.push(typed_frame(bytes)?);
-                        }
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-            }
-        }
+        let frames = self.typed_frames(&d)?;
         let now = self.now;
         if self.link.heard(now) {
             self.push_event(Event::Recovered {
@@ -178,17 +160,7 @@ impl<I: Input> ClientSession<I> {
             match m {
                 Message::Welcome(w) => self.welcomed(w),
                 Message::Challenge { cookie, key } if !self.connected() => {
-                    // Answer at once: the server keeps no state until we do.
-                    self.cookie.clear();
-                    self.cookie
-                        .extend_from_slice(&cookie[..cookie.len().min(MAX_COOKIE)]);
-                    self.pending = match (&self.config.secret, key) {
-                        (Some(secret), Some(key)) => SecureChannel::client(secret, &key, cookie)
-                            .ok()
-                            .map(Box::new),
-                        _ => None,
-                    };
-                    self.link.flush = true;
+                    self.challenged(cookie, key);
                 }
                 // Reconnecting before the old connection went quiet (its
                 // late datagrams still arrive): the Hello is repeated
@@ -215,46 +187,10 @@ impl<I: Input> ClientSession<I> {
                     self.waiting = st.waiting;
                     self.note_slack(st.slack);
                 }
-                Message::Inputs(i) => {
-                    if let Some(seat) = self.seat()
-                        && let Some(&(_, acked)) = i.acks.iter().find(|(s, _)| *s == seat)
-                    {
-                        self.acked = self.acked.max(acked);
-                        while self.unacked.front().is_some_and(|(t, _)| *t < acked) {
-                            if let Some(sent) = self.unacked.pop_front()
-                                && self.config.keep_frames > 0
-                                && sent.0 >= self.next_tick
-                            {
-                                if self.sent.len() >= self.config.max_unacked {
-                                    self.sent.pop_front();
-                                }
-                                self.sent.push_back(sent);
-                            }
-                        }
-                        // A seat taken back: the sequencer already holds its
-                        // inputs up to `acked`; commit from there.
-                        self.next_commit = self.next_commit.max(acked);
-                    }
-                }
+                Message::Inputs(i) => self.inputs_acked(&i),
                 Message::Resync { id, verdict } => self.resync(id, verdict),
-                Message::Pause { frame } => {
-                    if let PauseChange::Began(frame) =
-                        self.pause.follow_pause(frame, self.next_tick)
-                    {
-                        self.push_event(Event::Paused { frame });
-                    }
-                    if self.pause_requested == Some(true) {
-                        self.pause_requested = None;
-                    }
-                }
-                Message::Resume { lifted } => {
-                    if let PauseChange::Lifted(frame) = self.pause.follow_resume(lifted) {
-                        self.push_event(Event::Resumed { frame });
-                    }
-                    if self.pause_requested == Some(false) {
-                        self.pause_requested = None;
-                    }
-                }
+                Message::Pause { frame } => self.take_pause(frame),
+                Message::Resume { lifted } => self.take_resume(lifted),
                 Message::Ping { stamp } => self.link.pinged_by(stamp, now),
                 Message::Pong {
                     stamp,
@@ -268,19 +204,111 @@ impl<I: Input> ClientSession<I> {
                 Message::SnapshotChunk(c) => self.take_chunk(&c),
                 Message::SnapshotRequest { id, tick } => self.snapshot_requested(id, tick),
                 Message::Member(m) => self.take_member(&m),
-                Message::SnapshotAck(a) => {
-                    if let Some(tx) = self.donation.as_mut().and_then(|d| d.sender.as_mut()) {
-                        tx.take_ack(&a, now);
-                        if tx.done() {
-                            self.donation = None;
-                        }
-                    }
-                }
+                Message::SnapshotAck(a) => self.donation_acked(&a),
                 _ => {}
             }
         }
-        // Joining: frames count once the snapshot's tick says where they
-        // start.
+        self.take_frames(frames);
+        Ok(())
+    }
+
+    /// The datagram's frames, as the game's inputs. A sequencer of our own
+    /// input type chains our values; a relay of an opaque room chains byte
+    /// strings from the empty one, which a value's chain may not read:
+    /// those are read as bytes.
+    fn typed_frames(&self, d: &Datagram<'_>) -> Result<Vec<Frame<I>>, DatagramError> {
+        let mut frames = Vec::new();
+        for m in &d.messages {
+            if let Message::Frames(f) = m {
+                match f.decode::<I>() {
+                    Ok(typed) => frames.extend(typed),
+                    Err(e) if self.config.codec == InputCodec::Opaque => {
+                        let raw = f.decode::<Vec<u8>>().map_err(|_| e)?;
+                        for bytes in raw {
+                            frames.push(typed_frame(bytes)?);
+                        }
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        Ok(frames)
+    }
+
+    /// The server's challenge: answered at once (the server keeps no state
+    /// until we do), sealed from then on when both hold the secret.
+    fn challenged(&mut self, cookie: &[u8], key: Option<[u8; 32]>) {
+        self.cookie.clear();
+        self.cookie
+            .extend_from_slice(&cookie[..cookie.len().min(MAX_COOKIE)]);
+        self.pending = match (&self.config.secret, key) {
+            (Some(secret), Some(key)) => SecureChannel::client(secret, &key, cookie)
+                .ok()
+                .map(Box::new),
+            _ => None,
+        };
+        self.link.flush = true;
+    }
+
+    /// The sequencer's acknowledgement of our inputs: those below it are
+    /// kept (for a rewind) or dropped.
+    fn inputs_acked(&mut self, i: &Inputs<'_>) {
+        let Some(seat) = self.seat() else {
+            return;
+        };
+        let Some(&(_, acked)) = i.acks.iter().find(|(s, _)| *s == seat) else {
+            return;
+        };
+        self.acked = self.acked.max(acked);
+        while self.unacked.front().is_some_and(|(t, _)| *t < acked) {
+            if let Some(sent) = self.unacked.pop_front()
+                && self.config.keep_frames > 0
+                && sent.0 >= self.next_tick
+            {
+                if self.sent.len() >= self.config.max_unacked {
+                    self.sent.pop_front();
+                }
+                self.sent.push_back(sent);
+            }
+        }
+        // A seat taken back: the sequencer already holds its inputs up to
+        // `acked`; commit from there.
+        self.next_commit = self.next_commit.max(acked);
+    }
+
+    /// The room's pause, followed; our request for one is answered.
+    fn take_pause(&mut self, frame: Tick) {
+        if let PauseChange::Began(frame) = self.pause.follow_pause(frame, self.next_tick) {
+            self.push_event(Event::Paused { frame });
+        }
+        if self.pause_requested == Some(true) {
+            self.pause_requested = None;
+        }
+    }
+
+    /// The room's resume, followed; our request for one is answered.
+    fn take_resume(&mut self, lifted: Tick) {
+        if let PauseChange::Lifted(frame) = self.pause.follow_resume(lifted) {
+            self.push_event(Event::Resumed { frame });
+        }
+        if self.pause_requested == Some(false) {
+            self.pause_requested = None;
+        }
+    }
+
+    /// The sequencer acknowledged chunks of the state we donate.
+    fn donation_acked(&mut self, a: &wire::SnapshotAck) {
+        if let Some(tx) = self.donation.as_mut().and_then(|d| d.sender.as_mut()) {
+            tx.take_ack(a, self.now);
+            if tx.done() {
+                self.donation = None;
+            }
+        }
+    }
+
+    /// The datagram's frames, stored once we know where they start (a
+    /// joiner's count from its snapshot's tick).
+    fn take_frames(&mut self, frames: Vec<Frame<I>>) {
         let waiting_for_start = self
             .joining
             .as_ref()
@@ -295,7 +323,6 @@ impl<I: Input> ClientSession<I> {
                 self.link.flush = true;
             }
         }
-        Ok(())
     }
 
     pub(super) fn welcomed(&mut self, mut w: Welcome) {

@@ -23,143 +23,18 @@ impl<I: Input> ClientSession<I> {
                 text: "",
             });
         }
-        if matches!(self.state, State::Connecting) {
-            let config = &self.config;
-            w.put(Message::Hello(Hello {
-                fingerprint: config.fingerprint,
-                spectator: config.spectator,
-                room: &config.room,
-                name: &config.name,
-                ticket: &config.ticket,
-                // Never the token itself, which anyone watching could
-                // replay: proof of it, bound to this handshake's cookie and
-                // key. Not before a cookie when sealing (nothing to bind).
-                resume: config
-                    .resume
-                    .filter(|_| self.public.is_none() || !self.cookie.is_empty())
-                    .map(|t| admission::resume_proof(&t, &self.cookie, self.public.as_ref())),
-                codec: config.codec,
-                cookie: (!self.cookie.is_empty()).then_some(self.cookie.as_slice()),
-                key: self.public,
-                // Where we are, when we kept our state across a lost
-                // connection: the rest may come from the history.
-                resume_from: (self.reconnecting && self.joining.is_none()).then_some(base),
-            }));
-        }
-        if let Some(pong) = self.link.pong(self.now) {
-            w.put(pong);
-        }
-        if self.connected()
-            && let Some(ping) = self.link.ping(self.now)
-        {
-            w.put(ping);
-        }
-        match self.pause_requested {
-            Some(true) => w.put(Message::Pause {
-                frame: self.next_commit,
-            }),
-            Some(false) => w.put(Message::Resume {
-                lifted: self.next_tick,
-            }),
-            None => {}
-        }
-        self.server_checks.write(&self.checks, &mut w, self.now);
-        for _ in 0..MEMBER_ACKS_PER_DATAGRAM {
-            let Some((seat, version)) = self.member_acks.pop_front() else {
-                break;
-            };
-            w.put(Message::MemberAck { seat, version });
-        }
-        if let Some(seat) = self.seat() {
-            // Every unacknowledged input, oldest first, one run per stretch of
-            // consecutive ticks (a late client may have skipped some).
-            let mut left = w.remaining();
-            let mut runs: Vec<(Tick, ChainWriter<I>)> = Vec::new();
-            let mut expect: Option<Tick> = None;
-            for (tick, input) in self.unacked.iter() {
-                if expect != Some(*tick)
-                    || runs.last().is_none_or(|(_, c)| c.count() >= wire::MAX_RUN)
-                {
-                    if let Some((_, c)) = runs.last() {
-                        left = left.saturating_sub(c.len() + 12);
-                    }
-                    if left < 32 {
-                        break;
-                    }
-                    runs.push((*tick, ChainWriter::new()));
-                }
-                let Some((_, chain)) = runs.last_mut() else {
-                    break;
-                };
-                if !chain.push(input, left.saturating_sub(24)) {
-                    break;
-                }
-                expect = tick.next();
-            }
-            let bytes: Vec<Vec<u8>> = runs
-                .iter()
-                .map(|(_, c)| {
-                    let mut v = Vec::with_capacity(c.len());
-                    c.write(&mut v);
-                    v
-                })
-                .collect();
-            let runs: Vec<InputRun<'_>> = runs
-                .iter()
-                .zip(&bytes)
-                .filter(|((_, c), _)| !c.is_empty())
-                .map(|((start, c), b)| InputRun {
-                    seat,
-                    start: *start,
-                    count: c.count() as u32,
-                    chain: b,
-                })
-                .collect();
-            if !runs.is_empty() {
-                w.put(Message::Inputs(Inputs { acks: vec![], runs }));
-            }
-        }
-        if let Some(j) = &self.joining
-            && let Some(ack) = j.receiver.current_ack()
-        {
-            w.put(Message::SnapshotAck(ack));
-        }
-        if self.says_caught_up() {
-            w.put(Message::CaughtUp {
-                tick: self.next_tick,
-            });
-        }
-        if let Some(t) = self.tracker.as_ref().filter(|_| {
-            self.config.adaptive.is_some()
-                && self.joining.is_none()
-                && self.connected()
-                && self.leaving.is_none()
-        }) {
-            w.put(Message::DelayWanted { delay: t.wanted() });
-        }
-        let mut more = false;
-        if let Some(tx) = self.donation.as_mut().and_then(|d| d.sender.as_mut()) {
-            let carried = tx.write_due(&mut w, self.now);
-            // Another datagram at once only if this one made room for a
-            // chunk (else the next one would not either).
-            more = carried && tx.has_due(self.now);
-            self.link.chunk_starved = !carried && tx.has_due(self.now);
-        }
+        self.put_hello(&mut w, base);
+        self.put_control(&mut w);
+        self.put_inputs(&mut w);
+        self.put_progress(&mut w);
+        let more = self.put_donation(&mut w);
         if matches!(self.state, State::Connecting) {
             // A server answers an unproven address with no more bytes than
             // it received: give it room for its challenge.
             w.pad_to(MIN_HELLO_DATAGRAM);
         }
-        let mut len = w.finish();
-        if let Some(channel) = &mut self.channel {
-            let mut sealed = core::mem::take(&mut self.crypt);
-            sealed.clear();
-            channel.seal(&buf[..len], &mut sealed);
-            buf.clear();
-            buf.extend_from_slice(&sealed);
-            len = buf.len();
-            self.crypt = sealed;
-        }
+        let len = w.finish();
+        let len = self.seal(buf, len);
         // A snapshot goes out as fast as its window allows.
         self.link.flush = more;
         let timed = self.connected();
@@ -192,5 +67,167 @@ impl<I: Input> ClientSession<I> {
             self.config.keepalive_interval
         };
         self.link.send_due(self.started, interval)
+    }
+
+    /// The Hello, until the server answers it.
+    fn put_hello(&self, w: &mut DatagramWriter<'_>, base: Tick) {
+        if !matches!(self.state, State::Connecting) {
+            return;
+        }
+        let config = &self.config;
+        w.put(Message::Hello(Hello {
+            fingerprint: config.fingerprint,
+            spectator: config.spectator,
+            room: &config.room,
+            name: &config.name,
+            ticket: &config.ticket,
+            // Never the token itself, which anyone watching could
+            // replay: proof of it, bound to this handshake's cookie and
+            // key. Not before a cookie when sealing (nothing to bind).
+            resume: config
+                .resume
+                .filter(|_| self.public.is_none() || !self.cookie.is_empty())
+                .map(|t| admission::resume_proof(&t, &self.cookie, self.public.as_ref())),
+            codec: config.codec,
+            cookie: (!self.cookie.is_empty()).then_some(self.cookie.as_slice()),
+            key: self.public,
+            // Where we are, when we kept our state across a lost
+            // connection: the rest may come from the history.
+            resume_from: (self.reconnecting && self.joining.is_none()).then_some(base),
+        }));
+    }
+
+    /// Ping and pong, a pause or resume asked for, checkpoints, and the
+    /// roster's acknowledgements.
+    fn put_control(&mut self, w: &mut DatagramWriter<'_>) {
+        if let Some(pong) = self.link.pong(self.now) {
+            w.put(pong);
+        }
+        if self.connected()
+            && let Some(ping) = self.link.ping(self.now)
+        {
+            w.put(ping);
+        }
+        match self.pause_requested {
+            Some(true) => w.put(Message::Pause {
+                frame: self.next_commit,
+            }),
+            Some(false) => w.put(Message::Resume {
+                lifted: self.next_tick,
+            }),
+            None => {}
+        }
+        self.server_checks.write(&self.checks, w, self.now);
+        for _ in 0..MEMBER_ACKS_PER_DATAGRAM {
+            let Some((seat, version)) = self.member_acks.pop_front() else {
+                break;
+            };
+            w.put(Message::MemberAck { seat, version });
+        }
+    }
+
+    /// Every unacknowledged input, oldest first, one run per stretch of
+    /// consecutive ticks (a late client may have skipped some).
+    fn put_inputs(&self, w: &mut DatagramWriter<'_>) {
+        let Some(seat) = self.seat() else {
+            return;
+        };
+        let mut left = w.remaining();
+        let mut runs: Vec<(Tick, ChainWriter<I>)> = Vec::new();
+        let mut expect: Option<Tick> = None;
+        for (tick, input) in self.unacked.iter() {
+            if expect != Some(*tick) || runs.last().is_none_or(|(_, c)| c.count() >= wire::MAX_RUN)
+            {
+                if let Some((_, c)) = runs.last() {
+                    left = left.saturating_sub(c.len() + 12);
+                }
+                if left < 32 {
+                    break;
+                }
+                runs.push((*tick, ChainWriter::new()));
+            }
+            let Some((_, chain)) = runs.last_mut() else {
+                break;
+            };
+            if !chain.push(input, left.saturating_sub(24)) {
+                break;
+            }
+            expect = tick.next();
+        }
+        let bytes: Vec<Vec<u8>> = runs
+            .iter()
+            .map(|(_, c)| {
+                let mut v = Vec::with_capacity(c.len());
+                c.write(&mut v);
+                v
+            })
+            .collect();
+        let runs: Vec<InputRun<'_>> = runs
+            .iter()
+            .zip(&bytes)
+            .filter(|((_, c), _)| !c.is_empty())
+            .map(|((start, c), b)| InputRun {
+                seat,
+                start: *start,
+                count: c.count() as u32,
+                chain: b,
+            })
+            .collect();
+        if !runs.is_empty() {
+            w.put(Message::Inputs(Inputs { acks: vec![], runs }));
+        }
+    }
+
+    /// A joiner's acknowledgement and its word that it caught up, and the
+    /// delay a player wants.
+    fn put_progress(&self, w: &mut DatagramWriter<'_>) {
+        if let Some(j) = &self.joining
+            && let Some(ack) = j.receiver.current_ack()
+        {
+            w.put(Message::SnapshotAck(ack));
+        }
+        if self.says_caught_up() {
+            w.put(Message::CaughtUp {
+                tick: self.next_tick,
+            });
+        }
+        if let Some(t) = self.tracker.as_ref().filter(|_| {
+            self.config.adaptive.is_some()
+                && self.joining.is_none()
+                && self.connected()
+                && self.leaving.is_none()
+        }) {
+            w.put(Message::DelayWanted { delay: t.wanted() });
+        }
+    }
+
+    /// Chunks of the state we donate; whether another datagram should
+    /// follow at once.
+    fn put_donation(&mut self, w: &mut DatagramWriter<'_>) -> bool {
+        let mut more = false;
+        if let Some(tx) = self.donation.as_mut().and_then(|d| d.sender.as_mut()) {
+            let carried = tx.write_due(w, self.now);
+            // Another datagram at once only if this one made room for a
+            // chunk (else the next one would not either).
+            more = carried && tx.has_due(self.now);
+            self.link.chunk_starved = !carried && tx.has_due(self.now);
+        }
+        more
+    }
+
+    /// Seals the `len` bytes written to `buf`, once sealing began; the
+    /// datagram's length.
+    fn seal(&mut self, buf: &mut Vec<u8>, len: usize) -> usize {
+        let mut len = len;
+        if let Some(channel) = &mut self.channel {
+            let mut sealed = core::mem::take(&mut self.crypt);
+            sealed.clear();
+            channel.seal(&buf[..len], &mut sealed);
+            buf.clear();
+            buf.extend_from_slice(&sealed);
+            len = buf.len();
+            self.crypt = sealed;
+        }
+        len
     }
 }
