@@ -174,19 +174,7 @@ impl<I: Input> Sequencer<I> {
     /// again and again for nothing).
     pub(super) fn progress_joins(&mut self) {
         let now = self.now;
-        let quiet = self.config.donor_timeout;
-        for i in 0..self.conns.len() {
-            let stalled = matches!(&self.conns[i].join, Some(Join::Receiving(tx))
-                if donor::receiver_lapsed(tx, now, quiet));
-            if stalled && self.conns[i].closing.is_none() {
-                let text = "stopped acknowledging its snapshot".to_owned();
-                self.close(
-                    i,
-                    Closing::Error(ErrorCode::Violation, text.clone()),
-                    DropReason::Violation(ErrorCode::Violation, text),
-                );
-            }
-        }
+        self.drop_stalled_receivers();
         let waiting = self
             .conns
             .iter()
@@ -196,17 +184,8 @@ impl<I: Input> Sequencer<I> {
             self.join_asked = None;
             return;
         }
-        if let Some(f) = &self.fetch {
-            let gone = self
-                .conn_index(f.donor)
-                .is_none_or(|i| self.conns[i].closing.is_some());
-            if gone {
-                self.donor_failed("it left".into());
-            } else if let Some(lapse) = f.clock.lapse(now, self.config.donor_timeout) {
-                self.donor_failed(lapse.reason().into());
-            } else {
-                return;
-            }
+        if self.fetch.is_some() && !self.fetch_failed() {
+            return;
         }
         if self.join_asked.is_none() {
             self.join_asked = Some((now, now));
@@ -222,16 +201,58 @@ impl<I: Input> Sequencer<I> {
             self.deliver(&snapshot, None);
             return;
         }
-        // The donor: a client that is not joining itself, closest to the
-        // open tick (it runs the requested tick soonest), then nearest.
+        match self.pick_donor() {
+            Some(donor) => self.ask_donor(donor),
+            None => self.nobody_to_ask(),
+        }
+    }
+
+    /// Closes every joiner that stopped acknowledging its snapshot.
+    fn drop_stalled_receivers(&mut self) {
+        let (now, quiet) = (self.now, self.config.donor_timeout);
+        for i in 0..self.conns.len() {
+            let stalled = matches!(&self.conns[i].join, Some(Join::Receiving(tx))
+                if donor::receiver_lapsed(tx, now, quiet));
+            if stalled && self.conns[i].closing.is_none() {
+                let text = "stopped acknowledging its snapshot".to_owned();
+                self.close(
+                    i,
+                    Closing::Error(ErrorCode::Violation, text.clone()),
+                    DropReason::Violation(ErrorCode::Violation, text),
+                );
+            }
+        }
+    }
+
+    /// Whether the donor asked failed (it left, went quiet or sends too
+    /// slowly): then it is given up.
+    fn fetch_failed(&mut self) -> bool {
+        let Some(f) = &self.fetch else {
+            return false;
+        };
+        let gone = self
+            .conn_index(f.donor)
+            .is_none_or(|i| self.conns[i].closing.is_some());
+        if gone {
+            self.donor_failed("it left".into());
+        } else if let Some(lapse) = f.clock.lapse(self.now, self.config.donor_timeout) {
+            self.donor_failed(lapse.reason().into());
+        } else {
+            return false;
+        }
+        true
+    }
+
+    /// The donor: a client that is not joining itself, closest to the open
+    /// tick (it runs the requested tick soonest), then nearest.
+    fn pick_donor(&self) -> Option<PeerId> {
         let open = self.open;
         // Once the seated majority has agreed on a state, a client that
         // agreed with it donates (a spectator's state is nobody's reference)
         // while there is one, and one that handed out a state found wrong
         // at once only if nobody else can.
         let voters = self.referee.voters();
-        let donor = self
-            .conns
+        self.conns
             .iter()
             .filter(|c| {
                 c.closing.is_none() && c.join.is_none() && !self.bad_donors.contains(&c.peer)
@@ -244,39 +265,44 @@ impl<I: Input> Sequencer<I> {
                     c.link.rtt().unwrap_or(Duration::MAX),
                 )
             })
-            .map(|c| c.peer);
-        let Some(donor) = donor else {
-            // Everyone left is waiting for a state nobody has: while the
-            // game can still be replayed, they are told to come back and
-            // replay it (a player's seat is held for it; its resume takes
-            // the replay, since nobody could donate).
-            let all_waiting = self
-                .conns
-                .iter()
-                .all(|c| c.closing.is_some() || matches!(c.join, Some(Join::Waiting)));
-            if all_waiting && self.simulation.is_none() && self.replayable() {
-                for i in 0..self.conns.len() {
-                    if self.conns[i].closing.is_none() {
-                        let reason = self.silence_reason(i);
-                        self.close(
-                            i,
-                            Closing::Bye(
-                                ByeReason::Timeout,
-                                "nobody can hand you the game's state: reconnect to replay it"
-                                    .into(),
-                            ),
-                            reason,
-                        );
-                    }
+            .map(|c| c.peer)
+    }
+
+    /// Nobody can be asked for the state: everyone left is waiting for it
+    /// (while the game can still be replayed, they are told to come back
+    /// and replay it: a player's seat is held for it, and its resume takes
+    /// the replay), or everyone failed (they are all tried again later).
+    fn nobody_to_ask(&mut self) {
+        let now = self.now;
+        let all_waiting = self
+            .conns
+            .iter()
+            .all(|c| c.closing.is_some() || matches!(c.join, Some(Join::Waiting)));
+        if all_waiting && self.simulation.is_none() && self.replayable() {
+            for i in 0..self.conns.len() {
+                if self.conns[i].closing.is_none() {
+                    let reason = self.silence_reason(i);
+                    self.close(
+                        i,
+                        Closing::Bye(
+                            ByeReason::Timeout,
+                            "nobody can hand you the game's state: reconnect to replay it".into(),
+                        ),
+                        reason,
+                    );
                 }
-                return;
             }
-            // Nobody to ask (or everyone failed): try them all again later.
-            self.bad_donors.clear();
-            self.join_asked = Some((now, now));
-            self.join_retry = Some(now + self.config.join_wait);
             return;
-        };
+        }
+        // Nobody to ask (or everyone failed): try them all again later.
+        self.bad_donors.clear();
+        self.join_asked = Some((now, now));
+        self.join_retry = Some(now + self.config.join_wait);
+    }
+
+    /// Asks `donor` for the state.
+    fn ask_donor(&mut self, donor: PeerId) {
+        let (now, open) = (self.now, self.open);
         let id = self.next_snapshot_id;
         self.next_snapshot_id = id.wrapping_add(1);
         // The state after the open tick, once sealed; while nothing is
