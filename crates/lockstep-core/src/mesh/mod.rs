@@ -252,54 +252,8 @@ impl<I: Input> MeshSession<I> {
         under_way: bool,
     ) -> Result<Self, ConfigError> {
         config.validate()?;
-        let mut seen_peers = BTreeSet::new();
-        let mut seen_seats = BTreeSet::new();
-        let mut width = 0usize;
-        for &(peer, seat) in roster.members() {
-            if !seen_peers.insert(peer) {
-                return Err(ConfigError::DuplicatePeer(peer));
-            }
-            if let Some(s) = seat {
-                if s.index() >= wire::MAX_SEATS {
-                    return Err(ConfigError::TooManySeats {
-                        seat: s,
-                        max: wire::MAX_SEATS,
-                    });
-                }
-                if !seen_seats.insert(s) {
-                    return Err(ConfigError::DuplicateSeat(s));
-                }
-                width = width.max(s.index() + 1);
-            }
-        }
-        if width == 0 {
-            return Err(ConfigError::NoPlayers);
-        }
-        let local_seat = match roster.members().iter().find(|(p, _)| *p == local) {
-            Some((_, seat)) => *seat,
-            None => return Err(ConfigError::LocalNotInRoster(local)),
-        };
-        ConfigError::unless(
-            under_way && local_seat.is_some(),
-            "only an observer joins a session under way",
-        )?;
-        let mut seats = vec![
-            Seat {
-                peer: None,
-                empty_from: Some(config.first_tick),
-                left: false,
-            };
-            width
-        ];
-        for &(peer, seat) in roster.members() {
-            if let Some(s) = seat {
-                seats[s.index()] = Seat {
-                    peer: Some(peer),
-                    empty_from: None,
-                    left: false,
-                };
-            }
-        }
+        let (width, local_seat) = check_roster(&roster, local, under_way)?;
+        let seats = seats_of(&roster, width, config.first_tick);
         let peers = roster
             .members()
             .iter()
@@ -357,14 +311,20 @@ impl<I: Input> MeshSession<I> {
             cursor: 0,
             scratch: Vec::new(),
         };
-        // Prime the opening ticks so play starts at once instead of waiting a
-        // round trip for input nobody could have sent yet. (An observer
-        // joining under way runs no frame the feeder did not send it.)
-        let primed = if under_way { 0 } else { session.config.delay };
+        session.prime(under_way);
+        Ok(session)
+    }
+
+    /// Primes the opening ticks so play starts at once instead of waiting
+    /// a round trip for input nobody could have sent yet. (An observer
+    /// joining under way runs no frame the feeder did not send it.) The
+    /// first tick always exists: it carries the opening membership events.
+    fn prime(&mut self, under_way: bool) {
+        let primed = if under_way { 0 } else { self.config.delay };
+        let (seats, start) = (&self.seats, self.start);
         for k in 0..primed {
-            let (seats, start) = (&session.seats, session.start);
             let tick = start.saturating_add(k);
-            if let Some(slot) = session.store.ensure(tick, |t| new_slot(seats, start, t)) {
+            if let Some(slot) = self.store.ensure(tick, |t| new_slot(seats, start, t)) {
                 for cell in &mut slot.cells {
                     if cell.is_unknown() {
                         *cell = Cell::Known(I::default());
@@ -372,10 +332,7 @@ impl<I: Input> MeshSession<I> {
                 }
             }
         }
-        // Tick 0 always exists: it carries the opening membership events.
-        let (seats, start) = (&session.seats, session.start);
-        session.store.ensure(start, |t| new_slot(seats, start, t));
-        Ok(session)
+        self.store.ensure(start, |t| new_slot(seats, start, t));
     }
 
     // ----- getters -------------------------------------------------------
@@ -618,3 +575,68 @@ impl<I: Input> MeshSession<I> {
 }
 
 crate::endpoint::forward_to_inherent!(MeshSession, DatagramError);
+
+/// The roster checked for a session: each peer and seat once, seats within
+/// the protocol's, someone playing, and `local` in it (an observer, when
+/// the session is under way). Returns the seat count and `local`'s seat.
+fn check_roster(
+    roster: &Roster,
+    local: PeerId,
+    under_way: bool,
+) -> Result<(usize, Option<PlayerId>), ConfigError> {
+    let mut seen_peers = BTreeSet::new();
+    let mut seen_seats = BTreeSet::new();
+    let mut width = 0usize;
+    for &(peer, seat) in roster.members() {
+        if !seen_peers.insert(peer) {
+            return Err(ConfigError::DuplicatePeer(peer));
+        }
+        if let Some(s) = seat {
+            if s.index() >= wire::MAX_SEATS {
+                return Err(ConfigError::TooManySeats {
+                    seat: s,
+                    max: wire::MAX_SEATS,
+                });
+            }
+            if !seen_seats.insert(s) {
+                return Err(ConfigError::DuplicateSeat(s));
+            }
+            width = width.max(s.index() + 1);
+        }
+    }
+    if width == 0 {
+        return Err(ConfigError::NoPlayers);
+    }
+    let local_seat = match roster.members().iter().find(|(p, _)| *p == local) {
+        Some((_, seat)) => *seat,
+        None => return Err(ConfigError::LocalNotInRoster(local)),
+    };
+    ConfigError::unless(
+        under_way && local_seat.is_some(),
+        "only an observer joins a session under way",
+    )?;
+    Ok((width, local_seat))
+}
+
+/// `width` seats, those of the roster taken from `first` on, the rest
+/// empty.
+fn seats_of(roster: &Roster, width: usize, first: Tick) -> Vec<Seat> {
+    let mut seats = vec![
+        Seat {
+            peer: None,
+            empty_from: Some(first),
+            left: false,
+        };
+        width
+    ];
+    for &(peer, seat) in roster.members() {
+        if let Some(s) = seat {
+            seats[s.index()] = Seat {
+                peer: Some(peer),
+                empty_from: None,
+                left: false,
+            };
+        }
+    }
+    seats
+}
