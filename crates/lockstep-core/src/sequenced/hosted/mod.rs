@@ -32,6 +32,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 mod collect;
 mod config;
+mod receive;
 mod report;
 mod watch;
 
