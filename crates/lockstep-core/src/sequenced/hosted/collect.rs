@@ -205,33 +205,8 @@ impl<I: Input> HostedSession<I> {
     /// then takes the match over.
     pub(super) fn settle(&mut self) {
         let own = self.client().lacks();
-        let now = self.now;
-        let quiet = self.config.host_timeout;
         if let Some(asked) = self.asked() {
-            // Asked in the next takeover datagram to it; one that claims
-            // frames and sends none for `host_timeout` is not believed (it
-            // would hold the takeover for good).
-            if let Some(Takeover::Collecting {
-                reports,
-                progress,
-                distrusted,
-                ..
-            }) = &mut self.takeover
-                && now >= *progress + quiet
-            {
-                let mut cut = Vec::new();
-                for (s, r) in reports.iter_mut().filter(|(_, r)| r.peer == asked) {
-                    r.lacks = own;
-                    if !distrusted.contains(s) {
-                        distrusted.push(*s);
-                    }
-                    cut.push(*s);
-                }
-                *progress = now;
-                for s in cut {
-                    self.ignore(asked, Ignored::ClaimNotBelieved(s));
-                }
-            }
+            self.await_frames(asked, own);
             return;
         }
         let Some(Takeover::Collecting { reports, .. }) = self.takeover.take() else {
@@ -247,41 +222,7 @@ impl<I: Input> HostedSession<I> {
         let last = own.saturating_sub(1);
         let next = own;
         let frames = c.frames_held(c.held_from(), usize::MAX);
-        let mut events: Vec<SystemEvent> = Vec::new();
-        if let Some(h) = self.host_seat {
-            events.push(
-                if matches!(c.closed(), Some(crate::sequenced::CloseReason::Bye(..))) {
-                    SystemEvent::Left { player: h }
-                } else {
-                    SystemEvent::Abandoned { player: h }
-                },
-            );
-        }
-        // Every seat still in the match that did not report is given up:
-        // the roster's, and one seated too shortly before the host went
-        // for its entry to have reached us (the stream says it joined).
-        let mut occupied: BTreeMap<PlayerId, bool> =
-            self.roster.iter().map(|e| (e.seat, true)).collect();
-        for f in &frames {
-            for ev in &f.events {
-                match *ev {
-                    SystemEvent::Joined { player } => {
-                        occupied.insert(player, true);
-                    }
-                    SystemEvent::Left { player } | SystemEvent::Abandoned { player } => {
-                        occupied.insert(player, false);
-                    }
-                    _ => {}
-                }
-            }
-        }
-        for (&s, _) in occupied.iter().filter(|(_, here)| **here) {
-            let answered = s == seat || reports.contains_key(&s);
-            if !answered && Some(s) != self.host_seat {
-                events.push(SystemEvent::Abandoned { player: s });
-            }
-        }
-        events.push(SystemEvent::HostChanged { player: seat });
+        let events = self.takeover_events(&frames, seat, &reports);
         let playing = |s: PlayerId| self.roster.iter().any(|e| e.seat == s && e.playing);
         let mut survivors: Vec<Survivor<I>> = reports
             .iter()
@@ -336,6 +277,83 @@ impl<I: Input> HostedSession<I> {
             self.ready.insert(r.peer, now);
         }
         self.sent_at = None;
+    }
+
+    /// The candidate asked `asked` for the frames it lacks from `own` on:
+    /// asked in the next takeover datagram to it; one that claims frames
+    /// and sends none for `host_timeout` is not believed (it would hold
+    /// the takeover for good).
+    fn await_frames(&mut self, asked: PeerId, own: Tick) {
+        let now = self.now;
+        let quiet = self.config.host_timeout;
+        if let Some(Takeover::Collecting {
+            reports,
+            progress,
+            distrusted,
+            ..
+        }) = &mut self.takeover
+            && now >= *progress + quiet
+        {
+            let mut cut = Vec::new();
+            for (s, r) in reports.iter_mut().filter(|(_, r)| r.peer == asked) {
+                r.lacks = own;
+                if !distrusted.contains(s) {
+                    distrusted.push(*s);
+                }
+                cut.push(*s);
+            }
+            *progress = now;
+            for s in cut {
+                self.ignore(asked, Ignored::ClaimNotBelieved(s));
+            }
+        }
+    }
+
+    /// The system events the new host's first tick carries: the old host
+    /// gone (left, if it said goodbye), every seat still in the match that
+    /// did not report given up (the roster's, and one seated too shortly
+    /// before the host went for its entry to have reached us: the stream
+    /// says it joined), and `seat` hosting.
+    fn takeover_events(
+        &self,
+        frames: &[Frame<I>],
+        seat: PlayerId,
+        reports: &BTreeMap<PlayerId, Report<I>>,
+    ) -> Vec<SystemEvent> {
+        let c = self.client();
+        let mut events: Vec<SystemEvent> = Vec::new();
+        if let Some(h) = self.host_seat {
+            events.push(
+                if matches!(c.closed(), Some(crate::sequenced::CloseReason::Bye(..))) {
+                    SystemEvent::Left { player: h }
+                } else {
+                    SystemEvent::Abandoned { player: h }
+                },
+            );
+        }
+        let mut occupied: BTreeMap<PlayerId, bool> =
+            self.roster.iter().map(|e| (e.seat, true)).collect();
+        for f in frames {
+            for ev in &f.events {
+                match *ev {
+                    SystemEvent::Joined { player } => {
+                        occupied.insert(player, true);
+                    }
+                    SystemEvent::Left { player } | SystemEvent::Abandoned { player } => {
+                        occupied.insert(player, false);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for (&s, _) in occupied.iter().filter(|(_, here)| **here) {
+            let answered = s == seat || reports.contains_key(&s);
+            if !answered && Some(s) != self.host_seat {
+                events.push(SystemEvent::Abandoned { player: s });
+            }
+        }
+        events.push(SystemEvent::HostChanged { player: seat });
+        events
     }
 
     /// The configuration a new host seals with: ours, with the room's shape
