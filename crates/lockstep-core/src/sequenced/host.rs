@@ -338,6 +338,75 @@ mod tests {
             }
         }
 
+        /// A host and three clients, playing from now.
+        fn of_four(config: &SequencerConfig, client: &ClientConfig) -> Self {
+            let now = Instant::ZERO;
+            let host = HostSession::new(config.clone(), client.clone(), now).unwrap();
+            let mut room = Self {
+                nodes: vec![Node::Host(host)],
+                ran: vec![BTreeMap::new(); 4],
+                committed: vec![BTreeMap::new(); 4],
+                server: vec![HOST_PEER, PeerId(0), PeerId(0), PeerId(0)],
+                now,
+            };
+            for _ in 1..4 {
+                room.nodes.push(Node::Client(
+                    ClientSession::new(client.clone(), PeerId(0), now).unwrap(),
+                ));
+            }
+            room
+        }
+
+        /// Every survivor ran one gap-free stream, the successor's; the
+        /// first new frame (`next`) says the host left and who hosts; every
+        /// input committed from `next` on ran at its stamp.
+        fn assert_one_stream(
+            &self,
+            survivors: &[usize],
+            successor: usize,
+            next: Tick,
+            host_seat: PlayerId,
+        ) {
+            let room = self;
+            let reference = &room.ran[successor];
+            for &k in survivors {
+                let ran = &room.ran[k];
+                let ticks: Vec<u32> = ran.keys().map(|t| t.get()).collect();
+                assert_eq!(
+                    ticks,
+                    (0..ticks.len() as u32).collect::<Vec<_>>(),
+                    "{k} has gaps"
+                );
+                for (t, f) in ran {
+                    if let Some(r) = reference.get(t) {
+                        assert_eq!(f, r, "{k} ran tick {t} differently");
+                    }
+                }
+            }
+            let first_new = &reference[&next];
+            assert!(
+                first_new
+                    .events
+                    .contains(&SystemEvent::Abandoned { player: host_seat })
+            );
+            assert!(
+                first_new
+                    .events
+                    .iter()
+                    .any(|e| matches!(e, SystemEvent::HostChanged { .. }))
+            );
+            // Every input committed for a tick after the takeover's first runs
+            // there, for every survivor.
+            for &k in survivors {
+                let seat = room.client(k).seat().unwrap().index();
+                for (t, input) in room.committed[k].range(next..) {
+                    if let Some(f) = reference.get(t) {
+                        assert_eq!(f.inputs[seat], Some(*input), "{k}'s input for {t}");
+                    }
+                }
+            }
+        }
+
         fn client(&self, k: usize) -> &ClientSession<u16> {
             match &self.nodes[k] {
                 Node::Client(c) => c,
@@ -360,20 +429,7 @@ mod tests {
             keep_frames: 256,
             ..ClientConfig::default()
         };
-        let now = Instant::ZERO;
-        let host = HostSession::new(config.clone(), client.clone(), now).unwrap();
-        let mut room = Room {
-            nodes: vec![Node::Host(host)],
-            ran: vec![BTreeMap::new(); 4],
-            committed: vec![BTreeMap::new(); 4],
-            server: vec![HOST_PEER, PeerId(0), PeerId(0), PeerId(0)],
-            now,
-        };
-        for _ in 1..4 {
-            room.nodes.push(Node::Client(
-                ClientSession::new(client.clone(), PeerId(0), now).unwrap(),
-            ));
-        }
+        let mut room = Room::of_four(&config, &client);
         while room.ran[0].len() < 100 {
             room.step();
         }
@@ -455,42 +511,6 @@ mod tests {
             room.step();
             assert!(room.now < Instant::from_millis(120_000), "stuck");
         }
-        let reference = &room.ran[successor];
-        for &k in &survivors {
-            let ran = &room.ran[k];
-            let ticks: Vec<u32> = ran.keys().map(|t| t.get()).collect();
-            assert_eq!(
-                ticks,
-                (0..ticks.len() as u32).collect::<Vec<_>>(),
-                "{k} has gaps"
-            );
-            for (t, f) in ran {
-                if let Some(r) = reference.get(t) {
-                    assert_eq!(f, r, "{k} ran tick {t} differently");
-                }
-            }
-        }
-        let first_new = &reference[&next];
-        assert!(
-            first_new
-                .events
-                .contains(&SystemEvent::Abandoned { player: host_seat })
-        );
-        assert!(
-            first_new
-                .events
-                .iter()
-                .any(|e| matches!(e, SystemEvent::HostChanged { .. }))
-        );
-        // Every input committed for a tick after the takeover's first runs
-        // there, for every survivor.
-        for &k in &survivors {
-            let seat = room.client(k).seat().unwrap().index();
-            for (t, input) in room.committed[k].range(next..) {
-                if let Some(f) = reference.get(t) {
-                    assert_eq!(f.inputs[seat], Some(*input), "{k}'s input for {t}");
-                }
-            }
-        }
+        room.assert_one_stream(&survivors, successor, next, host_seat);
     }
 }
