@@ -113,6 +113,24 @@ impl fmt::Debug for Instant {
     }
 }
 
+/// A session's timer table: every timer it keeps, named, with when it
+/// comes, worked out from the state each serves (so none outlives it).
+pub(crate) trait TimerTable {
+    /// What a timer is for (and whose).
+    type Timer;
+
+    /// Calls `timer` with every timer kept and when it comes.
+    fn each_timer(&self, timer: impl FnMut(Self::Timer, Instant));
+
+    /// The earliest timer and when it comes (the first listed of those
+    /// due at the same instant).
+    fn next_timer(&self) -> Option<(Instant, Self::Timer)> {
+        let mut next = Earliest::default();
+        self.each_timer(|timer, at| next.consider(at, timer));
+        next.get()
+    }
+}
+
 /// The earliest of a session's timers, and which one it is: on a tie, the
 /// first considered.
 #[derive(Debug, Clone, Copy)]

@@ -134,11 +134,8 @@ impl MeshConfig {
         )?;
         let bad = ConfigError::unless;
         limits::lead(self.max_lead)?;
-        limits::delay(self.delay)?;
+        limits::delay(self.delay, self.adaptive.as_ref())?;
         limits::tick_rate(self.tick_rate)?;
-        if let Some(a) = &self.adaptive {
-            a.validate_from(self.delay)?;
-        }
         limits::input_len(self.max_input_len)?;
         bad(
             self.max_input_len + 128 > self.max_datagram,

@@ -3,7 +3,7 @@
 //! ([`Timer`]); the earliest is [`MeshSession::poll_timeout`].
 
 use super::*;
-use crate::time::Earliest;
+use crate::time::TimerTable;
 
 /// A timer of the session: what it is for, and whose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,46 +69,6 @@ impl<I: Input> MeshSession<I> {
     /// When [`handle_timeout`](Self::handle_timeout) next needs calling.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.next_timer().map(|(at, _)| at)
-    }
-
-    /// The earliest timer and when it comes (the first listed of those
-    /// due at the same instant).
-    pub(crate) fn next_timer(&self) -> Option<(Instant, Timer)> {
-        let mut next = Earliest::default();
-        self.each_timer(|timer, at| next.consider(at, timer));
-        next.get()
-    }
-
-    /// Every timer the session keeps, with when it comes. Each is worked
-    /// out from the state it serves, so none outlives it.
-    pub(crate) fn each_timer(&self, mut timer: impl FnMut(Timer, Instant)) {
-        for i in 0..self.peers.len() {
-            let p = &self.peers[i];
-            timer(Timer::Send(p.id), self.send_due(i));
-            let heard = p.link.heard_or_since();
-            if let Some(t) = p.link.interrupt_due(self.config.interrupt_after, true) {
-                timer(Timer::Interrupt(p.id), t);
-            }
-            if let (Some(after), Some(seat)) = (self.config.abandon_after, p.seat)
-                && self.can_auto_abandon(seat)
-            {
-                timer(Timer::Abandon(seat), heard + after);
-                if let Some(t) = self.input_silent_until(i, after) {
-                    timer(Timer::Abandon(seat), t);
-                }
-            }
-        }
-        if let Some(t) = self.snapshot_timeout() {
-            timer(Timer::Snapshot, t);
-        }
-        if let Some(t) = self.resync_timeout() {
-            timer(Timer::Resync, t);
-        }
-        for p in &self.peers {
-            if let Some(t) = p.checks.question_due() {
-                timer(Timer::Question(p.id), t);
-            }
-        }
     }
 
     /// Marks since when our next tick has waited on a remote seat whose own
@@ -190,5 +150,41 @@ impl<I: Input> MeshSession<I> {
         unacked_own
             || !self.frozen.is_empty()
             || self.endorsed.values().any(|e| e.from >= p.next_tick)
+    }
+}
+
+impl<I: Input> TimerTable for MeshSession<I> {
+    type Timer = Timer;
+
+    /// Every timer the session keeps, with when it comes. Each is worked
+    /// out from the state it serves, so none outlives it.
+    fn each_timer(&self, mut timer: impl FnMut(Timer, Instant)) {
+        for i in 0..self.peers.len() {
+            let p = &self.peers[i];
+            timer(Timer::Send(p.id), self.send_due(i));
+            let heard = p.link.heard_or_since();
+            if let Some(t) = p.link.interrupt_due(self.config.interrupt_after, true) {
+                timer(Timer::Interrupt(p.id), t);
+            }
+            if let (Some(after), Some(seat)) = (self.config.abandon_after, p.seat)
+                && self.can_auto_abandon(seat)
+            {
+                timer(Timer::Abandon(seat), heard + after);
+                if let Some(t) = self.input_silent_until(i, after) {
+                    timer(Timer::Abandon(seat), t);
+                }
+            }
+        }
+        if let Some(t) = self.snapshot_timeout() {
+            timer(Timer::Snapshot, t);
+        }
+        if let Some(t) = self.resync_timeout() {
+            timer(Timer::Resync, t);
+        }
+        for p in &self.peers {
+            if let Some(t) = p.checks.question_due() {
+                timer(Timer::Question(p.id), t);
+            }
+        }
     }
 }

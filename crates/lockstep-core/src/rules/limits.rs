@@ -2,6 +2,7 @@
 //! called by the mesh, the sequencer, the client and the pacer alike, so
 //! that no topology takes a value another refuses.
 
+use crate::AdaptiveDelay;
 use crate::error::ConfigError;
 use crate::wire;
 use core::time::Duration;
@@ -32,9 +33,10 @@ pub(crate) fn input_len(max_input_len: usize) -> Result<(), ConfigError> {
     )
 }
 
-/// An input delay (`delay`).
-pub(crate) fn delay(delay: u32) -> Result<(), ConfigError> {
-    unless(delay > wire::MAX_DELAY, "delay over 1024 ticks")
+/// An input delay (`delay`), within the adaptive bounds when it adapts.
+pub(crate) fn delay(delay: u32, adaptive: Option<&AdaptiveDelay>) -> Result<(), ConfigError> {
+    unless(delay > wire::MAX_DELAY, "delay over 1024 ticks")?;
+    adaptive.map_or(Ok(()), |a| a.validate_from(delay))
 }
 
 /// A tick rate (`tick_rate`).
@@ -72,8 +74,15 @@ mod tests {
         assert!(lead(0).is_err() && lead(MAX_LEAD + 1).is_err());
         assert!(input_len(1).is_ok() && input_len(wire::MAX_INPUT_LEN).is_ok());
         assert!(input_len(0).is_err() && input_len(wire::MAX_INPUT_LEN + 1).is_err());
-        assert!(delay(0).is_ok() && delay(wire::MAX_DELAY).is_ok());
-        assert!(delay(wire::MAX_DELAY + 1).is_err());
+        assert!(delay(0, None).is_ok() && delay(wire::MAX_DELAY, None).is_ok());
+        assert!(delay(wire::MAX_DELAY + 1, None).is_err());
+        let a = AdaptiveDelay {
+            min: 2,
+            max: 8,
+            ..AdaptiveDelay::default()
+        };
+        assert!(delay(2, Some(&a)).is_ok() && delay(8, Some(&a)).is_ok());
+        assert!(delay(1, Some(&a)).is_err() && delay(9, Some(&a)).is_err());
         assert!(tick_rate(1).is_ok() && tick_rate(MAX_TICK_RATE).is_ok());
         assert!(tick_rate(0).is_err() && tick_rate(MAX_TICK_RATE + 1).is_err());
         let t = Duration::from_millis(40);

@@ -3,7 +3,7 @@
 //! and what [`ClientSession::handle_timeout`] does when they come.
 
 use super::*;
-use crate::time::Earliest;
+use crate::time::TimerTable;
 
 /// A timer of the client: what it is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,18 +76,14 @@ impl<I: Input> ClientSession<I> {
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.next_timer().map(|(at, _)| at)
     }
+}
 
-    /// The earliest timer and when it comes (the first listed of those
-    /// due at the same instant).
-    pub(crate) fn next_timer(&self) -> Option<(Instant, Timer)> {
-        let mut next = Earliest::default();
-        self.each_timer(|timer, at| next.consider(at, timer));
-        next.get()
-    }
+impl<I: Input> TimerTable for ClientSession<I> {
+    type Timer = Timer;
 
     /// Every timer the client keeps, with when it comes. Each is worked
     /// out from the state it serves, so none outlives it.
-    pub(crate) fn each_timer(&self, mut timer: impl FnMut(Timer, Instant)) {
+    fn each_timer(&self, mut timer: impl FnMut(Timer, Instant)) {
         if matches!(self.state, State::Closed(_)) {
             if self.saying_goodbye() {
                 timer(Timer::Send, self.send_due());

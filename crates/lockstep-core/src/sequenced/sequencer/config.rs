@@ -223,10 +223,7 @@ impl SequencerConfig {
         )?;
         let bad = ConfigError::unless;
         limits::tick_rate(self.tick_rate)?;
-        limits::delay(self.delay)?;
-        if let Some(a) = &self.adaptive {
-            a.validate_from(self.delay)?;
-        }
+        limits::delay(self.delay, self.adaptive.as_ref())?;
         limits::lead(self.max_lead)?;
         bad(
             self.max_seats == 0 || usize::from(self.max_seats) > wire::MAX_SEATS,

@@ -3,7 +3,7 @@
 //! what [`Sequencer::handle_timeout`] does when they come.
 
 use super::*;
-use crate::time::Earliest;
+use crate::time::TimerTable;
 
 /// A timer of the room: what it is for, and whose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,18 +89,14 @@ impl<I: Input> Sequencer<I> {
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.next_timer().map(|(at, _)| at)
     }
+}
 
-    /// The earliest timer and when it comes (the first listed of those
-    /// due at the same instant).
-    pub(crate) fn next_timer(&self) -> Option<(Instant, Timer)> {
-        let mut next = Earliest::default();
-        self.each_timer(|timer, at| next.consider(at, timer));
-        next.get()
-    }
+impl<I: Input> TimerTable for Sequencer<I> {
+    type Timer = Timer;
 
     /// Every timer the room keeps, with when it comes. Each is worked out
     /// from the state it serves, so none outlives it.
-    pub(crate) fn each_timer(&self, mut timer: impl FnMut(Timer, Instant)) {
+    fn each_timer(&self, mut timer: impl FnMut(Timer, Instant)) {
         for (i, c) in self.conns.iter().enumerate() {
             timer(Timer::Send(c.peer), self.send_due(i));
             timer(
