@@ -1,6 +1,7 @@
 //! This machine's hash chain and the checkpoints it makes from it.
 
 use super::*;
+use crate::error::ChecksumError;
 
 /// This machine's chain and the checkpoints it made from it.
 #[derive(Debug, Clone)]
@@ -42,6 +43,18 @@ impl LocalChecks {
             kept: Vec::new(),
             before: None,
         }
+    }
+
+    /// Whether the game may report its hash after `tick` now, `next` the
+    /// next frame it runs: a tick it ran, above the last reported.
+    pub(crate) fn may_report(&self, tick: Tick, next: Tick) -> Result<(), ChecksumError> {
+        if tick >= next {
+            return Err(ChecksumError::NotRun { tick, next });
+        }
+        if let Some(last) = self.latest().filter(|l| tick <= *l) {
+            return Err(ChecksumError::NotAscending { tick, last });
+        }
+        Ok(())
     }
 
     /// The last tick reported.

@@ -97,6 +97,25 @@ impl Link {
         self.meter.pong_came(&mut self.rtt, now, pong)
     }
 
+    /// The link's own messages as they come: a `Ping` is owed its pong, a
+    /// `Pong`'s round trip and counts are taken. Returns the datagrams lost
+    /// each way since the previous pong (none for anything else).
+    pub(crate) fn take_message(&mut self, m: &Message<'_>, now: Instant) -> (u64, u64) {
+        match *m {
+            Message::Ping { stamp } => {
+                self.pinged_by(stamp, now);
+                (0, 0)
+            }
+            Message::Pong {
+                stamp,
+                held_ms,
+                received,
+                sent,
+            } => self.ponged(now, (stamp, held_ms, received, sent)),
+            _ => (0, 0),
+        }
+    }
+
     // ----- what goes ---------------------------------------------------------
 
     /// The `Pong` the next datagram owes, as of `now`.

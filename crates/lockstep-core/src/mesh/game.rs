@@ -242,15 +242,7 @@ impl<I: Input> MeshSession<I> {
     /// a mismatch raises [`Event::Desync`]. Ticks must ascend; reporting
     /// every tick or every Nth is the game's choice (the same on every peer).
     pub fn report_checksum(&mut self, tick: Tick, hash: u64) -> Result<(), ChecksumError> {
-        if tick >= self.next_tick {
-            return Err(ChecksumError::NotRun {
-                tick,
-                next: self.next_tick,
-            });
-        }
-        if let Some(last) = self.checks.latest().filter(|l| tick <= *l) {
-            return Err(ChecksumError::NotAscending { tick, last });
-        }
+        self.checks.may_report(tick, self.next_tick)?;
         // A checkpoint rides on the next datagram: it is not worth one.
         // An adaptive session's carries the delay in force too.
         let hash = if self.config.adaptive.is_some() {

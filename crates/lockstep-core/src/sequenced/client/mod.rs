@@ -460,15 +460,7 @@ impl<I: Input> ClientSession<I> {
     /// [`Event::Desync`], and the search for the first divergent tick as
     /// [`Event::DesyncLocated`].
     pub fn report_checksum(&mut self, tick: Tick, hash: u64) -> Result<(), ChecksumError> {
-        if tick >= self.next_tick {
-            return Err(ChecksumError::NotRun {
-                tick,
-                next: self.next_tick,
-            });
-        }
-        if let Some(last) = self.checks.latest().filter(|l| tick <= *l) {
-            return Err(ChecksumError::NotAscending { tick, last });
-        }
+        self.checks.may_report(tick, self.next_tick)?;
         // Being resynced, the state is about to be replaced.
         if self
             .joining

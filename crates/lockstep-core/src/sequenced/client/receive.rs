@@ -191,15 +191,8 @@ impl<I: Input> ClientSession<I> {
                 Message::Resync { id, verdict } => self.resync(id, verdict),
                 Message::Pause { frame } => self.take_pause(frame),
                 Message::Resume { lifted } => self.take_resume(lifted),
-                Message::Ping { stamp } => self.link.pinged_by(stamp, now),
-                Message::Pong {
-                    stamp,
-                    held_ms,
-                    received,
-                    sent,
-                } => {
-                    let pong = (stamp, held_ms, received, sent);
-                    self.link.ponged(now, pong);
+                m @ (Message::Ping { .. } | Message::Pong { .. }) => {
+                    self.link.take_message(&m, now);
                 }
                 Message::SnapshotChunk(c) => self.take_chunk(&c),
                 Message::SnapshotRequest { id, tick } => self.snapshot_requested(id, tick),

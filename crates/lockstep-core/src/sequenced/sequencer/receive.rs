@@ -188,16 +188,8 @@ impl<I: Input> Sequencer<I> {
                     }
                 }
                 Message::Resume { .. } if seat.is_some() => self.resume(),
-                Message::Ping { stamp } => self.conns[i].link.pinged_by(stamp, now),
-                Message::Pong {
-                    stamp,
-                    held_ms,
-                    received,
-                    sent,
-                } => {
-                    let c = &mut self.conns[i];
-                    let pong = (stamp, held_ms, received, sent);
-                    let (to_it, from_it) = c.link.ponged(now, pong);
+                m @ (Message::Ping { .. } | Message::Pong { .. }) => {
+                    let (to_it, from_it) = self.conns[i].link.take_message(&m, now);
                     self.stats.datagrams_lost_out += to_it;
                     self.stats.datagrams_lost_in += from_it;
                 }
