@@ -361,14 +361,7 @@ impl Play {
         self.session.leave();
         let until = Instant::now() + Duration::from_millis(500);
         while self.session.closed().is_none() && Instant::now() < until {
-            if drive(
-                &mut self.session,
-                &mut self.transport,
-                self.clock.now(),
-                &mut self.buffers,
-            )
-            .is_err()
-            {
+            if !self.exchange() {
                 break;
             }
             std::thread::sleep(Duration::from_millis(5));
@@ -382,18 +375,23 @@ impl Play {
             .filter(|_| !may_reconnect(&self.session, self.outage, now))
     }
 
-    /// Datagrams in and out. A transport that died (a closed WebSocket) is
-    /// replaced a second later, without waiting for the session to notice
-    /// the silence.
-    fn drive(&mut self, now: Instant) {
-        if drive(
+    /// One exchange of datagrams with the transport; whether it still
+    /// works.
+    fn exchange(&mut self) -> bool {
+        drive(
             &mut self.session,
             &mut self.transport,
             self.clock.now(),
             &mut self.buffers,
         )
-        .is_err()
-        {
+        .is_ok()
+    }
+
+    /// Datagrams in and out. A transport that died (a closed WebSocket) is
+    /// replaced a second later, without waiting for the session to notice
+    /// the silence.
+    fn drive(&mut self, now: Instant) {
+        if !self.exchange() {
             self.lost_since.get_or_insert(now - Duration::from_secs(2));
         }
     }
