@@ -9,9 +9,11 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::net::IpAddr;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 
@@ -26,17 +28,80 @@ pub(super) struct Limits {
     pub(super) max_rooms: usize,
 }
 
+/// HTTP connections served at once, from every address together. A
+/// scraper and a probe or two need a handful; the rest are refused (closed
+/// at once) so that nobody holds the relay's memory or descriptors.
+pub(super) const HTTP_CONNECTIONS: usize = 64;
+/// HTTP connections served at once from one IP address.
+pub(super) const HTTP_PER_IP: usize = 4;
+/// The most of a request head read (hyper's smallest buffer): the
+/// endpoints take a request line and a few headers.
+const MAX_HEAD: usize = 8 * 1024;
+
+/// Who holds how many of the HTTP connections.
+#[derive(Debug, Default)]
+struct Held {
+    total: usize,
+    by_ip: HashMap<IpAddr, usize>,
+}
+
+/// One connection's place in [`Held`], given back when it is dropped.
+struct Place {
+    held: Arc<Mutex<Held>>,
+    ip: IpAddr,
+}
+
+impl Place {
+    /// A place for a connection from `ip`, if the caps leave one.
+    fn take(held: &Arc<Mutex<Held>>, ip: IpAddr) -> Option<Self> {
+        let mut h = held.lock().ok()?;
+        let mine = h.by_ip.get(&ip).copied().unwrap_or(0);
+        if h.total >= HTTP_CONNECTIONS || mine >= HTTP_PER_IP {
+            return None;
+        }
+        h.total += 1;
+        h.by_ip.insert(ip, mine + 1);
+        Some(Self {
+            held: held.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        if let Ok(mut h) = self.held.lock() {
+            h.total = h.total.saturating_sub(1);
+            if let Some(n) = h.by_ip.get_mut(&self.ip) {
+                *n -= 1;
+                if *n == 0 {
+                    h.by_ip.remove(&self.ip);
+                }
+            }
+        }
+    }
+}
+
 /// Serves `listener` until the task is aborted; each connection has five
-/// seconds to send its request's head and ten to finish.
+/// seconds to send its request's head (of at most 8 KiB) and ten to
+/// finish, and at most [`HTTP_CONNECTIONS`] are served at once
+/// ([`HTTP_PER_IP`] from one address): one over either cap is closed
+/// unread.
 pub(super) async fn serve(listener: TcpListener, metrics: Arc<Metrics>, limits: Limits) {
     let started = Instant::now();
+    let held = Arc::new(Mutex::new(Held::default()));
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
+        let Ok((stream, from)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let Some(place) = Place::take(&held, from.ip()) else {
+            drop(stream);
             continue;
         };
         let metrics = metrics.clone();
         tokio::spawn(async move {
+            let _place = place;
             let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let response = respond(&req, &metrics, started, limits);
                 async move { Ok::<_, Infallible>(response) }
@@ -44,6 +109,7 @@ pub(super) async fn serve(listener: TcpListener, metrics: Arc<Metrics>, limits: 
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(Duration::from_secs(5))
+                .max_buf_size(MAX_HEAD)
                 .keep_alive(false)
                 .serve_connection(TokioIo::new(stream), service);
             let _ = tokio::time::timeout(Duration::from_secs(10), conn).await;

@@ -7,6 +7,7 @@ mod common;
 mod admission;
 mod failover;
 mod griefing_attacks;
+mod http_attacks;
 mod limits;
 mod opaque;
 mod play;
