@@ -34,7 +34,10 @@ pub enum Unwelcome {
     /// two servers cannot be set bouncing replies off each other.
     #[error("an answer from a stranger")]
     AnAnswer,
-    /// No Hello: told to say one (`Error Violation`).
+    /// No Hello: the relay tells it to say one (`Error Violation`); a
+    /// host's sequencer says nothing, as a player it dropped (whose seat
+    /// it may still hold) would take that `Error` as the end and never
+    /// reconnect.
     #[error("not connected: say hello first")]
     NoHello,
 }
@@ -126,29 +129,52 @@ impl Unwelcome {
 }
 
 /// Writes `m` alone in a datagram with base tick `base` of at most
-/// `budget` bytes into `out` (cleared first); an `Error` that does not fit
-/// goes without its text. Returns the length, or `None` when even that
-/// does not fit.
+/// `budget` bytes into `out` (cleared first); an `Error`, or a `Reject` in
+/// words of its own (`Other`), that does not fit goes with its text cut
+/// to fit (at a character boundary, down to none). Returns the length, or
+/// `None` when even that does not fit.
 pub fn write_answer(
     m: &Message<'_>,
     base: Tick,
     budget: usize,
     out: &mut Vec<u8>,
 ) -> Option<usize> {
-    out.clear();
-    let mut w = DatagramWriter::new(out, base, budget);
-    let fits = match (w.push(m), m) {
-        (Ok(()), _) => true,
-        (Err(_), Message::Error { code, .. }) => w
-            .push(&Message::Error {
-                code: *code,
-                text: "",
-            })
-            .is_ok(),
-        _ => false,
+    let text = match m {
+        Message::Error { text, .. } | Message::Reject(RejectReason::Other(text)) => *text,
+        _ => "",
     };
-    let len = w.finish();
-    fits.then_some(len)
+    let mut keep = text.len();
+    loop {
+        let cut = &text[..keep];
+        let m = match m {
+            Message::Error { code, .. } => Message::Error {
+                code: *code,
+                text: cut,
+            },
+            Message::Reject(RejectReason::Other(_)) => Message::Reject(RejectReason::Other(cut)),
+            m => m.clone(),
+        };
+        out.clear();
+        let mut w = DatagramWriter::new(out, base, budget);
+        if w.push(&m).is_ok() {
+            return Some(w.finish());
+        }
+        if keep == 0 {
+            return None;
+        }
+        // What it needs without a limit says how much text to drop (a
+        // shorter length prefix can only make it fit sooner).
+        let mut whole = Vec::new();
+        let mut unbounded = DatagramWriter::new(&mut whole, base, usize::MAX);
+        let need = match unbounded.push(&m) {
+            Ok(()) => unbounded.finish(),
+            Err(_) => return None,
+        };
+        keep = keep.saturating_sub(need.saturating_sub(budget).max(1));
+        while !text.is_char_boundary(keep) {
+            keep -= 1;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -220,5 +246,25 @@ mod tests {
             screen_stranger(&hello, 1200).map(|(_, h)| h.name),
             Ok("ada")
         );
+    }
+
+    #[test]
+    fn an_answer_in_words_is_cut_to_the_budget_at_a_character() {
+        let mut out = Vec::new();
+        let words = "é".repeat(100);
+        let m = Message::Reject(RejectReason::Other(&words));
+        let n = write_answer(&m, Tick::ZERO, 40, &mut out).expect("fits cut");
+        assert!(n <= 40, "{n}");
+        let d = Datagram::decode(&out[..n], Tick::ZERO).expect("decodes");
+        let Message::Reject(RejectReason::Other(kept)) = &d.messages[0] else {
+            panic!("{:?}", d.messages);
+        };
+        assert!(!kept.is_empty() && words.starts_with(kept), "{kept}");
+        // Whole when it fits; nothing when not even the bare refusal does.
+        let n = write_answer(&m, Tick::ZERO, 1200, &mut out).expect("fits");
+        assert!(n > words.len());
+        assert_eq!(write_answer(&m, Tick::ZERO, 5, &mut out), None);
+        let full = Message::Reject(RejectReason::RoomFull);
+        assert_eq!(write_answer(&full, Tick::ZERO, 5, &mut out), None);
     }
 }

@@ -559,7 +559,7 @@ fn hosted() -> u64 {
 const EXPECTED: [(&str, u64); 4] = [
     ("mesh", 0x298d8ba85200e798),
     ("room_wait_for_all", 0x20c6384059d46947),
-    ("room_deadline", 0x6dd4ee4484f1e30a),
+    ("room_deadline", 0x3f6ee72041e65067),
     ("hosted", 0x82c0604e76f7818b),
 ];
 

@@ -16,3 +16,4 @@ mod rejoin;
 mod roster;
 mod rules;
 mod single_player;
+mod stranger_attacks;

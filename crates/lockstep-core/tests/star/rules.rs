@@ -624,36 +624,19 @@ fn strangers_get_an_error_for_a_truncated_hello_and_nothing_for_garbage() {
         replies[0].1 <= truncated.len(),
         "never larger than what came"
     );
-    // No Hello: told to say one, as a relay tells it, when an Error fits
-    // in what came.
+    // No Hello: not answered, however large (a player the room dropped,
+    // still sending, must stay free to reconnect; an Error would end it).
     let mut ping = raw(Tick::ZERO, false, &[Message::Ping { stamp: 1 }]);
     room.to_strangers.clear();
     assert_eq!(
         room.server.handle_datagram(PeerId(10), &ping, room.now),
         Err(SequencerError::NotConnected(PeerId(10)))
     );
-    room.settle();
-    assert!(room.to_strangers.is_empty(), "7 bytes: no Error fits");
     ping.extend_from_slice(&[wire::message_type::PADDING, 100]);
     ping.extend_from_slice(&[0; 100]);
     let _ = room.server.handle_datagram(PeerId(10), &ping, room.now);
     room.settle();
-    let told: Vec<_> = room
-        .to_strangers
-        .iter()
-        .map(|(p, d)| {
-            (
-                *p,
-                d.len(),
-                Datagram::decode(d, Tick::ZERO).unwrap().messages,
-            )
-        })
-        .collect();
-    assert!(
-        matches!(&told[..], [(PeerId(10), len, m)] if *len <= ping.len()
-            && matches!(m[..], [Message::Error { code: ErrorCode::Violation, .. }])),
-        "{told:?}"
-    );
+    assert!(room.to_strangers.is_empty(), "{:?}", room.to_strangers);
     assert_eq!(room.server.connections().count(), 2, "no connection made");
 }
 

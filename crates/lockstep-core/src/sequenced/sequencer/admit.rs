@@ -16,7 +16,11 @@ impl<I: Input> Sequencer<I> {
     /// A datagram from a peer with no connection: it must open one. It is
     /// screened as every server screens strangers
     /// ([`screen_stranger`](admission::screen_stranger)), and answered, if
-    /// at all, with no more bytes than it had.
+    /// at all, with no more bytes than it had: a refusal too (a host's
+    /// sequencer cannot tell a forged source address, so a larger answer
+    /// would let anyone aim it at someone else). A datagram without a Hello
+    /// is not answered: it is most likely a player this room dropped,
+    /// still sending, which must be free to reconnect.
     pub(super) fn take_stranger(
         &mut self,
         peer: PeerId,
@@ -26,9 +30,13 @@ impl<I: Input> Sequencer<I> {
             Ok((_, hello)) => hello,
             Err(unwelcome) => {
                 let mut out = Vec::new();
-                if let Some(len) = unwelcome.answer(self.open, datagram.len(), &mut out) {
+                let answer = match unwelcome {
+                    admission::Unwelcome::NoHello => None,
+                    _ => unwelcome.answer(self.open, datagram.len(), &mut out),
+                };
+                if let Some(len) = answer {
                     out.truncate(len);
-                    self.reply(peer, Reply::Raw(out));
+                    self.reply(peer, out);
                 }
                 return Err(match unwelcome {
                     admission::Unwelcome::Version(theirs) => {
@@ -50,7 +58,17 @@ impl<I: Input> Sequencer<I> {
                 });
             }
         };
-        self.admit(peer, &hello)
+        let admitted = self.admit(peer, &hello);
+        if let Err(SequencerError::Refused { reason, .. }) = &admitted {
+            let mut out = Vec::new();
+            let reject = Message::Reject(reason.as_reason());
+            if let Some(len) = admission::write_answer(&reject, self.open, datagram.len(), &mut out)
+            {
+                out.truncate(len);
+                self.reply(peer, out);
+            }
+        }
+        admitted
     }
 
     /// A Hello from a peer with no connection: the room's game and codec,
@@ -369,7 +387,6 @@ impl<I: Input> Sequencer<I> {
 
     pub(super) fn refuse(&mut self, peer: PeerId, reason: Rejection) -> Result<(), SequencerError> {
         self.stats.rejects += 1;
-        self.reply(peer, Reply::Reject(reason.clone()));
         self.push_event(SequencerEvent::Rejected {
             peer,
             reason: reason.clone(),

@@ -64,13 +64,6 @@ enum Closing {
 }
 
 #[derive(Debug, Clone)]
-enum Reply {
-    Reject(Rejection),
-    /// A datagram written already (an answer to a stranger).
-    Raw(Vec<u8>),
-}
-
-#[derive(Debug, Clone)]
 struct Conn {
     peer: PeerId,
     seat: Option<PlayerId>,
@@ -207,6 +200,11 @@ impl<I> Seat<I> {
 /// `handle_timeout(now)` (which seals due ticks), then `poll_transmit` until
 /// `None`, and `poll_event` for what to log.
 ///
+/// It sends plain datagrams: encryption and address validation are the
+/// relay's (`lockstep-relay`), in front of it. Its clients leave
+/// [`ClientConfig::secret`](crate::sequenced::ClientConfig::secret) `None` (a client with a secret refuses the
+/// plain `Welcome` and never gets in).
+///
 /// ```
 /// use lockstep_core::sequenced::{ClientConfig, ClientSession, Sequencer, SequencerConfig};
 /// use lockstep_core::{Instant, PeerId};
@@ -265,7 +263,9 @@ pub struct Sequencer<I: Input> {
     /// Nobody could donate: when to look again.
     join_retry: Option<Instant>,
     next_resync: u32,
-    replies: VecDeque<(PeerId, Reply)>,
+    /// Answers to strangers, written already (each under the size of what
+    /// it answers).
+    replies: VecDeque<(PeerId, Vec<u8>)>,
     events: Events<SequencerEvent>,
     stats: SequencerStats,
     /// Ticks sealed, for the tick rate achieved.
@@ -549,19 +549,9 @@ impl<I: Input> Sequencer<I> {
     pub fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
         buf.clear();
         self.refresh_roster();
-        if let Some((peer, reply)) = self.replies.pop_front() {
-            let mut w = DatagramWriter::new(buf, self.open, self.config.max_datagram);
-            let _ = match &reply {
-                Reply::Reject(r) => w.push(&Message::Reject(r.as_reason())),
-                Reply::Raw(bytes) => {
-                    w.finish();
-                    buf.clear();
-                    buf.extend_from_slice(bytes);
-                    return Some(self.sent(peer, buf.len()));
-                }
-            };
-            let len = w.finish();
-            return Some(self.sent(peer, len));
+        if let Some((peer, bytes)) = self.replies.pop_front() {
+            buf.extend_from_slice(&bytes);
+            return Some(self.sent(peer, buf.len()));
         }
         let n = self.conns.len();
         let i = (0..n)
@@ -622,7 +612,7 @@ impl<I: Input> Sequencer<I> {
         self.events.push(ev);
     }
 
-    fn reply(&mut self, peer: PeerId, reply: Reply) {
+    fn reply(&mut self, peer: PeerId, reply: Vec<u8>) {
         if self.replies.len() < REPLY_QUEUE_CAP {
             self.replies.push_back((peer, reply));
         }
