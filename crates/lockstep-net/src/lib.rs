@@ -18,8 +18,14 @@
 //! let mut session = ClientSession::<u8>::new(config, server, clock.now())?;
 //! let mut buffers = lockstep_net::Buffers::default();
 //! loop {
-//!     drive(&mut session, &mut udp, clock.now(), &mut buffers)?;
-//!     let _ = session.commit_local(0);
+//!     let moved = drive(&mut session, &mut udp, clock.now(), &mut buffers)?;
+//!     // A datagram the session refused is counted, not returned.
+//!     if moved.rejected > 0 { /* log it: the session is refusing what it gets */ }
+//!     // One input per frame run: commit only while the session wants one
+//!     // (committing every pass would stamp inputs up to `max_lead` ahead).
+//!     while session.input_due() {
+//!         session.commit_local(0)?;
+//!     }
 //!     while let Some(frame) = session.advance() { /* game.step(&frame) */ }
 //!     # break;
 //! }
@@ -261,6 +267,15 @@ pub fn drive_hosted<I: lockstep_core::Input, T: Transport + Addresses>(
 
 /// One network step of a game loop: every waiting datagram into the
 /// session, its timers, and every datagram it wants sent out.
+///
+/// A datagram the session refuses (`handle_datagram` returned an error: a
+/// stranger's, a forged one, one sealed under keys it does not hold) is
+/// dropped and counted in [`Driven::rejected`], not returned: from the
+/// network such a datagram is the sender's problem, and one bad datagram
+/// must not stop the loop. A count that keeps rising on a session that
+/// does not get in is worth a log line (a client with a `secret` talking to
+/// a server that does not seal sees exactly that). The error returned is
+/// the transport's own.
 pub fn drive<E: Endpoint + ?Sized, T: Transport + ?Sized>(
     endpoint: &mut E,
     transport: &mut T,

@@ -200,7 +200,7 @@ pub struct Passed {
 
 /// Runs a game twice on the same frames, one copy round-tripped through its
 /// snapshot every `every` ticks, and reports the first tick at which they
-/// differ (see the [module](self) documentation).
+/// differ (see the [module](crate::desync) documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SelfCheck {
     every: u32,

@@ -395,3 +395,52 @@ fn a_player_joining_a_room_only_a_spectator_is_left_in_gets_in() {
         w.join_log()
     );
 }
+
+/// One attacker joins a game under way (snapshot join), waits until a
+/// donor is asked for the state, leaves and joins again as someone new,
+/// over and over: each join makes an honest player serialize and upload
+/// its whole state. The room asks at most about once per four seconds
+/// (5 in 20 s measured), and the honest players' states agree.
+#[test]
+fn a_joiner_coming_and_going_is_given_few_states() {
+    let seed = 11;
+    let config = SequencerConfig {
+        policy: Policy::WaitForAll {
+            abandon_after: Duration::from_secs(10),
+        },
+        snapshot_join: true,
+        snapshot_join_after: 90,
+        history: 64,
+        ..SequencerConfig::default()
+    };
+    let mut w = World::with_bulk(3, config, LinkConditions::default(), seed, 200_000);
+    assert_eq!(w.run(Instant::from_millis(4_000)), Outcome::TimedOut);
+    let mut asked = 0;
+    let mut id = 100;
+    let end = 24_000;
+    while w.sim.now().as_micros() / 1000 < end {
+        let joiner = PeerId(id);
+        id += 1;
+        w.add_client(joiner, true, false, seed);
+        let limit = w.sim.now().as_micros() / 1000 + 5_000;
+        if w.run_until(limit, |e| {
+            matches!(e, SequencerEvent::SnapshotAsked { .. }).then_some(())
+        })
+        .is_some()
+        {
+            asked += 1;
+        }
+        // It goes, and comes back as someone new.
+        w.sim.freeze(joiner);
+        w.server_mut().disconnect(joiner);
+        let at = w.sim.now().as_micros() / 1000 + 100;
+        assert_eq!(w.run(Instant::from_millis(at)), Outcome::TimedOut);
+    }
+    let players: Vec<PeerId> = (1..=3).map(PeerId).collect();
+    let common_ticks = w.assert_states_agree(&players, seed);
+    assert!(common_ticks > 0);
+    assert!(
+        asked <= 6,
+        "{asked} states asked of honest players in 20 s, each a 200 KB state serialized and uploaded"
+    );
+}

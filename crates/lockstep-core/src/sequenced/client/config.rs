@@ -4,7 +4,7 @@
 use super::*;
 
 /// A seat of the room's roster, as the sequencer shared it
-/// ([`SequencerConfig::share_roster`](super::SequencerConfig::share_roster)):
+/// ([`SequencerConfig::share_roster`](crate::sequenced::SequencerConfig::share_roster)):
 /// what a player needs to carry the match on if the host leaves.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SeatInfo {
@@ -78,6 +78,15 @@ pub struct ClientConfig {
     /// authenticated and encrypted (see [`secure`](crate::secure)); check
     /// [`ClientSession::sealed`] if you must not play without. `None`:
     /// plain datagrams (LAN, WebSocket, tests).
+    ///
+    /// Sealing is the relay's job (host mode and the mesh do not seal), not the
+    /// [`Sequencer`](crate::sequenced::Sequencer)'s: a client with a secret
+    /// never gets into a room served by a bare `Sequencer`, since it takes
+    /// no plain `Welcome` once it offered a key (anyone can forge one).
+    /// Each refused datagram counts in
+    /// [`ClientStats::datagrams_rejected`](crate::sequenced::ClientStats)
+    /// and the session ends with [`Event::Closed`](crate::Event) after
+    /// `timeout`. Leave it `None` for a bare `Sequencer`.
     pub secret: Option<[u8; 32]>,
     /// Limits on snapshots received (joining a game under way) and sent
     /// (for someone else joining).
