@@ -5,14 +5,15 @@
 
 use crate::common::{honest, relay, still_fine};
 use lockstep_net::Clock;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-/// Whether the relay has answered or closed `s` (without waiting).
-fn done_with(mut s: &TcpStream) -> bool {
+/// Whether the relay has answered or closed `s` (without waiting): a
+/// peek sees the start of an answer, the end of the stream, or an error.
+fn done_with(s: &TcpStream) -> bool {
     let mut b = [0u8; 64];
-    match s.read(&mut b) {
+    match s.peek(&mut b) {
         Ok(_) => true,
         Err(e) => e.kind() != ErrorKind::WouldBlock,
     }
