@@ -16,4 +16,3 @@ mod rejoin;
 mod roster;
 mod rules;
 mod single_player;
-mod stranger_attacks;

@@ -1191,3 +1191,101 @@ fn input_latency_is_the_time_until_every_input_is_in() {
     assert_eq!(st.mean_input_latency(), Some(Duration::from_millis(33)));
     assert_eq!(st.stall_rate(), 0.0);
 }
+
+/// Plays `ticks` ticks, every client committing 7, and adds each client's
+/// frames to `ran`.
+fn play(room: &mut Room, ticks: usize, ran: &mut [Vec<Frame<u16>>]) {
+    for _ in 0..ticks {
+        for (mine, got) in ran.iter_mut().zip(room.tick(7)) {
+            mine.extend(got);
+        }
+    }
+}
+
+/// A room of two honest players for strangers to attack (a host's
+/// sequencer: no relay in front, so no address is proven and any source
+/// can be forged).
+fn attacked_room() -> (Room, Vec<Vec<Frame<u16>>>) {
+    let mut room = Room::new(wait_for_all());
+    room.join(1, ClientConfig::default());
+    room.join(2, ClientConfig::default());
+    let mut ran = vec![Vec::new(), Vec::new()];
+    play(&mut room, 20, &mut ran);
+    (room, ran)
+}
+
+fn assert_agree(ran: &[Vec<Frame<u16>>]) {
+    assert!(
+        ran[0].len() > 20,
+        "the honest players played: {}",
+        ran[0].len()
+    );
+    assert_eq!(ran[0], ran[1], "the honest players ran the same frames");
+}
+
+/// Bare, unpadded Hellos the room refuses (another codec: a `Reject` in
+/// words), from 50 forged sources, while two honest players play: each
+/// refusal is cut to the Hello's size (it was a 41-byte answer to 18
+/// bytes, aimed wherever the Hello claimed to come from).
+#[test]
+fn a_refusal_of_a_forged_hello_is_no_larger_than_the_hello() {
+    let (mut room, mut ran) = attacked_room();
+    let mut hello = Vec::new();
+    let mut w = DatagramWriter::new(&mut hello, Tick::ZERO, 1200);
+    w.push(&Message::Hello(Hello {
+        codec: wire::InputCodec::PlayerInputs,
+        ..Hello::default()
+    }))
+    .unwrap();
+    w.finish();
+    room.to_strangers.clear();
+    for k in 0..50u32 {
+        let _ = room
+            .server
+            .handle_datagram(PeerId(1000 + k), &hello, room.now);
+        play(&mut room, 1, &mut ran);
+    }
+    play(&mut room, 20, &mut ran);
+    assert_agree(&ran);
+    assert_eq!(room.to_strangers.len(), 50, "each Hello is refused");
+    for (p, d) in &room.to_strangers {
+        let m = Datagram::decode(d, Tick::ZERO).map(|d| d.messages);
+        assert!(
+            d.len() <= hello.len() && matches!(m.as_deref(), Ok([Message::Reject(_)])),
+            "{} bytes to {p:?} for a Hello of {}: {m:?}",
+            d.len(),
+            hello.len()
+        );
+    }
+}
+
+/// A datagram without a Hello from an address the room does not know
+/// (most likely a player it dropped, still sending its inputs) gets no
+/// answer: an `Error` would end that player for good, where it may still
+/// take its held seat back.
+#[test]
+fn a_datagram_without_a_hello_from_a_stranger_is_not_answered() {
+    let (mut room, mut ran) = attacked_room();
+    // What an honest player sends in play, from addresses the room never
+    // saw.
+    let _ = room.client(1).commit_local(7);
+    let mut buf = Vec::new();
+    let t = room.client(1).poll_transmit(&mut buf).expect("a datagram");
+    let inputs = buf[..t.len].to_vec();
+    room.to_strangers.clear();
+    for k in 0..20u32 {
+        let _ = room
+            .server
+            .handle_datagram(PeerId(2000 + k), &inputs, room.now);
+        play(&mut room, 1, &mut ran);
+    }
+    assert_agree(&ran);
+    assert!(
+        room.to_strangers.is_empty(),
+        "answers to a datagram without a Hello: {:?}",
+        room.to_strangers
+            .iter()
+            .map(|(p, d)| (p, d.len()))
+            .collect::<Vec<_>>()
+    );
+}
