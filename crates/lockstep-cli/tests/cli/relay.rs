@@ -144,23 +144,35 @@ fn an_idle_relay_uses_no_cpu_whatever_it_listens_on() {
         ];
         relays.push((args, RelayProcess::start(&args)));
     }
-    // Every relay printed its listening line: it is up. Measured together
-    // over the same second.
-    let before: Vec<u64> = relays
-        .iter()
-        .map(|(_, r)| cpu_ticks(r.child.id()))
-        .collect();
-    let started = Instant::now();
-    std::thread::sleep(Duration::from_secs(1));
-    let elapsed = started.elapsed();
-    // Clock ticks are 10 ms on Linux: a relay waking every 250 ms to look
-    // at its timers uses well under one over a second; a spinning one a
-    // hundred.
-    for ((args, r), before) in relays.iter().zip(before) {
-        let used = cpu_ticks(r.child.id()) - before;
+    // Every relay printed its listening line: it is up, though it may
+    // still be finishing its start (seven relays start at once on two
+    // cores). Measured together, a second at a time: a relay passes with
+    // its first quiet second, and one still busy after three seconds
+    // fails. Clock ticks are 10 ms on Linux: a relay waking every 250 ms
+    // to look at its timers uses well under one over a second; a spinning
+    // one tens (it shares the cores with the others).
+    let mut busy: Vec<Option<u64>> = vec![Some(u64::MAX); relays.len()];
+    for _ in 0..3 {
+        let before: Vec<u64> = relays
+            .iter()
+            .map(|(_, r)| cpu_ticks(r.child.id()))
+            .collect();
+        std::thread::sleep(Duration::from_secs(1));
+        for (i, (_, r)) in relays.iter().enumerate() {
+            let used = cpu_ticks(r.child.id()) - before[i];
+            if let Some(least) = busy[i] {
+                busy[i] = (used > 5).then_some(least.min(used));
+            }
+        }
+        if busy.iter().all(Option::is_none) {
+            break;
+        }
+    }
+    for ((args, _), busy) in relays.iter().zip(busy) {
         assert!(
-            used <= 5,
-            "relay {args:?} used {used} CPU ticks (of 10 ms) in {elapsed:?} idle"
+            busy.is_none(),
+            "relay {args:?} used at least {} CPU ticks (of 10 ms) in every idle second of three",
+            busy.unwrap_or_default()
         );
     }
 }
