@@ -34,10 +34,10 @@ pub enum Unwelcome {
     /// two servers cannot be set bouncing replies off each other.
     #[error("an answer from a stranger")]
     AnAnswer,
-    /// No Hello: the relay tells it to say one (`Error Violation`); a
-    /// host's sequencer says nothing, as a player it dropped (whose seat
-    /// it may still hold) would take that `Error` as the end and never
-    /// reconnect.
+    /// No Hello: never answered. It is most likely a player the server
+    /// dropped (or one whose address changed), still sending: silence lets
+    /// it time out and take its held seat back, where an `Error` would end
+    /// it for good.
     #[error("not connected: say hello first")]
     NoHello,
 }
@@ -106,7 +106,7 @@ impl Unwelcome {
     pub fn answer(&self, base: Tick, budget: usize, out: &mut Vec<u8>) -> Option<usize> {
         let text = self.to_string();
         let m = match self {
-            Self::NotOurs | Self::AnAnswer => return None,
+            Self::NotOurs | Self::AnAnswer | Self::NoHello => return None,
             Self::Version(v) => Message::Reject(RejectReason::ProtocolMismatch {
                 server: wire::VERSION,
                 client: *v,
@@ -117,10 +117,6 @@ impl Unwelcome {
             },
             Self::Malformed(_) => Message::Error {
                 code: ErrorCode::Malformed,
-                text: &text,
-            },
-            Self::NoHello => Message::Error {
-                code: ErrorCode::Violation,
                 text: &text,
             },
         };
@@ -227,13 +223,16 @@ mod tests {
         );
         let ping = datagram(&[Message::Ping { stamp: 1 }]);
         assert_eq!(screen_stranger(&ping, 1200).err(), Some(Unwelcome::NoHello));
-        // Seven bytes: too few for even a bare Error.
+        // Not answered, however large.
+        let padded = datagram(&[Message::Ping { stamp: 1 }, Message::Padding { len: 30 }]);
         assert_eq!(
-            Unwelcome::NoHello.answer(Tick::ZERO, ping.len(), &mut out),
+            Unwelcome::NoHello.answer(Tick::ZERO, padded.len(), &mut out),
             None
         );
-        let padded = datagram(&[Message::Ping { stamp: 1 }, Message::Padding { len: 30 }]);
-        let n = Unwelcome::NoHello
+        // Seven bytes: too few for even a bare Error.
+        let malformed = Unwelcome::Malformed(WireError::Truncated);
+        assert_eq!(malformed.answer(Tick::ZERO, ping.len(), &mut out), None);
+        let n = malformed
             .answer(Tick::ZERO, padded.len(), &mut out)
             .expect("an answer");
         assert!(n <= padded.len() && n > 8, "{n}: the text, cut to fit");

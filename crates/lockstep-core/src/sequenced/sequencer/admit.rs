@@ -18,9 +18,7 @@ impl<I: Input> Sequencer<I> {
     /// ([`screen_stranger`](admission::screen_stranger)), and answered, if
     /// at all, with no more bytes than it had: a refusal too (a host's
     /// sequencer cannot tell a forged source address, so a larger answer
-    /// would let anyone aim it at someone else). A datagram without a Hello
-    /// is not answered: it is most likely a player this room dropped,
-    /// still sending, which must be free to reconnect.
+    /// would let anyone aim it at someone else).
     pub(super) fn take_stranger(
         &mut self,
         peer: PeerId,
@@ -30,11 +28,7 @@ impl<I: Input> Sequencer<I> {
             Ok((_, hello)) => hello,
             Err(unwelcome) => {
                 let mut out = Vec::new();
-                let answer = match unwelcome {
-                    admission::Unwelcome::NoHello => None,
-                    _ => unwelcome.answer(self.open, datagram.len(), &mut out),
-                };
-                if let Some(len) = answer {
+                if let Some(len) = unwelcome.answer(self.open, datagram.len(), &mut out) {
                     out.truncate(len);
                     self.reply(peer, out);
                 }
