@@ -32,7 +32,8 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
             Message::Frames(f) => {
-                let _ = f.decode::<Vec<u8>>();
+                let _ = f.decode::<Vec<u8>>(None);
+                let _ = f.decode::<Vec<u8>>(Some(&[Some(vec![1]), None]));
             }
             _ => {}
         }

@@ -259,11 +259,12 @@ impl<I: Input> MeshSession<I> {
         let mut body = Vec::new();
         while !frames.is_empty() {
             body.clear();
-            wire::encode_frames_body(&frames, seats, &mut body);
+            wire::encode_frames_body(&frames, seats, None, &mut body);
             let m = Message::Frames(Frames {
                 start,
                 count: frames.len() as u32,
                 seats: seats as u32,
+                reference: None,
                 body: &body,
             });
             if w.push(&m).is_ok() {

@@ -183,7 +183,8 @@ impl<I: Input> MeshSession<I> {
                             "frame with the wrong number of seats",
                         ));
                     }
-                    r.frames.extend(f.decode::<I>()?);
+                    // Mesh players code frames against no reference.
+                    r.frames.extend(f.decode::<I>(None)?);
                 }
                 m @ (Message::Checkpoint(_)
                 | Message::CheckpointAck { .. }

@@ -14,7 +14,7 @@
 
 use super::WireError;
 use super::chain::{ChainWriter, decode_chain};
-use super::codec::{Reader, put_bytes, put_len_prefixed, put_tick, put_varint};
+use super::codec::{Reader, put_len_prefixed, put_tick, put_varint};
 use crate::frame::{Frame, SystemEvent};
 use crate::input::Input;
 use crate::{PlayerId, Tick};
@@ -195,31 +195,69 @@ const ALL_PRESENT: u8 = 0;
 const ALL_EMPTY: u8 = 1;
 const MIXED: u8 = 2;
 
+/// One seat's cell in a frame.
+fn cell<I>(f: &Frame<I>, seat: usize) -> Option<&I> {
+    f.inputs.get(seat).and_then(Option::as_ref)
+}
+
+/// One seat's cell in a reference frame (`None`: a frame of empty seats).
+fn reference_cell<I>(reference: Option<&[Option<I>]>, seat: usize) -> Option<&I> {
+    reference.and_then(|r| r.get(seat)).and_then(Option::as_ref)
+}
+
 /// Appends the body of a `Frames` message holding `frames` (consecutive
-/// ticks, each with `seats` entries).
+/// ticks, each with `seats` entries), coded against `reference`: the cells
+/// of a frame the receiver holds, or `None` for a frame of empty seats.
 ///
 /// ```text
-/// body := (events:varint event*events) * count        per frame
-///         seat_part * seats                            per seat
-/// seat_part := 0x00 chain_len:varint chain             input at every frame
-///            | 0x01                                    empty at every frame
-///            | 0x02 presence:ceil(count/8) bytes       some of each
-///                   chain_len:varint chain             over the present frames
+/// body := (events:varint event*events) * count         per frame
+///         changed:ceil(seats/8) bytes                   bit s: seat s differs
+///                                                       from the reference
+///         seat_part * (bits set in changed)             per changed seat
+/// seat_part := 0x00 chain_len:varint chain              input at every frame
+///            | 0x01                                     empty at every frame
+///            | 0x02 presence:ceil(count/8) bytes        some of each
+///                   chain_len:varint chain              over the present frames
 /// ```
 ///
-/// Each seat's inputs form one delta chain across the frames, so a seat
-/// holding a stick costs one bit per frame.
-pub fn encode_frames_body<I: Input>(frames: &[Frame<I>], seats: usize, out: &mut Vec<u8>) {
+/// A seat whose cell equals the reference's at every frame costs one bit.
+/// A changed seat's inputs form one delta chain across the frames,
+/// self-contained (its first input coded against the neutral one), so a
+/// seat holding a stick costs one bit per frame; a reader holding the
+/// reference in another form than the sender (a relay's byte strings, a
+/// client's values) reads the same frames.
+///
+/// ```
+/// use lockstep_core::wire::{decode_frames_body, encode_frames_body};
+/// use lockstep_core::{Frame, Tick};
+///
+/// let frames = vec![Frame { tick: Tick::new(10), inputs: vec![Some(7u16), None], events: vec![] }];
+/// let reference = [Some(7u16), None];
+/// let mut body = Vec::new();
+/// encode_frames_body(&frames, 2, Some(&reference), &mut body);
+/// assert_eq!(body, [0, 0], "no events, no seat changed");
+/// assert_eq!(decode_frames_body(Tick::new(10), 1, 2, Some(&reference), &body), Ok(frames));
+/// ```
+pub fn encode_frames_body<I: Input>(
+    frames: &[Frame<I>],
+    seats: usize,
+    reference: Option<&[Option<I>]>,
+    out: &mut Vec<u8>,
+) {
     for f in frames {
         put_varint(out, f.events.len() as u64);
         for ev in &f.events {
             put_event(out, ev);
         }
     }
+    let changed_at = out.len();
+    out.resize(changed_at + seats.div_ceil(8), 0);
     for seat in 0..seats {
-        fn cell<I>(f: &Frame<I>, seat: usize) -> Option<&I> {
-            f.inputs.get(seat).and_then(Option::as_ref)
+        let base = reference_cell(reference, seat);
+        if frames.iter().all(|f| cell(f, seat) == base) {
+            continue;
         }
+        out[changed_at + seat / 8] |= 1 << (seat % 8);
         let present = frames.iter().filter(|f| cell(f, seat).is_some()).count();
         if present == 0 {
             out.push(ALL_EMPTY);
@@ -229,29 +267,42 @@ pub fn encode_frames_body<I: Input>(frames: &[Frame<I>], seats: usize, out: &mut
             out.push(ALL_PRESENT);
         } else {
             out.push(MIXED);
-            let mut bits = vec![0u8; frames.len().div_ceil(8)];
+            let at = out.len();
+            out.resize(at + frames.len().div_ceil(8), 0);
             for (i, f) in frames.iter().enumerate() {
                 if cell(f, seat).is_some() {
-                    bits[i / 8] |= 1 << (i % 8);
+                    out[at + i / 8] |= 1 << (i % 8);
                 }
             }
-            out.extend_from_slice(&bits);
         }
         let mut chain = ChainWriter::new();
         for input in frames.iter().filter_map(|f| cell(f, seat)) {
             chain.push(input, usize::MAX);
         }
-        let mut bytes = Vec::with_capacity(chain.len());
-        chain.write(&mut bytes);
-        put_bytes(out, &bytes);
+        put_len_prefixed(out, |o| chain.write(o));
     }
 }
 
-/// Decodes a `Frames` body written by [`encode_frames_body`].
+/// Reads a bitmap of `n` bits, refusing set bits past `n`.
+fn read_bits<'a>(r: &mut Reader<'a>, n: usize, what: &'static str) -> Result<&'a [u8], WireError> {
+    let bits = r.bytes(n.div_ceil(8))?;
+    if !n.is_multiple_of(8) && bits.last().is_some_and(|b| b >> (n % 8) != 0) {
+        return Err(WireError::Invalid(what));
+    }
+    Ok(bits)
+}
+
+fn bit(bits: &[u8], i: usize) -> bool {
+    bits[i / 8] & (1 << (i % 8)) != 0
+}
+
+/// Decodes a `Frames` body written by [`encode_frames_body`] against the
+/// same `reference`.
 pub fn decode_frames_body<I: Input>(
     start: Tick,
     count: usize,
     seats: usize,
+    reference: Option<&[Option<I>]>,
     body: &[u8],
 ) -> Result<Vec<Frame<I>>, WireError> {
     if count > super::MAX_FRAMES || seats > super::MAX_SEATS {
@@ -274,24 +325,28 @@ pub fn decode_frames_body<I: Input>(
             events,
         });
     }
-    for _ in 0..seats {
+    let changed = read_bits(&mut r, seats, "changed-seat bitmap is not canonical")?;
+    for seat in 0..seats {
+        let base = reference_cell(reference, seat);
+        if !bit(changed, seat) {
+            for f in &mut frames {
+                f.inputs.push(base.cloned());
+            }
+            continue;
+        }
         let (present, mask): (usize, Option<&[u8]>) = match r.u8()? {
             ALL_PRESENT => (count, None),
-            ALL_EMPTY => {
+            ALL_EMPTY if base.is_some() => {
                 for f in &mut frames {
                     f.inputs.push(None);
                 }
                 continue;
             }
+            ALL_EMPTY => return Err(WireError::Invalid("a changed seat repeats its reference")),
             MIXED => {
-                let bits = r.bytes(count.div_ceil(8))?;
-                let n = (0..count)
-                    .filter(|&i| bits[i / 8] & (1 << (i % 8)) != 0)
-                    .count();
-                if n == 0
-                    || n == count
-                    || (!count.is_multiple_of(8) && bits[count / 8] >> (count % 8) != 0)
-                {
+                let bits = read_bits(&mut r, count, "presence bitmap is not canonical")?;
+                let n = (0..count).filter(|&i| bit(bits, i)).count();
+                if n == 0 || n == count {
                     return Err(WireError::Invalid("presence bitmap is not canonical"));
                 }
                 (n, Some(bits))
@@ -301,7 +356,7 @@ pub fn decode_frames_body<I: Input>(
         let chain = r.byte_string("chain", super::MAX_DATAGRAM_LEN)?;
         let mut inputs = decode_chain::<I>(chain, present)?.into_iter();
         for (i, f) in frames.iter_mut().enumerate() {
-            let here = mask.is_none_or(|b| b[i / 8] & (1 << (i % 8)) != 0);
+            let here = mask.is_none_or(|b| bit(b, i));
             f.inputs.push(if here { inputs.next() } else { None });
         }
     }
@@ -353,13 +408,35 @@ mod tests {
             })
             .collect();
         let mut body = Vec::new();
-        encode_frames_body(&frames, 3, &mut body);
+        encode_frames_body(&frames, 3, None, &mut body);
         assert_eq!(
-            decode_frames_body::<u16>(Tick::new(1000), 20, 3, &body),
-            Ok(frames)
+            decode_frames_body::<u16>(Tick::new(1000), 20, 3, None, &body),
+            Ok(frames.clone())
         );
-        assert!(decode_frames_body::<u16>(Tick::new(1000), 21, 3, &body).is_err());
-        assert!(decode_frames_body::<u16>(Tick::new(1000), 20, 4, &body).is_err());
+        assert!(decode_frames_body::<u16>(Tick::new(1000), 21, 3, None, &body).is_err());
+        // A seat past the last marked changed, and a seat marked empty
+        // where it already was.
+        assert_eq!(
+            decode_frames_body::<u16>(Tick::new(1000), 1, 3, None, &[0, 0b1000]),
+            Err(WireError::Invalid("changed-seat bitmap is not canonical"))
+        );
+        assert_eq!(
+            decode_frames_body::<u16>(Tick::new(1000), 1, 3, None, &[0, 0b1, ALL_EMPTY]),
+            Err(WireError::Invalid("a changed seat repeats its reference"))
+        );
+        // Against a reference, every way a seat can differ from it.
+        for reference in [
+            [Some(7), Some(1), Some(0)],
+            [None, None, None],
+            [Some(0), None, Some(4)],
+        ] {
+            let mut body = Vec::new();
+            encode_frames_body(&frames, 3, Some(&reference), &mut body);
+            assert_eq!(
+                decode_frames_body::<u16>(Tick::new(1000), 20, 3, Some(&reference), &body),
+                Ok(frames.clone())
+            );
+        }
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The binary wire format, protocol v5.
+//! The binary wire format, protocol v6.
 //!
 //! Every datagram starts with a five-byte header, then one or more
 //! messages:
@@ -46,7 +46,7 @@ pub use message::{
     MAX_FRAMES, MAX_MESSAGES, MAX_NAME, MAX_ROOM, MAX_RUN, MAX_SNAPSHOT, MAX_TEXT, MAX_TICKET,
     MIN_HELLO_DATAGRAM, Message, message_type,
 };
-pub use play::{Frames, InputRun, Inputs, Status};
+pub use play::{Frames, InputRun, Inputs, MAX_REFERENCE_BACK, Status};
 pub use roster::{Holder, Member};
 pub use transfer::{SnapshotAck, SnapshotChunk};
 
@@ -56,7 +56,7 @@ use crate::input::InputDecodeError;
 pub const MAGIC: [u8; 2] = *b"LK";
 
 /// The protocol version this build speaks.
-pub const VERSION: u8 = 5;
+pub const VERSION: u8 = 6;
 
 /// The most seats a session may have in this protocol version.
 pub const MAX_SEATS: usize = 256;

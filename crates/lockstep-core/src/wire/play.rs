@@ -50,17 +50,35 @@ pub struct Frames<'a> {
     pub count: u32,
     /// Seats in each frame.
     pub seats: u32,
+    /// The frame the body is coded against, before `start` (at most
+    /// [`MAX_REFERENCE_BACK`] ticks before it): one the recipient said it
+    /// holds. `None`: a frame of empty seats.
+    pub reference: Option<Tick>,
     /// The encoded frames (see [`encode_frames_body`](super::encode_frames_body)).
     pub body: &'a [u8],
 }
 
+/// How far before its first frame a `Frames` message's reference may be.
+pub const MAX_REFERENCE_BACK: u32 = 65_535;
+
 impl Frames<'_> {
-    /// The frames, decoded as `I`.
-    pub fn decode<I: Input>(&self) -> Result<Vec<Frame<I>>, WireError> {
+    /// The frames, decoded as `I` against `reference`, the cells of the
+    /// frame at [`self.reference`](Self::reference) (ignored when that is
+    /// `None`; an error when it is not and `reference` is). A recipient
+    /// that does not hold the reference skips the message: the sender's
+    /// later ones name a frame it does.
+    pub fn decode<I: Input>(
+        &self,
+        reference: Option<&[Option<I>]>,
+    ) -> Result<Vec<Frame<I>>, WireError> {
+        if self.reference.is_some() && reference.is_none() {
+            return Err(WireError::Invalid("frames coded against a frame not held"));
+        }
         decode_frames_body(
             self.start,
             self.count as usize,
             self.seats as usize,
+            self.reference.and(reference),
             self.body,
         )
     }
@@ -152,13 +170,23 @@ pub(super) fn read_inputs<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<
 
 pub(super) fn check_frames(f: &Frames<'_>) -> Result<(), WireError> {
     within("frame", f.count as usize, MAX_FRAMES)?;
-    within("seat", f.seats as usize, MAX_SEATS)
+    within("seat", f.seats as usize, MAX_SEATS)?;
+    match f
+        .reference
+        .map(|r| r < f.start && f.start.since(r) <= MAX_REFERENCE_BACK)
+    {
+        Some(false) => Err(WireError::Invalid(
+            "a reference not shortly before the frames",
+        )),
+        _ => Ok(()),
+    }
 }
 
 pub(super) fn put_frames(out: &mut Vec<u8>, base: Tick, f: &Frames<'_>) {
     put_tick_delta(out, base, f.start);
     put_varint(out, u64::from(f.count));
     put_varint(out, u64::from(f.seats));
+    put_varint(out, f.reference.map_or(0, |r| u64::from(f.start.since(r))));
     put_bytes(out, f.body);
 }
 
@@ -172,11 +200,22 @@ pub(super) fn read_frames<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<
         return Err(WireError::Invalid("frames pass the last tick"));
     }
     let seats = r.len("seat", MAX_SEATS)?;
+    let back = r.varint_u32()?;
+    let reference = match back {
+        0 => None,
+        b if b <= MAX_REFERENCE_BACK && b <= start.get() => Some(Tick::new(start.get() - b)),
+        _ => {
+            return Err(WireError::Invalid(
+                "a reference not shortly before the frames",
+            ));
+        }
+    };
     let body = r.byte_string("frames", MAX_DATAGRAM_LEN)?;
     Ok(Message::Frames(Frames {
         start,
         count: count as u32,
         seats: seats as u32,
+        reference,
         body,
     }))
 }

@@ -182,13 +182,28 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
         })]),
     ));
     let mut body = Vec::new();
-    encode_frames_body(&frames(), 3, &mut body);
+    encode_frames_body(&frames(), 3, None, &mut body);
     v.push((
         "frames",
         datagram(&[Message::Frames(Frames {
             start: tick(1000),
             count: 2,
             seats: 3,
+            reference: None,
+            body: &body,
+        })]),
+    ));
+    // The same frames against tick 999, at which seat 0 played 5 and seat
+    // 2 played 9: seat 0 is unchanged, seat 2 went empty.
+    let mut body = Vec::new();
+    encode_frames_body(&frames(), 3, Some(&[Some(5), None, Some(9)]), &mut body);
+    v.push((
+        "frames_reference",
+        datagram(&[Message::Frames(Frames {
+            start: tick(1000),
+            count: 2,
+            seats: 3,
+            reference: Some(tick(999)),
             body: &body,
         })]),
     ));
@@ -467,7 +482,7 @@ fn every_encoding_matches_its_golden_bytes() {
     assert_eq!(names.len(), cases.len(), "a case name is used twice");
     if std::env::var_os("LOCKSTEP_BLESS").is_some() {
         let mut out = String::from(
-            "# Golden bytes of protocol v5 (see golden.rs). Regenerate only for a new\n\
+            "# Golden bytes of protocol v6 (see golden.rs). Regenerate only for a new\n\
              # protocol version: LOCKSTEP_BLESS=1 cargo test -p lockstep-core --test wire golden\n",
         );
         for (name, bytes) in &cases {

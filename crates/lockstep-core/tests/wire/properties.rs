@@ -1,4 +1,4 @@
-//! Round-trip properties of every message and codec of protocol v5:
+//! Round-trip properties of every message and codec of protocol v6:
 //! encode then decode gives back exactly what went in.
 
 use lockstep_core::wire::{
@@ -133,6 +133,7 @@ proptest! {
         seats in 1usize..8,
         rows in proptest::collection::vec(proptest::collection::vec(proptest::option::of(any::<u16>()), 8), 1..40),
         events in proptest::collection::vec((0usize..40, 0u16..8, 0u8..6), 0..5),
+        reference in proptest::option::of(proptest::collection::vec(proptest::option::of(0u16..4), 0..9)),
     ) {
         let start = start.min(u32::MAX - rows.len() as u32);
         let mut frames: Vec<Frame<u16>> = rows.iter().enumerate().map(|(i, r)| Frame {
@@ -153,9 +154,14 @@ proptest! {
                 });
             }
         }
+        // Against no reference, and against one that may hold fewer or
+        // more seats than the frames.
         let mut body = Vec::new();
-        wire::encode_frames_body(&frames, seats, &mut body);
-        prop_assert_eq!(wire::decode_frames_body::<u16>(Tick::new(start), frames.len(), seats, &body)?, frames);
+        wire::encode_frames_body(&frames, seats, None, &mut body);
+        prop_assert_eq!(wire::decode_frames_body::<u16>(Tick::new(start), frames.len(), seats, None, &body)?, frames.clone());
+        let mut body = Vec::new();
+        wire::encode_frames_body(&frames, seats, reference.as_deref(), &mut body);
+        prop_assert_eq!(wire::decode_frames_body::<u16>(Tick::new(start), frames.len(), seats, reference.as_deref(), &body)?, frames);
     }
 
     /// Every message survives a trip through a datagram, with its ticks
@@ -190,7 +196,8 @@ proptest! {
         let run_start = near(3).min(Tick::new(u32::MAX - inputs.len() as u32));
         let frames = vec![Frame { tick: near(1), inputs: vec![Some(3u16), None], events: vec![] }];
         let mut body = Vec::new();
-        wire::encode_frames_body(&frames, 2, &mut body);
+        let held = [Some(3u16), Some(1)];
+        wire::encode_frames_body(&frames, 2, Some(&held), &mut body);
         let reasons = [
             RejectReason::ProtocolMismatch { server: nums.3, client: nums.3.wrapping_add(1) },
             RejectReason::GameMismatch { server: nums.4, client: fingerprint },
@@ -208,7 +215,7 @@ proptest! {
                 acks: seats_ticks.iter().enumerate().map(|(k, s)| (*s, near(k))).collect(),
                 runs: vec![InputRun { seat: PlayerId(1), start: run_start, count: inputs.len() as u32, chain: &chain_bytes }],
             }),
-            Message::Frames(Frames { start: near(1), count: 1, seats: 2, body: &body }),
+            Message::Frames(Frames { start: near(1), count: 1, seats: 2, reference: near(1).get().checked_sub(1 + nums.1 as u32).map(Tick::new), body: &body }),
             Message::Checkpoint(Checkpoint { tick: near(2), full: true, value: nums.4, ack: resume.map(|_| near(1)) }),
             Message::CheckpointAck { tick: near(4) },
             Message::Resync { id: stamps.0, verdict: Checkpoint { tick: near(5), full: nums.3 % 2 == 0, value: if nums.3 % 2 == 0 { nums.4 } else { nums.4 & 0xFFFF }, ack: None } },

@@ -28,6 +28,21 @@ mod config;
 mod join;
 mod play;
 mod receive;
+mod recent;
+
+/// `Frames` messages kept at most while the frame they are coded against
+/// has not arrived.
+const WAITING_FRAMES: usize = 8;
+
+/// A `Frames` message waiting for the frame it is coded against.
+#[derive(Debug, Clone)]
+struct WaitingFrames {
+    start: Tick,
+    count: u32,
+    seats: u32,
+    reference: Option<Tick>,
+    body: Vec<u8>,
+}
 mod reconnect;
 mod roster;
 mod send;
@@ -81,6 +96,10 @@ pub struct ClientSession<I: Input> {
     server_base: Tick,
     /// Frames from `next_tick` on, as they arrive.
     frames: VecDeque<Option<Frame<I>>>,
+    /// The frames run last, which frames may be coded against.
+    recent: recent::Recent<I>,
+    /// `Frames` messages coded against a frame that has not arrived yet.
+    waiting_frames: VecDeque<WaitingFrames>,
     next_tick: Tick,
     next_commit: Tick,
     /// Committed inputs the sequencer has not acknowledged, oldest first.
@@ -181,6 +200,8 @@ impl<I: Input> ClientSession<I> {
             now,
             server_base: Tick::ZERO,
             frames: VecDeque::new(),
+            recent: recent::Recent::default(),
+            waiting_frames: VecDeque::new(),
             next_tick: Tick::ZERO,
             next_commit: Tick::ZERO,
             unacked: VecDeque::new(),

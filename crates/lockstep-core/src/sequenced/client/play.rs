@@ -167,6 +167,7 @@ impl<I: Input> ClientSession<I> {
             self.committed_at.pop_front();
         }
         self.stall.ran(self.now);
+        self.recent.ran(&frame);
         self.keep(&frame);
         Some(frame)
     }

@@ -202,6 +202,7 @@ impl<I: Input> ClientSession<I> {
             }
         }
         self.take_frames(frames);
+        self.take_waiting_frames();
         Ok(())
     }
 
@@ -209,23 +210,108 @@ impl<I: Input> ClientSession<I> {
     /// input type chains our values; a relay of an opaque room chains byte
     /// strings from the empty one, which a value's chain may not read:
     /// those are read as bytes.
-    fn typed_frames(&self, d: &Datagram<'_>) -> Result<Vec<Frame<I>>, DatagramError> {
+    fn typed_frames(&mut self, d: &Datagram<'_>) -> Result<Vec<Frame<I>>, DatagramError> {
         let mut frames = Vec::new();
         for m in &d.messages {
-            if let Message::Frames(f) = m {
-                match f.decode::<I>() {
-                    Ok(typed) => frames.extend(typed),
-                    Err(e) if self.config.codec == InputCodec::Opaque => {
-                        let raw = f.decode::<Vec<u8>>().map_err(|_| e)?;
-                        for bytes in raw {
-                            frames.push(typed_frame(bytes)?);
-                        }
-                    }
-                    Err(e) => return Err(e.into()),
-                }
+            let Message::Frames(f) = m else { continue };
+            match self.decode_frames(f)? {
+                Some(typed) => frames.extend(typed),
+                // Coded against a frame that has not arrived (a datagram
+                // overtaken by a later one): it waits for that frame.
+                None => self.wait_for_reference(f),
             }
         }
         Ok(frames)
+    }
+
+    /// One `Frames` message as the game's inputs, or `None` if it is coded
+    /// against a frame we do not hold.
+    fn decode_frames(&self, f: &wire::Frames<'_>) -> Result<Option<Vec<Frame<I>>>, DatagramError> {
+        let reference = match f.reference {
+            Some(t) => match self.held_frame(t) {
+                Some(cells) => Some(cells),
+                None => return Ok(None),
+            },
+            None => None,
+        };
+        match f.decode::<I>(reference) {
+            Ok(typed) => Ok(Some(typed)),
+            Err(e) if self.config.codec == InputCodec::Opaque => {
+                let bytes: Option<Vec<Option<Vec<u8>>>> = reference.map(|cells| {
+                    cells
+                        .iter()
+                        .map(|c| {
+                            c.as_ref().map(|i| {
+                                let mut v = Vec::new();
+                                i.encode(&mut v);
+                                v
+                            })
+                        })
+                        .collect()
+                });
+                let raw = f.decode::<Vec<u8>>(bytes.as_deref()).map_err(|_| e)?;
+                let typed = raw.into_iter().map(typed_frame).collect::<Result<_, _>>()?;
+                Ok(Some(typed))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Keeps `f`, whose reference has not arrived, to read once it has (the
+    /// oldest goes when [`WAITING_FRAMES`] wait already).
+    fn wait_for_reference(&mut self, f: &wire::Frames<'_>) {
+        if self.waiting_frames.len() >= WAITING_FRAMES {
+            self.waiting_frames.pop_front();
+        }
+        self.waiting_frames.push_back(WaitingFrames {
+            start: f.start,
+            count: f.count,
+            seats: f.seats,
+            reference: f.reference,
+            body: f.body.to_vec(),
+        });
+    }
+
+    /// Reads the waiting messages whose reference has arrived (one may
+    /// bring another's), and forgets those that hold nothing we lack.
+    fn take_waiting_frames(&mut self) {
+        loop {
+            let base = self.base();
+            self.waiting_frames
+                .retain(|w| w.start.saturating_add(w.count) > base);
+            let ready = self
+                .waiting_frames
+                .iter()
+                .position(|w| w.reference.is_none_or(|r| self.held_frame(r).is_some()));
+            let Some(k) = ready else { return };
+            let Some(w) = self.waiting_frames.remove(k) else {
+                return;
+            };
+            let f = wire::Frames {
+                start: w.start,
+                count: w.count,
+                seats: w.seats,
+                reference: w.reference,
+                body: &w.body,
+            };
+            // Checked as it came but for its body: one that does not read
+            // is dropped (the sequencer sends its frames again).
+            if let Ok(Some(frames)) = self.decode_frames(&f) {
+                self.take_frames(frames);
+            }
+        }
+    }
+
+    /// The cells of the frame at `tick`, if we hold it: run lately, or
+    /// arrived and waiting to run.
+    fn held_frame(&self, tick: Tick) -> Option<&[Option<I>]> {
+        if tick < self.next_tick {
+            return self.recent.get(tick);
+        }
+        self.frames
+            .get(tick.since(self.next_tick) as usize)?
+            .as_ref()
+            .map(|f| f.inputs.as_slice())
     }
 
     /// The server's challenge: answered at once (the server keeps no state

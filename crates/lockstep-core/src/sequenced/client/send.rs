@@ -10,9 +10,7 @@ impl<I: Input> ClientSession<I> {
         }
         buf.clear();
         // The base is the first frame we lack: the sequencer resends from it.
-        let base = self
-            .next_tick
-            .saturating_add(self.frames.iter().take_while(|f| f.is_some()).count() as u32);
+        let base = self.base();
         // Room for the seal either way, so a server sees one size limit for
         // what is inside, sealed or not.
         let budget = self.config.max_datagram - secure::SEALED_OVERHEAD;
@@ -49,6 +47,12 @@ impl<I: Input> ClientSession<I> {
             destination: self.server,
             len,
         })
+    }
+
+    /// The first frame we lack.
+    pub(super) fn base(&self) -> Tick {
+        self.next_tick
+            .saturating_add(self.frames.iter().take_while(|f| f.is_some()).count() as u32)
     }
 
     pub(super) fn send_due(&self) -> Instant {

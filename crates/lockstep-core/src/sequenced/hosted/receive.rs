@@ -430,7 +430,7 @@ impl<I: Input> HostedSession<I> {
             .messages
             .iter()
             .filter_map(|m| match m {
-                Message::Frames(f) if f.seats as usize == seats => f.decode::<I>().ok(),
+                Message::Frames(f) if f.seats as usize == seats => f.decode::<I>(None).ok(),
                 _ => None,
             })
             .flatten()

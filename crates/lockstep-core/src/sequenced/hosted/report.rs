@@ -211,11 +211,12 @@ impl<I: Input> HostedSession<I> {
             let mut body = Vec::new();
             while n > 0 {
                 body.clear();
-                wire::encode_frames_body(&frames[..n], width as usize, &mut body);
+                wire::encode_frames_body(&frames[..n], width as usize, None, &mut body);
                 let m = Message::Frames(Frames {
                     start: from,
                     count: n as u32,
                     seats: width,
+                    reference: None,
                     body: &body,
                 });
                 if w.push(&m).is_ok() {

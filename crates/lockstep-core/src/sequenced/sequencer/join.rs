@@ -85,6 +85,9 @@ impl<I: Input> Sequencer<I> {
                 after
             };
             c.judged_from = after;
+            // Its frames start again after the snapshot (a client being
+            // resynced may not have run the ones it was sent before).
+            c.sent_from = None;
             c.resync_donor = donor.filter(|_| c.resync.is_some());
             c.link.flush = true;
             joiners += 1;

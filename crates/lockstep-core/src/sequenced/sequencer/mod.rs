@@ -69,6 +69,10 @@ struct Conn {
     seat: Option<PlayerId>,
     /// The first frame the client lacks (its datagrams' base).
     next: Tick,
+    /// The first frame sent to it since it connected or began joining from
+    /// a snapshot: it holds every frame from there to `next`, so frames
+    /// may be coded against one of them.
+    sent_from: Option<Tick>,
     welcome_pending: bool,
     /// When it was heard (silence counts from its Hello), the send
     /// schedule, ping and pong, the traffic each way.

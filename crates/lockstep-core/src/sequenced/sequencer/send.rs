@@ -199,6 +199,7 @@ impl<I: Input> Sequencer<I> {
         let now = self.now;
         let c = &self.conns[i];
         let next = c.next;
+        let sent_from = c.sent_from;
         let resyncing = self.conns[i].resync.is_some();
         // A client being resynced runs on up to its snapshot's tick (its own
         // state there shows how it differs), never past it: frames it ran
@@ -232,24 +233,49 @@ impl<I: Input> Sequencer<I> {
         // Frames from what the client lacks, as many as fit.
         let from = next.max(self.history_base);
         let end = end.min(from.saturating_add(CATCH_UP_FRAMES)).max(from);
-        let a = from.since(self.history_base) as usize;
-        let b = end.since(self.history_base) as usize;
+        let runs = [(from, end)];
         let seats = usize::from(self.config.max_seats);
-        let mut n = b.saturating_sub(a);
         let mut body = Vec::new();
-        while n > 0 {
-            body.clear();
-            wire::encode_frames_body(&self.history[a..a + n], seats, &mut body);
-            let m = Message::Frames(Frames {
-                start: from,
-                count: n as u32,
-                seats: seats as u32,
-                body: &body,
+        for (a, b) in runs {
+            // Coded against the frame before the first the client lacks, if
+            // it got that one from us (it holds every frame from the first
+            // it was sent to the first it lacks).
+            let reference = a.get().checked_sub(1).map(Tick::new).filter(|x| {
+                *x >= self.history_base
+                    && x.saturating_add(1) == next
+                    && sent_from.is_some_and(|s| s <= *x)
             });
-            if w.push(&m).is_ok() {
+            let cells = reference.map(|r| {
+                self.history[r.since(self.history_base) as usize]
+                    .inputs
+                    .as_slice()
+            });
+            let at = a.since(self.history_base) as usize;
+            let want = b.since(a) as usize;
+            let mut n = want;
+            while n > 0 {
+                body.clear();
+                wire::encode_frames_body(&self.history[at..at + n], seats, cells, &mut body);
+                let m = Message::Frames(Frames {
+                    start: a,
+                    count: n as u32,
+                    seats: seats as u32,
+                    reference,
+                    body: &body,
+                });
+                if w.push(&m).is_ok() {
+                    break;
+                }
+                n /= 2;
+            }
+            if n == 0 {
                 break;
             }
-            n /= 2;
+            let c = &mut self.conns[i];
+            c.sent_from = Some(c.sent_from.map_or(a, |s| s.min(a)));
+            if n < want {
+                break;
+            }
         }
         chunks
     }
