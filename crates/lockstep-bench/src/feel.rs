@@ -80,11 +80,17 @@ pub struct Feel {
     pub ran_at: Vec<Duration>,
     /// The stalls, as (when, tick) of each stalled look.
     pub stalls_at: Vec<Duration>,
+    /// Bytes each player received per tick run, on average (the
+    /// sequencer's datagrams to it), counted after the warm-up.
+    pub down_per_tick: f64,
+    /// Bytes each player sent per tick run, on average.
+    pub up_per_tick: f64,
 }
 
 /// The counts at the end of the warm-up: each player's, and each
-/// client's inputs timed and their latency summed.
-type Warmup = (Vec<Player>, Vec<(u64, Duration)>);
+/// client's inputs timed, their latency summed, and its bytes received
+/// and sent.
+type Warmup = (Vec<Player>, Vec<(u64, Duration, u64, u64)>);
 
 /// A player's game loop and what it saw.
 struct Player {
@@ -272,7 +278,14 @@ pub fn run(setup: &Setup) -> Feel {
             let timed = sim
                 .endpoints()
                 .filter_map(|(_, n)| n.client().map(|c| c.stats()))
-                .map(|s| (s.inputs_timed, s.input_latency_sum))
+                .map(|s| {
+                    (
+                        s.inputs_timed,
+                        s.input_latency_sum,
+                        s.bytes_received,
+                        s.bytes_sent,
+                    )
+                })
                 .collect();
             at_warmup = Some((games.iter().map(Player::counts).collect(), timed));
             continue;
@@ -305,6 +318,11 @@ pub fn run(setup: &Setup) -> Feel {
         .map(|s| s.input_latency_sum)
         .sum::<Duration>()
         - timed_before.iter().map(|t| t.1).sum::<Duration>();
+    let down: u64 = clients.iter().map(|s| s.bytes_received).sum::<u64>()
+        - timed_before.iter().map(|t| t.2).sum::<u64>();
+    let up: u64 = clients.iter().map(|s| s.bytes_sent).sum::<u64>()
+        - timed_before.iter().map(|t| t.3).sum::<u64>();
+    let per_tick = |b: u64| if ran == 0 { 0.0 } else { b as f64 / ran as f64 };
     let common = g.iter().map(|p| p.hashes.len()).min().unwrap_or(0);
     let streams_equal = common > 0
         && g.iter()
@@ -327,5 +345,7 @@ pub fn run(setup: &Setup) -> Feel {
         changes: g[0].changes.clone(),
         ran_at: g[0].ran_at.clone(),
         stalls_at: g.iter().flat_map(|p| p.stalls_at.iter().copied()).collect(),
+        down_per_tick: per_tick(down),
+        up_per_tick: per_tick(up),
     }
 }
