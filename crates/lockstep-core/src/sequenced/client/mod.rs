@@ -34,6 +34,10 @@ mod recent;
 /// has not arrived.
 const WAITING_FRAMES: usize = 8;
 
+/// A datagram's frames, and its `Frames` messages waiting for the frame
+/// they are coded against.
+type TypedFrames<I> = (Vec<Frame<I>>, Vec<WaitingFrames>);
+
 /// A `Frames` message waiting for the frame it is coded against.
 #[derive(Debug, Clone)]
 struct WaitingFrames {
@@ -397,6 +401,7 @@ impl<I: Input> ClientSession<I> {
     pub(crate) fn forget_frames_from(&mut self, tick: Tick) {
         let keep = tick.since(self.next_tick.min(tick)) as usize;
         self.frames.truncate(keep);
+        self.waiting_frames.clear();
     }
 
     /// The first frame we hold (run and kept with

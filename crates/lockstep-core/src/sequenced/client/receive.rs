@@ -139,7 +139,7 @@ impl<I: Input> ClientSession<I> {
     /// whole, then each message handed to what owns it.
     fn take_decoded(&mut self, d: Datagram<'_>) -> Result<(), DatagramError> {
         // Decode typed payloads before acting on anything.
-        let frames = self.typed_frames(&d)?;
+        let (frames, waiting) = self.typed_frames(&d)?;
         let now = self.now;
         if self.link.heard(now) {
             self.push_event(Event::Recovered {
@@ -202,6 +202,9 @@ impl<I: Input> ClientSession<I> {
             }
         }
         self.take_frames(frames);
+        for w in waiting {
+            self.wait_for_reference(w);
+        }
         self.take_waiting_frames();
         Ok(())
     }
@@ -210,18 +213,26 @@ impl<I: Input> ClientSession<I> {
     /// input type chains our values; a relay of an opaque room chains byte
     /// strings from the empty one, which a value's chain may not read:
     /// those are read as bytes.
-    fn typed_frames(&mut self, d: &Datagram<'_>) -> Result<Vec<Frame<I>>, DatagramError> {
+    /// Also returns the messages coded against a frame that has not
+    /// arrived (a datagram overtaken by a later one): they wait for it,
+    /// once the whole datagram is taken.
+    fn typed_frames(&self, d: &Datagram<'_>) -> Result<TypedFrames<I>, DatagramError> {
         let mut frames = Vec::new();
+        let mut waiting = Vec::new();
         for m in &d.messages {
             let Message::Frames(f) = m else { continue };
             match self.decode_frames(f)? {
                 Some(typed) => frames.extend(typed),
-                // Coded against a frame that has not arrived (a datagram
-                // overtaken by a later one): it waits for that frame.
-                None => self.wait_for_reference(f),
+                None => waiting.push(WaitingFrames {
+                    start: f.start,
+                    count: f.count,
+                    seats: f.seats,
+                    reference: f.reference,
+                    body: f.body.to_vec(),
+                }),
             }
         }
-        Ok(frames)
+        Ok((frames, waiting))
     }
 
     /// One `Frames` message as the game's inputs, or `None` if it is coded
@@ -257,19 +268,13 @@ impl<I: Input> ClientSession<I> {
         }
     }
 
-    /// Keeps `f`, whose reference has not arrived, to read once it has (the
+    /// Keeps `w`, whose reference has not arrived, to read once it has (the
     /// oldest goes when [`WAITING_FRAMES`] wait already).
-    fn wait_for_reference(&mut self, f: &wire::Frames<'_>) {
+    fn wait_for_reference(&mut self, w: WaitingFrames) {
         if self.waiting_frames.len() >= WAITING_FRAMES {
             self.waiting_frames.pop_front();
         }
-        self.waiting_frames.push_back(WaitingFrames {
-            start: f.start,
-            count: f.count,
-            seats: f.seats,
-            reference: f.reference,
-            body: f.body.to_vec(),
-        });
+        self.waiting_frames.push_back(w);
     }
 
     /// Reads the waiting messages whose reference has arrived (one may

@@ -75,6 +75,9 @@ impl<I: Input> ClientSession<I> {
         self.link.restart(self.now);
         self.server_checks = RemoteChecks::default();
         self.waiting.clear();
+        // Messages waiting for their reference were coded by the server we
+        // leave: the next one may sequence those ticks otherwise.
+        self.waiting_frames.clear();
         self.donation = None;
     }
 
