@@ -3,22 +3,13 @@
 //! may outlive the server that sent it or the datagram that carried it.
 //! Datagrams are written by hand, as a hostile host or a forger would.
 
+use crate::common::hand::datagram;
 use lockstep_core::sequenced::{ClientConfig, ClientSession};
-use lockstep_core::wire::{self, DatagramWriter, Frames, Message, ResumeToken, Welcome};
+use lockstep_core::wire::{self, Frames, Message, ResumeToken, Welcome};
 use lockstep_core::{Frame, Instant, PeerId, PlayerId, SystemEvent, Tick};
 
 const A: PeerId = PeerId(100);
 const B: PeerId = PeerId(200);
-
-fn datagram(base: Tick, messages: &[Message<'_>]) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut w = DatagramWriter::new(&mut out, base, 1200);
-    for m in messages {
-        w.push(m).expect("fits");
-    }
-    w.finish();
-    out
-}
 
 fn welcome() -> Welcome {
     Welcome {

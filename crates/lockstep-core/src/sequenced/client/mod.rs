@@ -29,6 +29,19 @@ mod join;
 mod play;
 mod receive;
 mod recent;
+mod reconnect;
+mod roster;
+mod send;
+mod timers;
+
+pub use config::{ClientConfig, ClientStats, SeatInfo};
+use join::{Donation, Joining};
+
+/// Most events held for the game before the oldest are dropped.
+const EVENT_QUEUE_CAP: usize = 1024;
+/// How long a resync waits for its snapshot to start before it is given up
+/// (the sequencer repeats its `Resync` while it still means it).
+const RESYNC_WAIT: Duration = Duration::from_secs(3);
 
 /// `Frames` messages kept at most while the frame they are coded against
 /// has not arrived.
@@ -47,19 +60,6 @@ struct WaitingFrames {
     reference: Option<Tick>,
     body: Vec<u8>,
 }
-mod reconnect;
-mod roster;
-mod send;
-mod timers;
-
-pub use config::{ClientConfig, ClientStats, SeatInfo};
-use join::{Donation, Joining};
-
-/// Most events held for the game before the oldest are dropped.
-const EVENT_QUEUE_CAP: usize = 1024;
-/// How long a resync waits for its snapshot to start before it is given up
-/// (the sequencer repeats its `Resync` while it still means it).
-const RESYNC_WAIT: Duration = Duration::from_secs(3);
 /// How many times, a resend interval apart, a leaving client says goodbye
 /// unless the server answers first.
 pub const GOODBYES: u32 = 8;

@@ -230,52 +230,39 @@ impl<I: Input> Sequencer<I> {
             }
             Some(Join::CatchingUp) | None => {}
         }
-        // Frames from what the client lacks, as many as fit.
+        // Frames from what the client lacks, as many as fit, coded against
+        // the frame before the first if it got that one from us (it holds
+        // every frame from the first it was sent to the first it lacks).
         let from = next.max(self.history_base);
         let end = end.min(from.saturating_add(CATCH_UP_FRAMES)).max(from);
-        let runs = [(from, end)];
+        let reference = from.get().checked_sub(1).map(Tick::new).filter(|r| {
+            from == next && *r >= self.history_base && sent_from.is_some_and(|s| s <= *r)
+        });
+        let cells = reference.map(|r| {
+            self.history[r.since(self.history_base) as usize]
+                .inputs
+                .as_slice()
+        });
+        let a = from.since(self.history_base) as usize;
         let seats = usize::from(self.config.max_seats);
+        let mut n = end.since(from) as usize;
         let mut body = Vec::new();
-        for (a, b) in runs {
-            // Coded against the frame before the first the client lacks, if
-            // it got that one from us (it holds every frame from the first
-            // it was sent to the first it lacks).
-            let reference = a.get().checked_sub(1).map(Tick::new).filter(|x| {
-                *x >= self.history_base
-                    && x.saturating_add(1) == next
-                    && sent_from.is_some_and(|s| s <= *x)
+        while n > 0 {
+            body.clear();
+            wire::encode_frames_body(&self.history[a..a + n], seats, cells, &mut body);
+            let m = Message::Frames(Frames {
+                start: from,
+                count: n as u32,
+                seats: seats as u32,
+                reference,
+                body: &body,
             });
-            let cells = reference.map(|r| {
-                self.history[r.since(self.history_base) as usize]
-                    .inputs
-                    .as_slice()
-            });
-            let at = a.since(self.history_base) as usize;
-            let want = b.since(a) as usize;
-            let mut n = want;
-            while n > 0 {
-                body.clear();
-                wire::encode_frames_body(&self.history[at..at + n], seats, cells, &mut body);
-                let m = Message::Frames(Frames {
-                    start: a,
-                    count: n as u32,
-                    seats: seats as u32,
-                    reference,
-                    body: &body,
-                });
-                if w.push(&m).is_ok() {
-                    break;
-                }
-                n /= 2;
-            }
-            if n == 0 {
+            if w.push(&m).is_ok() {
+                let c = &mut self.conns[i];
+                c.sent_from = Some(c.sent_from.map_or(from, |s| s.min(from)));
                 break;
             }
-            let c = &mut self.conns[i];
-            c.sent_from = Some(c.sent_from.map_or(a, |s| s.min(a)));
-            if n < want {
-                break;
-            }
+            n /= 2;
         }
         chunks
     }
