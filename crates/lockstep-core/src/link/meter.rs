@@ -29,7 +29,14 @@ pub(crate) struct LinkMeter {
     last: Option<[u32; 4]>,
     loss_up: Option<f64>,
     loss_down: Option<f64>,
+    /// Our datagrams lost and sent, over the last half minute or so (each
+    /// pong's counts added, the sums decayed by `SLOW_DECAY`).
+    slow_up: Option<(f64, f64)>,
 }
+
+/// What the sums of the slow loss figure keep at each pong: with a pong a
+/// second, about the last 32 seconds count.
+const SLOW_DECAY: f64 = 31.0 / 32.0;
 
 impl LinkMeter {
     /// A datagram of `len` bytes went to the other end.
@@ -98,19 +105,25 @@ impl LinkMeter {
             // Nothing went, or counts from before a restart (the other
             // end's counts went backwards, so a difference wraps).
             if went == 0 || went > 1 << 24 || came > went.saturating_mul(2).saturating_add(16) {
-                return 0;
+                return None;
             }
             let came = came.min(went);
             let lost = went - came;
             let sample = f64::from(lost) / f64::from(went);
             *loss = Some(loss.map_or(sample, |l| l + (sample - l) / 4.0));
-            u64::from(lost)
+            Some(lost)
         };
-        let up = judge(
-            now[0].wrapping_sub(last[0]),
-            now[1].wrapping_sub(last[1]),
-            &mut self.loss_up,
-        );
+        let (went, came) = (now[0].wrapping_sub(last[0]), now[1].wrapping_sub(last[1]));
+        let up = judge(went, came, &mut self.loss_up);
+        if up.is_some() {
+            // Unclamped: what one interval counts as lost (still on the
+            // way when the pong left) the next counts as come.
+            let (l, w) = self.slow_up.unwrap_or((0.0, 0.0));
+            self.slow_up = Some((
+                l * SLOW_DECAY + f64::from(went) - f64::from(came.min(went.saturating_mul(2))),
+                w * SLOW_DECAY + f64::from(went),
+            ));
+        }
         // What the other end claims it sent is believed up to four times
         // what arrived (and a few more): a lying peer skews its own
         // figure, not totals built from it.
@@ -122,7 +135,18 @@ impl LinkMeter {
             came,
             &mut self.loss_down,
         );
-        (up, down)
+        (up.map_or(0, u64::from), down.map_or(0, u64::from))
+    }
+}
+
+impl LinkMeter {
+    /// The share of our datagrams lost on the way over the last half
+    /// minute or so: steadier than [`Traffic::loss_up`], for choosing how
+    /// hard to repeat what goes.
+    pub(crate) fn slow_loss_up(&self) -> Option<f64> {
+        self.slow_up
+            .filter(|(_, sent)| *sent > 0.0)
+            .map(|(lost, sent)| (lost / sent).clamp(0.0, 1.0))
     }
 }
 
@@ -195,5 +219,28 @@ mod tests {
         assert_eq!(m.pong(3, 93, 52), (0, 0));
         let up = m.traffic(now).loss_up.expect("measured");
         assert!((up - 0.075).abs() < 1e-9, "{up}");
+    }
+
+    #[test]
+    fn the_slow_figure_counts_datagrams_on_the_way_as_late_not_lost() {
+        let mut m = LinkMeter::default();
+        let now = Instant::ZERO;
+        let mut rtt = Rtt::default();
+        let (mut sent, mut got) = (0u32, 0u32);
+        for round in 0..40u32 {
+            // 30 datagrams a round, none lost, but the pong leaves before
+            // the last 3 arrive (every other round; they come after).
+            for _ in 0..30 {
+                m.sent(now, 100);
+                sent += 1;
+            }
+            m.pinged(&mut rtt, Instant::from_millis(u64::from(round)));
+            let on_the_way = if round % 2 == 0 { 3 } else { 0 };
+            got = sent - on_the_way;
+            m.pong(round, got, 1);
+        }
+        assert_eq!(got, sent);
+        assert!(m.traffic(now).loss_up.expect("measured") > 0.0, "the quick figure is fooled");
+        assert!(m.slow_loss_up().expect("measured") < 1e-9, "{:?}", m.slow_loss_up());
     }
 }

@@ -11,11 +11,13 @@
 //! `Pong` owed and the `Ping` due.
 
 mod meter;
+mod resend;
 mod rtt;
 mod stall;
 
 pub(crate) use meter::LinkMeter;
 pub use meter::Traffic;
+pub(crate) use resend::{Redundancy, Resend};
 pub(crate) use rtt::Rtt;
 pub(crate) use stall::StallMeter;
 
@@ -215,6 +217,24 @@ impl Link {
     /// The round trip's jitter, once measured.
     pub(crate) fn jitter(&self) -> Option<Duration> {
         self.rtt.jitter()
+    }
+
+    /// How hard to repeat what goes to the other end, from the loss (over
+    /// the last half minute) and the round trip measured (see
+    /// [`Redundancy::for_link`]).
+    pub(crate) fn redundancy(&self, ack_delay: Duration, period: Duration) -> Redundancy {
+        Redundancy::for_link(
+            self.meter.slow_loss_up(),
+            self.rtt(),
+            self.jitter(),
+            ack_delay,
+            period,
+        )
+    }
+
+    /// When the last datagram went, if any did.
+    pub(crate) fn last_sent(&self) -> Option<Instant> {
+        self.last_sent
     }
 
     /// The traffic figures as of `now`.

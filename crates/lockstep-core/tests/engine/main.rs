@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod bandwidth;
 mod desync;
 mod desync_attacks;
 mod self_check;

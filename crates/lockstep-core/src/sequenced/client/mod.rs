@@ -45,7 +45,7 @@ const RESYNC_WAIT: Duration = Duration::from_secs(3);
 
 /// `Frames` messages kept at most while the frame they are coded against
 /// has not arrived.
-const WAITING_FRAMES: usize = 8;
+const WAITING_FRAMES: usize = 32;
 
 /// A datagram's frames, and its `Frames` messages waiting for the frame
 /// they are coded against.

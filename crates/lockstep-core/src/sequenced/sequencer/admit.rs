@@ -359,6 +359,7 @@ impl<I: Input> Sequencer<I> {
             peer,
             seat,
             next,
+            frames_sent: Resend::new(next),
             sent_from: None,
             welcome_pending: true,
             link: Link::ready(now),

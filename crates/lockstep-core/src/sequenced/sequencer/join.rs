@@ -79,11 +79,11 @@ impl<I: Input> Sequencer<I> {
             // A client being resynced is sent the frames up to the
             // snapshot's tick it lacks, then the rest (see `build`).
             let after = snapshot.tick.saturating_add(1);
-            c.next = if c.resync.is_some() {
+            c.lacks_from(if c.resync.is_some() {
                 c.next.min(after)
             } else {
                 after
-            };
+            });
             c.judged_from = after;
             // Its frames start again after the snapshot (a client being
             // resynced may not have run the ones it was sent before).

@@ -5,7 +5,7 @@ use crate::admission::{self, SecretStream};
 use crate::checks::{Incoming, Referee, Relayed, Routed, Verdicted};
 use crate::endpoint::Transmit;
 use crate::error::ConfigError;
-use crate::link::{Link, Traffic};
+use crate::link::{Link, Redundancy, Resend, Traffic};
 use crate::rules::delay::DelayStep;
 use crate::rules::limits;
 use crate::rules::pause::{PauseAgreement, PauseChange};
@@ -67,8 +67,11 @@ enum Closing {
 struct Conn {
     peer: PeerId,
     seat: Option<PlayerId>,
-    /// The first frame the client lacks (its datagrams' base).
+    /// The first frame the client lacks (its datagrams' base): set through
+    /// [`Conn::lacks_from`] only, which keeps `frames_sent` with it.
     next: Tick,
+    /// Which frames from `next` went to it, and how often.
+    frames_sent: Resend,
     /// The first frame sent to it since it connected or began joining from
     /// a snapshot: it holds every frame from there to `next`, so frames
     /// may be coded against one of them.
@@ -109,6 +112,15 @@ struct Conn {
     contact: Vec<u8>,
     /// The roster version of each seat's entry it acknowledged.
     roster_acked: Vec<u32>,
+}
+
+impl Conn {
+    /// The client lacks frames from `next` on (it said so, or it goes back
+    /// to a snapshot's).
+    fn lacks_from(&mut self, next: Tick) {
+        self.next = next;
+        self.frames_sent.lacks_from(next);
+    }
 }
 
 /// Where a client joining from a snapshot stands.

@@ -140,7 +140,8 @@ impl<I: Input> Sequencer<I> {
             // A joiner cannot know where its frames start before its
             // snapshot's first chunk: its position counts from then on.
             if !Self::before_snapshot(c) {
-                c.next = c.next.max(d.base.min(self.open));
+                c.lacks_from(c.next.max(d.base.min(self.open)));
+                c.frames_sent.heard(self.now);
                 // Caught up once within a lead of the open tick.
                 c.replaying =
                     c.replaying && self.open.since(c.next) > self.delay + self.config.max_lead;

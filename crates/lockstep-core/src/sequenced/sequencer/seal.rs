@@ -243,8 +243,18 @@ impl<I: Input> Sequencer<I> {
                 if self.waiting.is_empty() && !shown.is_empty() {
                     self.stats.stalls += 1;
                 }
-                self.waiting = shown;
-                self.flush_all();
+                // Those it names, or names no more, hear it at once (a
+                // player waited on paces faster to catch up, see
+                // `ClientSession::ready_to_pace`); the rest with their next
+                // frame.
+                let old = core::mem::replace(&mut self.waiting, shown);
+                for c in &mut self.conns {
+                    if c.seat
+                        .is_some_and(|s| old.contains(&s) != self.waiting.contains(&s))
+                    {
+                        c.link.flush = true;
+                    }
+                }
             }
             return Due::Stop;
         }

@@ -17,21 +17,69 @@ pub(super) fn truncate(text: &str) -> &str {
 impl<I: Input> Sequencer<I> {
     pub(super) fn send_due(&self, i: usize) -> Instant {
         let c = &self.conns[i];
-        let interval = if c.link.sent_any() && self.has_news(c) {
+        let interval = if !c.link.sent_any() {
+            self.config.keepalive_interval
+        } else if self.has_news(c) {
             self.config.resend_interval
+        } else if c.ack_pending || !self.waiting.is_empty() {
+            // An acknowledgement, or whom the room waits on (sent at once
+            // when it changes), rides on the next frames if they come
+            // within three ticks.
+            self.config.resend_interval.max(self.period() * 3)
         } else {
             self.config.keepalive_interval
         };
-        c.link.send_due(self.started, interval)
+        let due = c.link.send_due(self.started, interval);
+        match self.frames_due(i) {
+            Some(t) => due.min(t),
+            None => due,
+        }
+    }
+
+    /// How hard frames to connection `i` are repeated, from its link.
+    pub(super) fn frames_redundancy(&self, i: usize) -> Redundancy {
+        let c = &self.conns[i];
+        let period = self.period();
+        // A player acknowledges with its next input, a spectator with its
+        // next datagram of any kind.
+        let ack_delay = if c.seat.is_some() {
+            self.config.resend_interval.max(period)
+        } else {
+            self.config.keepalive_interval
+        };
+        c.link.redundancy(ack_delay, period)
+    }
+
+    /// The tick period.
+    fn period(&self) -> Duration {
+        Duration::from_secs(1) / self.config.tick_rate.max(1)
+    }
+
+    /// When frames make a datagram to connection `i` go by themselves (a
+    /// copy left, a resend timer), never sooner than a copy's spacing after
+    /// the last datagram; `None` when its frames follow the general
+    /// schedule (it has none to run yet, or is resynced from a snapshot).
+    fn frames_due(&self, i: usize) -> Option<Instant> {
+        let c = &self.conns[i];
+        if c.join.is_some() && !matches!(c.join, Some(Join::CatchingUp)) || c.closing.is_some() {
+            return None;
+        }
+        let red = self.frames_redundancy(i);
+        let at = c.frames_sent.next_due(self.now, self.open, red)?;
+        Some(
+            c.link
+                .last_sent()
+                .map_or(at, |last| at.max(last + red.spacing)),
+        )
     }
 
     pub(super) fn has_news(&self, c: &Conn) -> bool {
         c.closing.is_some()
             || self.roster_unacked(c).next().is_some()
             || c.welcome_pending
-            || c.ack_pending
-            || c.next < self.open
-            || !self.waiting.is_empty()
+            // Frames before a snapshot is whole go on the general schedule
+            // (see `frames_due`).
+            || c.next < self.open && c.join.as_ref().is_some_and(|j| !matches!(j, Join::CatchingUp))
             || self.paused()
             || c.checks.has_news(
                 &self.referee,
@@ -230,39 +278,79 @@ impl<I: Input> Sequencer<I> {
             }
             Some(Join::CatchingUp) | None => {}
         }
-        // Frames from what the client lacks, as many as fit, coded against
-        // the frame before the first if it got that one from us (it holds
-        // every frame from the first it was sent to the first it lacks).
-        let from = next.max(self.history_base);
-        let end = end.min(from.saturating_add(CATCH_UP_FRAMES)).max(from);
-        let reference = from.get().checked_sub(1).map(Tick::new).filter(|r| {
-            from == next && *r >= self.history_base && sent_from.is_some_and(|s| s <= *r)
-        });
-        let cells = reference.map(|r| {
-            self.history[r.since(self.history_base) as usize]
-                .inputs
-                .as_slice()
-        });
-        let a = from.since(self.history_base) as usize;
-        let seats = usize::from(self.config.max_seats);
-        let mut n = end.since(from) as usize;
-        let mut body = Vec::new();
-        while n > 0 {
-            body.clear();
-            wire::encode_frames_body(&self.history[a..a + n], seats, cells, &mut body);
-            let m = Message::Frames(Frames {
-                start: from,
-                count: n as u32,
-                seats: seats as u32,
-                reference,
-                body: &body,
+        // Frames from what the client lacks: those due again and those
+        // never sent (see `link::resend`), each run coded against the frame
+        // before it if that one went to the client on this connection (it
+        // holds, or is being sent until it holds, every frame from the
+        // first it was sent on).
+        if next < self.history_base {
+            // Frames it lacks are gone: it is being closed.
+            return chunks;
+        }
+        let red = self.frames_redundancy(i);
+        let due = self.conns[i].frames_sent.due(now, end, red);
+        if due.is_empty() {
+            return chunks;
+        }
+        let from = due.from();
+        let runs = if due.end.since(from) <= CATCH_UP_FRAMES {
+            [Some((from, due.end)), None]
+        } else {
+            // Too many for one datagram: the oldest due again, and the
+            // newest never sent, so a client far behind still gets new
+            // frames with every datagram.
+            let repeat = (from < due.fresh)
+                .then(|| (from, due.fresh.min(from.saturating_add(CATCH_UP_FRAMES))));
+            let fresh = (due.fresh < due.end).then(|| {
+                (
+                    due.fresh,
+                    due.end.min(due.fresh.saturating_add(CATCH_UP_FRAMES)),
+                )
             });
-            if w.push(&m).is_ok() {
-                let c = &mut self.conns[i];
-                c.sent_from = Some(c.sent_from.map_or(from, |s| s.min(from)));
+            [repeat, fresh]
+        };
+        let seats = usize::from(self.config.max_seats);
+        let mut body = Vec::new();
+        for (a, b) in runs.into_iter().flatten() {
+            let reference = a
+                .get()
+                .checked_sub(1)
+                .map(Tick::new)
+                .filter(|r| *r >= self.history_base && sent_from.is_some_and(|s| s <= *r));
+            let cells = reference.map(|r| {
+                self.history[r.since(self.history_base) as usize]
+                    .inputs
+                    .as_slice()
+            });
+            let k = a.since(self.history_base) as usize;
+            let whole = b.since(a) as usize;
+            let mut n = whole;
+            while n > 0 {
+                body.clear();
+                wire::encode_frames_body(&self.history[k..k + n], seats, cells, &mut body);
+                let m = Message::Frames(Frames {
+                    start: a,
+                    count: n as u32,
+                    seats: seats as u32,
+                    reference,
+                    body: &body,
+                });
+                if w.push(&m).is_ok() {
+                    break;
+                }
+                n /= 2;
+            }
+            if n == 0 {
                 break;
             }
-            n /= 2;
+            let to = a.saturating_add(n as u32);
+            let c = &mut self.conns[i];
+            c.frames_sent.sent(a, to, now, red);
+            c.sent_from = Some(c.sent_from.map_or(a, |s| s.min(a)));
+            if n < whole {
+                // The datagram is full.
+                break;
+            }
         }
         chunks
     }

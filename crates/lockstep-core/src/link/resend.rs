@@ -1,0 +1,462 @@
+//! Which of a numbered run of items (a client's frames, a seat's inputs)
+//! the next datagram carries, so that what a link sends stays flat in its
+//! round trip.
+//!
+//! Each item goes a few times, over the datagrams that follow it (as many
+//! copies as the loss measured on the link needs for one item in a million
+//! to lose them all), and then again only if the other end has not
+//! acknowledged it a round trip after its last copy. Nothing slides out of
+//! a window: an item stays until it is acknowledged, so any loss below
+//! 100% delivers everything in the end. See `docs/protocol.md`,
+//! "Repetition and resends".
+
+use crate::{Instant, Tick};
+use core::time::Duration;
+use std::collections::VecDeque;
+
+/// Most items tracked past the acknowledged base: items beyond wait (a
+/// client that far behind is sent what it lacks first).
+const TRACKED: u32 = 2048;
+/// Most copies of one item before its resend timer.
+pub(crate) const MAX_COPIES: u8 = 6;
+/// Fewest copies, even on a link that lost nothing yet.
+const MIN_COPIES: u8 = 2;
+/// The chance of losing every copy the copy count aims at: a lone loss is
+/// made good by the next copy, within a datagram; one item in two thousand
+/// at most waits for its resend (and each that does adds a copy, see
+/// [`Resend`]). Two copies hold up to 2.2% loss, so a link near 1%, whose
+/// measured loss wanders by half a point, keeps two.
+const TARGET_LOSS: f64 = 5e-4;
+/// Items acknowledged without a resend that take one escalated copy away.
+const SETTLE: u32 = 3_000;
+/// The round trip assumed before one is measured.
+const UNMEASURED_RTT: Duration = Duration::from_millis(300);
+
+/// How hard a link repeats what it sends, from what it measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Redundancy {
+    /// Copies of each item before the timeout.
+    pub(crate) copies: u8,
+    /// Least time between two copies of an item: copies of one item in
+    /// datagrams sent close together would be lost together.
+    pub(crate) spacing: Duration,
+    /// An item with copies left makes a datagram go this long after its
+    /// last copy, if none went meanwhile.
+    pub(crate) force: Duration,
+    /// How long after its last copy an unacknowledged item goes again.
+    pub(crate) timeout: Duration,
+    /// How long after its last copy a datagram from the other end that
+    /// still lacks the item shows it lost (the timeout, but for the wait
+    /// for an acknowledgement to go).
+    pub(crate) quick: Duration,
+}
+
+impl Redundancy {
+    /// The redundancy for a link that loses `loss` of what goes (unknown:
+    /// the most copies), with round trip `rtt` and its `jitter`, whose
+    /// other end acknowledges within `ack_delay`, sending every `period`.
+    pub(crate) fn for_link(
+        loss: Option<f64>,
+        rtt: Option<Duration>,
+        jitter: Option<Duration>,
+        ack_delay: Duration,
+        period: Duration,
+    ) -> Self {
+        let copies = loss.map_or(MAX_COPIES, |p| {
+            let p = p.clamp(0.0, 1.0);
+            (MIN_COPIES..MAX_COPIES)
+                .find(|&c| p.powi(i32::from(c)) <= TARGET_LOSS * (1.0 + 1e-9))
+                .unwrap_or(MAX_COPIES)
+        });
+        let rtt = rtt.unwrap_or(UNMEASURED_RTT);
+        let margin = jitter.map_or(rtt, |j| (j * 4).min(rtt));
+        let quick = (rtt + margin).max(period);
+        Self {
+            copies,
+            spacing: period / 2,
+            // Past the next regular datagram, which usually carries it.
+            force: period * 3,
+            timeout: quick + ack_delay,
+            quick,
+        }
+    }
+}
+
+/// One tracked item: copies still to go, and when it last went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Sent {
+    left: u8,
+    at: Instant,
+    /// It lost every copy once: it goes in every datagram, and makes one
+    /// go every `spacing`, until acknowledged (a loss that rare is made
+    /// good at once, as the other end is stalled on it).
+    urgent: bool,
+}
+
+impl Sent {
+    fn new(left: u8, at: Instant) -> Self {
+        Self {
+            left,
+            at,
+            urgent: false,
+        }
+    }
+
+    fn due(self, now: Instant, r: Redundancy) -> bool {
+        if self.urgent {
+            true
+        } else if self.left > 0 {
+            now >= self.at + r.spacing
+        } else {
+            self.lost(now, r)
+        }
+    }
+
+    /// Every copy went and none was acknowledged in time.
+    fn lost(self, now: Instant, r: Redundancy) -> bool {
+        self.left == 0 && now >= self.at + r.timeout
+    }
+
+    /// When it makes a datagram go by itself.
+    fn forces(self, r: Redundancy) -> Instant {
+        self.at
+            + if self.urgent {
+                r.spacing
+            } else if self.left > 0 {
+                r.force
+            } else {
+                r.timeout
+            }
+    }
+}
+
+/// The items a datagram is to carry (see [`Resend::due`]): those sent
+/// before that are due again, from `repeat`, then those never sent, from
+/// `fresh`, both up to `end`. The two meet: `repeat..fresh` and
+/// `fresh..end`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Due {
+    pub(crate) repeat: Option<Tick>,
+    pub(crate) fresh: Tick,
+    pub(crate) end: Tick,
+}
+
+impl Due {
+    /// The first item due.
+    pub(crate) fn from(&self) -> Tick {
+        self.repeat.unwrap_or(self.fresh)
+    }
+
+    /// Whether nothing is due.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.repeat.is_none() && self.fresh >= self.end
+    }
+}
+
+/// The send record of one numbered run of items for one link (see the
+/// [module](self)): from the first the other end has not acknowledged.
+///
+/// The loss measured can fall short of what items meet (duplicated
+/// datagrams hide losses from the counts, a burst comes between two
+/// pongs): each resend timer that runs out adds a copy, and every
+/// `SETTLE` items acknowledged without one take one away.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Resend {
+    /// The first item not acknowledged.
+    base: Tick,
+    /// Items `base..`, in order, that went at least once.
+    sent: VecDeque<Sent>,
+    /// Copies added to what the measured loss asks for.
+    extra: u8,
+    /// Items acknowledged since the last escalation or settling.
+    clean: u32,
+    /// When the other end was last heard lacking the base.
+    heard: Option<Instant>,
+}
+
+impl Resend {
+    /// Nothing sent yet, nothing acknowledged before `base`.
+    pub(crate) fn new(base: Tick) -> Self {
+        Self {
+            base,
+            sent: VecDeque::new(),
+            extra: 0,
+            clean: 0,
+            heard: None,
+        }
+    }
+
+    /// The copies each item gets on this link: what the measured loss asks
+    /// for, and those added after items lost every copy.
+    pub(crate) fn copies(&self, r: Redundancy) -> u8 {
+        r.copies.saturating_add(self.extra).min(MAX_COPIES)
+    }
+
+    /// The first item not acknowledged.
+    #[cfg(test)]
+    pub(crate) fn base(&self) -> Tick {
+        self.base
+    }
+
+    /// The other end now lacks items from `next` on: ahead of the base,
+    /// the items before are acknowledged; behind it (it went back, to a
+    /// snapshot), everything is to go again from there.
+    pub(crate) fn lacks_from(&mut self, next: Tick) {
+        if next < self.base {
+            self.sent.clear();
+        } else {
+            let n = next.since(self.base);
+            self.sent.drain(..(n as usize).min(self.sent.len()));
+            self.clean = self.clean.saturating_add(n);
+            if self.clean >= SETTLE {
+                self.clean = 0;
+                self.extra = self.extra.saturating_sub(1);
+            }
+        }
+        self.base = next;
+    }
+
+    /// A datagram from the other end came at `now`, lacking items from the
+    /// base on (after [`lacks_from`](Self::lacks_from)).
+    pub(crate) fn heard(&mut self, now: Instant) {
+        self.heard = Some(now);
+    }
+
+    /// Whether item `k` (from the base) is lost: every copy went and none
+    /// was acknowledged in time, or the base was, and the other end said it
+    /// still lacked it a round trip after its last copy.
+    fn lost(&self, k: usize, now: Instant, r: Redundancy) -> bool {
+        let Some(&s) = self.sent.get(k) else {
+            return false;
+        };
+        s.lost(now, r) || k == 0 && s.left == 0 && self.heard.is_some_and(|h| h >= s.at + r.quick)
+    }
+
+    /// The first item never sent.
+    fn fresh(&self) -> Tick {
+        self.base.saturating_add(self.sent.len() as u32)
+    }
+
+    /// What a datagram going at `now` carries of the items before `end`.
+    pub(crate) fn due(&self, now: Instant, end: Tick, r: Redundancy) -> Due {
+        let repeat = (0..self.sent.len())
+            .find(|&k| self.sent[k].due(now, r) || self.lost(k, now, r))
+            .map(|k| self.base.saturating_add(k as u32));
+        let fresh = self.fresh();
+        Due {
+            repeat,
+            fresh,
+            end: end.min(self.base.saturating_add(TRACKED)).max(fresh),
+        }
+    }
+
+    /// Items `from..to` went at `now`: a copy each, and an item whose
+    /// resend timer ran out starts its copies again.
+    pub(crate) fn sent(&mut self, from: Tick, to: Tick, now: Instant, r: Redundancy) {
+        let from = from.max(self.base);
+        let to = to.min(self.base.saturating_add(TRACKED));
+        let first = from.since(self.base) as usize;
+        let last = (to.since(self.base) as usize).min(self.sent.len());
+        let base_lost = first == 0 && self.lost(0, now, r);
+        let lost = |k: usize, s: &Sent| if k == 0 { base_lost } else { s.lost(now, r) };
+        if (first..last).any(|k| lost(k, &self.sent[k])) {
+            self.extra = self.extra.saturating_add(1).min(MAX_COPIES);
+            self.clean = 0;
+        }
+        let copies = self.copies(r);
+        for k in first..last {
+            let s = &mut self.sent[k];
+            if lost(k, s) {
+                s.left = copies;
+                s.urgent = true;
+            }
+            s.left = s.left.saturating_sub(1);
+            s.at = now;
+        }
+        // Items go in order: those never sent follow the last sent.
+        if first <= self.sent.len() {
+            for _ in self.sent.len()..to.since(self.base) as usize {
+                self.sent
+                    .push_back(Sent::new(copies.saturating_sub(1), now));
+            }
+        }
+    }
+
+    /// When the items before `end` next make a datagram go by themselves:
+    /// at once for one never sent, after `force` for one with copies left,
+    /// on its timeout for one only waiting for its acknowledgement. `None`
+    /// when nothing is unacknowledged.
+    pub(crate) fn next_due(&self, now: Instant, end: Tick, r: Redundancy) -> Option<Instant> {
+        let fresh = self.fresh() < end.min(self.base.saturating_add(TRACKED));
+        let sent = self.sent.iter().map(|s| s.forces(r)).min();
+        if fresh || self.lost(0, now, r) {
+            Some(now)
+        } else {
+            sent
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ms: u64) -> Instant {
+        Instant::from_millis(ms)
+    }
+
+    fn t(n: u32) -> Tick {
+        Tick::new(n)
+    }
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn red(copies: u8) -> Redundancy {
+        Redundancy {
+            copies,
+            spacing: MS * 16,
+            force: MS * 50,
+            timeout: MS * 200,
+            quick: MS * 150,
+        }
+    }
+
+    #[test]
+    fn copies_follow_the_measured_loss() {
+        let copies = |loss| Redundancy::for_link(loss, None, None, MS, MS * 33).copies;
+        assert_eq!(copies(None), MAX_COPIES);
+        assert_eq!(copies(Some(0.0)), 2);
+        assert_eq!(copies(Some(0.022)), 2);
+        assert_eq!(copies(Some(0.03)), 3);
+        assert_eq!(copies(Some(0.07)), 3);
+        assert_eq!(copies(Some(0.1)), 4);
+        assert_eq!(copies(Some(0.2)), 5);
+        assert_eq!(copies(Some(0.3)), 6);
+        assert_eq!(copies(Some(0.6)), 6);
+        assert_eq!(copies(Some(f64::NAN)), 6, "nonsense counts as the worst");
+    }
+
+    #[test]
+    fn the_timeout_is_a_round_trip_with_margin_and_the_acknowledgement() {
+        let r = Redundancy::for_link(Some(0.0), Some(MS * 100), Some(MS * 10), MS * 33, MS * 33);
+        assert_eq!(r.timeout, MS * 173);
+        let r = Redundancy::for_link(Some(0.0), Some(MS * 100), Some(MS * 60), MS * 33, MS * 33);
+        assert_eq!(r.timeout, MS * 233, "the margin is at most a round trip");
+        assert_eq!((r.spacing, r.force), (MS * 33 / 2, MS * 99));
+    }
+
+    #[test]
+    fn each_item_goes_its_copies_then_waits_for_its_timeout() {
+        let r = red(3);
+        let mut s = Resend::new(t(10));
+        let d = s.due(at(0), t(12), r);
+        assert_eq!((d.repeat, d.fresh, d.end), (None, t(10), t(12)));
+        s.sent(t(10), t(12), at(0), r);
+        // Too soon for a second copy.
+        assert!(s.due(at(10), t(12), r).is_empty());
+        assert_eq!(s.next_due(at(10), t(12), r), Some(at(50)));
+        // A new item comes: it is fresh, the others are due again.
+        let d = s.due(at(20), t(13), r);
+        assert_eq!((d.repeat, d.fresh, d.end), (Some(t(10)), t(12), t(13)));
+        s.sent(t(10), t(13), at(20), r);
+        s.sent(t(10), t(13), at(40), r);
+        // 10 and 11 went three times; 12 has one copy left.
+        let d = s.due(at(60), t(13), r);
+        assert_eq!((d.repeat, d.fresh), (Some(t(12)), t(13)));
+        s.sent(t(12), t(13), at(60), r);
+        assert!(s.due(at(100), t(13), r).is_empty());
+        assert_eq!(s.next_due(at(100), t(13), r), Some(at(240)));
+        // Their timeouts run out: everything unacknowledged goes again,
+        // with its copies.
+        let d = s.due(at(240), t(13), r);
+        assert_eq!(d.from(), t(10));
+        s.sent(t(10), t(13), at(240), r);
+        // Until acknowledged, they go in every datagram, and make one go
+        // every spacing.
+        assert_eq!(s.due(at(241), t(13), r).from(), t(10));
+        assert_eq!(s.next_due(at(241), t(13), r), Some(at(256)));
+        s.lacks_from(t(13));
+        assert!(s.due(at(242), t(13), r).is_empty());
+    }
+
+    #[test]
+    fn acknowledgement_drops_what_it_covers_and_a_step_back_forgets_all() {
+        let r = red(2);
+        let mut s = Resend::new(t(0));
+        s.sent(t(0), t(5), at(0), r);
+        s.lacks_from(t(3));
+        assert_eq!(s.base(), t(3));
+        let d = s.due(at(20), t(6), r);
+        assert_eq!((d.repeat, d.fresh), (Some(t(3)), t(5)));
+        // Past all it sent.
+        s.lacks_from(t(9));
+        assert_eq!(s.due(at(20), t(12), r).from(), t(9));
+        s.sent(t(9), t(12), at(20), r);
+        // Back to a snapshot at 4: all of it goes again.
+        s.lacks_from(t(4));
+        let d = s.due(at(21), t(12), r);
+        assert_eq!((d.repeat, d.fresh), (None, t(4)));
+        assert_eq!(s.next_due(at(21), t(12), r), Some(at(21)));
+    }
+
+    #[test]
+    fn a_lost_item_adds_a_copy_until_enough_go_through_without() {
+        let r = red(2);
+        let mut s = Resend::new(t(0));
+        s.sent(t(0), t(1), at(0), r);
+        s.sent(t(0), t(1), at(20), r);
+        assert_eq!(s.copies(r), 2);
+        // Both copies lost: the resend adds one, for it and what follows.
+        s.sent(t(0), t(2), at(220), r);
+        assert_eq!(s.copies(r), 3);
+        assert_eq!(s.sent[1].left, 2);
+        assert_eq!(s.sent[0].left, 2, "the resend's copies too");
+        s.lacks_from(t(SETTLE - 1));
+        assert_eq!(s.copies(r), 3);
+        s.lacks_from(t(SETTLE + 1));
+        assert_eq!(s.copies(r), 2);
+        assert_eq!(s.copies(red(MAX_COPIES)), MAX_COPIES, "never past the most");
+    }
+
+    #[test]
+    fn the_other_end_lacking_the_base_a_round_trip_after_its_last_copy_loses_it() {
+        let r = red(2);
+        let mut s = Resend::new(t(0));
+        s.sent(t(0), t(2), at(0), r);
+        s.sent(t(0), t(2), at(20), r);
+        s.heard(at(100));
+        assert!(s.due(at(100), t(2), r).is_empty(), "too soon to tell");
+        s.heard(at(20) + r.quick);
+        let d = s.due(at(20) + r.quick, t(2), r);
+        assert_eq!(d.from(), t(0));
+        assert_eq!(
+            s.next_due(at(20) + r.quick, t(2), r),
+            Some(at(20) + r.quick)
+        );
+        // Only the base: the other end may hold what follows it.
+        let mut s = Resend::new(t(0));
+        s.sent(t(0), t(1), at(0), r);
+        s.sent(t(0), t(2), at(20), r);
+        s.sent(t(1), t(2), at(40), r);
+        s.heard(at(40) + r.quick);
+        assert_eq!(s.due(at(40) + r.quick, t(2), r).from(), t(0));
+        s.sent(t(0), t(1), at(40) + r.quick, r);
+        assert_eq!(s.copies(r), 3, "a loss adds a copy");
+        assert_eq!(s.due(at(41) + r.quick, t(2), r).from(), t(0), "urgent");
+    }
+
+    #[test]
+    fn nothing_is_tracked_beyond_the_bound() {
+        let r = red(2);
+        let mut s = Resend::new(t(0));
+        let far = t(10 * TRACKED);
+        assert_eq!(s.due(at(0), far, r).end, t(TRACKED));
+        s.sent(t(0), far, at(0), r);
+        assert_eq!(s.sent.len(), TRACKED as usize);
+        assert!(s.due(at(1), far, r).is_empty());
+        // Out of order (a gap) is never recorded.
+        let mut s = Resend::new(t(0));
+        s.sent(t(3), t(5), at(0), r);
+        assert!(s.sent.is_empty());
+    }
+}
