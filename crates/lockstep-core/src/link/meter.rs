@@ -240,7 +240,14 @@ mod tests {
             m.pong(round, got, 1);
         }
         assert_eq!(got, sent);
-        assert!(m.traffic(now).loss_up.expect("measured") > 0.0, "the quick figure is fooled");
-        assert!(m.slow_loss_up().expect("measured") < 1e-9, "{:?}", m.slow_loss_up());
+        assert!(
+            m.traffic(now).loss_up.expect("measured") > 0.0,
+            "the quick figure is fooled"
+        );
+        assert!(
+            m.slow_loss_up().expect("measured") < 1e-9,
+            "{:?}",
+            m.slow_loss_up()
+        );
     }
 }

@@ -3,9 +3,9 @@
 //! round trip.
 //!
 //! Each item goes a few times, over the datagrams that follow it (as many
-//! copies as the loss measured on the link needs for one item in a million
-//! to lose them all), and then again only if the other end has not
-//! acknowledged it a round trip after its last copy. Nothing slides out of
+//! copies as the loss measured on the link and the cost of a resend call
+//! for, see [`Redundancy::for_link`]), and then again only if the other end
+//! has not acknowledged it a round trip after its last copy. Nothing slides out of
 //! a window: an item stays until it is acknowledged, so any loss below
 //! 100% delivers everything in the end. See `docs/protocol.md`,
 //! "Repetition and resends".
@@ -21,12 +21,13 @@ const TRACKED: u32 = 2048;
 pub(crate) const MAX_COPIES: u8 = 6;
 /// Fewest copies, even on a link that lost nothing yet.
 const MIN_COPIES: u8 = 2;
-/// The chance of losing every copy the copy count aims at: a lone loss is
-/// made good by the next copy, within a datagram; one item in two thousand
-/// at most waits for its resend (and each that does adds a copy, see
-/// [`Resend`]). Two copies hold up to 2.2% loss, so a link near 1%, whose
-/// measured loss wanders by half a point, keeps two.
-const TARGET_LOSS: f64 = 5e-4;
+/// What the copy count aims at: the ticks the other end stalls waiting for
+/// items that lost every copy, per item (the chance of losing them all
+/// times the resend's wait in ticks). A lone loss is made good by the next
+/// copy, within a datagram; an item that lost all of them waits about a
+/// round trip, so far links get more copies (and each resend adds one, see
+/// [`Resend`]).
+const TARGET_STALL: f64 = 5e-4;
 /// Items acknowledged without a resend that take one escalated copy away.
 const SETTLE: u32 = 3_000;
 /// The round trip assumed before one is measured.
@@ -62,15 +63,18 @@ impl Redundancy {
         ack_delay: Duration,
         period: Duration,
     ) -> Self {
-        let copies = loss.map_or(MAX_COPIES, |p| {
-            let p = p.clamp(0.0, 1.0);
-            (MIN_COPIES..MAX_COPIES)
-                .find(|&c| p.powi(i32::from(c)) <= TARGET_LOSS * (1.0 + 1e-9))
-                .unwrap_or(MAX_COPIES)
-        });
         let rtt = rtt.unwrap_or(UNMEASURED_RTT);
         let margin = jitter.map_or(rtt, |j| (j * 4).min(rtt));
         let quick = (rtt + margin).max(period);
+        // An item that loses every copy stalls the other end for about a
+        // resend's wait: the longer that is, the rarer it must be.
+        let stall = quick.as_secs_f64() / period.as_secs_f64().max(1e-6);
+        let copies = loss.map_or(MAX_COPIES, |p| {
+            let p = p.clamp(0.0, 1.0);
+            (MIN_COPIES..MAX_COPIES)
+                .find(|&c| p.powi(i32::from(c)) * stall <= TARGET_STALL * (1.0 + 1e-9))
+                .unwrap_or(MAX_COPIES)
+        });
         Self {
             copies,
             spacing: period / 2,
@@ -322,18 +326,26 @@ mod tests {
     }
 
     #[test]
-    fn copies_follow_the_measured_loss() {
-        let copies = |loss| Redundancy::for_link(loss, None, None, MS, MS * 33).copies;
-        assert_eq!(copies(None), MAX_COPIES);
-        assert_eq!(copies(Some(0.0)), 2);
-        assert_eq!(copies(Some(0.022)), 2);
-        assert_eq!(copies(Some(0.03)), 3);
-        assert_eq!(copies(Some(0.07)), 3);
-        assert_eq!(copies(Some(0.1)), 4);
-        assert_eq!(copies(Some(0.2)), 5);
-        assert_eq!(copies(Some(0.3)), 6);
-        assert_eq!(copies(Some(0.6)), 6);
-        assert_eq!(copies(Some(f64::NAN)), 6, "nonsense counts as the worst");
+    fn copies_follow_the_measured_loss_and_what_a_total_loss_costs() {
+        // Near: a resend comes within a tick.
+        let near = |loss| Redundancy::for_link(loss, Some(MS), Some(MS), MS, MS * 33).copies;
+        assert_eq!(near(None), MAX_COPIES);
+        assert_eq!(near(Some(0.0)), 2);
+        assert_eq!(near(Some(0.022)), 2);
+        assert_eq!(near(Some(0.03)), 3);
+        assert_eq!(near(Some(0.07)), 3);
+        assert_eq!(near(Some(0.1)), 4);
+        assert_eq!(near(Some(0.2)), 5);
+        assert_eq!(near(Some(0.3)), 6);
+        assert_eq!(near(Some(f64::NAN)), 6, "nonsense counts as the worst");
+        // 250 ms away, a total loss stalls about ten ticks: one more copy.
+        let far = |loss| {
+            Redundancy::for_link(Some(loss), Some(MS * 250), Some(MS * 25), MS * 40, MS * 33).copies
+        };
+        assert_eq!(far(0.0), 2);
+        assert_eq!(far(0.005), 2);
+        assert_eq!(far(0.01), 3);
+        assert_eq!(far(0.1), 5);
     }
 
     #[test]
