@@ -61,7 +61,7 @@ impl<I: Input> Sequencer<I> {
     /// schedule (it has none to run yet, or is resynced from a snapshot).
     fn frames_due(&self, i: usize) -> Option<Instant> {
         let c = &self.conns[i];
-        if c.join.is_some() && !matches!(c.join, Some(Join::CatchingUp)) || c.closing.is_some() {
+        if Self::frames_wait_for_snapshot(c) || c.closing.is_some() {
             return None;
         }
         let red = self.frames_redundancy(i);
@@ -79,13 +79,22 @@ impl<I: Input> Sequencer<I> {
             || c.welcome_pending
             // Frames before a snapshot is whole go on the general schedule
             // (see `frames_due`).
-            || c.next < self.open && c.join.as_ref().is_some_and(|j| !matches!(j, Join::CatchingUp))
+            || c.next < self.open && Self::frames_wait_for_snapshot(c)
             || self.paused()
             || c.checks.has_news(
                 &self.referee,
                 !Self::before_snapshot(c) || c.resync.is_some(),
                 self.now,
             )
+    }
+
+    /// Whether `c`'s frames wait on a snapshot (it is joining, or being
+    /// resynced, and has not caught up): they go on the general schedule,
+    /// not their own (see `frames_due`).
+    fn frames_wait_for_snapshot(c: &Conn) -> bool {
+        c.join
+            .as_ref()
+            .is_some_and(|j| !matches!(j, Join::CatchingUp))
     }
 
     /// Whether `c` is joining and has not got its snapshot yet: nothing but
