@@ -43,7 +43,7 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
         game_config: game_config(&a),
     };
     let started = Instant::now();
-    let (mut clients, timed_out) = match play(&a, &lobby) {
+    let (mut clients, timed_out, second_half) = match play(&a, &lobby) {
         Ok(played) => played,
         Err(e) => {
             let _ = relay.stop();
@@ -66,6 +66,16 @@ pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
         f64::from(a.ticks) / elapsed.as_secs_f64().max(0.001),
         a.tick_rate,
     );
+    if let Some(d) = second_half {
+        let ticks = a.ticks - a.ticks / 2;
+        println!(
+            "steady state: the slowest client ran ticks {} to {} in {:.1} s ({:.1} ticks/s)",
+            a.ticks / 2,
+            a.ticks,
+            d.as_secs_f64(),
+            f64::from(ticks) / d.as_secs_f64().max(0.001),
+        );
+    }
     judge(&a, &clients, &hashes, timed_out)
 }
 
@@ -347,7 +357,13 @@ impl Lobby<'_> {
 /// Plays the match: the bots, late joiners arriving and connections cut
 /// on schedule, until every bot has run `--ticks` ticks or time ran out
 /// (`true`). A bot turned away ends it with an error.
-fn play(a: &DemoArgs, lobby: &Lobby<'_>) -> Result<(Vec<Client>, bool), DemoError> {
+/// Plays the match: the clients, whether it ran out of time, and how long
+/// the slowest client took over the second half of the ticks (the steady
+/// state, past connecting and the first adaptation).
+fn play(
+    a: &DemoArgs,
+    lobby: &Lobby<'_>,
+) -> Result<(Vec<Client>, bool, Option<Duration>), DemoError> {
     let mut clients = Vec::with_capacity(usize::from(a.players + a.late_joiners));
     for i in 0..usize::from(a.players) {
         clients.push(lobby.new_client(i)?);
@@ -375,6 +391,7 @@ fn play(a: &DemoArgs, lobby: &Lobby<'_>) -> Result<(Vec<Client>, bool), DemoErro
     let limit = Duration::from_secs_f64(f64::from(a.ticks) / f64::from(a.tick_rate) * 3.0 + 30.0);
     let mut last_report = Instant::now();
     let mut timed_out = false;
+    let mut half: Option<Instant> = None;
     loop {
         let done = joins.is_empty()
             && cuts.is_empty()
@@ -399,6 +416,9 @@ fn play(a: &DemoArgs, lobby: &Lobby<'_>) -> Result<(Vec<Client>, bool), DemoErro
             return Err(DemoError::Refused(c.name.clone(), reason));
         }
         let slowest = clients.iter().map(|c| c.game.tick.get()).min().unwrap_or(0);
+        if half.is_none() && slowest >= a.ticks / 2 {
+            half = Some(Instant::now());
+        }
         if joins.last().is_some_and(|t| slowest >= *t) {
             joins.pop();
             let mut c = lobby.new_client(clients.len())?;
@@ -461,7 +481,8 @@ fn play(a: &DemoArgs, lobby: &Lobby<'_>) -> Result<(Vec<Client>, bool), DemoErro
         std::thread::sleep(Duration::from_micros(500));
     }
     bar.finish_and_clear();
-    Ok((clients, timed_out))
+    let second_half = half.filter(|_| !timed_out).map(|h| h.elapsed());
+    Ok((clients, timed_out, second_half))
 }
 
 /// Lets final acknowledgements and goodbyes go out.
