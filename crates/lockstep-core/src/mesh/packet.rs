@@ -82,12 +82,7 @@ impl<I: Input> MeshSession<I> {
                 waiting,
             }));
         }
-        for m in p
-            .link
-            .pong(now)
-            .into_iter()
-            .chain(p.link.ping(now, self.config.ping_interval))
-        {
+        for m in p.link.pong(now).into_iter().chain(p.link.ping(now)) {
             w.put(m);
         }
         if self.local_seat.is_some() {

@@ -108,7 +108,7 @@ impl<I: Input> ClientSession<I> {
             w.put(pong);
         }
         if self.connected()
-            && let Some(ping) = self.link.ping(self.now, self.config.ping_interval)
+            && let Some(ping) = self.link.ping(self.now)
         {
             w.put(ping);
         }

@@ -24,11 +24,8 @@ impl<I: Input> Sequencer<I> {
         } else if c.ack_pending || !self.waiting.is_empty() {
             // An acknowledgement, or whom the room waits on (sent at once
             // when it changes), rides on the next frames if they come
-            // within three ticks, or within a bundle on a link that
-            // bundles them.
-            self.config
-                .resend_interval
-                .max(self.period() * 3.max(c.link.bundle()))
+            // within three ticks.
+            self.config.resend_interval.max(self.period() * 3)
         } else {
             self.config.keepalive_interval
         };
@@ -54,7 +51,7 @@ impl<I: Input> Sequencer<I> {
     }
 
     /// The tick period.
-    pub(super) fn period(&self) -> Duration {
+    fn period(&self) -> Duration {
         Duration::from_secs(1) / self.config.tick_rate.max(1)
     }
 
@@ -178,12 +175,7 @@ impl<I: Input> Sequencer<I> {
                 snapshot: c.join.is_some(),
             }));
         }
-        for m in c
-            .link
-            .pong(now)
-            .into_iter()
-            .chain(c.link.ping(now, self.config.ping_interval))
-        {
+        for m in c.link.pong(now).into_iter().chain(c.link.ping(now)) {
             w.put(m);
         }
         let seat = c
