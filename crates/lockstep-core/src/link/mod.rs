@@ -11,12 +11,14 @@
 //! `Pong` owed and the `Ping` due.
 
 mod meter;
+mod pace;
 mod resend;
 mod rtt;
 mod stall;
 
 pub(crate) use meter::LinkMeter;
 pub use meter::Traffic;
+pub(crate) use pace::Pace;
 pub(crate) use resend::{Redundancy, Resend};
 pub(crate) use rtt::Rtt;
 pub(crate) use stall::StallMeter;
@@ -45,6 +47,10 @@ pub(crate) struct Link {
     /// The last datagram had no room for a chunk that was due: chunks wait
     /// for the next regular datagram instead of forcing one.
     pub(crate) chunk_starved: bool,
+    /// How many ticks of frames a datagram bundles, from the queue the
+    /// round trip shows: on a link that sends frames by the tick (see
+    /// [`paced`](Self::paced)).
+    pace: Option<Pace>,
 }
 
 impl Link {
@@ -61,6 +67,7 @@ impl Link {
             meter: LinkMeter::default(),
             interrupted: false,
             chunk_starved: false,
+            pace: None,
         }
     }
 
@@ -70,6 +77,15 @@ impl Link {
         Self {
             flush: true,
             ..Self::new(now)
+        }
+    }
+
+    /// The same link, sending frames sealed every `period`: its bundle
+    /// follows the queue the round trip shows (see [`Pace`]).
+    pub(crate) fn paced(self, period: Duration) -> Self {
+        Self {
+            pace: Some(Pace::new(period)),
+            ..self
         }
     }
 
@@ -96,7 +112,15 @@ impl Link {
     /// it carries are taken. Returns the datagrams lost each way (there,
     /// back) since the previous pong.
     pub(crate) fn ponged(&mut self, now: Instant, pong: (u32, u32, u32, u32)) -> (u64, u64) {
-        self.meter.pong_came(&mut self.rtt, now, pong)
+        let before = self.rtt.latest().map(|(_, n)| n);
+        let lost = self.meter.pong_came(&mut self.rtt, now, pong);
+        if let Some((sample, n)) = self.rtt.latest()
+            && before != Some(n)
+            && let Some(p) = self.pace.as_mut()
+        {
+            p.sample(now, sample);
+        }
+        lost
     }
 
     /// The link's own messages as they come: a `Ping` is owed its pong, a
@@ -126,11 +150,19 @@ impl Link {
             .map(|(stamp, at)| self.meter.pong_to(stamp, at, now))
     }
 
-    /// The `Ping` due by `now`, if one is.
-    pub(crate) fn ping(&self, now: Instant) -> Option<Message<'static>> {
-        (self.ping_due <= now).then(|| Message::Ping {
+    /// The `Ping` due by `now`, if one is, with pings every `interval`.
+    pub(crate) fn ping(&self, now: Instant, interval: Duration) -> Option<Message<'static>> {
+        self.ping_goes(now, interval).then(|| Message::Ping {
             stamp: Rtt::stamp(now),
         })
+    }
+
+    /// Whether a datagram going at `now` carries a ping: one is due, and
+    /// the last one's pong can no longer be on its way (a link whose round
+    /// trip outgrew the ping interval would otherwise replace every ping
+    /// before its pong came, and measure nothing).
+    fn ping_goes(&self, now: Instant, interval: Duration) -> bool {
+        self.ping_due <= now && !self.rtt.awaiting(now, interval)
     }
 
     /// A datagram of `len` bytes went out at `now`: the pong is paid, a
@@ -139,8 +171,16 @@ impl Link {
     /// schedule on).
     pub(crate) fn sent(&mut self, now: Instant, len: usize, ping_interval: Duration, timed: bool) {
         self.pong_owed = None;
-        if self.ping_due <= now {
-            self.ping_due = now + ping_interval;
+        if self.ping_goes(now, ping_interval) {
+            // A link that may be short is timed four times as often, so
+            // its queue shows within a second.
+            let watching = self.pace.as_ref().is_some_and(Pace::watching);
+            self.ping_due = now
+                + if watching {
+                    ping_interval / 4
+                } else {
+                    ping_interval
+                };
             if timed {
                 self.meter.pinged(&mut self.rtt, now);
             }
@@ -223,13 +263,28 @@ impl Link {
     /// the last half minute) and the round trip measured (see
     /// [`Redundancy::for_link`]).
     pub(crate) fn redundancy(&self, ack_delay: Duration, period: Duration) -> Redundancy {
-        Redundancy::for_link(
+        // A round trip that just grew (a queue building) is waited out
+        // before anything is taken as lost.
+        let rtt = self
+            .rtt()
+            .map(|r| r.max(self.rtt.latest().map_or(r, |(l, _)| l)));
+        let r = Redundancy::for_link(
             self.meter.slow_loss_up(),
-            self.rtt(),
+            rtt,
             self.jitter(),
             ack_delay,
             period,
-        )
+        );
+        match &self.pace {
+            Some(p) => r.bundled(p.bundle(), period),
+            None => r,
+        }
+    }
+
+    /// Ticks of frames a datagram bundles: 1 on a link with room, more on
+    /// one that queues (see [`Pace`]).
+    pub(crate) fn bundle(&self) -> u32 {
+        self.pace.as_ref().map_or(1, Pace::bundle)
     }
 
     /// When the last datagram went, if any did.
@@ -249,6 +304,7 @@ impl Link {
     pub(crate) fn restart(&mut self, now: Instant) {
         *self = Self {
             meter: core::mem::take(&mut self.meter),
+            pace: self.pace.as_ref().map(|p| Pace::new(p.period())),
             ..Self::ready(now)
         };
     }
@@ -265,21 +321,46 @@ mod tests {
     #[test]
     fn a_ping_goes_out_when_due_and_its_pong_times_the_round_trip() {
         let mut l = Link::new(at(0));
-        assert!(matches!(l.ping(at(0)), Some(Message::Ping { stamp: 0 })));
+        assert!(matches!(
+            l.ping(at(0), Duration::from_secs(1)),
+            Some(Message::Ping { stamp: 0 })
+        ));
         l.sent(at(0), 40, Duration::from_secs(1), true);
-        assert_eq!(l.ping(at(999)), None);
-        assert!(l.ping(at(1_000)).is_some());
         // The other end answers 80 ms later, having held it 10 ms.
         assert!(!l.heard(at(80)));
         l.ponged(at(80), (0, 10, 1, 1));
         assert_eq!(l.rtt(), Some(Duration::from_millis(70)));
+        assert_eq!(l.ping(at(999), Duration::from_secs(1)), None);
+        assert!(l.ping(at(1_000), Duration::from_secs(1)).is_some());
+    }
+
+    #[test]
+    fn a_ping_waits_while_its_predecessor_may_still_be_answered() {
+        let second = Duration::from_secs(1);
+        let mut l = Link::new(at(0));
+        l.sent(at(0), 40, second, true);
+        l.ponged(at(100), (0, 0, 1, 1));
+        // The next ping's pong is late (a queue built): no ping replaces it
+        // before twice the interval, so its round trip is still measured.
+        l.sent(at(1_000), 40, second, true);
+        assert_eq!(l.ping(at(2_500), second), None);
+        l.ponged(at(2_600), (1_000, 0, 2, 2));
+        assert_eq!(
+            l.rtt.latest().map(|(r, _)| r),
+            Some(Duration::from_millis(1_600))
+        );
+        assert!(l.ping(at(2_600), second).is_some());
+        // A pong that never comes holds the pings back only so long.
+        l.sent(at(3_000), 40, second, true);
+        assert_eq!(l.ping(at(4_000), second), None);
+        assert!(l.ping(at(6_400), second).is_some());
     }
 
     #[test]
     fn an_untimed_ping_moves_the_schedule_and_measures_nothing() {
         let mut l = Link::new(at(0));
         l.sent(at(0), 40, Duration::from_secs(1), false);
-        assert_eq!(l.ping(at(500)), None);
+        assert_eq!(l.ping(at(500), Duration::from_secs(1)), None);
         l.ponged(at(80), (0, 0, 1, 1));
         assert_eq!(l.rtt(), None);
     }

@@ -19,6 +19,10 @@ use std::collections::VecDeque;
 const TRACKED: u32 = 2048;
 /// Most copies of one item before its resend timer.
 pub(crate) const MAX_COPIES: u8 = 6;
+/// Copies until the loss is measured: a link that loses more gets more
+/// as its items lose every copy (see [`Resend`]), one that is short of
+/// room is not flooded at its start.
+const UNMEASURED_COPIES: u8 = MIN_COPIES;
 /// Fewest copies, even on a link that lost nothing yet.
 const MIN_COPIES: u8 = 2;
 /// What the copy count aims at: the ticks the other end stalls waiting for
@@ -30,6 +34,9 @@ const MIN_COPIES: u8 = 2;
 const TARGET_STALL: f64 = 5e-4;
 /// Items acknowledged without a resend that take one escalated copy away.
 const SETTLE: u32 = 3_000;
+/// Most copies of one item on a link that queues what it is sent (see
+/// [`Redundancy::bundled`]).
+const BUNDLED_COPIES: u8 = 2;
 /// The round trip assumed before one is measured.
 const UNMEASURED_RTT: Duration = Duration::from_millis(300);
 
@@ -38,6 +45,8 @@ const UNMEASURED_RTT: Duration = Duration::from_millis(300);
 pub(crate) struct Redundancy {
     /// Copies of each item before the timeout.
     pub(crate) copies: u8,
+    /// Most copies, with those added after losses (see [`Resend`]).
+    pub(crate) most: u8,
     /// Least time between two copies of an item: copies of one item in
     /// datagrams sent close together would be lost together.
     pub(crate) spacing: Duration,
@@ -54,7 +63,7 @@ pub(crate) struct Redundancy {
 
 impl Redundancy {
     /// The redundancy for a link that loses `loss` of what goes (unknown:
-    /// the most copies), with round trip `rtt` and its `jitter`, whose
+    /// the fewest copies), with round trip `rtt` and its `jitter`, whose
     /// other end acknowledges within `ack_delay`, sending every `period`.
     pub(crate) fn for_link(
         loss: Option<f64>,
@@ -69,7 +78,7 @@ impl Redundancy {
         // An item that loses every copy stalls the other end for about a
         // resend's wait: the longer that is, the rarer it must be.
         let stall = quick.as_secs_f64() / period.as_secs_f64().max(1e-6);
-        let copies = loss.map_or(MAX_COPIES, |p| {
+        let copies = loss.map_or(UNMEASURED_COPIES, |p| {
             let p = p.clamp(0.0, 1.0);
             (MIN_COPIES..MAX_COPIES)
                 .find(|&c| p.powi(i32::from(c)) * stall <= TARGET_STALL * (1.0 + 1e-9))
@@ -77,11 +86,30 @@ impl Redundancy {
         });
         Self {
             copies,
+            most: MAX_COPIES,
             spacing: period / 2,
             // Past the next regular datagram, which usually carries it.
             force: period * 3,
             timeout: quick + ack_delay,
             quick,
+        }
+    }
+
+    /// The same, on a link whose frames go `bundle` ticks to a datagram
+    /// because it queues what it is sent (see `link::Pace`): what it loses
+    /// is the queue's doing, so more copies would only lengthen it. At
+    /// most two copies, each in the next bundled datagram (one every
+    /// `bundle` periods), and nothing forced between them.
+    pub(crate) fn bundled(self, bundle: u32, period: Duration) -> Self {
+        if bundle <= 1 {
+            return self;
+        }
+        Self {
+            copies: self.copies.min(BUNDLED_COPIES),
+            most: BUNDLED_COPIES,
+            spacing: period * bundle - period / 2,
+            force: period * (bundle + 2),
+            ..self
         }
     }
 }
@@ -193,7 +221,7 @@ impl Resend {
     /// The copies each item gets on this link: what the measured loss asks
     /// for, and those added after items lost every copy.
     pub(crate) fn copies(&self, r: Redundancy) -> u8 {
-        r.copies.saturating_add(self.extra).min(MAX_COPIES)
+        r.copies.saturating_add(self.extra).min(r.most)
     }
 
     /// The first item not acknowledged.
@@ -318,6 +346,7 @@ mod tests {
     fn red(copies: u8) -> Redundancy {
         Redundancy {
             copies,
+            most: MAX_COPIES,
             spacing: MS * 16,
             force: MS * 50,
             timeout: MS * 200,
@@ -329,7 +358,7 @@ mod tests {
     fn copies_follow_the_measured_loss_and_what_a_total_loss_costs() {
         // Near: a resend comes within a tick.
         let near = |loss| Redundancy::for_link(loss, Some(MS), Some(MS), MS, MS * 33).copies;
-        assert_eq!(near(None), MAX_COPIES);
+        assert_eq!(near(None), UNMEASURED_COPIES);
         assert_eq!(near(Some(0.0)), 2);
         assert_eq!(near(Some(0.022)), 2);
         assert_eq!(near(Some(0.03)), 3);

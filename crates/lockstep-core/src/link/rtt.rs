@@ -14,6 +14,9 @@ pub(crate) struct Rtt {
     deviation: Duration,
     /// The stamp of the latest ping sent, until its pong comes.
     outstanding: Option<u32>,
+    /// The latest sample, and how many came (wrapping).
+    latest: Option<Duration>,
+    samples: u32,
 }
 
 impl Rtt {
@@ -25,6 +28,17 @@ impl Rtt {
     /// Notes that a ping stamped at `now` went out.
     pub(crate) fn pinged(&mut self, now: Instant) {
         self.outstanding = Some(Self::stamp(now));
+    }
+
+    /// Whether the latest ping's pong may still come at `now`, with pings
+    /// every `interval`: it went less than twice the round trip, or twice
+    /// the interval, ago (a round trip that grew fast is still measured).
+    pub(crate) fn awaiting(self, now: Instant, interval: Duration) -> bool {
+        let Some(stamp) = self.outstanding else {
+            return false;
+        };
+        let wait = self.smoothed.unwrap_or_default().max(interval) * 2;
+        u64::from(Self::stamp(now).wrapping_sub(stamp)) < wait.as_millis() as u64
     }
 
     /// Takes the pong for a ping stamped `stamp`, held `held_ms` by the
@@ -42,12 +56,20 @@ impl Rtt {
                 Some(old) => (self.deviation * 3 + old.abs_diff(sample)) / 4,
             };
             self.smoothed = Some(self.smoothed.map_or(sample, |old| (old * 7 + sample) / 8));
+            self.latest = Some(sample);
+            self.samples = self.samples.wrapping_add(1);
         }
     }
 
     /// The estimate, once measured.
     pub(crate) fn get(self) -> Option<Duration> {
         self.smoothed
+    }
+
+    /// The latest sample, unsmoothed, and how many there were (wrapping):
+    /// a new count is a new sample.
+    pub(crate) fn latest(self) -> Option<(Duration, u32)> {
+        self.latest.map(|l| (l, self.samples))
     }
 
     /// Its jitter (mean deviation), once measured.

@@ -82,7 +82,12 @@ impl<I: Input> MeshSession<I> {
                 waiting,
             }));
         }
-        for m in p.link.pong(now).into_iter().chain(p.link.ping(now)) {
+        for m in p
+            .link
+            .pong(now)
+            .into_iter()
+            .chain(p.link.ping(now, self.config.ping_interval))
+        {
             w.put(m);
         }
         if self.local_seat.is_some() {

@@ -108,7 +108,7 @@ impl<I: Input> ClientSession<I> {
             w.put(pong);
         }
         if self.connected()
-            && let Some(ping) = self.link.ping(self.now)
+            && let Some(ping) = self.link.ping(self.now, self.config.ping_interval)
         {
             w.put(ping);
         }

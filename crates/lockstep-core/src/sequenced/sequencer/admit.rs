@@ -362,7 +362,7 @@ impl<I: Input> Sequencer<I> {
             frames_sent: Resend::new(next),
             sent_from: None,
             welcome_pending: true,
-            link: Link::ready(now),
+            link: Link::ready(now).paced(self.period()),
             ack_pending: false,
             checks: Relayed::default(),
             datagram_rate: TokenBucket::full(self.config.max_datagrams_per_sec, now),

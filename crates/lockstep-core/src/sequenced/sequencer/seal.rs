@@ -127,7 +127,13 @@ impl<I: Input> Sequencer<I> {
             sealed = true;
         }
         if sealed {
-            self.flush_all();
+            // New frames go at once, except to a link that bundles them
+            // (see `link::Pace`): there they wait for its next datagram.
+            for i in 0..self.conns.len() {
+                if self.conns[i].link.bundle() <= 1 || self.send_due(i) <= self.now {
+                    self.conns[i].link.flush = true;
+                }
+            }
         }
     }
 

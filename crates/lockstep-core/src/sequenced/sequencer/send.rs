@@ -24,8 +24,11 @@ impl<I: Input> Sequencer<I> {
         } else if c.ack_pending || !self.waiting.is_empty() {
             // An acknowledgement, or whom the room waits on (sent at once
             // when it changes), rides on the next frames if they come
-            // within three ticks.
-            self.config.resend_interval.max(self.period() * 3)
+            // within three ticks, or within a bundle on a link that
+            // bundles them.
+            self.config
+                .resend_interval
+                .max(self.period() * 3.max(c.link.bundle()))
         } else {
             self.config.keepalive_interval
         };
@@ -51,7 +54,7 @@ impl<I: Input> Sequencer<I> {
     }
 
     /// The tick period.
-    fn period(&self) -> Duration {
+    pub(super) fn period(&self) -> Duration {
         Duration::from_secs(1) / self.config.tick_rate.max(1)
     }
 
@@ -175,7 +178,12 @@ impl<I: Input> Sequencer<I> {
                 snapshot: c.join.is_some(),
             }));
         }
-        for m in c.link.pong(now).into_iter().chain(c.link.ping(now)) {
+        for m in c
+            .link
+            .pong(now)
+            .into_iter()
+            .chain(c.link.ping(now, self.config.ping_interval))
+        {
             w.put(m);
         }
         let seat = c
