@@ -263,11 +263,13 @@ impl Link {
     /// the last half minute) and the round trip measured (see
     /// [`Redundancy::for_link`]).
     pub(crate) fn redundancy(&self, ack_delay: Duration, period: Duration) -> Redundancy {
-        // A round trip that just grew (a queue building) is waited out
-        // before anything is taken as lost.
-        let rtt = self
-            .rtt()
-            .map(|r| r.max(self.rtt.latest().map_or(r, |(l, _)| l)));
+        // On a link that shows a queue, a round trip that just grew is
+        // waited out before anything is taken as lost.
+        let watching = self.pace.as_ref().is_some_and(Pace::watching);
+        let rtt = self.rtt().map(|r| match self.rtt.latest() {
+            Some((l, _)) if watching => r.max(l),
+            _ => r,
+        });
         let r = Redundancy::for_link(
             self.meter.slow_loss_up(),
             rtt,

@@ -165,12 +165,15 @@ impl Sent {
 /// The items a datagram is to carry (see [`Resend::due`]): those sent
 /// before that are due again, from `repeat`, then those never sent, from
 /// `fresh`, both up to `end`. The two meet: `repeat..fresh` and
-/// `fresh..end`.
+/// `fresh..end`, except for `skip`: items after the first run of due ones
+/// that are not due (they went recently, and wait for their
+/// acknowledgement), up to the next due one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Due {
     pub(crate) repeat: Option<Tick>,
     pub(crate) fresh: Tick,
     pub(crate) end: Tick,
+    pub(crate) skip: Option<(Tick, Tick)>,
 }
 
 impl Due {
@@ -271,14 +274,25 @@ impl Resend {
 
     /// What a datagram going at `now` carries of the items before `end`.
     pub(crate) fn due(&self, now: Instant, end: Tick, r: Redundancy) -> Due {
-        let repeat = (0..self.sent.len())
-            .find(|&k| self.sent[k].due(now, r) || self.lost(k, now, r))
-            .map(|k| self.base.saturating_add(k as u32));
+        let is_due = |k: usize| self.sent[k].due(now, r) || self.lost(k, now, r);
+        let n = self.sent.len();
+        let first = (0..n).find(|&k| is_due(k));
+        // A lost item goes again alone, not with every item after it that
+        // is only waiting for its acknowledgement.
+        let skip = first.and_then(|k0| {
+            let k1 = (k0..n).find(|&k| !is_due(k))?;
+            let k2 = (k1..n).find(|&k| is_due(k)).unwrap_or(n);
+            Some((
+                self.base.saturating_add(k1 as u32),
+                self.base.saturating_add(k2 as u32),
+            ))
+        });
         let fresh = self.fresh();
         Due {
-            repeat,
+            repeat: first.map(|k| self.base.saturating_add(k as u32)),
             fresh,
             end: end.min(self.base.saturating_add(TRACKED)).max(fresh),
+            skip,
         }
     }
 
@@ -384,6 +398,29 @@ mod tests {
         let r = Redundancy::for_link(Some(0.0), Some(MS * 100), Some(MS * 60), MS * 33, MS * 33);
         assert_eq!(r.timeout, MS * 233, "the margin is at most a round trip");
         assert_eq!((r.spacing, r.force), (MS * 33 / 2, MS * 99));
+    }
+
+    #[test]
+    fn a_lost_item_goes_again_without_those_waiting_for_their_ack() {
+        let r = red(2);
+        let mut s = Resend::new(t(0));
+        // Items 0 to 5 went twice; 0 times out first.
+        s.sent(t(0), t(1), at(0), r);
+        s.sent(t(0), t(1), at(20), r);
+        s.sent(t(1), t(6), at(100), r);
+        s.sent(t(1), t(6), at(120), r);
+        let d = s.due(at(220), t(6), r);
+        assert_eq!(d.from(), t(0));
+        assert_eq!(d.skip, Some((t(1), t(6))), "1 to 5 only wait");
+        // With one new item: 0, then 6; 1 to 5 are left out.
+        let d = s.due(at(220), t(7), r);
+        assert_eq!(
+            (d.from(), d.skip, d.fresh, d.end),
+            (t(0), Some((t(1), t(6))), t(6), t(7))
+        );
+        // Everything due: no gap.
+        let d = s.due(at(400), t(7), r);
+        assert_eq!((d.from(), d.skip), (t(0), None));
     }
 
     #[test]

@@ -310,7 +310,15 @@ impl<I: Input> Sequencer<I> {
             return chunks;
         }
         let from = due.from();
-        let runs = if due.end.since(from) <= CATCH_UP_FRAMES {
+        let runs = if let Some((skip, after)) = due.skip {
+            // Frames due again, then those due after the ones that only
+            // wait for their acknowledgement.
+            [
+                Some((from, skip.min(from.saturating_add(CATCH_UP_FRAMES)))),
+                (after < due.end)
+                    .then(|| (after, due.end.min(after.saturating_add(CATCH_UP_FRAMES)))),
+            ]
+        } else if due.end.since(from) <= CATCH_UP_FRAMES {
             [Some((from, due.end)), None]
         } else {
             // Too many for one datagram: the oldest due again, and the
