@@ -101,15 +101,19 @@ impl Pace {
         let [Some(a), Some(b)] = self.recent else {
             return None;
         };
-        let floor = self.floor.iter().flatten().min()?;
-        Some(a.min(b).saturating_sub(*floor))
+        Some(a.min(b).saturating_sub(self.floor()?))
+    }
+
+    /// The least round trip of this bucket and the one before.
+    fn floor(&self) -> Option<Duration> {
+        self.floor.iter().flatten().min().copied()
     }
 
     /// Whether the round trip is worth sampling more often than usual: the
     /// link is new, or bundled, or its latest sample was over the floor by
     /// half the limit.
     pub(crate) fn watching(&self) -> bool {
-        let latest = self.recent[0].zip(self.floor.iter().flatten().min().copied());
+        let latest = self.recent[0].zip(self.floor());
         self.samples < FIRST_SAMPLES
             || self.bundle > 1
             || latest.is_some_and(|(r, f)| r.saturating_sub(f) * 2 > self.limit())
