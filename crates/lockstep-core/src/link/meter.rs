@@ -5,6 +5,8 @@ use super::Rtt;
 use crate::Instant;
 use crate::shared::Rate;
 use crate::wire::Message;
+use core::time::Duration;
+use std::collections::VecDeque;
 
 /// What one connection's traffic shows: datagrams and bytes each way, the
 /// bytes per second each way, and the share of datagrams lost each way.
@@ -16,14 +18,22 @@ use crate::wire::Message;
 /// on the way there; those we received against those it sent, the loss on
 /// the way back. Each is smoothed with a gain of 1/4. A peer lying in its
 /// counts changes only these figures.
+///
+/// Up to [`PINGS`] pings are outstanding at once, so a round trip longer
+/// than the time between pings is still measured, and a lost ping or pong
+/// costs one sample, not the next ones: a pong counts only for a ping still
+/// outstanding, once, and retires the pings sent before it (their pongs,
+/// overtaken, would be out of order). A peer can only answer late, which
+/// it can do anyway.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct LinkMeter {
     sent: u32,
     received: u32,
     bytes_up: Rate,
     bytes_down: Rate,
-    /// The latest ping's stamp, and our datagrams sent with it.
-    ping: Option<(u32, u32)>,
+    /// The pings awaiting their pong, oldest first: each one's stamp, and
+    /// our datagrams sent with it.
+    pings: VecDeque<(u32, u32)>,
     /// The previous pong's counts: ours sent by its ping, theirs received,
     /// theirs sent, ours received when it came.
     last: Option<[u32; 4]>,
@@ -37,6 +47,9 @@ pub(crate) struct LinkMeter {
 /// What the sums of the slow loss figure keep at each pong: with a pong a
 /// second, about the last 32 seconds count.
 const SLOW_DECAY: f64 = 31.0 / 32.0;
+
+/// Most pings awaiting their pong at once.
+pub(crate) const PINGS: usize = 4;
 
 impl LinkMeter {
     /// A datagram of `len` bytes went to the other end.
@@ -70,33 +83,59 @@ impl LinkMeter {
         }
     }
 
-    /// A ping stamped at `now` is about to go out: its round trip is
-    /// timed by `rtt`, its counts kept here.
-    pub(crate) fn pinged(&mut self, rtt: &mut Rtt, now: Instant) {
-        rtt.pinged(now);
-        self.ping = Some((Rtt::stamp(now), self.sent.wrapping_add(1)));
+    /// Whether a ping may go at `now`: fewer than [`PINGS`] are awaiting
+    /// their pong, not counting those sent `lost_after` or longer ago
+    /// (taken as lost).
+    pub(crate) fn ping_room(&self, now: Instant, lost_after: Duration) -> bool {
+        let fresh = self
+            .pings
+            .iter()
+            .filter(|(stamp, _)| !Self::ping_lost(*stamp, now, lost_after))
+            .count();
+        fresh < PINGS
+    }
+
+    fn ping_lost(stamp: u32, now: Instant, lost_after: Duration) -> bool {
+        u128::from(Rtt::stamp(now).wrapping_sub(stamp)) >= lost_after.as_millis()
+    }
+
+    /// A ping stamped at `now` is about to go out: it awaits its pong (the
+    /// pings sent `lost_after` or longer ago, or the oldest when
+    /// [`PINGS`] are awaited, no longer do).
+    pub(crate) fn pinged(&mut self, now: Instant, lost_after: Duration) {
+        self.pings
+            .retain(|(stamp, _)| !Self::ping_lost(*stamp, now, lost_after));
+        if self.pings.len() >= PINGS {
+            self.pings.pop_front();
+        }
+        self.pings
+            .push_back((Rtt::stamp(now), self.sent.wrapping_add(1)));
     }
 
     /// The pong for ping `stamp` came at `now`, held `held_ms` by the other
-    /// end, with its counts: the round trip goes to `rtt`. Returns the
-    /// datagrams lost each way (there, back) since the previous pong.
+    /// end, with its counts: the round trip goes to `rtt` if the ping is
+    /// awaited. Returns the datagrams lost each way (there, back) since the
+    /// previous pong.
     pub(crate) fn pong_came(
         &mut self,
         rtt: &mut Rtt,
         now: Instant,
         (stamp, held_ms, received, sent): (u32, u32, u32, u32),
     ) -> (u64, u64) {
-        rtt.pong(now, stamp, held_ms);
+        if self.pings.iter().any(|(s, _)| *s == stamp) {
+            rtt.pong(now, stamp, held_ms);
+        }
         self.pong(stamp, received, sent)
     }
 
     /// The pong for ping `stamp` came, with the other end's counts. Returns
     /// the datagrams lost each way (there, back) since the previous pong.
     pub(crate) fn pong(&mut self, stamp: u32, received: u32, sent: u32) -> (u64, u64) {
-        let Some((_, ours)) = self.ping.filter(|(s, _)| *s == stamp) else {
+        let Some(k) = self.pings.iter().position(|(s, _)| *s == stamp) else {
             return (0, 0);
         };
-        self.ping = None;
+        let (_, ours) = self.pings[k];
+        self.pings.drain(..=k);
         let now = [ours, received, sent, self.received];
         let Some(last) = self.last.replace(now) else {
             return (0, 0);
@@ -183,13 +222,15 @@ impl LinkMeter {
 mod tests {
     use super::*;
 
+    const SECOND: Duration = Duration::from_secs(1);
+
     #[test]
     fn loss_each_way_comes_from_the_counts_in_pongs() {
         let mut m = LinkMeter::default();
         let now = Instant::ZERO;
         // Round one: 1 datagram out (the ping), the other end got it and
         // sent 1 back (the pong).
-        m.pinged(&mut Rtt::default(), Instant::from_millis(1));
+        m.pinged(Instant::from_millis(1), SECOND);
         m.sent(now, 100);
         m.received(now, 100);
         assert_eq!(m.pong(1, 1, 1), (0, 0));
@@ -198,7 +239,7 @@ mod tests {
         for _ in 0..99 {
             m.sent(now, 100);
         }
-        m.pinged(&mut Rtt::default(), Instant::from_millis(2));
+        m.pinged(Instant::from_millis(2), SECOND);
         m.sent(now, 100);
         for _ in 0..40 {
             m.received(now, 100);
@@ -211,7 +252,7 @@ mod tests {
         assert_eq!(m.pong(9, 0, 0), (0, 0));
         assert_eq!(m.traffic(now).loss_up, Some(0.1));
         // Duplicates (more came than went) are no loss, not a gain.
-        m.pinged(&mut Rtt::default(), Instant::from_millis(3));
+        m.pinged(Instant::from_millis(3), SECOND);
         m.sent(now, 100);
         for _ in 0..3 {
             m.received(now, 100);
@@ -225,7 +266,6 @@ mod tests {
     fn the_slow_figure_counts_datagrams_on_the_way_as_late_not_lost() {
         let mut m = LinkMeter::default();
         let now = Instant::ZERO;
-        let mut rtt = Rtt::default();
         let (mut sent, mut got) = (0u32, 0u32);
         for round in 0..40u32 {
             // 30 datagrams a round, none lost, but the pong leaves before
@@ -234,7 +274,7 @@ mod tests {
                 m.sent(now, 100);
                 sent += 1;
             }
-            m.pinged(&mut rtt, Instant::from_millis(u64::from(round)));
+            m.pinged(Instant::from_millis(u64::from(round)), SECOND);
             let on_the_way = if round % 2 == 0 { 3 } else { 0 };
             got = sent - on_the_way;
             m.pong(round, got, 1);

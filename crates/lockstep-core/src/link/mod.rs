@@ -158,11 +158,21 @@ impl Link {
     }
 
     /// Whether a datagram going at `now` carries a ping: one is due, and
-    /// the last one's pong can no longer be on its way (a link whose round
-    /// trip outgrew the ping interval would otherwise replace every ping
-    /// before its pong came, and measure nothing).
+    /// fewer than [`meter::PINGS`] await their pong (a round trip longer
+    /// than the time between pings is still measured: pings are not
+    /// replaced before their pong can come).
     fn ping_goes(&self, now: Instant, interval: Duration) -> bool {
-        self.ping_due <= now && !self.rtt.awaiting(now, interval)
+        self.ping_due <= now
+            && self
+                .meter
+                .ping_room(now, self.ping_lost_after(interval))
+    }
+
+    /// How long a ping's pong is awaited, with pings every `interval`:
+    /// twice the round trip and the interval (the other end answers with
+    /// its next datagram).
+    fn ping_lost_after(&self, interval: Duration) -> Duration {
+        (interval + self.rtt().unwrap_or_default()) * 2
     }
 
     /// A datagram of `len` bytes went out at `now`: the pong is paid, a
@@ -182,7 +192,8 @@ impl Link {
                     ping_interval
                 };
             if timed {
-                self.meter.pinged(&mut self.rtt, now);
+                let lost_after = self.ping_lost_after(ping_interval);
+                self.meter.pinged(now, lost_after);
             }
         }
         self.meter.sent(now, len);
@@ -337,25 +348,50 @@ mod tests {
     }
 
     #[test]
-    fn a_ping_waits_while_its_predecessor_may_still_be_answered() {
+    fn a_round_trip_longer_than_the_ping_interval_is_still_measured() {
         let second = Duration::from_secs(1);
         let mut l = Link::new(at(0));
         l.sent(at(0), 40, second, true);
         l.ponged(at(100), (0, 0, 1, 1));
-        // The next ping's pong is late (a queue built): no ping replaces it
-        // before twice the interval, so its round trip is still measured.
+        // A queue builds: pongs take 1.6 s, and pings keep going each
+        // second meanwhile; each pong is still matched to its ping.
         l.sent(at(1_000), 40, second, true);
-        assert_eq!(l.ping(at(2_500), second), None);
+        assert!(l.ping(at(2_000), second).is_some());
+        l.sent(at(2_000), 40, second, true);
         l.ponged(at(2_600), (1_000, 0, 2, 2));
         assert_eq!(
             l.rtt.latest().map(|(r, _)| r),
             Some(Duration::from_millis(1_600))
         );
-        assert!(l.ping(at(2_600), second).is_some());
-        // A pong that never comes holds the pings back only so long.
-        l.sent(at(3_000), 40, second, true);
-        assert_eq!(l.ping(at(4_000), second), None);
-        assert!(l.ping(at(6_400), second).is_some());
+        l.ponged(at(3_600), (2_000, 0, 3, 3));
+        assert_eq!(l.rtt.latest().map(|(r, n)| (r.as_millis(), n)), Some((1_600, 3)));
+        // The same pong again, or one for a ping never sent: nothing.
+        l.ponged(at(3_700), (2_000, 0, 3, 3));
+        l.ponged(at(3_700), (2_500, 0, 3, 3));
+        assert_eq!(l.rtt.latest().map(|(_, n)| n), Some(3));
+    }
+
+    #[test]
+    fn pings_without_pongs_hold_the_next_back_only_so_long() {
+        let second = Duration::from_secs(1);
+        let four = |l: &mut Link| {
+            for k in 0..4 {
+                l.ping_due = at(0);
+                l.sent(at(k * 250), 40, second, true);
+            }
+            l.ping_due = at(0);
+        };
+        // Four await their pong: the fifth waits until the first is taken
+        // as lost, twice the interval (and round trip) after it went.
+        let mut l = Link::new(at(0));
+        four(&mut l);
+        assert_eq!(l.ping(at(1_999), second), None);
+        assert!(l.ping(at(2_000), second).is_some());
+        // A pong retires its ping and those before it.
+        let mut l = Link::new(at(0));
+        four(&mut l);
+        l.ponged(at(1_200), (500, 0, 3, 3));
+        assert!(l.ping(at(1_200), second).is_some());
     }
 
     #[test]

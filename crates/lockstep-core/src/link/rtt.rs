@@ -5,15 +5,12 @@ use core::time::Duration;
 
 /// Round-trip time from ping stamps, smoothed with a gain of 1/8 (TCP's
 /// SRTT), and its jitter, the mean deviation with a gain of 1/4 (TCP's
-/// RTTVAR). Only the pong for the latest ping counts, once: a pong nobody
-/// asked for, or a late one for a ping since replaced, is ignored (a peer
-/// could otherwise claim any round trip under a minute).
+/// RTTVAR). Which pongs count is the [`LinkMeter`](super::LinkMeter)'s
+/// call: only one for a ping still outstanding, once.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Rtt {
     smoothed: Option<Duration>,
     deviation: Duration,
-    /// The stamp of the latest ping sent, until its pong comes.
-    outstanding: Option<u32>,
     /// The latest sample, and how many came (wrapping).
     latest: Option<Duration>,
     samples: u32,
@@ -25,29 +22,10 @@ impl Rtt {
         now.as_millis() as u32
     }
 
-    /// Notes that a ping stamped at `now` went out.
-    pub(crate) fn pinged(&mut self, now: Instant) {
-        self.outstanding = Some(Self::stamp(now));
-    }
-
-    /// Whether the latest ping's pong may still come at `now`, with pings
-    /// every `interval`: it went less than twice the round trip, or twice
-    /// the interval, ago (a round trip that grew fast is still measured).
-    pub(crate) fn awaiting(self, now: Instant, interval: Duration) -> bool {
-        let Some(stamp) = self.outstanding else {
-            return false;
-        };
-        let wait = self.smoothed.unwrap_or_default().max(interval) * 2;
-        u64::from(Self::stamp(now).wrapping_sub(stamp)) < wait.as_millis() as u64
-    }
-
-    /// Takes the pong for a ping stamped `stamp`, held `held_ms` by the
-    /// other side before it answered.
+    /// Takes the pong, at `now`, for a ping stamped `stamp` that the other
+    /// side held `held_ms` before it answered. A sample of a minute or more
+    /// (or one that wrapped) is nonsense, and ignored.
     pub(crate) fn pong(&mut self, now: Instant, stamp: u32, held_ms: u32) {
-        if self.outstanding != Some(stamp) {
-            return;
-        }
-        self.outstanding = None;
         let ms = Self::stamp(now).wrapping_sub(stamp).wrapping_sub(held_ms);
         if ms < 60_000 {
             let sample = Duration::from_millis(u64::from(ms));
@@ -86,28 +64,20 @@ mod tests {
     fn rtt_smooths_and_ignores_nonsense() {
         let mut r = Rtt::default();
         let sent = Instant::from_millis(1_000);
-        r.pinged(sent);
         r.pong(Instant::from_millis(1_080), Rtt::stamp(sent), 0);
         assert_eq!(r.get(), Some(Duration::from_millis(80)));
         let again = Instant::from_millis(2_000);
-        r.pinged(again);
         r.pong(Instant::from_millis(2_140), Rtt::stamp(again), 40);
         assert_eq!(r.get(), Some(Duration::from_micros(82_500)));
-        // The same pong again, one never asked for, one from the future:
-        // ignored.
-        r.pong(Instant::from_millis(2_500), Rtt::stamp(again), 0);
-        r.pong(
-            Instant::from_millis(2_500),
-            Rtt::stamp(Instant::from_millis(100)),
-            0,
-        );
-        r.pinged(Instant::from_millis(3_000));
+        // A pong from the future (it wraps), or held longer than it took.
         r.pong(
             Instant::from_millis(3_000),
             Rtt::stamp(Instant::from_millis(5_000)),
             0,
         );
+        r.pong(Instant::from_millis(3_000), Rtt::stamp(again), 2_000);
         assert_eq!(r.get(), Some(Duration::from_micros(82_500)));
+        assert_eq!(r.latest(), Some((Duration::from_millis(100), 2)));
     }
 
     #[test]
@@ -117,7 +87,6 @@ mod tests {
         // Round trips of 100 and 60 ms in turn.
         for k in 0..40u64 {
             let at = Instant::from_millis(1_000 * k);
-            r.pinged(at);
             let took = if k % 2 == 0 { 100 } else { 60 };
             r.pong(at + Duration::from_millis(took), Rtt::stamp(at), 0);
         }
