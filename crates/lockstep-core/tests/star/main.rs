@@ -12,6 +12,7 @@ mod host_migration_midway;
 mod join;
 mod join_attacks;
 mod properties;
+mod recovery;
 mod reference_attacks;
 mod rejoin;
 mod roster;

@@ -44,8 +44,11 @@ const EVENT_QUEUE_CAP: usize = 1024;
 const RESYNC_WAIT: Duration = Duration::from_secs(3);
 
 /// `Frames` messages kept at most while the frame they are coded against
-/// has not arrived.
-const WAITING_FRAMES: usize = 32;
+/// has not arrived: a few seconds of datagrams, so that a frame that lost
+/// every copy, once resent, brings every frame sent since with it.
+const WAITING_FRAMES: usize = 256;
+/// Bytes of `Frames` bodies kept at most while they wait.
+const WAITING_BYTES: usize = 256 * 1024;
 
 /// A datagram's frames, and its `Frames` messages waiting for the frame
 /// they are coded against.

@@ -201,11 +201,16 @@ impl<I: Input> ClientSession<I> {
                 _ => {}
             }
         }
+        let had_hole = self.has_hole();
         self.take_frames(frames);
         for w in waiting {
             self.wait_for_reference(w);
         }
         self.take_waiting_frames();
+        // A hole before frames that did arrive: say so at once.
+        if !had_hole && self.has_hole() {
+            self.link.flush = true;
+        }
         Ok(())
     }
 
@@ -269,10 +274,20 @@ impl<I: Input> ClientSession<I> {
     }
 
     /// Keeps `w`, whose reference has not arrived, to read once it has (the
-    /// oldest goes when [`WAITING_FRAMES`] wait already).
+    /// oldest go while [`WAITING_FRAMES`] messages or [`WAITING_BYTES`]
+    /// bytes wait already).
     fn wait_for_reference(&mut self, w: WaitingFrames) {
-        if self.waiting_frames.len() >= WAITING_FRAMES {
-            self.waiting_frames.pop_front();
+        let mut bytes = w.body.len()
+            + self
+                .waiting_frames
+                .iter()
+                .map(|w| w.body.len())
+                .sum::<usize>();
+        while self.waiting_frames.len() >= WAITING_FRAMES || bytes > WAITING_BYTES {
+            let Some(old) = self.waiting_frames.pop_front() else {
+                break;
+            };
+            bytes -= old.body.len();
         }
         self.waiting_frames.push_back(w);
     }
@@ -305,6 +320,15 @@ impl<I: Input> ClientSession<I> {
                 self.take_frames(frames);
             }
         }
+    }
+
+    /// Whether frames came that cannot run yet: there is a hole before
+    /// them, or they wait for a reference that has not arrived. The
+    /// sequencer hears of it at once and at the resend interval until it
+    /// is filled, so it learns of a frame that lost every copy a round
+    /// trip after the frame went.
+    pub(super) fn has_hole(&self) -> bool {
+        self.frames.front().is_some_and(Option::is_none) || !self.waiting_frames.is_empty()
     }
 
     /// The cells of the frame at `tick`, if we hold it: run lately, or
@@ -398,13 +422,8 @@ impl<I: Input> ClientSession<I> {
             .as_ref()
             .is_some_and(|j| j.tick.is_none() && !j.resync);
         if self.connected() && !waiting_for_start {
-            let had_gap = self.frames.front().is_some_and(Option::is_none);
             for f in frames {
                 self.store_frame(f);
-            }
-            // A hole before frames that did arrive: say so at once.
-            if !had_gap && self.frames.front().is_some_and(Option::is_none) {
-                self.link.flush = true;
             }
         }
     }

@@ -65,6 +65,7 @@ impl<I: Input> ClientSession<I> {
             || self.pause_requested.is_some()
             || self.joining.is_some()
             || self.donation.is_some()
+            || self.has_hole()
         {
             self.config.resend_interval
         } else {
