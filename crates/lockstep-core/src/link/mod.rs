@@ -162,10 +162,7 @@ impl Link {
     /// than the time between pings is still measured: pings are not
     /// replaced before their pong can come).
     fn ping_goes(&self, now: Instant, interval: Duration) -> bool {
-        self.ping_due <= now
-            && self
-                .meter
-                .ping_room(now, self.ping_lost_after(interval))
+        self.ping_due <= now && self.meter.ping_room(now, self.ping_lost_after(interval))
     }
 
     /// How long a ping's pong is awaited, with pings every `interval`:
@@ -364,7 +361,10 @@ mod tests {
             Some(Duration::from_millis(1_600))
         );
         l.ponged(at(3_600), (2_000, 0, 3, 3));
-        assert_eq!(l.rtt.latest().map(|(r, n)| (r.as_millis(), n)), Some((1_600, 3)));
+        assert_eq!(
+            l.rtt.latest().map(|(r, n)| (r.as_millis(), n)),
+            Some((1_600, 3))
+        );
         // The same pong again, or one for a ping never sent: nothing.
         l.ponged(at(3_700), (2_000, 0, 3, 3));
         l.ponged(at(3_700), (2_500, 0, 3, 3));
