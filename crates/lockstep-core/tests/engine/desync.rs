@@ -468,3 +468,48 @@ fn a_client_that_keeps_diverging_is_dropped() {
         );
     }
 }
+
+/// A resynced client whose inputs ran ahead of the tick its seat plays
+/// again from (a large delay, a resync that took less than it): the
+/// sequencer, which dropped those inputs, takes them again, and the room
+/// does not wait on it for good.
+#[test]
+fn a_resynced_client_whose_inputs_ran_ahead_plays_on() {
+    let mut sc = StarScenario::new(3, 7);
+    sc.link = LinkConditions {
+        latency: Duration::from_millis(5),
+        ..LinkConditions::default()
+    };
+    sc.server.snapshot_join = true;
+    sc.server.adaptive = None;
+    let mut h = sc.build();
+    // The room waits on a far player: the others' inputs run ahead of the
+    // open tick by their whole lead.
+    let far = LinkConditions {
+        latency: Duration::from_millis(300),
+        ..sc.link.clone()
+    };
+    h.sim.net.set_link_both(SERVER, PeerId(1), far);
+    let skewed = PeerId(2);
+    h.records.get_mut(&skewed).unwrap().corrupt = Some(Tick::new(100));
+    let outcome = h.run_until_frames(600, secs(120));
+    assert_eq!(
+        outcome,
+        Outcome::Done,
+        "{:?}; frames {:?}",
+        h.records[&skewed].events,
+        sc.client_ids()
+            .iter()
+            .map(|id| h.client(*id).stats().frames)
+            .collect::<Vec<_>>()
+    );
+    h.assert_streams_agree(&sc.client_ids());
+    healed_alone(
+        7,
+        &h.records,
+        &sc.client_ids(),
+        skewed,
+        &["resyncing", "snapshot", "caught up"],
+    )
+    .unwrap();
+}

@@ -222,7 +222,8 @@ impl<I: Input> Sequencer<I> {
         conn.replaying = !rejoin && next < self.open;
         self.conns.push(conn);
         let fresh = ResumeToken(self.tokens.next_secret());
-        let due = self.open.saturating_add(self.delay);
+        let open = self.open;
+        let due = open.saturating_add(self.delay);
         // A joiner that replays the game instead plays at once, as one
         // joining by replay does.
         let replays = !rejoin && !live;
@@ -249,9 +250,7 @@ impl<I: Input> Sequencer<I> {
             }
             s.lost = None;
             if rejoin {
-                s.live = false;
-                s.pending.clear();
-                s.waited_since = None;
+                s.stop_playing(open);
             }
         }
         if replays {

@@ -405,10 +405,9 @@ impl<I: Input> Sequencer<I> {
         c.resync = Some((id, verdict));
         c.link.flush = true;
         if let Some(player) = seat {
+            let open = self.open;
             if let Some(s) = self.seats[player.index()].as_mut() {
-                s.live = false;
-                s.pending.clear();
-                s.waited_since = None;
+                s.stop_playing(open);
             }
             for events in self.tick_events.values_mut() {
                 events.retain(|e| *e != SystemEvent::CaughtUp { player });

@@ -206,6 +206,18 @@ impl<I> Seat<I> {
         self.from = self.from.max(tick);
         self.received = self.received.max(self.from);
     }
+
+    /// It stops playing until its client has caught up (a rejoin from a
+    /// snapshot, a resync), with `open` the open tick: what it sent for
+    /// ticks not sealed yet is dropped, and so is its acknowledgement of
+    /// them (its client, told they arrived, would never send them again,
+    /// and the room would wait on it when it plays again).
+    fn stop_playing(&mut self, open: Tick) {
+        self.live = false;
+        self.pending.clear();
+        self.waited_since = None;
+        self.received = self.received.min(open.max(self.from));
+    }
 }
 
 /// A room's sequencer: admits connections, seats players, decides which tick
