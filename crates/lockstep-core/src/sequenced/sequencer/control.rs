@@ -123,7 +123,7 @@ impl<I: Input> Sequencer<I> {
         // A newcomer on the seat starts with a clean record.
         self.resyncs.remove(&seat);
         self.add_tick_event(self.open, ev);
-        self.waiting.retain(|w| *w != seat);
+        self.waits.forget(seat);
     }
 
     pub(super) fn violation(&mut self, i: usize, code: ErrorCode, text: String) -> SequencerError {

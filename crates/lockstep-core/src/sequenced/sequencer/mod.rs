@@ -9,6 +9,7 @@ use crate::link::{Link, Redundancy, Resend, Traffic};
 use crate::rules::delay::DelayStep;
 use crate::rules::limits;
 use crate::rules::pause::{PauseAgreement, PauseChange};
+use crate::rules::wait::Waits;
 use crate::shared::{Events, Rate};
 use crate::snapshot::donor::{self, DonorClock};
 use crate::snapshot::{SnapshotError, SnapshotLimits, SnapshotReceiver, SnapshotSender};
@@ -279,8 +280,8 @@ pub struct Sequencer<I: Input> {
     paused_at: Option<Instant>,
     /// Pauses each seat has asked for, whoever held it.
     pauses_used: Vec<u32>,
-    /// Seats the open tick waits on (`WaitForAll`).
-    waiting: Vec<PlayerId>,
+    /// Seats the open tick waits on (`WaitForAll`), once it waited a tick.
+    waits: Waits,
     /// Checkpoint votes and verdicts, and questions between clients.
     referee: Referee,
     /// How many times each seat was resynced.
@@ -325,9 +326,6 @@ pub struct Sequencer<I: Input> {
     /// Where single-player mode's pace started (time, tick): a player
     /// alone runs at most `delay + max_lead` ticks ahead of the tick rate.
     solo_pace: Option<(Instant, Tick)>,
-    /// Since when the open tick has waited on someone (`WaitForAll`),
-    /// before it says so.
-    blocked_since: Option<Instant>,
     /// The input delay in force.
     delay: u32,
     /// When the delay may step (`adaptive`).
@@ -351,7 +349,6 @@ impl<I: Input> Sequencer<I> {
             open: config.first_tick,
             tokens: SecretStream::new(config.secret),
             taken_over_at: None,
-            blocked_since: None,
             delay: config.delay,
             delay_step: DelayStep::default(),
             replaced: Vec::new(),
@@ -366,7 +363,7 @@ impl<I: Input> Sequencer<I> {
             pause: PauseAgreement::default(),
             paused_at: None,
             pauses_used: vec![0; max_seats],
-            waiting: Vec::new(),
+            waits: Waits::default(),
             replies: VecDeque::new(),
             events: Events::new(EVENT_QUEUE_CAP),
             stats: SequencerStats::default(),
@@ -450,7 +447,7 @@ impl<I: Input> Sequencer<I> {
 
     /// Seats the open tick is waiting on (`WaitForAll`), empty otherwise.
     pub fn waiting(&self) -> &[PlayerId] {
-        &self.waiting
+        self.waits.named()
     }
 
     /// Whether sealing is paused.

@@ -121,8 +121,7 @@ impl<I: Input> Sequencer<I> {
                 }
                 Due::Seal => {}
             }
-            self.waiting.clear();
-            self.blocked_since = None;
+            self.waits.clear();
             self.seal_one();
             sealed = true;
         }
@@ -190,8 +189,7 @@ impl<I: Input> Sequencer<I> {
     /// `abandon_after`).
     fn all_in(&mut self, abandon_after: Duration) -> Due {
         if !self.anyone_live() {
-            self.waiting.clear();
-            self.blocked_since = None;
+            self.waits.clear();
             return Due::Stop;
         }
         let blocked = self.blocked();
@@ -238,25 +236,18 @@ impl<I: Input> Sequencer<I> {
             // is waiting on someone (and says so) once the open
             // tick has waited a tick period.
             let period = Duration::from_secs(1) / self.config.tick_rate;
-            let since = (!blocked.is_empty()).then(|| *self.blocked_since.get_or_insert(self.now));
-            self.blocked_since = since;
-            let shown = if since.is_some_and(|t| self.now - t >= period) {
-                blocked
-            } else {
-                Vec::new()
-            };
-            if self.waiting != shown {
-                if self.waiting.is_empty() && !shown.is_empty() {
+            if let Some(old) = self.waits.update(blocked, self.now, period) {
+                if old.is_empty() {
                     self.stats.stalls += 1;
                 }
                 // Those it names, or names no more, hear it at once (a
                 // player waited on paces faster to catch up, see
                 // `ClientSession::ready_to_pace`); the rest with their next
                 // frame.
-                let old = core::mem::replace(&mut self.waiting, shown);
+                let named = self.waits.named();
                 for c in &mut self.conns {
                     if c.seat
-                        .is_some_and(|s| old.contains(&s) != self.waiting.contains(&s))
+                        .is_some_and(|s| old.contains(&s) != named.contains(&s))
                     {
                         c.link.flush = true;
                     }

@@ -21,7 +21,7 @@ impl<I: Input> Sequencer<I> {
             self.config.keepalive_interval
         } else if self.has_news(c) {
             self.config.resend_interval
-        } else if c.ack_pending || !self.waiting.is_empty() {
+        } else if c.ack_pending || !self.waits.named().is_empty() {
             // An acknowledgement, or whom the room waits on (sent at once
             // when it changes), rides on the next frames if they come
             // within three ticks, or within a bundle on a link that
@@ -192,7 +192,7 @@ impl<I: Input> Sequencer<I> {
         w.put(Message::Status(Status {
             open: self.open,
             slack: seat.map_or(0, |(_, s)| s.slack),
-            waiting: self.waiting.clone(),
+            waiting: self.waits.named().to_vec(),
         }));
         if let Some(frame) = self.pause.frame() {
             w.put(Message::Pause { frame });

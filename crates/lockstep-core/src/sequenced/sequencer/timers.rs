@@ -141,13 +141,13 @@ impl<I: Input> TimerTable for Sequencer<I> {
             // Saying whom the room waits on, once it has waited a tick
             // (a time already past was seen to by the last call).
             if let Some(t) = self
-                .blocked_since
-                .map(|t| t + Duration::from_secs(1) / self.config.tick_rate)
-                .filter(|t| self.waiting.is_empty() && *t > self.now)
+                .waits
+                .names_at(Duration::from_secs(1) / self.config.tick_rate)
+                .filter(|t| *t > self.now)
             {
                 timer(Timer::Blocked, t);
             }
-            for s in &self.waiting {
+            for s in self.waits.named() {
                 if let Some(seat) = &self.seats[s.index()] {
                     let since = seat.waited_since.unwrap_or(self.now);
                     timer(
