@@ -35,7 +35,9 @@ pub struct MeshConfig {
     pub adaptive: Option<AdaptiveDelay>,
     /// The rate the game runs ticks at, per second: with `adaptive`, how
     /// lateness is measured (in tick periods) and how long the wants must
-    /// stay lower before the delay falls a tick (`tick_rate` ticks).
+    /// stay lower before the delay falls a tick (`tick_rate` ticks); and
+    /// how long a tick waits on a peer's input before peers are told whom
+    /// it waits on (a tick period).
     pub tick_rate: u32,
     /// How many ticks a peer may commit beyond `delay` ahead of the slowest
     /// peer before [`MeshSession::commit_local`] refuses. Bounds every

@@ -30,6 +30,7 @@ use crate::frame::SystemEvent;
 use crate::link::{Link, StallMeter, Traffic};
 use crate::rules::limits;
 use crate::rules::pause::{PauseAgreement, PauseChange};
+use crate::rules::wait::Waits;
 use crate::shared::{Events, Rate};
 use crate::snapshot::{SnapshotLimits, SnapshotSender};
 use crate::wire::{self, Abandon, Datagram, Endorsement, Message, WireError};
@@ -199,6 +200,9 @@ pub struct MeshSession<I: Input> {
     failed_donors: VecDeque<(Tick, PeerId)>,
     /// When the picture stopped, and for how long (players only).
     stall: StallMeter,
+    /// Whom our next tick waits on, once it has waited a tick period, and
+    /// the tick it is for.
+    waits: (Waits, Tick),
     cursor: usize,
     scratch: Vec<u8>,
 }
@@ -308,11 +312,17 @@ impl<I: Input> MeshSession<I> {
             last_donor: None,
             failed_donors: VecDeque::new(),
             stall: StallMeter::default(),
+            waits: (Waits::default(), config_first),
             cursor: 0,
             scratch: Vec::new(),
         };
         session.prime(under_way);
         Ok(session)
+    }
+
+    /// The tick period the game runs at (`tick_rate`).
+    pub(super) fn period(&self) -> Duration {
+        Duration::from_secs(1) / self.config.tick_rate.max(1)
     }
 
     /// Primes the opening ticks so play starts at once instead of waiting

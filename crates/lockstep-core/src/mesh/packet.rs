@@ -72,14 +72,15 @@ impl<I: Input> MeshSession<I> {
         for m in self.resync_request(p.id).into_iter().flatten() {
             w.put(m);
         }
-        // While our game waits, whom it waits on: a peer waiting on no one
-        // but itself is one that stopped sending input.
-        let waiting = self.awaiting();
-        if !waiting.is_empty() {
+        // Whom our next tick waits on, once it has waited a tick period: a
+        // peer waiting on no one but itself is one that stopped sending
+        // input.
+        let (waits, tick) = &self.waits;
+        if *tick == self.next_tick && !waits.named().is_empty() {
             w.put(Message::Status(Status {
                 open: self.next_tick,
                 slack: 0,
-                waiting,
+                waiting: waits.named().to_vec(),
             }));
         }
         for m in p

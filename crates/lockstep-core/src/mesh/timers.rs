@@ -23,6 +23,8 @@ pub(crate) enum Timer {
     /// A question about the hash chain is due again, or the search gives
     /// up.
     Question(PeerId),
+    /// Whom our next tick waits on becomes worth naming.
+    Waits,
 }
 
 impl<I: Input> MeshSession<I> {
@@ -76,9 +78,29 @@ impl<I: Input> MeshSession<I> {
     /// seat's input and sends none of its own. A seat stalled behind someone
     /// else (no peer commits far past the slowest) says so and is never
     /// blamed; a silent connection is caught by datagram silence anyway.
+    ///
+    /// Also names whom our next tick waits on once it has waited a tick
+    /// period (see [`rules::wait`](crate::rules::wait)): the peers it
+    /// names, or names no more, hear it at once.
     pub(super) fn note_waiting(&mut self) {
         let now = self.now;
         let missing = self.awaiting();
+        let period = self.period();
+        let (waits, tick) = &mut self.waits;
+        if *tick != self.next_tick {
+            waits.clear();
+            *tick = self.next_tick;
+        }
+        if let Some(old) = waits.update(missing.clone(), now, period) {
+            let named = waits.named();
+            for p in &mut self.peers {
+                if p.seat
+                    .is_some_and(|s| old.contains(&s) != named.contains(&s))
+                {
+                    p.link.flush = true;
+                }
+            }
+        }
         let local = self.local_seat;
         // Only while our own input is in: a tick we have not committed for
         // waits on us too.
@@ -185,6 +207,14 @@ impl<I: Input> TimerTable for MeshSession<I> {
             if let Some(t) = p.checks.question_due() {
                 timer(Timer::Question(p.id), t);
             }
+        }
+        if let Some(t) = self
+            .waits
+            .0
+            .names_at(self.period())
+            .filter(|t| *t > self.now)
+        {
+            timer(Timer::Waits, t);
         }
     }
 }

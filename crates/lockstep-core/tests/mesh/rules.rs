@@ -1083,3 +1083,50 @@ fn only_players_in_the_game_can_pause() {
         .unwrap();
     assert!(peers[0].1.paused());
 }
+
+/// What `bytes` says the sender's next tick waits on, if it says.
+fn waiting_in(bytes: &[u8]) -> Option<Vec<PlayerId>> {
+    let d = Datagram::decode(bytes, Tick::ZERO).expect("a datagram");
+    d.messages.into_iter().find_map(|m| match m {
+        Message::Status(s) => Some(s.waiting),
+        _ => None,
+    })
+}
+
+/// Inputs for one tick arrive a little apart: a peer says whom its next
+/// tick waits on only once it has waited a tick period, not in every
+/// datagram of a mesh in step; and then those it names hear it at once.
+#[test]
+fn a_peer_names_whom_it_waits_on_only_once_it_waited_a_tick() {
+    use common::hand::Net;
+    let mut net = Net::new(3, &config());
+    let mut said = Vec::new();
+    for _ in 0..60 {
+        net.tick(&mut |from, to, bytes, _| {
+            if let Some(w) = waiting_in(&bytes) {
+                said.push((from, w));
+            }
+            vec![(from, to, bytes)]
+        });
+    }
+    assert_eq!(said, [], "a mesh in step names nobody");
+    // Peer 2 goes quiet: the others' next tick waits on its seat, and they
+    // say so once the inputs it sent ahead are used up, and a tick more.
+    for _ in 0..8 {
+        net.tick(&mut |from, to, bytes, _| {
+            if let Some(w) = waiting_in(&bytes) {
+                said.push((from, w));
+            }
+            if from == 2 {
+                vec![]
+            } else {
+                vec![(from, to, bytes)]
+            }
+        });
+    }
+    assert!(
+        said.iter()
+            .any(|(from, w)| *from == 0 && *w == [PlayerId(2)]),
+        "{said:?}"
+    );
+}
