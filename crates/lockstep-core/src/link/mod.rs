@@ -268,9 +268,15 @@ impl Link {
     }
 
     /// How hard to repeat what goes to the other end, from the loss (over
-    /// the last half minute) and the round trip measured (see
+    /// the last half minute) and the round trip measured, when a stall of
+    /// the other end holds up `held_up` players (see
     /// [`Redundancy::for_link`]).
-    pub(crate) fn redundancy(&self, ack_delay: Duration, period: Duration) -> Redundancy {
+    pub(crate) fn redundancy(
+        &self,
+        ack_delay: Duration,
+        period: Duration,
+        held_up: u32,
+    ) -> Redundancy {
         // On a link that shows a queue, a round trip that just grew is
         // waited out before anything is taken as lost.
         let watching = self.pace.as_ref().is_some_and(Pace::watching);
@@ -284,6 +290,7 @@ impl Link {
             self.jitter(),
             ack_delay,
             period,
+            held_up,
         );
         match &self.pace {
             Some(p) => r.bundled(p.bundle(), period),

@@ -25,9 +25,9 @@ pub(crate) const MAX_COPIES: u8 = 6;
 const UNMEASURED_COPIES: u8 = MIN_COPIES;
 /// Fewest copies, even on a link that lost nothing yet.
 const MIN_COPIES: u8 = 2;
-/// What the copy count aims at: the ticks the other end stalls waiting for
-/// items that lost every copy, per item (the chance of losing them all
-/// times the resend's wait in ticks). A lone loss is made good by the next
+/// What the copy count aims at: the ticks stalled waiting for items that
+/// lost every copy, per item (the chance of losing them all times the
+/// resend's wait in ticks times the players a stall holds up). A lone loss is made good by the next
 /// copy, within a datagram; an item that lost all of them waits about a
 /// round trip, so far links get more copies (and each resend adds one, see
 /// [`Resend`]).
@@ -64,20 +64,25 @@ pub(crate) struct Redundancy {
 impl Redundancy {
     /// The redundancy for a link that loses `loss` of what goes (unknown:
     /// the fewest copies), with round trip `rtt` and its `jitter`, whose
-    /// other end acknowledges within `ack_delay`, sending every `period`.
+    /// other end acknowledges within `ack_delay`, sending every `period`,
+    /// and whose stall holds up `held_up` players (itself alone when
+    /// nobody waits for it, every player when the room waits for all: its
+    /// input runs late for everyone).
     pub(crate) fn for_link(
         loss: Option<f64>,
         rtt: Option<Duration>,
         jitter: Option<Duration>,
         ack_delay: Duration,
         period: Duration,
+        held_up: u32,
     ) -> Self {
         let rtt = rtt.unwrap_or(UNMEASURED_RTT);
         let margin = jitter.map_or(rtt, |j| (j * 4).min(rtt));
         let quick = (rtt + margin).max(period);
         // An item that loses every copy stalls the other end for about a
         // resend's wait: the longer that is, the rarer it must be.
-        let stall = quick.as_secs_f64() / period.as_secs_f64().max(1e-6);
+        let stall =
+            quick.as_secs_f64() / period.as_secs_f64().max(1e-6) * f64::from(held_up.max(1));
         let copies = loss.map_or(UNMEASURED_COPIES, |p| {
             let p = p.clamp(0.0, 1.0);
             (MIN_COPIES..MAX_COPIES)
@@ -370,8 +375,8 @@ mod tests {
 
     #[test]
     fn copies_follow_the_measured_loss_and_what_a_total_loss_costs() {
-        // Near: a resend comes within a tick.
-        let near = |loss| Redundancy::for_link(loss, Some(MS), Some(MS), MS, MS * 33).copies;
+        // Near: a resend comes within a tick; a stall holds up nobody else.
+        let near = |loss| Redundancy::for_link(loss, Some(MS), Some(MS), MS, MS * 33, 1).copies;
         assert_eq!(near(None), UNMEASURED_COPIES);
         assert_eq!(near(Some(0.0)), 2);
         assert_eq!(near(Some(0.022)), 2);
@@ -382,20 +387,56 @@ mod tests {
         assert_eq!(near(Some(0.3)), 6);
         assert_eq!(near(Some(f64::NAN)), 6, "nonsense counts as the worst");
         // 250 ms away, a total loss stalls about ten ticks: one more copy.
-        let far = |loss| {
-            Redundancy::for_link(Some(loss), Some(MS * 250), Some(MS * 25), MS * 40, MS * 33).copies
+        let far = |loss, held_up| {
+            Redundancy::for_link(
+                Some(loss),
+                Some(MS * 250),
+                Some(MS * 25),
+                MS * 40,
+                MS * 33,
+                held_up,
+            )
+            .copies
         };
-        assert_eq!(far(0.0), 2);
-        assert_eq!(far(0.005), 2);
-        assert_eq!(far(0.01), 3);
-        assert_eq!(far(0.1), 5);
+        assert_eq!(far(0.0, 1), 2);
+        assert_eq!(far(0.005, 1), 2);
+        assert_eq!(far(0.01, 1), 3);
+        assert_eq!(far(0.1, 1), 5);
+        // 100 ms away in a room of 8 that waits for all: a total loss
+        // stalls everyone, so one copy more than for a spectator.
+        let room = |held_up| {
+            Redundancy::for_link(
+                Some(0.01),
+                Some(MS * 100),
+                Some(MS * 10),
+                MS * 40,
+                MS * 33,
+                held_up,
+            )
+            .copies
+        };
+        assert_eq!((room(1), room(8)), (2, 3));
     }
 
     #[test]
     fn the_timeout_is_a_round_trip_with_margin_and_the_acknowledgement() {
-        let r = Redundancy::for_link(Some(0.0), Some(MS * 100), Some(MS * 10), MS * 33, MS * 33);
+        let r = Redundancy::for_link(
+            Some(0.0),
+            Some(MS * 100),
+            Some(MS * 10),
+            MS * 33,
+            MS * 33,
+            1,
+        );
         assert_eq!(r.timeout, MS * 173);
-        let r = Redundancy::for_link(Some(0.0), Some(MS * 100), Some(MS * 60), MS * 33, MS * 33);
+        let r = Redundancy::for_link(
+            Some(0.0),
+            Some(MS * 100),
+            Some(MS * 60),
+            MS * 33,
+            MS * 33,
+            1,
+        );
         assert_eq!(r.timeout, MS * 233, "the margin is at most a round trip");
         assert_eq!((r.spacing, r.force), (MS * 33 / 2, MS * 99));
     }

@@ -298,10 +298,18 @@ impl<I: Input> Sequencer<I> {
     /// Whether any seat plays (is taken by a connected player and, if it
     /// joined from a snapshot, caught up).
     pub(super) fn anyone_live(&self) -> bool {
-        self.seats
+        self.live_players() > 0
+    }
+
+    /// How many seats play (see [`anyone_live`](Self::anyone_live)).
+    pub(super) fn live_players(&self) -> u32 {
+        let n = self
+            .seats
             .iter()
             .flatten()
-            .any(|s| s.live && s.conn.is_some())
+            .filter(|s| s.live && s.conn.is_some())
+            .count();
+        u32::try_from(n).unwrap_or(u32::MAX)
     }
 
     /// Seats without input for the open tick. While every seat lacks it, the

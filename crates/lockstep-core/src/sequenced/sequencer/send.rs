@@ -50,7 +50,13 @@ impl<I: Input> Sequencer<I> {
         } else {
             self.config.keepalive_interval
         };
-        c.link.redundancy(ack_delay, period)
+        // A player that stalls in a room that waits for all holds everyone
+        // up: its input runs late.
+        let held_up = match (self.config.policy, c.seat) {
+            (Policy::WaitForAll { .. }, Some(_)) => self.live_players(),
+            _ => 1,
+        };
+        c.link.redundancy(ack_delay, period, held_up)
     }
 
     /// The tick period.
