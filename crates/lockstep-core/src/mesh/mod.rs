@@ -30,7 +30,7 @@ use crate::frame::SystemEvent;
 use crate::link::{Link, StallMeter, Traffic};
 use crate::rules::limits;
 use crate::rules::pause::{PauseAgreement, PauseChange};
-use crate::rules::wait::Waits;
+use crate::rules::wait::{self, Waits};
 use crate::shared::{Events, Rate};
 use crate::snapshot::{SnapshotLimits, SnapshotSender};
 use crate::wire::{self, Abandon, Datagram, Endorsement, Message, WireError};

@@ -80,18 +80,25 @@ impl<I: Input> MeshSession<I> {
     /// blamed; a silent connection is caught by datagram silence anyway.
     ///
     /// Also names whom our next tick waits on once it has waited a tick
-    /// period (see [`rules::wait`](crate::rules::wait)): the peers it
-    /// names, or names no more, hear it at once.
+    /// period and their links' jitter (see [`wait`]): the peers it names,
+    /// or names no more, hear it at once.
     pub(super) fn note_waiting(&mut self) {
         let now = self.now;
         let missing = self.awaiting();
-        let period = self.period();
+        let jitter = self
+            .peers
+            .iter()
+            .filter(|p| p.seat.is_some_and(|s| missing.contains(&s)))
+            .filter_map(|p| p.link.jitter())
+            .max()
+            .unwrap_or_default();
+        let after = wait::worth_naming_after(self.period(), jitter);
         let (waits, tick) = &mut self.waits;
         if *tick != self.next_tick {
             waits.clear();
             *tick = self.next_tick;
         }
-        if let Some(old) = waits.update(missing.clone(), now, period) {
+        if let Some(old) = waits.update(missing.clone(), now, after) {
             let named = waits.named();
             for p in &mut self.peers {
                 if p.seat
@@ -208,12 +215,7 @@ impl<I: Input> TimerTable for MeshSession<I> {
                 timer(Timer::Question(p.id), t);
             }
         }
-        if let Some(t) = self
-            .waits
-            .0
-            .names_at(self.period())
-            .filter(|t| *t > self.now)
-        {
+        if let Some(t) = self.waits.0.names_at().filter(|t| *t > self.now) {
             timer(Timer::Waits, t);
         }
     }

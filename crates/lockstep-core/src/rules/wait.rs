@@ -1,10 +1,18 @@
 //! Whom a tick waits on, and when that is worth saying: inputs for one
-//! tick arrive a little apart, so a tick names the seats it waits on only
-//! once it has waited a tick period. A sequencer's open tick and a mesh
-//! peer's next one follow the same rule (their `Status`'s `waiting`).
+//! tick arrive a little apart, more so over links that jitter, so a tick
+//! names the seats it waits on only once it has waited a tick period and
+//! twice the jitter of their links ([`worth_naming_after`]). A
+//! sequencer's open tick and a mesh peer's next one follow the same rule
+//! (their `Status`'s `waiting`).
 
 use crate::{Instant, PlayerId};
 use core::time::Duration;
+
+/// How long a tick waits on seats before it names them, with ticks every
+/// `period` and `jitter` the largest round-trip jitter of their links.
+pub(crate) fn worth_naming_after(period: Duration, jitter: Duration) -> Duration {
+    period + jitter * 2
+}
 
 /// The seats a tick waits on, named once the wait is worth naming (see the
 /// [module](self)).
@@ -12,6 +20,9 @@ use core::time::Duration;
 pub(crate) struct Waits {
     /// Since when the tick has waited on someone.
     since: Option<Instant>,
+    /// How long a wait lasts before it is worth naming, as of the last
+    /// update.
+    after: Duration,
     /// The seats named.
     named: Vec<PlayerId>,
 }
@@ -33,17 +44,19 @@ impl Waits {
         self.named.retain(|s| *s != seat);
     }
 
-    /// At `now` the tick waits on `blocked` (empty: on nobody), with ticks
-    /// every `period`. Returns the seats named before, when that changed.
+    /// At `now` the tick waits on `blocked` (empty: on nobody), and a wait
+    /// is worth naming `after` it began (see [`worth_naming_after`]).
+    /// Returns the seats named before, when that changed.
     pub(crate) fn update(
         &mut self,
         blocked: Vec<PlayerId>,
         now: Instant,
-        period: Duration,
+        after: Duration,
     ) -> Option<Vec<PlayerId>> {
         let since = (!blocked.is_empty()).then(|| *self.since.get_or_insert(now));
         self.since = since;
-        let shown = if since.is_some_and(|t| now - t >= period) {
+        self.after = after;
+        let shown = if since.is_some_and(|t| now - t >= after) {
             blocked
         } else {
             Vec::new()
@@ -51,11 +64,10 @@ impl Waits {
         (self.named != shown).then(|| core::mem::replace(&mut self.named, shown))
     }
 
-    /// When a wait under way becomes worth naming, if it is not yet, with
-    /// ticks every `period`.
-    pub(crate) fn names_at(&self, period: Duration) -> Option<Instant> {
+    /// When a wait under way becomes worth naming, if it is not yet.
+    pub(crate) fn names_at(&self) -> Option<Instant> {
         self.since
-            .map(|t| t + period)
+            .map(|t| t + self.after)
             .filter(|_| self.named.is_empty())
     }
 }
@@ -75,7 +87,7 @@ mod tests {
         let mut w = Waits::default();
         let one = vec![PlayerId(1)];
         assert_eq!(w.update(one.clone(), at(0), PERIOD), None);
-        assert_eq!(w.names_at(PERIOD), Some(at(33)));
+        assert_eq!(w.names_at(), Some(at(33)));
         assert_eq!(
             w.update(one.clone(), at(32), PERIOD),
             None,
@@ -83,15 +95,22 @@ mod tests {
         );
         assert_eq!(w.update(one.clone(), at(33), PERIOD), Some(vec![]));
         assert_eq!(w.named(), &one[..]);
-        assert_eq!(w.names_at(PERIOD), None, "named already");
+        assert_eq!(w.names_at(), None, "named already");
         // Someone else too: the change is said.
         let two = vec![PlayerId(1), PlayerId(2)];
         assert_eq!(w.update(two.clone(), at(40), PERIOD), Some(one));
         // The input came: named no more, and a new wait starts over.
         assert_eq!(w.update(vec![], at(50), PERIOD), Some(two));
         assert_eq!(w.update(vec![PlayerId(3)], at(60), PERIOD), None);
-        assert_eq!(w.names_at(PERIOD), Some(at(93)));
+        assert_eq!(w.names_at(), Some(at(93)));
         w.clear();
-        assert_eq!((w.named(), w.names_at(PERIOD)), (&[][..], None));
+        assert_eq!((w.named(), w.names_at()), (&[][..], None));
+    }
+
+    #[test]
+    fn links_that_jitter_wait_longer_before_a_wait_is_named() {
+        let ms = Duration::from_millis;
+        assert_eq!(worth_naming_after(PERIOD, Duration::ZERO), PERIOD);
+        assert_eq!(worth_naming_after(PERIOD, ms(20)), ms(73));
     }
 }

@@ -9,7 +9,7 @@ use crate::link::{Link, Redundancy, Resend, Traffic};
 use crate::rules::delay::DelayStep;
 use crate::rules::limits;
 use crate::rules::pause::{PauseAgreement, PauseChange};
-use crate::rules::wait::Waits;
+use crate::rules::wait::{self, Waits};
 use crate::shared::{Events, Rate};
 use crate::snapshot::donor::{self, DonorClock};
 use crate::snapshot::{SnapshotError, SnapshotLimits, SnapshotReceiver, SnapshotSender};

@@ -234,9 +234,9 @@ impl<I: Input> Sequencer<I> {
             };
             // Inputs for a tick arrive a little apart: the room
             // is waiting on someone (and says so) once the open
-            // tick has waited a tick period.
-            let period = Duration::from_secs(1) / self.config.tick_rate;
-            if let Some(old) = self.waits.update(blocked, self.now, period) {
+            // tick has waited a tick period and their links' jitter.
+            let after = self.naming_after(&blocked);
+            if let Some(old) = self.waits.update(blocked, self.now, after) {
                 if old.is_empty() {
                     self.stats.stalls += 1;
                 }
@@ -299,6 +299,18 @@ impl<I: Input> Sequencer<I> {
     /// joined from a snapshot, caught up).
     pub(super) fn anyone_live(&self) -> bool {
         self.live_players() > 0
+    }
+
+    /// How long the open tick waits on `seats` before it names them (see
+    /// [`wait::worth_naming_after`]).
+    pub(super) fn naming_after(&self, seats: &[PlayerId]) -> Duration {
+        let jitter = seats
+            .iter()
+            .filter_map(|s| self.seat_conn(*s))
+            .filter_map(|i| self.conns[i].link.jitter())
+            .max()
+            .unwrap_or_default();
+        wait::worth_naming_after(self.period(), jitter)
     }
 
     /// How many seats play (see [`anyone_live`](Self::anyone_live)).

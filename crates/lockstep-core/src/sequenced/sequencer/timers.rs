@@ -140,11 +140,7 @@ impl<I: Input> TimerTable for Sequencer<I> {
         if let (Policy::WaitForAll { abandon_after }, false) = (self.config.policy, self.paused()) {
             // Saying whom the room waits on, once it has waited a tick
             // (a time already past was seen to by the last call).
-            if let Some(t) = self
-                .waits
-                .names_at(Duration::from_secs(1) / self.config.tick_rate)
-                .filter(|t| *t > self.now)
-            {
+            if let Some(t) = self.waits.names_at().filter(|t| *t > self.now) {
                 timer(Timer::Blocked, t);
             }
             for s in self.waits.named() {
