@@ -126,7 +126,7 @@ pub trait Codec {
     fn decode(&self, bytes: &[u8]) -> usize;
 }
 
-/// lockstep's protocol v6: header, an `Inputs` message with an ack and a
+/// lockstep's protocol v7: header, an `Inputs` message with an ack and a
 /// delta chain.
 #[derive(Debug, Default)]
 pub struct LockstepCodec;

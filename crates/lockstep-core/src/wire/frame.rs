@@ -191,9 +191,19 @@ impl<'a> FrameRef<'a> {
     }
 }
 
-const ALL_PRESENT: u8 = 0;
-const ALL_EMPTY: u8 = 1;
-const MIXED: u8 = 2;
+/// A seat part's code (the low three bits of its head): an input at every
+/// frame.
+const ALL_PRESENT: u64 = 0;
+/// Empty at every frame.
+const ALL_EMPTY: u64 = 1;
+/// Some of each: a presence bitmap follows.
+const MIXED: u64 = 2;
+/// Codes from here to [`HELD_LONG`] (excluded): the reference's cell for
+/// `code - HELD_FROM + 1` frames, then an input at every frame.
+const HELD_FROM: u64 = 3;
+/// The reference's cell for `hold` frames (a varint that follows, at least
+/// `HELD_LONG - HELD_FROM + 1`), then an input at every frame.
+const HELD_LONG: u64 = 7;
 
 /// One seat's cell in a frame.
 fn cell<I>(f: &Frame<I>, seat: usize) -> Option<&I> {
@@ -210,14 +220,18 @@ fn reference_cell<I>(reference: Option<&[Option<I>]>, seat: usize) -> Option<&I>
 /// of a frame the receiver holds, or `None` for a frame of empty seats.
 ///
 /// ```text
-/// body := (events:varint event*events) * count         per frame
+/// body := events_map: ceil(count/8) bytes               bit i: frame i has events
+///         (events:varint(>=1) event*events) per marked frame
 ///         changed:ceil(seats/8) bytes                   bit s: seat s differs
 ///                                                       from the reference
 ///         seat_part * (bits set in changed)             per changed seat
-/// seat_part := 0x00 chain_len:varint chain              input at every frame
-///            | 0x01                                     empty at every frame
-///            | 0x02 presence:ceil(count/8) bytes        some of each
-///                   chain_len:varint chain              over the present frames
+/// seat_part := head:varint (chain_len << 3 | code) part chain
+///   code 0: input at every frame                        part: nothing
+///   code 1: empty at every frame (chain_len 0)          part: nothing
+///   code 2: some of each                                part: presence:ceil(count/8) bytes
+///   code 3..=6: the reference's cell for code-2 frames, then an input at every frame
+///   code 7: the reference's cell for hold frames (>= 5), part: hold:varint
+///           then an input at every frame
 /// ```
 ///
 /// A seat whose cell equals the reference's at every frame costs one bit.
@@ -225,7 +239,9 @@ fn reference_cell<I>(reference: Option<&[Option<I>]>, seat: usize) -> Option<&I>
 /// self-contained (its first input coded against the neutral one), so a
 /// seat holding a stick costs one bit per frame; a reader holding the
 /// reference in another form than the sender (a relay's byte strings, a
-/// client's values) reads the same frames.
+/// client's values) reads the same frames. A seat that holds the
+/// reference's input for the first frames and then changes does not repeat
+/// it (codes 3 to 7).
 ///
 /// ```
 /// use lockstep_core::wire::{decode_frames_body, encode_frames_body};
@@ -244,7 +260,13 @@ pub fn encode_frames_body<I: Input>(
     reference: Option<&[Option<I>]>,
     out: &mut Vec<u8>,
 ) {
-    for f in frames {
+    let map_at = out.len();
+    out.resize(map_at + frames.len().div_ceil(8), 0);
+    for (i, f) in frames.iter().enumerate() {
+        if f.events.is_empty() {
+            continue;
+        }
+        out[map_at + i / 8] |= 1 << (i % 8);
         put_varint(out, f.events.len() as u64);
         for ev in &f.events {
             put_event(out, ev);
@@ -254,19 +276,35 @@ pub fn encode_frames_body<I: Input>(
     out.resize(changed_at + seats.div_ceil(8), 0);
     for seat in 0..seats {
         let base = reference_cell(reference, seat);
-        if frames.iter().all(|f| cell(f, seat) == base) {
+        let held = frames.iter().take_while(|f| cell(f, seat) == base).count();
+        if held == frames.len() {
             continue;
         }
         out[changed_at + seat / 8] |= 1 << (seat % 8);
         let present = frames.iter().filter(|f| cell(f, seat).is_some()).count();
         if present == 0 {
-            out.push(ALL_EMPTY);
+            put_varint(out, ALL_EMPTY);
             continue;
         }
-        if present == frames.len() {
-            out.push(ALL_PRESENT);
+        let held_then_present = held > 0 && frames[held..].iter().all(|f| cell(f, seat).is_some());
+        let from = if held_then_present { held } else { 0 };
+        let mut chain = ChainWriter::new();
+        for input in frames[from..].iter().filter_map(|f| cell(f, seat)) {
+            chain.push(input, usize::MAX);
+        }
+        let head = (chain.len() as u64) << 3;
+        if held_then_present {
+            let code = HELD_FROM + held as u64 - 1;
+            if code < HELD_LONG {
+                put_varint(out, head | code);
+            } else {
+                put_varint(out, head | HELD_LONG);
+                put_varint(out, held as u64);
+            }
+        } else if present == frames.len() {
+            put_varint(out, head | ALL_PRESENT);
         } else {
-            out.push(MIXED);
+            put_varint(out, head | MIXED);
             let at = out.len();
             out.resize(at + frames.len().div_ceil(8), 0);
             for (i, f) in frames.iter().enumerate() {
@@ -275,11 +313,7 @@ pub fn encode_frames_body<I: Input>(
                 }
             }
         }
-        let mut chain = ChainWriter::new();
-        for input in frames.iter().filter_map(|f| cell(f, seat)) {
-            chain.push(input, usize::MAX);
-        }
-        put_len_prefixed(out, |o| chain.write(o));
+        chain.write(out);
     }
 }
 
@@ -296,6 +330,14 @@ fn bit(bits: &[u8], i: usize) -> bool {
     bits[i / 8] & (1 << (i % 8)) != 0
 }
 
+/// Which of a changed seat's frames carry its chain's inputs.
+enum Carried<'a> {
+    /// Every frame from this one on (those before hold the reference's).
+    From(usize),
+    /// Those marked.
+    Marked(&'a [u8]),
+}
+
 /// Decodes a `Frames` body written by [`encode_frames_body`] against the
 /// same `reference`.
 pub fn decode_frames_body<I: Input>(
@@ -309,12 +351,19 @@ pub fn decode_frames_body<I: Input>(
         return Err(WireError::Invalid("frame list over its bounds"));
     }
     let mut r = Reader::new(body);
-    let mut frames = Vec::with_capacity(count.min(body.len()));
+    let mut frames = Vec::with_capacity(count.min(body.len().saturating_mul(8)));
+    let marked = read_bits(&mut r, count, "event map is not canonical")?;
     for i in 0..count {
-        let n = r.count("event", MAX_EVENTS, 2)?;
-        let mut events = Vec::with_capacity(n);
-        for _ in 0..n {
-            events.push(read_event(&mut r)?);
+        let mut events = Vec::new();
+        if bit(marked, i) {
+            let n = r.count("event", MAX_EVENTS, 2)?;
+            if n == 0 {
+                return Err(WireError::Invalid("a frame marked with events has none"));
+            }
+            events.reserve(n);
+            for _ in 0..n {
+                events.push(read_event(&mut r)?);
+            }
         }
         let tick = start
             .checked_add(i as u32)
@@ -334,8 +383,13 @@ pub fn decode_frames_body<I: Input>(
             }
             continue;
         }
-        let (present, mask): (usize, Option<&[u8]>) = match r.u8()? {
-            ALL_PRESENT => (count, None),
+        let head = r.varint()?;
+        let chain_len = usize::try_from(head >> 3).unwrap_or(usize::MAX);
+        let (present, carried) = match head & 7 {
+            ALL_PRESENT => (count, Carried::From(0)),
+            ALL_EMPTY if chain_len != 0 => {
+                return Err(WireError::Invalid("an empty seat with a chain"));
+            }
             ALL_EMPTY if base.is_some() => {
                 for f in &mut frames {
                     f.inputs.push(None);
@@ -349,15 +403,45 @@ pub fn decode_frames_body<I: Input>(
                 if n == 0 || n == count {
                     return Err(WireError::Invalid("presence bitmap is not canonical"));
                 }
-                (n, Some(bits))
+                (n, Carried::Marked(bits))
             }
-            _ => return Err(WireError::Invalid("unknown seat part")),
+            code => {
+                let hold = if code == HELD_LONG {
+                    let hold = r.len("held frame", count)?;
+                    if hold < (HELD_LONG - HELD_FROM + 1) as usize {
+                        return Err(WireError::Invalid("a short hold in a long form"));
+                    }
+                    hold
+                } else {
+                    (code - HELD_FROM + 1) as usize
+                };
+                if hold >= count {
+                    return Err(WireError::Invalid("a changed seat holds every frame"));
+                }
+                (count - hold, Carried::From(hold))
+            }
         };
-        let chain = r.byte_string("chain", super::MAX_DATAGRAM_LEN)?;
+        if chain_len > super::MAX_DATAGRAM_LEN {
+            return Err(WireError::TooLong {
+                what: "chain",
+                len: chain_len,
+                max: super::MAX_DATAGRAM_LEN,
+            });
+        }
+        let chain = r.bytes(chain_len)?;
         let mut inputs = decode_chain::<I>(chain, present)?.into_iter();
         for (i, f) in frames.iter_mut().enumerate() {
-            let here = mask.is_none_or(|b| bit(b, i));
-            f.inputs.push(if here { inputs.next() } else { None });
+            f.inputs.push(match carried {
+                Carried::From(from) if i < from => base.cloned(),
+                Carried::From(_) => inputs.next(),
+                Carried::Marked(bits) => {
+                    if bit(bits, i) {
+                        inputs.next()
+                    } else {
+                        None
+                    }
+                }
+            });
         }
     }
     r.finish()?;
@@ -413,7 +497,9 @@ mod tests {
             decode_frames_body::<u16>(Tick::new(1000), 20, 3, None, &body),
             Ok(frames.clone())
         );
-        assert!(decode_frames_body::<u16>(Tick::new(1000), 21, 3, None, &body).is_err());
+        // The count is the message's to say: a body read with another count
+        // whose bitmaps take other room is refused.
+        assert!(decode_frames_body::<u16>(Tick::new(1000), 25, 3, None, &body).is_err());
         // A seat past the last marked changed, and a seat marked empty
         // where it already was.
         assert_eq!(
@@ -421,7 +507,7 @@ mod tests {
             Err(WireError::Invalid("changed-seat bitmap is not canonical"))
         );
         assert_eq!(
-            decode_frames_body::<u16>(Tick::new(1000), 1, 3, None, &[0, 0b1, ALL_EMPTY]),
+            decode_frames_body::<u16>(Tick::new(1000), 1, 3, None, &[0, 0b1, ALL_EMPTY as u8]),
             Err(WireError::Invalid("a changed seat repeats its reference"))
         );
         // Against a reference, every way a seat can differ from it.
@@ -437,6 +523,55 @@ mod tests {
                 Ok(frames.clone())
             );
         }
+    }
+
+    #[test]
+    fn a_seat_that_holds_its_reference_then_changes_sends_only_the_change() {
+        // Seat 0 holds 7 (the reference's) for `hold` frames, then plays 8.
+        for hold in [1, 2, 4, 5, 9] {
+            let frames: Vec<Frame<u16>> = (0..12u32)
+                .map(|i| Frame {
+                    tick: Tick::new(100 + i),
+                    inputs: vec![Some(if (i as usize) < hold { 7 } else { 8 }), None],
+                    events: vec![],
+                })
+                .collect();
+            let reference = [Some(7u16), None];
+            let mut body = Vec::new();
+            encode_frames_body(&frames, 2, Some(&reference), &mut body);
+            // Events map (2 bytes), changed (1), head, [hold], then a
+            // chain of one change (bitmap, 8 against neutral).
+            let code = if hold < 5 { 2 + hold as u8 } else { 7 };
+            assert_eq!(body[3] & 7, code, "hold {hold}");
+            assert_eq!(
+                decode_frames_body(Tick::new(100), 12, 2, Some(&reference), &body),
+                Ok(frames.clone())
+            );
+        }
+        // A hold of every frame, of none in the long form, or a long form
+        // for a short hold, is refused.
+        let refused = |part: &[u8]| {
+            let mut body = vec![0, 0b1];
+            body.extend_from_slice(part);
+            decode_frames_body::<u16>(Tick::new(100), 4, 1, Some(&[Some(7)]), &body)
+        };
+        assert_eq!(
+            refused(&[HELD_FROM as u8 + 3, 0]),
+            Err(WireError::Invalid("a changed seat holds every frame"))
+        );
+        assert_eq!(
+            refused(&[HELD_LONG as u8, 2]),
+            Err(WireError::Invalid("a short hold in a long form"))
+        );
+        assert_eq!(
+            refused(&[(1 << 3) | ALL_EMPTY as u8, 0]),
+            Err(WireError::Invalid("an empty seat with a chain"))
+        );
+        // Events: a frame marked with events must have some.
+        assert_eq!(
+            decode_frames_body::<u16>(Tick::new(100), 1, 1, None, &[0b1, 0, 0]),
+            Err(WireError::Invalid("a frame marked with events has none"))
+        );
     }
 
     #[test]
