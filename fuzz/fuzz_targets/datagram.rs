@@ -27,8 +27,12 @@ fuzz_target!(|data: &[u8]| {
         match m {
             Message::Inputs(i) => {
                 for r in &i.runs {
-                    let _ = r.decode::<u16>();
-                    let _ = r.decode::<lockstep_core::PlayerInputs>();
+                    let _ = r.decode::<u16>(None);
+                    let _ = r.decode::<u16>(Some(&7));
+                    let _ = r.decode::<lockstep_core::PlayerInputs>(None);
+                    let _ = r.decode::<lockstep_core::PlayerInputs>(Some(
+                        &lockstep_core::PlayerInputs::default().with_button(1, true),
+                    ));
                 }
             }
             Message::Frames(f) => {

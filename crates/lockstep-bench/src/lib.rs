@@ -152,6 +152,7 @@ impl Codec for LockstepCodec {
                 seat: PlayerId(player as u16),
                 start,
                 count: inputs.len() as u32,
+                back: 0,
                 chain: &bytes,
             }],
         }));
@@ -168,7 +169,7 @@ impl Codec for LockstepCodec {
                 Message::Inputs(i) => i
                     .runs
                     .iter()
-                    .map(|r| r.decode::<PlayerInputs>().map_or(0, |v| v.len()))
+                    .map(|r| r.decode::<PlayerInputs>(None).map_or(0, |v| v.len()))
                     .sum(),
                 _ => 0,
             })

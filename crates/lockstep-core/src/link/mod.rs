@@ -10,12 +10,14 @@
 //! is due and writes the two messages every datagram may carry for it, the
 //! `Pong` owed and the `Ping` due.
 
+mod inputs;
 mod meter;
 mod pace;
 mod resend;
 mod rtt;
 mod stall;
 
+pub(crate) use inputs::{AckWatch, Recent, reference};
 pub(crate) use meter::LinkMeter;
 pub use meter::Traffic;
 pub(crate) use pace::Pace;

@@ -66,6 +66,7 @@ impl<I: Input> MeshSession<I> {
             .store
             .ensure(tick, |t| new_slot(seats, start, t))
             .ok_or(CommitError::TickSpaceExhausted)?;
+        self.own_inputs.note(tick, &input);
         slot.cells[seat.index()] = Cell::Known(input);
         self.next_commit = after;
         Ok(tick)

@@ -2,6 +2,7 @@
 //! far every live player is, and the history kept for them.
 
 use super::*;
+use crate::link::AckWatch;
 
 #[derive(Debug, Clone)]
 pub(super) struct Seat {
@@ -31,6 +32,9 @@ pub(super) struct Peer {
     /// Per seat: the lowest tick of that seat's input this peer lacks, as it
     /// last told us.
     pub(super) acks: Vec<Option<Tick>>,
+    /// How its acknowledgement of our own input moves (see
+    /// [`link::reference`](crate::link::reference)).
+    pub(super) ack_watch: AckWatch,
     /// The seats it votes to abandon, as of its latest packet.
     pub(super) votes: Vec<PlayerId>,
     /// The seats it has frozen and how far it held their own input then,
@@ -96,6 +100,7 @@ impl Peer {
             seat,
             next_tick: first,
             acks: vec![None; width],
+            ack_watch: AckWatch::default(),
             votes: Vec::new(),
             frozen: Vec::new(),
             endorsed: Vec::new(),

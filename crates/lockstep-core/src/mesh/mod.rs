@@ -27,7 +27,7 @@ use crate::error::{
     PauseError,
 };
 use crate::frame::SystemEvent;
-use crate::link::{Link, StallMeter, Traffic};
+use crate::link::{Link, Recent, StallMeter, Traffic};
 use crate::rules::limits;
 use crate::rules::pause::{PauseAgreement, PauseChange};
 use crate::rules::wait::{self, Waits};
@@ -203,6 +203,12 @@ pub struct MeshSession<I: Input> {
     /// Whom our next tick waits on, once it has waited a tick period, and
     /// the tick it is for.
     waits: (Waits, Tick),
+    /// Our latest inputs, which runs to peers are coded against (see
+    /// [`link::reference`]).
+    own_inputs: Recent<I>,
+    /// Per seat, its latest inputs as its own peer sent them: what that
+    /// peer's runs may be coded against.
+    seat_inputs: Vec<Recent<I>>,
     cursor: usize,
     scratch: Vec<u8>,
 }
@@ -313,6 +319,8 @@ impl<I: Input> MeshSession<I> {
             failed_donors: VecDeque::new(),
             stall: StallMeter::default(),
             waits: (Waits::default(), config_first),
+            own_inputs: Recent::default(),
+            seat_inputs: vec![Recent::default(); width],
             cursor: 0,
             scratch: Vec::new(),
         };

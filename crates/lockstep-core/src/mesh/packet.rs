@@ -6,6 +6,7 @@
 
 use super::MeshSession;
 use super::store::Cell;
+use crate::link;
 use crate::wire::{
     self, Abandon, ByeReason, ChainWriter, DatagramWriter, Endorsement, Frames, Hello, InputRun,
     Inputs, Message, RejectReason, ResumeToken, Status, Welcome,
@@ -126,7 +127,13 @@ impl<I: Input> MeshSession<I> {
                     endorsements,
                 }));
             }
-            self.put_inputs(&mut w, i, &targets);
+            let sent_own = self.put_inputs(&mut w, i, &targets);
+            let p = &mut self.peers[i];
+            if sent_own {
+                p.ack_watch.waiting(now);
+            } else {
+                p.ack_watch.idle();
+            }
         } else if p.seat.is_none() && self.is_feeder() {
             // One behind every frame held gets a snapshot instead.
             if self.peers[i].next_tick >= self.store.base() {
@@ -148,8 +155,10 @@ impl<I: Input> MeshSession<I> {
     }
 
     /// Acks, our unacknowledged inputs and forwarded ones, as one `Inputs`
-    /// message sized to what is left of the datagram.
-    fn put_inputs(&self, w: &mut DatagramWriter<'_>, i: usize, targets: &[PlayerId]) {
+    /// message sized to what is left of the datagram; our own run coded
+    /// against the input the peer acknowledged last (see
+    /// [`link::reference`]). Returns whether our own inputs went.
+    fn put_inputs(&self, w: &mut DatagramWriter<'_>, i: usize, targets: &[PlayerId]) -> bool {
         let p = &self.peers[i];
         let mut acks = Vec::new();
         // A player is told how far we hold its own input: forwarded copies
@@ -196,12 +205,19 @@ impl<I: Input> MeshSession<I> {
             }
         }
         let mut left = w.remaining().saturating_sub(INPUTS_HEADER + acks.len() * 8);
-        let mut chains: Vec<(PlayerId, Tick, ChainWriter<I>)> = Vec::new();
+        let mut chains: Vec<(PlayerId, Tick, u32, ChainWriter<I>)> = Vec::new();
         for (seat, from, end) in wanted_runs {
             if from >= end || left <= RUN_HEADER {
                 continue;
             }
-            let mut chain = ChainWriter::new();
+            // Input forwarded for another seat is always self-contained.
+            let (back, after) = if Some(seat) == self.local_seat {
+                link::reference(from, &p.ack_watch, &self.own_inputs, self.now, p.link.rtt())
+            } else {
+                (0, None)
+            };
+            let mut chain: ChainWriter<I> =
+                after.map_or_else(ChainWriter::new, |a| ChainWriter::after(a.clone()));
             let mut t = from;
             while t < end && chain.count() < wire::MAX_RUN {
                 // Forwarded input is passed on as held: the endorsements'
@@ -217,31 +233,33 @@ impl<I: Input> MeshSession<I> {
             }
             if !chain.is_empty() {
                 left = left.saturating_sub(RUN_HEADER + chain.len());
-                chains.push((seat, from, chain));
+                chains.push((seat, from, back, chain));
             }
         }
         let bytes: Vec<Vec<u8>> = chains
             .iter()
-            .map(|(_, _, c)| {
+            .map(|(_, _, _, c)| {
                 let mut v = Vec::with_capacity(c.len());
                 c.write(&mut v);
                 v
             })
             .collect();
+        let own = chains.iter().any(|(s, ..)| Some(*s) == self.local_seat);
         let runs = chains
             .iter()
             .zip(&bytes)
-            .map(|((seat, start, c), b)| InputRun {
+            .map(|((seat, start, back, c), b)| InputRun {
                 seat: *seat,
                 start: *start,
                 count: c.count() as u32,
+                back: *back,
                 chain: b,
             })
             .collect();
         if acks.is_empty() && bytes.is_empty() {
-            return;
+            return false;
         }
-        let _ = w.push(&Message::Inputs(Inputs { acks, runs }));
+        w.push(&Message::Inputs(Inputs { acks, runs })).is_ok() && own
     }
 
     /// Confirmed frames from `from` on, as many as fit: only frames every

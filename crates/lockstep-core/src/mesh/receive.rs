@@ -164,9 +164,26 @@ impl<I: Input> MeshSession<I> {
                         seat_ok(s)?;
                         r.acks.push((s, t));
                     }
+                    let sender_seat = self.peers[idx].seat;
                     for run in &msg.runs {
                         seat_ok(run.seat)?;
-                        for (k, input) in run.decode::<I>()?.into_iter().enumerate() {
+                        // A run of the sender's own seat may be coded
+                        // against an input it sent us; one we no longer
+                        // hold is skipped (its inputs come again). Input
+                        // forwarded for another seat never is.
+                        let reference = match run.reference() {
+                            None => None,
+                            Some(_) if Some(run.seat) != sender_seat => {
+                                return Err(DatagramError::Violation(
+                                    "forwarded input coded against a reference",
+                                ));
+                            }
+                            Some(t) => match self.seat_inputs[run.seat.index()].get(t) {
+                                Some(i) => Some(i),
+                                None => continue,
+                            },
+                        };
+                        for (k, input) in run.decode::<I>(reference)?.into_iter().enumerate() {
                             self.scratch.clear();
                             input.encode(&mut self.scratch);
                             if self.scratch.len() > self.config.max_input_len {
@@ -313,6 +330,9 @@ impl<I: Input> MeshSession<I> {
         for &(seat, tick) in &r.acks {
             let a = &mut p.acks[seat.index()];
             *a = Some(a.map_or(tick, |old| old.max(tick)));
+            if Some(seat) == self.local_seat {
+                p.ack_watch.acked(tick, now);
+            }
         }
         if let Some(l) = r.lifted {
             p.lifted_known = p.lifted_known.max(Some(l));
@@ -444,6 +464,9 @@ impl<I: Input> MeshSession<I> {
                 Verdict::Own => true,
                 Verdict::Forwarded => false,
             };
+            if own {
+                self.seat_inputs[seat.index()].note(tick, &input);
+            }
             let (seats, start) = (&self.seats, self.start);
             match self.store.ensure(tick, |t| new_slot(seats, start, t)) {
                 // A player's own input also replaces input forwarded for it

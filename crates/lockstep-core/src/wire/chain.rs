@@ -39,11 +39,18 @@ impl<I: Input> Default for ChainWriter<I> {
 impl<I: Input> ChainWriter<I> {
     /// An empty chain.
     pub fn new() -> Self {
+        Self::after(I::default())
+    }
+
+    /// An empty chain whose first input is coded against `prev` (an input
+    /// the reader holds: see [`InputRun::back`](super::InputRun::back))
+    /// instead of the neutral one.
+    pub fn after(prev: I) -> Self {
         Self {
             bits: Vec::new(),
             payload: Vec::new(),
             count: 0,
-            prev: I::default(),
+            prev,
         }
     }
 
@@ -97,6 +104,16 @@ impl<I: Input> ChainWriter<I> {
 
 /// Decodes a chain of exactly `count` inputs from exactly `bytes`.
 pub fn decode_chain<I: Input>(bytes: &[u8], count: usize) -> Result<Vec<I>, WireError> {
+    decode_chain_after(bytes, count, I::default())
+}
+
+/// Decodes a chain of exactly `count` inputs from exactly `bytes`, its
+/// first input coded against `prev` (see [`ChainWriter::after`]).
+pub fn decode_chain_after<I: Input>(
+    bytes: &[u8],
+    count: usize,
+    prev: I,
+) -> Result<Vec<I>, WireError> {
     let nbits = count.div_ceil(8);
     let mut r = Reader::new(bytes);
     let bits = r.bytes(nbits)?;
@@ -105,7 +122,7 @@ pub fn decode_chain<I: Input>(bytes: &[u8], count: usize) -> Result<Vec<I>, Wire
     }
     let mut rest = r.rest();
     let mut out: Vec<I> = Vec::with_capacity(count.min(bytes.len() * 8));
-    let mut prev = I::default();
+    let mut prev = prev;
     for i in 0..count {
         if bits[i / 8] & (1 << (i % 8)) != 0 {
             let next = I::decode_delta(&prev, &mut rest)?;

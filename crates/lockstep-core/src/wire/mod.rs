@@ -34,7 +34,7 @@ mod play;
 mod roster;
 mod transfer;
 
-pub use chain::{ChainWriter, decode_chain, xor_delta, xor_undelta};
+pub use chain::{ChainWriter, decode_chain, decode_chain_after, xor_delta, xor_undelta};
 pub use checks::Checkpoint;
 pub use codec::{MAX_TICK_DELTA, expand_tick};
 pub use control::{Abandon, Endorsement};
@@ -46,7 +46,7 @@ pub use message::{
     MAX_FRAMES, MAX_MESSAGES, MAX_NAME, MAX_ROOM, MAX_RUN, MAX_SNAPSHOT, MAX_TEXT, MAX_TICKET,
     MIN_HELLO_DATAGRAM, Message, message_type,
 };
-pub use play::{Frames, InputRun, Inputs, MAX_REFERENCE_BACK, Status};
+pub use play::{Frames, InputRun, Inputs, MAX_INPUT_BACK, MAX_REFERENCE_BACK, Status};
 pub use roster::{Holder, Member};
 pub use transfer::{SnapshotAck, SnapshotChunk};
 

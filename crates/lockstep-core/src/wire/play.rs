@@ -2,7 +2,7 @@
 //! `Status`, and the adaptive delay's `DelayWanted` and `DelayWants`, each
 //! encoded beside its decoder.
 
-use super::chain::decode_chain;
+use super::chain::decode_chain_after;
 use super::codec::{Reader, put_bytes, put_tick_delta, put_varint};
 use super::frame::{decode_frames_body, read_player};
 use super::handshake::within;
@@ -20,14 +20,39 @@ pub struct InputRun<'a> {
     pub start: Tick,
     /// How many inputs (at least 1).
     pub count: u32,
+    /// What the chain's first input is coded against: 0 for the neutral
+    /// input; else the seat's input for tick `start - back` (at most
+    /// [`MAX_INPUT_BACK`]), which the sender knows the recipient holds: it
+    /// was sent by the seat's own sender and acknowledged. A recipient
+    /// that does not hold it skips the run.
+    pub back: u32,
     /// The encoded chain.
     pub chain: &'a [u8],
 }
 
+/// How far before its first input an input run's reference may be.
+pub const MAX_INPUT_BACK: u32 = 64;
+
 impl InputRun<'_> {
-    /// The inputs, decoded as `I`.
-    pub fn decode<I: Input>(&self) -> Result<Vec<I>, WireError> {
-        decode_chain(self.chain, self.count as usize)
+    /// The tick of the input the run is coded against, if any.
+    pub fn reference(&self) -> Option<Tick> {
+        (self.back > 0).then(|| Tick::new(self.start.get() - self.back))
+    }
+
+    /// The inputs, decoded as `I` against `reference`, the input at
+    /// [`self.reference()`](Self::reference) (ignored when that is `None`;
+    /// an error when it is not and `reference` is).
+    pub fn decode<I: Input>(&self, reference: Option<&I>) -> Result<Vec<I>, WireError> {
+        let prev = match (self.back, reference) {
+            (0, _) => I::default(),
+            (_, Some(r)) => r.clone(),
+            (_, None) => {
+                return Err(WireError::Invalid(
+                    "an input run coded against an input not held",
+                ));
+            }
+        };
+        decode_chain_after(self.chain, self.count as usize, prev)
     }
 }
 
@@ -126,6 +151,9 @@ pub(super) fn check_inputs(i: &Inputs<'_>) -> Result<(), WireError> {
         if r.count == 0 || r.start.checked_add(r.count - 1).is_none() {
             return Err(WireError::Invalid("input run passes the last tick"));
         }
+        if r.back > MAX_INPUT_BACK || r.back > r.start.get() {
+            return Err(WireError::Invalid("an input run's reference out of reach"));
+        }
     }
     Ok(())
 }
@@ -137,6 +165,7 @@ pub(super) fn put_inputs(out: &mut Vec<u8>, base: Tick, m: &Inputs<'_>) {
         put_varint(out, u64::from(run.seat.0));
         put_tick_delta(out, base, run.start);
         put_varint(out, u64::from(run.count));
+        put_varint(out, u64::from(run.back));
         put_bytes(out, run.chain);
     }
 }
@@ -155,11 +184,16 @@ pub(super) fn read_inputs<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<
         if start.checked_add(count as u32 - 1).is_none() {
             return Err(WireError::Invalid("input run passes the last tick"));
         }
+        let back = r.varint_u32()?;
+        if back > MAX_INPUT_BACK || back > start.get() {
+            return Err(WireError::Invalid("an input run's reference out of reach"));
+        }
         let chain = r.byte_string("chain", MAX_DATAGRAM_LEN)?;
         runs.push(InputRun {
             seat,
             start,
             count: count as u32,
+            back,
             chain,
         });
     }

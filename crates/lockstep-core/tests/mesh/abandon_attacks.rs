@@ -182,6 +182,7 @@ fn rewrite(
                 seat: *seat,
                 start: *start,
                 count: *count,
+                back: 0,
                 chain,
             })
             .collect();

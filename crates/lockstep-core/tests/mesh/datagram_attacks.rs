@@ -89,6 +89,7 @@ impl Liar {
                         seat: *seat,
                         start: *start,
                         count: *count,
+                        back: 0,
                         chain,
                     }));
                     let _ = w.push(&Message::Inputs(Inputs { acks, runs }));

@@ -147,6 +147,7 @@ fn brief_freeze(with_want: bool) {
             seat: seat_c,
             start: next,
             count: 6,
+            back: 0,
             chain: &bytes,
         }],
     }));

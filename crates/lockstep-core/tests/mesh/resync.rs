@@ -40,6 +40,9 @@ struct Node {
     requests: BTreeMap<PeerId, (u32, Tick)>,
     /// Next made-up chunk index per requester.
     next_index: BTreeMap<PeerId, u32>,
+    /// Our session's own inputs as it sent them, which its runs are coded
+    /// against (an equivocator reads them to rewrite them).
+    own_sent: BTreeMap<Tick, u16>,
     /// Forged datagrams "from" this peer (a spoofed source address) reach
     /// our session once it has run this many frames: a made-up checkpoint
     /// and three SnapshotRequests under new ids.
@@ -66,7 +69,13 @@ impl Node {
                     // Re-encode our own runs, one input changed at each tick of `at`.
                     owned.clear();
                     for run in &i.runs {
-                        let mut vals: Vec<u16> = run.decode().ok()?;
+                        let reference = run.reference().map(|t| self.own_sent.get(&t));
+                        let mut vals: Vec<u16> = run.decode(reference.flatten()).ok()?;
+                        if run.seat == own {
+                            for (k, v) in vals.iter().enumerate() {
+                                self.own_sent.insert(run.start.saturating_add(k as u32), *v);
+                            }
+                        }
                         if run.seat == own {
                             for (k, v) in vals.iter_mut().enumerate() {
                                 let t = run.start.get() + k as u32;
@@ -89,6 +98,7 @@ impl Node {
                             seat: *seat,
                             start: *start,
                             count: *count,
+                            back: 0,
                             chain,
                         })
                         .collect();
@@ -219,6 +229,7 @@ fn build(roles: &[Role], config: MeshConfig, seed: u64) -> World {
                 role: role.clone(),
                 requests: BTreeMap::new(),
                 next_index: BTreeMap::new(),
+                own_sent: BTreeMap::new(),
                 spoofed: None,
             },
         );

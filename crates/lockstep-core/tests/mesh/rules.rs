@@ -73,6 +73,7 @@ fn forged(base: u32, runs: Vec<(PlayerId, Tick, u32, Vec<u8>)>) -> Vec<u8> {
             seat: *seat,
             start: *start,
             count: *count,
+            back: 0,
             chain,
         })
         .collect();
@@ -92,7 +93,7 @@ fn runs_in(bytes: &[u8]) -> Vec<(PlayerId, Tick, Vec<u16>)> {
             _ => None,
         })
         .flatten()
-        .map(|r| (r.seat, r.start, r.decode::<u16>().unwrap()))
+        .map(|r| (r.seat, r.start, r.decode::<u16>(None).unwrap()))
         .collect()
 }
 
@@ -855,6 +856,7 @@ fn tick_runs_past_u32_max_are_malformed() {
             seat,
             start,
             count,
+            back: 0,
             chain: &chain,
         }],
     });
@@ -931,7 +933,7 @@ proptest! {
         })).unwrap();
         w.push(&Message::Inputs(Inputs {
             acks: vec![],
-            runs: vec![InputRun { seat: p, start: st, count: n, chain: &chain }],
+            runs: vec![InputRun { seat: p, start: st, count: n, back: 0, chain: &chain }],
         })).unwrap();
         w.finish();
         let back = Datagram::decode(&d, Tick::new(base)).unwrap();
@@ -1129,4 +1131,79 @@ fn a_peer_names_whom_it_waits_on_only_once_it_waited_a_tick() {
             .any(|(from, w)| *from == 0 && *w == [PlayerId(2)]),
         "{said:?}"
     );
+}
+
+/// The first input run of `bytes`: its seat, start, `back` and chain.
+fn first_run(bytes: &[u8]) -> Option<(PlayerId, Tick, u32, Vec<u8>)> {
+    let d = Datagram::decode(bytes, Tick::ZERO).unwrap();
+    d.messages.into_iter().find_map(|m| match m {
+        Message::Inputs(i) => i
+            .runs
+            .first()
+            .map(|r| (r.seat, r.start, r.back, r.chain.to_vec())),
+        _ => None,
+    })
+}
+
+/// A lone input the peer lacks is coded against the one it acknowledged
+/// last: unchanged, it costs one bit (the whole chain one byte), not the
+/// input.
+#[test]
+fn a_lone_unchanged_input_costs_a_bit_against_the_acknowledged_one() {
+    let mut peers = mesh(2, 0);
+    let mut t = T0;
+    for _ in 0..5 {
+        for (_, s) in peers.iter_mut() {
+            s.commit_local(0x1234).unwrap();
+            advance_all(s);
+        }
+        exchange(&mut peers, &mut t);
+    }
+    peers[0].1.commit_local(0x1234).unwrap();
+    let bytes = packet_to(&mut peers[0].1, PeerId(1));
+    let (seat, start, back, chain) = first_run(&bytes).expect("a run");
+    assert_eq!(
+        (seat, back),
+        (PlayerId(0), 1),
+        "coded against tick {start} - 1"
+    );
+    assert_eq!(chain, [0], "one bit: unchanged");
+    // The peer reads it against the input it holds, and runs it.
+    peers[1].1.handle_datagram(PeerId(0), &bytes, t).unwrap();
+    let mut ran = Vec::new();
+    for _ in 0..4 {
+        peers[1].1.commit_local(0x1234).unwrap();
+        exchange(&mut peers, &mut t);
+        ran.extend(advance_all(&mut peers[1].1));
+    }
+    let f = ran.iter().find(|f| f.tick == start).expect("ran the tick");
+    assert_eq!(f.inputs[0], Some(0x1234));
+}
+
+/// A peer's forwarded copy of another seat's input is never coded against
+/// a reference: a datagram that does so is refused, and the session goes
+/// on.
+#[test]
+fn forwarded_input_coded_against_a_reference_is_refused() {
+    let mut b = session(3, 0, 1);
+    let mut out = Vec::new();
+    let mut w = DatagramWriter::new(&mut out, Tick::new(2), 65_000);
+    w.push(&Message::Hello(Hello::default())).unwrap();
+    let (_, _, _, c) = run(0, 3, &[4u16]);
+    w.push(&Message::Inputs(Inputs {
+        acks: vec![],
+        runs: vec![InputRun {
+            seat: PlayerId(0),
+            start: Tick::new(3),
+            count: 1,
+            back: 1,
+            chain: &c,
+        }],
+    }))
+    .unwrap();
+    w.finish();
+    assert!(matches!(
+        b.handle_datagram(PeerId(2), &out, T0),
+        Err(DatagramError::Violation(_))
+    ));
 }

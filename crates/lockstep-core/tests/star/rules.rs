@@ -291,6 +291,7 @@ fn a_replayed_input_is_not_run_twice() {
                 seat: PlayerId(0),
                 start: Tick::new(3),
                 count: 3,
+                back: 0,
                 chain: &c,
             }],
         })],
@@ -497,6 +498,7 @@ fn a_spoofed_seat_is_an_error_and_a_drop() {
                         seat: PlayerId(0),
                         start: room.server.open_tick(),
                         count: 1,
+                        back: 0,
                         chain: &c,
                     }],
                 })],
@@ -521,6 +523,7 @@ fn a_far_future_tick_is_an_error_and_a_drop() {
                         seat: PlayerId(2),
                         start: far,
                         count: 1,
+                        back: 0,
                         chain: &c,
                     }],
                 })],
@@ -546,6 +549,7 @@ fn an_input_flood_is_an_error_and_a_drop() {
                 seat: PlayerId(2),
                 start,
                 count: 10,
+                back: 0,
                 chain: &chain(&[1; 10]),
             }],
         })],
@@ -1287,5 +1291,89 @@ fn a_datagram_without_a_hello_from_a_stranger_is_not_answered() {
             .iter()
             .map(|(p, d)| (p, d.len()))
             .collect::<Vec<_>>()
+    );
+}
+
+/// The `back` of the first input run in a client's datagram, if any.
+fn first_back(bytes: &[u8]) -> Option<u32> {
+    let d = Datagram::decode(bytes, Tick::ZERO).ok()?;
+    d.messages.into_iter().find_map(|m| match m {
+        Message::Inputs(i) => i.runs.first().map(|r| r.back),
+        _ => None,
+    })
+}
+
+/// A run coded against an input the sequencer does not hold is skipped:
+/// no error, nothing taken, and the client still plays.
+#[test]
+fn a_run_against_an_input_not_held_is_skipped() {
+    let mut room = Room::new(wait_for_all());
+    room.join(1, ClientConfig::default());
+    for _ in 0..10 {
+        room.tick(3);
+    }
+    let next = room.client(1).next_commit();
+    let c = chain(&[3]);
+    // Coded against the input for `next + 4`, which the client never sent.
+    let d = raw(
+        Tick::ZERO,
+        false,
+        &[Message::Inputs(Inputs {
+            acks: vec![],
+            runs: vec![InputRun {
+                seat: PlayerId(0),
+                start: next.saturating_add(5),
+                count: 1,
+                back: 1,
+                chain: &c,
+            }],
+        })],
+    );
+    let before = room.server.stats();
+    room.server
+        .handle_datagram(PeerId(1), &d, room.now)
+        .expect("not an error");
+    let after = room.server.stats();
+    assert_eq!(after.pending_inputs, before.pending_inputs);
+    assert_eq!(after.violations, before.violations);
+    let ran = room.tick(3);
+    assert!(!ran[0].is_empty(), "the client plays on");
+}
+
+/// A client codes its runs against the input the sequencer acknowledged
+/// last; when acknowledgements stop coming while inputs wait, it goes back
+/// to self-contained runs (the sequencer may no longer hold the reference).
+#[test]
+fn runs_go_self_contained_when_acknowledgements_stop() {
+    let mut room = Room::new(wait_for_all());
+    room.join(1, ClientConfig::default());
+    for _ in 0..10 {
+        room.tick(3);
+    }
+    let mut buf = Vec::new();
+    let mut backs = Vec::new();
+    // From now on nothing reaches the client.
+    for _ in 0..12 {
+        room.now += Duration::from_millis(33);
+        let now = room.now;
+        let c = room.client(1);
+        let _ = c.commit_local(3);
+        c.handle_timeout(now);
+        while let Some(t) = c.poll_transmit(&mut buf) {
+            if let Some(b) = first_back(&buf[..t.len]) {
+                backs.push((now, b));
+            }
+        }
+    }
+    let (first, last) = (backs[0], backs[backs.len() - 1]);
+    assert_eq!(first.1, 1, "against the acknowledged input: {backs:?}");
+    assert_eq!(last.1, 0, "self-contained once acks stood still: {backs:?}");
+    let switched = backs
+        .iter()
+        .find(|(_, b)| *b == 0)
+        .map(|(t, _)| *t - first.0);
+    assert!(
+        switched.is_some_and(|d| d >= Duration::from_millis(250)),
+        "{switched:?}"
     );
 }

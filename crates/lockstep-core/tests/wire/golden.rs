@@ -156,7 +156,32 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
                 seat: PlayerId(0),
                 start: tick(1003),
                 count: 3,
+                back: 0,
                 chain: &opaque,
+            }],
+        })]),
+    ));
+    // The same seat's next inputs, unchanged from its 7 at tick 1002,
+    // which the recipient acknowledged: one bit each.
+    let referenced = {
+        let mut c = ChainWriter::after(7u16);
+        for i in [7u16, 7, 7] {
+            assert!(c.push(&i, usize::MAX));
+        }
+        let mut out = Vec::new();
+        c.write(&mut out);
+        out
+    };
+    v.push((
+        "inputs_reference",
+        datagram(&[Message::Inputs(Inputs {
+            acks: vec![],
+            runs: vec![InputRun {
+                seat: PlayerId(0),
+                start: tick(1003),
+                count: 3,
+                back: 1,
+                chain: &referenced,
             }],
         })]),
     ));
@@ -177,6 +202,7 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
                 seat: PlayerId(3),
                 start: tick(1001),
                 count: 3,
+                back: 0,
                 chain: &pad,
             }],
         })]),

@@ -83,6 +83,41 @@ fn text() -> impl Strategy<Value = String> {
 proptest! {
     #![proptest_config(cases())]
 
+    /// A run coded against a reference reads back against the same
+    /// reference, and not without one.
+    #[test]
+    fn a_run_coded_against_a_reference_reads_back_against_it(
+        reference in player_inputs(),
+        inputs in proptest::collection::vec(player_inputs(), 1..12),
+        back in 1u32..=wire::MAX_INPUT_BACK,
+    ) {
+        let mut c = ChainWriter::after(reference.clone());
+        for i in &inputs {
+            prop_assert!(c.push(i, usize::MAX));
+        }
+        let mut chain = Vec::new();
+        c.write(&mut chain);
+        let run = InputRun {
+            seat: PlayerId(2),
+            start: Tick::new(1_000),
+            count: inputs.len() as u32,
+            back,
+            chain: &chain,
+        };
+        let mut buf = Vec::new();
+        let mut w = DatagramWriter::new(&mut buf, Tick::new(1_000), 1200);
+        w.push(&Message::Inputs(Inputs { acks: vec![], runs: vec![run] }))
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        w.finish();
+        let d = Datagram::decode(&buf, Tick::new(1_000))?;
+        let Message::Inputs(i) = &d.messages[0] else {
+            return Err(TestCaseError::fail("an Inputs message"));
+        };
+        prop_assert_eq!(i.runs[0].reference(), Some(Tick::new(1_000 - back)));
+        prop_assert_eq!(i.runs[0].decode(Some(&reference))?, inputs);
+        prop_assert!(i.runs[0].decode::<PlayerInputs>(None).is_err());
+    }
+
     #[test]
     fn changed_since_then_apply_gives_the_new_input(prev in player_inputs(), next in player_inputs()) {
         match next.changed_since(&prev) {
@@ -213,7 +248,7 @@ proptest! {
             Message::Reject(reasons[codes.2]),
             Message::Inputs(Inputs {
                 acks: seats_ticks.iter().enumerate().map(|(k, s)| (*s, near(k))).collect(),
-                runs: vec![InputRun { seat: PlayerId(1), start: run_start, count: inputs.len() as u32, chain: &chain_bytes }],
+                runs: vec![InputRun { seat: PlayerId(1), start: run_start, count: inputs.len() as u32, back: 0, chain: &chain_bytes }],
             }),
             Message::Frames(Frames { start: near(1), count: 1, seats: 2, reference: near(1).get().checked_sub(1 + nums.1 as u32).map(Tick::new), body: &body }),
             Message::Checkpoint(Checkpoint { tick: near(2), full: true, value: nums.4, ack: resume.map(|_| near(1)) }),
@@ -266,7 +301,7 @@ proptest! {
         }
         prop_assert_eq!(back, messages);
         let decoded_inputs = match &Datagram::decode(&datagrams[0], reference)?.messages[3] {
-            Message::Inputs(i) => i.runs[0].decode::<u16>()?,
+            Message::Inputs(i) => i.runs[0].decode::<u16>(None)?,
             _ => vec![],
         };
         if datagrams.len() == 1 { prop_assert_eq!(decoded_inputs, inputs); }

@@ -32,6 +32,7 @@ fn inputs_from(seat: PlayerId, start: Tick, n: usize) -> Vec<u8> {
                 seat,
                 start,
                 count: n as u32,
+                back: 0,
                 chain: &chain,
             }],
         })],
@@ -271,4 +272,83 @@ fn shutdown_tells_every_client_goodbye() {
             p.session.closed()
         );
     }
+}
+
+/// Runs of Mallory's own seat coded against inputs it never sent (or
+/// sent and then pushed out of the room's reach with inputs stamped far
+/// ahead): the relay skips them without an error; Mallory gains nothing,
+/// and the honest players play on in agreement. A reference out of the
+/// protocol's reach is malformed.
+#[test]
+fn input_runs_coded_against_inputs_never_sent_are_skipped() {
+    let mut config = RelayConfig::default();
+    config.room_defaults.tick_rate = 100;
+    config.room_defaults.policy = lockstep_relay::PolicyName::Deadline;
+    let relay = TestRelay::start(config);
+    let clock = Clock::new();
+    let players = honest(&relay, &clock);
+    let raw = Raw::new(&relay);
+    let seat = raw.join("room", FINGERPRINT).expect("mallory is seated");
+    let mut c = ChainWriter::after(PlayerInputs::default().with_button(3, true));
+    c.push(&PlayerInputs::default(), usize::MAX);
+    let mut chain = Vec::new();
+    c.write(&mut chain);
+    for k in 0..200u32 {
+        let start = Tick::new(40 + k);
+        let d = datagram(
+            start,
+            &[Message::Inputs(Inputs {
+                acks: vec![],
+                runs: vec![InputRun {
+                    seat,
+                    start,
+                    count: 1,
+                    back: 1 + k % wire::MAX_INPUT_BACK,
+                    chain: &chain,
+                }],
+            })],
+        );
+        raw.send(&d);
+    }
+    still_fine(players, &clock);
+    assert!(
+        relay
+            .http_get("/metrics")
+            .contains("lockstep_violations_total 0")
+    );
+}
+
+#[test]
+fn an_input_reference_out_of_reach_is_malformed() {
+    mallory(
+        |seat| {
+            let mut c = ChainWriter::new();
+            c.push(&PlayerInputs::default(), usize::MAX);
+            let mut chain = Vec::new();
+            c.write(&mut chain);
+            let start = Tick::new(200);
+            // No writer sends it: the farthest reach, one further by hand
+            // (`count 1, back 64` becomes `count 1, back 65`).
+            let mut d = datagram(
+                start,
+                &[Message::Inputs(Inputs {
+                    acks: vec![],
+                    runs: vec![InputRun {
+                        seat,
+                        start,
+                        count: 1,
+                        back: wire::MAX_INPUT_BACK,
+                        chain: &chain,
+                    }],
+                })],
+            );
+            let at = d
+                .windows(2)
+                .rposition(|w| w == [1, 64])
+                .expect("count and back");
+            d[at + 1] = 65;
+            vec![d]
+        },
+        ErrorCode::Malformed,
+    );
 }

@@ -81,6 +81,7 @@ fn forgeries(seat: PlayerId) -> Vec<Vec<u8>> {
                     seat,
                     start: Tick::new(60),
                     count: 1,
+                    back: 0,
                     chain: &bytes,
                 }],
             })],

@@ -8,7 +8,7 @@ use crate::error::{
     ChecksumError, CommitError, ConfigError, DatagramError, Incompatibility, PauseError,
     ReconnectError,
 };
-use crate::link::{Link, StallMeter, Traffic};
+use crate::link::{self, Link, StallMeter, Traffic};
 use crate::rules::limits;
 use crate::rules::pause::{PauseAgreement, PauseChange};
 use crate::secure::{self, SecureChannel};
@@ -111,6 +111,11 @@ pub struct ClientSession<I: Input> {
     next_commit: Tick,
     /// Committed inputs the sequencer has not acknowledged, oldest first.
     unacked: VecDeque<(Tick, I)>,
+    /// Our latest inputs, which runs are coded against (see
+    /// [`link::reference`](crate::link::reference)).
+    own_inputs: link::Recent<I>,
+    /// How the sequencer's acknowledgement of our inputs moves.
+    ack_watch: link::AckWatch,
     /// When each of our inputs not yet run was committed (at most
     /// `TIMED_INPUTS`).
     committed_at: VecDeque<(Tick, Instant)>,
@@ -212,6 +217,8 @@ impl<I: Input> ClientSession<I> {
             next_tick: Tick::ZERO,
             next_commit: Tick::ZERO,
             unacked: VecDeque::new(),
+            own_inputs: link::Recent::default(),
+            ack_watch: link::AckWatch::default(),
             committed_at: VecDeque::new(),
             server_open: Tick::ZERO,
             slack: 0,

@@ -77,6 +77,7 @@ impl<I: Input> ClientSession<I> {
         {
             let tick = self.next_commit;
             self.next_commit = tick.next().ok_or(CommitError::TickSpaceExhausted)?;
+            self.own_inputs.note(tick, &I::default());
             self.unacked.push_back((tick, I::default()));
         }
         self.delay_rose &= self.next_commit.since(self.next_tick).saturating_add(1) < w.delay;
@@ -97,6 +98,7 @@ impl<I: Input> ClientSession<I> {
         if let Some(t) = self.tracker.as_mut() {
             t.committed(tick, self.now);
         }
+        self.own_inputs.note(tick, &input);
         self.unacked.push_back((tick, input));
         while self.unacked.len() > self.config.max_unacked {
             self.unacked.pop_front();

@@ -368,6 +368,7 @@ impl<I: Input> ClientSession<I> {
             return;
         };
         self.acked = self.acked.max(acked);
+        self.ack_watch.acked(acked, self.now);
         while self.unacked.front().is_some_and(|(t, _)| *t < acked) {
             if let Some(sent) = self.unacked.pop_front()
                 && self.config.keep_frames > 0
@@ -378,6 +379,9 @@ impl<I: Input> ClientSession<I> {
                 }
                 self.sent.push_back(sent);
             }
+        }
+        if self.unacked.is_empty() {
+            self.ack_watch.idle();
         }
         // A seat taken back: the sequencer already holds its inputs up to
         // `acked`; commit from there.
@@ -443,6 +447,9 @@ impl<I: Input> ClientSession<I> {
         }
         let reconnected = core::mem::take(&mut self.reconnecting);
         self.moving = false;
+        // A new connection's acknowledgements start over: our runs are
+        // coded against nothing it has not acknowledged itself.
+        self.ack_watch = link::AckWatch::default();
         if reconnected {
             // Our state stands unless the sequencer sends a snapshot, or we
             // had none of our own yet (we were joining).

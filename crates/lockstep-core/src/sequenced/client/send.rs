@@ -23,7 +23,9 @@ impl<I: Input> ClientSession<I> {
         }
         self.put_hello(&mut w, base);
         self.put_control(&mut w);
-        self.put_inputs(&mut w);
+        if self.put_inputs(&mut w) {
+            self.ack_watch.waiting(self.now);
+        }
         self.put_progress(&mut w);
         let more = self.put_donation(&mut w);
         if matches!(self.state, State::Connecting) {
@@ -132,26 +134,43 @@ impl<I: Input> ClientSession<I> {
     }
 
     /// Every unacknowledged input, oldest first, one run per stretch of
-    /// consecutive ticks (a late client may have skipped some).
-    fn put_inputs(&self, w: &mut DatagramWriter<'_>) {
+    /// consecutive ticks (a late client may have skipped some); the first
+    /// coded against the input the sequencer acknowledged last (see
+    /// [`link::reference`]). Returns whether any went.
+    fn put_inputs(&self, w: &mut DatagramWriter<'_>) -> bool {
         let Some(seat) = self.seat() else {
-            return;
+            return false;
         };
         let mut left = w.remaining();
-        let mut runs: Vec<(Tick, ChainWriter<I>)> = Vec::new();
+        let mut runs: Vec<(Tick, u32, ChainWriter<I>)> = Vec::new();
         let mut expect: Option<Tick> = None;
         for (tick, input) in self.unacked.iter() {
-            if expect != Some(*tick) || runs.last().is_none_or(|(_, c)| c.count() >= wire::MAX_RUN)
+            if expect != Some(*tick)
+                || runs
+                    .last()
+                    .is_none_or(|(_, _, c)| c.count() >= wire::MAX_RUN)
             {
-                if let Some((_, c)) = runs.last() {
+                if let Some((_, _, c)) = runs.last() {
                     left = left.saturating_sub(c.len() + 12);
                 }
                 if left < 32 {
                     break;
                 }
-                runs.push((*tick, ChainWriter::new()));
+                let (back, after) = if runs.is_empty() {
+                    link::reference(
+                        *tick,
+                        &self.ack_watch,
+                        &self.own_inputs,
+                        self.now,
+                        self.link.rtt(),
+                    )
+                } else {
+                    (0, None)
+                };
+                let chain = after.map_or_else(ChainWriter::new, |a| ChainWriter::after(a.clone()));
+                runs.push((*tick, back, chain));
             }
-            let Some((_, chain)) = runs.last_mut() else {
+            let Some((_, _, chain)) = runs.last_mut() else {
                 break;
             };
             if !chain.push(input, left.saturating_sub(24)) {
@@ -161,7 +180,7 @@ impl<I: Input> ClientSession<I> {
         }
         let bytes: Vec<Vec<u8>> = runs
             .iter()
-            .map(|(_, c)| {
+            .map(|(_, _, c)| {
                 let mut v = Vec::with_capacity(c.len());
                 c.write(&mut v);
                 v
@@ -170,17 +189,20 @@ impl<I: Input> ClientSession<I> {
         let runs: Vec<InputRun<'_>> = runs
             .iter()
             .zip(&bytes)
-            .filter(|((_, c), _)| !c.is_empty())
-            .map(|((start, c), b)| InputRun {
+            .filter(|((_, _, c), _)| !c.is_empty())
+            .map(|((start, back, c), b)| InputRun {
                 seat,
                 start: *start,
                 count: c.count() as u32,
+                back: *back,
                 chain: b,
             })
             .collect();
-        if !runs.is_empty() {
-            w.put(Message::Inputs(Inputs { acks: vec![], runs }));
+        if runs.is_empty() {
+            return false;
         }
+        w.put(Message::Inputs(Inputs { acks: vec![], runs }));
+        true
     }
 
     /// A joiner's acknowledgement and its word that it caught up, and the

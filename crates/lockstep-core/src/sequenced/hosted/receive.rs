@@ -463,7 +463,7 @@ fn reported_inputs<I: Input>(d: &Datagram<'_>, seat: PlayerId) -> Vec<(Tick, I)>
         })
         .flat_map(|i| i.runs.iter())
         .filter(|r| r.seat == seat)
-        .filter_map(|r| r.decode::<I>().ok().map(|v| (r.start, v)))
+        .filter_map(|r| r.decode::<I>(None).ok().map(|v| (r.start, v)))
         .flat_map(|(start, v)| {
             v.into_iter()
                 .enumerate()

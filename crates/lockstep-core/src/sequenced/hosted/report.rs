@@ -201,6 +201,7 @@ impl<I: Input> HostedSession<I> {
                     seat,
                     start,
                     count: chain.count() as u32,
+                    back: 0,
                     chain: &bytes,
                 }],
             }));

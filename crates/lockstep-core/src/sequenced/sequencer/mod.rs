@@ -5,7 +5,7 @@ use crate::admission::{self, SecretStream};
 use crate::checks::{Incoming, Referee, Relayed, Routed, Verdicted};
 use crate::endpoint::Transmit;
 use crate::error::ConfigError;
-use crate::link::{Link, Redundancy, Resend, Traffic};
+use crate::link::{Link, Recent, Redundancy, Resend, Traffic};
 use crate::rules::delay::DelayStep;
 use crate::rules::limits;
 use crate::rules::pause::{PauseAgreement, PauseChange};
@@ -172,6 +172,9 @@ struct Seat<I> {
     /// stamped earlier either arrived with it or was skipped on purpose (a
     /// late client stamping further ahead).
     received: Tick,
+    /// The latest inputs its client sent, by the tick stamped: what its
+    /// runs may be coded against.
+    recent: Recent<I>,
     /// The input it ran last.
     last: I,
     /// How early (+) or late (-) its latest input arrived, in ticks.

@@ -84,7 +84,14 @@ impl<I: Input> Sequencer<I> {
                             format!("input for {} from the connection playing {}", run.seat, s),
                         ));
                     }
-                    let decoded = match run.decode::<I>() {
+                    // A run coded against an input we no longer hold is
+                    // skipped: its inputs come again against one we do.
+                    let recent = self.seats[s.index()].as_ref().map(|seat| &seat.recent);
+                    let reference = run.reference().map(|t| recent.and_then(|r| r.get(t)));
+                    if reference == Some(None) {
+                        continue;
+                    }
+                    let decoded = match run.decode::<I>(reference.flatten()) {
                         Ok(v) => v,
                         Err(e) => {
                             return Err(self.violation(i, ErrorCode::Malformed, e.to_string()));
@@ -244,6 +251,7 @@ impl<I: Input> Sequencer<I> {
         let Some(s) = self.seats[seat.index()].as_mut() else {
             return;
         };
+        s.recent.note(stamped, &input);
         if !s.live || stamped < s.from || stamped < s.received {
             self.stats.duplicate_inputs += 1;
             return;

@@ -112,6 +112,12 @@ impl<I: Input> Sequencer<I> {
             let from = pending
                 .first_key_value()
                 .map_or(next.saturating_add(s.delay), |(t, _)| *t);
+            // Its inputs, handed over by its own client, are what its runs
+            // to us may be coded against.
+            let mut recent = Recent::default();
+            for (t, input) in &pending {
+                recent.note(*t, input);
+            }
             *slot = Some(Seat {
                 conn: None,
                 token: sv.token,
@@ -120,6 +126,7 @@ impl<I: Input> Sequencer<I> {
                 from,
                 pending,
                 received,
+                recent,
                 last: I::default(),
                 slack: 0,
                 last_input: now,
