@@ -72,7 +72,7 @@ impl<I: Input> MeshSession<I> {
     /// and applies those every live seat endorsed.
     pub(super) fn progress_abandonments(&mut self) {
         let Some(me) = self.local_seat else { return };
-        if self.seats[me.index()].empty_from.is_some() {
+        if self.seats[me.index()].empty_from.is_some() || self.abandon_quiet() {
             return;
         }
         self.freeze_majorities(me);
@@ -83,6 +83,19 @@ impl<I: Input> MeshSession<I> {
             }
         }
         self.apply_agreed(me);
+    }
+
+    /// Whether nothing is voted, frozen or endorsed anywhere: no seat to
+    /// freeze, thaw or abandon (the common case, told without a pass over
+    /// every seat).
+    fn abandon_quiet(&self) -> bool {
+        self.votes.is_empty()
+            && self.frozen.is_empty()
+            && self.endorsed.is_empty()
+            && self
+                .peers
+                .iter()
+                .all(|p| p.votes.is_empty() && p.endorsed.is_empty())
     }
 
     /// The players whose votes count on `seat`: seated, not abandoned, not
@@ -111,6 +124,9 @@ impl<I: Input> MeshSession<I> {
     /// peer since voted out, or reached only some peers) as long as this
     /// peer has endorsed nothing for it: no decision can have used it.
     pub(super) fn freeze_majorities(&mut self, me: PlayerId) {
+        if self.abandon_quiet() {
+            return;
+        }
         for c in (0..self.seats.len()).filter_map(super::seat_id) {
             let s = &self.seats[c.index()];
             if c == me || s.peer.is_none() || s.empty_from.is_some() {

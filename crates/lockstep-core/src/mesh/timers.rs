@@ -85,6 +85,14 @@ impl<I: Input> MeshSession<I> {
     pub(super) fn note_waiting(&mut self) {
         let now = self.now;
         let missing = self.awaiting();
+        // Nothing awaited, named or blamed: nothing changes.
+        if missing.is_empty()
+            && self.waits.0.idle()
+            && self.peers.iter().all(|p| p.waited_since.is_none())
+        {
+            self.waits.1 = self.next_tick;
+            return;
+        }
         let jitter = self
             .peers
             .iter()
@@ -98,7 +106,7 @@ impl<I: Input> MeshSession<I> {
             waits.clear();
             *tick = self.next_tick;
         }
-        if let Some(old) = waits.update(missing.clone(), now, after) {
+        if let Some(old) = waits.update(&missing, now, after) {
             let named = waits.named();
             for p in &mut self.peers {
                 if p.seat

@@ -28,6 +28,11 @@ pub(crate) struct Waits {
 }
 
 impl Waits {
+    /// Whether no wait is under way (nothing named, nothing timed).
+    pub(crate) fn idle(&self) -> bool {
+        self.since.is_none() && self.named.is_empty()
+    }
+
     /// The seats named (empty while no wait is worth naming).
     pub(crate) fn named(&self) -> &[PlayerId] {
         &self.named
@@ -49,7 +54,7 @@ impl Waits {
     /// Returns the seats named before, when that changed.
     pub(crate) fn update(
         &mut self,
-        blocked: Vec<PlayerId>,
+        blocked: &[PlayerId],
         now: Instant,
         after: Duration,
     ) -> Option<Vec<PlayerId>> {
@@ -59,9 +64,9 @@ impl Waits {
         let shown = if since.is_some_and(|t| now - t >= after) {
             blocked
         } else {
-            Vec::new()
+            &[]
         };
-        (self.named != shown).then(|| core::mem::replace(&mut self.named, shown))
+        (self.named != shown).then(|| core::mem::replace(&mut self.named, shown.to_vec()))
     }
 
     /// When a wait under way becomes worth naming, if it is not yet.
@@ -86,22 +91,18 @@ mod tests {
     fn a_wait_is_named_once_it_lasted_a_tick_period() {
         let mut w = Waits::default();
         let one = vec![PlayerId(1)];
-        assert_eq!(w.update(one.clone(), at(0), PERIOD), None);
+        assert_eq!(w.update(&one, at(0), PERIOD), None);
         assert_eq!(w.names_at(), Some(at(33)));
-        assert_eq!(
-            w.update(one.clone(), at(32), PERIOD),
-            None,
-            "a little apart"
-        );
-        assert_eq!(w.update(one.clone(), at(33), PERIOD), Some(vec![]));
+        assert_eq!(w.update(&one, at(32), PERIOD), None, "a little apart");
+        assert_eq!(w.update(&one, at(33), PERIOD), Some(vec![]));
         assert_eq!(w.named(), &one[..]);
         assert_eq!(w.names_at(), None, "named already");
         // Someone else too: the change is said.
         let two = vec![PlayerId(1), PlayerId(2)];
-        assert_eq!(w.update(two.clone(), at(40), PERIOD), Some(one));
+        assert_eq!(w.update(&two, at(40), PERIOD), Some(one));
         // The input came: named no more, and a new wait starts over.
-        assert_eq!(w.update(vec![], at(50), PERIOD), Some(two));
-        assert_eq!(w.update(vec![PlayerId(3)], at(60), PERIOD), None);
+        assert_eq!(w.update(&[], at(50), PERIOD), Some(two));
+        assert_eq!(w.update(&[PlayerId(3)], at(60), PERIOD), None);
         assert_eq!(w.names_at(), Some(at(93)));
         w.clear();
         assert_eq!((w.named(), w.names_at()), (&[][..], None));

@@ -236,7 +236,7 @@ impl<I: Input> Sequencer<I> {
             // is waiting on someone (and says so) once the open
             // tick has waited a tick period and their links' jitter.
             let after = self.naming_after(&blocked);
-            if let Some(old) = self.waits.update(blocked, self.now, after) {
+            if let Some(old) = self.waits.update(&blocked, self.now, after) {
                 if old.is_empty() {
                     self.stats.stalls += 1;
                 }
