@@ -106,9 +106,10 @@ impl AckWatch {
 
 /// The `back` and reference for a run of our seat's inputs from `start`,
 /// sent at `now` to a recipient whose acknowledgement is `watch`, over a
-/// link with round trip `rtt`, when `own` holds our inputs: the input just
-/// before `start` if the recipient acknowledged it and we hold it, and the
-/// acknowledgement still moves; else none (0).
+/// link with round trip `rtt`, when `own` holds our inputs: the last input
+/// the recipient acknowledged (the one before its acknowledgement), if it
+/// is before `start`, within reach ([`MAX_INPUT_BACK`]) and ours to tell,
+/// and the acknowledgement still moves; else none (0).
 pub(crate) fn reference<'a, I: Clone>(
     start: Tick,
     watch: &AckWatch,
@@ -116,14 +117,15 @@ pub(crate) fn reference<'a, I: Clone>(
     now: Instant,
     rtt: Option<Duration>,
 ) -> (u32, Option<&'a I>) {
-    let Some(before) = start.get().checked_sub(1).map(Tick::new) else {
+    let Some(held) = watch.acked.get().checked_sub(1).map(Tick::new) else {
         return (0, None);
     };
-    if before >= watch.acked || watch.stuck(now, rtt) {
+    let back = start.get().wrapping_sub(held.get());
+    if held >= start || back > MAX_INPUT_BACK || watch.stuck(now, rtt) {
         return (0, None);
     }
-    match own.get(before) {
-        Some(i) => (1, Some(i)),
+    match own.get(held) {
+        Some(i) => (back, Some(i)),
         None => (0, None),
     }
 }
@@ -179,9 +181,15 @@ mod tests {
         w.acked(t(6), at(0));
         let rtt = Some(Duration::from_millis(50));
         assert_eq!(reference(t(6), &w, &own, at(10), rtt), (1, Some(&50)));
-        // Not acknowledged yet, or not held: none.
-        assert_eq!(reference(t(8), &w, &own, at(10), rtt), (0, None));
-        assert_eq!(reference(t(0), &w, &own, at(10), rtt), (0, None));
+        // A run further on is coded against the same acknowledged input.
+        assert_eq!(reference(t(8), &w, &own, at(10), rtt), (3, Some(&50)));
+        // Before it, out of reach, or not ours to tell: none.
+        assert_eq!(reference(t(5), &w, &own, at(10), rtt), (0, None));
+        assert_eq!(reference(t(6 + 64), &w, &own, at(10), rtt), (0, None));
+        assert_eq!(
+            reference(t(6), &AckWatch::default(), &own, at(10), rtt),
+            (0, None)
+        );
         // The acknowledgement stands still while inputs wait: none, until
         // it moves again.
         w.waiting(at(0));
