@@ -46,8 +46,9 @@ fn codec_benches(c: &mut Criterion, trace: &Trace) {
                 let mut n = 0;
                 for p in 0..trace.players() {
                     buf.clear();
-                    codec.encode(p, tick as u32, trace.window(p, tick), &mut buf);
-                    n += codec.decode(black_box(&buf));
+                    let held = trace.held(p, tick);
+                    codec.encode(p, tick as u32, trace.window(p, tick), held, &mut buf);
+                    n += codec.decode(black_box(&buf), held);
                 }
                 n
             });

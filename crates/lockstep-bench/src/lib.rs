@@ -87,6 +87,14 @@ impl Trace {
         let from = (tick + 1).saturating_sub(WINDOW);
         &self.inputs[player][from..=tick]
     }
+
+    /// The input of `player` for the tick before its window at `tick`:
+    /// what the recipient acknowledged and holds (none at the start).
+    pub fn held(&self, player: usize, tick: usize) -> Option<&PlayerInputs> {
+        (tick + 1)
+            .checked_sub(WINDOW + 1)
+            .map(|t| &self.inputs[player][t])
+    }
 }
 
 /// The fixed-size form of an input, as a game without a codec sends it (and
@@ -120,24 +128,41 @@ pub trait Codec {
     fn name(&self) -> &'static str;
     /// Appends the datagram `player` sends at `tick`: its inputs for
     /// `inputs` (the last [`WINDOW`] ticks, ending at `tick`), plus the
-    /// acknowledgement of what it received.
-    fn encode(&self, player: usize, tick: u32, inputs: &[PlayerInputs], out: &mut Vec<u8>);
-    /// Decodes a datagram back into inputs; returns how many.
-    fn decode(&self, bytes: &[u8]) -> usize;
+    /// acknowledgement of what it received. `held` is its input for the
+    /// tick before the window, which the recipient acknowledged and holds
+    /// (none at the start).
+    fn encode(
+        &self,
+        player: usize,
+        tick: u32,
+        inputs: &[PlayerInputs],
+        held: Option<&PlayerInputs>,
+        out: &mut Vec<u8>,
+    );
+    /// Decodes a datagram back into inputs, the recipient holding `held`;
+    /// returns how many.
+    fn decode(&self, bytes: &[u8], held: Option<&PlayerInputs>) -> usize;
 }
 
 /// lockstep's protocol v7: header, an `Inputs` message with an ack and a
-/// delta chain.
+/// delta chain coded against the input the recipient acknowledged.
 #[derive(Debug, Default)]
 pub struct LockstepCodec;
 
 impl Codec for LockstepCodec {
     fn name(&self) -> &'static str {
-        "lockstep v4 (delta chains)"
+        "lockstep v7 (delta chains)"
     }
 
-    fn encode(&self, player: usize, tick: u32, inputs: &[PlayerInputs], out: &mut Vec<u8>) {
-        let mut chain = ChainWriter::new();
+    fn encode(
+        &self,
+        player: usize,
+        tick: u32,
+        inputs: &[PlayerInputs],
+        held: Option<&PlayerInputs>,
+        out: &mut Vec<u8>,
+    ) {
+        let mut chain = held.map_or_else(ChainWriter::new, |h| ChainWriter::after(h.clone()));
         for i in inputs {
             chain.push(i, usize::MAX);
         }
@@ -152,14 +177,14 @@ impl Codec for LockstepCodec {
                 seat: PlayerId(player as u16),
                 start,
                 count: inputs.len() as u32,
-                back: 0,
+                back: u32::from(held.is_some()),
                 chain: &bytes,
             }],
         }));
         w.finish();
     }
 
-    fn decode(&self, bytes: &[u8]) -> usize {
+    fn decode(&self, bytes: &[u8], held: Option<&PlayerInputs>) -> usize {
         let Ok(d) = Datagram::decode(bytes, Tick::ZERO) else {
             return 0;
         };
@@ -169,7 +194,7 @@ impl Codec for LockstepCodec {
                 Message::Inputs(i) => i
                     .runs
                     .iter()
-                    .map(|r| r.decode::<PlayerInputs>(None).map_or(0, |v| v.len()))
+                    .map(|r| r.decode::<PlayerInputs>(held).map_or(0, |v| v.len()))
                     .sum(),
                 _ => 0,
             })
@@ -187,7 +212,14 @@ impl Codec for FixedCodec {
         "fixed-size, every input in full"
     }
 
-    fn encode(&self, player: usize, tick: u32, inputs: &[PlayerInputs], out: &mut Vec<u8>) {
+    fn encode(
+        &self,
+        player: usize,
+        tick: u32,
+        inputs: &[PlayerInputs],
+        _held: Option<&PlayerInputs>,
+        out: &mut Vec<u8>,
+    ) {
         out.extend_from_slice(&tick.to_le_bytes());
         out.push(player as u8);
         out.extend_from_slice(&tick.saturating_sub(2).to_le_bytes());
@@ -203,7 +235,7 @@ impl Codec for FixedCodec {
         }
     }
 
-    fn decode(&self, bytes: &[u8]) -> usize {
+    fn decode(&self, bytes: &[u8], _held: Option<&PlayerInputs>) -> usize {
         let Some(&n) = bytes.get(9) else { return 0 };
         let mut count = 0;
         for chunk in bytes[10..].chunks_exact(12).take(usize::from(n)) {
@@ -249,7 +281,14 @@ impl Codec for JsonCodec {
         "JSON envelope"
     }
 
-    fn encode(&self, player: usize, tick: u32, inputs: &[PlayerInputs], out: &mut Vec<u8>) {
+    fn encode(
+        &self,
+        player: usize,
+        tick: u32,
+        inputs: &[PlayerInputs],
+        _held: Option<&PlayerInputs>,
+        out: &mut Vec<u8>,
+    ) {
         let env = JsonEnvelope {
             protocol_version: 1,
             r#type: "inputs".into(),
@@ -264,7 +303,7 @@ impl Codec for JsonCodec {
         let _ = serde_json::to_writer(out, &env);
     }
 
-    fn decode(&self, bytes: &[u8]) -> usize {
+    fn decode(&self, bytes: &[u8], _held: Option<&PlayerInputs>) -> usize {
         serde_json::from_slice::<JsonEnvelope>(bytes).map_or(0, |e| e.payload.inputs.len())
     }
 }
@@ -290,8 +329,9 @@ pub fn measure_codec(codec: &dyn Codec, trace: &Trace, rounds: usize) -> CodecRe
         for tick in 0..trace.ticks() {
             for p in 0..trace.players() {
                 buf.clear();
-                codec.encode(p, tick as u32, trace.window(p, tick), &mut buf);
-                decoded += codec.decode(&buf);
+                let held = trace.held(p, tick);
+                codec.encode(p, tick as u32, trace.window(p, tick), held, &mut buf);
+                decoded += codec.decode(&buf, held);
                 if round == 0 {
                     bytes += buf.len();
                 }
@@ -502,8 +542,9 @@ mod tests {
         let trace = Trace::generate(8, 60, 1);
         for codec in [&LockstepCodec as &dyn Codec, &FixedCodec, &JsonCodec] {
             let mut buf = Vec::new();
-            codec.encode(3, 30, trace.window(3, 30), &mut buf);
-            assert_eq!(codec.decode(&buf), WINDOW, "{}", codec.name());
+            let held = trace.held(3, 30);
+            codec.encode(3, 30, trace.window(3, 30), held, &mut buf);
+            assert_eq!(codec.decode(&buf, held), WINDOW, "{}", codec.name());
         }
     }
 
