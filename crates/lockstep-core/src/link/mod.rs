@@ -29,6 +29,10 @@ use crate::Instant;
 use crate::wire::Message;
 use core::time::Duration;
 
+/// The longest a ping's pong is awaited: a round trip longer than this is
+/// not measured (the link counts the ping lost).
+pub(crate) const MAX_PONG_WAIT: Duration = Duration::from_secs(4);
+
 /// One remote end's link (see the [module](self)).
 #[derive(Debug, Clone)]
 pub(crate) struct Link {
@@ -169,9 +173,11 @@ impl Link {
 
     /// How long a ping's pong is awaited, with pings every `interval`:
     /// twice the round trip and the interval (the other end answers with
-    /// its next datagram).
+    /// its next datagram), and at most [`MAX_PONG_WAIT`]: the round trip
+    /// is the remote's to make, and one that answers each ping a little
+    /// later than the last would otherwise grow it without end.
     fn ping_lost_after(&self, interval: Duration) -> Duration {
-        (interval + self.rtt().unwrap_or_default()) * 2
+        ((interval + self.rtt().unwrap_or_default()) * 2).min(MAX_PONG_WAIT)
     }
 
     /// A datagram of `len` bytes went out at `now`: the pong is paid, a

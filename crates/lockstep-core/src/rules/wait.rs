@@ -1,17 +1,25 @@
 //! Whom a tick waits on, and when that is worth saying: inputs for one
 //! tick arrive a little apart, more so over links that jitter, so a tick
 //! names the seats it waits on only once it has waited a tick period and
-//! twice the jitter of their links ([`worth_naming_after`]). A
+//! twice the jitter of their links, that jitter at most 250 ms
+//! ([`worth_naming_after`]). A
 //! sequencer's open tick and a mesh peer's next one follow the same rule
 //! (their `Status`'s `waiting`).
 
 use crate::{Instant, PlayerId};
 use core::time::Duration;
 
+/// The most jitter a wait allows for before naming whom it waits on. A
+/// link's jitter is the remote's to make (it answers pings when it likes):
+/// past this, a seat holding the room up would hide behind its own link's
+/// noise.
+pub(crate) const MAX_NAMING_JITTER: Duration = Duration::from_millis(250);
+
 /// How long a tick waits on seats before it names them, with ticks every
-/// `period` and `jitter` the largest round-trip jitter of their links.
+/// `period` and `jitter` the largest round-trip jitter of their links (at
+/// most [`MAX_NAMING_JITTER`]).
 pub(crate) fn worth_naming_after(period: Duration, jitter: Duration) -> Duration {
-    period + jitter * 2
+    period + jitter.min(MAX_NAMING_JITTER) * 2
 }
 
 /// The seats a tick waits on, named once the wait is worth naming (see the

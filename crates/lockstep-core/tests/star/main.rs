@@ -11,6 +11,7 @@ mod host_migration_attacks;
 mod host_migration_midway;
 mod join;
 mod join_attacks;
+mod ping_attacks;
 mod properties;
 mod recovery;
 mod reference_attacks;
