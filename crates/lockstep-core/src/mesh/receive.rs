@@ -200,6 +200,18 @@ impl<I: Input> MeshSession<I> {
                             "frame with the wrong number of seats",
                         ));
                     }
+                    // Only an observer takes frames, from a player, and
+                    // no more than its window holds: a body describes up
+                    // to eight frames a byte, so frames decoded for anyone
+                    // else (a forged datagram's, say) would cost far more
+                    // than the bytes that carried them.
+                    let window = self.config.observer_window as usize;
+                    if self.local_seat.is_some()
+                        || self.peers[idx].seat.is_none()
+                        || r.frames.len() >= window
+                    {
+                        continue;
+                    }
                     // Mesh players code frames against no reference.
                     r.frames.extend(f.decode::<I>(None)?);
                 }

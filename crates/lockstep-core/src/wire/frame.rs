@@ -429,7 +429,23 @@ pub fn decode_frames_body<I: Input>(
             });
         }
         let chain = r.bytes(chain_len)?;
-        let mut inputs = decode_chain::<I>(chain, present)?.into_iter();
+        let inputs = decode_chain::<I>(chain, present)?;
+        // One encoding per body: frames from the first that equal the
+        // reference's cell are held (a hold code, not carried), and a seat
+        // absent, then present to the end, is a hold of an empty reference.
+        let canonical = match carried {
+            Carried::From(_) => base.is_none() || inputs.first() != base,
+            Carried::Marked(bits) => {
+                let leading = (0..count).take_while(|&i| !bit(bits, i)).count();
+                base.is_some() || leading == 0 || (leading..count).any(|i| !bit(bits, i))
+            }
+        };
+        if !canonical {
+            return Err(WireError::Invalid(
+                "a seat's frames are not coded canonically",
+            ));
+        }
+        let mut inputs = inputs.into_iter();
         for (i, f) in frames.iter_mut().enumerate() {
             f.inputs.push(match carried {
                 Carried::From(from) if i < from => base.cloned(),
@@ -566,6 +582,32 @@ mod tests {
         assert_eq!(
             refused(&[(1 << 3) | ALL_EMPTY as u8, 0]),
             Err(WireError::Invalid("an empty seat with a chain"))
+        );
+        // A seat's frames in another form than the encoder's: carried from
+        // a first input equal to the reference's (a hold), or absent then
+        // present to the end against an empty reference (a hold of it).
+        let mut chain = ChainWriter::new();
+        chain.push(&7u16, usize::MAX);
+        let mut seven = Vec::new();
+        chain.write(&mut seven);
+        let mut body = vec![0, 0b1, ((seven.len() as u8) << 3) | ALL_PRESENT as u8];
+        body.extend_from_slice(&seven);
+        let not_canonical = Err(WireError::Invalid(
+            "a seat's frames are not coded canonically",
+        ));
+        assert_eq!(
+            decode_frames_body::<u16>(Tick::new(100), 1, 1, Some(&[Some(7)]), &body),
+            not_canonical
+        );
+        assert_eq!(
+            decode_frames_body::<u16>(Tick::new(100), 1, 1, None, &body).map(|f| f.len()),
+            Ok(1)
+        );
+        let mut body = vec![0, 0b1, ((seven.len() as u8) << 3) | MIXED as u8, 0b10];
+        body.extend_from_slice(&seven);
+        assert_eq!(
+            decode_frames_body::<u16>(Tick::new(100), 2, 1, Some(&[None]), &body),
+            not_canonical
         );
         // Events: a frame marked with events must have some.
         assert_eq!(

@@ -8,6 +8,7 @@ mod abandon_attacks;
 mod adaptive_delay;
 mod datagram_attacks;
 mod delay_attacks;
+mod forgery_attacks;
 mod observer_attacks;
 mod observers;
 mod properties;

@@ -293,12 +293,18 @@ impl<I: Input> ClientSession<I> {
     }
 
     /// Reads the waiting messages whose reference has arrived (one may
-    /// bring another's), and forgets those that hold nothing we lack.
+    /// bring another's), and forgets those that end before the first frame
+    /// we lack, and those whose reference we ran past without keeping it
+    /// (it can no longer come).
     fn take_waiting_frames(&mut self) {
         loop {
-            let base = self.base();
-            self.waiting_frames
-                .retain(|w| w.start.saturating_add(w.count) > base);
+            let (base, next) = (self.base(), self.next_tick);
+            let recent = &self.recent;
+            self.waiting_frames.retain(|w| {
+                w.start.saturating_add(w.count) > base
+                    && w.reference
+                        .is_none_or(|r| r >= next || recent.get(r).is_some())
+            });
             let ready = self
                 .waiting_frames
                 .iter()
