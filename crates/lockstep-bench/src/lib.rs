@@ -15,7 +15,7 @@
 pub mod feel;
 
 use lockstep_core::sim::SimRng;
-use lockstep_core::wire::{ChainWriter, Datagram, DatagramWriter, InputRun, Inputs, Message};
+use lockstep_core::wire::{self, ChainWriter, Datagram, DatagramWriter, InputRun, Inputs, Message};
 use lockstep_core::{
     Instant, MeshConfig, MeshSession, PeerId, PlayerId, PlayerInputs, Roster, Tick,
 };
@@ -178,6 +178,7 @@ impl Codec for LockstepCodec {
                 start,
                 count: inputs.len() as u32,
                 back: u32::from(held.is_some()),
+                check: held.map_or(0, |h| wire::reference_check(h, &mut Vec::new())),
                 chain: &bytes,
             }],
         }));

@@ -2,16 +2,18 @@
 //! [`InputRun::back`](crate::wire::InputRun::back)): the input its
 //! recipient acknowledged last, so that an input that did not change costs
 //! one bit even when it is the only one unacknowledged. A recipient keeps
-//! the last inputs each seat's own sender sent it ([`Recent`]); a sender
-//! keeps its own, and codes a run starting at the recipient's
-//! acknowledgement against the input just before it ([`reference`]),
+//! the last inputs it took from each seat's own sender ([`Recent`]); a
+//! sender keeps its own, and codes a run starting at the recipient's
+//! acknowledgement against the input just before it ([`reference`]), with
+//! a check of that input: a recipient holding another one for that tick
+//! skips the run rather than misread it ([`readable`]),
 //! unless the acknowledgement has stopped moving while inputs wait (a run
 //! the recipient cannot read, because it no longer holds the reference,
 //! would leave it there for good): then runs go self-contained, coded
 //! against the neutral input, until it moves again ([`AckWatch`]).
 
-use crate::wire::MAX_INPUT_BACK;
-use crate::{Instant, Tick};
+use crate::wire::{MAX_INPUT_BACK, reference_check};
+use crate::{Input, Instant, Tick};
 use core::time::Duration;
 use std::collections::VecDeque;
 
@@ -22,27 +24,43 @@ const KEPT: usize = MAX_INPUT_BACK as usize;
 /// runs go self-contained: twice the round trip, and at least this.
 const STUCK_AFTER: Duration = Duration::from_millis(250);
 
-/// The latest inputs of one seat, by tick, as its own sender sent them.
+/// The latest inputs of one seat, by tick: on a sender, as it stamped
+/// them; on a recipient, as it took them (from the seat's own sender),
+/// each with its [`reference_check`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Recent<I> {
     /// Oldest first, one per tick, at most [`KEPT`].
-    inputs: VecDeque<(Tick, I)>,
+    inputs: VecDeque<(Tick, I, u8)>,
+    /// Where checks are computed.
+    scratch: Vec<u8>,
 }
 
 impl<I> Default for Recent<I> {
     fn default() -> Self {
         Self {
             inputs: VecDeque::new(),
+            scratch: Vec::new(),
         }
     }
 }
 
-impl<I: Clone> Recent<I> {
-    /// `input` is the seat's input for `tick` (the first one noted for a
-    /// tick stays: an input never changes once sent).
+impl<I> Recent<I> {
+    /// Forgets every input: what was sent or taken before no longer holds
+    /// (a resynced client stamps its ticks again).
+    pub(crate) fn clear(&mut self) {
+        self.inputs.clear();
+    }
+}
+
+impl<I: Input> Recent<I> {
+    /// `input` is now the seat's input for `tick`: the last one noted for a
+    /// tick counts (a client re-stamps ticks after a resync, and a relay
+    /// takes them again).
     pub(crate) fn note(&mut self, tick: Tick, input: &I) {
-        let at = self.inputs.partition_point(|(t, _)| *t < tick);
-        if self.inputs.get(at).is_some_and(|(t, _)| *t == tick) {
+        let check = reference_check(input, &mut self.scratch);
+        let at = self.inputs.partition_point(|(t, ..)| *t < tick);
+        if let Some(kept) = self.inputs.get_mut(at).filter(|(t, ..)| *t == tick) {
+            *kept = (tick, input.clone(), check);
             return;
         }
         if self.inputs.len() >= KEPT {
@@ -50,19 +68,19 @@ impl<I: Clone> Recent<I> {
                 return;
             }
             self.inputs.pop_front();
-            self.inputs.insert(at - 1, (tick, input.clone()));
+            self.inputs.insert(at - 1, (tick, input.clone(), check));
         } else {
-            self.inputs.insert(at, (tick, input.clone()));
+            self.inputs.insert(at, (tick, input.clone(), check));
         }
     }
 
-    /// The seat's input for `tick`, if kept.
-    pub(crate) fn get(&self, tick: Tick) -> Option<&I> {
-        let at = self.inputs.partition_point(|(t, _)| *t < tick);
+    /// The seat's input for `tick` and its check, if kept.
+    pub(crate) fn get(&self, tick: Tick) -> Option<(&I, u8)> {
+        let at = self.inputs.partition_point(|(t, ..)| *t < tick);
         self.inputs
             .get(at)
-            .filter(|(t, _)| *t == tick)
-            .map(|(_, i)| i)
+            .filter(|(t, ..)| *t == tick)
+            .map(|(_, i, c)| (i, *c))
     }
 }
 
@@ -104,29 +122,72 @@ impl AckWatch {
     }
 }
 
-/// The `back` and reference for a run of our seat's inputs from `start`,
-/// sent at `now` to a recipient whose acknowledgement is `watch`, over a
-/// link with round trip `rtt`, when `own` holds our inputs: the last input
-/// the recipient acknowledged (the one before its acknowledgement), if it
-/// is before `start`, within reach ([`MAX_INPUT_BACK`]) and ours to tell,
-/// and the acknowledgement still moves; else none (0).
-pub(crate) fn reference<'a, I: Clone>(
+/// What a run is coded against: `back` (0 for the neutral input), and the
+/// reference input with its check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reference<'a, I> {
+    pub(crate) back: u32,
+    pub(crate) check: u8,
+    pub(crate) input: Option<&'a I>,
+}
+
+impl<I> Reference<'_, I> {
+    /// The neutral input.
+    pub(crate) fn none() -> Self {
+        Self {
+            back: 0,
+            check: 0,
+            input: None,
+        }
+    }
+}
+
+/// The reference for a run of our seat's inputs from `start`, sent at
+/// `now` to a recipient whose acknowledgement is `watch`, over a link with
+/// round trip `rtt`, when `own` holds our inputs: the last input the
+/// recipient acknowledged (the one before its acknowledgement), if it is
+/// before `start`, within reach ([`MAX_INPUT_BACK`]) and ours to tell, and
+/// the acknowledgement still moves; else none.
+pub(crate) fn reference<'a, I: Input>(
     start: Tick,
     watch: &AckWatch,
     own: &'a Recent<I>,
     now: Instant,
     rtt: Option<Duration>,
-) -> (u32, Option<&'a I>) {
+) -> Reference<'a, I> {
     let Some(held) = watch.acked.get().checked_sub(1).map(Tick::new) else {
-        return (0, None);
+        return Reference::none();
     };
     let back = start.get().wrapping_sub(held.get());
     if held >= start || back > MAX_INPUT_BACK || watch.stuck(now, rtt) {
-        return (0, None);
+        return Reference::none();
     }
     match own.get(held) {
-        Some(i) => (back, Some(i)),
-        None => (0, None),
+        Some((input, check)) => Reference {
+            back,
+            check,
+            input: Some(input),
+        },
+        None => Reference::none(),
+    }
+}
+
+/// What a recipient reads a run against, from the inputs `recent` it took
+/// from the run's seat: `Some(None)` for the neutral input, `Some(Some)`
+/// for the held reference the run's check matches; `None` when it does not
+/// hold the reference, or holds another input for that tick (the sender's
+/// acknowledged input never reached it, or a forgery did first): the run
+/// is skipped, and its inputs come again against another.
+pub(crate) fn readable<'a, I: Input>(
+    run: &crate::wire::InputRun<'_>,
+    recent: Option<&'a Recent<I>>,
+) -> Option<Option<&'a I>> {
+    match run.reference() {
+        None => Some(None),
+        Some(t) => match recent?.get(t) {
+            Some((input, check)) if check == run.check => Some(Some(input)),
+            _ => None,
+        },
     }
 }
 
@@ -138,36 +199,44 @@ mod tests {
         Tick::new(n)
     }
 
+    fn input<I: Input>(r: &Recent<I>, tick: u32) -> Option<&I> {
+        r.get(t(tick)).map(|(i, _)| i)
+    }
+
     #[test]
     fn recent_inputs_are_kept_by_tick_and_bounded() {
         let mut r = Recent::default();
         for k in (0..100u32).rev() {
             r.note(t(k), &k);
         }
-        // Noted newest first: the newest 64 are the ones kept... the oldest
-        // are dropped as the newer come in order.
         let mut r2 = Recent::default();
         for k in 0..100u32 {
             r2.note(t(k), &k);
         }
-        assert_eq!(r2.get(t(35)), None);
-        assert_eq!(r2.get(t(36)), Some(&36));
-        assert_eq!(r2.get(t(99)), Some(&99));
-        // The first input noted for a tick stays.
+        assert_eq!(input(&r2, 35), None);
+        assert_eq!(input(&r2, 36), Some(&36));
+        assert_eq!(input(&r2, 99), Some(&99));
+        // The last input noted for a tick counts, with its check.
         r2.note(t(99), &7);
-        assert_eq!(r2.get(t(99)), Some(&99));
+        assert_eq!(input(&r2, 99), Some(&7));
+        assert_eq!(
+            r2.get(t(99)).map(|(_, c)| c),
+            Some(reference_check(&7u32, &mut Vec::new()))
+        );
         // Out of order, within reach, is kept in order.
         let mut r3 = Recent::default();
         r3.note(t(5), &5);
         r3.note(t(3), &3);
         r3.note(t(4), &4);
         assert_eq!(
-            (r3.get(t(3)), r3.get(t(4)), r3.get(t(5))),
+            (input(&r3, 3), input(&r3, 4), input(&r3, 5)),
             (Some(&3), Some(&4), Some(&5))
         );
         // Full, an input older than everything kept is not.
-        assert_eq!(r.get(t(0)), None);
+        assert_eq!(input(&r, 0), None);
         assert_eq!(r.inputs.len(), KEPT);
+        r3.clear();
+        assert_eq!(input(&r3, 5), None);
     }
 
     #[test]
@@ -180,24 +249,52 @@ mod tests {
         let mut w = AckWatch::default();
         w.acked(t(6), at(0));
         let rtt = Some(Duration::from_millis(50));
-        assert_eq!(reference(t(6), &w, &own, at(10), rtt), (1, Some(&50)));
+        let r = |start: u32, w: &AckWatch, now: u64| {
+            let r = reference(t(start), w, &own, at(now), rtt);
+            (r.back, r.input.copied())
+        };
+        assert_eq!(r(6, &w, 10), (1, Some(50)));
         // A run further on is coded against the same acknowledged input.
-        assert_eq!(reference(t(8), &w, &own, at(10), rtt), (3, Some(&50)));
+        assert_eq!(r(8, &w, 10), (3, Some(50)));
         // Before it, out of reach, or not ours to tell: none.
-        assert_eq!(reference(t(5), &w, &own, at(10), rtt), (0, None));
-        assert_eq!(reference(t(6 + 64), &w, &own, at(10), rtt), (0, None));
-        assert_eq!(
-            reference(t(6), &AckWatch::default(), &own, at(10), rtt),
-            (0, None)
-        );
+        assert_eq!(r(5, &w, 10), (0, None));
+        assert_eq!(r(6 + 64, &w, 10), (0, None));
+        assert_eq!(r(6, &AckWatch::default(), 10), (0, None));
         // The acknowledgement stands still while inputs wait: none, until
         // it moves again.
         w.waiting(at(0));
-        assert_eq!(reference(t(6), &w, &own, at(251), rtt), (0, None));
+        assert_eq!(r(6, &w, 251), (0, None));
         w.acked(t(7), at(300));
-        assert_eq!(reference(t(7), &w, &own, at(301), rtt), (1, Some(&60)));
+        assert_eq!(r(7, &w, 301), (1, Some(60)));
         // Nothing waiting: standing still is no sign of anything.
         w.idle();
-        assert_eq!(reference(t(7), &w, &own, at(5_000), rtt), (1, Some(&60)));
+        assert_eq!(r(7, &w, 5_000), (1, Some(60)));
+        let checked = reference(t(7), &w, &own, at(5_000), rtt);
+        assert_eq!(checked.check, reference_check(&60u32, &mut Vec::new()));
+    }
+
+    #[test]
+    fn a_run_reads_only_against_the_input_its_sender_coded_it_against() {
+        let mut held = Recent::default();
+        held.note(t(9), &90u32);
+        let run = |check| crate::wire::InputRun {
+            seat: crate::PlayerId(0),
+            start: t(10),
+            count: 1,
+            back: 1,
+            check,
+            chain: &[],
+        };
+        let right = reference_check(&90u32, &mut Vec::new());
+        assert_eq!(readable(&run(right), Some(&held)), Some(Some(&90)));
+        // Another input held for that tick (a forgery came first), or none.
+        assert_eq!(readable(&run(right ^ 1), Some(&held)), None);
+        assert_eq!(readable(&run(right), None::<&Recent<u32>>), None);
+        let neutral = crate::wire::InputRun {
+            back: 0,
+            check: 0,
+            ..run(0)
+        };
+        assert_eq!(readable(&neutral, None::<&Recent<u32>>), Some(None));
     }
 }

@@ -17,7 +17,7 @@ mod resend;
 mod rtt;
 mod stall;
 
-pub(crate) use inputs::{AckWatch, Recent, reference};
+pub(crate) use inputs::{AckWatch, Recent, Reference, readable, reference};
 pub(crate) use meter::LinkMeter;
 pub use meter::Traffic;
 pub(crate) use pace::Pace;

@@ -18,6 +18,9 @@ const RUN_HEADER: usize = 12;
 /// Bytes an `Inputs` message may take besides its runs and acks.
 const INPUTS_HEADER: usize = 3;
 
+/// A run being coded: its seat, first tick, reference (`back`, check) and
+/// chain.
+type CodedRun<I> = (PlayerId, Tick, (u32, u8), ChainWriter<I>);
 impl<I: Input> MeshSession<I> {
     /// Writes the datagram for peer `i` into `buf`; returns whether another
     /// should follow at once (snapshot chunks are due that did not fit).
@@ -205,19 +208,20 @@ impl<I: Input> MeshSession<I> {
             }
         }
         let mut left = w.remaining().saturating_sub(INPUTS_HEADER + acks.len() * 8);
-        let mut chains: Vec<(PlayerId, Tick, u32, ChainWriter<I>)> = Vec::new();
+        let mut chains: Vec<CodedRun<I>> = Vec::new();
         for (seat, from, end) in wanted_runs {
             if from >= end || left <= RUN_HEADER {
                 continue;
             }
             // Input forwarded for another seat is always self-contained.
-            let (back, after) = if Some(seat) == self.local_seat {
+            let r = if Some(seat) == self.local_seat {
                 link::reference(from, &p.ack_watch, &self.own_inputs, self.now, p.link.rtt())
             } else {
-                (0, None)
+                link::Reference::none()
             };
-            let mut chain: ChainWriter<I> =
-                after.map_or_else(ChainWriter::new, |a| ChainWriter::after(a.clone()));
+            let mut chain: ChainWriter<I> = r
+                .input
+                .map_or_else(ChainWriter::new, |a| ChainWriter::after(a.clone()));
             let mut t = from;
             while t < end && chain.count() < wire::MAX_RUN {
                 // Forwarded input is passed on as held: the endorsements'
@@ -233,7 +237,7 @@ impl<I: Input> MeshSession<I> {
             }
             if !chain.is_empty() {
                 left = left.saturating_sub(RUN_HEADER + chain.len());
-                chains.push((seat, from, back, chain));
+                chains.push((seat, from, (r.back, r.check), chain));
             }
         }
         let bytes: Vec<Vec<u8>> = chains
@@ -248,11 +252,12 @@ impl<I: Input> MeshSession<I> {
         let runs = chains
             .iter()
             .zip(&bytes)
-            .map(|((seat, start, back, c), b)| InputRun {
+            .map(|((seat, start, (back, check), c), b)| InputRun {
                 seat: *seat,
                 start: *start,
                 count: c.count() as u32,
                 back: *back,
+                check: *check,
                 chain: b,
             })
             .collect();

@@ -171,17 +171,15 @@ impl<I: Input> MeshSession<I> {
                         // against an input it sent us; one we no longer
                         // hold is skipped (its inputs come again). Input
                         // forwarded for another seat never is.
-                        let reference = match run.reference() {
-                            None => None,
-                            Some(_) if Some(run.seat) != sender_seat => {
-                                return Err(DatagramError::Violation(
-                                    "forwarded input coded against a reference",
-                                ));
-                            }
-                            Some(t) => match self.seat_inputs[run.seat.index()].get(t) {
-                                Some(i) => Some(i),
-                                None => continue,
-                            },
+                        if run.back > 0 && Some(run.seat) != sender_seat {
+                            return Err(DatagramError::Violation(
+                                "forwarded input coded against a reference",
+                            ));
+                        }
+                        let Some(reference) =
+                            crate::link::readable(run, Some(&self.seat_inputs[run.seat.index()]))
+                        else {
+                            continue;
                         };
                         for (k, input) in run.decode::<I>(reference)?.into_iter().enumerate() {
                             self.scratch.clear();
@@ -476,9 +474,6 @@ impl<I: Input> MeshSession<I> {
                 Verdict::Own => true,
                 Verdict::Forwarded => false,
             };
-            if own {
-                self.seat_inputs[seat.index()].note(tick, &input);
-            }
             let (seats, start) = (&self.seats, self.start);
             match self.store.ensure(tick, |t| new_slot(seats, start, t)) {
                 // A player's own input also replaces input forwarded for it
@@ -487,7 +482,11 @@ impl<I: Input> MeshSession<I> {
                     if slot.cells[seat.index()].is_unknown()
                         || (own && matches!(slot.cells[seat.index()], Cell::Forwarded(_))) =>
                 {
+                    // What we run for the seat is what its runs are read
+                    // against: a forgery that came first reads no run of
+                    // the seat's true sender (their checks differ).
                     slot.cells[seat.index()] = if own {
+                        self.seat_inputs[seat.index()].note(tick, &input);
                         Cell::Known(input)
                     } else {
                         Cell::Forwarded(input)

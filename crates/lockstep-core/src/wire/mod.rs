@@ -46,7 +46,9 @@ pub use message::{
     MAX_FRAMES, MAX_MESSAGES, MAX_NAME, MAX_ROOM, MAX_RUN, MAX_SNAPSHOT, MAX_TEXT, MAX_TICKET,
     MIN_HELLO_DATAGRAM, Message, message_type,
 };
-pub use play::{Frames, InputRun, Inputs, MAX_INPUT_BACK, MAX_REFERENCE_BACK, Status};
+pub use play::{
+    Frames, InputRun, Inputs, MAX_INPUT_BACK, MAX_REFERENCE_BACK, Status, reference_check,
+};
 pub use roster::{Holder, Member};
 pub use transfer::{SnapshotAck, SnapshotChunk};
 

@@ -9,6 +9,7 @@ use super::handshake::within;
 use super::message::{MAX_DELAY_CHANGES, MAX_FRAMES, MAX_RUN, Message};
 use super::{MAX_DATAGRAM_LEN, MAX_DELAY, MAX_SEATS, WireError};
 use crate::{Frame, Input, PlayerId, Tick};
+use xxhash_rust::xxh3::xxh3_64;
 
 /// Consecutive inputs of one seat, as a delta chain (see
 /// [`ChainWriter`](super::ChainWriter)).
@@ -26,8 +27,31 @@ pub struct InputRun<'a> {
     /// was sent by the seat's own sender and acknowledged. A recipient
     /// that does not hold it skips the run.
     pub back: u32,
+    /// With a reference, [`reference_check`] of it as the sender holds it
+    /// (on the wire only when `back` is not 0, and 0 when it is): a
+    /// recipient holding another input for that tick (a forged one, say)
+    /// skips the run instead of reading every later input wrong.
+    pub check: u8,
     /// The encoded chain.
     pub chain: &'a [u8],
+}
+
+/// What an input run carries to prove its reference
+/// ([`InputRun::check`]): the low 8 bits of xxh3-64 over the input's
+/// [`encode`](Input::encode)d bytes. `scratch` is a buffer to encode into
+/// (cleared first), so that a caller keeping one allocates nothing.
+///
+/// ```
+/// use lockstep_core::wire::reference_check;
+///
+/// let mut scratch = Vec::new();
+/// assert_eq!(reference_check(&7u16, &mut scratch), reference_check(&7u16, &mut scratch));
+/// assert_ne!(reference_check(&7u16, &mut scratch), reference_check(&8u16, &mut scratch));
+/// ```
+pub fn reference_check<I: Input>(input: &I, scratch: &mut Vec<u8>) -> u8 {
+    scratch.clear();
+    input.encode(scratch);
+    xxh3_64(scratch) as u8
 }
 
 /// How far before its first input an input run's reference may be.
@@ -39,13 +63,28 @@ impl InputRun<'_> {
         (self.back > 0).then(|| Tick::new(self.start.get() - self.back))
     }
 
+    /// Whether `held`, the recipient's input for the tick of
+    /// [`self.reference()`](Self::reference), is the one the sender coded
+    /// the run against (always, for a run without a reference). A run
+    /// whose reference is not held, or not this one, is skipped.
+    pub fn reads_against<I: Input>(&self, held: &I, scratch: &mut Vec<u8>) -> bool {
+        self.back == 0 || reference_check(held, scratch) == self.check
+    }
+
     /// The inputs, decoded as `I` against `reference`, the input at
     /// [`self.reference()`](Self::reference) (ignored when that is `None`;
-    /// an error when it is not and `reference` is).
+    /// an error when it is not and `reference` is, or when the run's
+    /// [`check`](Self::check) says it is not the input the sender coded
+    /// against: see [`reads_against`](Self::reads_against)).
     pub fn decode<I: Input>(&self, reference: Option<&I>) -> Result<Vec<I>, WireError> {
         let prev = match (self.back, reference) {
             (0, _) => I::default(),
-            (_, Some(r)) => r.clone(),
+            (_, Some(r)) if self.reads_against(r, &mut Vec::new()) => r.clone(),
+            (_, Some(_)) => {
+                return Err(WireError::Invalid(
+                    "an input run coded against another input than the one held",
+                ));
+            }
             (_, None) => {
                 return Err(WireError::Invalid(
                     "an input run coded against an input not held",
@@ -154,6 +193,11 @@ pub(super) fn check_inputs(i: &Inputs<'_>) -> Result<(), WireError> {
         if r.back > MAX_INPUT_BACK || r.back > r.start.get() {
             return Err(WireError::Invalid("an input run's reference out of reach"));
         }
+        if r.back == 0 && r.check != 0 {
+            return Err(WireError::Invalid(
+                "a check on an input run without a reference",
+            ));
+        }
     }
     Ok(())
 }
@@ -166,6 +210,9 @@ pub(super) fn put_inputs(out: &mut Vec<u8>, base: Tick, m: &Inputs<'_>) {
         put_tick_delta(out, base, run.start);
         put_varint(out, u64::from(run.count));
         put_varint(out, u64::from(run.back));
+        if run.back > 0 {
+            out.push(run.check);
+        }
         put_bytes(out, run.chain);
     }
 }
@@ -188,12 +235,14 @@ pub(super) fn read_inputs<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<
         if back > MAX_INPUT_BACK || back > start.get() {
             return Err(WireError::Invalid("an input run's reference out of reach"));
         }
+        let check = if back > 0 { r.u8()? } else { 0 };
         let chain = r.byte_string("chain", MAX_DATAGRAM_LEN)?;
         runs.push(InputRun {
             seat,
             start,
             count: count as u32,
             back,
+            check,
             chain,
         });
     }

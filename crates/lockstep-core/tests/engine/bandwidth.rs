@@ -7,7 +7,9 @@
 //! here cost more than in `--bench bandwidth`, whose players act like a
 //! game's. Figures when the budgets were set (down, up): loopback 70.6 and
 //! 22.0, 250 ms with 1% loss 90.4 and 36.3 (the engine before per-frame
-//! copies sent 235.5 down there); the mesh 65.6.
+//! copies sent 235.5 down there); the mesh 65.6. Since input runs carry a
+//! check of their reference (one byte a run): up 22.8 and 37.1, the mesh
+//! 68.0.
 
 use crate::common::star::StarScenario;
 use crate::common::{Scenario, secs};
@@ -92,5 +94,5 @@ fn a_four_player_mesh_on_a_clean_link_stays_in_its_budget() {
         frames > 4.0 * 29.0 * 29.0,
         "the mesh played: {frames} frames"
     );
-    within("mesh, clean, sent", (b1 - b0) as f64 / frames, 67.0);
+    within("mesh, clean, sent", (b1 - b0) as f64 / frames, 69.0);
 }

@@ -183,6 +183,7 @@ fn rewrite(
                 start: *start,
                 count: *count,
                 back: 0,
+                check: 0,
                 chain,
             })
             .collect();

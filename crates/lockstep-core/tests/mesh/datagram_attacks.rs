@@ -90,6 +90,7 @@ impl Liar {
                         start: *start,
                         count: *count,
                         back: 0,
+                        check: 0,
                         chain,
                     }));
                     let _ = w.push(&Message::Inputs(Inputs { acks, runs }));

@@ -148,6 +148,7 @@ fn brief_freeze(with_want: bool) {
             start: next,
             count: 6,
             back: 0,
+            check: 0,
             chain: &bytes,
         }],
     }));

@@ -2,8 +2,9 @@
 //! (where a source address is all a peer has to go on): what one costs
 //! must stay bounded, whatever it carries.
 
-use lockstep_core::wire::{DatagramWriter, Frames, Hello, Message};
-use lockstep_core::{Instant, MeshConfig, MeshSession, PeerId, PlayerId, Roster, Tick};
+use lockstep_core::wire::{ChainWriter, DatagramWriter, Frames, Hello, InputRun, Inputs, Message};
+use lockstep_core::{Frame, Instant, MeshConfig, MeshSession, PeerId, PlayerId, Roster, Tick};
+use std::time::Duration;
 
 fn mesh(n: u32) -> Vec<MeshSession<u16>> {
     let config = MeshConfig {
@@ -20,6 +21,80 @@ fn mesh(n: u32) -> Vec<MeshSession<u16>> {
                 .expect("a session")
         })
         .collect()
+}
+
+/// One forged input for player 0, racing its own to peer 1, is what peer 1
+/// runs for that tick (a divergence its checkpoints catch). Player 0's
+/// later runs to peer 1 are coded against its true input for that tick,
+/// which peer 1 does not hold: peer 1 skips them (their check differs),
+/// never misreading them, until player 0 sends them self-contained. Only
+/// the forged tick differs between peers 1 and 2.
+#[test]
+fn one_forged_input_costs_one_tick_not_the_match() {
+    let mut s = mesh(3);
+    let mut frames: Vec<Vec<Frame<u16>>> = vec![Vec::new(); 3];
+    let mut now = Instant::ZERO;
+    let mut buf = Vec::new();
+    let mut forged_at = None;
+    for step in 0..300u32 {
+        now += Duration::from_millis(33);
+        for i in 0..3 {
+            s[i].handle_timeout(now);
+            let input = |t: u32| if i == 0 { 100 + (t % 50) as u16 } else { 1 };
+            if s[i].input_due() {
+                let t = s[i].next_commit().get();
+                let _ = s[i].commit_local(input(t));
+            }
+            while let Some(f) = s[i].advance() {
+                frames[i].push(f);
+                if s[i].input_due() {
+                    let t = s[i].next_commit().get();
+                    let _ = s[i].commit_local(input(t));
+                }
+            }
+            let mut out = Vec::new();
+            while let Some(t) = s[i].poll_transmit(&mut buf) {
+                out.push((t.destination.0 as usize, buf[..t.len].to_vec()));
+            }
+            for (to, b) in out {
+                let _ = s[to].handle_datagram(PeerId(i as u32), &b, now);
+            }
+        }
+        if step == 60 {
+            // From player 0's address to peer 1: its input for the tick
+            // after the one it commits next.
+            let t = s[0].next_commit().saturating_add(1);
+            let mut c = ChainWriter::new();
+            c.push(&7777u16, usize::MAX);
+            let mut chain = Vec::new();
+            c.write(&mut chain);
+            let mut d = Vec::new();
+            let mut w = DatagramWriter::new(&mut d, s[0].frame(), 1200);
+            w.push(&Message::Inputs(Inputs {
+                acks: vec![],
+                runs: vec![InputRun {
+                    seat: PlayerId(0),
+                    start: t,
+                    count: 1,
+                    back: 0,
+                    check: 0,
+                    chain: &chain,
+                }],
+            }))
+            .expect("fits");
+            w.finish();
+            s[1].handle_datagram(PeerId(0), &d, now).expect("taken");
+            forged_at = Some(t);
+        }
+    }
+    let forged = forged_at.expect("forged");
+    let n = frames[1].len().min(frames[2].len());
+    let differ: Vec<Tick> = (0..n)
+        .filter(|&k| frames[1][k].inputs[0] != frames[2][k].inputs[0])
+        .map(|k| frames[1][k].tick)
+        .collect();
+    assert_eq!(differ, vec![forged]);
+    assert!(n > 250, "the peers played on: {n} frames");
 }
 
 /// A `Frames` message describes up to eight frames a byte: a player never

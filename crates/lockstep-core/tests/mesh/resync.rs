@@ -99,6 +99,7 @@ impl Node {
                             start: *start,
                             count: *count,
                             back: 0,
+                            check: 0,
                             chain,
                         })
                         .collect();

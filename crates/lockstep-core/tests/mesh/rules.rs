@@ -74,6 +74,7 @@ fn forged(base: u32, runs: Vec<(PlayerId, Tick, u32, Vec<u8>)>) -> Vec<u8> {
             start: *start,
             count: *count,
             back: 0,
+            check: 0,
             chain,
         })
         .collect();
@@ -857,6 +858,7 @@ fn tick_runs_past_u32_max_are_malformed() {
             start,
             count,
             back: 0,
+            check: 0,
             chain: &chain,
         }],
     });
@@ -933,7 +935,7 @@ proptest! {
         })).unwrap();
         w.push(&Message::Inputs(Inputs {
             acks: vec![],
-            runs: vec![InputRun { seat: p, start: st, count: n, back: 0, chain: &chain }],
+            runs: vec![InputRun { seat: p, start: st, count: n, back: 0, check: 0, chain: &chain }],
         })).unwrap();
         w.finish();
         let back = Datagram::decode(&d, Tick::new(base)).unwrap();
@@ -1197,6 +1199,7 @@ fn forwarded_input_coded_against_a_reference_is_refused() {
             start: Tick::new(3),
             count: 1,
             back: 1,
+            check: 0,
             chain: &c,
         }],
     }))

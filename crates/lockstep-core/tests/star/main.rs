@@ -9,6 +9,7 @@ mod adaptive_delay;
 mod host_migration;
 mod host_migration_attacks;
 mod host_migration_midway;
+mod input_reference;
 mod join;
 mod join_attacks;
 mod ping_attacks;

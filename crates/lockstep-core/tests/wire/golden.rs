@@ -12,9 +12,9 @@
 use lockstep_core::admission::{resume_proof, token_commitment};
 use lockstep_core::secure::{SecureChannel, client_public, server_handshake};
 use lockstep_core::wire::{
-    Abandon, ByeReason, ChainWriter, Checkpoint, DatagramWriter, Endorsement, ErrorCode, Frames,
-    Hello, Holder, InputCodec, InputRun, Inputs, Member, Message, RejectReason, ResumeToken,
-    SnapshotAck, SnapshotChunk, Status, Welcome, encode_frame, encode_frames_body,
+    self, Abandon, ByeReason, ChainWriter, Checkpoint, DatagramWriter, Endorsement, ErrorCode,
+    Frames, Hello, Holder, InputCodec, InputRun, Inputs, Member, Message, RejectReason,
+    ResumeToken, SnapshotAck, SnapshotChunk, Status, Welcome, encode_frame, encode_frames_body,
 };
 use lockstep_core::{Frame, Input, PlayerId, PlayerInputs, StreamHash, SystemEvent, Tick};
 use std::collections::BTreeMap;
@@ -82,7 +82,7 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
         let mut buf = Vec::new();
         let mut w = DatagramWriter::new(&mut buf, BASE, 1200);
         w.push(&Message::Hello(h)).expect("hello fits");
-        w.pad_to(lockstep_core::wire::MIN_HELLO_DATAGRAM);
+        w.pad_to(wire::MIN_HELLO_DATAGRAM);
         w.finish();
         buf
     };
@@ -157,6 +157,7 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
                 start: tick(1003),
                 count: 3,
                 back: 0,
+                check: 0,
                 chain: &opaque,
             }],
         })]),
@@ -181,6 +182,8 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
                 start: tick(1003),
                 count: 3,
                 back: 1,
+                // xxh3-64 of 7's encoding (`07 00`), low 8 bits.
+                check: wire::reference_check(&7u16, &mut Vec::new()),
                 chain: &referenced,
             }],
         })]),
@@ -203,6 +206,7 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
                 start: tick(1001),
                 count: 3,
                 back: 0,
+                check: 0,
                 chain: &pad,
             }],
         })]),
@@ -646,7 +650,7 @@ fn the_documented_key_derivation_gives_the_same_channel() {
     // 0u32, the header as associated data, the tag after the ciphertext.
     let plain = datagram(&[Message::Ping { stamp: 1234 }]);
     let mut out = b"LS".to_vec();
-    out.push(lockstep_core::wire::VERSION);
+    out.push(wire::VERSION);
     out.extend_from_slice(&id);
     out.extend_from_slice(&0u64.to_le_bytes());
     let mut body = plain.clone();

@@ -102,6 +102,7 @@ proptest! {
             start: Tick::new(1_000),
             count: inputs.len() as u32,
             back,
+            check: wire::reference_check(&reference, &mut Vec::new()),
             chain: &chain,
         };
         let mut buf = Vec::new();
@@ -116,6 +117,12 @@ proptest! {
         prop_assert_eq!(i.runs[0].reference(), Some(Tick::new(1_000 - back)));
         prop_assert_eq!(i.runs[0].decode(Some(&reference))?, inputs);
         prop_assert!(i.runs[0].decode::<PlayerInputs>(None).is_err());
+        // Against another input for that tick, it is refused, never misread.
+        let other = PlayerInputs { buttons: reference.buttons ^ 1, ..reference.clone() };
+        let mut scratch = Vec::new();
+        prop_assert!(!i.runs[0].reads_against(&other, &mut scratch)
+            || wire::reference_check(&other, &mut scratch) == i.runs[0].check);
+        prop_assert!(i.runs[0].reads_against(&reference, &mut scratch));
     }
 
     #[test]
@@ -248,7 +255,7 @@ proptest! {
             Message::Reject(reasons[codes.2]),
             Message::Inputs(Inputs {
                 acks: seats_ticks.iter().enumerate().map(|(k, s)| (*s, near(k))).collect(),
-                runs: vec![InputRun { seat: PlayerId(1), start: run_start, count: inputs.len() as u32, back: 0, chain: &chain_bytes }],
+                runs: vec![InputRun { seat: PlayerId(1), start: run_start, count: inputs.len() as u32, back: 0, check: 0, chain: &chain_bytes }],
             }),
             Message::Frames(Frames { start: near(1), count: 1, seats: 2, reference: near(1).get().checked_sub(1 + nums.1 as u32).map(Tick::new), body: &body }),
             Message::Checkpoint(Checkpoint { tick: near(2), full: true, value: nums.4, ack: resume.map(|_| near(1)) }),

@@ -82,6 +82,7 @@ fn forgeries(seat: PlayerId) -> Vec<Vec<u8>> {
                     start: Tick::new(60),
                     count: 1,
                     back: 0,
+                    check: 0,
                     chain: &bytes,
                 }],
             })],

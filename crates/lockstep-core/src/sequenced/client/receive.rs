@@ -511,8 +511,12 @@ impl<I: Input> ClientSession<I> {
         // hold still answers the search for where we parted).
         self.unacked.clear();
         // Commits start again where the seat goes live; none made before
-        // may leave a gap there.
+        // may leave a gap there. The ticks stamped again get other inputs:
+        // no run may be coded against what went before, nor against an
+        // acknowledgement of it.
         self.next_commit = self.next_tick;
+        self.own_inputs.clear();
+        self.ack_watch = link::AckWatch::default();
         self.link.flush = true;
         if self.resync_told != id {
             self.resync_told = id;
@@ -527,6 +531,7 @@ impl<I: Input> ClientSession<I> {
         }
         self.next_tick = if w.snapshot { w.tick } else { w.start };
         self.next_commit = w.tick.saturating_add(w.delay);
+        self.own_inputs.clear();
         self.lead = 0;
         self.slack_low = None;
         self.raised_for = None;

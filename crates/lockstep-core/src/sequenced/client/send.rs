@@ -142,7 +142,7 @@ impl<I: Input> ClientSession<I> {
             return false;
         };
         let mut left = w.remaining();
-        let mut runs: Vec<(Tick, u32, ChainWriter<I>)> = Vec::new();
+        let mut runs: Vec<(Tick, (u32, u8), ChainWriter<I>)> = Vec::new();
         let mut expect: Option<Tick> = None;
         for (tick, input) in self.unacked.iter() {
             if expect != Some(*tick)
@@ -156,7 +156,7 @@ impl<I: Input> ClientSession<I> {
                 if left < 32 {
                     break;
                 }
-                let (back, after) = if runs.is_empty() {
+                let r = if runs.is_empty() {
                     link::reference(
                         *tick,
                         &self.ack_watch,
@@ -165,10 +165,12 @@ impl<I: Input> ClientSession<I> {
                         self.link.rtt(),
                     )
                 } else {
-                    (0, None)
+                    link::Reference::none()
                 };
-                let chain = after.map_or_else(ChainWriter::new, |a| ChainWriter::after(a.clone()));
-                runs.push((*tick, back, chain));
+                let chain = r
+                    .input
+                    .map_or_else(ChainWriter::new, |a| ChainWriter::after(a.clone()));
+                runs.push((*tick, (r.back, r.check), chain));
             }
             let Some((_, _, chain)) = runs.last_mut() else {
                 break;
@@ -190,11 +192,12 @@ impl<I: Input> ClientSession<I> {
             .iter()
             .zip(&bytes)
             .filter(|((_, _, c), _)| !c.is_empty())
-            .map(|((start, back, c), b)| InputRun {
+            .map(|((start, (back, check), c), b)| InputRun {
                 seat,
                 start: *start,
                 count: c.count() as u32,
                 back: *back,
+                check: *check,
                 chain: b,
             })
             .collect();

@@ -202,6 +202,7 @@ impl<I: Input> HostedSession<I> {
                     start,
                     count: chain.count() as u32,
                     back: 0,
+                    check: 0,
                     chain: &bytes,
                 }],
             }));

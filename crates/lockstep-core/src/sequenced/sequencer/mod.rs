@@ -219,6 +219,8 @@ impl<I> Seat<I> {
     fn stop_playing(&mut self, open: Tick) {
         self.live = false;
         self.pending.clear();
+        // Its client stamps those ticks again, with other inputs.
+        self.recent.clear();
         self.waited_since = None;
         self.received = self.received.min(open.max(self.from));
     }

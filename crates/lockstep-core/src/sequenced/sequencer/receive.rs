@@ -87,11 +87,10 @@ impl<I: Input> Sequencer<I> {
                     // A run coded against an input we no longer hold is
                     // skipped: its inputs come again against one we do.
                     let recent = self.seats[s.index()].as_ref().map(|seat| &seat.recent);
-                    let reference = run.reference().map(|t| recent.and_then(|r| r.get(t)));
-                    if reference == Some(None) {
+                    let Some(reference) = crate::link::readable(run, recent) else {
                         continue;
-                    }
-                    let decoded = match run.decode::<I>(reference.flatten()) {
+                    };
+                    let decoded = match run.decode::<I>(reference) {
                         Ok(v) => v,
                         Err(e) => {
                             return Err(self.violation(i, ErrorCode::Malformed, e.to_string()));
@@ -251,11 +250,13 @@ impl<I: Input> Sequencer<I> {
         let Some(s) = self.seats[seat.index()].as_mut() else {
             return;
         };
-        s.recent.note(stamped, &input);
         if !s.live || stamped < s.from || stamped < s.received {
             self.stats.duplicate_inputs += 1;
             return;
         }
+        // What it took is what the seat's runs are read against (an input
+        // refused here was never taken, whatever its client thinks).
+        s.recent.note(stamped, &input);
         s.received = stamped.saturating_add(1);
         s.last_input = self.now;
         s.slack = i32::try_from(i64::from(stamped.get()) - i64::from(open.get())).unwrap_or(0);
