@@ -28,7 +28,7 @@ const SESSION_FRAMES: u64 = 450; // 15 s at 30 Hz
 
 fn codecs() -> Vec<Box<dyn Codec>> {
     vec![
-        Box::new(LockstepCodec),
+        Box::new(LockstepCodec::default()),
         Box::new(FixedCodec),
         Box::new(JsonCodec),
     ]
@@ -37,7 +37,7 @@ fn codecs() -> Vec<Box<dyn Codec>> {
 fn codec_benches(c: &mut Criterion, trace: &Trace) {
     let mut group = c.benchmark_group("encode+decode one tick, 8 players");
     group.throughput(Throughput::Elements(CODEC_PLAYERS as u64));
-    for codec in codecs() {
+    for mut codec in codecs() {
         group.bench_function(codec.name(), |b| {
             let mut buf = Vec::with_capacity(2048);
             let mut tick = 0usize;
@@ -178,11 +178,11 @@ fn main() {
 
     // The table: every figure below comes from this run.
     let rows: Vec<(String, lockstep_bench::CodecResult)> = codecs()
-        .iter()
-        .map(|codec| {
+        .into_iter()
+        .map(|mut codec| {
             (
                 codec.name().to_string(),
-                measure_codec(codec.as_ref(), &trace, 20),
+                measure_codec(codec.as_mut(), &trace, 20),
             )
         })
         .collect();

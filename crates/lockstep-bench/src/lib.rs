@@ -15,7 +15,7 @@
 pub mod feel;
 
 use lockstep_core::sim::SimRng;
-use lockstep_core::wire::{self, ChainWriter, Datagram, DatagramWriter, InputRun, Inputs, Message};
+use lockstep_core::wire::{self, ChainWriter, DatagramWriter, Decoder, InputRun, Inputs, Message};
 use lockstep_core::{
     Instant, MeshConfig, MeshSession, PeerId, PlayerId, PlayerInputs, Roster, Tick,
 };
@@ -132,7 +132,7 @@ pub trait Codec {
     /// tick before the window, which the recipient acknowledged and holds
     /// (none at the start).
     fn encode(
-        &self,
+        &mut self,
         player: usize,
         tick: u32,
         inputs: &[PlayerInputs],
@@ -141,13 +141,21 @@ pub trait Codec {
     );
     /// Decodes a datagram back into inputs, the recipient holding `held`;
     /// returns how many.
-    fn decode(&self, bytes: &[u8], held: Option<&PlayerInputs>) -> usize;
+    fn decode(&mut self, bytes: &[u8], held: Option<&PlayerInputs>) -> usize;
 }
 
 /// lockstep's protocol v7: header, an `Inputs` message with an ack and a
-/// delta chain coded against the input the recipient acknowledged.
+/// delta chain coded against the input the recipient acknowledged. It keeps
+/// its chain writer, decoder and buffers from one datagram to the next, as
+/// a session does, so neither side allocates per datagram.
 #[derive(Debug, Default)]
-pub struct LockstepCodec;
+pub struct LockstepCodec {
+    chain: ChainWriter<PlayerInputs>,
+    bytes: Vec<u8>,
+    scratch: Vec<u8>,
+    decoder: Decoder,
+    decoded: Vec<PlayerInputs>,
+}
 
 impl Codec for LockstepCodec {
     fn name(&self) -> &'static str {
@@ -155,51 +163,57 @@ impl Codec for LockstepCodec {
     }
 
     fn encode(
-        &self,
+        &mut self,
         player: usize,
         tick: u32,
         inputs: &[PlayerInputs],
         held: Option<&PlayerInputs>,
         out: &mut Vec<u8>,
     ) {
-        let mut chain = held.map_or_else(ChainWriter::new, |h| ChainWriter::after(h.clone()));
+        self.chain.restart(held.cloned().unwrap_or_default());
         for i in inputs {
-            chain.push(i, usize::MAX);
+            self.chain.push(i, usize::MAX);
         }
-        let mut bytes = Vec::with_capacity(chain.len());
-        chain.write(&mut bytes);
+        self.bytes.clear();
+        self.chain.write(&mut self.bytes);
         let start = Tick::new(tick + 1 - inputs.len() as u32);
         let base = Tick::new(tick.saturating_sub(2));
+        let acks = [(PlayerId(((player + 1) % 8) as u16), base)];
+        let runs = [InputRun {
+            seat: PlayerId(player as u16),
+            start,
+            count: inputs.len() as u32,
+            back: u32::from(held.is_some()),
+            check: held.map_or(0, |h| wire::reference_check(h, &mut self.scratch)),
+            chain: &self.bytes,
+        }];
         let mut w = DatagramWriter::new(out, base, 1200);
         let _ = w.push(&Message::Inputs(Inputs {
-            acks: vec![(PlayerId(((player + 1) % 8) as u16), base)],
-            runs: vec![InputRun {
-                seat: PlayerId(player as u16),
-                start,
-                count: inputs.len() as u32,
-                back: u32::from(held.is_some()),
-                check: held.map_or(0, |h| wire::reference_check(h, &mut Vec::new())),
-                chain: &bytes,
-            }],
+            acks: (&acks).into(),
+            runs: (&runs).into(),
         }));
         w.finish();
     }
 
-    fn decode(&self, bytes: &[u8], held: Option<&PlayerInputs>) -> usize {
-        let Ok(d) = Datagram::decode(bytes, Tick::ZERO) else {
+    fn decode(&mut self, bytes: &[u8], held: Option<&PlayerInputs>) -> usize {
+        let Ok(d) = self.decoder.decode(bytes, Tick::ZERO) else {
             return 0;
         };
-        d.messages
-            .iter()
-            .map(|m| match m {
-                Message::Inputs(i) => i
-                    .runs
-                    .iter()
-                    .map(|r| r.decode::<PlayerInputs>(held).map_or(0, |v| v.len()))
-                    .sum(),
-                _ => 0,
-            })
-            .sum()
+        let mut n = 0;
+        for m in &d.messages {
+            if let Message::Inputs(i) = m {
+                for r in i.runs {
+                    self.decoded.clear();
+                    if r.decode_into(held, &mut self.decoded, &mut self.scratch)
+                        .is_ok()
+                    {
+                        n += self.decoded.len();
+                    }
+                }
+            }
+        }
+        self.decoder.recycle(d);
+        n
     }
 }
 
@@ -214,7 +228,7 @@ impl Codec for FixedCodec {
     }
 
     fn encode(
-        &self,
+        &mut self,
         player: usize,
         tick: u32,
         inputs: &[PlayerInputs],
@@ -236,7 +250,7 @@ impl Codec for FixedCodec {
         }
     }
 
-    fn decode(&self, bytes: &[u8], _held: Option<&PlayerInputs>) -> usize {
+    fn decode(&mut self, bytes: &[u8], _held: Option<&PlayerInputs>) -> usize {
         let Some(&n) = bytes.get(9) else { return 0 };
         let mut count = 0;
         for chunk in bytes[10..].chunks_exact(12).take(usize::from(n)) {
@@ -283,7 +297,7 @@ impl Codec for JsonCodec {
     }
 
     fn encode(
-        &self,
+        &mut self,
         player: usize,
         tick: u32,
         inputs: &[PlayerInputs],
@@ -304,7 +318,7 @@ impl Codec for JsonCodec {
         let _ = serde_json::to_writer(out, &env);
     }
 
-    fn decode(&self, bytes: &[u8], _held: Option<&PlayerInputs>) -> usize {
+    fn decode(&mut self, bytes: &[u8], _held: Option<&PlayerInputs>) -> usize {
         serde_json::from_slice::<JsonEnvelope>(bytes).map_or(0, |e| e.payload.inputs.len())
     }
 }
@@ -320,7 +334,7 @@ pub struct CodecResult {
 
 /// Encodes and decodes every player's datagram at every tick of `trace`,
 /// `rounds` times; reports the mean size and the fastest round's time.
-pub fn measure_codec(codec: &dyn Codec, trace: &Trace, rounds: usize) -> CodecResult {
+pub fn measure_codec(codec: &mut dyn Codec, trace: &Trace, rounds: usize) -> CodecResult {
     let mut buf = Vec::with_capacity(2048);
     let mut bytes = 0usize;
     let mut best = f64::INFINITY;
@@ -541,7 +555,11 @@ mod tests {
     #[test]
     fn every_codec_decodes_what_it_encodes() {
         let trace = Trace::generate(8, 60, 1);
-        for codec in [&LockstepCodec as &dyn Codec, &FixedCodec, &JsonCodec] {
+        for codec in [
+            &mut LockstepCodec::default() as &mut dyn Codec,
+            &mut FixedCodec,
+            &mut JsonCodec,
+        ] {
             let mut buf = Vec::new();
             let held = trace.held(3, 30);
             codec.encode(3, 30, trace.window(3, 30), held, &mut buf);

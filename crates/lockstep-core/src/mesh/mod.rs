@@ -211,6 +211,8 @@ pub struct MeshSession<I: Input> {
     seat_inputs: Vec<Recent<I>>,
     cursor: usize,
     scratch: Vec<u8>,
+    /// Decodes datagrams in storage kept from one to the next.
+    decoder: wire::Decoder,
 }
 
 impl<I: Input> MeshSession<I> {
@@ -323,6 +325,7 @@ impl<I: Input> MeshSession<I> {
             seat_inputs: vec![Recent::default(); width],
             cursor: 0,
             scratch: Vec::new(),
+            decoder: wire::Decoder::default(),
         };
         session.prime(under_way);
         Ok(session)

@@ -249,7 +249,7 @@ impl<I: Input> MeshSession<I> {
             })
             .collect();
         let own = chains.iter().any(|(s, ..)| Some(*s) == self.local_seat);
-        let runs = chains
+        let runs: Vec<InputRun<'_>> = chains
             .iter()
             .zip(&bytes)
             .map(|((seat, start, (back, check), c), b)| InputRun {
@@ -264,7 +264,11 @@ impl<I: Input> MeshSession<I> {
         if acks.is_empty() && bytes.is_empty() {
             return false;
         }
-        w.push(&Message::Inputs(Inputs { acks, runs })).is_ok() && own
+        let m = Message::Inputs(Inputs {
+            acks: (&acks).into(),
+            runs: (&runs).into(),
+        });
+        w.push(&m).is_ok() && own
     }
 
     /// Confirmed frames from `from` on, as many as fit: only frames every

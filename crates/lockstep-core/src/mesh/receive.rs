@@ -93,7 +93,7 @@ impl<I: Input> MeshSession<I> {
             self.peers[idx].next_tick
         };
         let reference = anchor.unwrap_or(guess);
-        let d = match Datagram::decode(datagram, reference) {
+        let d = match self.decoder.decode(datagram, reference) {
             Ok(d) => d,
             Err(e) => {
                 if let WireError::UnsupportedVersion { ours, theirs } = e {
@@ -129,6 +129,7 @@ impl<I: Input> MeshSession<I> {
         self.plan_snapshots();
         self.flush_chunks();
         self.note_arrivals();
+        self.decoder.recycle(d);
         Ok(())
     }
 
@@ -160,12 +161,12 @@ impl<I: Input> MeshSession<I> {
                 Message::Reject(rej) => r.reject = Some(*rej),
                 Message::Bye { .. } => r.bye = true,
                 Message::Inputs(msg) => {
-                    for &(s, t) in &msg.acks {
+                    for (s, t) in msg.acks {
                         seat_ok(s)?;
                         r.acks.push((s, t));
                     }
                     let sender_seat = self.peers[idx].seat;
-                    for run in &msg.runs {
+                    for run in msg.runs {
                         seat_ok(run.seat)?;
                         // A run of the sender's own seat may be coded
                         // against an input it sent us; one we no longer
@@ -177,7 +178,7 @@ impl<I: Input> MeshSession<I> {
                             ));
                         }
                         let Some(reference) =
-                            crate::link::readable(run, Some(&self.seat_inputs[run.seat.index()]))
+                            crate::link::readable(&run, Some(&self.seat_inputs[run.seat.index()]))
                         else {
                             continue;
                         };

@@ -54,6 +54,31 @@ impl<I: Input> ChainWriter<I> {
         }
     }
 
+    /// Empties the chain for reuse, its first input to be coded against
+    /// `prev` (the neutral input for a self-contained chain), keeping the
+    /// memory it grew: a sender that keeps one writer encodes every
+    /// datagram's chain without allocating.
+    ///
+    /// ```
+    /// use lockstep_core::wire::{ChainWriter, decode_chain_after};
+    ///
+    /// let mut w = ChainWriter::new();
+    /// let mut out = Vec::new();
+    /// for (prev, inputs) in [(0u32, [1, 1, 2]), (2, [2, 2, 3])] {
+    ///     w.restart(prev);
+    ///     inputs.iter().for_each(|i| assert!(w.push(i, 100)));
+    ///     out.clear();
+    ///     w.write(&mut out);
+    ///     assert_eq!(decode_chain_after(&out, 3, prev), Ok(inputs.to_vec()));
+    /// }
+    /// ```
+    pub fn restart(&mut self, prev: I) {
+        self.bits.clear();
+        self.payload.clear();
+        self.count = 0;
+        self.prev = prev;
+    }
+
     /// Inputs in the chain.
     pub fn count(&self) -> usize {
         self.count
@@ -114,14 +139,44 @@ pub fn decode_chain_after<I: Input>(
     count: usize,
     prev: I,
 ) -> Result<Vec<I>, WireError> {
+    let mut out = Vec::new();
+    decode_chain_into(bytes, count, prev, &mut out)?;
+    Ok(out)
+}
+
+/// [`decode_chain_after`], appending to `out` (a buffer the caller reuses,
+/// so decoding allocates nothing once it has grown). On an error `out` is
+/// left as it was.
+pub fn decode_chain_into<I: Input>(
+    bytes: &[u8],
+    count: usize,
+    prev: I,
+    out: &mut Vec<I>,
+) -> Result<(), WireError> {
+    let at = out.len();
+    let decoded = decode_chain_onto(bytes, count, prev, out);
+    if decoded.is_err() {
+        out.truncate(at);
+    }
+    decoded
+}
+
+fn decode_chain_onto<I: Input>(
+    bytes: &[u8],
+    count: usize,
+    prev: I,
+    out: &mut Vec<I>,
+) -> Result<(), WireError> {
     let nbits = count.div_ceil(8);
-    let mut r = Reader::new(bytes);
-    let bits = r.bytes(nbits)?;
+    let (Some(bits), Some(mut rest)) = (bytes.get(..nbits), bytes.get(nbits..)) else {
+        return Err(WireError::Truncated);
+    };
     if !count.is_multiple_of(8) && bits.last().is_some_and(|b| b >> (count % 8) != 0) {
         return Err(WireError::Invalid("chain bitmap has bits past its count"));
     }
-    let mut rest = r.rest();
-    let mut out: Vec<I> = Vec::with_capacity(count.min(bytes.len() * 8));
+    // Every input costs at least a bit of the bitmap, which is there: no
+    // more is reserved than the bytes allow.
+    out.reserve(count);
     let mut prev = prev;
     for i in 0..count {
         if bits[i / 8] & (1 << (i % 8)) != 0 {
@@ -138,7 +193,7 @@ pub fn decode_chain_after<I: Input>(
     if !rest.is_empty() {
         return Err(WireError::TrailingBytes(rest.len()));
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Inputs up to this size are XOR-coded with a mask of changed bytes;

@@ -190,13 +190,6 @@ impl<'a> Reader<'a> {
         self.bytes(n)
     }
 
-    /// The bytes not read yet, consuming them.
-    pub(crate) fn rest(&mut self) -> &'a [u8] {
-        let s = &self.bytes[self.pos..];
-        self.pos = self.bytes.len();
-        s
-    }
-
     /// A count or length that may not exceed `max` nor the bytes left
     /// (every counted item takes at least one byte).
     pub(crate) fn len(&mut self, what: &'static str, max: usize) -> Result<usize, WireError> {
@@ -222,6 +215,21 @@ impl<'a> Reader<'a> {
             return Err(WireError::Truncated);
         }
         Ok(n)
+    }
+
+    /// Reads something of its own length from the front of what remains:
+    /// `read` returns it and how many bytes it took.
+    pub(crate) fn read_with<T>(
+        &mut self,
+        read: impl FnOnce(&'a [u8]) -> Result<(T, usize), WireError>,
+    ) -> Result<T, WireError> {
+        let rest = &self.bytes[self.pos..];
+        let (v, used) = read(rest)?;
+        if used > rest.len() {
+            return Err(WireError::Truncated);
+        }
+        self.pos += used;
+        Ok(v)
     }
 
     pub(crate) fn finish(self) -> Result<(), WireError> {

@@ -35,6 +35,17 @@ impl<'a> Datagram<'a> {
     /// # Ok::<(), lockstep_core::wire::WireError>(())
     /// ```
     pub fn decode(bytes: &'a [u8], reference: Tick) -> Result<Self, WireError> {
+        Self::decode_into(bytes, reference, Vec::new())
+    }
+
+    /// [`decode`](Self::decode), its messages in `messages` (emptied
+    /// first): see [`Decoder`], which lends one.
+    fn decode_into(
+        bytes: &'a [u8],
+        reference: Tick,
+        mut messages: Vec<Message<'a>>,
+    ) -> Result<Self, WireError> {
+        messages.clear();
         if bytes.len() > MAX_DATAGRAM_LEN {
             return Err(WireError::Oversized(bytes.len()));
         }
@@ -51,7 +62,6 @@ impl<'a> Datagram<'a> {
             });
         }
         let base = expand_tick(r.u16_le()?, reference);
-        let mut messages = Vec::new();
         while !r.is_empty() {
             if messages.len() == MAX_MESSAGES {
                 return Err(WireError::TooLong {
@@ -66,6 +76,60 @@ impl<'a> Datagram<'a> {
         // the sender is.
         Ok(Self { base, messages })
     }
+}
+
+/// Decodes datagrams into storage it keeps from one to the next, so that
+/// a receiver that hands each decoded datagram back
+/// ([`recycle`](Self::recycle)) allocates nothing per datagram.
+///
+/// ```
+/// use lockstep_core::Tick;
+/// use lockstep_core::wire::{Decoder, DatagramWriter, Message};
+///
+/// let mut decoder = Decoder::default();
+/// for frame in 0..3 {
+///     let mut buf = Vec::new();
+///     let mut w = DatagramWriter::new(&mut buf, Tick::ZERO, 1200);
+///     w.push(&Message::Pause { frame: Tick::new(frame) })?;
+///     w.finish();
+///     let d = decoder.decode(&buf, Tick::ZERO)?;
+///     assert_eq!(d.messages, [Message::Pause { frame: Tick::new(frame) }]);
+///     decoder.recycle(d);
+/// }
+/// # Ok::<(), lockstep_core::wire::WireError>(())
+/// ```
+#[derive(Debug, Default)]
+pub struct Decoder {
+    spare: Vec<Message<'static>>,
+}
+
+impl Decoder {
+    /// [`Datagram::decode`], into the storage of the last datagram
+    /// recycled.
+    pub fn decode<'a>(
+        &mut self,
+        bytes: &'a [u8],
+        reference: Tick,
+    ) -> Result<Datagram<'a>, WireError> {
+        Datagram::decode_into(bytes, reference, reuse(core::mem::take(&mut self.spare)))
+    }
+
+    /// Takes `d`'s storage back for the next datagram.
+    pub fn recycle(&mut self, d: Datagram<'_>) {
+        self.spare = reuse(d.messages);
+    }
+}
+
+/// `v`'s allocation, emptied, for messages of another lifetime: collecting
+/// an iterator of nothing from it keeps its allocation (the standard
+/// library collects in place when the item layout is the same).
+#[expect(
+    clippy::unnecessary_filter_map,
+    reason = "the map changes the lifetime, which a filter cannot"
+)]
+fn reuse<'b>(mut v: Vec<Message<'_>>) -> Vec<Message<'b>> {
+    v.clear();
+    v.into_iter().filter_map(|_| None).collect()
 }
 
 /// The protocol version a datagram claims, if it is one of ours at all.
@@ -246,5 +310,35 @@ impl<'b> DatagramWriter<'b> {
     /// Ends the datagram; returns its length.
     pub fn finish(self) -> usize {
         self.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_decoder_reuses_the_storage_of_the_datagram_recycled() {
+        let mut buf = Vec::new();
+        let mut w = DatagramWriter::new(&mut buf, Tick::ZERO, 1200);
+        for frame in 0..5 {
+            w.put(Message::Pause {
+                frame: Tick::new(frame),
+            });
+        }
+        w.finish();
+        let mut decoder = Decoder::default();
+        let d = decoder.decode(&buf, Tick::ZERO).expect("decodes");
+        let storage = d.messages.as_ptr() as usize;
+        assert!(d.messages.capacity() >= 5);
+        decoder.recycle(d);
+        let other = buf.clone();
+        let d = decoder.decode(&other, Tick::ZERO).expect("decodes");
+        assert_eq!(d.messages.as_ptr() as usize, storage);
+        assert_eq!(d.messages.len(), 5);
+        // A datagram that fails to decode costs the storage, nothing else.
+        decoder.recycle(d);
+        assert!(decoder.decode(&other[..3], Tick::ZERO).is_err());
+        assert!(decoder.decode(&other, Tick::ZERO).is_ok());
     }
 }

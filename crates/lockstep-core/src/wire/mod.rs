@@ -29,18 +29,22 @@ mod control;
 mod envelope;
 mod frame;
 mod handshake;
+mod list;
 mod message;
 mod play;
 mod roster;
 mod transfer;
 
-pub use chain::{ChainWriter, decode_chain, decode_chain_after, xor_delta, xor_undelta};
+pub use chain::{
+    ChainWriter, decode_chain, decode_chain_after, decode_chain_into, xor_delta, xor_undelta,
+};
 pub use checks::Checkpoint;
 pub use codec::{MAX_TICK_DELTA, expand_tick};
 pub use control::{Abandon, Endorsement};
-pub use envelope::{Datagram, DatagramWriter, peek_anchor, peek_version};
+pub use envelope::{Datagram, DatagramWriter, Decoder, peek_anchor, peek_version};
 pub use frame::{FrameRef, decode_frames_body, encode_frame, encode_frames_body};
 pub use handshake::{ByeReason, ErrorCode, Hello, InputCodec, RejectReason, ResumeToken, Welcome};
+pub use list::{Iter as ListIter, List, ListItem};
 pub use message::{
     HEADER_LEN, MAX_CHAIN_QUESTIONS, MAX_CHUNKS, MAX_CONTACT, MAX_COOKIE, MAX_DELAY_CHANGES,
     MAX_FRAMES, MAX_MESSAGES, MAX_NAME, MAX_ROOM, MAX_RUN, MAX_SNAPSHOT, MAX_TEXT, MAX_TICKET,

@@ -2,10 +2,11 @@
 //! `Status`, and the adaptive delay's `DelayWanted` and `DelayWants`, each
 //! encoded beside its decoder.
 
-use super::chain::decode_chain_after;
+use super::chain::decode_chain_into;
 use super::codec::{Reader, put_bytes, put_tick_delta, put_varint};
 use super::frame::{decode_frames_body, read_player};
 use super::handshake::within;
+use super::list::{List, ListItem};
 use super::message::{MAX_DELAY_CHANGES, MAX_FRAMES, MAX_RUN, Message};
 use super::{MAX_DATAGRAM_LEN, MAX_DELAY, MAX_SEATS, WireError};
 use crate::{Frame, Input, PlayerId, Tick};
@@ -77,9 +78,23 @@ impl InputRun<'_> {
     /// [`check`](Self::check) says it is not the input the sender coded
     /// against: see [`reads_against`](Self::reads_against)).
     pub fn decode<I: Input>(&self, reference: Option<&I>) -> Result<Vec<I>, WireError> {
+        let mut out = Vec::new();
+        self.decode_into(reference, &mut out, &mut Vec::new())?;
+        Ok(out)
+    }
+
+    /// [`decode`](Self::decode), appending to `out`, with `scratch` to
+    /// check the reference in: buffers the caller reuses, so nothing is
+    /// allocated once they have grown. `out` is left as it was on an error.
+    pub fn decode_into<I: Input>(
+        &self,
+        reference: Option<&I>,
+        out: &mut Vec<I>,
+        scratch: &mut Vec<u8>,
+    ) -> Result<(), WireError> {
         let prev = match (self.back, reference) {
             (0, _) => I::default(),
-            (_, Some(r)) if self.reads_against(r, &mut Vec::new()) => r.clone(),
+            (_, Some(r)) if self.reads_against(r, scratch) => r.clone(),
             (_, Some(_)) => {
                 return Err(WireError::Invalid(
                     "an input run coded against another input than the one held",
@@ -91,18 +106,59 @@ impl InputRun<'_> {
                 ));
             }
         };
-        decode_chain_after(self.chain, self.count as usize, prev)
+        decode_chain_into(self.chain, self.count as usize, prev, out)
     }
 }
 
-/// Inputs with acknowledgements.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// Inputs with acknowledgements. Its lists are lent by the sender and
+/// read from the datagram by the receiver: neither allocates.
+///
+/// ```
+/// use lockstep_core::{PlayerId, Tick};
+/// use lockstep_core::wire::{ChainWriter, InputRun, Inputs, List, Message};
+///
+/// let mut chain = ChainWriter::new();
+/// chain.push(&7u16, usize::MAX);
+/// let mut bytes = Vec::new();
+/// chain.write(&mut bytes);
+/// let runs = [InputRun {
+///     seat: PlayerId(0),
+///     start: Tick::new(41),
+///     count: 1,
+///     back: 0,
+///     check: 0,
+///     chain: &bytes,
+/// }];
+/// let acks = [(PlayerId(1), Tick::new(40))];
+/// let m = Message::Inputs(Inputs {
+///     acks: List::from(&acks),
+///     runs: List::from(&runs),
+/// });
+/// # let _ = m;
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Inputs<'a> {
     /// For each listed seat, the lowest tick of its input the sender still
     /// lacks: where the recipient should resend from.
-    pub acks: Vec<(PlayerId, Tick)>,
+    pub acks: List<'a, (PlayerId, Tick)>,
     /// Input runs.
-    pub runs: Vec<InputRun<'a>>,
+    pub runs: List<'a, InputRun<'a>>,
+}
+
+impl<'a> ListItem<'a> for (PlayerId, Tick) {
+    fn read_item(bytes: &'a [u8], base: Tick) -> Result<(Self, usize), WireError> {
+        let mut r = Reader::new(bytes);
+        let ack = (read_player(&mut r)?, r.tick_delta(base)?);
+        Ok((ack, bytes.len() - r.remaining()))
+    }
+}
+
+impl<'a> ListItem<'a> for InputRun<'a> {
+    fn read_item(bytes: &'a [u8], base: Tick) -> Result<(Self, usize), WireError> {
+        let mut r = Reader::new(bytes);
+        let run = read_run(&mut r, base)?;
+        Ok((run, bytes.len() - r.remaining()))
+    }
 }
 
 /// Confirmed frames for consecutive ticks.
@@ -185,7 +241,7 @@ pub(super) fn read_seat_ticks(
 pub(super) fn check_inputs(i: &Inputs<'_>) -> Result<(), WireError> {
     within("ack", i.acks.len(), MAX_SEATS)?;
     within("input run", i.runs.len(), MAX_SEATS)?;
-    for r in &i.runs {
+    for r in i.runs {
         within("run input", r.count as usize, MAX_RUN)?;
         if r.count == 0 || r.start.checked_add(r.count - 1).is_none() {
             return Err(WireError::Invalid("input run passes the last tick"));
@@ -203,9 +259,13 @@ pub(super) fn check_inputs(i: &Inputs<'_>) -> Result<(), WireError> {
 }
 
 pub(super) fn put_inputs(out: &mut Vec<u8>, base: Tick, m: &Inputs<'_>) {
-    put_seat_ticks(out, base, &m.acks);
+    put_varint(out, m.acks.len() as u64);
+    for (p, t) in m.acks {
+        put_varint(out, u64::from(p.0));
+        put_tick_delta(out, base, t);
+    }
     put_varint(out, m.runs.len() as u64);
-    for run in &m.runs {
+    for run in m.runs {
         put_varint(out, u64::from(run.seat.0));
         put_tick_delta(out, base, run.start);
         put_varint(out, u64::from(run.count));
@@ -218,35 +278,38 @@ pub(super) fn put_inputs(out: &mut Vec<u8>, base: Tick, m: &Inputs<'_>) {
 }
 
 pub(super) fn read_inputs<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireError> {
-    let acks = read_seat_ticks(r, base, "ack")?;
+    let n = r.count("ack", MAX_SEATS, 2)?;
+    let acks = r.read_with(|bytes| List::read(bytes, n, base))?;
     let n = r.count("input run", MAX_SEATS, 4)?;
-    let mut runs = Vec::with_capacity(n);
-    for _ in 0..n {
-        let seat = read_player(r)?;
-        let start = r.tick_delta(base)?;
-        let count = r.len("run input", MAX_RUN)?;
-        if count == 0 {
-            return Err(WireError::Invalid("empty input run"));
-        }
-        if start.checked_add(count as u32 - 1).is_none() {
-            return Err(WireError::Invalid("input run passes the last tick"));
-        }
-        let back = r.varint_u32()?;
-        if back > MAX_INPUT_BACK || back > start.get() {
-            return Err(WireError::Invalid("an input run's reference out of reach"));
-        }
-        let check = if back > 0 { r.u8()? } else { 0 };
-        let chain = r.byte_string("chain", MAX_DATAGRAM_LEN)?;
-        runs.push(InputRun {
-            seat,
-            start,
-            count: count as u32,
-            back,
-            check,
-            chain,
-        });
-    }
+    let runs = r.read_with(|bytes| List::read(bytes, n, base))?;
     Ok(Message::Inputs(Inputs { acks, runs }))
+}
+
+/// One input run of an `Inputs` message.
+fn read_run<'a>(r: &mut Reader<'a>, base: Tick) -> Result<InputRun<'a>, WireError> {
+    let seat = read_player(r)?;
+    let start = r.tick_delta(base)?;
+    let count = r.len("run input", MAX_RUN)?;
+    if count == 0 {
+        return Err(WireError::Invalid("empty input run"));
+    }
+    if start.checked_add(count as u32 - 1).is_none() {
+        return Err(WireError::Invalid("input run passes the last tick"));
+    }
+    let back = r.varint_u32()?;
+    if back > MAX_INPUT_BACK || back > start.get() {
+        return Err(WireError::Invalid("an input run's reference out of reach"));
+    }
+    let check = if back > 0 { r.u8()? } else { 0 };
+    let chain = r.byte_string("chain", MAX_DATAGRAM_LEN)?;
+    Ok(InputRun {
+        seat,
+        start,
+        count: count as u32,
+        back,
+        check,
+        chain,
+    })
 }
 
 // ----- Frames `0x05` --------------------------------------------------------

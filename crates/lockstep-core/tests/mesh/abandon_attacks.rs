@@ -7,7 +7,7 @@
 use crate::common;
 use common::Session;
 use lockstep_core::wire::{
-    Abandon, ChainWriter, Datagram, DatagramWriter, Endorsement, InputRun, Inputs, Message,
+    Abandon, ChainWriter, Datagram, DatagramWriter, Endorsement, InputRun, Inputs, List, Message,
 };
 use lockstep_core::{CommitError, Event, Frame, Instant, MeshConfig, PeerId, PlayerId, Tick};
 use std::time::Duration;
@@ -153,8 +153,12 @@ fn rewrite(
                 }
             }
             Message::Inputs(i) => {
-                let mut i = i.clone();
-                acks(&mut i.acks);
+                let mut edited = i.acks.to_vec();
+                acks(&mut edited);
+                let i = Inputs {
+                    acks: (&edited).into(),
+                    ..*i
+                };
                 w.push(&Message::Inputs(i)).unwrap();
             }
             other => w.push(other).unwrap(),
@@ -176,7 +180,7 @@ fn rewrite(
         })
         .collect();
     if !chains.is_empty() {
-        let runs = chains
+        let runs: Vec<InputRun<'_>> = chains
             .iter()
             .map(|(seat, start, count, chain)| InputRun {
                 seat: *seat,
@@ -187,8 +191,11 @@ fn rewrite(
                 chain,
             })
             .collect();
-        w.push(&Message::Inputs(Inputs { acks: vec![], runs }))
-            .unwrap();
+        w.push(&Message::Inputs(Inputs {
+            acks: List::EMPTY,
+            runs: (&runs).into(),
+        }))
+        .unwrap();
     }
     w.finish();
     out

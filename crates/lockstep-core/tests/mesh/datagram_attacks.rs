@@ -78,13 +78,13 @@ impl Liar {
                     // Its own input stays true (a peer that sends different
                     // input for its own seat to different peers is caught by
                     // checksums, not prevented); acks may lie.
-                    let mut acks = i.acks.clone();
+                    let mut acks = i.acks.to_vec();
                     if self.lies.acks {
                         for a in &mut acks {
                             a.1 = near(&mut self.rng, 8, 40);
                         }
                     }
-                    let mut runs = i.runs.clone();
+                    let mut runs = i.runs.to_vec();
                     runs.extend(forged.iter().map(|(seat, start, count, chain)| InputRun {
                         seat: *seat,
                         start: *start,
@@ -93,7 +93,10 @@ impl Liar {
                         check: 0,
                         chain,
                     }));
-                    let _ = w.push(&Message::Inputs(Inputs { acks, runs }));
+                    let _ = w.push(&Message::Inputs(Inputs {
+                        acks: (&acks).into(),
+                        runs: (&runs).into(),
+                    }));
                 }
                 other => {
                     let _ = w.push(other);

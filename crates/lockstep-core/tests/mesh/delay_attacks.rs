@@ -5,7 +5,7 @@
 
 use crate::common;
 use common::hand::{INPUT, Net, adaptive_mesh as config, datagram, set_wants};
-use lockstep_core::wire::{Abandon, ChainWriter, Datagram, InputRun, Inputs, Message};
+use lockstep_core::wire::{Abandon, ChainWriter, Datagram, InputRun, Inputs, List, Message};
 use lockstep_core::{Frame, PeerId, PlayerId, Tick};
 
 /// Equivocation: player 1 stamps a want of 16 on its input to peer 0 and
@@ -68,14 +68,20 @@ fn a_wantless_copy_raced_ahead_is_found_out() {
                     .messages
                     .iter()
                     .filter_map(|m| match m {
-                        Message::Inputs(i) => Some(i.runs.clone()),
+                        Message::Inputs(i) => Some(i.runs),
                         _ => None,
                     })
                     .flatten()
                     .filter(|r| r.seat == PlayerId(P as u16))
                     .collect();
                 if !runs.is_empty() {
-                    let copy = datagram(d.base, &[Message::Inputs(Inputs { acks: vec![], runs })]);
+                    let copy = datagram(
+                        d.base,
+                        &[Message::Inputs(Inputs {
+                            acks: List::EMPTY,
+                            runs: (&runs).into(),
+                        })],
+                    );
                     out.push((P, V, copy));
                 }
             }
@@ -141,16 +147,17 @@ fn brief_freeze(with_want: bool) {
             changes: vec![(next, 16)],
         });
     }
+    let runs = [InputRun {
+        seat: seat_c,
+        start: next,
+        count: 6,
+        back: 0,
+        check: 0,
+        chain: &bytes,
+    }];
     msgs.push(Message::Inputs(Inputs {
-        acks: vec![],
-        runs: vec![InputRun {
-            seat: seat_c,
-            start: next,
-            count: 6,
-            back: 0,
-            check: 0,
-            chain: &bytes,
-        }],
+        acks: List::EMPTY,
+        runs: (&runs).into(),
     }));
     let from_l = datagram(base, &msgs);
     net.s[V]

@@ -2,7 +2,9 @@
 //! (where a source address is all a peer has to go on): what one costs
 //! must stay bounded, whatever it carries.
 
-use lockstep_core::wire::{ChainWriter, DatagramWriter, Frames, Hello, InputRun, Inputs, Message};
+use lockstep_core::wire::{
+    ChainWriter, DatagramWriter, Frames, Hello, InputRun, Inputs, List, Message,
+};
 use lockstep_core::{Frame, Instant, MeshConfig, MeshSession, PeerId, PlayerId, Roster, Tick};
 use std::time::Duration;
 
@@ -71,15 +73,16 @@ fn one_forged_input_costs_one_tick_not_the_match() {
             let mut d = Vec::new();
             let mut w = DatagramWriter::new(&mut d, s[0].frame(), 1200);
             w.push(&Message::Inputs(Inputs {
-                acks: vec![],
-                runs: vec![InputRun {
+                acks: List::EMPTY,
+                runs: (&[InputRun {
                     seat: PlayerId(0),
                     start: t,
                     count: 1,
                     back: 0,
                     check: 0,
                     chain: &chain,
-                }],
+                }])
+                    .into(),
             }))
             .expect("fits");
             w.finish();

@@ -92,7 +92,7 @@ impl Node {
                         cw.write(&mut chain);
                         owned.push((run.seat, run.start, run.count, chain));
                     }
-                    let runs = owned
+                    let runs: Vec<InputRun<'_>> = owned
                         .iter()
                         .map(|(seat, start, count, chain)| InputRun {
                             seat: *seat,
@@ -104,8 +104,8 @@ impl Node {
                         })
                         .collect();
                     let _ = w.push(&Message::Inputs(Inputs {
-                        acks: i.acks.clone(),
-                        runs,
+                        acks: i.acks,
+                        runs: (&runs).into(),
                     }));
                 }
                 (_, m) => {

@@ -4,7 +4,7 @@
 use crate::common;
 use common::{Session, exchange};
 use lockstep_core::wire::{
-    self, ChainWriter, Datagram, DatagramWriter, Hello, InputRun, Inputs, Message, WireError,
+    self, ChainWriter, Datagram, DatagramWriter, Hello, InputRun, Inputs, List, Message, WireError,
 };
 use lockstep_core::{
     AbandonError, ChecksumError, CommitError, ConfigError, DatagramError, Event, Instant,
@@ -67,7 +67,7 @@ fn forged(base: u32, runs: Vec<(PlayerId, Tick, u32, Vec<u8>)>) -> Vec<u8> {
     let mut out = Vec::new();
     let mut w = DatagramWriter::new(&mut out, Tick::new(base), 65_000);
     w.push(&Message::Hello(Hello::default())).unwrap();
-    let runs = runs
+    let runs: Vec<InputRun<'_>> = runs
         .iter()
         .map(|(seat, start, count, chain)| InputRun {
             seat: *seat,
@@ -78,8 +78,11 @@ fn forged(base: u32, runs: Vec<(PlayerId, Tick, u32, Vec<u8>)>) -> Vec<u8> {
             chain,
         })
         .collect();
-    w.push(&Message::Inputs(Inputs { acks: vec![], runs }))
-        .unwrap();
+    w.push(&Message::Inputs(Inputs {
+        acks: List::EMPTY,
+        runs: (&runs).into(),
+    }))
+    .unwrap();
     w.finish();
     out
 }
@@ -90,7 +93,7 @@ fn runs_in(bytes: &[u8]) -> Vec<(PlayerId, Tick, Vec<u16>)> {
     d.messages
         .iter()
         .filter_map(|m| match m {
-            Message::Inputs(i) => Some(i.runs.clone()),
+            Message::Inputs(i) => Some(i.runs),
             _ => None,
         })
         .flatten()
@@ -851,16 +854,17 @@ fn tick_runs_past_u32_max_are_malformed() {
     // The writer refuses such a run, so craft the bytes below it.
     let (seat, start, count, chain) = run(0, u32::MAX - 1, &[1u16, 2, 3]);
     let base = Tick::new(u32::MAX - 2);
+    let runs = [InputRun {
+        seat,
+        start,
+        count,
+        back: 0,
+        check: 0,
+        chain: &chain,
+    }];
     let bad = Message::Inputs(Inputs {
-        acks: vec![],
-        runs: vec![InputRun {
-            seat,
-            start,
-            count,
-            back: 0,
-            check: 0,
-            chain: &chain,
-        }],
+        acks: List::EMPTY,
+        runs: (&runs).into(),
     });
     let mut d = Vec::new();
     assert!(DatagramWriter::new(&mut d, base, 1200).push(&bad).is_err());
@@ -934,8 +938,8 @@ proptest! {
                 .collect(),
         })).unwrap();
         w.push(&Message::Inputs(Inputs {
-            acks: vec![],
-            runs: vec![InputRun { seat: p, start: st, count: n, back: 0, check: 0, chain: &chain }],
+            acks: List::EMPTY,
+            runs: (&[InputRun { seat: p, start: st, count: n, back: 0, check: 0, chain: &chain }]).into(),
         })).unwrap();
         w.finish();
         let back = Datagram::decode(&d, Tick::new(base)).unwrap();
@@ -1193,15 +1197,16 @@ fn forwarded_input_coded_against_a_reference_is_refused() {
     w.push(&Message::Hello(Hello::default())).unwrap();
     let (_, _, _, c) = run(0, 3, &[4u16]);
     w.push(&Message::Inputs(Inputs {
-        acks: vec![],
-        runs: vec![InputRun {
+        acks: List::EMPTY,
+        runs: (&[InputRun {
             seat: PlayerId(0),
             start: Tick::new(3),
             count: 1,
             back: 1,
             check: 0,
             chain: &c,
-        }],
+        }])
+            .into(),
     }))
     .unwrap();
     w.finish();

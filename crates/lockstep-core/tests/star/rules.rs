@@ -6,7 +6,7 @@ use lockstep_core::sequenced::{
     Rejection, Sequencer, SequencerConfig, SequencerError, SequencerEvent,
 };
 use lockstep_core::wire::{
-    self, ChainWriter, Datagram, DatagramWriter, ErrorCode, Hello, InputRun, Inputs, Message,
+    self, ChainWriter, Datagram, DatagramWriter, ErrorCode, Hello, InputRun, Inputs, List, Message,
 };
 use lockstep_core::{CommitError, Event, Frame, Instant, PeerId, PlayerId, SystemEvent, Tick};
 use std::time::Duration;
@@ -286,15 +286,16 @@ fn a_replayed_input_is_not_run_twice() {
         Tick::ZERO,
         false,
         &[Message::Inputs(Inputs {
-            acks: vec![],
-            runs: vec![InputRun {
+            acks: List::EMPTY,
+            runs: (&[InputRun {
                 seat: PlayerId(0),
                 start: Tick::new(3),
                 count: 3,
                 back: 0,
                 check: 0,
                 chain: &c,
-            }],
+            }])
+                .into(),
         })],
     );
     let before = room.server.stats();
@@ -494,15 +495,16 @@ fn a_spoofed_seat_is_an_error_and_a_drop() {
                 room.server.open_tick(),
                 false,
                 &[Message::Inputs(Inputs {
-                    acks: vec![],
-                    runs: vec![InputRun {
+                    acks: List::EMPTY,
+                    runs: (&[InputRun {
                         seat: PlayerId(0),
                         start: room.server.open_tick(),
                         count: 1,
                         back: 0,
                         check: 0,
                         chain: &c,
-                    }],
+                    }])
+                        .into(),
                 })],
             )
         },
@@ -520,15 +522,16 @@ fn a_far_future_tick_is_an_error_and_a_drop() {
                 room.server.open_tick(),
                 false,
                 &[Message::Inputs(Inputs {
-                    acks: vec![],
-                    runs: vec![InputRun {
+                    acks: List::EMPTY,
+                    runs: (&[InputRun {
                         seat: PlayerId(2),
                         start: far,
                         count: 1,
                         back: 0,
                         check: 0,
                         chain: &c,
-                    }],
+                    }])
+                        .into(),
                 })],
             )
         },
@@ -547,15 +550,16 @@ fn an_input_flood_is_an_error_and_a_drop() {
         open,
         false,
         &[Message::Inputs(Inputs {
-            acks: vec![],
-            runs: vec![InputRun {
+            acks: List::EMPTY,
+            runs: (&[InputRun {
                 seat: PlayerId(2),
                 start,
                 count: 10,
                 back: 0,
                 check: 0,
                 chain: &chain(&[1; 10]),
-            }],
+            }])
+                .into(),
         })],
     );
     let _ = c;
@@ -1323,15 +1327,16 @@ fn a_run_against_an_input_not_held_is_skipped() {
         Tick::ZERO,
         false,
         &[Message::Inputs(Inputs {
-            acks: vec![],
-            runs: vec![InputRun {
+            acks: List::EMPTY,
+            runs: (&[InputRun {
                 seat: PlayerId(0),
                 start: next.saturating_add(5),
                 count: 1,
                 back: 1,
                 check: 0,
                 chain: &c,
-            }],
+            }])
+                .into(),
         })],
     );
     let before = room.server.stats();

@@ -13,7 +13,7 @@ use lockstep_core::admission::{resume_proof, token_commitment};
 use lockstep_core::secure::{SecureChannel, client_public, server_handshake};
 use lockstep_core::wire::{
     self, Abandon, ByeReason, ChainWriter, Checkpoint, DatagramWriter, Endorsement, ErrorCode,
-    Frames, Hello, Holder, InputCodec, InputRun, Inputs, Member, Message, RejectReason,
+    Frames, Hello, Holder, InputCodec, InputRun, Inputs, List, Member, Message, RejectReason,
     ResumeToken, SnapshotAck, SnapshotChunk, Status, Welcome, encode_frame, encode_frames_body,
 };
 use lockstep_core::{Frame, Input, PlayerId, PlayerInputs, StreamHash, SystemEvent, Tick};
@@ -151,15 +151,16 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
     v.push((
         "inputs",
         datagram(&[Message::Inputs(Inputs {
-            acks: vec![(PlayerId(1), tick(1002))],
-            runs: vec![InputRun {
+            acks: (&[(PlayerId(1), tick(1002))]).into(),
+            runs: (&[InputRun {
                 seat: PlayerId(0),
                 start: tick(1003),
                 count: 3,
                 back: 0,
                 check: 0,
                 chain: &opaque,
-            }],
+            }])
+                .into(),
         })]),
     ));
     // The same seat's next inputs, unchanged from its 7 at tick 1002,
@@ -176,8 +177,8 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
     v.push((
         "inputs_reference",
         datagram(&[Message::Inputs(Inputs {
-            acks: vec![],
-            runs: vec![InputRun {
+            acks: List::EMPTY,
+            runs: (&[InputRun {
                 seat: PlayerId(0),
                 start: tick(1003),
                 count: 3,
@@ -185,7 +186,8 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
                 // xxh3-64 of 7's encoding (`07 00`), low 8 bits.
                 check: wire::reference_check(&7u16, &mut Vec::new()),
                 chain: &referenced,
-            }],
+            }])
+                .into(),
         })]),
     ));
     let pad = chain(&[
@@ -200,15 +202,16 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
     v.push((
         "inputs_player",
         datagram(&[Message::Inputs(Inputs {
-            acks: vec![],
-            runs: vec![InputRun {
+            acks: List::EMPTY,
+            runs: (&[InputRun {
                 seat: PlayerId(3),
                 start: tick(1001),
                 count: 3,
                 back: 0,
                 check: 0,
                 chain: &pad,
-            }],
+            }])
+                .into(),
         })]),
     ));
     let mut body = Vec::new();

@@ -3,8 +3,8 @@
 
 use lockstep_core::wire::{
     self, Abandon, ByeReason, ChainWriter, Checkpoint, Datagram, DatagramWriter, Endorsement,
-    ErrorCode, Frames, Hello, Holder, InputCodec, InputRun, Inputs, Member, Message, RejectReason,
-    ResumeToken, SnapshotAck, SnapshotChunk, Status, Welcome,
+    ErrorCode, Frames, Hello, Holder, InputCodec, InputRun, Inputs, List, Member, Message,
+    RejectReason, ResumeToken, SnapshotAck, SnapshotChunk, Status, Welcome,
 };
 use lockstep_core::{Frame, Input, PlayerId, PlayerInputs, SystemEvent, Tick};
 use proptest::prelude::*;
@@ -107,22 +107,22 @@ proptest! {
         };
         let mut buf = Vec::new();
         let mut w = DatagramWriter::new(&mut buf, Tick::new(1_000), 1200);
-        w.push(&Message::Inputs(Inputs { acks: vec![], runs: vec![run] }))
+        w.push(&Message::Inputs(Inputs { acks: List::EMPTY, runs: (&[run]).into() }))
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
         w.finish();
         let d = Datagram::decode(&buf, Tick::new(1_000))?;
         let Message::Inputs(i) = &d.messages[0] else {
             return Err(TestCaseError::fail("an Inputs message"));
         };
-        prop_assert_eq!(i.runs[0].reference(), Some(Tick::new(1_000 - back)));
-        prop_assert_eq!(i.runs[0].decode(Some(&reference))?, inputs);
-        prop_assert!(i.runs[0].decode::<PlayerInputs>(None).is_err());
+        prop_assert_eq!(i.runs.first().expect("a run").reference(), Some(Tick::new(1_000 - back)));
+        prop_assert_eq!(i.runs.first().expect("a run").decode(Some(&reference))?, inputs);
+        prop_assert!(i.runs.first().expect("a run").decode::<PlayerInputs>(None).is_err());
         // Against another input for that tick, it is refused, never misread.
         let other = PlayerInputs { buttons: reference.buttons ^ 1, ..reference.clone() };
         let mut scratch = Vec::new();
-        prop_assert!(!i.runs[0].reads_against(&other, &mut scratch)
-            || wire::reference_check(&other, &mut scratch) == i.runs[0].check);
-        prop_assert!(i.runs[0].reads_against(&reference, &mut scratch));
+        prop_assert!(!i.runs.first().expect("a run").reads_against(&other, &mut scratch)
+            || wire::reference_check(&other, &mut scratch) == i.runs.first().expect("a run").check);
+        prop_assert!(i.runs.first().expect("a run").reads_against(&reference, &mut scratch));
     }
 
     #[test]
@@ -249,13 +249,15 @@ proptest! {
         let errors = [ErrorCode::Malformed, ErrorCode::Violation, ErrorCode::RateLimited,
             ErrorCode::TooLarge, ErrorCode::Unauthorized, ErrorCode::Internal];
         let byes = [ByeReason::Leaving, ByeReason::Shutdown, ByeReason::Kicked, ByeReason::Timeout];
+        let acks: Vec<(PlayerId, Tick)> = seats_ticks.iter().enumerate().map(|(k, s)| (*s, near(k))).collect();
+        let runs = [InputRun { seat: PlayerId(1), start: run_start, count: inputs.len() as u32, back: 0, check: 0, chain: &chain_bytes }];
         let messages = vec![
             Message::Hello(Hello { fingerprint, spectator: nums.3.is_multiple_of(2), room: &room, name: &name, ticket: &ticket, resume: resume.map(ResumeToken), codec: if nums.1.is_multiple_of(2) { InputCodec::Opaque } else { InputCodec::PlayerInputs }, cookie: cookie.as_deref(), key: resume.map(|r| [r[0]; 32]), resume_from: resume.map(|r| Tick::new(u32::from_le_bytes([r[0], r[1], r[2], r[3]]))) }),
             Message::Welcome(Welcome { seat: welcome_seat, start: Tick::new(nums.0 / 2), tick: Tick::new(nums.0), deadline: nums.3 > 100, tick_rate: u32::from(nums.1 % 1001), delay: u32::from(nums.2 % 1025), seats: u32::from(nums.2) % 257, token: ResumeToken(resume.unwrap_or([7; 16])), snapshot: nums.3 % 3 == 0 }),
             Message::Reject(reasons[codes.2]),
             Message::Inputs(Inputs {
-                acks: seats_ticks.iter().enumerate().map(|(k, s)| (*s, near(k))).collect(),
-                runs: vec![InputRun { seat: PlayerId(1), start: run_start, count: inputs.len() as u32, back: 0, check: 0, chain: &chain_bytes }],
+                acks: (&acks).into(),
+                runs: (&runs).into(),
             }),
             Message::Frames(Frames { start: near(1), count: 1, seats: 2, reference: near(1).get().checked_sub(1 + nums.1 as u32).map(Tick::new), body: &body }),
             Message::Checkpoint(Checkpoint { tick: near(2), full: true, value: nums.4, ack: resume.map(|_| near(1)) }),
@@ -308,7 +310,7 @@ proptest! {
         }
         prop_assert_eq!(back, messages);
         let decoded_inputs = match &Datagram::decode(&datagrams[0], reference)?.messages[3] {
-            Message::Inputs(i) => i.runs[0].decode::<u16>(None)?,
+            Message::Inputs(i) => i.runs.first().expect("a run").decode::<u16>(None)?,
             _ => vec![],
         };
         if datagrams.len() == 1 { prop_assert_eq!(decoded_inputs, inputs); }

@@ -9,7 +9,7 @@ use common::{
 };
 use lockstep_core::sequenced::{CloseReason, Rejection};
 use lockstep_core::wire::{
-    self, ByeReason, ChainWriter, ErrorCode, Hello, InputCodec, InputRun, Inputs, Message,
+    self, ByeReason, ChainWriter, ErrorCode, Hello, InputCodec, InputRun, Inputs, List, Message,
 };
 use lockstep_core::{PlayerId, PlayerInputs, Tick};
 use lockstep_net::Clock;
@@ -27,15 +27,16 @@ fn inputs_from(seat: PlayerId, start: Tick, n: usize) -> Vec<u8> {
     datagram(
         start,
         &[Message::Inputs(Inputs {
-            acks: vec![],
-            runs: vec![InputRun {
+            acks: List::EMPTY,
+            runs: (&[InputRun {
                 seat,
                 start,
                 count: n as u32,
                 back: 0,
                 check: 0,
                 chain: &chain,
-            }],
+            }])
+                .into(),
         })],
     )
 }
@@ -299,15 +300,16 @@ fn input_runs_coded_against_inputs_never_sent_are_skipped() {
         let d = datagram(
             start,
             &[Message::Inputs(Inputs {
-                acks: vec![],
-                runs: vec![InputRun {
+                acks: List::EMPTY,
+                runs: (&[InputRun {
                     seat,
                     start,
                     count: 1,
                     back: 1 + k % wire::MAX_INPUT_BACK,
                     check: k as u8,
                     chain: &chain,
-                }],
+                }])
+                    .into(),
             })],
         );
         raw.send(&d);
@@ -334,15 +336,16 @@ fn an_input_reference_out_of_reach_is_malformed() {
             let mut d = datagram(
                 start,
                 &[Message::Inputs(Inputs {
-                    acks: vec![],
-                    runs: vec![InputRun {
+                    acks: List::EMPTY,
+                    runs: (&[InputRun {
                         seat,
                         start,
                         count: 1,
                         back: wire::MAX_INPUT_BACK,
                         check: 0,
                         chain: &chain,
-                    }],
+                    }])
+                        .into(),
                 })],
             );
             let at = d

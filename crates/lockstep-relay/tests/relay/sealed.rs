@@ -11,7 +11,7 @@
 use crate::common;
 use common::{Player, TestRelay, client_config, datagram, play_until, still_fine};
 use lockstep_core::sequenced::{ClientConfig, ClientSession, CloseReason};
-use lockstep_core::wire::{ByeReason, ChainWriter, InputRun, Inputs, Message};
+use lockstep_core::wire::{ByeReason, ChainWriter, InputRun, Inputs, List, Message};
 use lockstep_core::{PlayerId, PlayerInputs, Tick, secure};
 use lockstep_net::{Clock, UdpTransport, WsClientTransport};
 use lockstep_relay::RelayConfig;
@@ -76,15 +76,16 @@ fn forgeries(seat: PlayerId) -> Vec<Vec<u8>> {
         datagram(
             Tick::new(60),
             &[Message::Inputs(Inputs {
-                acks: vec![],
-                runs: vec![InputRun {
+                acks: List::EMPTY,
+                runs: (&[InputRun {
                     seat,
                     start: Tick::new(60),
                     count: 1,
                     back: 0,
                     check: 0,
                     chain: &bytes,
-                }],
+                }])
+                    .into(),
             })],
         ),
         sealed_garbage,

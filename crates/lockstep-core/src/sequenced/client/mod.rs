@@ -167,6 +167,8 @@ pub struct ClientSession<I: Input> {
     channel: Option<Box<SecureChannel>>,
     /// Scratch for opening and sealing.
     crypt: Vec<u8>,
+    /// Decodes datagrams in storage kept from one to the next.
+    decoder: wire::Decoder,
     /// Joining a game under way from a snapshot.
     joining: Option<Box<Joining>>,
     /// The id of the last resync the sequencer asked of us.
@@ -243,6 +245,7 @@ impl<I: Input> ClientSession<I> {
             pending: None,
             channel: None,
             crypt: Vec::new(),
+            decoder: wire::Decoder::default(),
             joining: None,
             resynced: 0,
             resync_told: 0,

@@ -103,7 +103,7 @@ impl<I: Input> ClientSession<I> {
             }
             return Ok(());
         }
-        let mut decoded = Datagram::decode(datagram, self.server_base);
+        let mut decoded = self.decoder.decode(datagram, self.server_base);
         // Until the Welcome, our idea of the server's position is a guess:
         // the Welcome's absolute tick says where the room really is, and the
         // datagram's relative ticks are read again from there.
@@ -137,7 +137,7 @@ impl<I: Input> ClientSession<I> {
 
     /// A datagram from the server, decoded: its typed payloads checked
     /// whole, then each message handed to what owns it.
-    fn take_decoded(&mut self, d: Datagram<'_>) -> Result<(), DatagramError> {
+    fn take_decoded(&mut self, mut d: Datagram<'_>) -> Result<(), DatagramError> {
         // Decode typed payloads before acting on anything.
         let (frames, waiting) = self.typed_frames(&d)?;
         let now = self.now;
@@ -156,7 +156,7 @@ impl<I: Input> ClientSession<I> {
             self.check_outcome(o);
         }
         self.link.flush |= self.server_checks.urgent(now);
-        for m in d.messages {
+        for m in d.messages.drain(..) {
             match m {
                 Message::Welcome(w) => self.welcomed(w),
                 Message::Challenge { cookie, key } if !self.connected() => {
@@ -201,6 +201,7 @@ impl<I: Input> ClientSession<I> {
                 _ => {}
             }
         }
+        self.decoder.recycle(d);
         let had_hole = self.has_hole();
         self.take_frames(frames);
         for w in waiting {
@@ -370,7 +371,7 @@ impl<I: Input> ClientSession<I> {
         let Some(seat) = self.seat() else {
             return;
         };
-        let Some(&(_, acked)) = i.acks.iter().find(|(s, _)| *s == seat) else {
+        let Some((_, acked)) = i.acks.iter().find(|(s, _)| *s == seat) else {
             return;
         };
         self.acked = self.acked.max(acked);

@@ -204,7 +204,10 @@ impl<I: Input> ClientSession<I> {
         if runs.is_empty() {
             return false;
         }
-        w.put(Message::Inputs(Inputs { acks: vec![], runs }));
+        w.put(Message::Inputs(Inputs {
+            acks: wire::List::EMPTY,
+            runs: (&runs).into(),
+        }));
         true
     }
 

@@ -196,15 +196,16 @@ impl<I: Input> HostedSession<I> {
             let mut bytes = Vec::new();
             chain.write(&mut bytes);
             let _ = w.push(&Message::Inputs(Inputs {
-                acks: Vec::new(),
-                runs: vec![InputRun {
+                acks: wire::List::EMPTY,
+                runs: (&[InputRun {
                     seat,
                     start,
                     count: chain.count() as u32,
                     back: 0,
                     check: 0,
                     chain: &bytes,
-                }],
+                }])
+                    .into(),
             }));
         }
         if let Some(from) = want {

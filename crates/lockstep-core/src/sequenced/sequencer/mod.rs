@@ -259,6 +259,8 @@ impl<I> Seat<I> {
 #[derive(Debug)]
 pub struct Sequencer<I: Input> {
     config: SequencerConfig,
+    /// Decodes datagrams in storage kept from one to the next.
+    decoder: wire::Decoder,
     fingerprint: Option<u64>,
     /// A room taken over: the first tick it sealed itself. A survivor that
     /// comes back claiming frames past it ran the old host's frames the
@@ -344,6 +346,7 @@ impl<I: Input> Sequencer<I> {
         let max_seats = usize::from(config.max_seats);
         let seats = (0..max_seats).map(|_| None).collect();
         Ok(Self {
+            decoder: wire::Decoder::default(),
             fingerprint: config.fingerprint,
             referee: Referee::new(config.checksum_window, false, config.keepalive_interval),
             resyncs: BTreeMap::new(),

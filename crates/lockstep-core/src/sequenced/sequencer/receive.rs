@@ -13,7 +13,7 @@ impl<I: Input> Sequencer<I> {
             return Ok(());
         }
         self.within_limits(i, datagram)?;
-        let d = match Datagram::decode(datagram, self.open) {
+        let d = match self.decoder.decode(datagram, self.open) {
             Ok(d) => d,
             Err(e) => return Err(self.violation(i, ErrorCode::Malformed, e.to_string())),
         };
@@ -76,7 +76,7 @@ impl<I: Input> Sequencer<I> {
                         "a spectator sent inputs".into(),
                     ));
                 };
-                for run in &msg.runs {
+                for run in msg.runs {
                     if run.seat != s {
                         return Err(self.violation(
                             i,
@@ -87,7 +87,7 @@ impl<I: Input> Sequencer<I> {
                     // A run coded against an input we no longer hold is
                     // skipped: its inputs come again against one we do.
                     let recent = self.seats[s.index()].as_ref().map(|seat| &seat.recent);
-                    let Some(reference) = crate::link::readable(run, recent) else {
+                    let Some(reference) = crate::link::readable(&run, recent) else {
                         continue;
                     };
                     let decoded = match run.decode::<I>(reference) {
@@ -167,7 +167,7 @@ impl<I: Input> Sequencer<I> {
 
     /// Each message of connection `i`'s datagram, handed to what owns it,
     /// then its inputs.
-    fn take_messages(&mut self, i: usize, d: Datagram<'_>, inputs: Vec<(Tick, I)>) {
+    fn take_messages(&mut self, i: usize, mut d: Datagram<'_>, inputs: Vec<(Tick, I)>) {
         let now = self.now;
         let seat = self.conns[i].seat;
         let mut hello_seen = false;
@@ -186,7 +186,7 @@ impl<I: Input> Sequencer<I> {
             checks.take(m);
         }
         self.take_checks(i, &checks);
-        for m in d.messages {
+        for m in d.messages.drain(..) {
             match m {
                 Message::Hello(_) => hello_seen = true,
                 Message::Pause { frame } => {
@@ -231,6 +231,7 @@ impl<I: Input> Sequencer<I> {
                 _ => {}
             }
         }
+        self.decoder.recycle(d);
         self.conns[i].welcome_pending = hello_seen;
         // It has its Welcome, and the token in it: the one before is spent.
         if !hello_seen && let Some(s) = seat.and_then(|s| self.seats[s.index()].as_mut()) {

@@ -207,8 +207,8 @@ impl<I: Input> Sequencer<I> {
         }
         if let Some((id, s)) = seat {
             w.put(Message::Inputs(Inputs {
-                acks: vec![(id, s.received)],
-                runs: vec![],
+                acks: (&[(id, s.received)]).into(),
+                runs: wire::List::EMPTY,
             }));
         }
         for k in self.roster_unacked(c).take(ROSTER_PER_DATAGRAM) {
