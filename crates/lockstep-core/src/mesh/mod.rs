@@ -211,6 +211,9 @@ pub struct MeshSession<I: Input> {
     seat_inputs: Vec<Recent<I>>,
     cursor: usize,
     scratch: Vec<u8>,
+    /// Whom our next tick awaits, as of the last timeout (kept to reuse its
+    /// storage).
+    missing: Vec<PlayerId>,
     /// Decodes datagrams in storage kept from one to the next.
     decoder: wire::Decoder,
 }
@@ -325,6 +328,7 @@ impl<I: Input> MeshSession<I> {
             seat_inputs: vec![Recent::default(); width],
             cursor: 0,
             scratch: Vec::new(),
+            missing: Vec::new(),
             decoder: wire::Decoder::default(),
         };
         session.prime(under_way);
@@ -398,20 +402,30 @@ impl<I: Input> MeshSession<I> {
     /// holds the frames (a state on its way, or one the game has not taken
     /// yet), our own seat. Read-only, so a HUD may ask every render frame.
     pub fn awaiting(&self) -> Vec<PlayerId> {
+        let mut out = Vec::new();
+        self.awaiting_into(&mut out);
+        out
+    }
+
+    /// [`awaiting`](Self::awaiting), into `out` (emptied first).
+    pub(super) fn awaiting_into(&self, out: &mut Vec<PlayerId>) {
+        out.clear();
         if self.frozen() {
-            return Vec::new();
+            return;
         }
         if self.resync_limit().is_some_and(|l| self.next_tick > l) {
-            return self.local_seat.into_iter().collect();
+            out.extend(self.local_seat);
+            return;
         }
         let slot = self.store.get(self.next_tick);
-        (0..self.seats.len())
-            .filter(|&i| match slot {
-                Some(s) => s.cells.get(i).is_some_and(|c| !c.is_settled()),
-                None => !self.seat_empty_at(i, self.next_tick),
-            })
-            .filter_map(seat_id)
-            .collect()
+        out.extend(
+            (0..self.seats.len())
+                .filter(|&i| match slot {
+                    Some(s) => s.cells.get(i).is_some_and(|c| !c.is_settled()),
+                    None => !self.seat_empty_at(i, self.next_tick),
+                })
+                .filter_map(seat_id),
+        );
     }
 
     /// Whether a pause has been called. Commits for the freeze frame and

@@ -84,7 +84,13 @@ impl<I: Input> MeshSession<I> {
     /// or names no more, hear it at once.
     pub(super) fn note_waiting(&mut self) {
         let now = self.now;
-        let missing = self.awaiting();
+        let mut missing = core::mem::take(&mut self.missing);
+        self.awaiting_into(&mut missing);
+        self.note_waiting_on(&missing, now);
+        self.missing = missing;
+    }
+
+    fn note_waiting_on(&mut self, missing: &[PlayerId], now: Instant) {
         // Nothing awaited, named or blamed: nothing changes.
         if missing.is_empty()
             && self.waits.0.idle()
@@ -106,7 +112,7 @@ impl<I: Input> MeshSession<I> {
             waits.clear();
             *tick = self.next_tick;
         }
-        if let Some(old) = waits.update(&missing, now, after) {
+        if let Some(old) = waits.update(missing, now, after) {
             let named = waits.named();
             for p in &mut self.peers {
                 if p.seat

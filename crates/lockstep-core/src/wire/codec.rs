@@ -93,6 +93,7 @@ impl<'a> Reader<'a> {
         self.remaining() == 0
     }
 
+    #[inline]
     pub(crate) fn u8(&mut self) -> Result<u8, WireError> {
         let b = *self.bytes.get(self.pos).ok_or(WireError::Truncated)?;
         self.pos += 1;
@@ -126,7 +127,19 @@ impl<'a> Reader<'a> {
     }
 
     /// An unsigned LEB128 varint of at most 10 bytes that fits in 64 bits.
+    #[inline]
     pub(crate) fn varint(&mut self) -> Result<u64, WireError> {
+        // Most varints on the wire are one byte: read those in line.
+        match self.bytes.get(self.pos) {
+            Some(&b) if b < 0x80 => {
+                self.pos += 1;
+                Ok(u64::from(b))
+            }
+            _ => self.varint_long(),
+        }
+    }
+
+    fn varint_long(&mut self) -> Result<u64, WireError> {
         let mut v: u64 = 0;
         for i in 0..10 {
             let b = self.u8()?;
