@@ -229,7 +229,7 @@ impl<I: Input> TimerTable for MeshSession<I> {
                 timer(Timer::Question(p.id), t);
             }
         }
-        if let Some(t) = self.waits.0.names_at().filter(|t| *t > self.now) {
+        if let Some(t) = self.waits.0.names_at() {
             timer(Timer::Waits, t);
         }
     }

@@ -69,7 +69,9 @@ impl Waits {
         let since = (!blocked.is_empty()).then(|| *self.since.get_or_insert(now));
         self.since = since;
         self.after = after;
-        let shown = if since.is_some_and(|t| now - t >= after) {
+        // In the instant arithmetic `names_at` reports, so a call at that
+        // instant names.
+        let shown = if since.is_some_and(|t| now >= t + after) {
             blocked
         } else {
             &[]

@@ -11,6 +11,7 @@ use lockstep_core::{
     MeshConfig, PeerId, PlayerId, Roster, SystemEvent, Tick,
 };
 use proptest::prelude::*;
+use std::time::Duration;
 
 const T0: Instant = Instant::ZERO;
 
@@ -165,7 +166,7 @@ fn a_missing_input_stalls_and_names_who_is_missing() {
         0,
         "40 ms without a frame is not a stall at 30 Hz"
     );
-    t += std::time::Duration::from_millis(30);
+    t += Duration::from_millis(30);
     a.handle_timeout(t);
     assert_eq!(a.advance(), None);
     assert_eq!(a.stats().stalls, 1, "70 ms, two tick periods, is");
@@ -223,7 +224,7 @@ fn resends_start_from_the_peers_acknowledged_position_not_a_window() {
         drain(&mut a);
     }
     // b has nothing beyond the primed ticks: its ack for seat 0 is tick 2.
-    t += std::time::Duration::from_millis(100);
+    t += Duration::from_millis(100);
     a.handle_timeout(t);
     let bytes = packet_to(&mut a, PeerId(1));
     let runs = runs_in(&bytes);
@@ -239,7 +240,7 @@ fn resends_start_from_the_peers_acknowledged_position_not_a_window() {
     b.commit_local(0).unwrap();
     let ack = packet_to(&mut b, PeerId(0));
     a.handle_datagram(PeerId(1), &ack, t).unwrap();
-    t += std::time::Duration::from_millis(100);
+    t += Duration::from_millis(100);
     a.handle_timeout(t);
     let bytes = packet_to(&mut a, PeerId(1));
     let again = runs_in(&bytes);
@@ -969,7 +970,7 @@ fn rebased(bytes: &[u8], reference: Tick, base: Tick) -> Vec<u8> {
 #[test]
 fn a_peer_lying_about_its_position_cannot_get_an_honest_one_abandoned() {
     let config = MeshConfig {
-        abandon_after: Some(std::time::Duration::from_secs(2)),
+        abandon_after: Some(Duration::from_secs(2)),
         ..MeshConfig::default()
     };
     let mut peers: Vec<(PeerId, Session)> = (0..3)
@@ -982,7 +983,7 @@ fn a_peer_lying_about_its_position_cannot_get_an_honest_one_abandoned() {
     let mut buf = Vec::new();
     let mut frozen: Option<Tick> = None;
     for step in 0..400u32 {
-        now += std::time::Duration::from_millis(33);
+        now += Duration::from_millis(33);
         for (i, (_, s)) in peers.iter_mut().enumerate() {
             let _ = s.commit_local(step as u16 + i as u16);
             while s.advance().is_some() {}
@@ -1137,6 +1138,68 @@ fn a_peer_names_whom_it_waits_on_only_once_it_waited_a_tick() {
             .any(|(from, w)| *from == 0 && *w == [PlayerId(2)]),
         "{said:?}"
     );
+}
+
+/// A wait worth naming is due from its instant on, even when a datagram
+/// moved the session's clock past that instant before any timeout saw it:
+/// a loop that sleeps until `poll_timeout` names whom it waits on then, not
+/// at the next keepalive (it was dropped from the timers once passed).
+#[test]
+fn a_wait_a_datagram_passed_is_still_due() {
+    let slow = Duration::from_secs(2);
+    let config = MeshConfig {
+        resend_interval: slow,
+        keepalive_interval: slow,
+        ping_interval: slow,
+        interrupt_after: Duration::from_secs(5),
+        ..config()
+    };
+    let mut peers: Vec<(PeerId, Session)> = (0..2)
+        .map(|i| {
+            let s = Session::new(config.clone(), roster(2, 0), PeerId(i), T0).unwrap();
+            (PeerId(i), s)
+        })
+        .collect();
+    let mut t = T0;
+    let mut stale = Vec::new();
+    for _ in 0..6 {
+        for (_, s) in peers.iter_mut() {
+            s.commit_local(1).unwrap();
+            advance_all(s);
+        }
+        stale = packet_to(&mut peers[1].1, PeerId(0));
+        peers[0].1.handle_datagram(PeerId(1), &stale, t).unwrap();
+        exchange(&mut peers, &mut t);
+    }
+    // Peer 1 goes quiet but for a copy of a datagram already taken; peer 0
+    // runs until its next tick waits on seat 1.
+    let a = &mut peers[0].1;
+    for _ in 0..4 {
+        let _ = a.commit_local(1);
+        advance_all(a);
+    }
+    a.handle_timeout(t);
+    assert_eq!(a.awaiting(), [PlayerId(1)]);
+    let mut buf = Vec::new();
+    while a.poll_transmit(&mut buf).is_some() {}
+    // Past when the wait is worth naming (at most a period and twice the
+    // largest jitter allowed), before any other timer.
+    let late = t + Duration::from_millis(600);
+    assert!(a.poll_timeout().is_some_and(|d| d <= late));
+    let _ = a.handle_datagram(PeerId(1), &stale, late);
+    assert!(
+        a.poll_timeout().is_some_and(|d| d <= late),
+        "the naming is due at {late:?}, the session says {:?}",
+        a.poll_timeout()
+    );
+    a.handle_timeout(late);
+    let named = std::iter::from_fn(|| {
+        a.poll_transmit(&mut buf)
+            .map(|tx| (tx, buf[..tx.len].to_vec()))
+    })
+    .find(|(tx, _)| tx.destination == PeerId(1))
+    .and_then(|(_, bytes)| waiting_in(&bytes));
+    assert_eq!(named, Some(vec![PlayerId(1)]));
 }
 
 /// The first input run of `bytes`: its seat, start, `back` and chain.

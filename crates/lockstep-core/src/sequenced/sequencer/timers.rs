@@ -138,9 +138,10 @@ impl<I: Input> TimerTable for Sequencer<I> {
         // tick up: those timers wait for the resume (a deadline that
         // passed meanwhile is acted on then).
         if let (Policy::WaitForAll { abandon_after }, false) = (self.config.policy, self.paused()) {
-            // Saying whom the room waits on, once it has waited a tick
-            // (a time already past was seen to by the last call).
-            if let Some(t) = self.waits.names_at().filter(|t| *t > self.now) {
+            // Saying whom the room waits on, once it has waited a tick (a
+            // time already past is still due: a datagram may have moved
+            // the clock past it before any call saw to it).
+            if let Some(t) = self.waits.names_at() {
                 timer(Timer::Blocked, t);
             }
             for s in self.waits.named() {
