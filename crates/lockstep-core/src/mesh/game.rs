@@ -10,6 +10,7 @@ impl<I: Input> MeshSession<I> {
     /// A refusal is backpressure, not an error to report: keep the input and
     /// offer it again next frame (see [`CommitError`]).
     pub fn commit_local(&mut self, input: I) -> Result<Tick, CommitError> {
+        self.stirred = true;
         let Some(seat) = self.local_seat else {
             return Err(CommitError::Observer);
         };
@@ -85,6 +86,7 @@ impl<I: Input> MeshSession<I> {
         // Resyncing: no frame past the donor's state (or, until it
         // arrives, past the tick asked for).
         if self.resync_limit().is_some_and(|l| tick > l) {
+            self.stirred = true;
             self.announce_resync();
             return None;
         }
@@ -99,6 +101,7 @@ impl<I: Input> MeshSession<I> {
             return None;
         }
         let next = tick.next()?;
+        self.stirred = true;
         self.follow_delay(tick);
         let frame = self.store.get(tick)?.to_frame(tick);
         self.stall.ran(self.now);
@@ -134,6 +137,7 @@ impl<I: Input> MeshSession<I> {
     /// simulation will rest on the returned frame. If an earlier pause is
     /// already in flight, that one wins and its frame is returned.
     pub fn request_pause(&mut self) -> Result<Tick, PauseError> {
+        self.stirred = true;
         let Some(seat) = self.local_seat else {
             return Err(PauseError::Observer);
         };
@@ -150,6 +154,7 @@ impl<I: Input> MeshSession<I> {
     /// Returns the frame the lifted pause was to freeze on, or `None` if
     /// there was no pause. Safe to call when not paused.
     pub fn resume(&mut self) -> Option<Tick> {
+        self.stirred = true;
         let change = self.pause.resume();
         self.note_pause_change(change);
         self.flush_all();
@@ -174,6 +179,7 @@ impl<I: Input> MeshSession<I> {
     /// itself: another peer may already hold, and have run, later inputs of
     /// the player.
     pub fn abandon(&mut self, player: PlayerId) -> Result<(), AbandonError> {
+        self.stirred = true;
         let Some(me) = self.local_seat else {
             return Err(AbandonError::Observer);
         };
@@ -209,6 +215,7 @@ impl<I: Input> MeshSession<I> {
     /// # Ok::<(), ConfigError>(())
     /// ```
     pub fn add_observer(&mut self, peer: PeerId) -> Result<(), ConfigError> {
+        self.stirred = true;
         if peer == self.local || self.peers.iter().any(|p| p.id == peer) {
             return Err(ConfigError::DuplicatePeer(peer));
         }
@@ -221,6 +228,7 @@ impl<I: Input> MeshSession<I> {
     /// nothing more is sent to it and its datagrams are refused. Returns
     /// whether it was one. Players are never removed: they are abandoned.
     pub fn remove_observer(&mut self, peer: PeerId) -> bool {
+        self.stirred = true;
         let before = self.peers.len();
         self.peers.retain(|p| p.seat.is_some() || p.id != peer);
         self.cursor = 0;
@@ -235,6 +243,7 @@ impl<I: Input> MeshSession<I> {
     /// driving the session for a moment (a few resend intervals) so the
     /// goodbye gets through loss.
     pub fn leave(&mut self) {
+        self.stirred = true;
         self.leaving = true;
         self.flush_all();
     }
@@ -243,6 +252,7 @@ impl<I: Input> MeshSession<I> {
     /// a mismatch raises [`Event::Desync`]. Ticks must ascend; reporting
     /// every tick or every Nth is the game's choice (the same on every peer).
     pub fn report_checksum(&mut self, tick: Tick, hash: u64) -> Result<(), ChecksumError> {
+        self.stirred = true;
         self.checks.may_report(tick, self.next_tick)?;
         // A checkpoint rides on the next datagram: it is not worth one.
         // An adaptive session's carries the delay in force too.

@@ -249,13 +249,18 @@ impl<I: Input> MeshSession<I> {
             return;
         };
         match (r.taken, r.announced) {
-            (Some(at), _) if now >= at + self.config.interrupt_after => self.resync = None,
+            (Some(at), _) if now >= at + self.config.interrupt_after => {
+                self.resync = None;
+                self.stirred = true;
+            }
             (Some(_), _) => {}
             // A game that never takes the state it was told of holds every
             // frame (and, once their lead runs out, everyone): given up,
             // as for a donor that never delivers.
             (None, Some(at)) if now >= at + self.config.interrupt_after * DONOR_TIME => {
                 self.resync = None;
+                // The next timeout may start another.
+                self.stirred = true;
             }
             (None, Some(_)) => {}
             (None, None) if self.resync_timeout().is_some_and(|t| now >= t) => self.next_donor(),
@@ -286,6 +291,8 @@ impl<I: Input> MeshSession<I> {
         };
         let Some(donor) = donor else {
             self.resync = None;
+            // The next timeout may start another.
+            self.stirred = true;
             return;
         };
         let id = self.next_resync_id;

@@ -33,6 +33,13 @@ impl<I: Input> MeshSession<I> {
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now = self.now.max(now);
         let now = self.now;
+        // Only time has passed since the last call that did work, and no
+        // timer has come: every step below would find what it found then.
+        // (A game loop calls this far more often than anything happens.)
+        if !self.stirred && self.poll_timeout().is_none_or(|t| t > now) {
+            return;
+        }
+        self.stirred = false;
         self.note_waiting();
         let mut silent_seats = Vec::new();
         for i in 0..self.peers.len() {
