@@ -56,6 +56,17 @@ impl Delivery {
         !self.full_acks_owed.is_empty() || kept.iter().any(|c| self.is_due(c, now, resend))
     }
 
+    /// When [`has_news`](Self::has_news) turns true by time passing alone,
+    /// if it may: a full one sent and unacknowledged is due again `resend`
+    /// after full ones last went.
+    pub(super) fn news_at(&self, kept: &[Checkpoint], resend: Duration) -> Option<Instant> {
+        let at = self.fulls_at? + resend;
+        let sent = |c: &Checkpoint| self.sent.is_some_and(|s| c.tick <= s);
+        kept.iter()
+            .any(|c| c.full && sent(c) && !self.acked_fulls.contains(&c.tick))
+            .then_some(at)
+    }
+
     /// Writes what is due of `kept`, an acknowledgement riding on each
     /// checkpoint (the rest alone).
     pub(super) fn write(
@@ -338,6 +349,12 @@ impl RemoteChecks {
     }
 
     /// When the search next asks or gives up.
+    /// When [`has_news`](Self::has_news) turns true by time passing alone,
+    /// if it may (a question due is a timer of its own).
+    pub(crate) fn news_at(&self, local: &LocalChecks) -> Option<Instant> {
+        self.delivery.news_at(&local.kept, local.resend)
+    }
+
     pub(crate) fn question_due(&self) -> Option<Instant> {
         self.bisect.as_ref().map(Bisect::due)
     }

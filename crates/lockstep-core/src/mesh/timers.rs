@@ -212,6 +212,12 @@ impl<I: Input> TimerTable for MeshSession<I> {
         for i in 0..self.peers.len() {
             let p = &self.peers[i];
             timer(Timer::Send(p.id), self.send_due(i));
+            // Once a full checkpoint it has not acknowledged is due again,
+            // it has news, sent at the resend interval.
+            if let (Some(at), Some(_)) = (p.checks.news_at(&self.checks), p.link.last_sent()) {
+                let resend = p.link.send_due(self.started, self.config.resend_interval);
+                timer(Timer::Send(p.id), at.max(resend));
+            }
             let heard = p.link.heard_or_since();
             if let Some(t) = p.link.interrupt_due(self.config.interrupt_after, true) {
                 timer(Timer::Interrupt(p.id), t);

@@ -1202,6 +1202,118 @@ fn a_wait_a_datagram_passed_is_still_due() {
     assert_eq!(named, Some(vec![PlayerId(1)]));
 }
 
+/// Whether `bytes` carries a full checkpoint.
+fn full_checkpoint_in(bytes: &[u8]) -> bool {
+    let d = Datagram::decode(bytes, Tick::ZERO).expect("a datagram");
+    d.messages
+        .iter()
+        .any(|m| matches!(m, Message::Checkpoint(c) if c.full))
+}
+
+/// Whether `bytes` acknowledges a checkpoint.
+fn acknowledges_checkpoint(bytes: &[u8]) -> bool {
+    let d = Datagram::decode(bytes, Tick::ZERO).expect("a datagram");
+    d.messages.iter().any(|m| match m {
+        Message::CheckpointAck { .. } => true,
+        Message::Checkpoint(c) => c.ack.is_some(),
+        _ => false,
+    })
+}
+
+/// A full checkpoint a peer has not acknowledged is due again after the
+/// resend period even in a match at rest, and `poll_timeout` says when: a
+/// loop that sleeps until it sends it again at the instant a loop polling
+/// every millisecond does (it sent it at the next keepalive instead).
+#[test]
+fn an_unacknowledged_checkpoint_is_due_at_the_instant_poll_timeout_says() {
+    let config = MeshConfig {
+        keepalive_interval: Duration::from_secs(1),
+        ..config()
+    };
+    // Two peers play past a full checkpoint that peer 1's acknowledgement
+    // of never reaches peer 0, then stop committing; peer 0 then hears
+    // nothing more.
+    let at_rest = || {
+        let mut net = common::hand::Net::new(2, &config);
+        let mut full_sent = false;
+        while !full_sent || net.now < Instant::from_millis(3_000) {
+            net.tick(&mut |from, to, bytes, _| {
+                full_sent |= from == 0 && full_checkpoint_in(&bytes);
+                if from == 1 && acknowledges_checkpoint(&bytes) {
+                    vec![]
+                } else {
+                    vec![(from, to, bytes)]
+                }
+            });
+        }
+        let mut buf = Vec::new();
+        let mut now = net.now;
+        for _ in 0..20 {
+            now += Duration::from_millis(5);
+            for i in 0..2 {
+                net.s[i].handle_timeout(now);
+                while let Some(t) = net.s[i].poll_transmit(&mut buf) {
+                    let bytes = buf[..t.len].to_vec();
+                    if i == 1 && acknowledges_checkpoint(&bytes) {
+                        continue;
+                    }
+                    let _ = net.s[1 - i].handle_datagram(PeerId(i as u32), &bytes, now);
+                }
+            }
+        }
+        // Half a period on, peer 1 commits once more: peer 0 acknowledges
+        // it, sending after the checkpoint last went.
+        now += Duration::from_millis(500);
+        net.s[1].handle_timeout(now);
+        net.s[1]
+            .commit_local(common::hand::INPUT)
+            .expect("a lead to commit");
+        while let Some(t) = net.s[1].poll_transmit(&mut buf) {
+            let bytes = buf[..t.len].to_vec();
+            if !acknowledges_checkpoint(&bytes) {
+                let _ = net.s[0].handle_datagram(PeerId(1), &bytes, now);
+            }
+        }
+        net.s[0].handle_timeout(now);
+        let mut acked = false;
+        while let Some(t) = net.s[0].poll_transmit(&mut buf) {
+            acked |= !full_checkpoint_in(&buf[..t.len]);
+        }
+        assert!(acked, "peer 0 acknowledged the input");
+        (net.s.swap_remove(0), now)
+    };
+    let resent = |s: &mut Session, buf: &mut Vec<u8>| {
+        std::iter::from_fn(|| s.poll_transmit(buf).map(|t| buf[..t.len].to_vec()))
+            .any(|b| full_checkpoint_in(&b))
+    };
+    let end = |from: Instant| from + Duration::from_secs(3);
+    let mut buf = Vec::new();
+    // Sleeping until poll_timeout.
+    let (mut a, from) = at_rest();
+    let mut slept = None;
+    while let Some(t) = a.poll_timeout().filter(|t| *t < end(from)) {
+        a.handle_timeout(t);
+        if resent(&mut a, &mut buf) {
+            slept = Some(t);
+            break;
+        }
+    }
+    // Polling every millisecond.
+    let (mut b, from) = at_rest();
+    let mut polled = None;
+    let mut t = from;
+    while t < end(from) {
+        t += Duration::from_millis(1);
+        b.handle_timeout(t);
+        if resent(&mut b, &mut buf) {
+            polled = Some(t);
+            break;
+        }
+    }
+    assert!(polled.is_some(), "the checkpoint goes again");
+    assert_eq!(slept, polled);
+}
+
 /// The first input run of `bytes`: its seat, start, `back` and chain.
 fn first_run(bytes: &[u8]) -> Option<(PlayerId, Tick, u32, Vec<u8>)> {
     let d = Datagram::decode(bytes, Tick::ZERO).unwrap();
