@@ -301,7 +301,7 @@ impl<I: Input> MeshSession<I> {
                 .as_ref()
                 .and_then(|t| t.receiver.progress())
                 .is_some_and(|(_, t, _, _)| t < next);
-        let told = inc.taken.is_some_and(|t| now - t >= quiet);
+        let told = inc.taken.is_some_and(|t| now >= t + quiet);
         if passed || told {
             self.incoming = None;
         }
@@ -454,7 +454,13 @@ impl<I: Input> MeshSession<I> {
             .donor
             .asked
             .map(|(_, at)| at + self.config.interrupt_after);
-        resend.into_iter().chain(ask).min()
+        // A state taken is forgotten once its donor was told long enough.
+        let told = self
+            .incoming
+            .as_ref()
+            .and_then(|i| i.taken)
+            .map(|at| at + self.config.interrupt_after);
+        resend.into_iter().chain(ask).chain(told).min()
     }
 
     /// Whether peer `i` has snapshot chunks to send now: its snapshot's
@@ -651,5 +657,43 @@ mod tests {
         // Seats out of order.
         let swapped = wrap_envelope(&[empty[1], empty[0]], b"");
         assert!(open_envelope(Snapshot::new(Tick::new(90), swapped), 4).is_err());
+    }
+
+    /// A state the observer took is forgotten once its donor was told for
+    /// `interrupt_after`, at the instant `poll_timeout` says: a loop that
+    /// sleeps until it forgets it then, not at the next keepalive after.
+    #[test]
+    fn a_taken_state_is_forgotten_when_poll_timeout_says() {
+        use crate::mesh::{MeshConfig, Roster};
+        use core::time::Duration;
+        let config = MeshConfig {
+            interrupt_after: Duration::from_secs(5),
+            keepalive_interval: Duration::from_millis(300),
+            abandon_after: None,
+            ..MeshConfig::default()
+        };
+        let roster = Roster::new()
+            .player(PeerId(0), PlayerId(0))
+            .player(PeerId(1), PlayerId(1))
+            .observer(PeerId(2));
+        let at = Instant::from_millis;
+        let mut s = MeshSession::<u16>::new(config, roster, PeerId(2), at(0)).unwrap();
+        let mut buf = Vec::new();
+        s.handle_timeout(at(0));
+        while s.poll_transmit(&mut buf).is_some() {}
+        s.incoming = Some(Box::new(Incoming {
+            taken: Some(at(100)),
+            ..Default::default()
+        }));
+        let mut forgotten = None;
+        while let Some(t) = s.poll_timeout().filter(|t| *t < at(10_000)) {
+            s.handle_timeout(t);
+            while s.poll_transmit(&mut buf).is_some() {}
+            if s.incoming.is_none() {
+                forgotten = Some(t);
+                break;
+            }
+        }
+        assert_eq!(forgotten, Some(at(5_100)));
     }
 }
