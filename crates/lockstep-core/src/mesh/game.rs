@@ -10,7 +10,7 @@ impl<I: Input> MeshSession<I> {
     /// A refusal is backpressure, not an error to report: keep the input and
     /// offer it again next frame (see [`CommitError`]).
     pub fn commit_local(&mut self, input: I) -> Result<Tick, CommitError> {
-        self.stirred = true;
+        self.stir();
         let Some(seat) = self.local_seat else {
             return Err(CommitError::Observer);
         };
@@ -86,7 +86,7 @@ impl<I: Input> MeshSession<I> {
         // Resyncing: no frame past the donor's state (or, until it
         // arrives, past the tick asked for).
         if self.resync_limit().is_some_and(|l| tick > l) {
-            self.stirred = true;
+            self.stir();
             self.announce_resync();
             return None;
         }
@@ -101,7 +101,7 @@ impl<I: Input> MeshSession<I> {
             return None;
         }
         let next = tick.next()?;
-        self.stirred = true;
+        self.stir();
         self.follow_delay(tick);
         let frame = self.store.get(tick)?.to_frame(tick);
         self.stall.ran(self.now);
@@ -137,7 +137,7 @@ impl<I: Input> MeshSession<I> {
     /// simulation will rest on the returned frame. If an earlier pause is
     /// already in flight, that one wins and its frame is returned.
     pub fn request_pause(&mut self) -> Result<Tick, PauseError> {
-        self.stirred = true;
+        self.stir();
         let Some(seat) = self.local_seat else {
             return Err(PauseError::Observer);
         };
@@ -154,7 +154,7 @@ impl<I: Input> MeshSession<I> {
     /// Returns the frame the lifted pause was to freeze on, or `None` if
     /// there was no pause. Safe to call when not paused.
     pub fn resume(&mut self) -> Option<Tick> {
-        self.stirred = true;
+        self.stir();
         let change = self.pause.resume();
         self.note_pause_change(change);
         self.flush_all();
@@ -179,7 +179,7 @@ impl<I: Input> MeshSession<I> {
     /// itself: another peer may already hold, and have run, later inputs of
     /// the player.
     pub fn abandon(&mut self, player: PlayerId) -> Result<(), AbandonError> {
-        self.stirred = true;
+        self.stir();
         let Some(me) = self.local_seat else {
             return Err(AbandonError::Observer);
         };
@@ -215,7 +215,7 @@ impl<I: Input> MeshSession<I> {
     /// # Ok::<(), ConfigError>(())
     /// ```
     pub fn add_observer(&mut self, peer: PeerId) -> Result<(), ConfigError> {
-        self.stirred = true;
+        self.stir();
         if peer == self.local || self.peers.iter().any(|p| p.id == peer) {
             return Err(ConfigError::DuplicatePeer(peer));
         }
@@ -228,7 +228,7 @@ impl<I: Input> MeshSession<I> {
     /// nothing more is sent to it and its datagrams are refused. Returns
     /// whether it was one. Players are never removed: they are abandoned.
     pub fn remove_observer(&mut self, peer: PeerId) -> bool {
-        self.stirred = true;
+        self.stir();
         let before = self.peers.len();
         self.peers.retain(|p| p.seat.is_some() || p.id != peer);
         self.cursor = 0;
@@ -243,7 +243,7 @@ impl<I: Input> MeshSession<I> {
     /// driving the session for a moment (a few resend intervals) so the
     /// goodbye gets through loss.
     pub fn leave(&mut self) {
-        self.stirred = true;
+        self.stir();
         self.leaving = true;
         self.flush_all();
     }
@@ -252,7 +252,7 @@ impl<I: Input> MeshSession<I> {
     /// a mismatch raises [`Event::Desync`]. Ticks must ascend; reporting
     /// every tick or every Nth is the game's choice (the same on every peer).
     pub fn report_checksum(&mut self, tick: Tick, hash: u64) -> Result<(), ChecksumError> {
-        self.stirred = true;
+        self.stir();
         self.checks.may_report(tick, self.next_tick)?;
         // A checkpoint rides on the next datagram: it is not worth one.
         // An adaptive session's carries the delay in force too.

@@ -216,10 +216,11 @@ pub struct MeshSession<I: Input> {
     missing: Vec<PlayerId>,
     /// Decodes datagrams in storage kept from one to the next.
     decoder: wire::Decoder,
-    /// Whether anything but time passing may have changed the session
-    /// since [`handle_timeout`](Self::handle_timeout) last did its work:
-    /// until then, and until a timer comes, it has none to do.
-    stirred: bool,
+    /// Until when [`handle_timeout`](Self::handle_timeout) has nothing to
+    /// do, as worked out by its last call that did work: the next timer
+    /// then. `None` once anything but time passing may have changed the
+    /// session (a datagram, a commit, a frame run, ...).
+    quiet_until: Option<Instant>,
 }
 
 impl<I: Input> MeshSession<I> {
@@ -334,7 +335,7 @@ impl<I: Input> MeshSession<I> {
             scratch: Vec::new(),
             missing: Vec::new(),
             decoder: wire::Decoder::default(),
-            stirred: true,
+            quiet_until: None,
         };
         session.prime(under_way);
         Ok(session)
@@ -542,7 +543,7 @@ impl<I: Input> MeshSession<I> {
         datagram: &[u8],
         now: Instant,
     ) -> Result<(), DatagramError> {
-        self.stirred = true;
+        self.stir();
         self.now = self.now.max(now);
         self.stats.datagrams_received += 1;
         self.stats.bytes_received += datagram.len() as u64;
@@ -567,7 +568,7 @@ impl<I: Input> MeshSession<I> {
         for k in 0..n {
             let i = (self.cursor + k) % n;
             if self.peers[i].link.flush {
-                self.stirred = true;
+                self.stir();
                 self.cursor = (i + 1) % n;
                 buf.clear();
                 let more = self.build_datagram(i, buf);

@@ -194,7 +194,7 @@ impl<I: Input> MeshSession<I> {
     /// asked for ours (see [`MeshConfig::resync`](super::MeshConfig::resync)),
     /// at once.
     pub fn provide_snapshot(&mut self, tick: Tick, bytes: Vec<u8>) -> Result<(), SnapshotError> {
-        self.stirred = true;
+        self.stir();
         let Some((asked, _)) = self.donor.asked else {
             return Ok(());
         };
@@ -229,7 +229,7 @@ impl<I: Input> MeshSession<I> {
     /// [`provide_snapshot`](Self::provide_snapshot). Frames wait until it is
     /// taken.
     pub fn take_snapshot(&mut self) -> Option<Snapshot> {
-        self.stirred = true;
+        self.stir();
         if self.local_seat.is_some() {
             return self.take_resync();
         }

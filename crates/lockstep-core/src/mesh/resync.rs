@@ -251,7 +251,7 @@ impl<I: Input> MeshSession<I> {
         match (r.taken, r.announced) {
             (Some(at), _) if now >= at + self.config.interrupt_after => {
                 self.resync = None;
-                self.stirred = true;
+                self.stir();
             }
             (Some(_), _) => {}
             // A game that never takes the state it was told of holds every
@@ -260,7 +260,7 @@ impl<I: Input> MeshSession<I> {
             (None, Some(at)) if now >= at + self.config.interrupt_after * DONOR_TIME => {
                 self.resync = None;
                 // The next timeout may start another.
-                self.stirred = true;
+                self.stir();
             }
             (None, Some(_)) => {}
             (None, None) if self.resync_timeout().is_some_and(|t| now >= t) => self.next_donor(),
@@ -292,7 +292,7 @@ impl<I: Input> MeshSession<I> {
         let Some(donor) = donor else {
             self.resync = None;
             // The next timeout may start another.
-            self.stirred = true;
+            self.stir();
             return;
         };
         let id = self.next_resync_id;

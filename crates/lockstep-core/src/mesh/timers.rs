@@ -36,10 +36,18 @@ impl<I: Input> MeshSession<I> {
         // Only time has passed since the last call that did work, and no
         // timer has come: every step below would find what it found then.
         // (A game loop calls this far more often than anything happens.)
-        if !self.stirred && self.poll_timeout().is_none_or(|t| t > now) {
+        if self.quiet_until.is_some_and(|q| now < q) {
+            // Every timer's instant follows from state alone, so none can
+            // have come sooner than the last call saw.
+            debug_assert!(
+                self.poll_timeout().is_none_or(|t| t > now),
+                "a timer came sooner than foreseen"
+            );
             return;
         }
-        self.stirred = false;
+        // Worked out at the end, unless a step below leaves work for the
+        // next call (and clears it).
+        self.quiet_until = Some(Instant::ZERO);
         self.note_waiting();
         let mut silent_seats = Vec::new();
         for i in 0..self.peers.len() {
@@ -73,6 +81,16 @@ impl<I: Input> MeshSession<I> {
         self.flush_chunks();
         self.drop_passed_snapshot();
         self.note_arrivals();
+        if self.quiet_until.is_some() {
+            let next = self.poll_timeout();
+            self.quiet_until = Some(next.unwrap_or(Instant::from_micros(u64::MAX)));
+        }
+    }
+
+    /// Something besides time passing may have changed the session: the
+    /// next [`handle_timeout`](Self::handle_timeout) does its work.
+    pub(super) fn stir(&mut self) {
+        self.quiet_until = None;
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) next needs calling.
