@@ -211,6 +211,10 @@ pub struct MeshSession<I: Input> {
     seat_inputs: Vec<Recent<I>>,
     cursor: usize,
     scratch: Vec<u8>,
+    /// A run's inputs as decoded, kept to reuse its storage.
+    run_inputs: Vec<I>,
+    /// What coding inputs for a datagram works in, kept likewise.
+    packing: packet::Packing<I>,
     /// Whom our next tick awaits, as of the last timeout (kept to reuse its
     /// storage).
     missing: Vec<PlayerId>,
@@ -333,6 +337,8 @@ impl<I: Input> MeshSession<I> {
             seat_inputs: vec![Recent::default(); width],
             cursor: 0,
             scratch: Vec::new(),
+            run_inputs: Vec::new(),
+            packing: packet::Packing::default(),
             missing: Vec::new(),
             decoder: wire::Decoder::default(),
             quiet_until: None,

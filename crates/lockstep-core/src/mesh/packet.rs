@@ -18,9 +18,39 @@ const RUN_HEADER: usize = 12;
 /// Bytes an `Inputs` message may take besides its runs and acks.
 const INPUTS_HEADER: usize = 3;
 
-/// A run being coded: its seat, first tick, reference (`back`, check) and
-/// chain.
-type CodedRun<I> = (PlayerId, Tick, (u32, u8), ChainWriter<I>);
+/// A run coded for an `Inputs` message, its chain in [`Packing::bytes`].
+#[derive(Debug, Clone)]
+struct CodedRun {
+    seat: PlayerId,
+    start: Tick,
+    count: u32,
+    back: u32,
+    check: u8,
+    bytes: core::ops::Range<usize>,
+}
+
+/// What coding an `Inputs` message works in, kept from one datagram to the
+/// next so that none allocates.
+#[derive(Debug)]
+pub(super) struct Packing<I> {
+    acks: Vec<(PlayerId, Tick)>,
+    wanted: Vec<(PlayerId, Tick, Tick)>,
+    chain: ChainWriter<I>,
+    runs: Vec<CodedRun>,
+    bytes: Vec<u8>,
+}
+
+impl<I: Input> Default for Packing<I> {
+    fn default() -> Self {
+        Self {
+            acks: Vec::new(),
+            wanted: Vec::new(),
+            chain: ChainWriter::new(),
+            runs: Vec::new(),
+            bytes: Vec::new(),
+        }
+    }
+}
 impl<I: Input> MeshSession<I> {
     /// Writes the datagram for peer `i` into `buf`; returns whether another
     /// should follow at once (snapshot chunks are due that did not fit).
@@ -161,28 +191,41 @@ impl<I: Input> MeshSession<I> {
     /// message sized to what is left of the datagram; our own run coded
     /// against the input the peer acknowledged last (see
     /// [`link::reference`]). Returns whether our own inputs went.
-    fn put_inputs(&self, w: &mut DatagramWriter<'_>, i: usize, targets: &[PlayerId]) -> bool {
+    fn put_inputs(&mut self, w: &mut DatagramWriter<'_>, i: usize, targets: &[PlayerId]) -> bool {
+        let mut sc = core::mem::take(&mut self.packing);
+        let sent_own = self.pack_inputs(w, i, targets, &mut sc);
+        self.packing = sc;
+        sent_own
+    }
+
+    fn pack_inputs(
+        &self,
+        w: &mut DatagramWriter<'_>,
+        i: usize,
+        targets: &[PlayerId],
+        sc: &mut Packing<I>,
+    ) -> bool {
         let p = &self.peers[i];
-        let mut acks = Vec::new();
+        sc.acks.clear();
         // A player is told how far we hold its own input: forwarded copies
         // of it are not what it sent us.
         if let Some(s) = p.seat {
-            acks.push((s, self.held_own(s)));
+            sc.acks.push((s, self.held_own(s)));
         }
         for &c in targets {
             if Some(c) != p.seat {
-                acks.push((c, self.contiguous(c)));
+                sc.acks.push((c, self.contiguous(c)));
             }
         }
         let resume_from =
             |seat: PlayerId| p.acks[seat.index()].unwrap_or(p.next_tick).max(p.next_tick);
-        let mut wanted_runs: Vec<(PlayerId, Tick, Tick)> = Vec::new();
+        sc.wanted.clear();
         if let Some(me) = self.local_seat {
-            wanted_runs.push((me, resume_from(me), self.next_commit));
+            sc.wanted.push((me, resume_from(me), self.next_commit));
         }
         for &c in targets {
             if Some(c) != p.seat {
-                wanted_runs.push((c, resume_from(c), self.contiguous(c)));
+                sc.wanted.push((c, resume_from(c), self.contiguous(c)));
             }
         }
         // Primed ticks are known to everyone: never worth sending.
@@ -193,7 +236,7 @@ impl<I: Input> MeshSession<I> {
         // The delay a seat wants goes with its input: every change within a
         // run is sent with it (a run ends short of a change that did not
         // fit), so whoever holds an input holds its want.
-        for run in &mut wanted_runs {
+        for run in &mut sc.wanted {
             run.1 = run.1.max(floor);
             let (changes, end) = self.delays.for_run(run.0.index(), run.1, run.2);
             run.2 = end;
@@ -207,9 +250,13 @@ impl<I: Input> MeshSession<I> {
                 }
             }
         }
-        let mut left = w.remaining().saturating_sub(INPUTS_HEADER + acks.len() * 8);
-        let mut chains: Vec<CodedRun<I>> = Vec::new();
-        for (seat, from, end) in wanted_runs {
+        let mut left = w
+            .remaining()
+            .saturating_sub(INPUTS_HEADER + sc.acks.len() * 8);
+        sc.runs.clear();
+        sc.bytes.clear();
+        for k in 0..sc.wanted.len() {
+            let (seat, from, end) = sc.wanted[k];
             if from >= end || left <= RUN_HEADER {
                 continue;
             }
@@ -219,9 +266,8 @@ impl<I: Input> MeshSession<I> {
             } else {
                 link::Reference::none()
             };
-            let mut chain: ChainWriter<I> = r
-                .input
-                .map_or_else(ChainWriter::new, |a| ChainWriter::after(a.clone()));
+            let chain = &mut sc.chain;
+            chain.restart(r.input.cloned().unwrap_or_default());
             let mut t = from;
             while t < end && chain.count() < wire::MAX_RUN {
                 // Forwarded input is passed on as held: the endorsements'
@@ -237,38 +283,44 @@ impl<I: Input> MeshSession<I> {
             }
             if !chain.is_empty() {
                 left = left.saturating_sub(RUN_HEADER + chain.len());
-                chains.push((seat, from, (r.back, r.check), chain));
+                let at = sc.bytes.len();
+                chain.write(&mut sc.bytes);
+                sc.runs.push(CodedRun {
+                    seat,
+                    start: from,
+                    count: chain.count() as u32,
+                    back: r.back,
+                    check: r.check,
+                    bytes: at..sc.bytes.len(),
+                });
             }
         }
-        let bytes: Vec<Vec<u8>> = chains
-            .iter()
-            .map(|(_, _, _, c)| {
-                let mut v = Vec::with_capacity(c.len());
-                c.write(&mut v);
-                v
-            })
-            .collect();
-        let own = chains.iter().any(|(s, ..)| Some(*s) == self.local_seat);
-        let runs: Vec<InputRun<'_>> = chains
-            .iter()
-            .zip(&bytes)
-            .map(|((seat, start, (back, check), c), b)| InputRun {
-                seat: *seat,
-                start: *start,
-                count: c.count() as u32,
-                back: *back,
-                check: *check,
-                chain: b,
-            })
-            .collect();
-        if acks.is_empty() && bytes.is_empty() {
+        if sc.acks.is_empty() && sc.runs.is_empty() {
             return false;
         }
-        let m = Message::Inputs(Inputs {
-            acks: (&acks).into(),
-            runs: (&runs).into(),
-        });
-        w.push(&m).is_ok() && own
+        let own = sc.runs.iter().any(|c| Some(c.seat) == self.local_seat);
+        let run = |c: &CodedRun| InputRun {
+            seat: c.seat,
+            start: c.start,
+            count: c.count,
+            back: c.back,
+            check: c.check,
+            chain: sc.bytes.get(c.bytes.clone()).unwrap_or_default(),
+        };
+        // One run (our own) is the usual datagram: no list to build.
+        let pushed = if let [one] = sc.runs.as_slice() {
+            w.push(&Message::Inputs(Inputs {
+                acks: (&sc.acks).into(),
+                runs: (&[run(one)]).into(),
+            }))
+        } else {
+            let runs: Vec<InputRun<'_>> = sc.runs.iter().map(run).collect();
+            w.push(&Message::Inputs(Inputs {
+                acks: (&sc.acks).into(),
+                runs: (&runs).into(),
+            }))
+        };
+        pushed.is_ok() && own
     }
 
     /// Confirmed frames from `from` on, as many as fit: only frames every

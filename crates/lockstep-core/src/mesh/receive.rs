@@ -182,15 +182,28 @@ impl<I: Input> MeshSession<I> {
                         else {
                             continue;
                         };
-                        for (k, input) in run.decode::<I>(reference)?.into_iter().enumerate() {
-                            self.scratch.clear();
-                            input.encode(&mut self.scratch);
-                            if self.scratch.len() > self.config.max_input_len {
-                                return Err(DatagramError::Violation("input over the size limit"));
+                        let mut decoded = core::mem::take(&mut self.run_inputs);
+                        decoded.clear();
+                        run.decode_into(reference, &mut decoded, &mut self.scratch)?;
+                        for (k, input) in decoded.iter().enumerate() {
+                            // An input the same as the one before it is
+                            // the same size.
+                            if k == 0 || decoded[k - 1] != *input {
+                                self.scratch.clear();
+                                input.encode(&mut self.scratch);
+                                if self.scratch.len() > self.config.max_input_len {
+                                    return Err(DatagramError::Violation(
+                                        "input over the size limit",
+                                    ));
+                                }
                             }
-                            r.inputs
-                                .push((run.seat, run.start.saturating_add(k as u32), input));
+                            r.inputs.push((
+                                run.seat,
+                                run.start.saturating_add(k as u32),
+                                input.clone(),
+                            ));
                         }
+                        self.run_inputs = decoded;
                     }
                 }
                 Message::Frames(f) => {

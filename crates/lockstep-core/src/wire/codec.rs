@@ -93,6 +93,11 @@ impl<'a> Reader<'a> {
         self.remaining() == 0
     }
 
+    /// The next byte, left unread.
+    pub(crate) fn peek_u8(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
     #[inline]
     pub(crate) fn u8(&mut self) -> Result<u8, WireError> {
         let b = *self.bytes.get(self.pos).ok_or(WireError::Truncated)?;

@@ -3,7 +3,7 @@
 //! ([`DatagramWriter`]).
 
 use super::codec::{Reader, expand_tick};
-use super::message::{HEADER_LEN, MAX_MESSAGES, Message, read_message};
+use super::message::{HEADER_LEN, MAX_MESSAGES, Message, message_type as ty, read_message};
 use super::{MAGIC, MAX_DATAGRAM_LEN, VERSION, WireError};
 use crate::Tick;
 
@@ -169,6 +169,13 @@ pub fn peek_anchor(bytes: &[u8]) -> Option<Tick> {
     }
     let mut r = Reader::new(bytes.get(HEADER_LEN..)?);
     while !r.is_empty() {
+        // Any other first message says no, unread (most datagrams).
+        if !matches!(
+            r.peek_u8(),
+            Some(ty::HELLO | ty::WELCOME | ty::BYE | ty::PADDING)
+        ) {
+            return None;
+        }
         // A message of the opening sort carries no tick read against the
         // header's, so any base will do.
         match read_message(&mut r, Tick::ZERO).ok()? {
