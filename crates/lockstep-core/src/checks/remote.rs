@@ -348,13 +348,13 @@ impl RemoteChecks {
         self.owed.is_some() || self.question_due().is_some_and(|d| d <= now)
     }
 
-    /// When the search next asks or gives up.
     /// When [`has_news`](Self::has_news) turns true by time passing alone,
     /// if it may (a question due is a timer of its own).
     pub(crate) fn news_at(&self, local: &LocalChecks) -> Option<Instant> {
         self.delivery.news_at(&local.kept, local.resend)
     }
 
+    /// When the search next asks or gives up.
     pub(crate) fn question_due(&self) -> Option<Instant> {
         self.bisect.as_ref().map(Bisect::due)
     }

@@ -188,21 +188,21 @@ impl<I: Input> MeshSession<I> {
                         for (k, input) in decoded.iter().enumerate() {
                             // An input the same as the one before it is
                             // the same size.
-                            if k == 0 || decoded[k - 1] != *input {
-                                self.scratch.clear();
-                                input.encode(&mut self.scratch);
-                                if self.scratch.len() > self.config.max_input_len {
-                                    return Err(DatagramError::Violation(
-                                        "input over the size limit",
-                                    ));
-                                }
+                            if k > 0 && decoded[k - 1] == *input {
+                                continue;
                             }
-                            r.inputs.push((
-                                run.seat,
-                                run.start.saturating_add(k as u32),
-                                input.clone(),
-                            ));
+                            self.scratch.clear();
+                            input.encode(&mut self.scratch);
+                            if self.scratch.len() > self.config.max_input_len {
+                                return Err(DatagramError::Violation("input over the size limit"));
+                            }
                         }
+                        let ticks = (0..).map(|k| run.start.saturating_add(k));
+                        r.inputs.extend(
+                            ticks
+                                .zip(decoded.drain(..))
+                                .map(|(tick, input)| (run.seat, tick, input)),
+                        );
                         self.run_inputs = decoded;
                     }
                 }

@@ -174,12 +174,20 @@ impl<I: Input> MeshSession<I> {
 
     pub(super) fn send_due(&self, i: usize) -> Instant {
         let p = &self.peers[i];
-        let interval = if p.link.sent_any() && self.has_news(p) {
-            self.config.resend_interval
-        } else {
-            self.config.keepalive_interval
-        };
-        p.link.send_due(self.started, interval)
+        let resend = p.link.send_due(self.started, self.config.resend_interval);
+        let keepalive = p
+            .link
+            .send_due(self.started, self.config.keepalive_interval);
+        if !p.link.sent_any() {
+            return keepalive;
+        }
+        if self.has_news(p) {
+            return resend;
+        }
+        // Time alone makes a full checkpoint it has not acknowledged news.
+        p.checks
+            .news_at(&self.checks)
+            .map_or(keepalive, |at| keepalive.min(at.max(resend)))
     }
 
     /// Whether `p` may lack something only we can tell it.
@@ -230,12 +238,6 @@ impl<I: Input> TimerTable for MeshSession<I> {
         for i in 0..self.peers.len() {
             let p = &self.peers[i];
             timer(Timer::Send(p.id), self.send_due(i));
-            // Once a full checkpoint it has not acknowledged is due again,
-            // it has news, sent at the resend interval.
-            if let (Some(at), Some(_)) = (p.checks.news_at(&self.checks), p.link.last_sent()) {
-                let resend = p.link.send_due(self.started, self.config.resend_interval);
-                timer(Timer::Send(p.id), at.max(resend));
-            }
             let heard = p.link.heard_or_since();
             if let Some(t) = p.link.interrupt_due(self.config.interrupt_after, true) {
                 timer(Timer::Interrupt(p.id), t);
