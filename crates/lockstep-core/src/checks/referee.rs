@@ -359,6 +359,14 @@ impl Relayed {
             || (verdicts && self.delivery.has_news(&referee.kept, now, referee.resend))
     }
 
+    /// When [`has_news`](Self::has_news) turns true by time passing alone,
+    /// if it may: a full verdict it has not acknowledged goes again.
+    pub(crate) fn news_at(&self, referee: &Referee, verdicts: bool) -> Option<Instant> {
+        verdicts
+            .then(|| self.delivery.news_at(&referee.kept, referee.resend))
+            .flatten()
+    }
+
     /// Writes the verdicts it has not had and what is passed on to it;
     /// `verdicts: false` for a client that cannot use them yet.
     pub(crate) fn write(

@@ -313,7 +313,7 @@ impl StarHarness {
 
     /// Every tick period: `hook` for every node, then `each` for every
     /// plain client with its record.
-    fn drive(
+    pub fn drive(
         &mut self,
         until: Instant,
         mut hook: impl FnMut(PeerId, &mut Node, Instant),

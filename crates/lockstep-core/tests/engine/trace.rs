@@ -560,8 +560,8 @@ fn hosted() -> u64 {
 const EXPECTED: [(&str, u64); 4] = [
     ("mesh", 0x52c2102e3eedf4a7),
     ("room_wait_for_all", 0x66e4b5757b51db32),
-    ("room_deadline", 0xd4885135b72de96d),
-    ("hosted", 0xfc8ccfe820dea14f),
+    ("room_deadline", 0x5adcb55313b63dd3),
+    ("hosted", 0x319dee457f3302c6),
 ];
 
 #[test]

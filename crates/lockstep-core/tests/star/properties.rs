@@ -192,3 +192,77 @@ proptest! {
         h.assert_streams_agree(&sc.client_ids());
     }
 }
+
+/// What a room did, as far as the network and the game can tell: every
+/// client's datagrams and bytes each way, frames run and the stream it ran,
+/// and the sequencer's datagrams.
+fn what_happened(sc: &StarScenario, wake: Duration) -> Vec<String> {
+    let mut h = sc.build();
+    let tick = h.period;
+    h.period = wake;
+    let at = std::cell::Cell::new(Instant::ZERO);
+    let outcome = h.drive(
+        secs(20),
+        |_, _, now| at.set(now),
+        |_, c, rec| {
+            if (at.get() - Instant::ZERO).as_micros() % tick.as_micros() == 0 {
+                common::star::play(c, rec);
+            }
+        },
+        |_| false,
+    );
+    assert_eq!(outcome, Outcome::TimedOut);
+    let mut out: Vec<String> = sc
+        .client_ids()
+        .iter()
+        .map(|id| {
+            let st = h.client(*id).stats();
+            format!(
+                "{id}: sent {} / {} B, received {} / {} B, {} frames, chain {:?}",
+                st.datagrams_sent,
+                st.bytes_sent,
+                st.datagrams_received,
+                st.bytes_received,
+                st.frames,
+                h.records[id].chain.last(),
+            )
+        })
+        .collect();
+    let st = h.server().stats();
+    out.push(format!("{st:?}"));
+    out
+}
+
+proptest! {
+    #![proptest_config(cases(12))]
+
+    /// `poll_timeout` tells the whole truth, on the sequencer and its
+    /// clients alike: a loop that sleeps until it (and wakes for the game's
+    /// ticks) sends the same datagrams at the same instants as one that
+    /// calls `handle_timeout` every millisecond besides. A timer it leaves
+    /// out shows as a datagram the busy loop sends sooner, and from there
+    /// the two runs part.
+    #[test]
+    fn sleeping_until_poll_timeout_is_polling_every_millisecond(
+        players in 1usize..=4,
+        spectators in 0usize..=1,
+        deadline in any::<bool>(),
+        link in link(100, 30),
+        seed in any::<u64>(),
+    ) {
+        let mut sc = StarScenario::new(players, seed);
+        sc.spectators = spectators;
+        // A period of whole milliseconds, so both loops run the game at
+        // the same instants.
+        sc.server.tick_rate = 25;
+        sc.server.policy = if deadline {
+            Policy::Deadline { missing: MissingInput::RepeatLast }
+        } else {
+            Policy::WaitForAll { abandon_after: Duration::from_secs(600) }
+        };
+        sc.link = link;
+        let slept = what_happened(&sc, sc.period());
+        let polled = what_happened(&sc, Duration::from_millis(1));
+        prop_assert_eq!(slept, polled, "seed {}", seed);
+    }
+}

@@ -58,22 +58,33 @@ impl<I: Input> ClientSession<I> {
     }
 
     pub(super) fn send_due(&self) -> Instant {
-        let interval = if self.leaving.is_some() || self.moving && !self.connected() {
-            self.config.resend_interval
-        } else if !self.connected() {
-            self.config.hello_interval
-        } else if !self.unacked.is_empty()
+        let resend = || {
+            self.link
+                .send_due(self.started, self.config.resend_interval)
+        };
+        if self.leaving.is_some() || self.moving && !self.connected() {
+            return resend();
+        }
+        if !self.connected() {
+            return self.link.send_due(self.started, self.config.hello_interval);
+        }
+        if !self.unacked.is_empty()
             || self.server_checks.has_news(&self.checks, self.now)
             || self.pause_requested.is_some()
             || self.joining.is_some()
             || self.donation.is_some()
             || self.has_hole()
         {
-            self.config.resend_interval
-        } else {
-            self.config.keepalive_interval
-        };
-        self.link.send_due(self.started, interval)
+            return resend();
+        }
+        let keepalive = self
+            .link
+            .send_due(self.started, self.config.keepalive_interval);
+        // Time alone makes a full checkpoint the server has not
+        // acknowledged news.
+        self.server_checks
+            .news_at(&self.checks)
+            .map_or(keepalive, |at| keepalive.min(at.max(resend())))
     }
 
     /// The Hello, until the server answers it.

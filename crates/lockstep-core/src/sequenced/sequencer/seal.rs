@@ -155,12 +155,7 @@ impl<I: Input> Sequencer<I> {
         if self.solo != solo {
             self.switch_solo(solo);
         }
-        // Never faster than the tick rate allows, give or take
-        // the lead a client may have.
-        let in_pace = self.solo_pace.is_none_or(|(t0, k0)| {
-            let due = (self.now - t0).as_micros() * u128::from(self.config.tick_rate) / 1_000_000;
-            u128::from(self.open.since(k0)) < due + u128::from(self.delay + self.config.max_lead)
-        });
+        let in_pace = self.solo_in_pace_from().is_none_or(|at| at <= self.now);
         let ready = in_pace
             && solo
                 .and_then(|p| self.seats[p.index()].as_ref())
@@ -256,6 +251,35 @@ impl<I: Input> Sequencer<I> {
             return Due::Stop;
         }
         Due::Seal
+    }
+
+    /// When a player alone may have the open tick sealed, if not at any
+    /// time: never faster than the tick rate allows, give or take the lead
+    /// a client may have.
+    fn solo_in_pace_from(&self) -> Option<Instant> {
+        let (t0, k0) = self.solo_pace?;
+        let lead = u64::from(self.delay) + u64::from(self.config.max_lead);
+        // The open tick is in pace once this many whole periods passed.
+        let periods = (u64::from(self.open.since(k0)) + 1)
+            .checked_sub(lead)
+            .filter(|&p| p > 0)?;
+        let micros = periods
+            .saturating_mul(1_000_000)
+            .div_ceil(u64::from(self.config.tick_rate.max(1)));
+        Some(t0 + Duration::from_micros(micros))
+    }
+
+    /// When a player alone, its input for the open tick in, has it sealed
+    /// by time passing alone (see [`solo_in_pace_from`](Self::solo_in_pace_from)).
+    pub(super) fn solo_seal_at(&self) -> Option<Instant> {
+        if !matches!(self.config.policy, Policy::Deadline { .. }) || self.paused() {
+            return None;
+        }
+        let seat = self.solo_seat()?;
+        let pending = self.seats[seat.index()]
+            .as_ref()
+            .is_some_and(|s| s.pending.contains_key(&self.open));
+        pending.then(|| self.solo_in_pace_from()).flatten()
     }
 
     /// The one seat that plays, when only one does (`Deadline`'s

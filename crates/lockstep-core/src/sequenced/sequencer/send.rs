@@ -17,22 +17,32 @@ pub(super) fn truncate(text: &str) -> &str {
 impl<I: Input> Sequencer<I> {
     pub(super) fn send_due(&self, i: usize) -> Instant {
         let c = &self.conns[i];
-        let interval = if !c.link.sent_any() {
-            self.config.keepalive_interval
+        let resend = || c.link.send_due(self.started, self.config.resend_interval);
+        let mut due = if !c.link.sent_any() {
+            c.link
+                .send_due(self.started, self.config.keepalive_interval)
         } else if self.has_news(c) {
-            self.config.resend_interval
-        } else if c.ack_pending || !self.waits.named().is_empty() {
-            // An acknowledgement, or whom the room waits on (sent at once
-            // when it changes), rides on the next frames if they come
-            // within three ticks, or within a bundle on a link that
-            // bundles them.
-            self.config
-                .resend_interval
-                .max(self.period() * 3.max(c.link.bundle()))
+            resend()
         } else {
-            self.config.keepalive_interval
+            let interval = if c.ack_pending || !self.waits.named().is_empty() {
+                // An acknowledgement, or whom the room waits on (sent at
+                // once when it changes), rides on the next frames if they
+                // come within three ticks, or within a bundle on a link
+                // that bundles them.
+                self.config
+                    .resend_interval
+                    .max(self.period() * 3.max(c.link.bundle()))
+            } else {
+                self.config.keepalive_interval
+            };
+            c.link.send_due(self.started, interval)
         };
-        let due = c.link.send_due(self.started, interval);
+        // Time alone makes a full verdict it has not acknowledged news.
+        if c.link.sent_any()
+            && let Some(at) = c.checks.news_at(&self.referee, Self::verdicts_for(c))
+        {
+            due = due.min(at.max(resend()));
+        }
         match self.frames_due(i) {
             Some(t) => due.min(t),
             None => due,
@@ -90,11 +100,16 @@ impl<I: Input> Sequencer<I> {
             // (see `frames_due`).
             || c.next < self.open && Self::frames_wait_for_snapshot(c)
             || self.paused()
-            || c.checks.has_news(
-                &self.referee,
-                !Self::before_snapshot(c) || c.resync.is_some(),
-                self.now,
-            )
+            || c.checks
+                .has_news(&self.referee, Self::verdicts_for(c), self.now)
+    }
+
+    /// Whether `c` is sent verdicts: references are of no use to a joiner
+    /// before its snapshot (and a joiner that never acknowledges them would
+    /// get them all, again and again), but a client being resynced still
+    /// hears the verdict that found it.
+    fn verdicts_for(c: &Conn) -> bool {
+        !Self::before_snapshot(c) || c.resync.is_some()
     }
 
     /// Whether `c`'s frames wait on a snapshot (it is joining, or being
@@ -231,18 +246,13 @@ impl<I: Input> Sequencer<I> {
     fn put_checks(&mut self, i: usize, w: &mut DatagramWriter<'_>) {
         let now = self.now;
         let c = &self.conns[i];
-        // References are of no use to a joiner before its snapshot (and a
-        // joiner that never acknowledges them would get them all, again
-        // and again).
-        let before_snapshot = Self::before_snapshot(c);
         // Until its first chunk shows it took the news.
         if let Some((id, verdict)) = c.resync
             && matches!(c.join, Some(Join::Waiting | Join::Receiving(_)))
         {
             w.put(Message::Resync { id, verdict });
         }
-        // A client being resynced still hears the verdict that found it.
-        let verdicts = !before_snapshot || c.resync.is_some();
+        let verdicts = Self::verdicts_for(c);
         let mut checks = core::mem::take(&mut self.conns[i].checks);
         checks.write(&self.referee, w, verdicts, now);
         self.conns[i].checks = checks;

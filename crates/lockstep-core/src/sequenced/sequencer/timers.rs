@@ -115,6 +115,9 @@ impl<I: Input> TimerTable for Sequencer<I> {
         if let Some(t) = self.next_seal_at() {
             timer(Timer::Seal, t);
         }
+        if let Some(t) = self.solo_seal_at() {
+            timer(Timer::Seal, t);
+        }
         if let Some(at) = self.paused_at {
             timer(Timer::PauseEnds, at + self.config.max_pause);
         }
