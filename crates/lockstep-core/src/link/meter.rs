@@ -42,6 +42,10 @@ pub(crate) struct LinkMeter {
     /// Our datagrams lost and sent, over the last half minute or so (each
     /// pong's counts added, the sums decayed by `SLOW_DECAY`).
     slow_up: Option<(f64, f64)>,
+    /// Our datagrams the last pong counted as not come, less those it
+    /// counted as come that the one before had taken as lost (negative
+    /// when more of those came): summed over pongs, what was really lost.
+    net_lost_up: i64,
 }
 
 /// What the sums of the slow loss figure keep at each pong: with a pong a
@@ -154,7 +158,9 @@ impl LinkMeter {
         };
         let (went, came) = (now[0].wrapping_sub(last[0]), now[1].wrapping_sub(last[1]));
         let up = judge(went, came, &mut self.loss_up);
+        self.net_lost_up = 0;
         if up.is_some() {
+            self.net_lost_up = i64::from(went) - i64::from(came.min(went.saturating_mul(2)));
             // Unclamped: what one interval counts as lost (still on the
             // way when the pong left) the next counts as come.
             let (l, w) = self.slow_up.unwrap_or((0.0, 0.0));
@@ -179,6 +185,13 @@ impl LinkMeter {
 }
 
 impl LinkMeter {
+    /// What the last pong showed of our datagrams lost on the way, net of
+    /// those the pong before counted lost that were only late (see
+    /// `net_lost_up`): summed over pongs, the loss.
+    pub(crate) fn net_lost_up(&self) -> i64 {
+        self.net_lost_up
+    }
+
     /// The share of our datagrams lost on the way over the last half
     /// minute or so: steadier than [`Traffic::loss_up`], for choosing how
     /// hard to repeat what goes.

@@ -124,7 +124,7 @@ impl Link {
             && before != Some(n)
             && let Some(p) = self.pace.as_mut()
         {
-            p.sample(now, sample);
+            p.sample(now, sample, self.meter.net_lost_up());
         }
         lost
     }

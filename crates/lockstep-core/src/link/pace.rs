@@ -6,10 +6,15 @@
 //! The queue is read from the round trip's trend: the least of the two
 //! latest samples, against the least of the last half minute or so (the
 //! link with nothing queued). Jitter moves single samples; only a queue
-//! that stands raises the lesser of two. When that standing queue passes
-//! [`Pace::limit`] and is not draining (it fell by less than half the limit
-//! since the last step up), the bundle grows by a tick for each limit's
-//! worth of queue (at most once per [`HOLD`], so the change can show); once the queue has stayed
+//! that stands raises the lesser of two. A queue is the link's answer to
+//! what it is sent only while it builds (it grew at each of the last three
+//! samples) or loses datagrams: a round trip that rose in one step and
+//! stays there, losing nothing, is a longer route, and once it has stood
+//! for [`HOLD`] on a link sending a datagram a tick, the floor moves up to
+//! it. When the link's queue passes [`Pace::limit`] and is not draining (it
+//! fell by less than half the limit since the last step up), the bundle
+//! grows by a tick for each limit's worth of queue (at most once per
+//! [`HOLD`], so the change can show); once the queue has stayed
 //! under half the limit for the calm period, it shrinks by a tick. A step
 //! down that the link cannot carry (the queue comes back within [`PROBE`])
 //! doubles the calm period before the next, so a link at its limit is not
@@ -39,6 +44,10 @@ const MAX_CALM: Duration = Duration::from_secs(160);
 const FIRST_SAMPLES: u8 = 8;
 /// A queue this soon after a step down shows the step was one too far.
 const PROBE: Duration = Duration::from_secs(10);
+/// Datagrams lost on the way out, while the queue stands past the limit,
+/// that show it is the link's queue overflowing rather than a longer
+/// route.
+const OVERFLOW_LOSSES: i64 = 3;
 
 /// The pace of one link's frames (see the [module](self)).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +70,11 @@ pub(crate) struct Pace {
     calm: Duration,
     /// Samples taken, up to [`FIRST_SAMPLES`].
     samples: u8,
+    /// The standing queue at the last three samples before this one.
+    queues: [Duration; 3],
+    /// Since when the queue has stood past the limit, and the datagrams
+    /// lost on the way out since.
+    over: Option<(Instant, i64)>,
 }
 
 impl Pace {
@@ -77,6 +91,8 @@ impl Pace {
             calm_since: None,
             calm: CALM,
             samples: 0,
+            queues: [Duration::ZERO; 3],
+            over: None,
         }
     }
 
@@ -119,8 +135,11 @@ impl Pace {
             || latest.is_some_and(|(r, f)| r.saturating_sub(f) * 2 > self.limit())
     }
 
-    /// A round trip of `rtt` was measured at `now`.
-    pub(crate) fn sample(&mut self, now: Instant, rtt: Duration) {
+    /// A round trip of `rtt` was measured at `now`, and `lost` datagrams
+    /// on the way out since the one before, net of those the one before
+    /// took as lost that were only late (negative when more of those
+    /// came).
+    pub(crate) fn sample(&mut self, now: Instant, rtt: Duration, lost: i64) {
         if self
             .bucket_since
             .is_none_or(|since| now.saturating_duration_since(since) >= FLOOR_BUCKET)
@@ -135,8 +154,34 @@ impl Pace {
             return;
         };
         let limit = self.limit();
+        let [q1, q2, q3] = self.queues;
+        self.queues = [queue, q1, q2];
+        // Three rises in a row: a round trip that changed while a ping was
+        // out shows one sample between the old and the new (two rises of
+        // the lesser of two).
+        let rise = limit / 8;
+        let building = queue > q1 + rise && q1 > q2 + rise && q2 > q3 + rise;
         if queue > limit {
             self.calm_since = None;
+            let over = self.over.get_or_insert((now, 0));
+            let before = over.1;
+            over.1 = over.1.saturating_add(lost);
+            let since = over.0;
+            // Counted twice: what one pong takes as lost, the next may
+            // count as come.
+            let overflowing = before.min(over.1) >= OVERFLOW_LOSSES;
+            if !building && !overflowing {
+                // A longer route, once it has stood a while on a link we
+                // do not hold back: the floor moves up to it.
+                if self.bundle == 1 && now.saturating_duration_since(since) >= HOLD {
+                    let level = self.floor().map_or(queue, |f| f + queue);
+                    self.floor = [Some(level), None];
+                    self.bucket_since = Some(now);
+                    self.queues = [Duration::ZERO; 3];
+                    self.over = None;
+                }
+                return;
+            }
             let held = self.grew.is_none_or(|(at, q)| {
                 now.saturating_duration_since(at) >= HOLD && queue + limit / 2 > q
             });
@@ -158,6 +203,7 @@ impl Pace {
                 self.grew = Some((now, queue));
             }
         } else if queue * 2 <= limit {
+            self.over = None;
             let since = *self.calm_since.get_or_insert(now);
             if self.bundle > 1 && now.saturating_duration_since(since) >= self.calm {
                 self.bundle -= 1;
@@ -175,6 +221,7 @@ impl Pace {
                 self.shrank = None;
             }
         } else {
+            self.over = None;
             self.calm_since = None;
         }
     }
@@ -195,7 +242,7 @@ mod tests {
     /// each from `rtt(second)`.
     fn feed(p: &mut Pace, from: u64, n: u64, rtt: impl Fn(u64) -> u64) {
         for s in from..from + n {
-            p.sample(at(s * 1_000), MS * rtt(s) as u32);
+            p.sample(at(s * 1_000), MS * rtt(s) as u32, 0);
         }
     }
 
@@ -234,17 +281,17 @@ mod tests {
     fn a_failed_step_down_doubles_the_wait_for_the_next() {
         let mut p = Pace::new(PERIOD);
         feed(&mut p, 0, 20, |_| 250);
-        feed(&mut p, 20, 4, |s| 250 + (s - 19) * 100);
+        feed(&mut p, 20, 4, |s| 250 + (s - 19) * 50);
         assert_eq!(p.bundle(), 2);
         feed(&mut p, 24, 12, |_| 250);
         assert_eq!(p.bundle(), 1, "stepped down after 10 s calm");
         // The queue comes straight back: bundled again, and the next step
         // down waits 20 s.
-        feed(&mut p, 36, 3, |s| 250 + (s - 35) * 100);
+        feed(&mut p, 36, 4, |s| 250 + (s - 35) * 50);
         assert_eq!(p.bundle(), 2);
-        feed(&mut p, 39, 15, |_| 250);
+        feed(&mut p, 40, 15, |_| 250);
         assert_eq!(p.bundle(), 2, "not yet");
-        feed(&mut p, 54, 8, |_| 250);
+        feed(&mut p, 55, 8, |_| 250);
         assert_eq!(p.bundle(), 1);
     }
 
@@ -252,9 +299,50 @@ mod tests {
     fn a_flood_takes_several_steps_at_once() {
         let mut p = Pace::new(PERIOD);
         feed(&mut p, 0, 20, |_| 250);
-        // Two samples 450 ms over the floor: three limits' worth.
-        feed(&mut p, 20, 2, |_| 700);
+        // The queue builds 450 ms a sample: ten limits' worth by the
+        // fourth.
+        feed(&mut p, 20, 4, |s| 700 + (s - 20) * 450);
         assert_eq!(p.bundle(), 4);
+    }
+
+    #[test]
+    fn a_longer_route_is_not_a_queue() {
+        let mut p = Pace::new(PERIOD);
+        feed(&mut p, 0, 20, |_| 40);
+        // The round trip rises from 40 to 200 ms in one step and stays
+        // (a ping out at the change comes back in between): nothing
+        // bundles, and the floor moves up to the new route.
+        feed(&mut p, 20, 1, |_| 120);
+        feed(&mut p, 21, 10, |_| 200);
+        assert_eq!(p.bundle(), 1);
+        assert_eq!(p.queue(), Some(Duration::ZERO));
+        // A queue that builds over the new route is still read as one.
+        feed(&mut p, 31, 4, |s| 200 + (s - 30) * 60);
+        assert_eq!(p.bundle(), 2);
+    }
+
+    #[test]
+    fn datagrams_only_late_at_a_route_change_are_not_an_overflow() {
+        let mut p = Pace::new(PERIOD);
+        feed(&mut p, 0, 20, |_| 40);
+        // The pong after the change counts what was on the longer way as
+        // lost; the next counts it as come.
+        for (s, lost) in (20..30).zip([0, 6, -6, 0, 0, 0, 0, 0, 0, 0]) {
+            p.sample(at(s * 1_000), MS * 200, lost);
+        }
+        assert_eq!(p.bundle(), 1);
+        assert_eq!(p.queue(), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn a_queue_that_overflows_bundles_even_standing_still() {
+        let mut p = Pace::new(PERIOD);
+        feed(&mut p, 0, 20, |_| 40);
+        // The same step, but the link drops what it is sent: a full queue.
+        for s in 20..24 {
+            p.sample(at(s * 1_000), MS * 200, 2);
+        }
+        assert_eq!(p.bundle(), 2);
     }
 
     #[test]
