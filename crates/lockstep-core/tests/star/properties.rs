@@ -205,7 +205,10 @@ fn what_happened(sc: &StarScenario, wake: Duration) -> Vec<String> {
         secs(20),
         |_, _, now| at.set(now),
         |_, c, rec| {
-            if (at.get() - Instant::ZERO).as_micros() % tick.as_micros() == 0 {
+            if (at.get() - Instant::ZERO)
+                .as_micros()
+                .is_multiple_of(tick.as_micros())
+            {
                 common::star::play(c, rec);
             }
         },
