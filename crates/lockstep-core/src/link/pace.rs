@@ -174,8 +174,9 @@ impl Pace {
                 // A longer route, once it has stood a while on a link we
                 // do not hold back: the floor moves up to it.
                 if self.bundle == 1 && now.saturating_duration_since(since) >= HOLD {
-                    let level = self.floor().map_or(queue, |f| f + queue);
-                    self.floor = [Some(level), None];
+                    // The lesser of the two latest samples: the queue's
+                    // level, taken as the link with nothing queued.
+                    self.floor = [self.recent.iter().flatten().min().copied(), None];
                     self.bucket_since = Some(now);
                     self.queues = [Duration::ZERO; 3];
                     self.over = None;
@@ -239,10 +240,18 @@ mod tests {
     }
 
     /// Feeds one sample a second from `from` (seconds) for `n` seconds,
-    /// each from `rtt(second)`.
+    /// each from `rtt(second)`, nothing lost.
     fn feed(p: &mut Pace, from: u64, n: u64, rtt: impl Fn(u64) -> u64) {
         for s in from..from + n {
             p.sample(at(s * 1_000), MS * rtt(s) as u32, 0);
+        }
+    }
+
+    /// Feeds one sample a second from `from` (seconds) of a round trip of
+    /// `rtt` ms, each with the next of `lost`.
+    fn feed_lost(p: &mut Pace, from: u64, rtt: u32, lost: &[i64]) {
+        for (s, &l) in (from..).zip(lost) {
+            p.sample(at(s * 1_000), MS * rtt, l);
         }
     }
 
@@ -327,9 +336,7 @@ mod tests {
         feed(&mut p, 0, 20, |_| 40);
         // The pong after the change counts what was on the longer way as
         // lost; the next counts it as come.
-        for (s, lost) in (20..30).zip([0, 6, -6, 0, 0, 0, 0, 0, 0, 0]) {
-            p.sample(at(s * 1_000), MS * 200, lost);
-        }
+        feed_lost(&mut p, 20, 200, &[0, 6, -6, 0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(p.bundle(), 1);
         assert_eq!(p.queue(), Some(Duration::ZERO));
     }
@@ -339,9 +346,7 @@ mod tests {
         let mut p = Pace::new(PERIOD);
         feed(&mut p, 0, 20, |_| 40);
         // The same step, but the link drops what it is sent: a full queue.
-        for s in 20..24 {
-            p.sample(at(s * 1_000), MS * 200, 2);
-        }
+        feed_lost(&mut p, 20, 200, &[2; 4]);
         assert_eq!(p.bundle(), 2);
     }
 

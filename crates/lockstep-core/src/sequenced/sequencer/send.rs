@@ -18,7 +18,7 @@ impl<I: Input> Sequencer<I> {
     pub(super) fn send_due(&self, i: usize) -> Instant {
         let c = &self.conns[i];
         let resend = || c.link.send_due(self.started, self.config.resend_interval);
-        let mut due = if !c.link.sent_any() {
+        let due = if !c.link.sent_any() {
             c.link
                 .send_due(self.started, self.config.keepalive_interval)
         } else if self.has_news(c) {
@@ -35,14 +35,12 @@ impl<I: Input> Sequencer<I> {
             } else {
                 self.config.keepalive_interval
             };
-            c.link.send_due(self.started, interval)
+            let quiet = c.link.send_due(self.started, interval);
+            // Time alone makes a full verdict it has not acknowledged news.
+            c.checks
+                .news_at(&self.referee, Self::verdicts_for(c))
+                .map_or(quiet, |at| quiet.min(at.max(resend())))
         };
-        // Time alone makes a full verdict it has not acknowledged news.
-        if c.link.sent_any()
-            && let Some(at) = c.checks.news_at(&self.referee, Self::verdicts_for(c))
-        {
-            due = due.min(at.max(resend()));
-        }
         match self.frames_due(i) {
             Some(t) => due.min(t),
             None => due,
