@@ -178,7 +178,7 @@ impl World {
                         events.push(ev);
                     }
                 }
-                Node::Client(c) | Node::Unacking(c) | Node::SlowAck(c, _) => {
+                Node::Client(c) | Node::Unacking(c) | Node::LyingPongs(c) | Node::SlowAck(c, _) => {
                     if let Some(app) = apps.get_mut(&id) {
                         app.play(c);
                     }

@@ -18,6 +18,9 @@ pub enum Node {
     Client(ClientSession<u16>),
     /// A client whose datagrams lose every snapshot acknowledgement.
     Unacking(ClientSession<u16>),
+    /// A player whose pongs claim it received none of the sequencer's
+    /// datagrams since the last (its own link's loss, forged).
+    LyingPongs(ClientSession<u16>),
     /// A joiner crawling through its snapshot (see [`SlowAck`]).
     SlowAck(ClientSession<u16>, SlowAck),
 }
@@ -98,14 +101,18 @@ impl SlowAck {
 impl Node {
     pub fn client(&self) -> Option<&ClientSession<u16>> {
         match self {
-            Self::Client(c) | Self::Unacking(c) | Self::SlowAck(c, _) => Some(c),
+            Self::Client(c) | Self::Unacking(c) | Self::LyingPongs(c) | Self::SlowAck(c, _) => {
+                Some(c)
+            }
             Self::Server(_) => None,
         }
     }
 
     pub fn client_mut(&mut self) -> Option<&mut ClientSession<u16>> {
         match self {
-            Self::Client(c) | Self::Unacking(c) | Self::SlowAck(c, _) => Some(c),
+            Self::Client(c) | Self::Unacking(c) | Self::LyingPongs(c) | Self::SlowAck(c, _) => {
+                Some(c)
+            }
             Self::Server(_) => None,
         }
     }
@@ -124,7 +131,7 @@ impl Endpoint for Node {
     fn handle_datagram(&mut self, from: PeerId, d: &[u8], now: Instant) -> Result<(), String> {
         match self {
             Self::Server(s) => s.handle_datagram(from, d, now).map_err(|e| e.to_string()),
-            Self::Client(c) | Self::Unacking(c) => {
+            Self::Client(c) | Self::Unacking(c) | Self::LyingPongs(c) => {
                 c.handle_datagram(from, d, now).map_err(|e| e.to_string())
             }
             Self::SlowAck(c, s) => {
@@ -140,7 +147,7 @@ impl Endpoint for Node {
     fn handle_timeout(&mut self, now: Instant) {
         match self {
             Self::Server(s) => s.handle_timeout(now),
-            Self::Client(c) | Self::Unacking(c) => c.handle_timeout(now),
+            Self::Client(c) | Self::Unacking(c) | Self::LyingPongs(c) => c.handle_timeout(now),
             Self::SlowAck(c, s) => {
                 s.now = now;
                 c.handle_timeout(now);
@@ -149,19 +156,37 @@ impl Endpoint for Node {
     }
 
     fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let unacking = matches!(self, Self::Unacking(_));
         match self {
             Self::Server(s) => s.poll_transmit(buf),
             Self::Client(c) => c.poll_transmit(buf),
             Self::SlowAck(c, s) => s.transmit(c, buf),
-            Self::Unacking(c) => {
+            Self::Unacking(c) | Self::LyingPongs(c) => {
+                use lockstep_core::wire::Message;
                 let t = c.poll_transmit(buf)?;
                 let reference = c.frame();
                 let d = lockstep_core::wire::Datagram::decode(&buf[..t.len], reference).ok()?;
                 let mut out = Vec::new();
                 let mut w = lockstep_core::wire::DatagramWriter::new(&mut out, d.base, usize::MAX);
                 for m in &d.messages {
-                    if !matches!(m, lockstep_core::wire::Message::SnapshotAck(_)) {
-                        let _ = w.push(m);
+                    match *m {
+                        Message::SnapshotAck(_) if unacking => {}
+                        Message::Pong {
+                            stamp,
+                            held_ms,
+                            sent,
+                            ..
+                        } if !unacking => {
+                            let _ = w.push(&Message::Pong {
+                                stamp,
+                                held_ms,
+                                received: 0,
+                                sent,
+                            });
+                        }
+                        _ => {
+                            let _ = w.push(m);
+                        }
                     }
                 }
                 w.finish();
@@ -178,7 +203,9 @@ impl Endpoint for Node {
     fn poll_timeout(&self) -> Option<Instant> {
         match self {
             Self::Server(s) => s.poll_timeout(),
-            Self::Client(c) | Self::Unacking(c) | Self::SlowAck(c, _) => c.poll_timeout(),
+            Self::Client(c) | Self::Unacking(c) | Self::LyingPongs(c) | Self::SlowAck(c, _) => {
+                c.poll_timeout()
+            }
         }
     }
 }

@@ -1,5 +1,5 @@
 //! A client that answers pings as late as it may, to hide behind its own
-//! link's noise while it holds the room up.
+//! link's noise while it holds the room up, or forges its pongs' counts.
 
 use lockstep_core::sequenced::{ClientConfig, ClientSession, Policy, Sequencer, SequencerConfig};
 use lockstep_core::wire::{Datagram, DatagramWriter, Message};
@@ -200,4 +200,93 @@ fn a_client_answering_pings_late_is_still_named_when_it_stalls_the_room() {
         named1.is_some_and(|d| d < Duration::from_secs(1)),
         "{named1:?}"
     );
+}
+
+/// A player whose pongs claim it received nothing, as its round trip
+/// rises and stays (a longer route), makes the relay take its link for an
+/// overflowing queue and bundle the frames sent to it; the relay's reading
+/// of each link is that link's own, so the honest players' frames still go
+/// a datagram a tick, and every stream agrees.
+#[test]
+fn forged_losses_bundle_only_the_liars_own_frames() {
+    use crate::common::star::{Node, StarScenario, play};
+    use crate::common::{Record, secs};
+    use lockstep_core::sim::Outcome;
+
+    let mut sc = StarScenario::new(4, 0x11e5);
+    sc.link.latency = Duration::from_millis(20);
+    sc.link.jitter = Duration::from_millis(2);
+    let mut h = sc.build();
+    let liar = PeerId(1);
+    let honest: Vec<PeerId> = sc
+        .client_ids()
+        .into_iter()
+        .filter(|id| *id != liar)
+        .collect();
+    let Some(Node::Client(c)) = h.sim.remove(liar) else {
+        panic!("a client at {liar}");
+    };
+    h.sim.add(liar, Node::LyingPongs(c));
+    let mut lies = Record::new(7, sc.server.first_tick);
+    let mut run = |h: &mut crate::common::star::StarHarness, until| {
+        h.drive(
+            until,
+            |_, node, _| {
+                if let Node::LyingPongs(c) = node {
+                    play(c, &mut lies);
+                }
+            },
+            |_, c, rec| play(c, rec),
+            |_| false,
+        )
+    };
+    assert_eq!(run(&mut h, secs(10)), Outcome::TimedOut);
+    let mut far = sc.link.clone();
+    far.latency += Duration::from_millis(200);
+    h.sim.net.set_link_both(SERVER, liar, far);
+    assert_eq!(run(&mut h, secs(20)), Outcome::TimedOut);
+    // What each got in the last 10 s: a datagram a frame and more (acks,
+    // pings) unbundled, fewer bundled.
+    let before: Vec<(u64, u64)> = sc
+        .client_ids()
+        .iter()
+        .map(|id| {
+            let st = h
+                .sim
+                .endpoint(*id)
+                .and_then(Node::client)
+                .expect("a client")
+                .stats();
+            (st.datagrams_received, st.frames)
+        })
+        .collect();
+    assert_eq!(run(&mut h, secs(30)), Outcome::TimedOut);
+    for (k, id) in sc.client_ids().iter().enumerate() {
+        let st = h
+            .sim
+            .endpoint(*id)
+            .and_then(Node::client)
+            .expect("a client")
+            .stats();
+        let (d0, f0) = before[k];
+        let per_frame = (st.datagrams_received - d0) as f64 / (st.frames - f0).max(1) as f64;
+        assert!(
+            st.frames - f0 > 100,
+            "{id} plays on: {} frames",
+            st.frames - f0
+        );
+        if *id == liar {
+            assert!(
+                per_frame < 0.9,
+                "the liar's frames are bundled: {per_frame:.2}"
+            );
+        } else {
+            assert!(
+                per_frame >= 1.0,
+                "{id} gets a datagram a tick: {per_frame:.2}"
+            );
+        }
+    }
+    h.assert_streams_agree(&honest);
+    h.assert_no_desync();
 }

@@ -91,7 +91,7 @@ proptest! {
                     assert!(st.history <= s.config().history as usize * 3 / 2);
                     assert!(st.pending_inputs as u64 <= seats * window * 2, "pending {}", st.pending_inputs);
                 }
-                Node::Client(c) | Node::Unacking(c) | Node::SlowAck(c, _) => {
+                Node::Client(c) | Node::Unacking(c) | Node::LyingPongs(c) | Node::SlowAck(c, _) => {
                     assert!(c.stats().buffered_frames <= c.buffer_bound(), "{id}");
                     assert!(c.stats().unacked_inputs <= c.config().max_unacked, "{id} unacked {}", c.stats().unacked_inputs);
                 }
