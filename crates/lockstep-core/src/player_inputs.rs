@@ -159,23 +159,38 @@ impl PlayerInputs {
         }
     }
 
-    /// Appends the fields in `mask`.
+    /// Appends the fields in `mask`. The fixed fields are gathered on the
+    /// stack and appended at once: this runs for every input of every
+    /// chain and every reference check.
     fn put_fields(&self, mask: u8, out: &mut Vec<u8>) {
-        out.push(mask);
+        // mask, two sticks, the pointer, buttons as a varint of at most 5.
+        let mut buf = [0u8; 1 + 2 + 2 + 4 + 5];
+        buf[0] = mask;
+        let mut n = 1;
         if mask & MOVEMENT != 0 {
-            out.extend(self.movement.map(|v| v as u8));
+            buf[n..n + 2].copy_from_slice(&self.movement.map(|v| v as u8));
+            n += 2;
         }
         if mask & AIM != 0 {
-            out.extend(self.aim.map(|v| v as u8));
+            buf[n..n + 2].copy_from_slice(&self.aim.map(|v| v as u8));
+            n += 2;
         }
         if mask & POINTER != 0 {
-            for p in self.pointer {
-                out.extend_from_slice(&p.to_le_bytes());
-            }
+            buf[n..n + 2].copy_from_slice(&self.pointer[0].to_le_bytes());
+            buf[n + 2..n + 4].copy_from_slice(&self.pointer[1].to_le_bytes());
+            n += 4;
         }
         if mask & BUTTONS != 0 {
-            put_varint(out, u64::from(self.buttons));
+            let mut v = self.buttons;
+            while v >= 0x80 {
+                buf[n] = (v as u8) | 0x80;
+                v >>= 7;
+                n += 1;
+            }
+            buf[n] = v as u8;
+            n += 1;
         }
+        out.extend_from_slice(&buf[..n]);
         if mask & EXTRA != 0 {
             put_varint(out, self.extra.len() as u64);
             out.extend_from_slice(&self.extra);
@@ -186,48 +201,69 @@ impl PlayerInputs {
     /// differ from `base`'s (the encoding is canonical).
     fn read_fields(base: &Self, r: &mut Reader<'_>) -> Result<Self, InputDecodeError> {
         let bad = |_| InputDecodeError::Invalid("truncated player input");
+        let unchanged = || InputDecodeError::Invalid("field marked changed is unchanged");
         let mask = r.u8().map_err(bad)?;
         if mask & !ALL != 0 {
             return Err(InputDecodeError::Invalid("unknown player input field"));
         }
-        let mut v = base.clone();
-        let stick = |r: &mut Reader<'_>| -> Result<[i8; 2], InputDecodeError> {
+        let stick = |r: &mut Reader<'_>, was: [i8; 2]| -> Result<[i8; 2], InputDecodeError> {
             let b = r.bytes(2).map_err(bad)?;
             let s = [b[0] as i8, b[1] as i8];
             if s.contains(&i8::MIN) {
                 return Err(InputDecodeError::Invalid("stick axis out of range"));
             }
+            if s == was {
+                return Err(unchanged());
+            }
             Ok(s)
         };
-        if mask & MOVEMENT != 0 {
-            v.movement = stick(r)?;
-        }
-        if mask & AIM != 0 {
-            v.aim = stick(r)?;
-        }
-        if mask & POINTER != 0 {
-            v.pointer = [r.u16_le().map_err(bad)?, r.u16_le().map_err(bad)?];
-        }
-        if mask & BUTTONS != 0 {
-            v.buttons = r.varint_u32().map_err(bad)?;
-        }
-        if mask & EXTRA != 0 {
+        let movement = if mask & MOVEMENT != 0 {
+            stick(r, base.movement)?
+        } else {
+            base.movement
+        };
+        let aim = if mask & AIM != 0 {
+            stick(r, base.aim)?
+        } else {
+            base.aim
+        };
+        let pointer = if mask & POINTER != 0 {
+            let p = [r.u16_le().map_err(bad)?, r.u16_le().map_err(bad)?];
+            if p == base.pointer {
+                return Err(unchanged());
+            }
+            p
+        } else {
+            base.pointer
+        };
+        let buttons = if mask & BUTTONS != 0 {
+            let b = r.varint_u32().map_err(bad)?;
+            if b == base.buttons {
+                return Err(unchanged());
+            }
+            b
+        } else {
+            base.buttons
+        };
+        let extra = if mask & EXTRA != 0 {
             let n = r
                 .len("extra", MAX_EXTRA)
                 .map_err(|_| InputDecodeError::Invalid("extra bytes over the limit"))?;
-            v.extra = r.bytes(n).map_err(bad)?.to_vec();
-        }
-        let unchanged = (mask & MOVEMENT != 0 && v.movement == base.movement)
-            || (mask & AIM != 0 && v.aim == base.aim)
-            || (mask & POINTER != 0 && v.pointer == base.pointer)
-            || (mask & BUTTONS != 0 && v.buttons == base.buttons)
-            || (mask & EXTRA != 0 && v.extra == base.extra);
-        if unchanged {
-            return Err(InputDecodeError::Invalid(
-                "field marked changed is unchanged",
-            ));
-        }
-        Ok(v)
+            let e = r.bytes(n).map_err(bad)?;
+            if e == base.extra.as_slice() {
+                return Err(unchanged());
+            }
+            e.to_vec()
+        } else {
+            base.extra.clone()
+        };
+        Ok(Self {
+            movement,
+            aim,
+            pointer,
+            buttons,
+            extra,
+        })
     }
 
     fn mask_against(&self, other: &Self) -> u8 {

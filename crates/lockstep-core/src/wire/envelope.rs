@@ -111,7 +111,9 @@ impl Decoder {
         bytes: &'a [u8],
         reference: Tick,
     ) -> Result<Datagram<'a>, WireError> {
-        Datagram::decode_into(bytes, reference, reuse(core::mem::take(&mut self.spare)))
+        // Kept storage is empty and holds `'static` messages, which are
+        // messages of any lifetime: it is lent as it is.
+        Datagram::decode_into(bytes, reference, core::mem::take(&mut self.spare))
     }
 
     /// Takes `d`'s storage back for the next datagram.
