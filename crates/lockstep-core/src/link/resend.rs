@@ -19,10 +19,13 @@ use std::collections::VecDeque;
 const TRACKED: u32 = 2048;
 /// Most copies of one item before its resend timer.
 pub(crate) const MAX_COPIES: u8 = 6;
-/// Copies until the loss is measured: a link that loses more gets more
-/// as its items lose every copy (see [`Resend`]), one that is short of
-/// room is not flooded at its start.
-const UNMEASURED_COPIES: u8 = MIN_COPIES;
+/// Copies until the loss is measured (the second pong, about two seconds
+/// in): an item that loses every copy then waits for a timer that assumes
+/// [`UNMEASURED_RTT`], ten ticks and more, and the first frames are those
+/// the adaptive delay sets itself from (with two copies, one frame in a
+/// hundred lost both at 10% loss, and the delay rose to its ceiling and
+/// took half a minute to come down).
+const UNMEASURED_COPIES: u8 = 4;
 /// Fewest copies, even on a link that lost nothing yet.
 const MIN_COPIES: u8 = 2;
 /// What the copy count aims at: the ticks stalled waiting for items that
