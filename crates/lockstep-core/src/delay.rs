@@ -14,8 +14,11 @@ use std::collections::VecDeque;
 
 /// Spare time is counted in whole ticks up to this many.
 const SPARE_BUCKETS: usize = 8;
-/// The most ticks the delay falls at once.
-const MAX_FALL: usize = 3;
+/// The most ticks the delay falls at once: as many as the spare time is
+/// counted in. A window of frames that all came with `k` ticks to spare is
+/// the same evidence for any `k`; capped at 3, a delay sent up by a burst
+/// of loss at the start of a match took half a minute to come back down.
+const MAX_FALL: usize = SPARE_BUCKETS - 1;
 
 /// How an adaptive input delay moves (see [`DelayTracker`]).
 ///
@@ -106,7 +109,7 @@ impl AdaptiveDelay {
 /// - Falling: every `window` frames committed under the delay in force, it
 ///   counts those that came late or arrived less than `k` ticks before
 ///   they were due (they would have come late with `k` ticks less delay),
-///   and wants the delay less the largest `k` (up to 3) whose count stays
+///   and wants the delay less the largest `k` (up to 7) whose count stays
 ///   within the target.
 ///
 /// How the game runs its frames does not matter: only when inputs were
@@ -403,13 +406,18 @@ mod tests {
             }
         });
         assert_eq!(t.wanted(), 5);
-        // Without them it falls by three at once, to what covers 1.5 ticks.
-        let mut t = DelayTracker::new(config, 30, 6);
+        // Without them it falls at once to what covers 1.5 ticks: with 4.5
+        // ticks to spare, by 4.
+        let mut t = DelayTracker::new(config.clone(), 30, 6);
         feed(&mut t, 0, 100, |_| TICK * 3 / 2);
-        assert_eq!(t.wanted(), 3);
-        t.set_delay(3);
+        assert_eq!(t.wanted(), 2);
+        // From 12, by at most 7 at once, then the rest.
+        let mut t = DelayTracker::new(config, 30, 12);
+        feed(&mut t, 0, 100, |_| TICK * 3 / 2);
+        assert_eq!(t.wanted(), 5);
+        t.set_delay(5);
         feed(&mut t, 100, 100, |_| TICK * 3 / 2);
-        assert_eq!(t.wanted(), 2, "one tick spare at 3: 2 covers 1.5");
+        assert_eq!(t.wanted(), 2, "2.5 ticks spare at 5: 2 covers 1.5");
     }
 
     #[test]
