@@ -42,6 +42,9 @@ const SETTLE: u32 = 3_000;
 const BUNDLED_COPIES: u8 = 2;
 /// The round trip assumed before one is measured.
 const UNMEASURED_RTT: Duration = Duration::from_millis(300);
+/// Most doublings of the resend timers while resends go unacknowledged
+/// (see [`Resend`]): 32 times the timeout, a few seconds.
+const MAX_BACKOFF: u8 = 5;
 
 /// How hard a link repeats what it sends, from what it measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,9 +130,9 @@ impl Redundancy {
 struct Sent {
     left: u8,
     at: Instant,
-    /// It lost every copy once: it goes in every datagram, and makes one
-    /// go every `spacing`, until acknowledged (a loss that rare is made
-    /// good at once, as the other end is stalled on it).
+    /// It lost every copy once: the copies it goes again with each make a
+    /// datagram go `spacing` after the last, not `force` (a loss that rare
+    /// is made good at once, as the other end is stalled on it).
     urgent: bool,
 }
 
@@ -142,30 +145,27 @@ impl Sent {
         }
     }
 
-    fn due(self, now: Instant, r: Redundancy) -> bool {
-        if self.urgent {
-            true
-        } else if self.left > 0 {
-            now >= self.at + r.spacing
-        } else {
-            self.lost(now, r)
-        }
+    /// A copy is due: it has copies left, and the last went at least
+    /// `spacing` ago.
+    fn copy_due(self, now: Instant, r: Redundancy) -> bool {
+        self.left > 0 && now >= self.at + r.spacing
     }
 
-    /// Every copy went and none was acknowledged in time.
-    fn lost(self, now: Instant, r: Redundancy) -> bool {
-        self.left == 0 && now >= self.at + r.timeout
+    /// Every copy went and none was acknowledged within `timeout`.
+    fn lost(self, now: Instant, timeout: Duration) -> bool {
+        self.left == 0 && now >= self.at + timeout
     }
 
-    /// When it makes a datagram go by itself.
-    fn forces(self, r: Redundancy) -> Instant {
+    /// When it makes a datagram go by itself, if it can still be lost
+    /// after `timeout`.
+    fn forces(self, r: Redundancy, timeout: Duration) -> Instant {
         self.at
-            + if self.urgent {
+            + if self.left == 0 {
+                timeout
+            } else if self.urgent {
                 r.spacing
-            } else if self.left > 0 {
-                r.force
             } else {
-                r.timeout
+                r.force
             }
     }
 }
@@ -203,6 +203,15 @@ impl Due {
 /// datagrams hide losses from the counts, a burst comes between two
 /// pongs): each resend timer that runs out adds a copy, and every
 /// `SETTLE` items acknowledged without one take one away.
+///
+/// Resends back off, as a TCP sender's do. Items taken as lost go again
+/// (a *round*), and until the other end acknowledges everything the
+/// rounds resent, each round doubles the timers (up to [`MAX_BACKOFF`]
+/// times) and only the base goes again: an end that stops acknowledging
+/// (a dead downlink, or a peer that holds its acknowledgement back on
+/// purpose) is sent each item its copies and then its base now and then,
+/// not every item it lacks in every datagram, and one that moves its
+/// acknowledgement a tick at a time gains nothing by it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Resend {
     /// The first item not acknowledged.
@@ -215,6 +224,12 @@ pub(crate) struct Resend {
     clean: u32,
     /// When the other end was last heard lacking the base.
     heard: Option<Instant>,
+    /// Doublings of the timers: rounds whose items are not all
+    /// acknowledged.
+    backoff: u8,
+    /// The end of what the rounds resent: once the base passes it, the
+    /// timers are back to their length.
+    recover: Option<Tick>,
 }
 
 impl Resend {
@@ -226,6 +241,8 @@ impl Resend {
             extra: 0,
             clean: 0,
             heard: None,
+            backoff: 0,
+            recover: None,
         }
     }
 
@@ -245,6 +262,10 @@ impl Resend {
     /// the items before are acknowledged; behind it (it went back, to a
     /// snapshot), everything is to go again from there.
     pub(crate) fn lacks_from(&mut self, next: Tick) {
+        if next < self.base || self.recover.is_some_and(|r| next >= r) {
+            self.backoff = 0;
+            self.recover = None;
+        }
         if next < self.base {
             self.sent.clear();
         } else {
@@ -265,14 +286,28 @@ impl Resend {
         self.heard = Some(now);
     }
 
+    /// How long after its last copy an item not acknowledged is lost, and
+    /// the base that a datagram from the other end still lacks: doubled
+    /// with each round of resends not acknowledged.
+    fn timers(&self, r: Redundancy) -> (Duration, Duration) {
+        let k = 1u32 << self.backoff.min(MAX_BACKOFF);
+        (r.timeout * k, r.quick * k)
+    }
+
     /// Whether item `k` (from the base) is lost: every copy went and none
     /// was acknowledged in time, or the base was, and the other end said it
-    /// still lacked it a round trip after its last copy.
+    /// still lacked it a round trip after its last copy. While resends
+    /// back off, only the base.
     fn lost(&self, k: usize, now: Instant, r: Redundancy) -> bool {
+        if k > 0 && self.backoff > 0 {
+            return false;
+        }
         let Some(&s) = self.sent.get(k) else {
             return false;
         };
-        s.lost(now, r) || k == 0 && s.left == 0 && self.heard.is_some_and(|h| h >= s.at + r.quick)
+        let (timeout, quick) = self.timers(r);
+        s.lost(now, timeout)
+            || k == 0 && s.left == 0 && self.heard.is_some_and(|h| h >= s.at + quick)
     }
 
     /// The first item never sent.
@@ -282,7 +317,7 @@ impl Resend {
 
     /// What a datagram going at `now` carries of the items before `end`.
     pub(crate) fn due(&self, now: Instant, end: Tick, r: Redundancy) -> Due {
-        let is_due = |k: usize| self.sent[k].due(now, r) || self.lost(k, now, r);
+        let is_due = |k: usize| self.sent[k].copy_due(now, r) || self.lost(k, now, r);
         let n = self.sent.len();
         let first = (0..n).find(|&k| is_due(k));
         // A lost item goes again alone, not with every item after it that
@@ -311,16 +346,22 @@ impl Resend {
         let to = to.min(self.base.saturating_add(TRACKED));
         let first = from.since(self.base) as usize;
         let last = (to.since(self.base) as usize).min(self.sent.len());
-        let base_lost = first == 0 && self.lost(0, now, r);
-        let lost = |k: usize, s: &Sent| if k == 0 { base_lost } else { s.lost(now, r) };
-        if (first..last).any(|k| lost(k, &self.sent[k])) {
-            self.extra = self.extra.saturating_add(1).min(MAX_COPIES);
-            self.clean = 0;
+        let lost: Vec<bool> = (first..last).map(|k| self.lost(k, now, r)).collect();
+        if let Some(k) = lost.iter().rposition(|l| *l) {
+            let end = self.base.saturating_add((first + k + 1) as u32);
+            if self.recover.is_none() {
+                self.extra = self.extra.saturating_add(1).min(MAX_COPIES);
+                self.clean = 0;
+            }
+            // Until what the rounds resent is acknowledged: only the base,
+            // each round waiting twice as long.
+            self.backoff = self.backoff.saturating_add(1).min(MAX_BACKOFF);
+            self.recover = Some(self.recover.map_or(end, |r| r.max(end)));
         }
         let copies = self.copies(r);
-        for k in first..last {
+        for (k, lost) in (first..last).zip(lost) {
             let s = &mut self.sent[k];
-            if lost(k, s) {
+            if lost {
                 s.left = copies;
                 s.urgent = true;
             }
@@ -337,17 +378,32 @@ impl Resend {
     }
 
     /// When the items before `end` next make a datagram go by themselves:
-    /// at once for one never sent, after `force` for one with copies left,
-    /// on its timeout for one only waiting for its acknowledgement. `None`
-    /// when nothing is unacknowledged.
+    /// at once for one never sent, after `force` for one with copies left
+    /// (`spacing` for a resend's), on its timeout for one only waiting for
+    /// its acknowledgement. `None` when nothing is unacknowledged.
+    ///
+    /// While resends back off only the base can be lost, and the items
+    /// with copies left are the newest: the walk stops at the first from
+    /// the end without, so an end that acknowledges nothing does not make
+    /// every call walk all it lacks.
     pub(crate) fn next_due(&self, now: Instant, end: Tick, r: Redundancy) -> Option<Instant> {
         let fresh = self.fresh() < end.min(self.base.saturating_add(TRACKED));
-        let sent = self.sent.iter().map(|s| s.forces(r)).min();
         if fresh || self.lost(0, now, r) {
-            Some(now)
-        } else {
-            sent
+            return Some(now);
         }
+        let (timeout, _) = self.timers(r);
+        if self.backoff == 0 {
+            return self.sent.iter().map(|s| s.forces(r, timeout)).min();
+        }
+        let base = self.sent.front().map(|s| s.forces(r, timeout));
+        let copies = self
+            .sent
+            .iter()
+            .skip(1)
+            .rev()
+            .take_while(|s| s.left > 0)
+            .map(|s| s.forces(r, timeout));
+        base.into_iter().chain(copies).min()
     }
 }
 
@@ -493,12 +549,13 @@ mod tests {
         let d = s.due(at(240), t(13), r);
         assert_eq!(d.from(), t(10));
         s.sent(t(10), t(13), at(240), r);
-        // Until acknowledged, they go in every datagram, and make one go
-        // every spacing.
-        assert_eq!(s.due(at(241), t(13), r).from(), t(10));
+        // Their copies start again, each making a datagram go a spacing
+        // after the last.
+        assert!(s.due(at(241), t(13), r).is_empty());
         assert_eq!(s.next_due(at(241), t(13), r), Some(at(256)));
+        assert_eq!(s.due(at(256), t(13), r).from(), t(10));
         s.lacks_from(t(13));
-        assert!(s.due(at(242), t(13), r).is_empty());
+        assert!(s.due(at(257), t(13), r).is_empty());
     }
 
     #[test]
@@ -564,7 +621,66 @@ mod tests {
         assert_eq!(s.due(at(40) + r.quick, t(2), r).from(), t(0));
         s.sent(t(0), t(1), at(40) + r.quick, r);
         assert_eq!(s.copies(r), 3, "a loss adds a copy");
-        assert_eq!(s.due(at(41) + r.quick, t(2), r).from(), t(0), "urgent");
+        assert!(s.due(at(41) + r.quick, t(2), r).is_empty());
+        assert_eq!(
+            s.next_due(at(41) + r.quick, t(2), r),
+            Some(at(40) + r.quick + r.spacing),
+            "a resend's copies make datagrams go a spacing apart"
+        );
+    }
+
+    #[test]
+    fn resends_back_off_until_the_other_end_acknowledges_them() {
+        let r = red(1);
+        let mut s = Resend::new(t(0));
+        s.sent(t(0), t(3), at(0), r);
+        // The first round: everything lost goes again.
+        assert_eq!(s.due(at(200), t(3), r).from(), t(0));
+        assert_eq!(s.due(at(200), t(3), r).skip, None);
+        s.sent(t(0), t(3), at(200), r);
+        // A loss adds a copy: the resent items have one more to go.
+        assert_eq!(s.due(at(216), t(3), r).from(), t(0));
+        s.sent(t(0), t(3), at(216), r);
+        // None of it acknowledged: the next round waits twice as long, and
+        // only the base goes.
+        assert!(s.due(at(615), t(3), r).is_empty());
+        assert_eq!(s.next_due(at(217), t(3), r), Some(at(616)));
+        let d = s.due(at(616), t(3), r);
+        assert_eq!((d.from(), d.skip), (t(0), Some((t(1), t(3)))));
+        s.sent(t(0), t(1), at(616), r);
+        s.sent(t(0), t(1), at(632), r);
+        assert_eq!(s.next_due(at(633), t(3), r), Some(at(1432)));
+        // Rounds of the base alone (and its copy), each waiting twice as
+        // long, up to 32 times the timeout.
+        let mut times = Vec::new();
+        for _ in 0..16 {
+            let at_k = s.next_due(at(0), t(3), r).expect("the base waits");
+            let d = s.due(at_k, t(3), r);
+            assert_eq!((d.from(), d.skip), (t(0), Some((t(1), t(3)))));
+            s.sent(t(0), t(1), at_k, r);
+            times.push(at_k);
+        }
+        let gaps: Vec<Duration> = times.windows(2).map(|w| w[1] - w[0]).collect();
+        assert_eq!(gaps.iter().max(), Some(&(r.timeout * 32)), "{gaps:?}");
+        let last = s.sent[0].at;
+        // Moving the acknowledgement a tick on is not enough: what the
+        // rounds resent (0 to 2) is not all acknowledged. The new base,
+        // long waiting, goes at once, alone, and then waits as long.
+        s.lacks_from(t(1));
+        let now = last + MS;
+        let d = s.due(now, t(3), r);
+        assert_eq!((d.from(), d.skip), (t(1), Some((t(2), t(3)))));
+        s.sent(t(1), t(2), now, r);
+        s.sent(t(1), t(2), now + r.spacing, r);
+        assert_eq!(
+            s.next_due(now + r.spacing, t(3), r),
+            Some(now + r.spacing + r.timeout * 32)
+        );
+        // All of it: the timers are back to their length.
+        s.lacks_from(t(3));
+        s.sent(t(3), t(4), at(10_000), r);
+        s.sent(t(3), t(4), at(10_016), r);
+        assert_eq!(s.next_due(at(10_016), t(4), r), Some(at(10_216)));
     }
 
     #[test]

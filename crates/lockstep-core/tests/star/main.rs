@@ -17,6 +17,7 @@ mod properties;
 mod recovery;
 mod reference_attacks;
 mod rejoin;
+mod resend_attacks;
 mod roster;
 mod rules;
 mod single_player;
