@@ -126,6 +126,8 @@ impl Core {
         let Some(room) = self.room_for(key, &hello, existing, now) else {
             return;
         };
+        let issued = sealed::cookie_issued(hello.cookie.unwrap_or_default());
+        let channel = channel.map(|c| (c, hello.key.unwrap_or_default(), issued));
         self.open_connection(key, bytes, room, channel, to_spend, now);
     }
 
@@ -201,6 +203,16 @@ impl Core {
                         self.flush(&room, std::time::Instant::now());
                         return None;
                     }
+                }
+                if let Some((old, issued)) = hello.key.and_then(|k| self.unconfirmed(addr, k)) {
+                    // Keys from an older cookie than the connection's are
+                    // a late Hello: the client moved on from them.
+                    if sealed::cookie_issued(cookie) > issued {
+                        self.rekey(old, c, cookie);
+                    } else {
+                        self.ignore();
+                    }
+                    return None;
                 }
                 if self.retired.contains_key(&c.id()) || self.retired.len() >= RETIRED_IDS {
                     {
@@ -291,6 +303,44 @@ impl Core {
         Some(to_spend)
     }
 
+    /// The unconfirmed sealed connection from `addr` made with client key
+    /// `key`, if any. A handshake from there with that key under another
+    /// cookie is the same client, which answered a later challenge (its
+    /// first Hellos went unanswered long enough for the cookie's second to
+    /// change, and both challenges came back) and has forgotten the first
+    /// keys: the connection takes the new keys (see [`rekey`](Self::rekey));
+    /// opening a second one would seat the client twice, the first seat
+    /// one nobody plays. Only until the client seals a datagram: a
+    /// confirmed connection never changes keys.
+    /// Returns its id and when its cookie was minted.
+    fn unconfirmed(&self, addr: SocketAddr, key: [u8; 32]) -> Option<(u64, u32)> {
+        self.sealed
+            .iter()
+            .find(|(_, c)| !c.confirmed && c.addr == addr && c.client_key == key)
+            .map(|(id, c)| (*id, c.cookie_issued))
+    }
+
+    /// Sealed connection `old` (see [`unconfirmed`](Self::unconfirmed))
+    /// takes `channel`'s keys, made with `cookie`, and its Welcome goes
+    /// again under them.
+    fn rekey(&mut self, old: u64, channel: SecureChannel, cookie: &[u8]) {
+        let Some(mut conn) = self.sealed.remove(&old) else {
+            return;
+        };
+        self.retired.insert(old, std::time::Instant::now());
+        let id = channel.id();
+        conn.channel = channel;
+        conn.cookie_issued = sealed::cookie_issued(cookie);
+        let (peer, room, addr) = (conn.peer, conn.room.clone(), conn.addr);
+        self.sealed.insert(id, conn);
+        self.keys.insert(peer, ConnKey::Sealed(id));
+        info!(%peer, %addr, "handshake redone under a newer cookie: same connection, new keys");
+        if let Some(r) = self.rooms.get_mut(&room) {
+            r.engine.resend_welcome(peer);
+        }
+        self.flush(&room, std::time::Instant::now());
+    }
+
     /// The room the Hello names, opened with its first client if it may
     /// be; `None` when the client was refused.
     fn room_for(
@@ -340,14 +390,15 @@ impl Core {
     }
 
     /// Hands the Hello to `room` as a new connection, mapped from `key`
-    /// (sealed under `channel` if it has one), and spends its ticket if
-    /// the room let it in.
+    /// (sealed under `channel` if it has one, made with the client's
+    /// handshake key and a cookie minted when the third field says), and
+    /// spends its ticket if the room let it in.
     fn open_connection(
         &mut self,
         key: ConnKey,
         bytes: &[u8],
         room: RoomName,
-        channel: Option<SecureChannel>,
+        channel: Option<(SecureChannel, [u8; 32], u32)>,
         to_spend: Option<Verified>,
         now: CoreInstant,
     ) {
@@ -360,7 +411,7 @@ impl Core {
         let connected = r.engine.is_connected(peer);
         // Mapped even if refused: the refusal goes out through the mapping.
         let conn_key = match (channel, key) {
-            (Some(channel), ConnKey::Udp(addr)) => {
+            (Some((channel, hello_key, hello_cookie)), ConnKey::Udp(addr)) => {
                 let id = channel.id();
                 let room = room.clone();
                 self.sealed.insert(
@@ -373,6 +424,8 @@ impl Core {
                         confirmed: false,
                         probe: None,
                         counted: limit_key(addr.ip()),
+                        client_key: hello_key,
+                        cookie_issued: hello_cookie,
                     },
                 );
                 ConnKey::Sealed(id)

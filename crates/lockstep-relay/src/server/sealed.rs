@@ -20,6 +20,22 @@ pub(super) struct SealedConn {
     pub(super) probe: Option<(SocketAddr, u32)>,
     /// Where its per-address count is kept (where it was made).
     pub(super) counted: IpAddr,
+    /// The client's handshake key: a handshake the same client redoes
+    /// under a newer cookie (it answered a later challenge) names the same
+    /// connection until it is confirmed.
+    pub(super) client_key: [u8; 32],
+    /// When the cookie its keys came from was minted (its first four
+    /// bytes, seconds): it takes keys from a newer one only.
+    pub(super) cookie_issued: u32,
+}
+
+/// When a cookie (already checked) was minted: its first four bytes.
+pub(super) fn cookie_issued(cookie: &[u8]) -> u32 {
+    let mut b = [0u8; 4];
+    for (d, s) in b.iter_mut().zip(cookie) {
+        *d = *s;
+    }
+    u32::from_le_bytes(b)
 }
 
 /// A path probe's size: a sealed Ping with a 32-bit stamp.

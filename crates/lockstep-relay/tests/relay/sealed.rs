@@ -268,3 +268,110 @@ fn an_authentic_datagram_from_a_forged_address_does_not_aim_the_room_there() {
         "{bytes} bytes in {datagrams}"
     );
 }
+
+/// The session's datagrams out, to `socket`; returns them.
+fn flush_out(
+    s: &mut ClientSession<PlayerInputs>,
+    socket: &UdpSocket,
+    clock: &Clock,
+) -> Vec<Vec<u8>> {
+    let mut buf = Vec::new();
+    let mut out = Vec::new();
+    s.handle_timeout(clock.now());
+    while let Some(t) = s.poll_transmit(&mut buf) {
+        socket.send(&buf[..t.len]).expect("send");
+        out.push(buf[..t.len].to_vec());
+    }
+    out
+}
+
+/// Everything the relay sends `socket` within `wait`.
+fn drain(socket: &UdpSocket, wait: Duration) -> Vec<Vec<u8>> {
+    let deadline = std::time::Instant::now() + wait;
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 65_536];
+    while std::time::Instant::now() < deadline {
+        if let Ok(n) = socket.recv(&mut buf) {
+            got.push(buf[..n].to_vec());
+        }
+    }
+    got
+}
+
+/// A sealed client whose first Hellos went unanswered long enough for the
+/// relay's cookie to change second, and that took both challenges in turn
+/// (the Welcome of the first handshake lost): one connection, one seat. The
+/// relay once opened a second connection under the second cookie and
+/// seated the client twice: at 10% loss a room of 8 turned its last player
+/// away as full, and a room waiting for all would wait on a seat nobody
+/// plays.
+#[test]
+fn a_client_taking_a_later_challenge_keeps_one_seat() {
+    let relay = relay(false);
+    let clock = Clock::new();
+    let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    socket.connect(relay.udp).expect("connect");
+    socket
+        .set_read_timeout(Some(Duration::from_millis(20)))
+        .expect("timeout");
+    let config = ClientConfig {
+        secret: Some(common::secret()),
+        ..client_config("room", "twice")
+    };
+    let mut s = ClientSession::<PlayerInputs>::new(config, WsClientTransport::SERVER, clock.now())
+        .expect("config");
+    let hello = flush_out(&mut s, &socket, &clock).pop().expect("a hello");
+    // Its Hello again until a challenge with another cookie comes back.
+    let mut challenges: Vec<Vec<u8>> = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while challenges.len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "no second cookie");
+        socket.send(&hello).expect("send");
+        for c in drain(&socket, Duration::from_millis(50)) {
+            if !challenges.contains(&c) {
+                challenges.push(c);
+            }
+        }
+    }
+    // The first challenge taken, its Hello reaches the relay, the Welcome
+    // is lost; then the second.
+    s.handle_datagram(WsClientTransport::SERVER, &challenges[0], clock.now())
+        .expect("a challenge");
+    flush_out(&mut s, &socket, &clock);
+    drain(&socket, Duration::from_millis(200));
+    assert!(s.seat().is_none());
+    s.handle_datagram(WsClientTransport::SERVER, &challenges[1], clock.now())
+        .expect("a challenge");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while s.seat().is_none() {
+        assert!(std::time::Instant::now() < deadline, "never seated");
+        flush_out(&mut s, &socket, &clock);
+        for d in drain(&socket, Duration::from_millis(20)) {
+            let _ = s.handle_datagram(WsClientTransport::SERVER, &d, clock.now());
+        }
+    }
+    assert_eq!(s.seat(), Some(PlayerId(0)), "its first seat, on new keys");
+    // The next player gets the next seat: no seat was taken twice.
+    let mut other = Player::new(
+        &relay,
+        common::Kind::Udp,
+        client_config("room", "next"),
+        None,
+        9,
+        &clock,
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while other.session.seat().is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the next player never seated"
+        );
+        other.step(&clock);
+        flush_out(&mut s, &socket, &clock);
+        for d in drain(&socket, Duration::from_millis(5)) {
+            let _ = s.handle_datagram(WsClientTransport::SERVER, &d, clock.now());
+        }
+    }
+    assert_eq!(other.session.seat(), Some(PlayerId(1)));
+    assert!(s.closed().is_none());
+}
