@@ -14,6 +14,13 @@ use std::collections::VecDeque;
 
 /// Spare time is counted in whole ticks up to this many.
 const SPARE_BUCKETS: usize = 8;
+/// Windows of frames the stall rate is judged over for rising. Over one
+/// window of 300 frames at a target of 0.5%, two stalls raised the delay:
+/// a rate well under the target (0.15%) gives two in 300 frames one window
+/// in thirteen, and each such rise cost ticks of latency until the next
+/// fall. Four in 600 is one window in eighty; a network that really got
+/// worse stalls that often within a second or so.
+const RISE_WINDOWS: usize = 2;
 /// The most ticks the delay falls at once: as many as the spare time is
 /// counted in. A window of frames that all came with `k` ticks to spare is
 /// the same evidence for any `k`; capped at 3, a delay sent up by a burst
@@ -36,8 +43,9 @@ pub struct AdaptiveDelay {
     /// The share of frames that may come late (the game waits on them)
     /// before the delay rises: 0.005 is one in 200.
     pub target_stall_rate: f64,
-    /// Frames judged for the stall rate, and that must all have arrived a
-    /// tick or more before they ran before the delay falls by one.
+    /// Frames that must all have arrived `k` ticks or more before they ran
+    /// (but for the target's share) before the delay falls by `k` (up to
+    /// 7); the stall rate that raises it is judged over twice as many.
     pub window: u32,
 }
 
@@ -102,13 +110,13 @@ impl AdaptiveDelay {
 /// commit to arrival. Late frames that come together after a gap, each
 /// less late than the one before, are one stall.
 ///
-/// - Rising: once the last `window` frames hold more stalls than
+/// - Rising: once the last `2 x window` frames hold more stalls than
 ///   `target_stall_rate` allows, the tracker wants the least delay that
 ///   would have left no more than that many (the `n + 1`-th largest need,
 ///   `n` the stalls allowed).
 /// - Falling: every `window` frames committed under the delay in force, it
-///   counts those that came late or arrived less than `k` ticks before
-///   they were due (they would have come late with `k` ticks less delay),
+///   counts the stalls above and those frames that arrived less than `k`
+///   ticks before they were due (they would have come late with `k` ticks less delay),
 ///   and wants the delay less the largest `k` (up to 7) whose count stays
 ///   within the target.
 ///
@@ -261,7 +269,7 @@ impl DelayTracker {
                 .last_late
                 .is_some_and(|(t, l)| t.saturating_add(1) == tick && lateness < l);
         self.last_late = late.then_some((tick, lateness));
-        if self.recent.len() >= self.config.window as usize
+        if self.recent.len() >= RISE_WINDOWS * self.config.window as usize
             && self.recent.pop_front().is_some_and(|s| s.is_some())
         {
             self.late -= 1;
@@ -276,7 +284,8 @@ impl DelayTracker {
             self.late += u32::from(late);
         }
         if late {
-            let allowed = self.config.target_stall_rate * f64::from(self.config.window);
+            let judged = RISE_WINDOWS as u32 * self.config.window;
+            let allowed = self.config.target_stall_rate * f64::from(judged);
             // Past the target: the least delay that would have left no
             // more stalls in the window than the target allows.
             if f64::from(self.late) > allowed {
@@ -300,8 +309,9 @@ impl DelayTracker {
         }
         // Falling: over a window of frames, how many arrived less than 1,
         // 2, ... ticks before they were due. Those short of `k` would have
-        // come late with `k` ticks less delay: fall by the largest `k` for
-        // which they stay within the target (at most 3 at once).
+        // come late with `k` ticks less delay: with the stalls judged for
+        // rising, fall by the largest `k` for which they stay within the
+        // target (at most `MAX_FALL` at once).
         let spare = (due - took) / period;
         let bucket = usize::try_from(spare)
             .unwrap_or(usize::MAX)
@@ -352,15 +362,21 @@ mod tests {
     }
 
     #[test]
-    fn a_second_stall_asks_for_the_delay_that_leaves_one() {
+    fn a_fourth_stall_asks_for_the_delay_that_leaves_three() {
         let mut t = DelayTracker::new(AdaptiveDelay::default(), 30, 3);
-        feed(&mut t, 0, 200, |k| match k {
+        let stalls = |k| match k {
             50 => TICK * 5,
             90 => TICK * 7 + Duration::from_millis(1),
+            130 => TICK * 6,
+            170 => TICK * 9 + Duration::from_millis(1),
             _ => TICK,
-        });
-        // Five ticks would have left only the second: one stall in 300
-        // frames is within 0.5%.
+        };
+        // Three stalls in 600 frames are within 0.5%.
+        feed(&mut t, 0, 150, stalls);
+        assert_eq!(t.wanted(), 3);
+        // A fourth is not: five ticks would have left three (the fourth
+        // largest need is the first stall's).
+        feed(&mut t, 150, 50, stalls);
         assert_eq!(t.wanted(), 5);
     }
 
