@@ -67,8 +67,10 @@ pub(crate) struct NetsimArgs {
     #[arg(long, default_value_t = 0.0, value_parser = percent)]
     reorder: f64,
     /// Capacity each way, in kilobits per second (1 to 100,000,000;
-    /// unlimited if not given); what would queue for more than a second is
-    /// dropped.
+    /// unlimited if not given), shared by every client behind this proxy:
+    /// one queue to the server and one to the clients, as on one shared
+    /// line (run a proxy per client for a link each). What would queue for
+    /// more than a second is dropped.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     bandwidth: Option<u64>,
     /// Changes over time (see below).
