@@ -769,3 +769,105 @@ fn a_survivor_whose_candidate_it_cannot_hear_is_sent_back_to_it() {
     assert_eq!(agree(&games, &survivors).len(), 1);
     assert!(sim.endpoint(deaf).unwrap().client().connected());
 }
+
+/// What a hosted match did, as far as the network and the games can
+/// tell: every player's datagrams and bytes each way, frames run and what
+/// they held, and who hosts at the end.
+fn hosted_run(
+    players: usize,
+    deadline: bool,
+    crash_at: Option<Duration>,
+    link: LinkConditions,
+    seed: u64,
+    wake: Duration,
+) -> Vec<String> {
+    let tick = Duration::from_millis(40);
+    let mut config = HostedConfig::default();
+    config.sequencer.tick_rate = 25;
+    if deadline {
+        config.sequencer.policy = Policy::Deadline {
+            missing: lockstep_core::sequenced::MissingInput::Neutral,
+        };
+    }
+    let mut sim = Sim::new(SimNetwork::new(seed, link));
+    sim.add(
+        PeerId(0),
+        Session::host(config.clone(), Instant::ZERO).unwrap(),
+    );
+    for k in 1..players {
+        sim.add(
+            PeerId(k as u32),
+            Session::join(config.clone(), PeerId(0), Instant::ZERO).unwrap(),
+        );
+    }
+    let mut games: BTreeMap<PeerId, Game> = BTreeMap::new();
+    let mut step = |sim: &mut Sim<Session>, until: Instant| {
+        let o = sim.run(
+            until,
+            wake,
+            |id, s, now| {
+                // The game runs at the same instants either way; a loop
+                // polling every millisecond only wakes the session more.
+                if (now - Instant::ZERO)
+                    .as_micros()
+                    .is_multiple_of(tick.as_micros())
+                {
+                    play(id, s, games.entry(id).or_default(), now);
+                }
+            },
+            |_| false,
+        );
+        assert_eq!(o, Outcome::TimedOut);
+    };
+    let end = Instant::ZERO + Duration::from_secs(16);
+    match crash_at {
+        Some(at) => {
+            step(&mut sim, Instant::ZERO + at);
+            sim.freeze(PeerId(0));
+            step(&mut sim, end);
+        }
+        None => step(&mut sim, end),
+    }
+    let mut out: Vec<String> = (0..players as u32)
+        .map(PeerId)
+        .map(|id| {
+            let s = sim.endpoint(id).expect("a node");
+            let g = games.get(&id);
+            format!(
+                "{id}: hosting {}, {} frames, last {:?}",
+                s.hosting(),
+                g.map_or(0, |g| g.ran.len()),
+                g.and_then(|g| g.ran.values().last().cloned()),
+            )
+        })
+        .collect();
+    // What crossed the network (a host's datagrams to its own player never
+    // do: they go across inside its session, at whatever instant the
+    // session is called).
+    out.push(format!("{:?}", sim.net.stats()));
+    out
+}
+
+proptest! {
+    #![proptest_config(cases(12))]
+
+    /// A host-mode match whose loops sleep until `poll_timeout` (waking
+    /// only for the game's ticks besides) sends the same datagrams and runs
+    /// the same frames as one whose loops call `handle_timeout` every
+    /// millisecond besides, across a host crash and the takeover too: a
+    /// timer `poll_timeout` leaves out shows as a datagram the busy loop
+    /// sends sooner.
+    #[test]
+    fn a_hosted_match_sleeping_until_poll_timeout_is_polling_every_millisecond(
+        players in 2usize..=4,
+        deadline in any::<bool>(),
+        crash in proptest::option::of(2_000u64..8_000),
+        link in lossy(0.2),
+        seed in any::<u64>(),
+    ) {
+        let crash = crash.map(Duration::from_millis);
+        let slept = hosted_run(players, deadline, crash, link.clone(), seed, Duration::from_millis(40));
+        let polled = hosted_run(players, deadline, crash, link, seed, Duration::from_millis(1));
+        prop_assert_eq!(slept, polled, "seed {}", seed);
+    }
+}
