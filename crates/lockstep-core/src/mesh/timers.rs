@@ -93,8 +93,15 @@ impl<I: Input> MeshSession<I> {
         self.quiet_until = None;
     }
 
-    /// When [`handle_timeout`](Self::handle_timeout) next needs calling.
+    /// When [`handle_timeout`](Self::handle_timeout) next needs calling:
+    /// at once when something besides time changed the session since it
+    /// last did its work (a datagram came, the game committed or ran a
+    /// frame), as what that changed is worked out there (whom our next
+    /// tick waits on, searches, snapshots); else at the next timer.
     pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.quiet_until.is_none() {
+            return Some(self.now);
+        }
         self.next_timer().map(|(at, _)| at)
     }
 

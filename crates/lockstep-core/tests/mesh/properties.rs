@@ -406,3 +406,72 @@ proptest! {
         }
     }
 }
+
+/// What a mesh did, as far as the network and the games can tell: what
+/// crossed the network, and every peer's frames and the stream it ran.
+fn mesh_run(sc: &Scenario, wake: Duration) -> Vec<String> {
+    let mut h = sc.build();
+    let tick = h.period;
+    h.period = wake;
+    let every = h.checksum_every;
+    let records = &mut h.records;
+    let o = h.sim.run(
+        secs(20),
+        wake,
+        |id, s, now| {
+            // The game runs at the same instants either way.
+            if (now - lockstep_core::Instant::ZERO)
+                .as_micros()
+                .is_multiple_of(tick.as_micros())
+            {
+                let rec = records.get_mut(&id).expect("a record");
+                common::play(s, rec, every);
+            }
+        },
+        |_| false,
+    );
+    assert_eq!(o, Outcome::TimedOut);
+    let mut out: Vec<String> = sc
+        .peer_ids()
+        .iter()
+        .map(|id| {
+            let r = &h.records[id];
+            format!("{id}: {} frames, chain {:?}", r.frames(), r.chain.last())
+        })
+        .collect();
+    out.push(format!("{:?}", h.sim.net.stats()));
+    out
+}
+
+proptest! {
+    #![proptest_config(cases(12))]
+
+    /// A mesh whose loops sleep until `poll_timeout` (waking besides only
+    /// for the game's ticks) sends the same datagrams and runs the same
+    /// frames as one whose loops call `handle_timeout` every millisecond
+    /// besides, with checkpoints, an observer and the adaptive delay in
+    /// play: a timer `poll_timeout` leaves out shows as a datagram the busy
+    /// loop sends sooner.
+    #[test]
+    fn sleeping_until_poll_timeout_is_polling_every_millisecond(
+        players in 2usize..=4,
+        observers in 0usize..=1,
+        adaptive in any::<bool>(),
+        link in link(100, 30),
+        seed in any::<u64>(),
+    ) {
+        let mut sc = Scenario::new(players, seed);
+        sc.observers = observers;
+        sc.link = link;
+        // A period of whole milliseconds, so both loops run the game at
+        // the same instants.
+        sc.period = Duration::from_millis(40);
+        sc.config.tick_rate = 25;
+        if adaptive {
+            sc.config.adaptive = Some(lockstep_core::AdaptiveDelay::default());
+        }
+        let slept = mesh_run(&sc, sc.period);
+        let polled = mesh_run(&sc, Duration::from_millis(1));
+        prop_assert_eq!(slept, polled, "seed {}", seed);
+    }
+}
