@@ -28,6 +28,18 @@ impl StallMeter {
         }
     }
 
+    /// When a stall begins if no frame comes first (just past two tick
+    /// periods after the last frame ran): `None` before the first frame or
+    /// while one is under way. Sessions keep a timer for it, so a game loop
+    /// that only asks for a frame once one is there (a pacer's) still has
+    /// its stalls counted, and shown while they last.
+    pub(crate) fn begins_at(&self, two_ticks: Duration) -> Option<Instant> {
+        match (self.last_frame, self.started) {
+            (Some(last), None) => Some(last + two_ticks + Duration::from_micros(1)),
+            _ => None,
+        }
+    }
+
     /// The game got a frame at `now`: any stall is over.
     pub(crate) fn ran(&mut self, now: Instant) {
         self.last_frame = Some(now);

@@ -73,6 +73,39 @@ impl<I: Input> MeshSession<I> {
         Ok(tick)
     }
 
+    /// Whether the game waits for its next frame: it is not complete, and
+    /// nothing but its inputs holds it back (not a pause, a snapshot or a
+    /// resync). Observers count no stalls.
+    fn waiting_for_frame(&self) -> bool {
+        self.local_seat.is_some()
+            && !self.frozen()
+            && !self.snapshot_waiting()
+            && self.resync_limit().is_none_or(|l| self.next_tick <= l)
+            && !self.store.get(self.next_tick).is_some_and(|s| s.complete())
+    }
+
+    /// A stall is the picture stopping: no frame for two tick periods
+    /// (steady latency beyond the input delay is not one).
+    pub(super) fn note_stall(&mut self) {
+        if self.local_seat.is_some() {
+            self.stall.no_frame(self.now, self.two_ticks());
+        }
+    }
+
+    fn two_ticks(&self) -> Duration {
+        Duration::from_secs(2) / self.config.tick_rate.max(1)
+    }
+
+    /// When a stall begins if the next frame does not complete first: a
+    /// timer, so that a loop asking for frames only once one is there
+    /// still has its stalls counted.
+    pub(super) fn stall_due(&self) -> Option<Instant> {
+        if !self.waiting_for_frame() {
+            return None;
+        }
+        self.stall.begins_at(self.two_ticks())
+    }
+
     /// The next confirmed frame, if every input for it is known. Frames come
     /// out in tick order, each exactly once; run every one.
     ///
@@ -91,13 +124,7 @@ impl<I: Input> MeshSession<I> {
             return None;
         }
         if !self.store.get(tick).is_some_and(|s| s.complete()) {
-            // A stall is the picture stopping: no frame for two tick
-            // periods (steady latency beyond the input delay is not one).
-            // Observers count none.
-            if self.local_seat.is_some() {
-                let two_ticks = Duration::from_secs(2) / self.config.tick_rate.max(1);
-                self.stall.no_frame(self.now, two_ticks);
-            }
+            self.note_stall();
             return None;
         }
         let next = tick.next()?;

@@ -25,6 +25,9 @@ pub(crate) enum Timer {
     Question(PeerId),
     /// Whom our next tick waits on becomes worth naming.
     Waits,
+    /// The game has waited two tick periods for its next frame: a stall
+    /// begins (counted, whatever the loop asks).
+    Stall,
 }
 
 impl<I: Input> MeshSession<I> {
@@ -81,6 +84,9 @@ impl<I: Input> MeshSession<I> {
         self.flush_chunks();
         self.drop_passed_snapshot();
         self.note_arrivals();
+        if self.stall_due().is_some_and(|at| at <= now) {
+            self.note_stall();
+        }
         if self.quiet_until.is_some() {
             let next = self.poll_timeout();
             self.quiet_until = Some(next.unwrap_or(Instant::from_micros(u64::MAX)));
@@ -271,6 +277,9 @@ impl<I: Input> TimerTable for MeshSession<I> {
         }
         if let Some(t) = self.waits.0.names_at() {
             timer(Timer::Waits, t);
+        }
+        if let Some(t) = self.stall_due() {
+            timer(Timer::Stall, t);
         }
     }
 }

@@ -105,6 +105,12 @@ fn a_client_says_at_once_and_until_it_comes_that_it_lacks_a_frame() {
     assert_eq!(ran, (5..10).map(Tick::new).collect::<Vec<_>>());
     let keepalive = ClientConfig::default().keepalive_interval;
     bases(&mut c, now);
+    // The game waits for frame 10: two ticks on a stall begins (a timer
+    // that sends nothing), and then nothing is due before the keepalive.
+    let stall = c.poll_timeout().expect("a timer");
+    assert!(stall < now + keepalive);
+    assert!(bases(&mut c, stall).is_empty(), "a stall sends nothing");
+    assert!(c.stalled());
     assert!(
         c.poll_timeout().is_some_and(|at| at >= now + keepalive),
         "nothing lacking: back to the keepalive"

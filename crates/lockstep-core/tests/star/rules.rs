@@ -1387,3 +1387,55 @@ fn runs_go_self_contained_when_acknowledgements_stop() {
         "{switched:?}"
     );
 }
+
+/// A game loop that asks for a frame only once one is there (a pacer's:
+/// `ready_to_pace`) still has its stalls counted, and `stalled()` holding
+/// while they last: the session keeps a timer for a stall's start. The
+/// other player is cut off from the relay for 2 s; the room waits for all.
+/// (Before the timer, such a loop counted no stall at all.)
+#[test]
+fn a_pacer_loop_has_its_stalls_counted_and_shown() {
+    use crate::common::{secs, star::StarScenario};
+    let mut sc = StarScenario::new(2, 0x57a1);
+    sc.link.latency = Duration::from_millis(10);
+    let mut h = sc.build();
+    h.sim
+        .net
+        .partition(&[PeerId(2)], &[SERVER], secs(5), secs(7));
+    let mut stalled_seen = false;
+    let outcome = h.drive(
+        secs(10),
+        |_, _, _| {},
+        |id, c, rec| {
+            if id != PeerId(1) {
+                crate::common::star::play(c, rec);
+                return;
+            }
+            stalled_seen |= c.stalled();
+            if c.seat().is_some() && c.input_due() {
+                let input = rec.input();
+                if c.commit_local(input).is_ok() {
+                    rec.committed();
+                }
+            }
+            while c.ready_to_pace() > 0 {
+                let Some(frame) = c.advance() else { break };
+                rec.record(&frame);
+            }
+            while let Some(ev) = c.poll_event() {
+                rec.events.push(ev);
+            }
+        },
+        |_| false,
+    );
+    assert_eq!(outcome, lockstep_core::sim::Outcome::TimedOut);
+    let st = h.client(PeerId(1)).stats();
+    assert!(st.frames > 200, "it played: {} frames", st.frames);
+    assert_eq!(st.stalls, 1, "the 2 s wait is one stall: {st:?}");
+    assert!(
+        st.stalled_for >= Duration::from_millis(1_500),
+        "{:?}",
+        st.stalled_for
+    );
+    assert!(stalled_seen, "stalled() held while it lasted");
+}

@@ -4,6 +4,41 @@
 use super::*;
 
 impl<I: Input> ClientSession<I> {
+    /// Two tick periods, once the room's tick rate is known.
+    fn two_ticks(&self) -> Option<Duration> {
+        self.welcome()
+            .filter(|w| w.tick_rate > 0)
+            .map(|w| Duration::from_secs(2) / w.tick_rate)
+    }
+
+    /// Whether the game waits for its next frame: none is here, and
+    /// nothing but its arrival holds it back (not a pause, not a join).
+    fn waiting_for_frame(&self) -> bool {
+        !self.frozen()
+            && !self.joining.as_ref().is_some_and(|j| {
+                !(j.restored || (j.resync && j.tick.is_none_or(|t| self.next_tick <= t)))
+            })
+            && !matches!(self.frames.front(), Some(Some(_)))
+    }
+
+    /// A stall is the picture stopping: no frame for two tick periods
+    /// (steady latency beyond the input delay is not one).
+    pub(super) fn note_stall(&mut self) {
+        if let Some(two_ticks) = self.two_ticks() {
+            self.stall.no_frame(self.now, two_ticks);
+        }
+    }
+
+    /// When a stall begins if the next frame does not come first: a timer,
+    /// so that a loop asking for frames only once one is there still has
+    /// its stalls counted and `stalled()` holding while they last.
+    pub(super) fn stall_due(&self) -> Option<Instant> {
+        if !self.connected() || !self.waiting_for_frame() {
+            return None;
+        }
+        self.stall.begins_at(self.two_ticks()?)
+    }
+
     /// Commits the local input for the next tick. A refusal is backpressure:
     /// offer the input again next frame.
     pub fn commit_local(&mut self, input: I) -> Result<Tick, CommitError> {
@@ -123,15 +158,7 @@ impl<I: Input> ClientSession<I> {
         match self.frames.front() {
             Some(Some(_)) => {}
             _ => {
-                // A stall is the picture stopping: no frame for two tick
-                // periods (steady latency beyond the input delay is not one).
-                let period = self
-                    .welcome()
-                    .filter(|w| w.tick_rate > 0)
-                    .map(|w| Duration::from_secs(2) / w.tick_rate);
-                if let Some(two_ticks) = period {
-                    self.stall.no_frame(self.now, two_ticks);
-                }
+                self.note_stall();
                 return None;
             }
         }

@@ -23,6 +23,9 @@ pub(crate) enum Timer {
     Question,
     /// A resync whose snapshot never started is given up.
     ResyncWait,
+    /// The game has waited two tick periods for its next frame: a stall
+    /// begins (counted, and `stalled()` holds, whatever the loop asks).
+    Stall,
 }
 
 impl<I: Input> ClientSession<I> {
@@ -69,6 +72,9 @@ impl<I: Input> ClientSession<I> {
         let question_due = self.server_checks.question_due().is_some_and(|d| d <= now);
         if self.send_due() <= now || chunk_due || question_due {
             self.link.flush = true;
+        }
+        if self.stall_due().is_some_and(|at| at <= now) {
+            self.note_stall();
         }
     }
 
@@ -117,6 +123,9 @@ impl<I: Input> TimerTable for ClientSession<I> {
             .and_then(|j| j.resync_wait)
         {
             timer(Timer::ResyncWait, since + RESYNC_WAIT);
+        }
+        if let Some(at) = self.stall_due() {
+            timer(Timer::Stall, at);
         }
     }
 }
