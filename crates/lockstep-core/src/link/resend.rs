@@ -42,8 +42,8 @@ const SETTLE: u32 = 3_000;
 const BUNDLED_COPIES: u8 = 2;
 /// The round trip assumed before one is measured.
 const UNMEASURED_RTT: Duration = Duration::from_millis(300);
-/// Most doublings of the resend timers while resends go unacknowledged
-/// (see [`Resend`]): 32 times the timeout, a few seconds.
+/// Rounds of resends counted while they go unacknowledged (see
+/// [`Resend`]).
 const MAX_BACKOFF: u8 = 5;
 
 /// How hard a link repeats what it sends, from what it measured.
@@ -204,14 +204,16 @@ impl Due {
 /// pongs): each resend timer that runs out adds a copy, and every
 /// `SETTLE` items acknowledged without one take one away.
 ///
-/// Resends back off, as a TCP sender's do. Items taken as lost go again
-/// (a *round*), and until the other end acknowledges everything the
-/// rounds resent, each round doubles the timers (up to [`MAX_BACKOFF`]
-/// times) and only the base goes again: an end that stops acknowledging
+/// Resends narrow down. Items taken as lost go again (a *round*), and
+/// until the other end acknowledges everything the rounds resent, only
+/// the base goes again, once a timeout: an end that stops acknowledging
 /// (a dead downlink, or a peer that holds its acknowledgement back on
-/// purpose) is sent each item its copies and then its base now and then,
-/// not every item it lacks in every datagram, and one that moves its
-/// acknowledgement a tick at a time gains nothing by it.
+/// purpose) is sent each item its copies and then its base once a round
+/// trip or so, not every item it lacks in every datagram, and one that
+/// moves its acknowledgement a tick at a time gains nothing by it. The
+/// timers do not grow: an honest end that lost a round under heavy loss
+/// would stall past a room's patience (a room that waits for all gives a
+/// silent player up after `abandon_after`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Resend {
     /// The first item not acknowledged.
@@ -224,8 +226,8 @@ pub(crate) struct Resend {
     clean: u32,
     /// When the other end was last heard lacking the base.
     heard: Option<Instant>,
-    /// Doublings of the timers: rounds whose items are not all
-    /// acknowledged.
+    /// Rounds whose items are not all acknowledged (at most
+    /// [`MAX_BACKOFF`]): after the first, only the base goes again.
     backoff: u8,
     /// The end of what the rounds resent: once the base passes it, the
     /// timers are back to their length.
@@ -287,11 +289,9 @@ impl Resend {
     }
 
     /// How long after its last copy an item not acknowledged is lost, and
-    /// the base that a datagram from the other end still lacks: doubled
-    /// with each round of resends not acknowledged.
+    /// the base that a datagram from the other end still lacks.
     fn timers(&self, r: Redundancy) -> (Duration, Duration) {
-        let k = 1u32 << self.backoff.min(MAX_BACKOFF);
-        (r.timeout * k, r.quick * k)
+        (r.timeout, r.quick)
     }
 
     /// Whether item `k` (from the base) is lost: every copy went and none
@@ -353,8 +353,7 @@ impl Resend {
                 self.extra = self.extra.saturating_add(1).min(MAX_COPIES);
                 self.clean = 0;
             }
-            // Until what the rounds resent is acknowledged: only the base,
-            // each round waiting twice as long.
+            // Until what the rounds resent is acknowledged: only the base.
             self.backoff = self.backoff.saturating_add(1).min(MAX_BACKOFF);
             self.recover = Some(self.recover.map_or(end, |r| r.max(end)));
         }
@@ -630,7 +629,7 @@ mod tests {
     }
 
     #[test]
-    fn resends_back_off_until_the_other_end_acknowledges_them() {
+    fn resends_narrow_to_the_base_until_the_other_end_acknowledges_them() {
         let r = red(1);
         let mut s = Resend::new(t(0));
         s.sent(t(0), t(3), at(0), r);
@@ -641,46 +640,34 @@ mod tests {
         // A loss adds a copy: the resent items have one more to go.
         assert_eq!(s.due(at(216), t(3), r).from(), t(0));
         s.sent(t(0), t(3), at(216), r);
-        // None of it acknowledged: the next round waits twice as long, and
-        // only the base goes.
-        assert!(s.due(at(615), t(3), r).is_empty());
-        assert_eq!(s.next_due(at(217), t(3), r), Some(at(616)));
-        let d = s.due(at(616), t(3), r);
+        // None of it acknowledged: the next round, a timeout on, is the
+        // base alone.
+        assert!(s.due(at(415), t(3), r).is_empty());
+        assert_eq!(s.next_due(at(217), t(3), r), Some(at(416)));
+        let d = s.due(at(416), t(3), r);
         assert_eq!((d.from(), d.skip), (t(0), Some((t(1), t(3)))));
-        s.sent(t(0), t(1), at(616), r);
-        s.sent(t(0), t(1), at(632), r);
-        assert_eq!(s.next_due(at(633), t(3), r), Some(at(1432)));
-        // Rounds of the base alone (and its copy), each waiting twice as
-        // long, up to 32 times the timeout.
-        let mut times = Vec::new();
+        // And so on, a timeout after each round's last copy, never more
+        // than the base.
         for _ in 0..16 {
             let at_k = s.next_due(at(0), t(3), r).expect("the base waits");
             let d = s.due(at_k, t(3), r);
             assert_eq!((d.from(), d.skip), (t(0), Some((t(1), t(3)))));
             s.sent(t(0), t(1), at_k, r);
-            times.push(at_k);
         }
-        let gaps: Vec<Duration> = times.windows(2).map(|w| w[1] - w[0]).collect();
-        assert_eq!(gaps.iter().max(), Some(&(r.timeout * 32)), "{gaps:?}");
         let last = s.sent[0].at;
         // Moving the acknowledgement a tick on is not enough: what the
         // rounds resent (0 to 2) is not all acknowledged. The new base,
-        // long waiting, goes at once, alone, and then waits as long.
+        // long waiting, goes at once, alone.
         s.lacks_from(t(1));
         let now = last + MS;
         let d = s.due(now, t(3), r);
         assert_eq!((d.from(), d.skip), (t(1), Some((t(2), t(3)))));
-        s.sent(t(1), t(2), now, r);
-        s.sent(t(1), t(2), now + r.spacing, r);
-        assert_eq!(
-            s.next_due(now + r.spacing, t(3), r),
-            Some(now + r.spacing + r.timeout * 32)
-        );
-        // All of it: the timers are back to their length.
+        // All of it: every item lost goes in a round again.
         s.lacks_from(t(3));
-        s.sent(t(3), t(4), at(10_000), r);
-        s.sent(t(3), t(4), at(10_016), r);
-        assert_eq!(s.next_due(at(10_016), t(4), r), Some(at(10_216)));
+        s.sent(t(3), t(5), at(10_000), r);
+        s.sent(t(3), t(5), at(10_016), r);
+        let d = s.due(at(10_216), t(5), r);
+        assert_eq!((d.from(), d.skip), (t(3), None));
     }
 
     #[test]

@@ -269,3 +269,55 @@ proptest! {
         prop_assert_eq!(slept, polled, "seed {}", seed);
     }
 }
+
+/// A case of the property above that failed when resend timers doubled
+/// with each unacknowledged round: 6 players at 60 Hz, 96 ms +- 30 ms each
+/// way, 30% loss. A player whose lost frame lost its resends too waited
+/// ever longer for it, stopped sending input, and was given up by the room
+/// (`abandon_after`, 2 s here) although it was only unlucky; it then sat
+/// at its last frame for good. Resends no longer wait longer each round.
+#[test]
+fn an_unlucky_player_under_heavy_loss_is_not_given_up() {
+    let mut sc = StarScenario::new(6, 12100798163321853413);
+    sc.server.delay = 3;
+    sc.server.tick_rate = 60;
+    sc.server.policy = Policy::WaitForAll {
+        abandon_after: Duration::from_secs(2),
+    };
+    sc.link.latency = Duration::from_millis(96);
+    sc.link.jitter = Duration::from_millis(30);
+    sc.link.loss = 0.3;
+    sc.link.duplicate = 0.06856918213125826;
+    sc.link.reorder = 0.17584053503172814;
+    let mut h = sc.build();
+    let victim = PeerId(1);
+    let at = Instant::from_millis(1607);
+    let first = h.run(
+        secs(60),
+        |_, _, _| {},
+        |sim| {
+            sim.now() >= at
+                && sim
+                    .endpoint(victim)
+                    .and_then(Node::client)
+                    .is_some_and(|c| c.connected())
+        },
+    );
+    assert_eq!(first, Outcome::Done);
+    h.sim.freeze(victim);
+    let base = h.client(PeerId(2)).stats().frames;
+    let done = h.run(
+        secs(300),
+        |_, _, _| {},
+        |sim| {
+            sim.live()
+                .filter_map(|(_, n)| n.client())
+                .all(|c| c.stats().frames >= base + 200)
+        },
+    );
+    assert_eq!(
+        done,
+        Outcome::Done,
+        "every player but the frozen one plays on"
+    );
+}
