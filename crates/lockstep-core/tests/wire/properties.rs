@@ -259,7 +259,7 @@ proptest! {
                 acks: (&acks).into(),
                 runs: (&runs).into(),
             }),
-            Message::Frames(Frames { start: near(1), count: 1, seats: 2, reference: near(1).get().checked_sub((1 + nums.1 as u32).min(lockstep_core::wire::MAX_REFERENCE_BACK)).map(Tick::new), body: &body }),
+            Message::Frames(Frames { start: near(1), count: 1, seats: 2, reference: near(1).get().checked_sub((1 + nums.1 as u32).min(wire::MAX_REFERENCE_BACK)).map(Tick::new), body: &body }),
             Message::Checkpoint(Checkpoint { tick: near(2), full: true, value: nums.4, ack: resume.map(|_| near(1)) }),
             Message::CheckpointAck { tick: near(4) },
             Message::Resync { id: stamps.0, verdict: Checkpoint { tick: near(5), full: nums.3 % 2 == 0, value: if nums.3 % 2 == 0 { nums.4 } else { nums.4 & 0xFFFF }, ack: None } },
