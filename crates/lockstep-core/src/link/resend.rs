@@ -42,9 +42,6 @@ const SETTLE: u32 = 3_000;
 const BUNDLED_COPIES: u8 = 2;
 /// The round trip assumed before one is measured.
 const UNMEASURED_RTT: Duration = Duration::from_millis(300);
-/// Rounds of resends counted while they go unacknowledged (see
-/// [`Resend`]).
-const MAX_BACKOFF: u8 = 5;
 
 /// How hard a link repeats what it sends, from what it measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,17 +148,16 @@ impl Sent {
         self.left > 0 && now >= self.at + r.spacing
     }
 
-    /// Every copy went and none was acknowledged within `timeout`.
-    fn lost(self, now: Instant, timeout: Duration) -> bool {
-        self.left == 0 && now >= self.at + timeout
+    /// Every copy went and none was acknowledged in time.
+    fn lost(self, now: Instant, r: Redundancy) -> bool {
+        self.left == 0 && now >= self.at + r.timeout
     }
 
-    /// When it makes a datagram go by itself, if it can still be lost
-    /// after `timeout`.
-    fn forces(self, r: Redundancy, timeout: Duration) -> Instant {
+    /// When it makes a datagram go by itself.
+    fn forces(self, r: Redundancy) -> Instant {
         self.at
             + if self.left == 0 {
-                timeout
+                r.timeout
             } else if self.urgent {
                 r.spacing
             } else {
@@ -226,11 +222,8 @@ pub(crate) struct Resend {
     clean: u32,
     /// When the other end was last heard lacking the base.
     heard: Option<Instant>,
-    /// Rounds whose items are not all acknowledged (at most
-    /// [`MAX_BACKOFF`]): after the first, only the base goes again.
-    backoff: u8,
-    /// The end of what the rounds resent: once the base passes it, the
-    /// timers are back to their length.
+    /// The end of what the rounds of resends went to, while the base has
+    /// not passed it: until then only the base goes again.
     recover: Option<Tick>,
 }
 
@@ -243,7 +236,6 @@ impl Resend {
             extra: 0,
             clean: 0,
             heard: None,
-            backoff: 0,
             recover: None,
         }
     }
@@ -265,7 +257,6 @@ impl Resend {
     /// snapshot), everything is to go again from there.
     pub(crate) fn lacks_from(&mut self, next: Tick) {
         if next < self.base || self.recover.is_some_and(|r| next >= r) {
-            self.backoff = 0;
             self.recover = None;
         }
         if next < self.base {
@@ -288,26 +279,22 @@ impl Resend {
         self.heard = Some(now);
     }
 
-    /// How long after its last copy an item not acknowledged is lost, and
-    /// the base that a datagram from the other end still lacks.
-    fn timers(&self, r: Redundancy) -> (Duration, Duration) {
-        (r.timeout, r.quick)
-    }
-
     /// Whether item `k` (from the base) is lost: every copy went and none
     /// was acknowledged in time, or the base was, and the other end said it
-    /// still lacked it a round trip after its last copy. While resends
-    /// back off, only the base.
+    /// still lacked it a round trip after its last copy. While a round is
+    /// unacknowledged, only the base.
     fn lost(&self, k: usize, now: Instant, r: Redundancy) -> bool {
-        if k > 0 && self.backoff > 0 {
-            return false;
-        }
-        let Some(&s) = self.sent.get(k) else {
-            return false;
-        };
-        let (timeout, quick) = self.timers(r);
-        s.lost(now, timeout)
-            || k == 0 && s.left == 0 && self.heard.is_some_and(|h| h >= s.at + quick)
+        self.sent
+            .get(k)
+            .is_some_and(|s| self.lost_item(k, *s, self.recover.is_some(), now, r))
+    }
+
+    /// [`lost`](Self::lost) for item `k` as `s`, `narrowed` while a round
+    /// is unacknowledged.
+    fn lost_item(&self, k: usize, s: Sent, narrowed: bool, now: Instant, r: Redundancy) -> bool {
+        (k == 0 || !narrowed)
+            && (s.lost(now, r)
+                || k == 0 && s.left == 0 && self.heard.is_some_and(|h| h >= s.at + r.quick))
     }
 
     /// The first item never sent.
@@ -346,19 +333,20 @@ impl Resend {
         let to = to.min(self.base.saturating_add(TRACKED));
         let first = from.since(self.base) as usize;
         let last = (to.since(self.base) as usize).min(self.sent.len());
-        let lost: Vec<bool> = (first..last).map(|k| self.lost(k, now, r)).collect();
-        if let Some(k) = lost.iter().rposition(|l| *l) {
-            let end = self.base.saturating_add((first + k + 1) as u32);
-            if self.recover.is_none() {
+        // Which items are lost is judged as things stood before this round.
+        let narrowed = self.recover.is_some();
+        if let Some(k) = (first..last).rev().find(|&k| self.lost(k, now, r)) {
+            let end = self.base.saturating_add(k as u32 + 1);
+            if !narrowed {
                 self.extra = self.extra.saturating_add(1).min(MAX_COPIES);
                 self.clean = 0;
             }
             // Until what the rounds resent is acknowledged: only the base.
-            self.backoff = self.backoff.saturating_add(1).min(MAX_BACKOFF);
             self.recover = Some(self.recover.map_or(end, |r| r.max(end)));
         }
         let copies = self.copies(r);
-        for (k, lost) in (first..last).zip(lost) {
+        for k in first..last {
+            let lost = self.lost_item(k, self.sent[k], narrowed, now, r);
             let s = &mut self.sent[k];
             if lost {
                 s.left = copies;
@@ -381,7 +369,7 @@ impl Resend {
     /// (`spacing` for a resend's), on its timeout for one only waiting for
     /// its acknowledgement. `None` when nothing is unacknowledged.
     ///
-    /// While resends back off only the base can be lost, and the items
+    /// While a round is unacknowledged only the base can be lost, and the items
     /// with copies left are the newest: the walk stops at the first from
     /// the end without, so an end that acknowledges nothing does not make
     /// every call walk all it lacks.
@@ -390,18 +378,17 @@ impl Resend {
         if fresh || self.lost(0, now, r) {
             return Some(now);
         }
-        let (timeout, _) = self.timers(r);
-        if self.backoff == 0 {
-            return self.sent.iter().map(|s| s.forces(r, timeout)).min();
+        if self.recover.is_none() {
+            return self.sent.iter().map(|s| s.forces(r)).min();
         }
-        let base = self.sent.front().map(|s| s.forces(r, timeout));
+        let base = self.sent.front().map(|s| s.forces(r));
         let copies = self
             .sent
             .iter()
             .skip(1)
             .rev()
             .take_while(|s| s.left > 0)
-            .map(|s| s.forces(r, timeout));
+            .map(|s| s.forces(r));
         base.into_iter().chain(copies).min()
     }
 }
