@@ -144,7 +144,7 @@ pub trait Codec {
     fn decode(&mut self, bytes: &[u8], held: Option<&PlayerInputs>) -> usize;
 }
 
-/// lockstep's protocol v7: header, an `Inputs` message with an ack and a
+/// lockstep's protocol v8: header, an `Inputs` message with an ack and a
 /// delta chain coded against the input the recipient acknowledged. It keeps
 /// its chain writer, decoder and buffers from one datagram to the next, as
 /// a session does, so neither side allocates per datagram.
@@ -159,7 +159,7 @@ pub struct LockstepCodec {
 
 impl Codec for LockstepCodec {
     fn name(&self) -> &'static str {
-        "lockstep v7 (delta chains)"
+        "lockstep v8 (delta chains)"
     }
 
     fn encode(

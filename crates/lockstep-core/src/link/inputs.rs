@@ -102,6 +102,11 @@ impl AckWatch {
         self.acked = self.acked.max(acked);
     }
 
+    /// Where it stands: the first input the recipient lacks.
+    pub(crate) fn get(&self) -> Tick {
+        self.acked
+    }
+
     /// Nothing waits for an acknowledgement any more: the next input to
     /// wait starts the clock again.
     pub(crate) fn idle(&mut self) {

@@ -16,6 +16,7 @@ mod pace;
 mod resend;
 mod rtt;
 mod stall;
+mod taken;
 
 pub(crate) use inputs::{AckWatch, Recent, Reference, readable, reference};
 pub(crate) use meter::LinkMeter;
@@ -24,6 +25,7 @@ pub(crate) use pace::Pace;
 pub(crate) use resend::{Redundancy, Resend};
 pub(crate) use rtt::Rtt;
 pub(crate) use stall::StallMeter;
+pub(crate) use taken::Taken;
 
 use crate::Instant;
 use crate::wire::Message;

@@ -79,9 +79,7 @@ impl Redundancy {
         period: Duration,
         held_up: u32,
     ) -> Self {
-        let rtt = rtt.unwrap_or(UNMEASURED_RTT);
-        let margin = jitter.map_or(rtt, |j| (j * 4).min(rtt));
-        let quick = (rtt + margin).max(period);
+        let quick = trip(rtt, jitter).max(period);
         // An item that loses every copy stalls the other end for about a
         // resend's wait: the longer that is, the rarer it must be.
         let stall =
@@ -103,6 +101,30 @@ impl Redundancy {
         }
     }
 
+    /// The same, for items the other end says at once it lacks (a
+    /// sequencer names the players it waits on as soon as it has waited a
+    /// tick, and goes quiet until they are heard): a datagram from it that
+    /// still lacks an item a round trip (and its jitter) after its last
+    /// copy shows the copy lost, however short the round trip is against
+    /// the period.
+    pub(crate) fn told_at_once(self, rtt: Option<Duration>, jitter: Option<Duration>) -> Self {
+        Self {
+            quick: trip(rtt, jitter),
+            ..self
+        }
+    }
+
+    /// The same, for items whose next regular datagram may not come (a
+    /// client sends with each input it commits, and commits nothing while
+    /// the game waits for a frame, which may wait for the copy): a copy
+    /// left makes a datagram go `force` after the last copy.
+    pub(crate) fn forcing_after(self, force: Duration) -> Self {
+        Self {
+            force: force.min(self.force),
+            ..self
+        }
+    }
+
     /// The same, on a link whose frames go `bundle` ticks to a datagram
     /// because it queues what it is sent (see `link::Pace`): what it loses
     /// is the queue's doing, so more copies would only lengthen it. At
@@ -120,6 +142,15 @@ impl Redundancy {
             ..self
         }
     }
+}
+
+/// How long after an item went a datagram from the other end shows
+/// whether it arrived: the round trip `rtt` (or [`UNMEASURED_RTT`]) and a
+/// margin for its `jitter`.
+fn trip(rtt: Option<Duration>, jitter: Option<Duration>) -> Duration {
+    let rtt = rtt.unwrap_or(UNMEASURED_RTT);
+    let margin = jitter.map_or(rtt, |j| (j * 4).min(rtt));
+    rtt + margin
 }
 
 /// One tracked item: copies still to go, and when it last went.
@@ -247,7 +278,6 @@ impl Resend {
     }
 
     /// The first item not acknowledged.
-    #[cfg(test)]
     pub(crate) fn base(&self) -> Tick {
         self.base
     }

@@ -1,4 +1,4 @@
-//! Protocol v7 messages: the type bytes, the [`Message`] enum, and the
+//! Protocol v8 messages: the type bytes, the [`Message`] enum, and the
 //! dispatch of each message's bounds, encoder and decoder to the family
 //! file that holds them (`handshake`, `play`, `checks`, `control`,
 //! `transfer`, `roster`).
@@ -115,7 +115,7 @@ pub mod message_type {
 }
 use message_type as ty;
 
-/// One message of protocol v7.
+/// One message of protocol v8.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Message<'a> {

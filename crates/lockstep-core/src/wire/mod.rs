@@ -1,4 +1,4 @@
-//! The binary wire format, protocol v7.
+//! The binary wire format, protocol v8.
 //!
 //! Every datagram starts with a five-byte header, then one or more
 //! messages:
@@ -62,7 +62,7 @@ use crate::input::InputDecodeError;
 pub const MAGIC: [u8; 2] = *b"LK";
 
 /// The protocol version this build speaks.
-pub const VERSION: u8 = 7;
+pub const VERSION: u8 = 8;
 
 /// The most seats a session may have in this protocol version.
 pub const MAX_SEATS: usize = 256;

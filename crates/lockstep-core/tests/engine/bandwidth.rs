@@ -9,7 +9,8 @@
 //! 22.0, 250 ms with 1% loss 90.4 and 36.3 (the engine before per-frame
 //! copies sent 235.5 down there); the mesh 65.6. Since input runs carry a
 //! check of their reference (one byte a run): up 22.8 and 37.1, the mesh
-//! 68.0.
+//! 68.0. Since a client's inputs go a few times each, not in every
+//! datagram until acknowledged: up at 250 ms 26.3.
 
 use crate::common::star::StarScenario;
 use crate::common::{Scenario, secs};
@@ -71,7 +72,7 @@ fn an_eight_player_room_on_loopback_stays_in_its_budget() {
 fn an_eight_player_room_at_250_ms_with_loss_stays_in_its_budget() {
     let (down, up) = room(lossy(250, 0.01), 11);
     within("room, 250 ms 1%, down", down, 92.0);
-    within("room, 250 ms 1%, up", up, 38.0);
+    within("room, 250 ms 1%, up", up, 27.0);
 }
 
 #[test]

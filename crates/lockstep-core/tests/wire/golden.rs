@@ -515,7 +515,7 @@ fn every_encoding_matches_its_golden_bytes() {
     assert_eq!(names.len(), cases.len(), "a case name is used twice");
     if std::env::var_os("LOCKSTEP_BLESS").is_some() {
         let mut out = String::from(
-            "# Golden bytes of protocol v7 (see golden.rs). Regenerate only for a new\n\
+            "# Golden bytes of protocol v8 (see golden.rs). Regenerate only for a new\n\
              # protocol version: LOCKSTEP_BLESS=1 cargo test -p lockstep-core --test wire golden\n",
         );
         for (name, bytes) in &cases {

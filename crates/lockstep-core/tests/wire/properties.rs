@@ -1,4 +1,4 @@
-//! Round-trip properties of every message and codec of protocol v7:
+//! Round-trip properties of every message and codec of protocol v8:
 //! encode then decode gives back exactly what went in.
 
 use lockstep_core::wire::{

@@ -358,3 +358,121 @@ fn an_input_reference_out_of_reach_is_malformed() {
         ErrorCode::Malformed,
     );
 }
+
+/// Mallory's `Inputs` with one input per tick of `ticks` (each its own
+/// run, coded against nothing) and `floor` as its own seat's ack.
+fn inputs_with_floor(seat: PlayerId, ticks: &[Tick], floor: Option<(PlayerId, Tick)>) -> Vec<u8> {
+    let mut c = ChainWriter::new();
+    c.push(&PlayerInputs::default().with_button(2, true), usize::MAX);
+    let mut chain = Vec::new();
+    c.write(&mut chain);
+    let runs: Vec<InputRun<'_>> = ticks
+        .iter()
+        .map(|&start| InputRun {
+            seat,
+            start,
+            count: 1,
+            back: 0,
+            check: 0,
+            chain: &chain,
+        })
+        .collect();
+    let acks: Vec<(PlayerId, Tick)> = floor.into_iter().collect();
+    datagram(
+        ticks.first().copied().unwrap_or(Tick::ZERO),
+        &[Message::Inputs(Inputs {
+            acks: (&acks).into(),
+            runs: (&runs).into(),
+        })],
+    )
+}
+
+#[test]
+fn a_floor_for_another_seat_is_a_violation() {
+    mallory(
+        |seat| {
+            let other = PlayerId(seat.0 ^ 1);
+            vec![inputs_with_floor(seat, &[], Some((other, Tick::new(5))))]
+        },
+        ErrorCode::Violation,
+    );
+}
+
+#[test]
+fn a_floor_past_the_horizon_is_a_violation() {
+    mallory(
+        |seat| {
+            vec![inputs_with_floor(
+                seat,
+                &[],
+                Some((seat, Tick::new(1_000_000))),
+            )]
+        },
+        ErrorCode::Violation,
+    );
+}
+
+/// Inputs out of order, with a gap never filled: the relay holds what came
+/// and acknowledges only up to the gap (a client is never told an input
+/// arrived that did not), until the client's floor gives the gap up; a
+/// floor going back changes nothing. Honest players in the same room play
+/// on undisturbed.
+#[test]
+fn inputs_past_a_gap_are_held_and_acknowledged_only_up_to_it() {
+    let mut config = RelayConfig::default();
+    config.room_defaults.tick_rate = 100;
+    config.room_defaults.policy = lockstep_relay::PolicyName::Deadline;
+    let relay = TestRelay::start(config);
+    let clock = Clock::new();
+    let players = honest(&relay, &clock);
+    let raw = Raw::new(&relay);
+    raw.hello(Hello {
+        fingerprint: FINGERPRINT,
+        room: "room",
+        name: "mallory",
+        codec: InputCodec::PlayerInputs,
+        ..Hello::default()
+    });
+    let (seat, from) = raw
+        .first(|m| match m {
+            Message::Welcome(w) => Some((w.seat?, w.tick.saturating_add(w.delay))),
+            _ => None,
+        })
+        .expect("mallory is seated");
+    let t = |k: u32| from.saturating_add(k);
+    let ack = |raw: &Raw| {
+        raw.first(|m| match m {
+            Message::Inputs(i) => i.acks.iter().find(|(s, _)| *s == seat).map(|(_, t)| t),
+            _ => None,
+        })
+    };
+    // Every tick but the second, in reverse order (within the horizon):
+    // held, acknowledged up to the gap.
+    let late: Vec<Tick> = (2..6).rev().map(t).chain([t(0)]).collect();
+    raw.send(&inputs_with_floor(seat, &late, None));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut seen = None;
+    while Instant::now() < deadline && seen != Some(t(1)) {
+        seen = ack(&raw);
+        assert!(
+            seen.is_none_or(|a| a <= t(1)),
+            "acknowledged past the gap: {seen:?}"
+        );
+    }
+    assert_eq!(seen, Some(t(1)));
+    // A floor behind changes nothing; one past the gap gives it up, and
+    // the acknowledgement moves over everything held after it.
+    raw.send(&inputs_with_floor(seat, &[], Some((seat, t(0)))));
+    raw.send(&inputs_with_floor(seat, &[], Some((seat, t(2)))));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline && seen != Some(t(6)) {
+        seen = ack(&raw);
+    }
+    assert_eq!(seen, Some(t(6)));
+    still_fine(players, &clock);
+    assert!(
+        relay
+            .http_get("/metrics")
+            .contains("lockstep_violations_total 0")
+    );
+}

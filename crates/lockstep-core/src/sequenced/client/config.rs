@@ -58,7 +58,11 @@ pub struct ClientConfig {
     pub max_unacked: usize,
     /// How often the Hello is repeated until answered.
     pub hello_interval: Duration,
-    /// How long after the last datagram unacknowledged input is resent.
+    /// How long after the last datagram news not yet answered (a frame we
+    /// lack, a pause asked for, a goodbye) goes again. Also how long after
+    /// its last copy an input with copies left makes a datagram go, and
+    /// how long past the round trip the sequencer may take to acknowledge
+    /// an input before it is resent (both at least a tick).
     pub resend_interval: Duration,
     /// How often an idle connection is sent a datagram anyway.
     /// Also how long an unacknowledged full checkpoint, and a question

@@ -111,6 +111,9 @@ pub struct ClientSession<I: Input> {
     next_commit: Tick,
     /// Committed inputs the sequencer has not acknowledged, oldest first.
     unacked: VecDeque<(Tick, I)>,
+    /// Which of them go in the next datagram (see `link::resend`), by
+    /// tick.
+    inputs_sent: link::Resend,
     /// Our latest inputs, which runs are coded against (see
     /// [`link::reference`](crate::link::reference)).
     own_inputs: link::Recent<I>,
@@ -219,6 +222,7 @@ impl<I: Input> ClientSession<I> {
             next_tick: Tick::ZERO,
             next_commit: Tick::ZERO,
             unacked: VecDeque::new(),
+            inputs_sent: link::Resend::new(Tick::ZERO),
             own_inputs: link::Recent::default(),
             ack_watch: link::AckWatch::default(),
             committed_at: VecDeque::new(),

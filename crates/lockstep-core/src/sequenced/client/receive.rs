@@ -376,6 +376,13 @@ impl<I: Input> ClientSession<I> {
         };
         self.acked = self.acked.max(acked);
         self.ack_watch.acked(acked, self.now);
+        // An acknowledgement behind the record is an old one (a datagram
+        // that came late): what the sequencer dropped of ours, it says by a
+        // resync or a new Welcome, which start the record over.
+        if acked > self.inputs_sent.base() {
+            self.inputs_sent.lacks_from(acked);
+        }
+        self.inputs_sent.heard(self.now);
         while self.unacked.front().is_some_and(|(t, _)| *t < acked) {
             if let Some(sent) = self.unacked.pop_front()
                 && self.config.keep_frames > 0
@@ -455,8 +462,10 @@ impl<I: Input> ClientSession<I> {
         let reconnected = core::mem::take(&mut self.reconnecting);
         self.moving = false;
         // A new connection's acknowledgements start over: our runs are
-        // coded against nothing it has not acknowledged itself.
+        // coded against nothing it has not acknowledged itself, and every
+        // input it has not acknowledged goes to it afresh.
         self.ack_watch = link::AckWatch::default();
+        self.inputs_sent = link::Resend::new(self.input_floor());
         if reconnected {
             // Our state stands unless the sequencer sends a snapshot, or we
             // had none of our own yet (we were joining).
@@ -518,6 +527,7 @@ impl<I: Input> ClientSession<I> {
         self.next_commit = self.next_tick;
         self.own_inputs.clear();
         self.ack_watch = link::AckWatch::default();
+        self.inputs_sent = link::Resend::new(self.next_commit);
         self.link.flush = true;
         if self.resync_told != id {
             self.resync_told = id;
@@ -532,6 +542,7 @@ impl<I: Input> ClientSession<I> {
         }
         self.next_tick = if w.snapshot { w.tick } else { w.start };
         self.next_commit = w.tick.saturating_add(w.delay);
+        self.inputs_sent = link::Resend::new(self.next_commit);
         self.own_inputs.clear();
         self.lead = 0;
         self.slack_low = None;

@@ -68,8 +68,9 @@ impl<I: Input> ClientSession<I> {
         if !self.connected() {
             return self.link.send_due(self.started, self.config.hello_interval);
         }
-        if !self.unacked.is_empty()
-            || self.server_checks.has_news(&self.checks, self.now)
+        let inputs = self.inputs_due();
+        let resend = || inputs.map_or_else(resend, |at| at.min(resend()));
+        if self.server_checks.has_news(&self.checks, self.now)
             || self.pause_requested.is_some()
             || self.joining.is_some()
             || self.donation.is_some()
@@ -80,6 +81,7 @@ impl<I: Input> ClientSession<I> {
         let keepalive = self
             .link
             .send_due(self.started, self.config.keepalive_interval);
+        let keepalive = inputs.map_or(keepalive, |at| at.min(keepalive));
         // Time alone makes a full checkpoint the server has not
         // acknowledged news.
         self.server_checks
@@ -144,53 +146,83 @@ impl<I: Input> ClientSession<I> {
         }
     }
 
-    /// Every unacknowledged input, oldest first, one run per stretch of
-    /// consecutive ticks (a late client may have skipped some); the first
-    /// coded against the input the sequencer acknowledged last (see
-    /// [`link::reference`]). Returns whether any went.
-    fn put_inputs(&self, w: &mut DatagramWriter<'_>) -> bool {
+    /// Our inputs due (see [`link::Resend`]): each a few times over the
+    /// datagrams after it, then again only if the sequencer has not
+    /// acknowledged it in time; one run per stretch of consecutive ticks
+    /// (a late client may have skipped some), each coded against the
+    /// input the sequencer acknowledged last (see [`link::reference`]).
+    /// With them, our floor when the sequencer lacks ticks we hold nothing
+    /// for. Returns whether any input went.
+    fn put_inputs(&mut self, w: &mut DatagramWriter<'_>) -> bool {
         let Some(seat) = self.seat() else {
             return false;
         };
+        let red = self.inputs_redundancy();
+        let due = self.inputs_sent.due(self.now, self.next_commit, red);
+        let from = due.from();
+        let ranges = match due.skip {
+            Some((skip, after)) => [
+                Some((from, skip)),
+                (after < due.end).then_some((after, due.end)),
+            ],
+            None => [(from < due.end).then_some((from, due.end)), None],
+        };
         let mut left = w.remaining();
+        // Each run: its start, reference, inputs; and what each range got
+        // to before the datagram was full.
         let mut runs: Vec<(Tick, (u32, u8), ChainWriter<I>)> = Vec::new();
-        let mut expect: Option<Tick> = None;
-        for (tick, input) in self.unacked.iter() {
-            if expect != Some(*tick)
-                || runs
-                    .last()
-                    .is_none_or(|(_, _, c)| c.count() >= wire::MAX_RUN)
-            {
-                if let Some((_, _, c)) = runs.last() {
-                    left = left.saturating_sub(c.len() + 12);
-                }
-                if left < 32 {
-                    break;
-                }
-                let r = if runs.is_empty() {
-                    link::reference(
+        let mut reached: [Option<(Tick, Tick)>; 2] = [None, None];
+        'ranges: for (r, (a, b)) in ranges
+            .into_iter()
+            .enumerate()
+            .filter_map(|(r, x)| Some((r, x?)))
+        {
+            let mut expect: Option<Tick> = None;
+            let first = self.unacked.partition_point(|(t, _)| *t < a);
+            for (tick, input) in self.unacked.range(first..).take_while(|(t, _)| *t < b) {
+                if expect != Some(*tick)
+                    || runs
+                        .last()
+                        .is_none_or(|(_, _, c)| c.count() >= wire::MAX_RUN)
+                {
+                    if let Some((_, _, c)) = runs.last() {
+                        left = left.saturating_sub(c.len() + 12);
+                    }
+                    if left < 32 {
+                        break 'ranges;
+                    }
+                    let r = link::reference(
                         *tick,
                         &self.ack_watch,
                         &self.own_inputs,
                         self.now,
                         self.link.rtt(),
-                    )
-                } else {
-                    link::Reference::none()
+                    );
+                    let chain = r
+                        .input
+                        .map_or_else(ChainWriter::new, |a| ChainWriter::after(a.clone()));
+                    runs.push((*tick, (r.back, r.check), chain));
+                }
+                let Some((_, _, chain)) = runs.last_mut() else {
+                    break 'ranges;
                 };
-                let chain = r
-                    .input
-                    .map_or_else(ChainWriter::new, |a| ChainWriter::after(a.clone()));
-                runs.push((*tick, (r.back, r.check), chain));
+                if !chain.push(input, left.saturating_sub(24)) {
+                    break 'ranges;
+                }
+                expect = tick.next();
+                reached[r] = Some((a, expect.unwrap_or(*tick)));
             }
-            let Some((_, _, chain)) = runs.last_mut() else {
-                break;
-            };
-            if !chain.push(input, left.saturating_sub(24)) {
-                break;
-            }
-            expect = tick.next();
+            // Ticks of the range we hold nothing for went too: the floor
+            // says so.
+            reached[r] = Some((a, b));
         }
+        let floor = self.input_floor();
+        let acks = [(seat, floor)];
+        let acks: &[(PlayerId, Tick)] = if floor > self.ack_watch.get() {
+            &acks
+        } else {
+            &[]
+        };
         let bytes: Vec<Vec<u8>> = runs
             .iter()
             .map(|(_, _, c)| {
@@ -212,14 +244,55 @@ impl<I: Input> ClientSession<I> {
                 chain: b,
             })
             .collect();
-        if runs.is_empty() {
+        if runs.is_empty() && acks.is_empty() {
             return false;
         }
         w.put(Message::Inputs(Inputs {
-            acks: wire::List::EMPTY,
+            acks: acks.into(),
             runs: (&runs).into(),
         }));
-        true
+        let went = !runs.is_empty();
+        for (a, b) in reached.into_iter().flatten() {
+            self.inputs_sent.sent(a, b, self.now, red);
+        }
+        went
+    }
+
+    /// The first tick we still have an input to deliver for: nothing
+    /// before it is to come.
+    pub(super) fn input_floor(&self) -> Tick {
+        self.unacked.front().map_or(self.next_commit, |(t, _)| *t)
+    }
+
+    /// How hard our inputs are repeated, from the link.
+    fn inputs_redundancy(&self) -> link::Redundancy {
+        let (rate, deadline, seats) = self
+            .welcome()
+            .map_or((30, false, 1), |w| (w.tick_rate, w.deadline, w.seats));
+        let period = Duration::from_secs(1) / rate.max(1);
+        // The sequencer acknowledges with its next datagram.
+        let ack_delay = self.config.resend_interval.max(period);
+        // An input late in a room that waits for all holds everyone up: as
+        // many as the room seats, for all we know.
+        let held_up = if deadline { 1 } else { seats };
+        self.link
+            .redundancy(ack_delay, period, held_up)
+            .told_at_once(self.link.rtt(), self.link.jitter())
+            .forcing_after(ack_delay)
+    }
+
+    /// When our inputs make a datagram go by themselves (a copy left, a
+    /// resend timer), never sooner than a copy's spacing after the last
+    /// datagram; `None` when none waits.
+    fn inputs_due(&self) -> Option<Instant> {
+        self.seat()?;
+        let red = self.inputs_redundancy();
+        let at = self.inputs_sent.next_due(self.now, self.next_commit, red)?;
+        Some(
+            self.link
+                .last_sent()
+                .map_or(at, |last| at.max(last + red.spacing)),
+        )
     }
 
     /// A joiner's acknowledgement and its word that it caught up, and the

@@ -306,6 +306,7 @@ impl<I: Input> Sequencer<I> {
                 from,
                 pending: BTreeMap::new(),
                 received: from,
+                taken: Taken::new(from),
                 recent: Recent::default(),
                 last: I::default(),
                 slack: 0,

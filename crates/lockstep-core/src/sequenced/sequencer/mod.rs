@@ -5,7 +5,7 @@ use crate::admission::{self, SecretStream};
 use crate::checks::{Incoming, Referee, Relayed, Routed, Verdicted};
 use crate::endpoint::Transmit;
 use crate::error::ConfigError;
-use crate::link::{Link, Recent, Redundancy, Resend, Traffic};
+use crate::link::{Link, Recent, Redundancy, Resend, Taken, Traffic};
 use crate::rules::delay::DelayStep;
 use crate::rules::limits;
 use crate::rules::pause::{PauseAgreement, PauseChange};
@@ -167,11 +167,11 @@ struct Seat<I> {
     from: Tick,
     /// Inputs waiting for their tick, by the tick they will run on.
     pending: BTreeMap<Tick, I>,
-    /// One past the highest stamped tick received. Clients send every
-    /// unacknowledged input in every datagram, oldest first, so anything
-    /// stamped earlier either arrived with it or was skipped on purpose (a
-    /// late client stamping further ahead).
+    /// One past the highest stamped tick received.
     received: Tick,
+    /// The stamped ticks taken, in whatever order they came: the first one
+    /// lacking is what its client is acknowledged.
+    taken: Taken,
     /// The latest inputs its client sent, by the tick stamped: what its
     /// runs may be coded against.
     recent: Recent<I>,
@@ -209,6 +209,7 @@ impl<I> Seat<I> {
     fn due_from(&mut self, tick: Tick) {
         self.from = self.from.max(tick);
         self.received = self.received.max(self.from);
+        self.taken.skip_to(self.from);
     }
 
     /// It stops playing until its client has caught up (a rejoin from a
@@ -223,6 +224,7 @@ impl<I> Seat<I> {
         self.recent.clear();
         self.waited_since = None;
         self.received = self.received.min(open.max(self.from));
+        self.taken.forget_from(open.max(self.from));
     }
 }
 

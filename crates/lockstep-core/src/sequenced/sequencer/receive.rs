@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// A datagram's inputs, checked, by tick, and the floor it named.
+type Checked<I> = (Vec<(Tick, I)>, Option<Tick>);
+
 impl<I: Input> Sequencer<I> {
     /// A datagram from connection `i`: within its rates and the size
     /// limit, decoded once, its inputs checked whole, then each message
@@ -17,9 +20,9 @@ impl<I: Input> Sequencer<I> {
             Ok(d) => d,
             Err(e) => return Err(self.violation(i, ErrorCode::Malformed, e.to_string())),
         };
-        let inputs = self.checked_inputs(i, &d)?;
+        let (inputs, floor) = self.checked_inputs(i, &d)?;
         self.note_position(i, &d, inputs.len())?;
-        self.take_messages(i, d, inputs);
+        self.take_messages(i, d, inputs, floor);
         Ok(())
     }
 
@@ -57,15 +60,13 @@ impl<I: Input> Sequencer<I> {
     }
 
     /// The inputs of connection `i`'s datagram, every one its own seat's,
-    /// within the input size limit and the horizon, by tick.
-    fn checked_inputs(
-        &mut self,
-        i: usize,
-        d: &Datagram<'_>,
-    ) -> Result<Vec<(Tick, I)>, SequencerError> {
+    /// within the input size limit and the horizon, by tick; and its
+    /// floor, if it named one (see [`Taken`]).
+    fn checked_inputs(&mut self, i: usize, d: &Datagram<'_>) -> Result<Checked<I>, SequencerError> {
         let seat = self.conns[i].seat;
         // Decode and check everything before acting on any of it.
         let mut inputs: Vec<(Tick, I)> = Vec::new();
+        let mut floor = None;
         let mut scratch = Vec::new();
         for m in &d.messages {
             if let Message::Inputs(msg) = m {
@@ -76,6 +77,16 @@ impl<I: Input> Sequencer<I> {
                         "a spectator sent inputs".into(),
                     ));
                 };
+                for (ack_seat, tick) in msg.acks.iter() {
+                    if ack_seat != s {
+                        return Err(self.violation(
+                            i,
+                            ErrorCode::Violation,
+                            format!("a floor for {ack_seat} from the connection playing {s}"),
+                        ));
+                    }
+                    floor = floor.max(Some(tick));
+                }
                 for run in msg.runs {
                     if run.seat != s {
                         return Err(self.violation(
@@ -122,7 +133,11 @@ impl<I: Input> Sequencer<I> {
             let text = format!("input for tick {t}, beyond tick {horizon}");
             return Err(self.violation(i, ErrorCode::Violation, text));
         }
-        Ok(inputs)
+        if let Some(f) = floor.filter(|f| *f > horizon.saturating_add(1)) {
+            let text = format!("a floor at tick {f}, beyond tick {horizon}");
+            return Err(self.violation(i, ErrorCode::Violation, text));
+        }
+        Ok((inputs, floor))
     }
 
     /// Connection `i` sent `inputs` inputs (within its input rate, or it is
@@ -167,7 +182,13 @@ impl<I: Input> Sequencer<I> {
 
     /// Each message of connection `i`'s datagram, handed to what owns it,
     /// then its inputs.
-    fn take_messages(&mut self, i: usize, mut d: Datagram<'_>, inputs: Vec<(Tick, I)>) {
+    fn take_messages(
+        &mut self,
+        i: usize,
+        mut d: Datagram<'_>,
+        inputs: Vec<(Tick, I)>,
+        floor: Option<Tick>,
+    ) {
         let now = self.now;
         let seat = self.conns[i].seat;
         let mut hello_seen = false;
@@ -238,6 +259,13 @@ impl<I: Input> Sequencer<I> {
             s.previous = None;
         }
         if let Some(s) = seat {
+            // Ticks its client says it will never send are given up: its
+            // acknowledgement moves past them.
+            if let Some((f, seat)) = floor.zip(self.seats[s.index()].as_mut())
+                && seat.live
+            {
+                seat.taken.skip_to(f);
+            }
             for (t, input) in inputs {
                 self.accept_input(s, t, input);
             }
@@ -251,16 +279,20 @@ impl<I: Input> Sequencer<I> {
         let Some(s) = self.seats[seat.index()].as_mut() else {
             return;
         };
-        if !s.live || stamped < s.from || stamped < s.received {
+        if !s.live || stamped < s.from || !s.taken.take(stamped) {
             self.stats.duplicate_inputs += 1;
             return;
         }
         // What it took is what the seat's runs are read against (an input
         // refused here was never taken, whatever its client thinks).
         s.recent.note(stamped, &input);
-        s.received = stamped.saturating_add(1);
         s.last_input = self.now;
-        s.slack = i32::try_from(i64::from(stamped.get()) - i64::from(open.get())).unwrap_or(0);
+        // An input resent after later ones came says nothing of how early
+        // they arrive.
+        if stamped >= s.received {
+            s.received = stamped.saturating_add(1);
+            s.slack = i32::try_from(i64::from(stamped.get()) - i64::from(open.get())).unwrap_or(0);
+        }
         let mut at = stamped;
         if at < open {
             if !deadline {

@@ -220,7 +220,7 @@ impl<I: Input> Sequencer<I> {
         }
         if let Some((id, s)) = seat {
             w.put(Message::Inputs(Inputs {
-                acks: (&[(id, s.received)]).into(),
+                acks: (&[(id, s.taken.first())]).into(),
                 runs: wire::List::EMPTY,
             }));
         }

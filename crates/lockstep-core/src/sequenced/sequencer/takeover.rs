@@ -113,10 +113,13 @@ impl<I: Input> Sequencer<I> {
                 .first_key_value()
                 .map_or(next.saturating_add(s.delay), |(t, _)| *t);
             // Its inputs, handed over by its own client, are what its runs
-            // to us may be coded against.
+            // to us may be coded against; its client sends again what the
+            // host that left lacked.
             let mut recent = Recent::default();
+            let mut taken = Taken::new(from);
             for (t, input) in &pending {
                 recent.note(*t, input);
+                taken.take(*t);
             }
             *slot = Some(Seat {
                 conn: None,
@@ -126,6 +129,7 @@ impl<I: Input> Sequencer<I> {
                 from,
                 pending,
                 received,
+                taken,
                 recent,
                 last: I::default(),
                 slack: 0,
