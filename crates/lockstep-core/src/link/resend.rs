@@ -221,6 +221,33 @@ impl Due {
     pub(crate) fn is_empty(&self) -> bool {
         self.repeat.is_none() && self.fresh >= self.end
     }
+
+    /// The stretches a datagram carries, each at most `most` items: the
+    /// first run of due items, then those from the next due one to the
+    /// end (the ones between only wait for their acknowledgement).
+    /// Without such a gap and more than `most` due, the oldest due and the
+    /// first never sent, so that an end far behind still gets new items
+    /// with every datagram.
+    pub(crate) fn runs(&self, most: u32) -> [Option<(Tick, Tick)>; 2] {
+        if self.is_empty() {
+            return [None, None];
+        }
+        let from = self.from();
+        let upto = |a: Tick, b: Tick| (a, b.min(a.saturating_add(most)));
+        if let Some((skip, after)) = self.skip {
+            [
+                Some(upto(from, skip)),
+                (after < self.end).then(|| upto(after, self.end)),
+            ]
+        } else if self.end.since(from) <= most {
+            [Some((from, self.end)), None]
+        } else {
+            [
+                (from < self.fresh).then(|| upto(from, self.fresh)),
+                (self.fresh < self.end).then(|| upto(self.fresh, self.end)),
+            ]
+        }
+    }
 }
 
 /// The send record of one numbered run of items for one link (see the

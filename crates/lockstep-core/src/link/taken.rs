@@ -40,6 +40,12 @@ impl Taken {
         self.first
     }
 
+    /// One past the highest tick taken, or the first lacking when none
+    /// after it was: how far its sender's inputs reach.
+    pub(crate) fn end(&self) -> Tick {
+        self.first.saturating_add(self.held.len() as u32)
+    }
+
     /// Whether `tick` was taken or given up.
     pub(crate) fn has(&self, tick: Tick) -> bool {
         tick < self.first

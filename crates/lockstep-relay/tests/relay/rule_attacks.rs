@@ -102,6 +102,18 @@ fn another_game_build_or_protocol_is_refused_in_words() {
     still_fine(players, &clock);
 }
 
+/// A relay of `Deadline` rooms at 100 Hz (a misbehaving client holds
+/// nobody up), with two honest players already playing.
+fn deadline_room() -> (TestRelay, Clock, Vec<Player<PlayerInputs>>) {
+    let mut config = RelayConfig::default();
+    config.room_defaults.tick_rate = 100;
+    config.room_defaults.policy = lockstep_relay::PolicyName::Deadline;
+    let relay = TestRelay::start(config);
+    let clock = Clock::new();
+    let players = honest(&relay, &clock);
+    (relay, clock, players)
+}
+
 /// Mallory joins for real, then misbehaves with `bad(seat, open)`.
 fn mallory(bad: impl Fn(PlayerId) -> Vec<Vec<u8>>, code: ErrorCode) {
     let relay = relay();
@@ -283,12 +295,7 @@ fn shutdown_tells_every_client_goodbye() {
 /// protocol's reach is malformed.
 #[test]
 fn input_runs_coded_against_inputs_never_sent_are_skipped() {
-    let mut config = RelayConfig::default();
-    config.room_defaults.tick_rate = 100;
-    config.room_defaults.policy = lockstep_relay::PolicyName::Deadline;
-    let relay = TestRelay::start(config);
-    let clock = Clock::new();
-    let players = honest(&relay, &clock);
+    let (relay, clock, players) = deadline_room();
     let raw = Raw::new(&relay);
     let seat = raw.join("room", FINGERPRINT).expect("mallory is seated");
     let mut c = ChainWriter::after(PlayerInputs::default().with_button(3, true));
@@ -419,12 +426,7 @@ fn a_floor_past_the_horizon_is_a_violation() {
 /// on undisturbed.
 #[test]
 fn inputs_past_a_gap_are_held_and_acknowledged_only_up_to_it() {
-    let mut config = RelayConfig::default();
-    config.room_defaults.tick_rate = 100;
-    config.room_defaults.policy = lockstep_relay::PolicyName::Deadline;
-    let relay = TestRelay::start(config);
-    let clock = Clock::new();
-    let players = honest(&relay, &clock);
+    let (relay, clock, players) = deadline_room();
     let raw = Raw::new(&relay);
     raw.hello(Hello {
         fingerprint: FINGERPRINT,

@@ -68,20 +68,22 @@ impl<I: Input> ClientSession<I> {
         if !self.connected() {
             return self.link.send_due(self.started, self.config.hello_interval);
         }
+        // Our inputs make a datagram go by themselves (see `inputs_due`),
+        // whatever else is due.
         let inputs = self.inputs_due();
-        let resend = || inputs.map_or_else(resend, |at| at.min(resend()));
+        let or_inputs = |at: Instant| inputs.map_or(at, |i| i.min(at));
         if self.server_checks.has_news(&self.checks, self.now)
             || self.pause_requested.is_some()
             || self.joining.is_some()
             || self.donation.is_some()
             || self.has_hole()
         {
-            return resend();
+            return or_inputs(resend());
         }
-        let keepalive = self
-            .link
-            .send_due(self.started, self.config.keepalive_interval);
-        let keepalive = inputs.map_or(keepalive, |at| at.min(keepalive));
+        let keepalive = or_inputs(
+            self.link
+                .send_due(self.started, self.config.keepalive_interval),
+        );
         // Time alone makes a full checkpoint the server has not
         // acknowledged news.
         self.server_checks
@@ -158,25 +160,19 @@ impl<I: Input> ClientSession<I> {
             return false;
         };
         let red = self.inputs_redundancy();
-        let due = self.inputs_sent.due(self.now, self.next_commit, red);
-        let from = due.from();
-        let ranges = match due.skip {
-            Some((skip, after)) => [
-                Some((from, skip)),
-                (after < due.end).then_some((after, due.end)),
-            ],
-            None => [(from < due.end).then_some((from, due.end)), None],
-        };
+        let ranges = self
+            .inputs_sent
+            .due(self.now, self.next_commit, red)
+            .runs(u32::MAX);
         let mut left = w.remaining();
         // Each run: its start, reference, inputs; and what each range got
         // to before the datagram was full.
         let mut runs: Vec<(Tick, (u32, u8), ChainWriter<I>)> = Vec::new();
         let mut reached: [Option<(Tick, Tick)>; 2] = [None, None];
-        'ranges: for (r, (a, b)) in ranges
-            .into_iter()
-            .enumerate()
-            .filter_map(|(r, x)| Some((r, x?)))
-        {
+        'ranges: for (r, range) in ranges.into_iter().enumerate() {
+            let Some((a, b)) = range else {
+                continue;
+            };
             let mut expect: Option<Tick> = None;
             let first = self.unacked.partition_point(|(t, _)| *t < a);
             for (tick, input) in self.unacked.range(first..).take_while(|(t, _)| *t < b) {

@@ -305,7 +305,6 @@ impl<I: Input> Sequencer<I> {
                 lost: None,
                 from,
                 pending: BTreeMap::new(),
-                received: from,
                 taken: Taken::new(from),
                 recent: Recent::default(),
                 last: I::default(),

@@ -167,10 +167,9 @@ struct Seat<I> {
     from: Tick,
     /// Inputs waiting for their tick, by the tick they will run on.
     pending: BTreeMap<Tick, I>,
-    /// One past the highest stamped tick received.
-    received: Tick,
     /// The stamped ticks taken, in whatever order they came: the first one
-    /// lacking is what its client is acknowledged.
+    /// lacking is what its client is acknowledged, one past the highest
+    /// how far its inputs reach.
     taken: Taken,
     /// The latest inputs its client sent, by the tick stamped: what its
     /// runs may be coded against.
@@ -208,7 +207,6 @@ impl<I> Seat<I> {
     /// ticks run neutral, and its acknowledgement tells its client so.
     fn due_from(&mut self, tick: Tick) {
         self.from = self.from.max(tick);
-        self.received = self.received.max(self.from);
         self.taken.skip_to(self.from);
     }
 
@@ -223,7 +221,6 @@ impl<I> Seat<I> {
         // Its client stamps those ticks again, with other inputs.
         self.recent.clear();
         self.waited_since = None;
-        self.received = self.received.min(open.max(self.from));
         self.taken.forget_from(open.max(self.from));
     }
 }

@@ -279,6 +279,7 @@ impl<I: Input> Sequencer<I> {
         let Some(s) = self.seats[seat.index()].as_mut() else {
             return;
         };
+        let newest = stamped >= s.taken.end();
         if !s.live || stamped < s.from || !s.taken.take(stamped) {
             self.stats.duplicate_inputs += 1;
             return;
@@ -289,8 +290,7 @@ impl<I: Input> Sequencer<I> {
         s.last_input = self.now;
         // An input resent after later ones came says nothing of how early
         // they arrive.
-        if stamped >= s.received {
-            s.received = stamped.saturating_add(1);
+        if newest {
             s.slack = i32::try_from(i64::from(stamped.get()) - i64::from(open.get())).unwrap_or(0);
         }
         let mut at = stamped;

@@ -372,7 +372,7 @@ impl<I: Input> Sequencer<I> {
         self.seats
             .iter()
             .flatten()
-            .any(|s| s.live && s.received > self.open && self.open >= s.from)
+            .any(|s| s.live && s.taken.end() > self.open && self.open >= s.from)
     }
 
     pub(super) fn seal_one(&mut self) {

@@ -319,35 +319,10 @@ impl<I: Input> Sequencer<I> {
             return chunks;
         }
         let red = self.frames_redundancy(i);
-        let due = self.conns[i].frames_sent.due(now, end, red);
-        if due.is_empty() {
-            return chunks;
-        }
-        let from = due.from();
-        let runs = if let Some((skip, after)) = due.skip {
-            // Frames due again, then those due after the ones that only
-            // wait for their acknowledgement.
-            [
-                Some((from, skip.min(from.saturating_add(CATCH_UP_FRAMES)))),
-                (after < due.end)
-                    .then(|| (after, due.end.min(after.saturating_add(CATCH_UP_FRAMES)))),
-            ]
-        } else if due.end.since(from) <= CATCH_UP_FRAMES {
-            [Some((from, due.end)), None]
-        } else {
-            // Too many for one datagram: the oldest due again, and the
-            // newest never sent, so a client far behind still gets new
-            // frames with every datagram.
-            let repeat = (from < due.fresh)
-                .then(|| (from, due.fresh.min(from.saturating_add(CATCH_UP_FRAMES))));
-            let fresh = (due.fresh < due.end).then(|| {
-                (
-                    due.fresh,
-                    due.end.min(due.fresh.saturating_add(CATCH_UP_FRAMES)),
-                )
-            });
-            [repeat, fresh]
-        };
+        let runs = self.conns[i]
+            .frames_sent
+            .due(now, end, red)
+            .runs(CATCH_UP_FRAMES);
         let seats = usize::from(self.config.max_seats);
         let mut body = Vec::new();
         for (a, b) in runs.into_iter().flatten() {

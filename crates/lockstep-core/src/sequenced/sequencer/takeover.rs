@@ -103,9 +103,6 @@ impl<I: Input> Sequencer<I> {
             };
             let pending: BTreeMap<Tick, I> =
                 sv.inputs.into_iter().filter(|(t, _)| *t >= next).collect();
-            let received = pending
-                .last_key_value()
-                .map_or(next, |(t, _)| t.saturating_add(1));
             // Its inputs are due from its first one (a player seated just
             // before the host went has none for the first ticks), or, with
             // none at all, a delay from now, as a joiner's.
@@ -128,7 +125,6 @@ impl<I: Input> Sequencer<I> {
                 lost: Some(now),
                 from,
                 pending,
-                received,
                 taken,
                 recent,
                 last: I::default(),
