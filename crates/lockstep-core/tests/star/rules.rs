@@ -272,6 +272,71 @@ fn deadline_never_waits_and_late_input_runs_on_the_next_open_tick() {
     assert!(room.client(2).next_commit() > open);
 }
 
+/// A player that held back a run of ticks (inputs may now arrive in any
+/// order) and sends them all at once, late: they queue behind each other
+/// from the open tick, but no further than an input may be stamped, so
+/// what the room holds for it stays bounded; the room plays on.
+#[test]
+fn late_inputs_held_back_and_sent_at_once_queue_no_further_than_the_horizon() {
+    let config = SequencerConfig {
+        policy: Policy::Deadline {
+            missing: MissingInput::RepeatLast,
+        },
+        tick_rate: 30,
+        delay: 2,
+        ..wait_for_all()
+    };
+    let horizon = config.delay + config.max_lead + 1;
+    let mut room = Room::new(config);
+    room.join(1, ClientConfig::default());
+    room.join(2, ClientConfig::default());
+    for _ in 0..150 {
+        let _ = room.client(1).commit_local(9);
+        room.step(33);
+        while room.client(1).advance().is_some() {}
+        while room.client(2).advance().is_some() {}
+    }
+    let open = room.server.open_tick();
+    assert!(open.get() > 140, "the room ran: {open}");
+    // Player 2 never sent an input: every tick from its first is late.
+    let c = chain(&vec![5; 140]);
+    let d = raw(
+        Tick::new(2),
+        false,
+        &[Message::Inputs(Inputs {
+            acks: List::EMPTY,
+            runs: (&[InputRun {
+                seat: PlayerId(1),
+                start: Tick::new(2),
+                count: 140,
+                back: 0,
+                check: 0,
+                chain: &c,
+            }])
+                .into(),
+        })],
+    );
+    let before = room.server.stats();
+    room.server
+        .handle_datagram(PeerId(2), &d, room.now)
+        .expect("late inputs are no violation");
+    let after = room.server.stats();
+    assert!(after.late_inputs >= before.late_inputs + 140);
+    assert!(
+        after.pending_inputs <= 2 * (horizon as usize + 1),
+        "{} inputs held (horizon {horizon} ticks)",
+        after.pending_inputs
+    );
+    for _ in 0..30 {
+        let _ = room.client(1).commit_local(9);
+        room.step(33);
+        while room.client(1).advance().is_some() {}
+        while room.client(2).advance().is_some() {}
+    }
+    assert!(room.server.open_tick() > open.saturating_add(25));
+    assert_eq!(room.client(1).frame(), room.client(2).frame());
+}
+
 #[test]
 fn a_replayed_input_is_not_run_twice() {
     let mut room = Room::new(wait_for_all());

@@ -276,6 +276,7 @@ impl<I: Input> Sequencer<I> {
     pub(super) fn accept_input(&mut self, seat: PlayerId, stamped: Tick, input: I) {
         let open = self.open;
         let deadline = matches!(self.config.policy, Policy::Deadline { .. });
+        let horizon = open.saturating_add(self.max_delay() + self.config.max_lead + 1);
         let Some(s) = self.seats[seat.index()].as_mut() else {
             return;
         };
@@ -304,7 +305,12 @@ impl<I: Input> Sequencer<I> {
         while s.pending.contains_key(&at) {
             at = at.saturating_add(1);
         }
-        s.pending.insert(at, input);
+        // Late inputs queue behind each other, but no further than an input
+        // may be stamped: a client that held back a run of ticks and sends
+        // them all at once cannot fill the room's memory with its future.
+        if at <= horizon {
+            s.pending.insert(at, input);
+        }
     }
 
     /// A client's checkpoints, questions and answers about its state.
