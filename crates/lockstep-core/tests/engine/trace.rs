@@ -562,7 +562,7 @@ const EXPECTED: [(&str, u64); 4] = [
     ("mesh", 0xb4a24c786d958772),
     ("room_wait_for_all", 0xd1fa57afd77c2d0b),
     ("room_deadline", 0x15f829628ff3d630),
-    ("hosted", 0xa6334609df3fefd4),
+    ("hosted", 0x4191f5bbe9ab8a77),
 ];
 
 #[test]

@@ -871,3 +871,35 @@ proptest! {
         prop_assert_eq!(slept, polled, "seed {}", seed);
     }
 }
+
+/// The case the property above once found: right after a takeover, the
+/// new host's roster entry for its own seat read "not hosting" until its
+/// own client's Hello came across inside its process, which happens
+/// whenever the session is next called. A loop waking every millisecond
+/// shared that passing entry (and numbered the roster one further); one
+/// sleeping until `poll_timeout` did not, and its own client also heard
+/// the roster only on the next resend.
+#[test]
+fn a_new_hosts_roster_does_not_depend_on_how_often_its_loop_wakes() {
+    let link = LinkConditions {
+        latency: Duration::from_millis(15),
+        jitter: Duration::ZERO,
+        loss: 0.0,
+        duplicate: 0.0,
+        reorder: 0.05,
+        max_datagram: Some(1200),
+        bandwidth: None,
+    };
+    let crash = Some(Duration::from_millis(2_000));
+    let seed = 470_045_878_161_941_726;
+    let slept = hosted_run(
+        3,
+        false,
+        crash,
+        link.clone(),
+        seed,
+        Duration::from_millis(40),
+    );
+    let polled = hosted_run(3, false, crash, link, seed, Duration::from_millis(1));
+    assert_eq!(slept, polled);
+}

@@ -598,6 +598,7 @@ impl<I: Input> Sequencer<I> {
     /// everyone else stay due here.
     pub(crate) fn poll_transmit_to(&mut self, peer: PeerId, buf: &mut Vec<u8>) -> Option<Transmit> {
         buf.clear();
+        self.refresh_roster();
         let i = self
             .conn_index(peer)
             .filter(|&i| self.conns[i].link.flush)?;

@@ -33,7 +33,11 @@ impl<I: Input> Sequencer<I> {
         // copies only what changed.
         for k in 0..self.seats.len() {
             let current = self.seats[k].as_ref().map(|s| {
-                let hosts = s.conn == Some(crate::sequenced::HOST_PEER);
+                // The host's own seat, also while held for the host's
+                // client after a takeover (before its Hello, which comes
+                // across inside the host's process whenever the session
+                // is next called: the entry must not depend on when).
+                let hosts = s.conn.or(s.bound) == Some(crate::sequenced::HOST_PEER);
                 // Nobody reaches the host's own client but the host.
                 let contact: &[u8] = s
                     .conn
