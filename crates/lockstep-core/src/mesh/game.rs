@@ -26,9 +26,9 @@ impl<I: Input> MeshSession<I> {
             self.stats.commits_refused += 1;
             return Err(CommitError::Paused { frame });
         }
-        let limit = self.delays.delay + self.config.max_lead;
-        let lead = self.next_commit.since(self.min_live_next());
-        if lead >= limit {
+        if self.lead_held() {
+            let limit = self.lead_limit();
+            let lead = self.next_commit.since(self.min_live_next());
             self.stats.commits_refused += 1;
             return Err(CommitError::TooFarAhead { lead, limit });
         }

@@ -201,6 +201,18 @@ impl<I: Input> MeshSession<I> {
             .fold(self.next_tick, Tick::min)
     }
 
+    /// How far our commits may run ahead of the slowest live player: the
+    /// delay and `max_lead`.
+    pub(super) fn lead_limit(&self) -> u32 {
+        self.delays.delay + self.config.max_lead
+    }
+
+    /// Whether our next commit waits on the slowest live player (the lead
+    /// limit holds it).
+    pub(super) fn lead_held(&self) -> bool {
+        self.next_commit.since(self.min_live_next()) >= self.lead_limit()
+    }
+
     /// Inputs at or after this tick cannot come from a peer in step with us.
     pub(super) fn horizon(&self) -> Tick {
         self.next_tick

@@ -412,7 +412,9 @@ impl<I: Input> MeshSession<I> {
     /// Which players the next frame is still waiting on. Empty means it can
     /// run (or the session is frozen by a pause). While our own resync
     /// holds the frames (a state on its way, or one the game has not taken
-    /// yet), our own seat. Read-only, so a HUD may ask every render frame.
+    /// yet), our own seat. While our own input is missing because we are
+    /// as far ahead of the slowest players as the lead limit allows, those
+    /// players too. Read-only, so a HUD may ask every render frame.
     pub fn awaiting(&self) -> Vec<PlayerId> {
         let mut out = Vec::new();
         self.awaiting_into(&mut out);
@@ -420,6 +422,11 @@ impl<I: Input> MeshSession<I> {
     }
 
     /// [`awaiting`](Self::awaiting), into `out` (emptied first).
+    ///
+    /// While our own input is missing only because the lead limit holds
+    /// our commits, the slowest live players are named too: they hold the
+    /// tick up. (A peer told that our tick waits on our own input alone
+    /// takes us for a player that stopped sending it, and votes us out.)
     pub(super) fn awaiting_into(&self, out: &mut Vec<PlayerId>) {
         out.clear();
         if self.frozen() {
@@ -438,6 +445,21 @@ impl<I: Input> MeshSession<I> {
                 })
                 .filter_map(seat_id),
         );
+        if let Some(me) = self.local_seat
+            && out.contains(&me)
+            && self.lead_held()
+        {
+            let slowest = self.min_live_next();
+            for p in &self.peers {
+                if let Some(s) = p
+                    .seat
+                    .filter(|&s| p.next_tick == slowest && self.seat_live(s) && !out.contains(&s))
+                {
+                    out.push(s);
+                }
+            }
+            out.sort_unstable();
+        }
     }
 
     /// Whether a pause has been called. Commits for the freeze frame and

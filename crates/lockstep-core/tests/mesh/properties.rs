@@ -475,3 +475,58 @@ proptest! {
         prop_assert_eq!(slept, polled, "seed {}", seed);
     }
 }
+
+/// The case the property above once found: early in a 4-player game, one
+/// player leaves while another crashes. A third, as far ahead of the
+/// crashed one as its lead limit allows, could commit nothing and lacked
+/// only its own input for its next tick, so its datagrams said it waited
+/// on itself alone; the fourth, lacking only that input, took it for a
+/// player that stopped sending input and, the only voter left, voted it
+/// out at a tick it had already run (their streams parted there). A peer
+/// held back by the lead limit now names the slowest players too.
+#[test]
+fn a_player_held_back_by_a_crashed_one_is_not_voted_out() {
+    let mut sc = Scenario::new(4, 10_383_610_256_795_929_918);
+    sc.config.delay = 0;
+    sc.config.max_lead = 2;
+    sc.config.abandon_after = Some(Duration::from_secs(2));
+    sc.link = lockstep_core::sim::LinkConditions {
+        latency: Duration::from_millis(30),
+        jitter: Duration::from_millis(30),
+        loss: 0.284_842_644_587_927_5,
+        duplicate: 0.004_735_054_041_123_335_5,
+        reorder: 0.246_858_492_624_174_78,
+        max_datagram: Some(1200),
+        bandwidth: None,
+    };
+    sc.period = Duration::from_millis(16);
+    let mut h = sc.build();
+    let warmup = h.run(
+        lockstep_core::Instant::from_millis(279),
+        |_, _, _, _| {},
+        |_| false,
+    );
+    assert_eq!(warmup, Outcome::TimedOut);
+    let (gone, crashed) = (PeerId(1), PeerId(0));
+    h.sim.endpoint_mut(gone).unwrap().leave();
+    h.sim.freeze(crashed);
+    let later = h.sim.now() + Duration::from_millis(300);
+    let _ = h.run(later, |_, _, _, _| {}, |_| false);
+    h.sim.freeze(gone);
+    let done = h.run_until_tick(300, secs(300));
+    outcome_ok(done, "the others reach tick 300", sc.seed);
+    let rest = [PeerId(2), PeerId(3)];
+    h.assert_streams_agree(&rest);
+    h.assert_no_desync();
+    for id in rest {
+        let mut d = h.session(id).abandoned().to_vec();
+        d.sort();
+        let seats: Vec<PlayerId> = d.iter().map(|(p, _)| *p).collect();
+        assert_eq!(seats, [PlayerId(0), PlayerId(1)], "{id}: {d:?}");
+        let conflict = h.records[&id]
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::AbandonConflict { .. }));
+        assert!(!conflict, "{id} saw a conflicting decision");
+    }
+}
