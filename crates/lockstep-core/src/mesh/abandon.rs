@@ -9,8 +9,9 @@
 //! 2. **Freezing.** Once a strict majority of `c`'s voters (the other
 //!    players still in the game and heard from lately) vote for `c`, as far
 //!    as this peer has heard, it freezes `c`: it stops taking `c`'s input
-//!    from `c` itself (so how far it holds that input is fixed) and says how
-//!    far in every packet (its ack for `c`). Peers forward `c`'s input to
+//!    from `c` itself (so how far it holds that input is fixed), forgets
+//!    what it held of it past the first tick it lacks (inputs arrive in any
+//!    order), and says how far in every packet (its ack for `c`). Peers forward `c`'s input to
 //!    whoever holds less. Forwarded input is held and passed on but never
 //!    run on the forwarder's word. A peer whose majority for `c` goes away
 //!    (the votes came from a peer since voted out, or reached only it)
@@ -147,6 +148,7 @@ impl<I: Input> MeshSession<I> {
             let frozen = self.frozen.contains_key(&c);
             if majority && !frozen {
                 let held = self.held_own(c);
+                self.forget_own_past(c, held);
                 self.frozen.insert(c, held);
                 self.flush_all();
             } else if !majority && frozen && !self.endorsed.contains_key(&c) {
@@ -155,6 +157,22 @@ impl<I: Input> MeshSession<I> {
                 // the player itself is told how far we hold its own.
                 self.frozen.remove(&c);
                 self.flush_all();
+            }
+        }
+    }
+
+    /// Forgets `c`'s own input for ticks from `held` on: inputs go in any
+    /// order, so some may have come past a tick still missing. How far we
+    /// hold `c`'s own input is then all we hold of it, as the decider takes
+    /// it to be: no tick at or past a decision's can be run here (what
+    /// others forward meanwhile is never run on their word), and none is
+    /// counted twice. Should the seat thaw, `c` sends them again.
+    fn forget_own_past(&mut self, c: PlayerId, held: Tick) {
+        for (_, slot) in self.store.iter_from_mut(held) {
+            if let Some(cell) = slot.cells.get_mut(c.index())
+                && matches!(cell, Cell::Known(_))
+            {
+                *cell = Cell::Unknown;
             }
         }
     }

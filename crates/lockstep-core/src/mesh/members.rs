@@ -35,6 +35,9 @@ pub(super) struct Peer {
     /// How its acknowledgement of our own input moves (see
     /// [`link::reference`](crate::link::reference)).
     pub(super) ack_watch: AckWatch,
+    /// Which of our own inputs went to it how often, from the first it
+    /// lacks (see [`link::Resend`](crate::link::Resend)).
+    pub(super) inputs_sent: crate::link::Resend,
     /// The seats it votes to abandon, as of its latest packet.
     pub(super) votes: Vec<PlayerId>,
     /// The seats it has frozen and how far it held their own input then,
@@ -101,6 +104,7 @@ impl Peer {
             next_tick: first,
             acks: vec![None; width],
             ack_watch: AckWatch::default(),
+            inputs_sent: crate::link::Resend::new(first),
             votes: Vec::new(),
             frozen: Vec::new(),
             endorsed: Vec::new(),

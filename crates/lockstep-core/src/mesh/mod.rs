@@ -370,6 +370,10 @@ impl<I: Input> MeshSession<I> {
             }
         }
         self.store.ensure(start, |t| new_slot(seats, start, t));
+        // Primed ticks are known to everyone: none of ours is to go.
+        for p in &mut self.peers {
+            p.inputs_sent = crate::link::Resend::new(start.saturating_add(primed));
+        }
     }
 
     // ----- getters -------------------------------------------------------

@@ -11,7 +11,7 @@ use crate::wire::{
     self, Abandon, ByeReason, ChainWriter, DatagramWriter, Endorsement, Frames, Hello, InputRun,
     Inputs, Message, RejectReason, ResumeToken, Status, Welcome,
 };
-use crate::{Frame, Input, PlayerId, Tick};
+use crate::{Frame, Input, Instant, PlayerId, Tick};
 
 /// Bytes a run's header may take: seat, start tick, count and chain length.
 const RUN_HEADER: usize = 12;
@@ -35,6 +35,8 @@ struct CodedRun {
 pub(super) struct Packing<I> {
     acks: Vec<(PlayerId, Tick)>,
     wanted: Vec<(PlayerId, Tick, Tick)>,
+    /// Of each stretch of our own input due, how far it went.
+    own_sent: Vec<(Tick, Tick)>,
     chain: ChainWriter<I>,
     runs: Vec<CodedRun>,
     bytes: Vec<u8>,
@@ -45,6 +47,7 @@ impl<I: Input> Default for Packing<I> {
         Self {
             acks: Vec::new(),
             wanted: Vec::new(),
+            own_sent: Vec::new(),
             chain: ChainWriter::new(),
             runs: Vec::new(),
             bytes: Vec::new(),
@@ -187,15 +190,55 @@ impl<I: Input> MeshSession<I> {
             .collect()
     }
 
-    /// Acks, our unacknowledged inputs and forwarded ones, as one `Inputs`
-    /// message sized to what is left of the datagram; our own run coded
-    /// against the input the peer acknowledged last (see
-    /// [`link::reference`]). Returns whether our own inputs went.
+    /// Acks, our own inputs due to the peer (see [`link::Resend`]) and
+    /// forwarded ones, as one `Inputs` message sized to what is left of
+    /// the datagram; our own runs coded against the input the peer
+    /// acknowledged last (see [`link::reference`]). Returns whether our own
+    /// inputs went.
     fn put_inputs(&mut self, w: &mut DatagramWriter<'_>, i: usize, targets: &[PlayerId]) -> bool {
         let mut sc = core::mem::take(&mut self.packing);
-        let sent_own = self.pack_inputs(w, i, targets, &mut sc);
+        let red = self.inputs_redundancy(i);
+        let sent_own = self.pack_inputs(w, i, targets, red, &mut sc);
+        let now = self.now;
+        let record = &mut self.peers[i].inputs_sent;
+        for &(a, b) in &sc.own_sent {
+            record.sent(a, b, now, red);
+        }
         self.packing = sc;
         sent_own
+    }
+
+    /// How hard our inputs to peer `i` are repeated, from its link.
+    pub(super) fn inputs_redundancy(&self, i: usize) -> link::Redundancy {
+        let p = &self.peers[i];
+        let period = self.period();
+        // A peer acknowledges with its next datagram, which goes with its
+        // next input.
+        let ack_delay = self.config.resend_interval.max(period);
+        // Every player waits for every input: one late holds them all up.
+        let held_up = self.seats.iter().filter(|s| s.empty_from.is_none()).count() as u32;
+        p.link
+            .redundancy(ack_delay, period, held_up)
+            // Its every datagram says what it lacks of ours.
+            .told_at_once(p.link.rtt(), p.link.jitter())
+            // It commits nothing while its game waits on our input.
+            .forcing_after(ack_delay)
+    }
+
+    /// When our inputs make a datagram to peer `i` go by themselves (a
+    /// copy left, a resend timer), never sooner than a copy's spacing
+    /// after the last datagram; `None` when none waits.
+    pub(super) fn inputs_due(&self, i: usize) -> Option<Instant> {
+        self.local_seat?;
+        let p = &self.peers[i];
+        p.seat?;
+        let red = self.inputs_redundancy(i);
+        let at = p.inputs_sent.next_due(self.now, self.next_commit, red)?;
+        Some(
+            p.link
+                .last_sent()
+                .map_or(at, |last| at.max(last + red.spacing)),
+        )
     }
 
     fn pack_inputs(
@@ -203,6 +246,7 @@ impl<I: Input> MeshSession<I> {
         w: &mut DatagramWriter<'_>,
         i: usize,
         targets: &[PlayerId],
+        red: link::Redundancy,
         sc: &mut Packing<I>,
     ) -> bool {
         let p = &self.peers[i];
@@ -220,8 +264,13 @@ impl<I: Input> MeshSession<I> {
         let resume_from =
             |seat: PlayerId| p.acks[seat.index()].unwrap_or(p.next_tick).max(p.next_tick);
         sc.wanted.clear();
+        sc.own_sent.clear();
         if let Some(me) = self.local_seat {
-            sc.wanted.push((me, resume_from(me), self.next_commit));
+            let due = p.inputs_sent.due(self.now, self.next_commit, red);
+            for (a, b) in due.runs(u32::MAX).into_iter().flatten() {
+                sc.wanted.push((me, a, b));
+                sc.own_sent.push((a, a));
+            }
         }
         for &c in targets {
             if Some(c) != p.seat {
@@ -255,8 +304,17 @@ impl<I: Input> MeshSession<I> {
             .saturating_sub(INPUTS_HEADER + sc.acks.len() * 8);
         sc.runs.clear();
         sc.bytes.clear();
+        // Our own stretches come first, in the order of `own_sent`.
         for k in 0..sc.wanted.len() {
             let (seat, from, end) = sc.wanted[k];
+            let own = sc
+                .own_sent
+                .get_mut(k)
+                .filter(|_| Some(seat) == self.local_seat);
+            // What is under the floor counts as gone: it never needs to.
+            if let Some(o) = own {
+                o.1 = from.min(end).max(o.0);
+            }
             if from >= end || left <= RUN_HEADER {
                 continue;
             }
@@ -280,6 +338,13 @@ impl<I: Input> MeshSession<I> {
                 }
                 let Some(n) = t.next() else { break };
                 t = n;
+            }
+            if let Some(o) = sc
+                .own_sent
+                .get_mut(k)
+                .filter(|_| Some(seat) == self.local_seat)
+            {
+                o.1 = t.max(o.0);
             }
             if !chain.is_empty() {
                 left = left.saturating_sub(RUN_HEADER + chain.len());

@@ -194,13 +194,19 @@ impl<I: Input> MeshSession<I> {
         if !p.link.sent_any() {
             return keepalive;
         }
+        // Our inputs make a datagram go by themselves (see `inputs_due`),
+        // whatever else is due.
+        let inputs = self.inputs_due(i);
+        let or_inputs = |at: Instant| inputs.map_or(at, |i| i.min(at));
         if self.has_news(p) {
-            return resend;
+            return or_inputs(resend);
         }
         // Time alone makes a full checkpoint it has not acknowledged news.
-        p.checks
-            .news_at(&self.checks)
-            .map_or(keepalive, |at| keepalive.min(at.max(resend)))
+        or_inputs(
+            p.checks
+                .news_at(&self.checks)
+                .map_or(keepalive, |at| keepalive.min(at.max(resend))),
+        )
     }
 
     /// Whether `p` may lack something only we can tell it.
@@ -233,12 +239,8 @@ impl<I: Input> MeshSession<I> {
                 && p.next_tick >= self.store.base()
                 && p.next_tick < self.min_live_next();
         }
-        let unacked_own = self.local_seat.is_some_and(|s| {
-            p.acks[s.index()].unwrap_or(p.next_tick).max(p.next_tick) < self.next_commit
-        });
-        unacked_own
-            || !self.frozen.is_empty()
-            || self.endorsed.values().any(|e| e.from >= p.next_tick)
+        // (Our own inputs go on their own schedule: see `inputs_due`.)
+        !self.frozen.is_empty() || self.endorsed.values().any(|e| e.from >= p.next_tick)
     }
 }
 

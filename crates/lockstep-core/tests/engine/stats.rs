@@ -45,7 +45,12 @@ fn a_mesh_peer_sees_the_loss_each_way() {
     near("1 -> 0 as 1 sees it", tb.loss_up, 0.0, 0.02);
     near("0 -> 1 as 1 sees it", tb.loss_down, 0.2, 0.08);
     for (who, st) in [("0", &a), ("1", &b)] {
-        near(&format!("{who}'s tick rate"), st.tick_rate, 30.0, 3.0);
+        // The tick rate is the last full second's: one that ends in the
+        // catch-up after a stall (a fifth of 0's datagrams are lost) runs
+        // a few frames over. Over the whole run, the rate is exact.
+        near(&format!("{who}'s tick rate"), st.tick_rate, 30.0, 5.0);
+        let mean = st.frames as f64 / 90.0;
+        near(&format!("{who}'s frames a second"), Some(mean), 30.0, 0.5);
         assert!(st.input_slack.is_some(), "{who}: no slack measured");
         let t = &st.peers[0].traffic;
         // Every datagram is counted in the byte rates: they add up.

@@ -326,9 +326,11 @@ fn a_non_deciding_liar_cannot_make_the_decider_run_past_its_tick() {
     net.deliver_one(B, D, &mut |b, s| {
         rewrite(&b, s.frame(), &|a| with_endorsement(a, fake), &|_| {}, &[])
     });
-    // D's game runs what it can: ticks n and n+1, on C's input.
+    // D's game runs what it can: tick n at least, on C's input (B's
+    // inputs went a few times each, over datagrams D never got, so D may
+    // not hold B's for n + 1 yet).
     net.advance(D);
-    assert_eq!(net.s[D].frame(), n.saturating_add(2));
+    assert!(net.s[D].frame() > n, "D ran tick {n}");
     assert!(net.s[D].abandoned().is_empty(), "nothing applied yet");
     // From here on the network is fair (C stays dead); B just keeps
     // listing its endorsement until its own session makes one.

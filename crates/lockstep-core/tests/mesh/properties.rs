@@ -530,3 +530,45 @@ fn a_player_held_back_by_a_crashed_one_is_not_voted_out() {
         assert!(!conflict, "{id} saw a conflicting decision");
     }
 }
+
+/// A case the property above found once inputs went in any order: a
+/// player that crashed had sent some peers an input of its own past a tick
+/// that never reached them. The decider proposed the first tick no peer
+/// held contiguously, and a peer holding the crashed player's own input for
+/// that very tick (past its gap) could not endorse it, as it could have run
+/// it: the abandonment stalled for good. A peer now forgets a frozen
+/// seat's own input past the first it lacks.
+#[test]
+fn a_crashed_players_inputs_past_a_gap_do_not_stall_its_abandonment() {
+    let mut sc = Scenario::new(6, 14_983_659_269_773_433_312);
+    sc.config.delay = 3;
+    sc.config.max_lead = 2;
+    sc.config.abandon_after = Some(Duration::from_secs(2));
+    sc.link = lockstep_core::sim::LinkConditions {
+        latency: Duration::from_millis(61),
+        jitter: Duration::ZERO,
+        loss: 0.3,
+        duplicate: 0.062_558_930_127_332_23,
+        reorder: 0.124_103_122_638_439_77,
+        max_datagram: Some(1200),
+        bandwidth: None,
+    };
+    sc.period = Duration::from_millis(42);
+    let mut h = sc.build();
+    let warmup = h.run(
+        lockstep_core::Instant::from_millis(294),
+        |_, _, _, _| {},
+        |_| false,
+    );
+    assert_eq!(warmup, Outcome::TimedOut);
+    h.sim.freeze(PeerId(1));
+    h.sim.freeze(PeerId(2));
+    let done = h.run_until_tick(300, secs(300));
+    outcome_ok(done, "survivors reach tick 300", sc.seed);
+    let survivors = [PeerId(0), PeerId(3), PeerId(4), PeerId(5)];
+    h.assert_streams_agree(&survivors);
+    h.assert_no_desync();
+    for id in survivors {
+        assert_eq!(h.session(id).abandoned().len(), 2, "{id}");
+    }
+}
