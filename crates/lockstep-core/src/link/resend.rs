@@ -62,6 +62,8 @@ pub(crate) struct Redundancy {
     /// still lacks the item shows it lost (the timeout, but for the wait
     /// for an acknowledgement to go).
     pub(crate) quick: Duration,
+    /// The round trip and a margin for its jitter (see [`trip`]).
+    trip: Duration,
 }
 
 impl Redundancy {
@@ -79,7 +81,8 @@ impl Redundancy {
         period: Duration,
         held_up: u32,
     ) -> Self {
-        let quick = trip(rtt, jitter).max(period);
+        let trip = trip(rtt, jitter);
+        let quick = trip.max(period);
         // An item that loses every copy stalls the other end for about a
         // resend's wait: the longer that is, the rarer it must be.
         let stall =
@@ -98,6 +101,7 @@ impl Redundancy {
             force: period * 3,
             timeout: quick + ack_delay,
             quick,
+            trip,
         }
     }
 
@@ -107,9 +111,9 @@ impl Redundancy {
     /// still lacks an item a round trip (and its jitter) after its last
     /// copy shows the copy lost, however short the round trip is against
     /// the period.
-    pub(crate) fn told_at_once(self, rtt: Option<Duration>, jitter: Option<Duration>) -> Self {
+    pub(crate) fn told_at_once(self) -> Self {
         Self {
-            quick: trip(rtt, jitter),
+            quick: self.trip,
             ..self
         }
     }
@@ -309,6 +313,12 @@ impl Resend {
         self.base
     }
 
+    /// Whether every item before `end` is acknowledged: nothing is or
+    /// will be due until more come.
+    pub(crate) fn is_clear(&self, end: Tick) -> bool {
+        self.base >= end && self.sent.is_empty()
+    }
+
     /// The other end now lacks items from `next` on: ahead of the base,
     /// the items before are acknowledged; behind it (it went back, to a
     /// snapshot), everything is to go again from there.
@@ -472,6 +482,7 @@ mod tests {
             force: MS * 50,
             timeout: MS * 200,
             quick: MS * 150,
+            trip: MS * 150,
         }
     }
 

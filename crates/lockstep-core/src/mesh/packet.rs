@@ -220,7 +220,7 @@ impl<I: Input> MeshSession<I> {
         p.link
             .redundancy(ack_delay, period, held_up)
             // Its every datagram says what it lacks of ours.
-            .told_at_once(p.link.rtt(), p.link.jitter())
+            .told_at_once()
             // It commits nothing while its game waits on our input.
             .forcing_after(ack_delay)
     }
@@ -232,6 +232,10 @@ impl<I: Input> MeshSession<I> {
         self.local_seat?;
         let p = &self.peers[i];
         p.seat?;
+        // Everything acknowledged: nothing to work out.
+        if p.inputs_sent.is_clear(self.next_commit) {
+            return None;
+        }
         let red = self.inputs_redundancy(i);
         let at = p.inputs_sent.next_due(self.now, self.next_commit, red)?;
         Some(

@@ -273,7 +273,7 @@ impl<I: Input> ClientSession<I> {
         let held_up = if deadline { 1 } else { seats };
         self.link
             .redundancy(ack_delay, period, held_up)
-            .told_at_once(self.link.rtt(), self.link.jitter())
+            .told_at_once()
             .forcing_after(ack_delay)
     }
 
@@ -282,6 +282,10 @@ impl<I: Input> ClientSession<I> {
     /// datagram; `None` when none waits.
     fn inputs_due(&self) -> Option<Instant> {
         self.seat()?;
+        // Everything acknowledged: nothing to work out.
+        if self.inputs_sent.is_clear(self.next_commit) {
+            return None;
+        }
         let red = self.inputs_redundancy();
         let at = self.inputs_sent.next_due(self.now, self.next_commit, red)?;
         Some(
