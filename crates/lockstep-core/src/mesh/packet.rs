@@ -1,8 +1,8 @@
 //! Building the datagram for one peer within the datagram budget.
 //!
 //! Control messages go first (they are small and must get through), then
-//! as many unacknowledged inputs as fit, as delta chains, or, for an
-//! observer, as many confirmed frames as fit.
+//! the inputs due to the peer (see `link::Resend`) as far as they fit, as
+//! delta chains, or, for an observer, as many confirmed frames as fit.
 
 use super::MeshSession;
 use super::store::Cell;
