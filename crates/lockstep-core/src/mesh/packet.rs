@@ -165,9 +165,12 @@ impl<I: Input> MeshSession<I> {
             }
             let sent_own = self.put_inputs(&mut w, i, &targets);
             let p = &mut self.peers[i];
+            // A datagram without our inputs leaves the watch on an
+            // acknowledgement we still wait for running: most go without
+            // them once each input went its few times.
             if sent_own {
                 p.ack_watch.waiting(now);
-            } else {
+            } else if p.inputs_sent.is_clear(self.next_commit) {
                 p.ack_watch.idle();
             }
         } else if p.seat.is_none() && self.is_feeder() {
@@ -232,8 +235,12 @@ impl<I: Input> MeshSession<I> {
         self.local_seat?;
         let p = &self.peers[i];
         p.seat?;
-        // Everything acknowledged: nothing to work out.
-        if p.inputs_sent.is_clear(self.next_commit) {
+        // Everything acknowledged: nothing to work out. A peer we refused,
+        // or cannot play with, is sent none (only why, on its own timer).
+        if p.inputs_sent.is_clear(self.next_commit)
+            || p.refused.is_some()
+            || p.incompatible.is_some()
+        {
             return None;
         }
         let red = self.inputs_redundancy(i);

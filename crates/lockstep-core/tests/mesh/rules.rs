@@ -794,6 +794,54 @@ fn peers_running_another_game_build_refuse_each_other() {
     assert_eq!(b.advance(), None);
 }
 
+/// A peer refused for running another game build (or anyone forging its
+/// Hello) is told why once a resend interval, and sent nothing else: our
+/// inputs never go to it, nor make a datagram go to it on their own
+/// schedule (they did, every half tick: a reply rate set by our inputs).
+#[test]
+fn a_refused_peer_is_only_told_why_once_a_resend_interval() {
+    let r = roster(3, 0);
+    let mut a = Session::new(config(), r.clone(), PeerId(0), T0).unwrap();
+    let mut b = Session::new(
+        MeshConfig {
+            fingerprint: 2,
+            ..config()
+        },
+        r,
+        PeerId(1),
+        T0,
+    )
+    .unwrap();
+    b.commit_local(1).unwrap();
+    let hello = packet_to(&mut b, PeerId(0));
+    assert!(a.handle_datagram(PeerId(1), &hello, T0).is_err());
+    let mut buf = Vec::new();
+    let mut to_b = 0;
+    let mut t = T0;
+    for _ in 0..2_000 {
+        t += Duration::from_millis(1);
+        a.handle_timeout(t);
+        let _ = a.commit_local(1);
+        while let Some(tx) = a.poll_transmit(&mut buf) {
+            if tx.destination == PeerId(1) {
+                to_b += 1;
+                let d = Datagram::decode(&buf[..tx.len], a.frame()).unwrap();
+                assert!(
+                    d.messages
+                        .iter()
+                        .all(|m| matches!(m, Message::Reject(_))),
+                    "{:?}",
+                    d.messages
+                );
+            }
+        }
+    }
+    // 2 s at a resend interval of 40 ms, and one with each of the few
+    // inputs committed before the lead limit held (125 when our inputs set
+    // the pace).
+    assert!(to_b <= 60, "{to_b} datagrams to the refused peer in 2 s");
+}
+
 /// A player that says goodbye is emptied at once (no silence to wait
 /// for), and the stream says it left (`Left`, not `Abandoned`) at one
 /// tick on every peer.
