@@ -827,9 +827,7 @@ fn a_refused_peer_is_only_told_why_once_a_resend_interval() {
                 to_b += 1;
                 let d = Datagram::decode(&buf[..tx.len], a.frame()).unwrap();
                 assert!(
-                    d.messages
-                        .iter()
-                        .all(|m| matches!(m, Message::Reject(_))),
+                    d.messages.iter().all(|m| matches!(m, Message::Reject(_))),
                     "{:?}",
                     d.messages
                 );
