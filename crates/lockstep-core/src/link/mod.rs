@@ -281,6 +281,27 @@ impl Link {
     /// the last half minute) and the round trip measured, when a stall of
     /// the other end holds up `held_up` players (see
     /// [`Redundancy::for_link`]).
+    /// How hard a player's own inputs are repeated on this link, sent
+    /// every tick `period`, whose other end (a sequencer, or a mesh peer)
+    /// acknowledges with its next datagram, within the session's
+    /// `resend_interval`, and whose late input holds up `held_up` players.
+    /// Both kinds of other end say what they lack as soon as it holds them
+    /// up (a sequencer names whom the room waits on; a peer acknowledges in
+    /// every datagram), and a player commits nothing while its game waits
+    /// on a frame that may wait on that input: see
+    /// [`Redundancy::told_at_once`] and [`Redundancy::forcing_after`].
+    pub(crate) fn input_redundancy(
+        &self,
+        resend_interval: Duration,
+        period: Duration,
+        held_up: u32,
+    ) -> Redundancy {
+        let ack_delay = resend_interval.max(period);
+        self.redundancy(ack_delay, period, held_up)
+            .told_at_once()
+            .forcing_after(ack_delay)
+    }
+
     pub(crate) fn redundancy(
         &self,
         ack_delay: Duration,

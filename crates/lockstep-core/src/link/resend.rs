@@ -440,6 +440,24 @@ impl Resend {
     /// with copies left are the newest: the walk stops at the first from
     /// the end without, so an end that acknowledges nothing does not make
     /// every call walk all it lacks.
+    /// When the items before `end` make a datagram go by themselves, never
+    /// sooner than a copy's spacing after the link's `last_sent` datagram;
+    /// `None` when none waits. The redundancy is worked out only then.
+    pub(crate) fn next_send(
+        &self,
+        now: Instant,
+        end: Tick,
+        redundancy: impl FnOnce() -> Redundancy,
+        last_sent: Option<Instant>,
+    ) -> Option<Instant> {
+        if self.is_clear(end) {
+            return None;
+        }
+        let r = redundancy();
+        let at = self.next_due(now, end, r)?;
+        Some(last_sent.map_or(at, |last| at.max(last + r.spacing)))
+    }
+
     pub(crate) fn next_due(&self, now: Instant, end: Tick, r: Redundancy) -> Option<Instant> {
         let fresh = self.fresh() < end.min(self.base.saturating_add(TRACKED));
         if fresh || self.lost(0, now, r) {

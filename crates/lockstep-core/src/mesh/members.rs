@@ -91,6 +91,14 @@ pub(super) struct Peer {
 }
 
 impl Peer {
+    /// The first tick of `seat`'s input it lacks: what it acknowledged,
+    /// and nothing before the frames it ran.
+    pub(super) fn lacks(&self, seat: PlayerId) -> Tick {
+        self.acks[seat.index()]
+            .unwrap_or(self.next_tick)
+            .max(self.next_tick)
+    }
+
     pub(super) fn new(
         id: PeerId,
         seat: Option<PlayerId>,

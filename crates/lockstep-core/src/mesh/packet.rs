@@ -213,19 +213,11 @@ impl<I: Input> MeshSession<I> {
 
     /// How hard our inputs to peer `i` are repeated, from its link.
     pub(super) fn inputs_redundancy(&self, i: usize) -> link::Redundancy {
-        let p = &self.peers[i];
-        let period = self.period();
-        // A peer acknowledges with its next datagram, which goes with its
-        // next input.
-        let ack_delay = self.config.resend_interval.max(period);
         // Every player waits for every input: one late holds them all up.
         let held_up = self.seats.iter().filter(|s| s.empty_from.is_none()).count() as u32;
-        p.link
-            .redundancy(ack_delay, period, held_up)
-            // Its every datagram says what it lacks of ours.
-            .told_at_once()
-            // It commits nothing while its game waits on our input.
-            .forcing_after(ack_delay)
+        self.peers[i]
+            .link
+            .input_redundancy(self.config.resend_interval, self.period(), held_up)
     }
 
     /// When our inputs make a datagram to peer `i` go by themselves (a
@@ -235,20 +227,16 @@ impl<I: Input> MeshSession<I> {
         self.local_seat?;
         let p = &self.peers[i];
         p.seat?;
-        // Everything acknowledged: nothing to work out. A peer we refused,
-        // or cannot play with, is sent none (only why, on its own timer).
-        if p.inputs_sent.is_clear(self.next_commit)
-            || p.refused.is_some()
-            || p.incompatible.is_some()
-        {
+        // A peer we refused, or cannot play with, is sent none (only why,
+        // on its own timer).
+        if p.refused.is_some() || p.incompatible.is_some() {
             return None;
         }
-        let red = self.inputs_redundancy(i);
-        let at = p.inputs_sent.next_due(self.now, self.next_commit, red)?;
-        Some(
-            p.link
-                .last_sent()
-                .map_or(at, |last| at.max(last + red.spacing)),
+        p.inputs_sent.next_send(
+            self.now,
+            self.next_commit,
+            || self.inputs_redundancy(i),
+            p.link.last_sent(),
         )
     }
 
@@ -272,8 +260,6 @@ impl<I: Input> MeshSession<I> {
                 sc.acks.push((c, self.contiguous(c)));
             }
         }
-        let resume_from =
-            |seat: PlayerId| p.acks[seat.index()].unwrap_or(p.next_tick).max(p.next_tick);
         sc.wanted.clear();
         sc.own_sent.clear();
         if let Some(me) = self.local_seat {
@@ -285,7 +271,7 @@ impl<I: Input> MeshSession<I> {
         }
         for &c in targets {
             if Some(c) != p.seat {
-                sc.wanted.push((c, resume_from(c), self.contiguous(c)));
+                sc.wanted.push((c, p.lacks(c), self.contiguous(c)));
             }
         }
         // Primed ticks are known to everyone: never worth sending.
@@ -315,15 +301,11 @@ impl<I: Input> MeshSession<I> {
             .saturating_sub(INPUTS_HEADER + sc.acks.len() * 8);
         sc.runs.clear();
         sc.bytes.clear();
-        // Our own stretches come first, in the order of `own_sent`.
+        // Our own stretches come first, one entry of `own_sent` each.
         for k in 0..sc.wanted.len() {
             let (seat, from, end) = sc.wanted[k];
-            let own = sc
-                .own_sent
-                .get_mut(k)
-                .filter(|_| Some(seat) == self.local_seat);
             // What is under the floor counts as gone: it never needs to.
-            if let Some(o) = own {
+            if let Some(o) = sc.own_sent.get_mut(k) {
                 o.1 = from.min(end).max(o.0);
             }
             if from >= end || left <= RUN_HEADER {
@@ -350,11 +332,7 @@ impl<I: Input> MeshSession<I> {
                 let Some(n) = t.next() else { break };
                 t = n;
             }
-            if let Some(o) = sc
-                .own_sent
-                .get_mut(k)
-                .filter(|_| Some(seat) == self.local_seat)
-            {
+            if let Some(o) = sc.own_sent.get_mut(k) {
                 o.1 = t.max(o.0);
             }
             if !chain.is_empty() {

@@ -358,11 +358,10 @@ impl<I: Input> MeshSession<I> {
                 p.ack_watch.acked(tick, now);
             }
         }
-        // What it lacks of our own input: what it said, and nothing before
-        // the frames it ran. An acknowledgement behind the record is an
-        // old one (a datagram that came late).
+        // An acknowledgement behind the record is an old one (a datagram
+        // that came late).
         if let Some(me) = self.local_seat.filter(|_| p.seat.is_some()) {
-            let lacks = p.acks[me.index()].unwrap_or(p.next_tick).max(p.next_tick);
+            let lacks = p.lacks(me);
             if lacks > p.inputs_sent.base() {
                 p.inputs_sent.lacks_from(lacks);
             }

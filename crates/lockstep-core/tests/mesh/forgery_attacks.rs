@@ -25,6 +25,32 @@ fn mesh(n: u32) -> Vec<MeshSession<u16>> {
         .collect()
 }
 
+/// A datagram as from player 0, with base `base`: its input for tick `t`,
+/// 7777, self-contained.
+fn forged_input(base: Tick, t: Tick) -> Vec<u8> {
+    let mut c = ChainWriter::new();
+    c.push(&7777u16, usize::MAX);
+    let mut chain = Vec::new();
+    c.write(&mut chain);
+    let mut d = Vec::new();
+    let mut w = DatagramWriter::new(&mut d, base, 1200);
+    w.push(&Message::Inputs(Inputs {
+        acks: List::EMPTY,
+        runs: (&[InputRun {
+            seat: PlayerId(0),
+            start: t,
+            count: 1,
+            back: 0,
+            check: 0,
+            chain: &chain,
+        }])
+            .into(),
+    }))
+    .expect("fits");
+    w.finish();
+    d
+}
+
 /// One forged input for player 0, racing its own to peer 1, is what peer 1
 /// runs for that tick (a divergence its checkpoints catch). Player 0's
 /// later runs to peer 1 are coded against its true input for that tick,
@@ -66,26 +92,7 @@ fn one_forged_input_costs_one_tick_not_the_match() {
             // From player 0's address to peer 1: its input for the tick
             // after the one it commits next.
             let t = s[0].next_commit().saturating_add(1);
-            let mut c = ChainWriter::new();
-            c.push(&7777u16, usize::MAX);
-            let mut chain = Vec::new();
-            c.write(&mut chain);
-            let mut d = Vec::new();
-            let mut w = DatagramWriter::new(&mut d, s[0].frame(), 1200);
-            w.push(&Message::Inputs(Inputs {
-                acks: List::EMPTY,
-                runs: (&[InputRun {
-                    seat: PlayerId(0),
-                    start: t,
-                    count: 1,
-                    back: 0,
-                    check: 0,
-                    chain: &chain,
-                }])
-                    .into(),
-            }))
-            .expect("fits");
-            w.finish();
+            let d = forged_input(s[0].frame(), t);
             s[1].handle_datagram(PeerId(0), &d, now).expect("taken");
             forged_at = Some(t);
         }
@@ -177,26 +184,7 @@ fn one_forged_input_then_a_lost_burst_costs_a_stall_not_the_match() {
         }
         if k == 800 {
             let t = s[0].next_commit();
-            let mut c = ChainWriter::new();
-            c.push(&7777u16, usize::MAX);
-            let mut chain = Vec::new();
-            c.write(&mut chain);
-            let mut d = Vec::new();
-            let mut w = DatagramWriter::new(&mut d, s[0].frame(), 1200);
-            w.push(&Message::Inputs(Inputs {
-                acks: List::EMPTY,
-                runs: (&[InputRun {
-                    seat: PlayerId(0),
-                    start: t,
-                    count: 1,
-                    back: 0,
-                    check: 0,
-                    chain: &chain,
-                }])
-                    .into(),
-            }))
-            .expect("fits");
-            w.finish();
+            let d = forged_input(s[0].frame(), t);
             s[1].handle_datagram(PeerId(0), &d, now).expect("taken");
             forged_at = Some(t);
             after = frames[1].len();

@@ -266,15 +266,11 @@ impl<I: Input> ClientSession<I> {
             .welcome()
             .map_or((30, false, 1), |w| (w.tick_rate, w.deadline, w.seats));
         let period = Duration::from_secs(1) / rate.max(1);
-        // The sequencer acknowledges with its next datagram.
-        let ack_delay = self.config.resend_interval.max(period);
         // An input late in a room that waits for all holds everyone up: as
         // many as the room seats, for all we know.
         let held_up = if deadline { 1 } else { seats };
         self.link
-            .redundancy(ack_delay, period, held_up)
-            .told_at_once()
-            .forcing_after(ack_delay)
+            .input_redundancy(self.config.resend_interval, period, held_up)
     }
 
     /// When our inputs make a datagram go by themselves (a copy left, a
@@ -282,16 +278,11 @@ impl<I: Input> ClientSession<I> {
     /// datagram; `None` when none waits.
     fn inputs_due(&self) -> Option<Instant> {
         self.seat()?;
-        // Everything acknowledged: nothing to work out.
-        if self.inputs_sent.is_clear(self.next_commit) {
-            return None;
-        }
-        let red = self.inputs_redundancy();
-        let at = self.inputs_sent.next_due(self.now, self.next_commit, red)?;
-        Some(
-            self.link
-                .last_sent()
-                .map_or(at, |last| at.max(last + red.spacing)),
+        self.inputs_sent.next_send(
+            self.now,
+            self.next_commit,
+            || self.inputs_redundancy(),
+            self.link.last_sent(),
         )
     }
 

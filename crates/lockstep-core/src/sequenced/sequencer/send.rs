@@ -81,12 +81,11 @@ impl<I: Input> Sequencer<I> {
         if Self::frames_wait_for_snapshot(c) || c.closing.is_some() {
             return None;
         }
-        let red = self.frames_redundancy(i);
-        let at = c.frames_sent.next_due(self.now, self.open, red)?;
-        Some(
-            c.link
-                .last_sent()
-                .map_or(at, |last| at.max(last + red.spacing)),
+        c.frames_sent.next_send(
+            self.now,
+            self.open,
+            || self.frames_redundancy(i),
+            c.link.last_sent(),
         )
     }
 
