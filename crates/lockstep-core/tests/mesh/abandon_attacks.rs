@@ -799,3 +799,87 @@ fn forwarded_input_never_stands_for_the_players_own() {
         net.s[X].awaiting()
     );
 }
+
+/// Whether a datagram carries `seat`'s input for `tick`.
+fn covers(bytes: &[u8], reference: Tick, seat: PlayerId, tick: Tick) -> bool {
+    let d = Datagram::decode(bytes, reference).unwrap();
+    d.messages.iter().any(|m| match m {
+        Message::Inputs(i) => i
+            .runs
+            .iter()
+            .any(|r| r.seat == seat && r.start <= tick && tick.since(r.start) < r.count),
+        _ => false,
+    })
+}
+
+/// Inputs may arrive in any order, so a player can leave each peer a
+/// different hole: it sends every peer all of its inputs but one tick,
+/// another for each (none for one of them), and then falls silent. The
+/// peers freeze it holding different stretches past their holes (each
+/// forgets what it held past its own), and must still abandon it at one
+/// tick, run the same frames, and see no conflict or dispute.
+#[test]
+fn a_player_leaving_each_peer_a_different_hole_then_falling_silent_is_abandoned_alike() {
+    const C: usize = 3;
+    let config = MeshConfig {
+        abandon_after: Some(Duration::from_secs(2)),
+        ..MeshConfig::default()
+    };
+    for holes in [
+        [Some(2), Some(0), None],
+        [Some(0), Some(1), Some(3)],
+        [Some(4), Some(1), Some(7)],
+    ] {
+        let mut net = Net::new(4, config.clone());
+        for r in 0..5 {
+            net.round(100 + 10 * r);
+        }
+        let gap = net.s[C].next_commit();
+        for step in 0..200u16 {
+            let silent = step >= 8;
+            for i in 0..4 {
+                if i != C || !silent {
+                    let _ = net.s[i].commit_local(300 + step + i as u16);
+                }
+            }
+            net.send();
+            net.deliver(&mut |f, t, b, s| {
+                if f == C {
+                    let hole = holes[t].map(|h| gap.saturating_add(h));
+                    let skip = silent
+                        || hole.is_some_and(|h| covers(&b, s.frame(), PlayerId(C as u16), h));
+                    return (!skip).then_some(b);
+                }
+                (t != C || !silent).then_some(b)
+            });
+            for i in 0..4 {
+                net.advance(i);
+            }
+        }
+        let decided: Vec<_> = (0..C).map(|i| net.s[i].abandoned().to_vec()).collect();
+        assert!(
+            decided.iter().all(|d| d.len() == 1 && *d == decided[0]),
+            "holes {holes:?}: {decided:?}"
+        );
+        for (a, b) in [(0, 1), (1, 2)] {
+            let n = net.frames[a].len().min(net.frames[b].len());
+            assert!(
+                net.frames[a][..n] == net.frames[b][..n],
+                "holes {holes:?}: {a} and {b} differ"
+            );
+        }
+        for i in 0..C {
+            assert!(
+                net.s[i].frame().since(gap) > 30,
+                "holes {holes:?}: {i} stalled"
+            );
+            let bad = net.events[i].iter().any(|e| {
+                matches!(
+                    e,
+                    Event::AbandonConflict { .. } | Event::AbandonDisputed { .. }
+                )
+            });
+            assert!(!bad, "holes {holes:?}: {i}: {:?}", net.events[i]);
+        }
+    }
+}
