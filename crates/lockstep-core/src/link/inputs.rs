@@ -53,12 +53,37 @@ impl<I> Recent<I> {
 }
 
 impl<I: Input> Recent<I> {
+    /// Where `tick` is or would go: the first kept input not before it.
+    /// Inputs are one a tick and mostly consecutive, so the place a run of
+    /// consecutive ticks up to the newest would put it is tried first (the
+    /// usual case: the newest tick, or one shortly before it), and only a
+    /// miss searches.
+    fn position(&self, tick: Tick) -> usize {
+        let n = self.inputs.len();
+        let Some(&(last, ..)) = self.inputs.back() else {
+            return 0;
+        };
+        if tick > last {
+            return n;
+        }
+        let back = last.since(tick) as usize;
+        if back < n
+            && self
+                .inputs
+                .get(n - 1 - back)
+                .is_some_and(|(t, ..)| *t == tick)
+        {
+            return n - 1 - back;
+        }
+        self.inputs.partition_point(|(t, ..)| *t < tick)
+    }
+
     /// `input` is now the seat's input for `tick`: the last one noted for a
     /// tick counts (a client re-stamps ticks after a resync, and a relay
     /// takes them again).
     pub(crate) fn note(&mut self, tick: Tick, input: &I) {
         let check = reference_check(input, &mut self.scratch);
-        let at = self.inputs.partition_point(|(t, ..)| *t < tick);
+        let at = self.position(tick);
         if let Some(kept) = self.inputs.get_mut(at).filter(|(t, ..)| *t == tick) {
             *kept = (tick, input.clone(), check);
             return;
@@ -76,7 +101,7 @@ impl<I: Input> Recent<I> {
 
     /// The seat's input for `tick` and its check, if kept.
     pub(crate) fn get(&self, tick: Tick) -> Option<(&I, u8)> {
-        let at = self.inputs.partition_point(|(t, ..)| *t < tick);
+        let at = self.position(tick);
         self.inputs
             .get(at)
             .filter(|(t, ..)| *t == tick)

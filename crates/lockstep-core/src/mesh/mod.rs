@@ -596,29 +596,40 @@ impl<I: Input> MeshSession<I> {
 
     /// Writes the next datagram to send into `buf`.
     pub fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
+        // Peers take turns from the cursor on. A loop calls this far more
+        // often than a datagram is due: finding none stays this short.
         let n = self.peers.len();
-        for k in 0..n {
-            let i = (self.cursor + k) % n;
-            if self.peers[i].link.flush {
-                self.stir();
-                self.cursor = (i + 1) % n;
-                buf.clear();
-                let more = self.build_datagram(i, buf);
-                let now = self.now;
-                let p = &mut self.peers[i];
-                p.link.flush = more;
-                p.ack_pending = false;
-                p.link.sent(now, buf.len(), self.config.ping_interval, true);
-                p.told_next = self.next_tick;
-                self.stats.datagrams_sent += 1;
-                self.stats.bytes_sent += buf.len() as u64;
-                return Some(Transmit {
-                    destination: p.id,
-                    len: buf.len(),
-                });
-            }
+        let from = if self.cursor < n {
+            self.cursor
+        } else {
+            self.cursor.checked_rem(n)?
+        };
+        let i = (from..n)
+            .chain(0..from)
+            .find(|&i| self.peers[i].link.flush)?;
+        Some(self.transmit_to(i, buf))
+    }
+
+    /// Writes the datagram due to peer `i` into `buf`.
+    #[inline(never)]
+    fn transmit_to(&mut self, i: usize, buf: &mut Vec<u8>) -> Transmit {
+        let n = self.peers.len();
+        self.stir();
+        self.cursor = (i + 1) % n;
+        buf.clear();
+        let more = self.build_datagram(i, buf);
+        let now = self.now;
+        let p = &mut self.peers[i];
+        p.link.flush = more;
+        p.ack_pending = false;
+        p.link.sent(now, buf.len(), self.config.ping_interval, true);
+        p.told_next = self.next_tick;
+        self.stats.datagrams_sent += 1;
+        self.stats.bytes_sent += buf.len() as u64;
+        Transmit {
+            destination: p.id,
+            len: buf.len(),
         }
-        None
     }
 
     // ----- internals -----------------------------------------------------

@@ -9,6 +9,7 @@ use super::WireError;
 use crate::Tick;
 
 /// Appends `v` as an unsigned LEB128 varint (1 to 10 bytes).
+#[inline]
 pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
@@ -24,10 +25,12 @@ pub(crate) const fn varint_len(v: u64) -> usize {
     bits.div_ceil(7)
 }
 
+#[inline]
 pub(crate) fn put_tick(out: &mut Vec<u8>, t: Tick) {
     put_varint(out, u64::from(t.get()));
 }
 
+#[inline]
 pub(crate) fn put_u64_le(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(&v.to_le_bytes());
 }
@@ -36,18 +39,21 @@ pub(crate) fn put_u64_le(out: &mut Vec<u8>, v: u64) {
 pub const MAX_TICK_DELTA: i64 = 1 << 20;
 
 /// Appends `t` as a zigzag varint of its distance from `base`.
+#[inline]
 pub(crate) fn put_tick_delta(out: &mut Vec<u8>, base: Tick, t: Tick) {
     let d = i64::from(t.get()) - i64::from(base.get());
     put_varint(out, ((d << 1) ^ (d >> 63)) as u64);
 }
 
 /// Appends a length-prefixed UTF-8 string.
+#[inline]
 pub(crate) fn put_str(out: &mut Vec<u8>, s: &str) {
     put_varint(out, s.len() as u64);
     out.extend_from_slice(s.as_bytes());
 }
 
 /// Appends length-prefixed bytes.
+#[inline]
 pub(crate) fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     put_varint(out, b.len() as u64);
     out.extend_from_slice(b);
@@ -81,19 +87,23 @@ pub(crate) struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    #[inline]
     pub(crate) fn new(bytes: &'a [u8]) -> Self {
         Self { bytes, pos: 0 }
     }
 
+    #[inline]
     pub(crate) fn remaining(&self) -> usize {
         self.bytes.len() - self.pos
     }
 
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.remaining() == 0
     }
 
     /// The next byte, left unread.
+    #[inline]
     pub(crate) fn peek_u8(&self) -> Option<u8> {
         self.bytes.get(self.pos).copied()
     }
@@ -105,6 +115,7 @@ impl<'a> Reader<'a> {
         Ok(b)
     }
 
+    #[inline]
     pub(crate) fn bytes(&mut self, n: usize) -> Result<&'a [u8], WireError> {
         if n > self.remaining() {
             return Err(WireError::Truncated);
@@ -114,16 +125,19 @@ impl<'a> Reader<'a> {
         Ok(s)
     }
 
+    #[inline]
     pub(crate) fn array<const N: usize>(&mut self) -> Result<[u8; N], WireError> {
         let mut arr = [0u8; N];
         arr.copy_from_slice(self.bytes(N)?);
         Ok(arr)
     }
 
+    #[inline]
     pub(crate) fn u32_le(&mut self) -> Result<u32, WireError> {
         Ok(u32::from_le_bytes(self.array()?))
     }
 
+    #[inline]
     pub(crate) fn u64_le(&mut self) -> Result<u64, WireError> {
         let b = self.bytes(8)?;
         let mut arr = [0u8; 8];
@@ -166,20 +180,24 @@ impl<'a> Reader<'a> {
     }
 
     /// A varint that must fit in 32 bits.
+    #[inline]
     pub(crate) fn varint_u32(&mut self) -> Result<u32, WireError> {
         u32::try_from(self.varint()?).map_err(|_| WireError::VarintOverflow)
     }
 
+    #[inline]
     pub(crate) fn tick(&mut self) -> Result<Tick, WireError> {
         self.varint_u32().map(Tick::new)
     }
 
+    #[inline]
     pub(crate) fn u16_le(&mut self) -> Result<u16, WireError> {
         let b = self.bytes(2)?;
         Ok(u16::from_le_bytes([b[0], b[1]]))
     }
 
     /// A tick written by [`put_tick_delta`] against `base`.
+    #[inline]
     pub(crate) fn tick_delta(&mut self, base: Tick) -> Result<Tick, WireError> {
         let z = self.varint()?;
         let d = ((z >> 1) as i64) ^ -((z & 1) as i64);
@@ -193,12 +211,14 @@ impl<'a> Reader<'a> {
     }
 
     /// A length-prefixed UTF-8 string of at most `max` bytes.
+    #[inline]
     pub(crate) fn str(&mut self, what: &'static str, max: usize) -> Result<&'a str, WireError> {
         let n = self.len(what, max)?;
         core::str::from_utf8(self.bytes(n)?).map_err(|_| WireError::BadUtf8(what))
     }
 
     /// Length-prefixed bytes, at most `max`.
+    #[inline]
     pub(crate) fn byte_string(
         &mut self,
         what: &'static str,
@@ -210,6 +230,7 @@ impl<'a> Reader<'a> {
 
     /// A count or length that may not exceed `max` nor the bytes left
     /// (every counted item takes at least one byte).
+    #[inline]
     pub(crate) fn len(&mut self, what: &'static str, max: usize) -> Result<usize, WireError> {
         let n = self.varint()?;
         let n = usize::try_from(n).unwrap_or(usize::MAX);
@@ -222,6 +243,7 @@ impl<'a> Reader<'a> {
     /// A count of items, each at least `min_item` bytes: bounded by `max`
     /// and by what the remaining bytes could possibly hold, so a forged
     /// count can never drive an allocation.
+    #[inline]
     pub(crate) fn count(
         &mut self,
         what: &'static str,
@@ -237,6 +259,7 @@ impl<'a> Reader<'a> {
 
     /// Reads something of its own length from the front of what remains:
     /// `read` returns it and how many bytes it took.
+    #[inline]
     pub(crate) fn read_with<T>(
         &mut self,
         read: impl FnOnce(&'a [u8]) -> Result<(T, usize), WireError>,
@@ -250,6 +273,7 @@ impl<'a> Reader<'a> {
         Ok(v)
     }
 
+    #[inline]
     pub(crate) fn finish(self) -> Result<(), WireError> {
         if self.is_empty() {
             Ok(())

@@ -121,6 +121,7 @@ pub(crate) fn read_event(r: &mut Reader<'_>) -> Result<SystemEvent, WireError> {
     }
 }
 
+#[inline]
 pub(crate) fn read_player(r: &mut Reader<'_>) -> Result<PlayerId, WireError> {
     let v = r.varint()?;
     match u16::try_from(v) {

@@ -100,6 +100,7 @@ impl<'a, T: ListItem<'a>> List<'a, T> {
 
     /// Reads `len` items from the front of `bytes`, checking each; returns
     /// them as a list over the bytes they took, and how many that was.
+    #[inline]
     pub(crate) fn read(
         bytes: &'a [u8],
         len: usize,
@@ -195,6 +196,7 @@ enum IterRepr<'a, T> {
 impl<'a, T: ListItem<'a>> Iterator for Iter<'a, T> {
     type Item = T;
 
+    #[inline]
     fn next(&mut self) -> Option<T> {
         match &mut self.inner {
             IterRepr::Slice(s) => s.next().copied(),

@@ -146,6 +146,7 @@ pub struct Inputs<'a> {
 }
 
 impl<'a> ListItem<'a> for (PlayerId, Tick) {
+    #[inline]
     fn read_item(bytes: &'a [u8], base: Tick) -> Result<(Self, usize), WireError> {
         let mut r = Reader::new(bytes);
         let ack = (read_player(&mut r)?, r.tick_delta(base)?);
@@ -154,6 +155,7 @@ impl<'a> ListItem<'a> for (PlayerId, Tick) {
 }
 
 impl<'a> ListItem<'a> for InputRun<'a> {
+    #[inline]
     fn read_item(bytes: &'a [u8], base: Tick) -> Result<(Self, usize), WireError> {
         let mut r = Reader::new(bytes);
         let run = read_run(&mut r, base)?;
@@ -286,6 +288,7 @@ pub(super) fn read_inputs<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<
 }
 
 /// One input run of an `Inputs` message.
+#[inline]
 fn read_run<'a>(r: &mut Reader<'a>, base: Tick) -> Result<InputRun<'a>, WireError> {
     let seat = read_player(r)?;
     let start = r.tick_delta(base)?;
