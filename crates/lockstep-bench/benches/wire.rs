@@ -10,8 +10,8 @@ use common::GgrsConfig;
 use criterion::{Criterion, Throughput};
 use ggrs::{GgrsRequest, Message, NonBlockingSocket, PlayerType, SessionBuilder, SessionState};
 use lockstep_bench::{
-    Codec, FixedCodec, JsonCodec, LockstepCodec, Pacer, PadInput, SessionResult, Trace,
-    loopback_sockets, measure_codec, run_mesh_udp,
+    Codec, FixedCodec, JsonCodec, LockstepCodec, MeshRun, Pacer, PadInput, SessionResult,
+    SessionRun, StepTimes, Trace, loopback_sockets, measure_codec, run_side_by_side,
 };
 use std::cell::Cell;
 use std::hint::black_box;
@@ -99,66 +99,92 @@ impl NonBlockingSocket<SocketAddr> for CountingSocket {
     }
 }
 
-/// The same game as `run_mesh_udp`, on GGRS in lockstep mode
+/// The same game as [`MeshRun`], on GGRS in lockstep mode
 /// (`max_prediction = 0`), input delay 2.
-fn run_ggrs_udp(trace: &Trace, frames: u64) -> Result<SessionResult, Box<dyn std::error::Error>> {
-    let n = trace.players();
-    let (sockets, addrs) = loopback_sockets(n)?;
-    let bytes = Rc::new(Cell::new(0));
-    let datagrams = Rc::new(Cell::new(0));
-    let in_socket = Rc::new(Cell::new(Duration::ZERO));
-    let mut sessions = Vec::new();
-    for (i, socket) in sockets.into_iter().enumerate() {
-        let mut b = SessionBuilder::<GgrsConfig>::new()
-            .with_num_players(n)?
-            .with_max_prediction_window(0)
-            .with_input_delay(2)
-            .with_fps(lockstep_bench::TICK_RATE as usize)?;
-        for (j, addr) in addrs.iter().enumerate() {
-            let kind = if i == j {
-                PlayerType::Local
-            } else {
-                PlayerType::Remote(*addr)
+struct GgrsRun<'t> {
+    trace: &'t Trace,
+    frames: u64,
+    sessions: Vec<ggrs::P2PSession<GgrsConfig>>,
+    pacers: Vec<Pacer>,
+    ran: Vec<u64>,
+    checks: Vec<Vec<u64>>,
+    bytes: Rc<Cell<u64>>,
+    datagrams: Rc<Cell<u64>>,
+    in_socket: Rc<Cell<Duration>>,
+    busy: Duration,
+}
+
+impl<'t> GgrsRun<'t> {
+    fn new(trace: &'t Trace, frames: u64) -> Result<Self, Box<dyn std::error::Error>> {
+        let n = trace.players();
+        let (sockets, addrs) = loopback_sockets(n)?;
+        let bytes = Rc::new(Cell::new(0));
+        let datagrams = Rc::new(Cell::new(0));
+        let in_socket = Rc::new(Cell::new(Duration::ZERO));
+        let mut sessions = Vec::new();
+        for (i, socket) in sockets.into_iter().enumerate() {
+            let mut b = SessionBuilder::<GgrsConfig>::new()
+                .with_num_players(n)?
+                .with_max_prediction_window(0)
+                .with_input_delay(2)
+                .with_fps(lockstep_bench::TICK_RATE as usize)?;
+            for (j, addr) in addrs.iter().enumerate() {
+                let kind = if i == j {
+                    PlayerType::Local
+                } else {
+                    PlayerType::Remote(*addr)
+                };
+                b = b.add_player(kind, j)?;
+            }
+            let sock = CountingSocket {
+                socket,
+                bytes: bytes.clone(),
+                datagrams: datagrams.clone(),
+                in_socket: in_socket.clone(),
+                buf: vec![0; 4096],
             };
-            b = b.add_player(kind, j)?;
+            sessions.push(b.start_p2p_session(sock)?);
         }
-        let sock = CountingSocket {
-            socket,
-            bytes: bytes.clone(),
-            datagrams: datagrams.clone(),
-            in_socket: in_socket.clone(),
-            buf: vec![0; 4096],
-        };
-        sessions.push(b.start_p2p_session(sock)?);
+        Ok(Self {
+            trace,
+            frames,
+            sessions,
+            pacers: (0..n).map(|_| Pacer::new()).collect(),
+            ran: vec![0; n],
+            checks: vec![Vec::new(); n],
+            bytes,
+            datagrams,
+            in_socket,
+            busy: Duration::ZERO,
+        })
     }
-    let mut pacers: Vec<Pacer> = (0..n).map(|_| Pacer::new()).collect();
-    let mut ran = vec![0u64; n];
-    let mut checks = vec![Vec::new(); n];
-    let mut busy = Duration::ZERO;
-    let deadline = std::time::Instant::now() + Duration::from_secs(60 + frames / 10);
-    while ran.iter().any(|r| *r < frames) {
-        if std::time::Instant::now() > deadline {
-            return Err("GGRS over UDP did not finish in time".into());
-        }
+}
+
+impl SessionRun for GgrsRun<'_> {
+    fn step(&mut self) -> Result<bool, Box<dyn std::error::Error>> {
         let work = std::time::Instant::now();
-        for i in 0..n {
-            let s = &mut sessions[i];
+        let trace = self.trace;
+        for i in 0..self.sessions.len() {
+            let s = &mut self.sessions[i];
             s.poll_remote_clients();
             for _ in s.events() {}
-            if s.current_state() != SessionState::Running || ran[i] >= frames || !pacers[i].due() {
+            if s.current_state() != SessionState::Running
+                || self.ran[i] >= self.frames
+                || !self.pacers[i].due()
+            {
                 continue;
             }
-            let k = (ran[i] as usize).min(trace.ticks() - 1);
+            let k = (self.ran[i] as usize).min(trace.ticks() - 1);
             s.add_local_input(i, PadInput::from(&trace.inputs[i][k]))?;
             for request in s.advance_frame()? {
                 match request {
                     GgrsRequest::AdvanceFrame { inputs } => {
-                        ran[i] += 1;
-                        pacers[i].done();
+                        self.ran[i] += 1;
+                        self.pacers[i].done();
                         let h = inputs.iter().fold(0u64, |h, (inp, _)| {
                             h.rotate_left(7) ^ u64::from(inp.buttons) ^ inp.movement[0] as u64
                         });
-                        checks[i].push(h);
+                        self.checks[i].push(h);
                     }
                     GgrsRequest::SaveGameState { cell, frame } => cell.save(frame, Some(0), None),
                     GgrsRequest::LoadGameState { cell, .. } => {
@@ -167,18 +193,24 @@ fn run_ggrs_udp(trace: &Trace, frames: u64) -> Result<SessionResult, Box<dyn std
                 }
             }
         }
-        busy += work.elapsed();
-        std::thread::sleep(Duration::from_micros(500));
+        self.busy += work.elapsed();
+        Ok(self.ran.iter().all(|r| *r >= self.frames))
     }
-    let per = (n as u64 * frames) as f64;
-    Ok(SessionResult {
-        frames,
-        bytes_per_player_frame: bytes.get() as f64 / per,
-        datagrams_per_player_frame: datagrams.get() as f64 / per,
-        micros_per_player_frame: busy.as_secs_f64() * 1e6 / per,
-        socket_micros_per_player_frame: in_socket.get().as_secs_f64() * 1e6 / per,
-        agreed: checks.iter().all(|c| c == &checks[0]),
-    })
+
+    fn result(&self) -> SessionResult {
+        let times = StepTimes {
+            busy: self.busy,
+            in_socket: self.in_socket.get(),
+        };
+        let agreed = self.checks.iter().all(|c| c == &self.checks[0]);
+        times.result(
+            self.sessions.len(),
+            self.frames,
+            self.bytes.get(),
+            self.datagrams.get(),
+            agreed,
+        )
+    }
 }
 
 /// A session's own work: its CPU less the time inside socket calls, which
@@ -204,8 +236,7 @@ fn main() {
         })
         .collect();
     let session_trace = Trace::generate(SESSION_PLAYERS, SESSION_FRAMES as usize + 16, SEED);
-    let ours = run_mesh_udp(&session_trace, SESSION_FRAMES);
-    let ggrs = run_ggrs_udp(&session_trace, SESSION_FRAMES);
+    let sessions = run_sessions(&session_trace);
 
     println!();
     println!(
@@ -251,26 +282,62 @@ fn main() {
             r.agreed
         );
     };
-    match (&ours, &ggrs) {
-        (Ok(o), Ok(g)) => {
-            row("lockstep mesh", o);
-            row("GGRS 0.13, max_prediction = 0", g);
+    match &sessions {
+        Ok(rounds) => {
+            let (o, g) = (mean(rounds, |r| r.0), mean(rounds, |r| r.1));
+            row("lockstep mesh", &o);
+            row("GGRS 0.13, max_prediction = 0", &g);
+            let each: Vec<String> = rounds
+                .iter()
+                .map(|(o, g)| format!("{:.2}x", own(o) / own(g)))
+                .collect();
             println!();
             println!(
                 "lockstep / GGRS: bytes {:.2}x (target <= 0.30x), CPU in the session {:.2}x \
-                 (target <= 0.60x), CPU with socket calls {:.2}x",
+                 (target <= 0.60x; by round {}), CPU with socket calls {:.2}x",
                 o.bytes_per_player_frame / g.bytes_per_player_frame,
-                own(o) / own(g),
+                own(&o) / own(&g),
+                each.join(", "),
                 o.micros_per_player_frame / g.micros_per_player_frame
             );
         }
-        (o, g) => {
-            if let Err(e) = o {
-                println!("lockstep mesh over UDP failed: {e}");
-            }
-            if let Err(e) = g {
-                println!("GGRS over UDP failed: {e}");
-            }
-        }
+        Err(e) => println!("the sessions over UDP failed: {e}"),
+    }
+}
+
+/// Rounds of the two sessions run side by side in one loop.
+const ROUNDS: usize = 3;
+
+/// Both sessions, side by side (see [`run_side_by_side`]), [`ROUNDS`] times:
+/// each round's figures for lockstep and GGRS.
+fn run_sessions(
+    trace: &Trace,
+) -> Result<Vec<(SessionResult, SessionResult)>, Box<dyn std::error::Error>> {
+    (0..ROUNDS)
+        .map(|_| {
+            let mut ours = MeshRun::new(trace, SESSION_FRAMES)?;
+            let mut ggrs = GgrsRun::new(trace, SESSION_FRAMES)?;
+            let limit = Duration::from_secs(60 + SESSION_FRAMES / 10);
+            run_side_by_side(&mut [&mut ours, &mut ggrs], limit)?;
+            Ok((ours.result(), ggrs.result()))
+        })
+        .collect()
+}
+
+/// The mean of one side's figures over the rounds; all agree if each did.
+fn mean(
+    rounds: &[(SessionResult, SessionResult)],
+    side: impl Fn(&(SessionResult, SessionResult)) -> SessionResult,
+) -> SessionResult {
+    let n = rounds.len().max(1) as f64;
+    let sum =
+        |f: &dyn Fn(&SessionResult) -> f64| rounds.iter().map(|r| f(&side(r))).sum::<f64>() / n;
+    SessionResult {
+        frames: rounds.first().map_or(0, |r| side(r).frames),
+        bytes_per_player_frame: sum(&|r| r.bytes_per_player_frame),
+        datagrams_per_player_frame: sum(&|r| r.datagrams_per_player_frame),
+        micros_per_player_frame: sum(&|r| r.micros_per_player_frame),
+        socket_micros_per_player_frame: sum(&|r| r.socket_micros_per_player_frame),
+        agreed: rounds.iter().all(|r| side(r).agreed),
     }
 }

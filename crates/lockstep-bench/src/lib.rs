@@ -439,111 +439,221 @@ pub fn loopback_sockets(n: usize) -> std::io::Result<(Vec<UdpSocket>, Vec<Socket
     Ok((sockets, addrs))
 }
 
-/// Runs a 4-player (or `trace.players()`) lockstep mesh over loopback UDP
-/// at [`TICK_RATE`] with input delay 2 until every peer ran `frames` frames,
-/// all peers in this thread. Every byte handed to a socket is counted.
-pub fn run_mesh_udp(trace: &Trace, frames: u64) -> std::io::Result<SessionResult> {
-    let n = trace.players();
-    let (sockets, addrs) = loopback_sockets(n)?;
-    let mut roster = Roster::new();
-    for i in 0..n {
-        roster = roster.player(PeerId(i as u32), PlayerId(i as u16));
+/// One side of a session benchmark over loopback UDP: every peer of one
+/// library's session in this thread, stepped by a loop that sleeps between
+/// steps (see [`run_side_by_side`]). Each step times itself: the whole
+/// step, and the socket calls in it.
+pub trait SessionRun {
+    /// Polls every peer once: receives what waits, runs its timers, commits
+    /// an input when its tick is due, runs the frames it can, sends what is
+    /// due. Returns whether every peer has run its frames.
+    fn step(&mut self) -> Result<bool, Box<dyn std::error::Error>>;
+    /// What the steps so far cost.
+    fn result(&self) -> SessionResult;
+}
+
+/// The time of the steps of a [`SessionRun`] and of their socket calls.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StepTimes {
+    /// Time inside steps.
+    pub busy: Duration,
+    /// Of it, time inside socket calls.
+    pub in_socket: Duration,
+}
+
+impl StepTimes {
+    /// Runs `call` (a socket call), adding its time to `in_socket`.
+    pub fn socket<T>(&mut self, call: impl FnOnce() -> T) -> T {
+        let started = std::time::Instant::now();
+        let out = call();
+        self.in_socket += started.elapsed();
+        out
     }
-    let config = MeshConfig {
-        delay: 2,
-        abandon_after: None,
-        ..MeshConfig::default()
-    };
-    let pacer = Pacer::new();
-    let mut sessions: Vec<MeshSession<PlayerInputs>> = (0..n)
-        .map(|i| {
-            MeshSession::new(
-                config.clone(),
-                roster.clone(),
-                PeerId(i as u32),
-                pacer.now(),
-            )
-        })
-        .collect::<Result<_, _>>()
-        .map_err(|e| std::io::Error::other(e.to_string()))?;
-    let mut pacers: Vec<Pacer> = (0..n)
-        .map(|_| Pacer {
-            start: pacer.start,
-            due: 0,
-        })
-        .collect();
-    let mut hashes: Vec<lockstep_core::StreamHash> =
-        (0..n).map(|_| lockstep_core::StreamHash::new()).collect();
-    let mut ran = vec![0u64; n];
-    let (mut bytes, mut datagrams) = (0u64, 0u64);
-    let mut busy = Duration::ZERO;
-    let mut in_socket = Duration::ZERO;
-    let mut buf = Vec::with_capacity(1500);
-    let mut inbox = [0u8; 1500];
-    let deadline = std::time::Instant::now() + Duration::from_secs(60 + frames / 10);
-    while ran.iter().any(|r| *r < frames) {
-        if std::time::Instant::now() > deadline {
-            return Err(std::io::Error::other(
-                "mesh over UDP did not finish in time",
-            ));
+
+    /// The figures for `players` peers that each ran `frames` frames.
+    pub fn result(
+        &self,
+        players: usize,
+        frames: u64,
+        bytes: u64,
+        datagrams: u64,
+        agreed: bool,
+    ) -> SessionResult {
+        let per = (players as u64 * frames) as f64;
+        SessionResult {
+            frames,
+            bytes_per_player_frame: bytes as f64 / per,
+            datagrams_per_player_frame: datagrams as f64 / per,
+            micros_per_player_frame: self.busy.as_secs_f64() * 1e6 / per,
+            socket_micros_per_player_frame: self.in_socket.as_secs_f64() * 1e6 / per,
+            agreed,
         }
-        let work = std::time::Instant::now();
+    }
+}
+
+/// Steps every run in one loop until each has run its frames, sleeping
+/// 500 us between passes (the loop polls at about 2 kHz), the runs taking
+/// turns at going first. Runs side by side, they meet the machine in the
+/// same state from one moment to the next: a comparison of their costs
+/// does not drift with it, as two runs one after the other do.
+pub fn run_side_by_side(
+    runs: &mut [&mut dyn SessionRun],
+    limit: Duration,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let deadline = std::time::Instant::now() + limit;
+    let mut done = vec![false; runs.len()];
+    let mut first = 0;
+    while done.iter().any(|d| !d) {
+        if std::time::Instant::now() > deadline {
+            return Err("the sessions did not finish in time".into());
+        }
+        for k in 0..runs.len() {
+            let i = (first + k) % runs.len();
+            if !done[i] {
+                done[i] = runs[i].step()?;
+            }
+        }
+        first = (first + 1) % runs.len();
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    Ok(())
+}
+
+/// A 4-player (or `trace.players()`) lockstep mesh over loopback UDP at
+/// [`TICK_RATE`] with input delay 2, every peer in this thread, until each
+/// ran `frames` frames. Every byte handed to a socket is counted.
+#[derive(Debug)]
+pub struct MeshRun<'t> {
+    trace: &'t Trace,
+    frames: u64,
+    delay: u32,
+    sockets: Vec<UdpSocket>,
+    addrs: Vec<SocketAddr>,
+    sessions: Vec<MeshSession<PlayerInputs>>,
+    clock: Pacer,
+    pacers: Vec<Pacer>,
+    hashes: Vec<lockstep_core::StreamHash>,
+    ran: Vec<u64>,
+    bytes: u64,
+    datagrams: u64,
+    times: StepTimes,
+    buf: Vec<u8>,
+    inbox: Vec<u8>,
+}
+
+impl<'t> MeshRun<'t> {
+    /// Binds the sockets and starts the sessions.
+    pub fn new(trace: &'t Trace, frames: u64) -> std::io::Result<Self> {
+        let n = trace.players();
+        let (sockets, addrs) = loopback_sockets(n)?;
+        let mut roster = Roster::new();
         for i in 0..n {
-            let now = pacer.now();
+            roster = roster.player(PeerId(i as u32), PlayerId(i as u16));
+        }
+        let config = MeshConfig {
+            delay: 2,
+            abandon_after: None,
+            ..MeshConfig::default()
+        };
+        let clock = Pacer::new();
+        let sessions = (0..n)
+            .map(|i| {
+                MeshSession::new(
+                    config.clone(),
+                    roster.clone(),
+                    PeerId(i as u32),
+                    clock.now(),
+                )
+            })
+            .collect::<Result<_, _>>()
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let pacers = (0..n)
+            .map(|_| Pacer {
+                start: clock.start,
+                due: 0,
+            })
+            .collect();
+        Ok(Self {
+            trace,
+            frames,
+            delay: config.delay,
+            sockets,
+            addrs,
+            sessions,
+            clock,
+            pacers,
+            hashes: (0..n).map(|_| lockstep_core::StreamHash::new()).collect(),
+            ran: vec![0; n],
+            bytes: 0,
+            datagrams: 0,
+            times: StepTimes::default(),
+            buf: Vec::with_capacity(1500),
+            inbox: vec![0; 1500],
+        })
+    }
+}
+
+impl SessionRun for MeshRun<'_> {
+    fn step(&mut self) -> Result<bool, Box<dyn std::error::Error>> {
+        let work = std::time::Instant::now();
+        let trace = self.trace;
+        for i in 0..self.sessions.len() {
+            let now = self.clock.now();
             loop {
-                let call = std::time::Instant::now();
-                let received = sockets[i].recv_from(&mut inbox);
-                in_socket += call.elapsed();
-                match received {
+                let socket = &self.sockets[i];
+                let inbox = &mut self.inbox;
+                match self.times.socket(|| socket.recv_from(inbox)) {
                     Ok((len, from)) => {
-                        if let Some(peer) = addrs.iter().position(|a| *a == from) {
-                            let _ = sessions[i].handle_datagram(
+                        if let Some(peer) = self.addrs.iter().position(|a| *a == from) {
+                            let _ = self.sessions[i].handle_datagram(
                                 PeerId(peer as u32),
-                                &inbox[..len],
+                                &self.inbox[..len],
                                 now,
                             );
                         }
                     }
                     Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                    Err(e) => return Err(e),
+                    Err(e) => return Err(e.into()),
                 }
             }
-            let s = &mut sessions[i];
+            let s = &mut self.sessions[i];
             s.handle_timeout(now);
-            if pacers[i].due() {
-                let k = s.next_commit().get() as usize - config.delay as usize;
+            if self.pacers[i].due() {
+                let k = s.next_commit().get() as usize - self.delay as usize;
                 let input = trace.inputs[i][k.min(trace.ticks() - 1)].clone();
                 if s.commit_local(input).is_ok() {
-                    pacers[i].done();
+                    self.pacers[i].done();
                 }
             }
-            while ran[i] < frames {
+            while self.ran[i] < self.frames {
                 let Some(f) = s.advance() else { break };
-                hashes[i].push(&f);
-                ran[i] += 1;
+                self.hashes[i].push(&f);
+                self.ran[i] += 1;
             }
-            while let Some(t) = s.poll_transmit(&mut buf) {
-                bytes += t.len as u64;
-                datagrams += 1;
-                let call = std::time::Instant::now();
-                sockets[i].send_to(&buf[..t.len], addrs[t.destination.0 as usize])?;
-                in_socket += call.elapsed();
+            while let Some(t) = s.poll_transmit(&mut self.buf) {
+                self.bytes += t.len as u64;
+                self.datagrams += 1;
+                let (socket, to) = (&self.sockets[i], self.addrs[t.destination.0 as usize]);
+                let datagram = &self.buf[..t.len];
+                self.times.socket(|| socket.send_to(datagram, to))?;
             }
             while s.poll_event().is_some() {}
         }
-        busy += work.elapsed();
-        std::thread::sleep(Duration::from_micros(500));
+        self.times.busy += work.elapsed();
+        Ok(self.ran.iter().all(|r| *r >= self.frames))
     }
-    let first = hashes[0].value();
-    let per = (n as u64 * frames) as f64;
-    Ok(SessionResult {
-        frames,
-        bytes_per_player_frame: bytes as f64 / per,
-        datagrams_per_player_frame: datagrams as f64 / per,
-        micros_per_player_frame: busy.as_secs_f64() * 1e6 / per,
-        socket_micros_per_player_frame: in_socket.as_secs_f64() * 1e6 / per,
-        agreed: hashes.iter().all(|h| h.value() == first),
-    })
+
+    fn result(&self) -> SessionResult {
+        let first = self.hashes[0].value();
+        let agreed = self.hashes.iter().all(|h| h.value() == first);
+        self.times.result(
+            self.sessions.len(),
+            self.frames,
+            self.bytes,
+            self.datagrams,
+            agreed,
+        )
+    }
 }
 
 #[cfg(test)]
@@ -581,10 +691,13 @@ mod tests {
     }
 
     #[test]
-    fn mesh_over_loopback_udp_agrees() -> std::io::Result<()> {
+    fn mesh_over_loopback_udp_agrees() -> Result<(), Box<dyn std::error::Error>> {
         let trace = Trace::generate(4, 100, 3);
-        let r = run_mesh_udp(&trace, 30)?;
+        let mut run = MeshRun::new(&trace, 30)?;
+        run_side_by_side(&mut [&mut run], Duration::from_secs(30))?;
+        let r = run.result();
         assert!(r.agreed);
+        assert_eq!(r.frames, 30);
         assert!(r.bytes_per_player_frame > 0.0);
         Ok(())
     }
