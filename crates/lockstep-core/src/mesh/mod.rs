@@ -225,6 +225,12 @@ pub struct MeshSession<I: Input> {
     /// then. `None` once anything but time passing may have changed the
     /// session (a datagram, a commit, a frame run, ...).
     quiet_until: Option<Instant>,
+    /// Whether a peer may have a datagram due: false once
+    /// [`poll_transmit`](Self::poll_transmit) found none, until anything
+    /// but time passing changes the session or a timeout does its work
+    /// (every peer's `flush` is set in one or the other), so that a loop's
+    /// idle polls do not read every peer's state.
+    may_flush: bool,
 }
 
 impl<I: Input> MeshSession<I> {
@@ -342,6 +348,7 @@ impl<I: Input> MeshSession<I> {
             missing: Vec::new(),
             decoder: wire::Decoder::default(),
             quiet_until: None,
+            may_flush: true,
         };
         session.prime(under_way);
         Ok(session)
@@ -598,15 +605,23 @@ impl<I: Input> MeshSession<I> {
     pub fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
         // Peers take turns from the cursor on. A loop calls this far more
         // often than a datagram is due: finding none stays this short.
+        if !self.may_flush {
+            debug_assert!(
+                self.peers.iter().all(|p| !p.link.flush),
+                "a peer's datagram came due unseen"
+            );
+            return None;
+        }
         let n = self.peers.len();
         let from = if self.cursor < n {
             self.cursor
         } else {
-            self.cursor.checked_rem(n)?
+            self.cursor.checked_rem(n).unwrap_or(0)
         };
-        let i = (from..n)
-            .chain(0..from)
-            .find(|&i| self.peers[i].link.flush)?;
+        let Some(i) = (from..n).chain(0..from).find(|&i| self.peers[i].link.flush) else {
+            self.may_flush = false;
+            return None;
+        };
         Some(self.transmit_to(i, buf))
     }
 

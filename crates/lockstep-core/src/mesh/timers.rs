@@ -51,6 +51,7 @@ impl<I: Input> MeshSession<I> {
         // Worked out at the end, unless a step below leaves work for the
         // next call (and clears it).
         self.quiet_until = Some(Instant::ZERO);
+        self.may_flush = true;
         self.note_waiting();
         let mut silent_seats = Vec::new();
         for i in 0..self.peers.len() {
@@ -97,6 +98,7 @@ impl<I: Input> MeshSession<I> {
     /// next [`handle_timeout`](Self::handle_timeout) does its work.
     pub(super) fn stir(&mut self) {
         self.quiet_until = None;
+        self.may_flush = true;
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) next needs calling:
