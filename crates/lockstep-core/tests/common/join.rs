@@ -171,7 +171,7 @@ impl World {
         let o = self.sim.run(
             until,
             self.period,
-            |id, node, _| match node {
+            |id, node, now| match node {
                 Node::Server(s) => {
                     while let Some(ev) = s.poll_event() {
                         on_server(&ev, &mut freeze);
@@ -180,7 +180,7 @@ impl World {
                 }
                 Node::Client(c) | Node::Unacking(c) | Node::LyingPongs(c) | Node::SlowAck(c, _) => {
                     if let Some(app) = apps.get_mut(&id) {
-                        app.play(c);
+                        app.play_at(c, now);
                     }
                 }
             },

@@ -6,7 +6,7 @@ use lockstep_core::sequenced::{ClientSession, HostedSession, Simulation};
 use lockstep_core::sim::SimRng;
 use lockstep_core::snapshot::{Snapshot, SnapshotError};
 use lockstep_core::{ChecksumError, CommitError};
-use lockstep_core::{Event, Frame, PlayerId, Tick};
+use lockstep_core::{Event, Frame, Instant, Pacer, PlayerId, Tick};
 use std::collections::BTreeMap;
 
 /// What [`App::play`] needs of a session: a client's game side.
@@ -19,6 +19,8 @@ pub trait Player {
     fn commit_local(&mut self, input: u16) -> Result<Tick, CommitError>;
     fn advance(&mut self) -> Option<Frame<u16>>;
     fn report_checksum(&mut self, tick: Tick, hash: u64) -> Result<(), ChecksumError>;
+    fn input_due(&self) -> bool;
+    fn ready_to_pace(&self) -> usize;
 }
 
 macro_rules! player {
@@ -51,6 +53,12 @@ macro_rules! player {
             }
             fn report_checksum(&mut self, tick: Tick, hash: u64) -> Result<(), ChecksumError> {
                 <$t>::report_checksum(self, tick, hash)
+            }
+            fn input_due(&self) -> bool {
+                <$t>::input_due(self)
+            }
+            fn ready_to_pace(&self) -> usize {
+                <$t>::ready_to_pace(self)
             }
         }
     };
@@ -147,6 +155,13 @@ pub struct App {
     pub lie: bool,
     /// Commits no input (its connection stays alive).
     pub mute: bool,
+    /// Runs the loop `docs/game-loop.md` shows, its ticks on this steady
+    /// clock, committing while `input_due()` holds; without one, every
+    /// frame runs on arrival and a commit is offered every call.
+    pub pacer: Option<Pacer>,
+    /// Frames run whose input for our own seat was one we committed (not
+    /// the neutral input): how much this client played.
+    pub own_inputs_run: u64,
     /// The room's first tick and the bulk of the game's state, for a game
     /// started afresh.
     first: Tick,
@@ -166,12 +181,41 @@ impl App {
             inputs_after_live: 0,
             lie: false,
             mute: false,
+            pacer: None,
+            own_inputs_run: 0,
             first,
             bulk,
         }
     }
 
-    pub fn play(&mut self, c: &mut impl Player) {
+    /// One turn of this client's loop at `now`: the paced loop with a
+    /// [`pacer`](Self::pacer), else [`play`](Self::play).
+    pub fn play_at(&mut self, c: &mut impl Player, now: Instant) {
+        let Some(mut pacer) = self.pacer.take() else {
+            return self.play(c);
+        };
+        self.take_events(c);
+        self.commit_due(c);
+        self.donate(c);
+        for _ in 0..pacer.ticks_due(now, c.ready_to_pace()) {
+            let Some(f) = c.advance() else { break };
+            self.run(c, &f);
+            self.commit_due(c);
+        }
+        self.pacer = Some(pacer);
+    }
+
+    fn commit_due(&mut self, c: &mut impl Player) {
+        if c.input_due() && !self.mute {
+            let input = self.rng.next_u64() as u16 | 1;
+            if c.commit_local(input).is_ok() {
+                self.inputs_after_live += 1;
+            }
+        }
+    }
+
+    /// Events, then the snapshot to restore if one came.
+    fn take_events(&mut self, c: &mut impl Player) {
         while let Some(ev) = c.poll_event() {
             match ev {
                 Event::SnapshotRequested { tick } => self.asked = Some(tick),
@@ -188,6 +232,10 @@ impl App {
             assert_eq!(g.next, s.tick.saturating_add(1));
             self.game = Some(g);
         }
+    }
+
+    pub fn play(&mut self, c: &mut impl Player) {
+        self.take_events(c);
         if c.seat().is_some()
             && !self.mute
             && c.commit_local(self.rng.next_u64() as u16).is_ok()
@@ -197,18 +245,31 @@ impl App {
         }
         self.donate(c);
         while let Some(f) = c.advance() {
-            // A client welcomed to replay the game (not joining from a
-            // snapshot) runs it from the start.
-            if self.game.is_none() && !c.joining() {
-                self.game = Some(Game::new(self.first, self.bulk));
-            }
-            let Some(g) = self.game.as_mut() else {
-                panic!("a frame before the state it follows");
-            };
-            g.step(&f);
-            self.states.insert(f.tick, g.acc);
-            let _ = c.report_checksum(f.tick, g.acc ^ u64::from(self.lie));
-            self.donate(c);
+            self.run(c, &f);
+        }
+    }
+
+    /// Runs frame `f`, reports its checksum and hands our state over if
+    /// it was asked for after it.
+    fn run(&mut self, c: &mut impl Player, f: &Frame<u16>) {
+        // A client welcomed to replay the game (not joining from a
+        // snapshot) runs it from the start.
+        if self.game.is_none() && !c.joining() {
+            self.game = Some(Game::new(self.first, self.bulk));
+        }
+        let Some(g) = self.game.as_mut() else {
+            panic!("a frame before the state it follows");
+        };
+        g.step(f);
+        self.states.insert(f.tick, g.acc);
+        let _ = c.report_checksum(f.tick, g.acc ^ u64::from(self.lie));
+        self.donate(c);
+        if let Some(me) = c.seat()
+            && f.inputs
+                .get(me.index())
+                .is_some_and(|i| i.is_some_and(|v| v != 0))
+        {
+            self.own_inputs_run += 1;
         }
     }
 

@@ -8,7 +8,7 @@ use common::props::cases;
 use common::star::{Node, SERVER};
 use lockstep_core::sequenced::{Policy, SequencerConfig, SequencerEvent};
 use lockstep_core::sim::{LinkConditions, Outcome};
-use lockstep_core::{Event, Instant, PeerId, SystemEvent, Tick};
+use lockstep_core::{Event, Instant, Pacer, PacerConfig, PeerId, SystemEvent, Tick};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -21,6 +21,55 @@ fn server_config(policy: Policy) -> SequencerConfig {
         // Short history: joining by replay would be refused.
         history: 64,
         ..SequencerConfig::default()
+    }
+}
+
+/// Every client runs the loop `docs/game-loop.md` shows (a `Pacer` on
+/// `ready_to_pace()`, committing while `input_due()` holds), the joiner
+/// too. A joiner holds nobody up, so frames beyond one did not count for
+/// it: it ran at the tick rate one or two frames behind the room, never
+/// reached the open tick, never went live, and none of its inputs ran, with
+/// no error and no event to say so.
+#[test]
+fn a_paced_joiner_catches_up_and_its_inputs_run() {
+    for seed in 1..=3 {
+        let mut w = World::new(
+            2,
+            server_config(Policy::WaitForAll {
+                abandon_after: Duration::from_secs(10),
+            }),
+            LinkConditions {
+                latency: Duration::from_millis(20),
+                jitter: Duration::from_millis(5),
+                ..LinkConditions::default()
+            },
+            seed,
+        );
+        let paced = || Pacer::new(30, PacerConfig::default()).unwrap();
+        for app in w.apps.values_mut() {
+            app.pacer = Some(paced());
+        }
+        assert_eq!(w.run(Instant::from_millis(3_000)), Outcome::TimedOut);
+        w.add_client(PeerId(3), true, false, seed);
+        w.apps.get_mut(&PeerId(3)).unwrap().pacer = Some(paced());
+        assert_eq!(w.run(Instant::from_millis(10_000)), Outcome::TimedOut);
+
+        let joiner = &w.apps[&PeerId(3)];
+        let live = joiner.events.iter().find_map(|e| match e {
+            Event::CaughtUp { tick } => Some(*tick),
+            _ => None,
+        });
+        let live = live.unwrap_or_else(|| panic!("seed {seed}: the joiner never went live"));
+        // Every frame since it went live ran an input of its own, but for
+        // the few its lead put beyond the run's end.
+        let ran = joiner.own_inputs_run;
+        let since = w.client(PeerId(1)).frame().since(live);
+        assert!(
+            ran + 10 >= u64::from(since) && since > 100,
+            "seed {seed}: {ran} of the joiner's inputs ran in the {since} frames since it went live"
+        );
+        let ids: Vec<PeerId> = (1..=3).map(PeerId).collect();
+        w.assert_states_agree(&ids, seed);
     }
 }
 

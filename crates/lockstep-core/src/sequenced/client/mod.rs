@@ -330,8 +330,10 @@ impl<I: Input> ClientSession<I> {
     /// the pace together: a player running faster would speed the whole
     /// match up. There, frames beyond one count only while the room waits
     /// on our input (the sequencer's `waiting` names our seat: our clock
-    /// runs behind the others', and catching up brings it in step);
-    /// otherwise every player runs at the tick rate.
+    /// runs behind the others', and catching up brings it in step) or
+    /// while we are joining (a joiner holds nobody up, and it goes live
+    /// only once it has run up to the room's open tick); otherwise every
+    /// player runs at the tick rate.
     ///
     /// ```text
     /// let due = pacer.ticks_due(now, session.ready_to_pace());
@@ -339,7 +341,11 @@ impl<I: Input> ClientSession<I> {
     pub fn ready_to_pace(&self) -> usize {
         let ready = self.frames.iter().take_while(|f| f.is_some()).count();
         match self.welcome() {
-            Some(w) if !w.deadline && w.seat.is_none_or(|me| !self.waiting.contains(&me)) => {
+            Some(w)
+                if !w.deadline
+                    && self.joining.is_none()
+                    && w.seat.is_none_or(|me| !self.waiting.contains(&me)) =>
+            {
                 ready.min(1)
             }
             _ => ready,
