@@ -185,8 +185,9 @@ impl<I: Input> MeshSession<I> {
     /// Answers [`Event::SnapshotRequested`]: the game's state right after
     /// `tick`, the last frame it ran. Any tick from the one requested on
     /// will do, so the current state always does: hand it over as soon as
-    /// the event is seen. A state nobody asked for, or for a frame not run
-    /// yet, is ignored.
+    /// the event is seen. A state when none is wanted, or from before the
+    /// tick asked, or after the last frame run, is dropped with
+    /// [`SnapshotError::NotAsked`].
     ///
     /// The state goes to every observer that needs it (one that fell behind
     /// the frames kept for it, or joined late), in chunks, once every live
@@ -196,10 +197,13 @@ impl<I: Input> MeshSession<I> {
     pub fn provide_snapshot(&mut self, tick: Tick, bytes: Vec<u8>) -> Result<(), SnapshotError> {
         self.stir();
         let Some((asked, _)) = self.donor.asked else {
-            return Ok(());
+            return Err(SnapshotError::NotAsked { tick, asked: None });
         };
         if tick < asked || tick >= self.next_tick || tick.saturating_add(1) < self.store.base() {
-            return Ok(());
+            return Err(SnapshotError::NotAsked {
+                tick,
+                asked: Some(asked),
+            });
         }
         let empty: Vec<(PlayerId, Tick)> = (0..self.seats.len())
             .filter_map(super::seat_id)

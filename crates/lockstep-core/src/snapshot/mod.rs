@@ -129,6 +129,29 @@ pub enum SnapshotError {
         /// The snapshot.
         id: u32,
     },
+    /// `provide_snapshot` was handed a state the session has no use for,
+    /// and dropped it: none is wanted now, or not the state after `tick`.
+    /// A sequenced session wants exactly the state right after the tick
+    /// [`Event::SnapshotRequested`](crate::Event::SnapshotRequested) named
+    /// (run that frame, then hand the state over before running the next;
+    /// a game that ran past it cannot answer, and the sequencer asks
+    /// someone else); a mesh, any state from that tick up to the last
+    /// frame run.
+    #[error("the state after tick {tick} was not asked for ({})", wanted(*asked))]
+    NotAsked {
+        /// The tick of the state handed over.
+        tick: Tick,
+        /// The tick the state asked for follows, if one is asked for.
+        asked: Option<Tick>,
+    },
+}
+
+/// What [`SnapshotError::NotAsked`] says is wanted.
+fn wanted(asked: Option<Tick>) -> String {
+    match asked {
+        Some(t) => format!("the state after tick {t} is"),
+        None => "no state is wanted now".into(),
+    }
 }
 
 /// A chunk to send, borrowed from its [`SnapshotSender`].

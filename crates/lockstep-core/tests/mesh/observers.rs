@@ -582,3 +582,28 @@ fn a_late_observer_is_silent_only_from_when_it_was_added() {
         assert_eq!(silent, None, "{p} reported the observer silent");
     }
 }
+
+/// A state nobody asked for is refused by name: it used to be dropped with
+/// `Ok(())`.
+#[test]
+fn a_state_nobody_asked_for_is_an_error() {
+    let sc = clean(2, 17, 16);
+    let mut h = sc.build();
+    let err = h
+        .sim
+        .endpoint_mut(PeerId(0))
+        .unwrap()
+        .provide_snapshot(Tick::ZERO, vec![1, 2, 3]);
+    assert_eq!(
+        err,
+        Err(SnapshotError::NotAsked {
+            tick: Tick::ZERO,
+            asked: None
+        })
+    );
+    assert!(
+        err.unwrap_err()
+            .to_string()
+            .contains("no state is wanted now")
+    );
+}

@@ -8,6 +8,7 @@ use common::props::cases;
 use common::star::{Node, SERVER};
 use lockstep_core::sequenced::{Policy, SequencerConfig, SequencerEvent};
 use lockstep_core::sim::{LinkConditions, Outcome};
+use lockstep_core::snapshot::SnapshotError;
 use lockstep_core::{Event, Instant, Pacer, PacerConfig, PeerId, SystemEvent, Tick};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -71,6 +72,50 @@ fn a_paced_joiner_catches_up_and_its_inputs_run() {
         let ids: Vec<PeerId> = (1..=3).map(PeerId).collect();
         w.assert_states_agree(&ids, seed);
     }
+}
+
+/// A donor that hands over its state after the tick past the one asked
+/// (its loop ran a frame before it read the request) is told so: the
+/// state was dropped with `Ok(())` before, and the joiner closed later
+/// with "nobody can hand you the game's state".
+#[test]
+fn a_state_for_another_tick_than_the_one_asked_is_an_error() {
+    let seed = 5;
+    let mut w = World::new(
+        2,
+        server_config(Policy::WaitForAll {
+            abandon_after: Duration::from_secs(10),
+        }),
+        LinkConditions::default(),
+        seed,
+    );
+    for app in w.apps.values_mut() {
+        app.late_donor = true;
+    }
+    assert_eq!(w.run(Instant::from_millis(2_000)), Outcome::TimedOut);
+    w.add_client(PeerId(3), true, false, seed);
+    assert_eq!(w.run(Instant::from_millis(4_000)), Outcome::TimedOut);
+    let refused: Vec<_> = w
+        .apps
+        .values()
+        .flat_map(|a| a.snapshot_errors.iter().cloned())
+        .collect();
+    assert!(!refused.is_empty(), "a donor was asked");
+    for e in &refused {
+        let SnapshotError::NotAsked {
+            tick,
+            asked: Some(asked),
+        } = e
+        else {
+            panic!("refused for another reason: {e}");
+        };
+        assert_eq!(*tick, asked.saturating_add(1), "{e}");
+        assert!(
+            e.to_string()
+                .contains(&format!("the state after tick {asked} is"))
+        );
+    }
+    assert!(w.apps[&PeerId(3)].restored.is_empty());
 }
 
 #[test]

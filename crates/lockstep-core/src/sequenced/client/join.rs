@@ -76,17 +76,22 @@ impl<I: Input> ClientSession<I> {
     }
 
     /// Answers [`Event::SnapshotRequested`]: the game's state right after
-    /// `tick` (run that frame first). Sent in chunks beside the game's own
-    /// traffic. A state for a tick nobody asked for is ignored.
+    /// `tick` (run that frame first, and hand the state over before
+    /// running the next). Sent in chunks beside the game's own traffic.
+    ///
+    /// A state for another tick, or when none is wanted (the request was
+    /// withdrawn, or answered already and sent), is dropped with
+    /// [`SnapshotError::NotAsked`]; handing the same tick's state over again
+    /// while it is being sent does nothing.
     pub fn provide_snapshot(&mut self, tick: Tick, bytes: Vec<u8>) -> Result<(), SnapshotError> {
         let budget = self.config.max_datagram - secure::SEALED_OVERHEAD;
-        let Some(d) = self
-            .donation
-            .as_mut()
-            .filter(|d| d.tick == tick && d.sender.is_none())
-        else {
-            return Ok(());
+        let asked = self.donation.as_ref().map(|d| d.tick);
+        let Some(d) = self.donation.as_mut().filter(|d| d.tick == tick) else {
+            return Err(SnapshotError::NotAsked { tick, asked });
         };
+        if d.sender.is_some() {
+            return Ok(());
+        }
         let snapshot = Snapshot::new(tick, bytes);
         let tx = SnapshotSender::new(
             d.id,
