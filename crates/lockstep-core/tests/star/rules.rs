@@ -766,6 +766,23 @@ fn a_silent_player_is_abandoned_and_one_who_leaves_has_left() {
     );
 }
 
+/// A game showing its stats after a match reads the delay it played with:
+/// `ClientStats::delay` read 0 once the session had left.
+#[test]
+fn stats_after_leaving_keep_the_delay_played_with() {
+    let mut room = honest_room();
+    for _ in 0..10 {
+        room.tick(2);
+    }
+    let delay = room.client(1).welcome().map(|w| w.delay).unwrap();
+    assert!(delay > 0);
+    assert_eq!(room.client(1).stats().delay, delay);
+    room.client(1).leave();
+    room.step(1);
+    assert!(room.client(1).closed().is_some(), "it left");
+    assert_eq!(room.client(1).stats().delay, delay);
+}
+
 #[test]
 fn pause_and_resume_reach_every_client() {
     let mut room = honest_room();

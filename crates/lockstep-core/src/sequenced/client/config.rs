@@ -241,7 +241,9 @@ pub struct ClientStats {
     /// of its tick, summed (see
     /// [`mean_input_latency`](Self::mean_input_latency)).
     pub input_latency_sum: Duration,
-    /// The input delay in force, in ticks.
+    /// The input delay in force, in ticks (0 until the sequencer's
+    /// Welcome; once the session has left or closed, or while it
+    /// reconnects, the last one in force).
     pub delay: u32,
     /// The input delay this player wants (with
     /// [`ClientConfig::adaptive`]).

@@ -379,7 +379,9 @@ impl<I: Input> ClientSession<I> {
         s.traffic = self.link.traffic(self.now);
         s.tick_rate = self.frame_rate.per_sec(self.now);
         s.input_slack = self.tracker.as_ref().and_then(DelayTracker::slack);
-        s.delay = self.welcome().map_or(0, |w| w.delay);
+        if let Some(w) = self.welcome() {
+            s.delay = w.delay;
+        }
         s.delay_wanted = self
             .tracker
             .as_ref()
@@ -602,8 +604,17 @@ impl<I: Input> ClientSession<I> {
                 reason: other.clone(),
             },
         };
-        self.state = State::Closed(reason);
+        self.disconnect(State::Closed(reason));
         self.push_event(ev);
+    }
+
+    /// Leaves the connected state for `next` (closed, or connecting again):
+    /// the stats go on showing the delay that was in force.
+    fn disconnect(&mut self, next: State) {
+        if let Some(w) = self.welcome() {
+            self.stats.delay = w.delay;
+        }
+        self.state = next;
     }
 
     fn push_event(&mut self, ev: Event) {

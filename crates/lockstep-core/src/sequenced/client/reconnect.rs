@@ -68,7 +68,7 @@ impl<I: Input> ClientSession<I> {
         self.member_acks.clear();
         self.new_handshake(secret);
         self.server = server;
-        self.state = State::Connecting;
+        self.disconnect(State::Connecting);
         self.reconnecting = true;
         self.moving = false;
         self.started = self.now;

@@ -43,7 +43,7 @@ impl<I: Input> ClientSession<I> {
         self.stats.datagrams_sent += 1;
         self.stats.bytes_sent += len as u64;
         if self.leaving.is_some() && !matches!(self.state, State::Closed(_)) {
-            self.state = State::Closed(CloseReason::Left);
+            self.disconnect(State::Closed(CloseReason::Left));
         }
         Some(Transmit {
             destination: self.server,
