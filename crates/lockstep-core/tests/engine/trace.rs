@@ -561,7 +561,7 @@ fn hosted() -> u64 {
 const EXPECTED: [(&str, u64); 4] = [
     ("mesh", 0xca8148b8e6d5c13c),
     ("room_wait_for_all", 0xd1fa57afd77c2d0b),
-    ("room_deadline", 0x15f829628ff3d630),
+    ("room_deadline", 0xd81b8fb01168cda1),
     ("hosted", 0x4191f5bbe9ab8a77),
 ];
 
