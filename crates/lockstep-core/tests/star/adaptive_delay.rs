@@ -455,6 +455,50 @@ fn a_snapshot_joiner_goes_live_at_the_rooms_delay_whatever_it_missed() {
     }
 }
 
+/// A snapshot joiner in an adaptive room whose delay never moved goes live
+/// without the frame stream restating the delay: every game saw
+/// `DelayChanged { delay: 8 }` at the joiner's live tick when the delay
+/// already was 8. (The restatement stays for a joiner the delay moved
+/// under: the test above.)
+#[test]
+fn a_joiner_the_delay_did_not_move_under_adds_no_delay_change() {
+    let mut sc = StarScenario::new(2, 43);
+    sc.server.delay = 8;
+    sc.server.snapshot_join = true;
+    sc.server.adaptive = Some(AdaptiveDelay::default());
+    sc.client.adaptive = None;
+    let mut h = sc.build();
+    h.run(secs(3), |_, _, _| {}, |_| false);
+    let j = PeerId(3);
+    let c = ClientSession::new(sc.client.clone(), SERVER, h.sim.now()).expect("a client");
+    h.sim.add(j, Node::Client(c));
+    h.records
+        .insert(j, Record::new(sc.seed ^ 0x99, sc.server.first_tick));
+    drive(&mut h, secs(10), None);
+    let mut all = sc.client_ids();
+    all.push(j);
+    h.assert_streams_agree(&all);
+    let live = h.records[&sc.client_ids()[0]]
+        .system
+        .iter()
+        .find(|(_, evs)| {
+            evs.iter()
+                .any(|e| matches!(e, SystemEvent::CaughtUp { .. }))
+        })
+        .map(|(t, _)| *t);
+    assert!(live.is_some(), "the joiner went live");
+    for id in all {
+        let changes: Vec<_> = h.records[&id]
+            .system
+            .iter()
+            .flat_map(|(t, evs)| evs.iter().map(|e| (*t, *e)))
+            .filter(|(_, e)| matches!(e, SystemEvent::DelayChanged { .. }))
+            .collect();
+        assert_eq!(changes, [], "{id} (the joiner went live at {live:?})");
+        assert_eq!(h.client(id).stats().delay, 8);
+    }
+}
+
 /// In a `Deadline` room each client keeps its own lead from the slack the
 /// sequencer reports: it rises when inputs come late (far players) and
 /// falls back when they arrive with ticks to spare; once settled, no input

@@ -375,6 +375,7 @@ impl<I: Input> Sequencer<I> {
             judged_from: Tick::ZERO,
             diverged: false,
             resync_donor: None,
+            delay_moved: false,
             resyncs: 0,
             contact: Vec::new(),
             roster_acked: Vec::new(),

@@ -113,6 +113,10 @@ struct Conn {
     contact: Vec<u8>,
     /// The roster version of each seat's entry it acknowledged.
     roster_acked: Vec<u32>,
+    /// The room's delay changed while it was joining: the copy of its
+    /// Welcome it took, or a frame before its snapshot, may have held
+    /// another, so the frame it goes live at states the delay.
+    delay_moved: bool,
 }
 
 impl Conn {

@@ -433,17 +433,21 @@ impl<I: Input> Sequencer<I> {
             s.live = true;
             s.due_from(from);
             s.last_input = self.now;
-            // A joiner may have missed a change (one in a frame before its
-            // snapshot's tick, after its Welcome): the frame it goes live
-            // at states the delay its inputs are due by.
+            // A joiner the delay moved under may have missed a change (one
+            // in a frame before its snapshot's tick, after its Welcome):
+            // the frame it goes live at states the delay its inputs are due
+            // by. One the delay did not move under knows it from its
+            // Welcome, and the other games are not told of a change that
+            // is none.
             let delay = self.delay;
+            let moved = core::mem::take(&mut self.conns[i].delay_moved);
             let stated = self.tick_events.get(&open).is_some_and(|evs| {
                 evs.iter()
                     .rev()
                     .take_while(|e| !matches!(e, SystemEvent::CaughtUp { .. }))
                     .any(|e| *e == SystemEvent::DelayChanged { delay })
             });
-            if self.config.adaptive.is_some() && !stated {
+            if self.config.adaptive.is_some() && moved && !stated {
                 let evs = self.tick_events.entry(open).or_default();
                 evs.push(SystemEvent::DelayChanged { delay });
             }

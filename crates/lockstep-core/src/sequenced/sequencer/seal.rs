@@ -78,6 +78,9 @@ impl<I: Input> Sequencer<I> {
         };
         self.delay = wanted;
         self.stats.delay_changes += 1;
+        for c in self.conns.iter_mut().filter(|c| c.join.is_some()) {
+            c.delay_moved = true;
+        }
         // One change per tick: a later one replaces an earlier one not
         // sealed yet, in its place, unless a seat went live after it (its
         // inputs are due from the delay before): then it follows.
