@@ -176,7 +176,8 @@ pub enum Event {
     /// the first divergent tick follows, and ends with
     /// [`DesyncLocated`](Event::DesyncLocated). In the sequenced topology
     /// the peer is the sequencer, whose reference is the majority's (or its
-    /// own simulation's) checkpoint.
+    /// own simulation's) checkpoint; where no value has a majority (two
+    /// players who differ), another player's.
     Desync {
         /// The checkpoint's tick.
         tick: Tick,

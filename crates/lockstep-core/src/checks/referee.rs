@@ -34,7 +34,7 @@ pub(super) struct Route {
 }
 
 /// What the sequencer concluded from a client's checkpoint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Verdicted {
     /// `peer`'s checkpoint differs from the verdict.
     Desync {
@@ -42,8 +42,13 @@ pub(crate) enum Verdicted {
         peer: PeerId,
         got: u64,
     },
-    /// Every seated player sent one and no value has a majority.
-    Split { tick: Tick, hashes: usize },
+    /// Every seated player sent one and no value has a majority: each of
+    /// them is told a value another sent that differs from its own.
+    Split {
+        tick: Tick,
+        hashes: usize,
+        told: Vec<(PeerId, Checkpoint)>,
+    },
 }
 
 /// Where a client's question goes.
@@ -70,6 +75,10 @@ pub(crate) struct Referee {
     pub(super) window: usize,
     /// The verdicts' checkpoints, ascending: what every client is sent.
     pub(super) kept: Vec<Checkpoint>,
+    /// The latest checkpoints no value had a majority at, with who sent
+    /// them, oldest first: a client told of one asks the others where it
+    /// parted from them.
+    pub(super) splits: VecDeque<(Tick, Vec<PeerId>)>,
     /// How long an unacknowledged verdict waits before it goes again.
     pub(super) resend: Duration,
 }
@@ -180,11 +189,32 @@ impl Referee {
             self.votes
                 .retain(|t, list| *t > cp.tick || list.first().is_some_and(|(.., c)| c.full));
         } else if list.len() >= seated {
-            let hashes = list.len();
-            self.votes.remove(&cp.tick);
+            let list = self.votes.remove(&cp.tick).unwrap_or_default();
+            // Each is told the first value another seat sent that differs
+            // from its own (of the same width: a tick's checkpoints are
+            // all full or all short).
+            let told = list
+                .iter()
+                .filter_map(|(_, p, mine)| {
+                    let other = list.iter().find(|(.., c)| c.value != mine.value)?;
+                    Some((
+                        *p,
+                        Checkpoint {
+                            ack: None,
+                            ..other.2
+                        },
+                    ))
+                })
+                .collect();
+            if self.splits.len() >= VERDICTS {
+                self.splits.pop_front();
+            }
+            self.splits
+                .push_back((cp.tick, list.iter().map(|(_, p, _)| *p).collect()));
             out.push(Verdicted::Split {
                 tick: cp.tick,
-                hashes,
+                hashes: list.len(),
+                told,
             });
         }
         while self.votes.len() > self.window {
@@ -243,12 +273,17 @@ impl Referee {
             return Routed::Forward { to, id: r.id };
         }
         // Two voters of the latest verdict, in turn: an answer passes on
-        // only as far as they agree.
-        let voters: Vec<PeerId> = self
-            .verdicts
-            .back()
-            .map(|v| {
-                v.voters
+        // only as far as they agree. Past the latest verdict, where no
+        // value had a majority, the others who sent a checkpoint there.
+        let verdict = self.verdicts.back().map(|v| (v.cp.tick, &v.voters));
+        let split = self.splits.back().map(|(t, v)| (*t, v));
+        let latest = match (verdict, split) {
+            (Some(v), Some(s)) => Some(if s.0 > v.0 { s } else { v }),
+            (v, s) => v.or(s),
+        };
+        let voters: Vec<PeerId> = latest
+            .map(|(_, voters)| {
+                voters
                     .iter()
                     .copied()
                     .filter(|p| *p != asker && live(*p))
@@ -330,9 +365,37 @@ pub(crate) struct Relayed {
     pub(crate) answer: Option<Answer>,
     /// Questions it may still ask (`None` until it first does).
     pub(super) asks: Option<TokenBucket>,
+    /// Checkpoints no value had a majority at, each with another seat's
+    /// value that differs from its own, ascending: sent to it as the
+    /// verdicts are.
+    pub(crate) split: Vec<Checkpoint>,
 }
 
 impl Relayed {
+    /// Tells it another seat's value at a checkpoint no value had a
+    /// majority at (the newest [`FULLS`] kept).
+    pub(crate) fn tell_split(&mut self, cp: Checkpoint) {
+        let at = self.split.partition_point(|c| c.tick < cp.tick);
+        if self.split.get(at).is_some_and(|c| c.tick == cp.tick) {
+            return;
+        }
+        self.split.insert(at, cp);
+        if self.split.len() > FULLS {
+            self.split.remove(0);
+        }
+    }
+
+    /// What it is sent of the checks, ascending: the verdicts, and the
+    /// splits it was told of.
+    fn checkpoints<'a>(&self, referee: &'a Referee) -> std::borrow::Cow<'a, [Checkpoint]> {
+        if self.split.is_empty() {
+            return std::borrow::Cow::Borrowed(&referee.kept);
+        }
+        let mut all: Vec<Checkpoint> = referee.kept.iter().chain(&self.split).copied().collect();
+        all.sort_by_key(|c| c.tick);
+        std::borrow::Cow::Owned(all)
+    }
+
     /// Whether it may ask another question now.
     pub(crate) fn may_ask(&mut self, now: Instant) -> bool {
         self.asks
@@ -345,8 +408,9 @@ impl Relayed {
         for &cp in &msgs.checkpoints {
             self.delivery.took(cp);
         }
+        let kept = self.checkpoints(referee);
         for &t in &msgs.acks {
-            self.delivery.acked(t, &referee.kept);
+            self.delivery.acked(t, &kept);
         }
     }
 
@@ -356,14 +420,20 @@ impl Relayed {
         self.query.is_some()
             || self.answer.is_some()
             || !self.delivery.full_acks_owed.is_empty()
-            || (verdicts && self.delivery.has_news(&referee.kept, now, referee.resend))
+            || (verdicts
+                && self
+                    .delivery
+                    .has_news(&self.checkpoints(referee), now, referee.resend))
     }
 
     /// When [`has_news`](Self::has_news) turns true by time passing alone,
     /// if it may: a full verdict it has not acknowledged goes again.
     pub(crate) fn news_at(&self, referee: &Referee, verdicts: bool) -> Option<Instant> {
         verdicts
-            .then(|| self.delivery.news_at(&referee.kept, referee.resend))
+            .then(|| {
+                self.delivery
+                    .news_at(&self.checkpoints(referee), referee.resend)
+            })
             .flatten()
     }
 
@@ -376,7 +446,8 @@ impl Relayed {
         verdicts: bool,
         now: Instant,
     ) {
-        let kept: &[Checkpoint] = if verdicts { &referee.kept } else { &[] };
+        let all = self.checkpoints(referee);
+        let kept: &[Checkpoint] = if verdicts { &all } else { &[] };
         self.delivery.write(kept, w, now, referee.resend);
         if let Some((id, ticks)) = self.query.take() {
             w.put(Message::ChainQuery { id, ticks });

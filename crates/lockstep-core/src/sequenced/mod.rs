@@ -286,7 +286,10 @@ pub enum SequencerEvent {
     },
     /// Every seated player reported a checksum for `tick` and no hash has a
     /// majority (two players who disagree, say): the game diverged, and
-    /// nobody can tell who is right, so no client is told either way.
+    /// nobody can tell who is right. Each client in it is told another's
+    /// checkpoint that differs from its own (it raises
+    /// [`Event::Desync`](crate::Event::Desync) and searches), and nobody is
+    /// resynced.
     ChecksumSplit {
         /// The tick.
         tick: Tick,

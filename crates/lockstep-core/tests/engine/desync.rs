@@ -353,6 +353,57 @@ fn two_mesh_players_that_part_are_told_and_left_alone() {
     }
 }
 
+/// Two relay clients that part have no majority either: each is told (a
+/// checkpoint of the other's that differs from its own), finds where it
+/// began by asking the other through the sequencer, and neither is
+/// resynced. Before, neither heard anything: only the relay's log said so.
+#[test]
+fn two_relay_clients_that_part_are_told_and_left_alone() {
+    for seed in [3, 4, 5] {
+        let mut sc = StarScenario::new(2, seed);
+        sc.link = LinkConditions {
+            latency: Duration::from_millis(20),
+            jitter: Duration::from_millis(5),
+            loss: 0.05,
+            ..LinkConditions::default()
+        };
+        let mut h = sc.build();
+        let skewed = sc.client_ids()[1];
+        let at = Tick::new(90);
+        h.records.get_mut(&skewed).unwrap().skew = Some((at, true));
+        let outcome = h.run_until_frames(600, secs(120));
+        assert_eq!(outcome, Outcome::Done, "seed {seed}");
+        h.assert_streams_agree(&sc.client_ids());
+        for who in sc.client_ids() {
+            let rec = &h.records[&who];
+            let (desyncs, located) = heard(rec, SERVER);
+            assert_eq!(desyncs.len(), 1, "seed {seed}: {who}: {:?}", rec.events);
+            assert!(
+                soon_after(desyncs[0], at),
+                "seed {seed}: {who} told at {} (injected at {at})",
+                desyncs[0]
+            );
+            assert_eq!(located.len(), 1, "seed {seed}: {who}: {:?}", rec.events);
+            let first = located[0].unwrap_or_else(|| panic!("seed {seed}: {who}: not located"));
+            assert_eq!(first.tick, at, "seed {seed}: {who}");
+            let state = rec.chain[at.get() as usize];
+            let skew = if who == skewed {
+                (state ^ SKEW, state)
+            } else {
+                (state, state ^ SKEW)
+            };
+            assert_eq!((first.local, first.remote), skew, "seed {seed}: {who}");
+            assert!(
+                !rec.events
+                    .iter()
+                    .any(|e| matches!(e, Event::Resyncing | Event::Snapshot { .. })),
+                "seed {seed}: {who}: {:?}",
+                rec.events
+            );
+        }
+    }
+}
+
 /// A mesh player whose game keeps diverging (its hashes differ however
 /// often its state is replaced) is resynced `max_resyncs` times, then
 /// leaves; the others abandon its seat, play on and agree.

@@ -329,11 +329,24 @@ impl<I: Input> Sequencer<I> {
             }
             for v in self.referee.vote(seat, peer, cp, seated) {
                 self.stats.desyncs += 1;
-                if let Verdicted::Desync { peer, verdict, .. } = v {
-                    if let Some(j) = self.conn_index(peer) {
-                        self.conns[j].diverged = true;
+                match &v {
+                    Verdicted::Desync { peer, verdict, .. } => {
+                        if let Some(j) = self.conn_index(*peer) {
+                            self.conns[j].diverged = true;
+                        }
+                        self.resync(*peer, *verdict);
                     }
-                    self.resync(peer, verdict);
+                    // Nobody can tell who is right, so nobody is resynced;
+                    // each is told its state differs from another's, and
+                    // may ask the others where it parted from them.
+                    Verdicted::Split { told, .. } => {
+                        for (p, other) in told {
+                            if let Some(j) = self.conn_index(*p) {
+                                self.conns[j].diverged = true;
+                                self.conns[j].checks.tell_split(*other);
+                            }
+                        }
+                    }
                 }
                 let ev = match v {
                     Verdicted::Desync { verdict, peer, got } => SequencerEvent::Desync {
@@ -342,7 +355,7 @@ impl<I: Input> Sequencer<I> {
                         expected: verdict.value,
                         got,
                     },
-                    Verdicted::Split { tick, hashes } => {
+                    Verdicted::Split { tick, hashes, .. } => {
                         SequencerEvent::ChecksumSplit { tick, hashes }
                     }
                 };
