@@ -118,6 +118,57 @@ fn a_state_for_another_tick_than_the_one_asked_is_an_error() {
     assert!(w.apps[&PeerId(3)].restored.is_empty());
 }
 
+/// A player joining by replay (a room without snapshots) five seconds
+/// late, every client running the paced loop of `docs/game-loop.md`, in
+/// an adaptive room: the joiner replays the 150 ticks it missed, keeps
+/// within two frames of the room and runs an input of its own in nearly
+/// every frame; the room's delay stays where the network put it (3).
+#[test]
+fn a_paced_replay_joiner_catches_up_without_slowing_the_room() {
+    for seed in 1..=3 {
+        let config = SequencerConfig {
+            policy: Policy::WaitForAll {
+                abandon_after: Duration::from_secs(10),
+            },
+            adaptive: Some(lockstep_core::AdaptiveDelay::default()),
+            ..SequencerConfig::default()
+        };
+        let link = LinkConditions {
+            latency: Duration::from_millis(10),
+            jitter: Duration::from_millis(8),
+            ..LinkConditions::default()
+        };
+        let mut w = World::new(2, config, link, seed);
+        let paced = || Pacer::new(30, PacerConfig::default()).unwrap();
+        for app in w.apps.values_mut() {
+            app.pacer = Some(paced());
+        }
+        assert_eq!(w.run(Instant::from_millis(5_000)), Outcome::TimedOut);
+        let before = w.server().stats().delay;
+        w.add_client(PeerId(3), false, false, seed);
+        w.apps.get_mut(&PeerId(3)).unwrap().pacer = Some(paced());
+        assert_eq!(w.run(Instant::from_millis(16_000)), Outcome::TimedOut);
+        let ids: Vec<PeerId> = (1..=3).map(PeerId).collect();
+        w.assert_states_agree(&ids, seed);
+        let delay = w.server().stats().delay;
+        let lag = w
+            .client(PeerId(1))
+            .frame()
+            .since(w.client(PeerId(3)).frame());
+        let joiner = &w.apps[&PeerId(3)];
+        assert!(
+            delay <= before + 1,
+            "seed {seed}: delay {before} -> {delay}"
+        );
+        assert!(lag <= 2, "seed {seed}: the joiner is {lag} frames behind");
+        assert!(
+            joiner.own_inputs_run > 250,
+            "seed {seed}: {} ran",
+            joiner.own_inputs_run
+        );
+    }
+}
+
 #[test]
 fn a_player_joins_a_game_under_way_from_a_snapshot_and_plays() {
     let seed = 7;
