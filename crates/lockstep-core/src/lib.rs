@@ -76,6 +76,7 @@ mod endpoint;
 mod error;
 mod event;
 mod frame;
+mod game;
 mod id;
 mod input;
 mod link;
@@ -102,6 +103,7 @@ pub use error::{
 };
 pub use event::Event;
 pub use frame::{Frame, StreamHash, SystemEvent};
+pub use game::Game;
 pub use id::{PeerId, PlayerId};
 pub use input::{Input, InputDecodeError};
 pub use link::Traffic;

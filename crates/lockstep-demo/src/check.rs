@@ -3,10 +3,10 @@
 //! named down to the creep and the coordinate.
 
 use crate::game::{Game, Vec2};
-use lockstep_core::desync::{Checked, Fields};
+use lockstep_core::desync::Fields;
 use lockstep_core::{Frame, PlayerInputs};
 
-impl Checked for Game {
+impl lockstep_core::Game for Game {
     type Input = PlayerInputs;
 
     fn step(&mut self, frame: &Frame<PlayerInputs>) {

@@ -204,7 +204,8 @@ pub(super) fn step_client(c: &mut Client, clock: &Clock, ticks: u32) {
 /// compares it with its own state after that tick, writes the report and
 /// plays on.
 pub(super) fn healed(c: &mut Client, tick: lockstep_core::Tick) {
-    use lockstep_core::desync::{Checked, Fields};
+    use lockstep_core::Game as _;
+    use lockstep_core::desync::Fields;
     c.desync.resyncing = false;
     c.desync.resynced = Some(tick);
     let mut theirs = Fields::new();

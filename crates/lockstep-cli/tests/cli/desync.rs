@@ -3,7 +3,7 @@
 //! the differing field first; and files that are not reports refused by
 //! name.
 
-use lockstep_core::desync::{Checked, Fields, Report, SelfCheck};
+use lockstep_core::desync::{Fields, Report, SelfCheck};
 use lockstep_core::{Frame, Tick};
 use std::path::PathBuf;
 use std::process::Command;
@@ -15,7 +15,7 @@ struct Game {
     multiplier: u64,
 }
 
-impl Checked for Game {
+impl lockstep_core::Game for Game {
     type Input = u8;
     fn step(&mut self, frame: &Frame<u8>) {
         self.multiplier += 1;

@@ -8,20 +8,20 @@
 //! one of them through its snapshot every few ticks, compares their hashes
 //! after every tick and, at the first difference, names the tick, what was
 //! happening (a step, a round trip) and, if the game shows its fields
-//! ([`Checked::fields`]), which ones differ. It catches iteration over a
+//! ([`Game::fields`](crate::Game::fields)), which ones differ. It catches iteration over a
 //! `HashMap` (each copy has its own random order), state a snapshot forgets,
 //! a value a restore computes differently (a float rebuilt from a rounded
 //! copy), and anything else that makes two runs part.
 //!
 //! ```
-//! use lockstep_core::desync::{Checked, Fields, SelfCheck};
-//! use lockstep_core::{Frame, Tick};
+//! use lockstep_core::desync::{Fields, SelfCheck};
+//! use lockstep_core::{Frame, Game, Tick};
 //!
 //! /// A counter that forgets its `bonus` in snapshots.
 //! #[derive(Default)]
 //! struct Counter { total: u64, bonus: u64 }
 //!
-//! impl Checked for Counter {
+//! impl Game for Counter {
 //!     type Input = u8;
 //!     fn step(&mut self, frame: &Frame<u8>) {
 //!         self.bonus += 1;
@@ -58,7 +58,7 @@ pub(crate) use chain::block_of;
 pub use chain::{BLOCK, CHECK_INTERVAL, ChainError, FirstDifference, HashChain};
 pub use report::{REPORT_VERSION, Report, ReportField, ReportFrame};
 pub use search::{Search, Step};
-pub use self_check::{Cause, Checked, Divergence, FieldDiff, Fields, Passed, Run, SelfCheck};
+pub use self_check::{Cause, Divergence, FieldDiff, Fields, Passed, Run, SelfCheck};
 
 #[cfg(test)]
 mod tests {

@@ -2,29 +2,10 @@
 //! frame twice and through a snapshot, with the field that differs named.
 
 use super::*;
+use crate::Game;
 
 /// Frames a [`Run`] keeps, the last run, for a report.
 pub(super) const RECENT: usize = 8;
-
-/// A game as [`SelfCheck`] runs it.
-pub trait Checked: Sized {
-    /// The input a frame carries.
-    type Input: Input;
-    /// Runs one frame.
-    fn step(&mut self, frame: &Frame<Self::Input>);
-    /// A hash of the whole state: equal states, equal hashes.
-    fn hash(&self) -> u64;
-    /// The state as a snapshot.
-    fn save(&self) -> Vec<u8>;
-    /// The state a snapshot holds, or why it is not one.
-    fn restore(bytes: &[u8]) -> Result<Self, String>;
-    /// The state's fields as (path, value) pairs, in a stable order, to
-    /// name what differs. The default shows none: a divergence is then
-    /// found by tick alone.
-    fn fields(&self, out: &mut Fields) {
-        let _ = out;
-    }
-}
 
 /// A game state shown field by field: (path, value) pairs, in the game's
 /// order. Paths are the game's own (`ships[2].pos.x`); values are compared
@@ -215,7 +196,7 @@ impl SelfCheck {
     }
 
     /// Runs `frames` through two games made by `new_game`.
-    pub fn run<G: Checked>(
+    pub fn run<G: Game>(
         &self,
         new_game: impl FnMut() -> G,
         frames: impl IntoIterator<Item = Frame<G::Input>>,
@@ -229,7 +210,7 @@ impl SelfCheck {
 
     /// Starts a check to feed frame by frame, for frames that depend on the
     /// game (bots that read it): [`Run::game`] is the reference copy.
-    pub fn start<G: Checked>(&self, mut new_game: impl FnMut() -> G) -> Result<Run<G>, Divergence> {
+    pub fn start<G: Game>(&self, mut new_game: impl FnMut() -> G) -> Result<Run<G>, Divergence> {
         let (reference, other) = (new_game(), new_game());
         let run = Run {
             every: self.every,
@@ -248,7 +229,7 @@ impl SelfCheck {
 
 /// A [`SelfCheck`] under way.
 #[derive(Debug)]
-pub struct Run<G: Checked> {
+pub struct Run<G: Game> {
     every: u32,
     reference: G,
     other: G,
@@ -257,7 +238,7 @@ pub struct Run<G: Checked> {
     passed: Passed,
 }
 
-impl<G: Checked> Run<G> {
+impl<G: Game> Run<G> {
     /// The reference copy of the game (the one never restored).
     pub fn game(&self) -> &G {
         &self.reference

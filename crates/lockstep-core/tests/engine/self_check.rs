@@ -1,8 +1,8 @@
 //! `SelfCheck` on three small games, each broken the way real games are,
 //! and on one that is not: it names the tick and the field every time.
 
-use lockstep_core::desync::{Cause, Checked, Fields, SelfCheck};
-use lockstep_core::{Frame, Tick};
+use lockstep_core::desync::{Cause, Fields, SelfCheck};
+use lockstep_core::{Frame, Game, Tick};
 use std::collections::HashMap;
 
 fn frames(n: u32) -> impl Iterator<Item = Frame<u8>> {
@@ -25,7 +25,7 @@ struct HashOrder {
     total: u64,
 }
 
-impl Checked for HashOrder {
+impl Game for HashOrder {
     type Input = u8;
     fn step(&mut self, frame: &Frame<u8>) {
         *self.scores.entry(frame.tick.get() % 32).or_default() += sum(frame) + 1;
@@ -79,7 +79,7 @@ struct ForgetfulSnapshot {
     combo: u32,
 }
 
-impl Checked for ForgetfulSnapshot {
+impl Game for ForgetfulSnapshot {
     type Input = u8;
     fn step(&mut self, frame: &Frame<u8>) {
         self.combo = if sum(frame) > 2 { self.combo + 1 } else { 0 };
@@ -120,7 +120,7 @@ impl Default for Turret {
     }
 }
 
-impl Checked for Turret {
+impl Game for Turret {
     type Input = u8;
     fn step(&mut self, frame: &Frame<u8>) {
         let d = 0.01 * (sum(frame) as f64 + 1.0);
@@ -155,7 +155,7 @@ impl Checked for Turret {
 #[derive(Default)]
 struct SoundTurret(Turret);
 
-impl Checked for SoundTurret {
+impl Game for SoundTurret {
     type Input = u8;
     fn step(&mut self, frame: &Frame<u8>) {
         self.0.step(frame);
@@ -239,7 +239,7 @@ fn a_sound_game_passes() {
 fn a_snapshot_that_does_not_restore_is_reported() {
     #[derive(Default)]
     struct Broken(u64);
-    impl Checked for Broken {
+    impl Game for Broken {
         type Input = u8;
         fn step(&mut self, frame: &Frame<u8>) {
             self.0 += sum(frame);

@@ -213,7 +213,7 @@ proptest! {
 /// whose restore forgets a field is named at the first round trip.
 #[test]
 fn swarm_passes_its_self_check_and_a_forgetful_restore_is_named() {
-    use lockstep_core::desync::{Cause, Checked, Fields, SelfCheck};
+    use lockstep_core::desync::{Cause, Fields, SelfCheck};
     let frames = bot_frames(4, 600, 400, 3);
     let passed = SelfCheck::every(7)
         .run(|| Game::new(3), frames.clone())
@@ -222,7 +222,7 @@ fn swarm_passes_its_self_check_and_a_forgetful_restore_is_named() {
 
     /// Swarm whose restore loses every ship's score.
     struct Forgetful(Game);
-    impl Checked for Forgetful {
+    impl lockstep_core::Game for Forgetful {
         type Input = PlayerInputs;
         fn step(&mut self, f: &Frame<PlayerInputs>) {
             self.0.step(f);
@@ -241,7 +241,7 @@ fn swarm_passes_its_self_check_and_a_forgetful_restore_is_named() {
             Ok(Self(g))
         }
         fn fields(&self, out: &mut Fields) {
-            Checked::fields(&self.0, out);
+            lockstep_core::Game::fields(&self.0, out);
         }
     }
     let found = SelfCheck::every(7)

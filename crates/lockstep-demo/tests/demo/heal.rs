@@ -5,7 +5,8 @@
 //! state and the state it is resynced to name the field changed, and every
 //! player ends on the same state.
 
-use lockstep_core::desync::{Checked, FieldDiff, Fields};
+use lockstep_core::Game as _;
+use lockstep_core::desync::{FieldDiff, Fields};
 use lockstep_core::sequenced::{ClientConfig, ClientSession, Sequencer, SequencerConfig};
 use lockstep_core::sim::{LinkConditions, Outcome, Sim, SimNetwork, StarNode as Node};
 use lockstep_core::{
