@@ -85,6 +85,7 @@ mod pacer;
 mod player_inputs;
 mod rate;
 mod rules;
+pub mod runner;
 pub mod secure;
 pub mod sequenced;
 mod shared;

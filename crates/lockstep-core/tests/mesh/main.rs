@@ -15,3 +15,4 @@ mod properties;
 mod resync;
 mod resync_attacks;
 mod rules;
+mod runner;

@@ -20,4 +20,5 @@ mod rejoin;
 mod resend_attacks;
 mod roster;
 mod rules;
+mod runner;
 mod single_player;

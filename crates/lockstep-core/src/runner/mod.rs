@@ -1,0 +1,480 @@
+//! The game loop, done once: a [`Runner`] owns a session of any topology and
+//! a [`Game`], and does every turn what a lockstep game loop must, in the
+//! order that is right.
+//!
+//! Each call to [`Runner::update`] (once per render frame):
+//!
+//! 1. lets the session's timers fire, and reads its events: a state
+//!    request is noted, a snapshot received is restored
+//!    ([`Game::restore`]), a reconnect that did not keep the state starts
+//!    the game over;
+//! 2. hands over the state asked for, as soon as the game has run exactly
+//!    the tick asked (a relay wants the state right after that tick, so
+//!    it is checked after every frame, never later);
+//! 3. commits the local input when one is due, sampled from the game;
+//! 4. runs the frames due: on a steady clock (a [`Pacer`] at the match's
+//!    tick rate, which the session knows) while in step, or as many as
+//!    [`RunnerConfig::catch_up_per_update`] allows while joining or far
+//!    behind; after each frame it reports the state hash, hands over a
+//!    state asked for that tick, and commits the next input due.
+//!
+//! The runner is sans-IO like the sessions: the time is passed in, and
+//! datagrams go through [`handle_datagram`](Runner::handle_datagram) and
+//! [`poll_transmit`](Runner::poll_transmit) (it is an [`Endpoint`]).
+//!
+//! ```
+//! use lockstep_core::runner::{Runner, RunnerConfig, Status};
+//! use lockstep_core::{Frame, Game, Instant, MeshConfig, MeshSession, PeerId, PlayerId, Roster};
+//! use std::time::Duration;
+//!
+//! /// The sum of every input run.
+//! #[derive(Default)]
+//! struct Sum(u64);
+//! impl Game for Sum {
+//!     type Input = u8;
+//!     fn step(&mut self, frame: &Frame<u8>) {
+//!         self.0 += frame.inputs.iter().flatten().map(|&i| u64::from(i)).sum::<u64>();
+//!     }
+//!     fn hash(&self) -> u64 { self.0 }
+//!     fn save(&self) -> Vec<u8> { self.0.to_le_bytes().to_vec() }
+//!     fn restore(bytes: &[u8]) -> Result<Self, String> {
+//!         Ok(Sum(u64::from_le_bytes(bytes.try_into().map_err(|_| "8 bytes")?)))
+//!     }
+//! }
+//!
+//! let roster = Roster::new().player(PeerId(0), PlayerId(0)).player(PeerId(1), PlayerId(1));
+//! let mut runners = [0, 1].map(|i| {
+//!     let session = MeshSession::new(MeshConfig::default(), roster.clone(), PeerId(i), Instant::ZERO).unwrap();
+//!     Runner::new(session, Sum::default(), RunnerConfig::default())
+//! });
+//! let mut buf = Vec::new();
+//! for step in 0..120u64 {
+//!     let now = Instant::ZERO + Duration::from_micros(step * 16_667); // 60 render frames a second
+//!     for r in runners.iter_mut() {
+//!         r.update(now, |_game| 1)?;
+//!     }
+//!     // The "network": deliver everything at once.
+//!     for from in 0..2 {
+//!         while let Some(t) = runners[from].poll_transmit(&mut buf) {
+//!             let bytes = buf[..t.len].to_vec();
+//!             runners[1 - from].handle_datagram(PeerId(from as u32), &bytes, now)?;
+//!         }
+//!     }
+//! }
+//! assert_eq!(runners[0].status(), Status::Playing);
+//! assert!(runners[0].game().0 > 100);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod played;
+
+pub use played::Played;
+
+use crate::snapshot::SnapshotError;
+use crate::{
+    CommitError, Endpoint, Event, Game, Instant, Pacer, PacerConfig, Tick, error::ConfigError,
+};
+use std::collections::VecDeque;
+
+/// Events a runner keeps for the game to read: the oldest go first when the
+/// game never reads them.
+const EVENTS: usize = 256;
+
+/// How a [`Runner`] runs its game.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunnerConfig {
+    /// How ticks are paced while in step (the tick rate comes from the
+    /// session). The default keeps one frame in hand, which is what the
+    /// sessions' `ready_to_pace` counts towards.
+    pub pacer: PacerConfig,
+    /// The most frames one [`update`](Runner::update) runs while joining a
+    /// match under way or far behind it (more than the pacer's
+    /// `target + catch_up_beyond` frames in hand). 32 by default: a game
+    /// whose tick costs 0.25 ms spends 8 ms of a render frame catching up.
+    pub catch_up_per_update: u32,
+    /// The state hash is reported every this many ticks (1, every tick, by
+    /// default: a divergence is then located to its exact tick). Every
+    /// machine must use the same value.
+    pub checksum_every: u32,
+}
+
+impl Default for RunnerConfig {
+    fn default() -> Self {
+        Self {
+            pacer: PacerConfig::default(),
+            catch_up_per_update: 32,
+            checksum_every: 1,
+        }
+    }
+}
+
+/// Where a [`Runner`]'s match stands, for the game to show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Status {
+    /// Waiting to be let into the match (a relay's or host's Welcome).
+    Connecting,
+    /// Joining a match under way: its state arrives, `have` of `of`
+    /// chunks.
+    Loading {
+        /// Chunks in.
+        have: u32,
+        /// Chunks in all.
+        of: u32,
+    },
+    /// Running frames as fast as the budget allows to reach the match:
+    /// after joining, or after falling behind. `behind` frames are in hand.
+    CatchingUp {
+        /// Frames in hand.
+        behind: u32,
+    },
+    /// In step with the match.
+    Playing,
+    /// The match is paused.
+    Paused,
+    /// Our state parted from the others' and is being replaced with theirs.
+    Resyncing,
+    /// The session is over (left, closed, refused, or diverged too often);
+    /// the last events say why.
+    Ended,
+}
+
+/// What a [`Runner::update`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Update {
+    /// Frames run.
+    pub ran: u32,
+    /// Inputs committed.
+    pub committed: u32,
+}
+
+/// Why a [`Runner`] could not go on: each is a fault of the game or of the
+/// state it was handed, never backpressure.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunnerError {
+    /// The state received (to join, or to heal) does not restore; the game
+    /// keeps the state it had.
+    #[error("the state received after tick {tick} does not restore: {reason}")]
+    Restore {
+        /// The tick the state follows.
+        tick: Tick,
+        /// The game's reason.
+        reason: String,
+    },
+    /// The game's start, saved when the runner was made, does not restore
+    /// (needed to start over after a reconnect that kept no state).
+    #[error("the game's own start does not restore: {0}")]
+    Start(String),
+    /// The game's input is larger than the session allows.
+    #[error("the game's input was refused: {0}")]
+    Input(CommitError),
+    /// The game's state was refused as a snapshot (over the cap).
+    #[error("the game's state was refused: {0}")]
+    Snapshot(SnapshotError),
+}
+
+/// Drives a session and a game together (see the [module](self)).
+#[derive(Debug)]
+pub struct Runner<G: Game, S> {
+    session: S,
+    game: G,
+    /// The game as it was handed over, to start over from.
+    start: Vec<u8>,
+    config: RunnerConfig,
+    /// Made once the tick rate is known.
+    pacer: Option<Pacer>,
+    /// The tick of the last frame run (or of the state restored).
+    last_run: Option<Tick>,
+    /// A state asked of us, until handed over.
+    asked: Option<Tick>,
+    events: VecDeque<Event>,
+    paused: bool,
+    resyncing: bool,
+    ended: bool,
+    behind: u32,
+}
+
+impl<G: Game, S: Played<G::Input>> Runner<G, S> {
+    /// A runner for `session` playing `game` from its start (the state the
+    /// session's first frame runs on, or, for a session joining a match
+    /// under way, any state: the one received replaces it).
+    pub fn new(session: S, game: G, config: RunnerConfig) -> Self {
+        let start = game.save();
+        Self {
+            session,
+            game,
+            start,
+            config,
+            pacer: None,
+            last_run: None,
+            asked: None,
+            events: VecDeque::new(),
+            paused: false,
+            resyncing: false,
+            ended: false,
+            behind: 0,
+        }
+    }
+
+    /// Checks a config before use: the pacer's settings.
+    pub fn check_config(config: &RunnerConfig) -> Result<(), ConfigError> {
+        Pacer::new(30, config.pacer.clone())?;
+        ConfigError::unless(
+            config.catch_up_per_update == 0,
+            "catch_up_per_update must be positive",
+        )?;
+        ConfigError::unless(
+            config.checksum_every == 0,
+            "checksum_every must be positive",
+        )
+    }
+
+    /// One turn of the game loop at `now` (see the [module](self)):
+    /// `input` samples the local player's input when one is due (it may be
+    /// called several times when several frames run).
+    pub fn update(
+        &mut self,
+        now: Instant,
+        mut input: impl FnMut(&G) -> G::Input,
+    ) -> Result<Update, RunnerError> {
+        self.session.handle_timeout(now);
+        self.take_events()?;
+        self.donate()?;
+        let mut done = Update::default();
+        self.commit(&mut input, &mut done)?;
+        let due = self.frames_due(now);
+        while done.ran < due {
+            let Some(frame) = self.session.advance() else {
+                break;
+            };
+            self.game.step(&frame);
+            self.last_run = Some(frame.tick);
+            done.ran += 1;
+            if frame.tick.get() % self.config.checksum_every.max(1) == 0 {
+                // Ticks run in order: the report cannot be refused.
+                let _ = self.session.report_checksum(frame.tick, self.game.hash());
+            }
+            self.donate()?;
+            self.commit(&mut input, &mut done)?;
+        }
+        self.take_events()?;
+        self.donate()?;
+        Ok(done)
+    }
+
+    /// Where the match stands.
+    pub fn status(&self) -> Status {
+        if self.ended {
+            return Status::Ended;
+        }
+        if !self.session.connected() {
+            return Status::Connecting;
+        }
+        if self.resyncing {
+            return Status::Resyncing;
+        }
+        if let Some((have, of)) = self.session.snapshot_progress() {
+            return Status::Loading { have, of };
+        }
+        if self.session.joining() || self.behind > self.catch_up_beyond() {
+            return Status::CatchingUp {
+                behind: self.behind,
+            };
+        }
+        if self.paused {
+            return Status::Paused;
+        }
+        Status::Playing
+    }
+
+    /// The next event the session raised (the runner has acted on those
+    /// that ask something of the game): for the game to show or log.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// The game.
+    pub fn game(&self) -> &G {
+        &self.game
+    }
+
+    /// The session, to read (stats, roster, who the match waits on).
+    pub fn session(&self) -> &S {
+        &self.session
+    }
+
+    /// The session, for what the runner does not do: pause, resume, leave,
+    /// vote a player out. Run frames and commit inputs through the runner
+    /// only.
+    pub fn session_mut(&mut self) -> &mut S {
+        &mut self.session
+    }
+
+    /// The tick of the last frame the game ran (or of the state it
+    /// restored), if any.
+    pub fn last_run(&self) -> Option<Tick> {
+        self.last_run
+    }
+
+    /// The runner's parts, to go on without it.
+    pub fn into_parts(self) -> (S, G) {
+        (self.session, self.game)
+    }
+
+    /// Frames ready beyond which the runner catches up.
+    fn catch_up_beyond(&self) -> u32 {
+        self.config
+            .pacer
+            .target
+            .saturating_add(self.config.pacer.catch_up_beyond)
+    }
+
+    /// How many frames to run now.
+    fn frames_due(&mut self, now: Instant) -> u32 {
+        if self.pacer.is_none() {
+            self.pacer = self
+                .session
+                .tick_rate()
+                .and_then(|rate| Pacer::new(rate, self.config.pacer.clone()).ok());
+        }
+        let ready = self.session.ready_to_pace();
+        self.behind = u32::try_from(ready).unwrap_or(u32::MAX);
+        let catch_up = self.config.catch_up_per_update.max(1);
+        let Some(pacer) = self.pacer.as_mut() else {
+            return catch_up;
+        };
+        let paced = pacer.ticks_due(now, ready);
+        if self.session.joining() || self.behind > self.catch_up_beyond() {
+            catch_up
+        } else {
+            paced
+        }
+    }
+
+    /// Reads the session's events, acting on those that ask something of
+    /// the game, and keeps them for [`poll_event`](Self::poll_event).
+    fn take_events(&mut self) -> Result<(), RunnerError> {
+        while let Some(ev) = self.session.poll_event() {
+            match &ev {
+                Event::SnapshotRequested { tick } => self.asked = Some(*tick),
+                Event::Reconnected { kept: false, .. } => {
+                    // Back without our state: start over, as a new client
+                    // would; a snapshot, or the frames from the first
+                    // tick, follow.
+                    self.game = G::restore(&self.start).map_err(RunnerError::Start)?;
+                    self.last_run = None;
+                    self.asked = None;
+                }
+                Event::Paused { .. } => self.paused = true,
+                Event::Resumed { .. } => self.paused = false,
+                Event::Resyncing => self.resyncing = true,
+                Event::Closed { .. } | Event::Rejected { .. } | Event::DivergedTooOften { .. } => {
+                    self.ended = true;
+                }
+                _ => {}
+            }
+            if self.events.len() >= EVENTS {
+                self.events.pop_front();
+            }
+            self.events.push_back(ev);
+        }
+        if let Some(s) = self.session.take_snapshot() {
+            self.game = G::restore(&s.bytes).map_err(|reason| RunnerError::Restore {
+                tick: s.tick,
+                reason,
+            })?;
+            self.last_run = Some(s.tick);
+            self.resyncing = false;
+        }
+        Ok(())
+    }
+
+    /// Hands over the state asked for once the game has run the tick
+    /// asked: exactly that tick for a sequenced session, any from it on
+    /// for a mesh (a state refused as not asked for is dropped: the
+    /// session asks again, or asks someone else).
+    fn donate(&mut self) -> Result<(), RunnerError> {
+        let (Some(asked), Some(last)) = (self.asked, self.last_run) else {
+            return Ok(());
+        };
+        if last < asked {
+            return Ok(());
+        }
+        self.asked = None;
+        match self.session.provide_snapshot(last, self.game.save()) {
+            Ok(()) | Err(SnapshotError::NotAsked { .. }) => Ok(()),
+            Err(e) => Err(RunnerError::Snapshot(e)),
+        }
+    }
+
+    /// Commits the local input if one is due.
+    fn commit(
+        &mut self,
+        input: &mut impl FnMut(&G) -> G::Input,
+        done: &mut Update,
+    ) -> Result<(), RunnerError> {
+        if !self.session.input_due() {
+            return Ok(());
+        }
+        match self.session.commit_local(input(&self.game)) {
+            Ok(_) => {
+                done.committed += 1;
+                Ok(())
+            }
+            Err(e @ (CommitError::InputTooLarge { .. } | CommitError::TickSpaceExhausted)) => {
+                Err(RunnerError::Input(e))
+            }
+            // Backpressure: offered again at the next turn.
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+impl<G: Game, S: Played<G::Input>> Endpoint for Runner<G, S> {
+    type Error = S::Error;
+
+    fn handle_datagram(
+        &mut self,
+        from: crate::PeerId,
+        datagram: &[u8],
+        now: Instant,
+    ) -> Result<(), S::Error> {
+        self.session.handle_datagram(from, datagram, now)
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.session.handle_timeout(now);
+    }
+
+    fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<crate::Transmit> {
+        self.session.poll_transmit(buf)
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.session.poll_timeout()
+    }
+}
+
+impl<G: Game, S: Played<G::Input>> Runner<G, S> {
+    /// Takes a datagram for the session (see [`Endpoint`]).
+    pub fn handle_datagram(
+        &mut self,
+        from: crate::PeerId,
+        datagram: &[u8],
+        now: Instant,
+    ) -> Result<(), S::Error> {
+        self.session.handle_datagram(from, datagram, now)
+    }
+
+    /// The next datagram to send (see [`Endpoint`]).
+    pub fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<crate::Transmit> {
+        self.session.poll_transmit(buf)
+    }
+
+    /// When the session next needs its timers run: the earlier of this and
+    /// the next render frame is when to call [`update`](Self::update).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.session.poll_timeout()
+    }
+}

@@ -1,0 +1,125 @@
+//! What a [`Runner`](super::Runner) needs of a session, for each topology.
+
+use crate::sequenced::{ClientSession, HostSession, HostedSession};
+use crate::snapshot::{Snapshot, SnapshotError};
+use crate::{ChecksumError, CommitError, Endpoint, Event, Frame, Input, MeshSession, Tick};
+
+/// A session a [`Runner`](super::Runner) can drive: a mesh player or
+/// observer ([`MeshSession`]), a relay's client ([`ClientSession`]), a
+/// hosting player ([`HostSession`]) or a player of a hosted match that
+/// survives its host ([`HostedSession`]). Each method is the session's own
+/// method of the same name, which carries the docs.
+pub trait Played<I: Input>: Endpoint {
+    /// The next event.
+    fn poll_event(&mut self) -> Option<Event>;
+    /// Whether an input is due (see `ClientSession::input_due`).
+    fn input_due(&self) -> bool;
+    /// Commits the local input for the next tick.
+    fn commit_local(&mut self, input: I) -> Result<Tick, CommitError>;
+    /// The next confirmed frame, if it has arrived.
+    fn advance(&mut self) -> Option<Frame<I>>;
+    /// The frames ready, as a pacer counts them.
+    fn ready_to_pace(&self) -> usize;
+    /// Reports the state hash after `tick`.
+    fn report_checksum(&mut self, tick: Tick, hash: u64) -> Result<(), ChecksumError>;
+    /// Answers a state request.
+    fn provide_snapshot(&mut self, tick: Tick, bytes: Vec<u8>) -> Result<(), SnapshotError>;
+    /// The state announced by `Event::Snapshot`, once.
+    fn take_snapshot(&mut self) -> Option<Snapshot>;
+    /// While a snapshot arrives: chunks in, of how many.
+    fn snapshot_progress(&self) -> Option<(u32, u32)>;
+    /// The tick rate the match runs at, once known: one place sets it (the
+    /// mesh's config, the sequencer's Welcome).
+    fn tick_rate(&self) -> Option<u32>;
+    /// Whether the session is joining a match under way (its frames are to
+    /// be run as fast as they can be, and its commits wait).
+    fn joining(&self) -> bool;
+    /// Whether it has been let into the match (a mesh always is).
+    fn connected(&self) -> bool;
+    /// The next frame to run.
+    fn frame(&self) -> Tick;
+}
+
+/// `Played` for a session type whose inherent methods carry the names.
+macro_rules! played {
+    ($session:ident, $snapshot_progress:expr, $tick_rate:expr, $joining:expr, $connected:expr) => {
+        impl<I: Input> Played<I> for $session<I> {
+            fn poll_event(&mut self) -> Option<Event> {
+                Self::poll_event(self)
+            }
+            fn input_due(&self) -> bool {
+                Self::input_due(self)
+            }
+            fn commit_local(&mut self, input: I) -> Result<Tick, CommitError> {
+                Self::commit_local(self, input)
+            }
+            fn advance(&mut self) -> Option<Frame<I>> {
+                Self::advance(self)
+            }
+            fn ready_to_pace(&self) -> usize {
+                Self::ready_to_pace(self)
+            }
+            fn report_checksum(&mut self, tick: Tick, hash: u64) -> Result<(), ChecksumError> {
+                Self::report_checksum(self, tick, hash)
+            }
+            fn provide_snapshot(
+                &mut self,
+                tick: Tick,
+                bytes: Vec<u8>,
+            ) -> Result<(), SnapshotError> {
+                Self::provide_snapshot(self, tick, bytes)
+            }
+            fn take_snapshot(&mut self) -> Option<Snapshot> {
+                Self::take_snapshot(self)
+            }
+            fn snapshot_progress(&self) -> Option<(u32, u32)> {
+                let f: fn(&Self) -> Option<(u32, u32)> = $snapshot_progress;
+                f(self)
+            }
+            fn tick_rate(&self) -> Option<u32> {
+                let f: fn(&Self) -> Option<u32> = $tick_rate;
+                f(self)
+            }
+            fn joining(&self) -> bool {
+                let f: fn(&Self) -> bool = $joining;
+                f(self)
+            }
+            fn connected(&self) -> bool {
+                let f: fn(&Self) -> bool = $connected;
+                f(self)
+            }
+            fn frame(&self) -> Tick {
+                Self::frame(self)
+            }
+        }
+    };
+}
+
+played!(
+    ClientSession,
+    |s| s.snapshot_progress(),
+    |s| s.welcome().map(|w| w.tick_rate),
+    |s| s.joining(),
+    |s| s.connected()
+);
+played!(
+    HostSession,
+    |s| s.client().snapshot_progress(),
+    |s| s.client().welcome().map(|w| w.tick_rate),
+    |s| s.client().joining(),
+    |s| s.client().connected()
+);
+played!(
+    HostedSession,
+    |s| s.client().snapshot_progress(),
+    |s| s.client().welcome().map(|w| w.tick_rate),
+    |s| s.client().joining(),
+    |s| s.client().connected()
+);
+played!(
+    MeshSession,
+    |s| s.snapshot_progress(),
+    |s| Some(s.config().tick_rate),
+    |s| s.snapshot_progress().is_some(),
+    |_| true
+);

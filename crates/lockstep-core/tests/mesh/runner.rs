@@ -1,0 +1,170 @@
+//! The runner driving mesh players on the simulated network: each player's
+//! game loop is nothing but `Runner::update` once a render frame, and a
+//! player whose game parts from the others' is healed with no code of the
+//! game's (the runner hands its state over when asked and restores the one
+//! it is sent).
+
+use lockstep_core::runner::{Runner, RunnerConfig, Status};
+use lockstep_core::sim::{LinkConditions, Sim, SimNetwork, SimRng};
+use lockstep_core::{
+    Endpoint, Event, Frame, Game, Instant, MeshConfig, MeshSession, PeerId, PlayerId, Roster, Tick,
+    Transmit,
+};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// A game whose state folds every frame; a copy made with `part_at` adds
+/// one to its state after that tick (a bug in one build), which a restored
+/// copy no longer does. It logs its hash after every tick it runs.
+#[derive(Debug, Clone, Default)]
+struct Fold {
+    next: u32,
+    acc: u64,
+    part_at: Option<u32>,
+    log: BTreeMap<Tick, u64>,
+}
+
+impl Game for Fold {
+    type Input = u16;
+    fn step(&mut self, frame: &Frame<u16>) {
+        assert_eq!(
+            frame.tick.get(),
+            self.next,
+            "frames run in order, none missed"
+        );
+        for input in &frame.inputs {
+            self.acc = (self.acc ^ u64::from(input.unwrap_or(0))).wrapping_mul(0x100_0000_01B3);
+        }
+        if self.part_at == Some(frame.tick.get()) {
+            self.acc += 1;
+        }
+        self.next += 1;
+        self.log.insert(frame.tick, self.acc);
+    }
+    fn hash(&self) -> u64 {
+        self.acc
+    }
+    fn save(&self) -> Vec<u8> {
+        [&self.next.to_le_bytes()[..], &self.acc.to_le_bytes()].concat()
+    }
+    fn restore(b: &[u8]) -> Result<Self, String> {
+        let (next, acc) = b.split_at_checked(4).ok_or("short")?;
+        Ok(Self {
+            next: u32::from_le_bytes(next.try_into().map_err(|_| "next")?),
+            acc: u64::from_le_bytes(acc.try_into().map_err(|_| "acc")?),
+            ..Self::default()
+        })
+    }
+}
+
+#[derive(Debug)]
+struct Player(Runner<Fold, MeshSession<u16>>, SimRng);
+
+impl Endpoint for Player {
+    type Error = String;
+    fn handle_datagram(&mut self, from: PeerId, d: &[u8], now: Instant) -> Result<(), String> {
+        self.0
+            .handle_datagram(from, d, now)
+            .map_err(|e| e.to_string())
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Endpoint::handle_timeout(&mut self.0, now);
+    }
+    fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
+        self.0.poll_transmit(buf)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.0.poll_timeout()
+    }
+}
+
+/// Three mesh players at 40 ms each way and 3% loss; one's game parts
+/// from the others' at tick 200. It hears `Resyncing`, the runner restores
+/// the state a majority player's runner handed over, and from then on all
+/// three agree; nobody leaves, and the others never resync.
+#[test]
+fn a_runner_heals_a_mesh_player_whose_game_parted() {
+    for seed in 1..=4u64 {
+        let link = LinkConditions {
+            latency: Duration::from_millis(40),
+            jitter: Duration::from_millis(10),
+            loss: 0.03,
+            ..LinkConditions::default()
+        };
+        let mut sim = Sim::new(SimNetwork::new(seed, link));
+        let mut roster = Roster::new();
+        for i in 0..3u16 {
+            roster = roster.player(PeerId(u32::from(i)), PlayerId(i));
+        }
+        let config = MeshConfig {
+            resync: true,
+            ..MeshConfig::default()
+        };
+        for i in 0..3u32 {
+            let session =
+                MeshSession::new(config.clone(), roster.clone(), PeerId(i), Instant::ZERO).unwrap();
+            let game = Fold {
+                part_at: (i == 2).then_some(200),
+                ..Fold::default()
+            };
+            sim.add(
+                PeerId(i),
+                Player(
+                    Runner::new(session, game, RunnerConfig::default()),
+                    SimRng::new(seed * 7 + u64::from(i)),
+                ),
+            );
+        }
+        let mut events: BTreeMap<PeerId, Vec<Event>> = BTreeMap::new();
+        sim.run(
+            Instant::from_millis(30_000),
+            Duration::from_micros(16_667),
+            |id, p, now| {
+                p.0.update(now, |_| (p.1.next_u64() as u16) | 1)
+                    .expect("the runner goes on");
+                while let Some(e) = p.0.poll_event() {
+                    events.entry(id).or_default().push(e);
+                }
+            },
+            |_| false,
+        );
+        let logs: Vec<&BTreeMap<Tick, u64>> = (0..3)
+            .map(|i| &sim.endpoint(PeerId(i)).unwrap().0.game().log)
+            .collect();
+        let last = logs[0].keys().next_back().copied().unwrap();
+        assert!(last.get() > 700, "seed {seed}: the match went on to {last}");
+        // The two whose games agree agree on every tick.
+        for (t, h) in logs[0] {
+            if let Some(o) = logs[1].get(t) {
+                assert_eq!(h, o, "seed {seed}: peers 0 and 1 after {t}");
+            }
+        }
+        // The one that parted agrees again, well before the end.
+        let healed = logs[2]
+            .iter()
+            .filter(|(t, h)| logs[0].get(t) == Some(h))
+            .count();
+        assert!(healed > 300, "seed {seed}: healed for {healed} ticks");
+        let both: Vec<_> = logs[2]
+            .iter()
+            .filter(|(t, _)| logs[0].contains_key(t))
+            .rev()
+            .take(100)
+            .collect();
+        assert_eq!(both.len(), 100);
+        for (t, h) in both {
+            assert_eq!(logs[0].get(t), Some(h), "seed {seed}: after {t}");
+        }
+        let saw = |id: u32, f: fn(&Event) -> bool| events[&PeerId(id)].iter().any(f);
+        assert!(saw(2, |e| matches!(e, Event::Resyncing)), "seed {seed}");
+        assert!(!saw(0, |e| matches!(e, Event::Resyncing)), "seed {seed}");
+        assert!(!saw(1, |e| matches!(e, Event::Resyncing)), "seed {seed}");
+        for i in 0..3 {
+            assert_eq!(
+                sim.endpoint(PeerId(i)).unwrap().0.status(),
+                Status::Playing,
+                "seed {seed}: peer {i}"
+            );
+        }
+    }
+}
