@@ -279,6 +279,19 @@ impl<T: Transport> Transport for FaultyTransport<T> {
         }
         Ok(None)
     }
+
+    /// Waits on the inner transport, but no later than the next datagram
+    /// held back either way falls due.
+    fn wait(&mut self, timeout: Duration) -> Result<(), TransportError> {
+        self.release_outgoing()?;
+        let now = Instant::now();
+        let due = [self.incoming.next_due(), self.outgoing.next_due()]
+            .into_iter()
+            .flatten()
+            .map(|t| t.saturating_duration_since(now))
+            .fold(timeout, Duration::min);
+        self.inner.wait(due)
+    }
 }
 
 /// Impairments that change over time: `Faults` from the start, then the

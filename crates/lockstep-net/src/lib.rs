@@ -44,6 +44,12 @@
 //!   seed; [`ImpairedLink`] is one direction of it without a clock (what
 //!   `lockstep netsim` runs), and [`FaultScript`] changes it over time.
 //!
+//! - [`turn`] and [`wait`]: a game loop for a
+//!   [`Runner`](lockstep_core::runner::Runner) over any transport, one
+//!   call to move datagrams and run the turn, one to sleep until the next
+//!   render frame, timer or datagram (no spinning). The
+//!   `mesh_game` example is a whole game over UDP this way.
+//!
 //! - [`drive_hosted`]: [`drive`] for a host-mode player
 //!   ([`HostedSession`](lockstep_core::sequenced::HostedSession)) over
 //!   UDP, naming contacts and resolving the ones a takeover needs.
@@ -60,6 +66,7 @@
 
 mod faulty;
 mod memory;
+mod turn;
 mod udp;
 mod ws;
 
@@ -68,7 +75,8 @@ pub use faulty::{
     MAX_QUEUE_DELAY, ScriptError,
 };
 pub use memory::{MemoryNetwork, MemoryTransport};
-pub use udp::UdpTransport;
+pub use turn::{TurnError, turn, wait};
+pub use udp::{MAX_PEER_ID, UdpTransport};
 pub use ws::{WsClientTransport, tls_trusting};
 
 use lockstep_core::{Endpoint, Instant, PeerId};
@@ -114,6 +122,14 @@ pub enum TransportError {
     /// The WebSocket layer failed.
     #[error("WebSocket error: {0}")]
     WebSocket(String),
+    /// A peer id past what the transport indexes.
+    #[error("{peer} is past the largest peer id, {max}")]
+    PeerIdTooLarge {
+        /// The id.
+        peer: PeerId,
+        /// The largest.
+        max: u32,
+    },
 }
 
 /// A non-blocking datagram transport.
@@ -129,6 +145,17 @@ pub trait Transport {
     /// [`MAX_DATAGRAM`] bytes to be sure nothing is cut); returns the sender
     /// and the length.
     fn recv(&mut self, buf: &mut [u8]) -> Result<Option<(PeerId, usize)>, TransportError>;
+
+    /// Blocks until a datagram may be waiting or `timeout` has passed,
+    /// whichever is first, so that a loop with nothing to do sleeps
+    /// instead of spinning. It may return early (a caller checks the time
+    /// and calls `recv`); it never consumes a datagram. The default sleeps
+    /// for at most a millisecond: a transport that can wait on its
+    /// source does better.
+    fn wait(&mut self, timeout: std::time::Duration) -> Result<(), TransportError> {
+        std::thread::sleep(timeout.min(std::time::Duration::from_millis(1)));
+        Ok(())
+    }
 }
 
 impl<T: Transport + ?Sized> Transport for Box<T> {
@@ -138,6 +165,10 @@ impl<T: Transport + ?Sized> Transport for Box<T> {
 
     fn recv(&mut self, buf: &mut [u8]) -> Result<Option<(PeerId, usize)>, TransportError> {
         (**self).recv(buf)
+    }
+
+    fn wait(&mut self, timeout: std::time::Duration) -> Result<(), TransportError> {
+        (**self).wait(timeout)
     }
 }
 

@@ -6,9 +6,15 @@ use std::collections::HashMap;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 
+/// The largest id [`UdpTransport::insert_peer`] takes.
+pub const MAX_PEER_ID: u32 = 65_535;
+
 /// A non-blocking UDP socket whose peers are named by [`PeerId`].
 ///
-/// As a client, [`add_peer`](Self::add_peer) names the server. As a server,
+/// As a client, [`add_peer`](Self::add_peer) names the server. In a mesh,
+/// [`insert_peer`](Self::insert_peer) names each other player under its
+/// roster [`PeerId`], which is the id the session knows it by (ids that
+/// `add_peer` hands out are its own, in the order it is called). As a server,
 /// [`accept_unknown`](Self::accept_unknown) gives each new source address
 /// the next free id, up to a limit; datagrams from further strangers are
 /// dropped, so a flood of spoofed sources cannot grow the table.
@@ -90,6 +96,41 @@ impl UdpTransport {
         id
     }
 
+    /// Names `addr` as `peer`, the id the session knows it by (a mesh
+    /// roster's [`PeerId`]s, say), in place of any name either had. Ids
+    /// [`add_peer`](Self::add_peer) hands out later skip it. Ids are
+    /// indexes here: at most [`MAX_PEER_ID`].
+    ///
+    /// ```
+    /// use lockstep_core::PeerId;
+    /// use lockstep_net::UdpTransport;
+    /// let mut udp = UdpTransport::bind("127.0.0.1:0")?;
+    /// let other = "127.0.0.1:9000".parse()?;
+    /// udp.insert_peer(PeerId(2), other)?;
+    /// assert_eq!(udp.addr(PeerId(2)), Some(other));
+    /// assert_eq!(udp.add_peer(other), PeerId(2));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn insert_peer(&mut self, peer: PeerId, addr: SocketAddr) -> Result<(), TransportError> {
+        if peer.0 > MAX_PEER_ID {
+            return Err(TransportError::PeerIdTooLarge {
+                peer,
+                max: MAX_PEER_ID,
+            });
+        }
+        if let Some(old) = self.ids.get(&addr).copied() {
+            self.forget(old);
+        }
+        self.forget(peer);
+        let i = peer.0 as usize;
+        if self.addrs.len() <= i {
+            self.addrs.resize(i + 1, None);
+        }
+        self.addrs[i] = Some(addr);
+        self.ids.insert(addr, peer);
+        Ok(())
+    }
+
     /// Forgets `peer` (its id may be reused).
     pub fn forget(&mut self, peer: PeerId) {
         if let Some(slot) = self.addrs.get_mut(peer.0 as usize)
@@ -155,6 +196,34 @@ impl Transport for UdpTransport {
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => return Err(e.into()),
             }
+        }
+    }
+
+    /// Waits on the socket itself: returns as soon as a datagram arrives.
+    fn wait(&mut self, timeout: std::time::Duration) -> Result<(), TransportError> {
+        if timeout.is_zero() {
+            return Ok(());
+        }
+        self.socket.set_nonblocking(false)?;
+        let waited = self
+            .socket
+            .set_read_timeout(Some(timeout))
+            .and_then(|()| self.socket.peek_from(&mut [0u8; 1]));
+        self.socket.set_nonblocking(true)?;
+        match waited {
+            Ok(_) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock
+                        | ErrorKind::TimedOut
+                        | ErrorKind::Interrupted
+                        | ErrorKind::ConnectionReset
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
         }
     }
 }

@@ -1,4 +1,5 @@
 //! The transports over real loopback sockets.
 
 mod host_migration;
+mod runner;
 mod transports;

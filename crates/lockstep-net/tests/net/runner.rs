@@ -1,0 +1,121 @@
+//! Runners over real loopback UDP: every player a thread with its own
+//! socket, its loop `turn` then `wait`, peers named by their roster ids.
+
+use lockstep_core::runner::{Runner, RunnerConfig, Status};
+use lockstep_core::{Frame, Game, Instant, MeshConfig, MeshSession, PeerId, PlayerId, Roster};
+use lockstep_net::{Buffers, Clock, UdpTransport, turn, wait};
+use std::net::UdpSocket;
+use std::time::Duration;
+
+/// Ticks every player runs before comparing.
+const TICKS: u32 = 90;
+
+/// A fold of every input; its hash after tick `TICKS - 1` kept aside.
+#[derive(Debug, Default)]
+struct Fold {
+    acc: u64,
+    ran: u32,
+    at_end: Option<u64>,
+}
+
+impl Game for Fold {
+    type Input = u8;
+    fn step(&mut self, frame: &Frame<u8>) {
+        for i in &frame.inputs {
+            self.acc = (self.acc ^ u64::from(i.unwrap_or(0))).wrapping_mul(0x100_0000_01B3);
+        }
+        self.ran += 1;
+        if frame.tick.get() + 1 == TICKS {
+            self.at_end = Some(self.acc);
+        }
+    }
+    fn hash(&self) -> u64 {
+        self.acc
+    }
+    fn save(&self) -> Vec<u8> {
+        self.acc.to_le_bytes().to_vec()
+    }
+    fn restore(b: &[u8]) -> Result<Self, String> {
+        let acc = u64::from_le_bytes(b.try_into().map_err(|_| "8 bytes")?);
+        Ok(Self {
+            acc,
+            ..Self::default()
+        })
+    }
+}
+
+/// Player `me` of the mesh whose sockets are `sockets`, until it has run
+/// `TICKS` ticks and half a second more (its last inputs reach the
+/// others), or a deadline.
+fn player(me: usize, sockets: Vec<UdpSocket>) -> Result<(Fold, f64), String> {
+    let addrs: Vec<_> = sockets.iter().map(|s| s.local_addr().unwrap()).collect();
+    let mut udp = UdpTransport::from_socket(sockets.into_iter().nth(me).unwrap()).unwrap();
+    let mut roster = Roster::new();
+    for (i, addr) in addrs.iter().enumerate() {
+        roster = roster.player(PeerId(i as u32), PlayerId(i as u16));
+        if i != me {
+            udp.insert_peer(PeerId(i as u32), *addr).unwrap();
+        }
+    }
+    let clock = Clock::new();
+    let session = MeshSession::new(
+        MeshConfig::default(),
+        roster,
+        PeerId(me as u32),
+        clock.now(),
+    )
+    .unwrap();
+    let mut runner = Runner::new(session, Fold::default(), RunnerConfig::default());
+    let mut buffers = Buffers::default();
+    let deadline = Instant::ZERO + Duration::from_secs(30);
+    let mut done_at = None;
+    let mut turns = 0u64;
+    while done_at.is_none_or(|t| clock.now() < t + Duration::from_millis(500)) {
+        let now = clock.now();
+        if now > deadline {
+            return Err(format!("player {me} stalled at {}", runner.game().ran));
+        }
+        let pull = (now.as_micros() / 100_000) as u8 ^ me as u8;
+        turn(&mut runner, &mut udp, now, &mut buffers, |_| pull).map_err(|e| e.to_string())?;
+        turns += 1;
+        assert_ne!(runner.status(), Status::Ended);
+        if runner.game().ran >= TICKS && done_at.is_none() {
+            done_at = Some(now);
+        }
+        wait(
+            &runner,
+            &mut udp,
+            &clock,
+            now + Duration::from_micros(16_667),
+        )
+        .map_err(|e| e.to_string())?;
+    }
+    let per_second = turns as f64 / clock.now().as_micros() as f64 * 1e6;
+    Ok((runner.into_parts().1, per_second))
+}
+
+/// Three players reach the same state, each waking only for its frames,
+/// its timers and datagrams: at most a few hundred turns a second, where a
+/// loop that polls spins thousands.
+#[test]
+fn runners_play_a_mesh_over_loopback_udp() {
+    let sockets: Vec<UdpSocket> = (0..3)
+        .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let threads: Vec<_> = (0..3)
+        .map(|me| {
+            let mine: Vec<UdpSocket> = sockets.iter().map(|s| s.try_clone().unwrap()).collect();
+            std::thread::spawn(move || player(me, mine))
+        })
+        .collect();
+    let results: Vec<(Fold, f64)> = threads
+        .into_iter()
+        .map(|t| t.join().unwrap().unwrap())
+        .collect();
+    let ends: Vec<Option<u64>> = results.iter().map(|(f, _)| f.at_end).collect();
+    assert!(ends[0].is_some());
+    assert!(ends.windows(2).all(|w| w[0] == w[1]), "{ends:?}");
+    for (_, rate) in &results {
+        assert!(*rate < 1_000.0, "{rate:.0} turns a second");
+    }
+}
