@@ -49,6 +49,9 @@
 //!   call to move datagrams and run the turn, one to sleep until the next
 //!   render frame, timer or datagram (no spinning). The
 //!   `mesh_game` example is a whole game over UDP this way.
+//! - [`RelayClient`]: a relay match's client side over UDP, runner
+//!   included, which takes its seat back on a new socket by itself when
+//!   the connection is lost.
 //!
 //! - [`drive_hosted`]: [`drive`] for a host-mode player
 //!   ([`HostedSession`](lockstep_core::sequenced::HostedSession)) over
@@ -66,6 +69,7 @@
 
 mod faulty;
 mod memory;
+mod relay_client;
 mod turn;
 mod udp;
 mod ws;
@@ -75,6 +79,7 @@ pub use faulty::{
     MAX_QUEUE_DELAY, ScriptError,
 };
 pub use memory::{MemoryNetwork, MemoryTransport};
+pub use relay_client::{ConnectError, RECONNECT_AFTER, RECONNECT_FOR, RelayClient};
 pub use turn::{TurnError, turn, wait};
 pub use udp::{MAX_PEER_ID, UdpTransport};
 pub use ws::{WsClientTransport, tls_trusting};

@@ -72,9 +72,10 @@ pub use played::Played;
 
 use crate::snapshot::SnapshotError;
 use crate::{
-    CommitError, Endpoint, Event, Game, Instant, Pacer, PacerConfig, Tick, error::ConfigError,
+    CommitError, Endpoint, Event, Game, Instant, Pacer, PacerConfig, PeerId, Tick,
+    error::ConfigError,
 };
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 /// Events a runner keeps for the game to read: the oldest go first when the
 /// game never reads them.
@@ -114,6 +115,9 @@ impl Default for RunnerConfig {
 pub enum Status {
     /// Waiting to be let into the match (a relay's or host's Welcome).
     Connecting,
+    /// Let in before, and waiting to take the seat back on a new
+    /// connection (after `reconnect`).
+    Reconnecting,
     /// Joining a match under way: its state arrives, `have` of `of`
     /// chunks.
     Loading {
@@ -191,8 +195,14 @@ pub struct Runner<G: Game, S> {
     events: VecDeque<Event>,
     paused: bool,
     resyncing: bool,
+    /// The session left for good (a mesh player that diverged too often).
     ended: bool,
+    /// It was let into the match once.
+    was_connected: bool,
+    /// Peers we hear nothing from, since when.
+    interrupted: BTreeMap<PeerId, Instant>,
     behind: u32,
+    now: Instant,
 }
 
 impl<G: Game, S: Played<G::Input>> Runner<G, S> {
@@ -213,7 +223,10 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
             paused: false,
             resyncing: false,
             ended: false,
+            was_connected: false,
+            interrupted: BTreeMap::new(),
             behind: 0,
+            now: Instant::ZERO,
         }
     }
 
@@ -238,6 +251,7 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
         now: Instant,
         mut input: impl FnMut(&G) -> G::Input,
     ) -> Result<Update, RunnerError> {
+        self.now = self.now.max(now);
         self.session.handle_timeout(now);
         self.take_events()?;
         self.donate()?;
@@ -265,11 +279,19 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
 
     /// Where the match stands.
     pub fn status(&self) -> Status {
-        if self.ended {
+        if self.ended || (self.session.closed() && !self.session.can_reconnect()) {
             return Status::Ended;
         }
+        if self.session.closed() {
+            // A seat held: the game may reconnect.
+            return Status::Reconnecting;
+        }
         if !self.session.connected() {
-            return Status::Connecting;
+            return if self.was_connected {
+                Status::Reconnecting
+            } else {
+                Status::Connecting
+            };
         }
         if self.resyncing {
             return Status::Resyncing;
@@ -309,6 +331,14 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
     /// only.
     pub fn session_mut(&mut self) -> &mut S {
         &mut self.session
+    }
+
+    /// Since when a peer has been silent (`Event::Interrupted`, until
+    /// `Recovered`): for a relay's client, its relay. A game that owns its
+    /// transport reconnects after a few seconds of it (see
+    /// `lockstep_net::RelayClient`).
+    pub fn interrupted_since(&self) -> Option<Instant> {
+        self.interrupted.values().min().copied()
     }
 
     /// The tick of the last frame the game ran (or of the state it
@@ -369,8 +399,16 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
                 Event::Paused { .. } => self.paused = true,
                 Event::Resumed { .. } => self.paused = false,
                 Event::Resyncing => self.resyncing = true,
-                Event::Closed { .. } | Event::Rejected { .. } | Event::DivergedTooOften { .. } => {
-                    self.ended = true;
+                Event::DivergedTooOften { .. } => self.ended = true,
+                Event::Interrupted { peer, .. } => {
+                    self.interrupted.entry(*peer).or_insert(self.now);
+                }
+                Event::Recovered { peer, .. } => {
+                    self.interrupted.remove(peer);
+                }
+                Event::Connected { .. } | Event::Reconnected { .. } => {
+                    self.was_connected = true;
+                    self.interrupted.clear();
                 }
                 _ => {}
             }
@@ -436,7 +474,7 @@ impl<G: Game, S: Played<G::Input>> Endpoint for Runner<G, S> {
 
     fn handle_datagram(
         &mut self,
-        from: crate::PeerId,
+        from: PeerId,
         datagram: &[u8],
         now: Instant,
     ) -> Result<(), S::Error> {
@@ -460,7 +498,7 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
     /// Takes a datagram for the session (see [`Endpoint`]).
     pub fn handle_datagram(
         &mut self,
-        from: crate::PeerId,
+        from: PeerId,
         datagram: &[u8],
         now: Instant,
     ) -> Result<(), S::Error> {

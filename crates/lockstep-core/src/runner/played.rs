@@ -36,13 +36,19 @@ pub trait Played<I: Input>: Endpoint {
     fn joining(&self) -> bool;
     /// Whether it has been let into the match (a mesh always is).
     fn connected(&self) -> bool;
+    /// Whether the connection is over (a sequenced session closed or
+    /// refused; until it reconnects).
+    fn closed(&self) -> bool;
+    /// Whether a seat is held that a new connection could take back (see
+    /// `ClientSession::can_reconnect`; a host or a mesh player: never).
+    fn can_reconnect(&self) -> bool;
     /// The next frame to run.
     fn frame(&self) -> Tick;
 }
 
 /// `Played` for a session type whose inherent methods carry the names.
 macro_rules! played {
-    ($session:ident, $snapshot_progress:expr, $tick_rate:expr, $joining:expr, $connected:expr) => {
+    ($session:ident, $snapshot_progress:expr, $tick_rate:expr, $joining:expr, $connected:expr, $closed:expr, $can_reconnect:expr) => {
         impl<I: Input> Played<I> for $session<I> {
             fn poll_event(&mut self) -> Option<Event> {
                 Self::poll_event(self)
@@ -88,6 +94,14 @@ macro_rules! played {
                 let f: fn(&Self) -> bool = $connected;
                 f(self)
             }
+            fn closed(&self) -> bool {
+                let f: fn(&Self) -> bool = $closed;
+                f(self)
+            }
+            fn can_reconnect(&self) -> bool {
+                let f: fn(&Self) -> bool = $can_reconnect;
+                f(self)
+            }
             fn frame(&self) -> Tick {
                 Self::frame(self)
             }
@@ -100,26 +114,34 @@ played!(
     |s| s.snapshot_progress(),
     |s| s.welcome().map(|w| w.tick_rate),
     |s| s.joining(),
-    |s| s.connected()
+    |s| s.connected(),
+    |s| s.closed().is_some(),
+    |s| s.can_reconnect()
 );
 played!(
     HostSession,
     |s| s.client().snapshot_progress(),
     |s| s.client().welcome().map(|w| w.tick_rate),
     |s| s.client().joining(),
-    |s| s.client().connected()
+    |s| s.client().connected(),
+    |s| s.client().closed().is_some(),
+    |_| false
 );
 played!(
     HostedSession,
     |s| s.client().snapshot_progress(),
     |s| s.client().welcome().map(|w| w.tick_rate),
     |s| s.client().joining(),
-    |s| s.client().connected()
+    |s| s.client().connected(),
+    |s| s.client().closed().is_some(),
+    |s| s.client().can_reconnect()
 );
 played!(
     MeshSession,
     |s| s.snapshot_progress(),
     |s| Some(s.config().tick_rate),
     |s| s.snapshot_progress().is_some(),
-    |_| true
+    |_| true,
+    |_| false,
+    |_| false
 );

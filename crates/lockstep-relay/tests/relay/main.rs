@@ -12,5 +12,6 @@ mod limits;
 mod opaque;
 mod play;
 mod rule_attacks;
+mod runner;
 mod sealed;
 mod wss;

@@ -1,0 +1,219 @@
+//! A relay's client over UDP, with its runner, that reconnects by itself.
+
+use crate::{Buffers, Clock, TransportError, TurnError, UdpTransport, session_secret, turn};
+use lockstep_core::runner::{Runner, RunnerConfig, Status, Update};
+use lockstep_core::sequenced::{ClientConfig, ClientSession};
+use lockstep_core::{ConfigError, Event, Game, Instant, PeerId};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// How long the relay may be silent before a new connection is tried (it
+/// holds a player's seat 30 s from its last packet).
+pub const RECONNECT_AFTER: Duration = Duration::from_secs(3);
+/// How long after the connection was lost new ones are tried: past it the
+/// relay has given the seat up.
+pub const RECONNECT_FOR: Duration = Duration::from_secs(30);
+
+/// Why a [`RelayClient`] could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// No socket could be opened.
+    #[error("could not open a UDP socket: {0}")]
+    Socket(#[from] std::io::Error),
+    /// The operating system gave no random bytes for the connection's key.
+    #[error("no random bytes for the connection's key: {0}")]
+    Random(getrandom::Error),
+    /// The session's config is refused.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+/// A game's whole client side of a relay match over UDP: the
+/// [`ClientSession`], a [`Runner`] for the game, the socket, and the rule
+/// for a lost connection. When the relay has been silent for
+/// [`RECONNECT_AFTER`], or the session timed out, while the relay may
+/// still hold the seat ([`RECONNECT_FOR`]), it opens a new socket and takes
+/// the seat back (`ClientSession::reconnect`); the runner then goes on
+/// from where it stopped, or restarts the game from the state the relay
+/// sends. [`status`](Self::status) is `Reconnecting` meanwhile.
+///
+/// The connection is sealed: a relay takes UDP clients only with a key,
+/// and a fresh one is made for each connection.
+///
+/// ```no_run
+/// use lockstep_core::runner::RunnerConfig;
+/// use lockstep_core::sequenced::ClientConfig;
+/// use lockstep_net::RelayClient;
+/// # #[derive(Default)] struct MyGame;
+/// # impl lockstep_core::Game for MyGame {
+/// #     type Input = u8;
+/// #     fn step(&mut self, _: &lockstep_core::Frame<u8>) {}
+/// #     fn hash(&self) -> u64 { 0 }
+/// #     fn save(&self) -> Vec<u8> { Vec::new() }
+/// #     fn restore(_: &[u8]) -> Result<Self, String> { Ok(MyGame) }
+/// # }
+/// let config = ClientConfig { room: "lobby-1".into(), ..ClientConfig::default() };
+/// let mut client = RelayClient::connect("127.0.0.1:7777".parse()?, config, MyGame::default(), RunnerConfig::default())?;
+/// loop {
+///     client.turn(|_game| 0)?;                  // the input, sampled when due
+///     // draw(client.game(), client.status());
+///     while let Some(_event) = client.poll_event() {}
+///     client.wait(std::time::Duration::from_micros(16_667))?; // till the next render frame
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct RelayClient<G: Game> {
+    runner: Runner<G, ClientSession<G::Input>>,
+    udp: UdpTransport,
+    relay: SocketAddr,
+    buffers: Buffers,
+    clock: Clock,
+    /// When the connection was first lost, while it is.
+    outage: Option<Instant>,
+    /// When a new connection was last tried.
+    tried: Option<Instant>,
+    reconnects: u32,
+}
+
+impl<G: Game> RelayClient<G> {
+    /// Opens a socket and starts connecting to the relay at `relay`, for
+    /// `game` (the state the match starts from; a joiner's is replaced by
+    /// the state it is sent). `config.secret` is filled with a fresh key.
+    pub fn connect(
+        relay: SocketAddr,
+        mut config: ClientConfig,
+        game: G,
+        runner: RunnerConfig,
+    ) -> Result<Self, ConnectError> {
+        config.secret = Some(session_secret().map_err(ConnectError::Random)?);
+        let (udp, relay_id) = open(relay)?;
+        let clock = Clock::new();
+        let session = ClientSession::new(config, relay_id, clock.now())?;
+        Ok(Self {
+            runner: Runner::new(session, game, runner),
+            udp,
+            relay,
+            buffers: Buffers::default(),
+            clock,
+            outage: None,
+            tried: None,
+            reconnects: 0,
+        })
+    }
+
+    /// One turn of the game loop (see [`turn`](crate::turn)), after taking
+    /// the seat back on a new connection if the old one is lost. A
+    /// transport error (the socket failing) is returned; the next call
+    /// reconnects.
+    pub fn turn(&mut self, input: impl FnMut(&G) -> G::Input) -> Result<Update, TurnError> {
+        let now = self.clock.now();
+        self.reconnect_if_lost(now)?;
+        turn(
+            &mut self.runner,
+            &mut self.udp,
+            now,
+            &mut self.buffers,
+            input,
+        )
+    }
+
+    /// Sleeps at most `frame` (until the next render frame), less when a
+    /// timer is due or a datagram arrives.
+    pub fn wait(&mut self, frame: Duration) -> Result<(), TransportError> {
+        let until = self.clock.now() + frame;
+        crate::wait(&self.runner, &mut self.udp, &self.clock, until)
+    }
+
+    /// Where the match stands: the runner's status.
+    pub fn status(&self) -> Status {
+        self.runner.status()
+    }
+
+    /// The game.
+    pub fn game(&self) -> &G {
+        self.runner.game()
+    }
+
+    /// The next event, for the game to show.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.runner.poll_event()
+    }
+
+    /// The runner, to read the session through.
+    pub fn runner(&self) -> &Runner<G, ClientSession<G::Input>> {
+        &self.runner
+    }
+
+    /// The runner, for what it does not do (pause, leave).
+    pub fn runner_mut(&mut self) -> &mut Runner<G, ClientSession<G::Input>> {
+        &mut self.runner
+    }
+
+    /// New connections made after one was lost.
+    pub fn reconnects(&self) -> u32 {
+        self.reconnects
+    }
+
+    /// The clock the loop runs on.
+    pub fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    /// The socket, to cut it in a test of reconnecting.
+    pub fn transport_mut(&mut self) -> &mut UdpTransport {
+        &mut self.udp
+    }
+
+    /// A new socket and a reconnect, when the relay has been silent for
+    /// [`RECONNECT_AFTER`] or the session timed out, the seat may still be
+    /// held, and the last try was a second ago or more.
+    fn reconnect_if_lost(&mut self, now: Instant) -> Result<(), TurnError> {
+        let session = self.runner.session();
+        let silent = self
+            .runner
+            .interrupted_since()
+            .is_some_and(|t| now - t >= RECONNECT_AFTER);
+        let lost = (session.closed().is_some() || silent) && session.can_reconnect();
+        if !lost {
+            if session.connected() {
+                self.outage = None;
+            }
+            return Ok(());
+        }
+        let since = *self.outage.get_or_insert(now);
+        let retry = self.tried.is_none_or(|t| now - t >= Duration::from_secs(1));
+        if now - since >= RECONNECT_FOR || !retry {
+            return Ok(());
+        }
+        self.tried = Some(now);
+        let secret = session_secret().map_err(|e| {
+            TurnError::Transport(TransportError::Io(std::io::Error::other(e.to_string())))
+        })?;
+        let (udp, relay_id) = open(self.relay).map_err(TransportError::Io)?;
+        if self
+            .runner
+            .session_mut()
+            .reconnect(relay_id, Some(secret), now)
+            .is_ok()
+        {
+            self.udp = udp;
+            self.buffers = Buffers::default();
+            self.reconnects += 1;
+        }
+        Ok(())
+    }
+}
+
+/// A socket of the relay's address family, the relay its only peer.
+fn open(relay: SocketAddr) -> std::io::Result<(UdpTransport, PeerId)> {
+    let any: SocketAddr = if relay.is_ipv4() {
+        ([0, 0, 0, 0], 0).into()
+    } else {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let mut udp = UdpTransport::bind(any)?;
+    let id = udp.add_peer(relay);
+    Ok((udp, id))
+}
