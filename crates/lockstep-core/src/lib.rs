@@ -114,8 +114,3 @@ pub use player_inputs::{InputDelta, MAX_EXTRA, PlayerInputs};
 pub use rate::TokenBucket;
 pub use tick::Tick;
 pub use time::Instant;
-
-/// The README's examples, compiled as doctests so they cannot drift.
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-struct ReadmeDoctests;
