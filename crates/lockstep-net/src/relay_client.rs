@@ -1,14 +1,14 @@
 //! A relay's client over UDP, with its runner, that reconnects by itself.
 
-use crate::{Buffers, Clock, TransportError, TurnError, UdpTransport, session_secret, turn};
+use crate::{Buffers, Clock, TransportError, TurnError, UdpTransport, drive, session_secret};
 use lockstep_core::runner::{Runner, RunnerConfig, Status, Update};
 use lockstep_core::sequenced::{ClientConfig, ClientSession};
 use lockstep_core::{ConfigError, Event, Game, Instant, PeerId};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-/// How long the relay may be silent before a new connection is tried (it
-/// holds a player's seat 30 s from its last packet).
+/// How long the relay may be silent (from its last datagram) before a new
+/// connection is tried; it holds a player's seat 30 s from its last packet.
 pub const RECONNECT_AFTER: Duration = Duration::from_secs(3);
 /// How long after the connection was lost new ones are tried: past it the
 /// relay has given the seat up.
@@ -74,6 +74,8 @@ pub struct RelayClient<G: Game> {
     outage: Option<Instant>,
     /// When a new connection was last tried.
     tried: Option<Instant>,
+    /// The socket failed: a new one is opened at the next turn.
+    broken: bool,
     reconnects: u32,
 }
 
@@ -99,24 +101,27 @@ impl<G: Game> RelayClient<G> {
             clock,
             outage: None,
             tried: None,
+            broken: false,
             reconnects: 0,
         })
     }
 
     /// One turn of the game loop (see [`turn`](crate::turn)), after taking
-    /// the seat back on a new connection if the old one is lost. A
-    /// transport error (the socket failing) is returned; the next call
-    /// reconnects.
+    /// the seat back on a new connection if the old one is lost. A socket
+    /// that fails counts as a lost connection (a new one is opened at the
+    /// next turn, within a second), never as an error: the only errors are
+    /// the game's ([`RunnerError`](lockstep_core::runner::RunnerError)).
     pub fn turn(&mut self, input: impl FnMut(&G) -> G::Input) -> Result<Update, TurnError> {
         let now = self.clock.now();
-        self.reconnect_if_lost(now)?;
-        turn(
-            &mut self.runner,
-            &mut self.udp,
-            now,
-            &mut self.buffers,
-            input,
-        )
+        self.reconnect_if_lost(now);
+        if drive(&mut self.runner, &mut self.udp, now, &mut self.buffers).is_err() {
+            self.broken = true;
+        }
+        let done = self.runner.update(now, input)?;
+        if drive(&mut self.runner, &mut self.udp, now, &mut self.buffers).is_err() {
+            self.broken = true;
+        }
+        Ok(done)
     }
 
     /// Sleeps at most `frame` (until the next render frame), less when a
@@ -161,37 +166,48 @@ impl<G: Game> RelayClient<G> {
         self.clock.now()
     }
 
-    /// The socket, to cut it in a test of reconnecting.
+    /// The socket. A test of reconnecting cuts the connection by swapping
+    /// in a socket whose peer 0 (the relay's id here) is an address nobody
+    /// reads: nothing arrives, and the client takes its seat back on a
+    /// socket of its own after [`RECONNECT_AFTER`].
     pub fn transport_mut(&mut self) -> &mut UdpTransport {
         &mut self.udp
     }
 
     /// A new socket and a reconnect, when the relay has been silent for
-    /// [`RECONNECT_AFTER`] or the session timed out, the seat may still be
-    /// held, and the last try was a second ago or more.
-    fn reconnect_if_lost(&mut self, now: Instant) -> Result<(), TurnError> {
+    /// [`RECONNECT_AFTER`], or the session timed out, or the socket failed,
+    /// the seat may still be held, and the last try was a second ago or
+    /// more. Without a seat to take back, a failed socket is replaced all
+    /// the same: the session's own Hellos go out on the new one.
+    fn reconnect_if_lost(&mut self, now: Instant) {
         let session = self.runner.session();
         let silent = self
             .runner
             .interrupted_since()
             .is_some_and(|t| now - t >= RECONNECT_AFTER);
-        let lost = (session.closed().is_some() || silent) && session.can_reconnect();
+        let lost = (session.closed().is_some() || silent || self.broken) && session.can_reconnect();
         if !lost {
             if session.connected() {
                 self.outage = None;
             }
-            return Ok(());
+            if self.broken
+                && let Ok((udp, _)) = open(self.relay)
+            {
+                self.udp = udp;
+                self.broken = false;
+            }
+            return;
         }
         let since = *self.outage.get_or_insert(now);
         let retry = self.tried.is_none_or(|t| now - t >= Duration::from_secs(1));
         if now - since >= RECONNECT_FOR || !retry {
-            return Ok(());
+            return;
         }
         self.tried = Some(now);
-        let secret = session_secret().map_err(|e| {
-            TurnError::Transport(TransportError::Io(std::io::Error::other(e.to_string())))
-        })?;
-        let (udp, relay_id) = open(self.relay).map_err(TransportError::Io)?;
+        // No random bytes or no socket now: tried again in a second.
+        let (Ok(secret), Ok((udp, relay_id))) = (session_secret(), open(self.relay)) else {
+            return;
+        };
         if self
             .runner
             .session_mut()
@@ -199,10 +215,10 @@ impl<G: Game> RelayClient<G> {
             .is_ok()
         {
             self.udp = udp;
+            self.broken = false;
             self.buffers = Buffers::default();
             self.reconnects += 1;
         }
-        Ok(())
     }
 }
 

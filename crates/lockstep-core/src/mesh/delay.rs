@@ -217,6 +217,20 @@ impl<I: Input> MeshSession<I> {
         if self.frozen() {
             return 0;
         }
+        let ready = self.frames_ready();
+        let waited_on = self
+            .peers
+            .iter()
+            .any(|p| p.waits_on_us && p.seat.is_some_and(|s| self.seat_live(s)));
+        match self.local_seat {
+            Some(_) if !waited_on => ready.min(1),
+            _ => ready,
+        }
+    }
+
+    /// The frames complete and ready to run, in a row from the next one:
+    /// how far behind the others we are, as far as we know.
+    pub fn frames_ready(&self) -> usize {
         let mut ready = 0;
         let mut t = self.next_tick;
         while self.store.get(t).is_some_and(|s| s.complete()) {
@@ -226,14 +240,7 @@ impl<I: Input> MeshSession<I> {
                 None => break,
             }
         }
-        let waited_on = self
-            .peers
-            .iter()
-            .any(|p| p.waits_on_us && p.seat.is_some_and(|s| self.seat_live(s)));
-        match self.local_seat {
-            Some(_) if !waited_on => ready.min(1),
-            _ => ready,
-        }
+        ready
     }
 
     /// Tops our lead up to the delay after a rise, with neutral input,

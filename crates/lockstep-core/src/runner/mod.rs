@@ -115,11 +115,12 @@ impl Default for RunnerConfig {
 pub enum Status {
     /// Waiting to be let into the match (a relay's or host's Welcome).
     Connecting,
-    /// Let in before, and waiting to take the seat back on a new
-    /// connection (after `reconnect`).
+    /// Let in before, and now cut off: the server has gone silent, or the
+    /// connection closed while the seat is held, or a new connection is
+    /// taking the seat back (after `reconnect`).
     Reconnecting,
-    /// Joining a match under way: its state arrives, `have` of `of`
-    /// chunks.
+    /// Joining a match under way: its state is awaited and arrives, `have`
+    /// of `of` chunks (`0` of `0` until the first).
     Loading {
         /// Chunks in.
         have: u32,
@@ -127,9 +128,10 @@ pub enum Status {
         of: u32,
     },
     /// Running frames as fast as the budget allows to reach the match:
-    /// after joining, or after falling behind. `behind` frames are in hand.
+    /// after joining (from a snapshot or by replaying the match), or after
+    /// falling behind. The game shows a progress bar, not play.
     CatchingUp {
-        /// Frames in hand.
+        /// Frames the match is ahead of us.
         behind: u32,
     },
     /// In step with the match.
@@ -293,6 +295,10 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
                 Status::Connecting
             };
         }
+        if self.session.can_reconnect() && self.interrupted_since().is_some() {
+            // Our server is silent: a new connection is the way back.
+            return Status::Reconnecting;
+        }
         if self.resyncing {
             return Status::Resyncing;
         }
@@ -369,7 +375,7 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
                 .and_then(|rate| Pacer::new(rate, self.config.pacer.clone()).ok());
         }
         let ready = self.session.ready_to_pace();
-        self.behind = u32::try_from(ready).unwrap_or(u32::MAX);
+        self.behind = self.session.frames_behind();
         let catch_up = self.config.catch_up_per_update.max(1);
         let Some(pacer) = self.pacer.as_mut() else {
             return catch_up;
@@ -400,8 +406,12 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
                 Event::Resumed { .. } => self.paused = false,
                 Event::Resyncing => self.resyncing = true,
                 Event::DivergedTooOften { .. } => self.ended = true,
-                Event::Interrupted { peer, .. } => {
-                    self.interrupted.entry(*peer).or_insert(self.now);
+                Event::Interrupted {
+                    peer, silent_for, ..
+                } => {
+                    let silent = u64::try_from(silent_for.as_micros()).unwrap_or(u64::MAX);
+                    let since = Instant::from_micros(self.now.as_micros().saturating_sub(silent));
+                    self.interrupted.entry(*peer).or_insert(since);
                 }
                 Event::Recovered { peer, .. } => {
                     self.interrupted.remove(peer);

@@ -44,11 +44,15 @@ pub trait Played<I: Input>: Endpoint {
     fn can_reconnect(&self) -> bool;
     /// The next frame to run.
     fn frame(&self) -> Tick;
+    /// How many frames behind the match the session is, as far as it
+    /// knows (see `ClientSession::frames_behind`,
+    /// `MeshSession::frames_ready`).
+    fn frames_behind(&self) -> u32;
 }
 
 /// `Played` for a session type whose inherent methods carry the names.
 macro_rules! played {
-    ($session:ident, $snapshot_progress:expr, $tick_rate:expr, $joining:expr, $connected:expr, $closed:expr, $can_reconnect:expr) => {
+    ($session:ident, $snapshot_progress:expr, $tick_rate:expr, $joining:expr, $connected:expr, $closed:expr, $can_reconnect:expr, $behind:expr) => {
         impl<I: Input> Played<I> for $session<I> {
             fn poll_event(&mut self) -> Option<Event> {
                 Self::poll_event(self)
@@ -105,6 +109,10 @@ macro_rules! played {
             fn frame(&self) -> Tick {
                 Self::frame(self)
             }
+            fn frames_behind(&self) -> u32 {
+                let f: fn(&Self) -> u32 = $behind;
+                f(self)
+            }
         }
     };
 }
@@ -116,7 +124,8 @@ played!(
     |s| s.joining(),
     |s| s.connected(),
     |s| s.closed().is_some(),
-    |s| s.can_reconnect()
+    |s| s.can_reconnect(),
+    |s| s.frames_behind()
 );
 played!(
     HostSession,
@@ -125,7 +134,8 @@ played!(
     |s| s.client().joining(),
     |s| s.client().connected(),
     |s| s.client().closed().is_some(),
-    |_| false
+    |_| false,
+    |s| s.client().frames_behind()
 );
 played!(
     HostedSession,
@@ -134,7 +144,8 @@ played!(
     |s| s.client().joining(),
     |s| s.client().connected(),
     |s| s.client().closed().is_some(),
-    |s| s.client().can_reconnect()
+    |s| s.client().can_reconnect(),
+    |s| s.client().frames_behind()
 );
 played!(
     MeshSession,
@@ -143,5 +154,6 @@ played!(
     |s| s.snapshot_progress().is_some(),
     |_| true,
     |_| false,
-    |_| false
+    |_| false,
+    |s| u32::try_from(s.frames_ready()).unwrap_or(u32::MAX)
 );

@@ -167,6 +167,12 @@ fn run(sim: &mut Sim<Node>, until: Instant) {
             if let Node::Client(r, rng) = node {
                 r.update(now, |_| (rng.next_u64() as u16) | 1)
                     .expect("the runner goes on");
+                // Playing means in step: a joiner replaying the match
+                // showed Playing while 181 frames behind.
+                if r.status() == Status::Playing {
+                    let behind = r.session().frames_behind();
+                    assert!(behind <= 9, "Playing {behind} frames behind the room");
+                }
             }
         },
         |_| false,

@@ -55,14 +55,19 @@ impl<I: Input> ClientSession<I> {
         self.joining.is_some()
     }
 
-    /// While the snapshot of a game under way arrives: chunks in, of how
-    /// many (for a progress bar).
+    /// While the snapshot of a game under way is awaited and arrives:
+    /// chunks in, of how many (for a progress bar; `(0, 0)` until the first
+    /// chunk).
     pub fn snapshot_progress(&self) -> Option<(u32, u32)> {
         let j = self.joining.as_ref()?;
         if j.ready.is_some() || j.restored {
             return None;
         }
-        j.receiver.progress().map(|(_, _, have, of)| (have, of))
+        Some(
+            j.receiver
+                .progress()
+                .map_or((0, 0), |(_, _, have, of)| (have, of)),
+        )
     }
 
     /// The snapshot [`Event::Snapshot`] announced, once: restore it, then

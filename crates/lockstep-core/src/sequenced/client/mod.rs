@@ -301,6 +301,13 @@ impl<I: Input> ClientSession<I> {
         self.next_tick
     }
 
+    /// How many frames the room has sealed past the next one we run, as
+    /// far as we know: how far behind the match we are (a joiner replaying
+    /// it, a client after a hitch), whether or not the frames are in hand.
+    pub fn frames_behind(&self) -> u32 {
+        self.server_open.since(self.next_tick)
+    }
+
     /// The tick the next input will be stamped for.
     pub fn next_commit(&self) -> Tick {
         self.next_commit
