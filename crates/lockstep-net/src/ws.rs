@@ -41,6 +41,10 @@ pub fn tls_trusting(pem: &[u8]) -> Result<Arc<rustls::ClientConfig>, TransportEr
     if roots.is_empty() {
         return Err(bad("no certificate in the file".into()));
     }
+    // ring builds with a C compiler alone (aws-lc-rs wants CMake). rustls
+    // 0.23.48 deprecates ring's provider for lacking post-quantum key
+    // exchange: a build against it would warn in every game that uses us.
+    #[allow(deprecated)]
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

@@ -66,6 +66,10 @@ pub fn acceptor(files: &TlsFiles) -> Result<TlsAcceptor, TlsError> {
         return Err(TlsError::NoCertificate(files.cert.clone()));
     }
     let key = PrivateKeyDer::from_pem_file(&files.key).map_err(pem(&files.key))?;
+    // ring builds with a C compiler alone (aws-lc-rs wants CMake). rustls
+    // 0.23.48 deprecates ring's provider for lacking post-quantum key
+    // exchange: a build against it would warn in every game that uses us.
+    #[allow(deprecated)]
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
