@@ -34,10 +34,16 @@ impl Delivery {
         }
     }
 
-    /// Its acknowledgement of `tick`, one of `kept`.
+    /// Its acknowledgement of `tick`, one of `kept`. The oldest
+    /// acknowledgement goes once more are held than [`FULLS`] or the full
+    /// checkpoints `kept` holds, whichever is more: `kept` may hold more
+    /// full ones than `FULLS` (a sequencer's verdicts and the splits it
+    /// tells one client of), and an acknowledgement pushed out for another
+    /// would have its checkpoint sent again and again.
     pub(super) fn acked(&mut self, tick: Tick, kept: &[Checkpoint]) {
         if kept.iter().any(|c| c.tick == tick && c.full) && !self.acked_fulls.contains(&tick) {
-            if self.acked_fulls.len() >= FULLS {
+            let slots = FULLS.max(kept.iter().filter(|c| c.full).count());
+            if self.acked_fulls.len() >= slots {
                 self.acked_fulls.pop_front();
             }
             self.acked_fulls.push_back(tick);

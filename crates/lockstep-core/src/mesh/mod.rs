@@ -405,6 +405,13 @@ impl<I: Input> MeshSession<I> {
         self.local_seat
     }
 
+    /// Whether our state is being replaced with another player's after
+    /// [`Event::Resyncing`] (false again once it is restored, or once the
+    /// resync is given up).
+    pub fn resyncing(&self) -> bool {
+        self.resync.is_some()
+    }
+
     /// Whether the local peer watches rather than plays.
     pub fn watching(&self) -> bool {
         self.local_seat.is_none()

@@ -159,8 +159,10 @@ pub struct Update {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RunnerError {
-    /// The state received (to join, or to heal) does not restore; the game
-    /// keeps the state it had.
+    /// The state received (to join, or to heal) does not restore. The game
+    /// keeps the state it had, but the frames go on from the state it was
+    /// sent, so the runner runs no more (every later `update` returns this
+    /// error, and the status is `Ended`): leave, and join again.
     #[error("the state received after tick {tick} does not restore: {reason}")]
     Restore {
         /// The tick the state follows.
@@ -196,7 +198,8 @@ pub struct Runner<G: Game, S> {
     asked: Option<Tick>,
     events: VecDeque<Event>,
     paused: bool,
-    resyncing: bool,
+    /// A state received did not restore: the runner runs no more frames.
+    failed: Option<RunnerError>,
     /// The session left for good (a mesh player that diverged too often).
     ended: bool,
     /// It was let into the match once.
@@ -208,9 +211,11 @@ pub struct Runner<G: Game, S> {
 }
 
 impl<G: Game, S: Played<G::Input>> Runner<G, S> {
-    /// A runner for `session` playing `game` from its start (the state the
-    /// session's first frame runs on, or, for a session joining a match
-    /// under way, any state: the one received replaces it).
+    /// A runner for `session` playing `game` from its start: the state the
+    /// match's first frame runs on. A joiner that is sent a state replaces
+    /// it with that; one that joins by replaying the match, or comes back
+    /// without its state in a room without snapshots, runs the match from
+    /// it.
     pub fn new(session: S, game: G, config: RunnerConfig) -> Self {
         let start = game.save();
         Self {
@@ -223,7 +228,7 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
             asked: None,
             events: VecDeque::new(),
             paused: false,
-            resyncing: false,
+            failed: None,
             ended: false,
             was_connected: false,
             interrupted: BTreeMap::new(),
@@ -253,6 +258,9 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
         now: Instant,
         mut input: impl FnMut(&G) -> G::Input,
     ) -> Result<Update, RunnerError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
         self.now = self.now.max(now);
         self.session.handle_timeout(now);
         self.take_events()?;
@@ -281,7 +289,10 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
 
     /// Where the match stands.
     pub fn status(&self) -> Status {
-        if self.ended || (self.session.closed() && !self.session.can_reconnect()) {
+        if self.ended
+            || self.failed.is_some()
+            || (self.session.closed() && !self.session.can_reconnect())
+        {
             return Status::Ended;
         }
         if self.session.closed() {
@@ -299,7 +310,7 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
             // Our server is silent: a new connection is the way back.
             return Status::Reconnecting;
         }
-        if self.resyncing {
+        if self.session.resyncing() {
             return Status::Resyncing;
         }
         if let Some((have, of)) = self.session.snapshot_progress() {
@@ -394,17 +405,20 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
         while let Some(ev) = self.session.poll_event() {
             match &ev {
                 Event::SnapshotRequested { tick } => self.asked = Some(*tick),
-                Event::Reconnected { kept: false, .. } => {
-                    // Back without our state: start over, as a new client
-                    // would; a snapshot, or the frames from the first
-                    // tick, follow.
-                    self.game = G::restore(&self.start).map_err(RunnerError::Start)?;
-                    self.last_run = None;
-                    self.asked = None;
+                Event::Reconnected { kept, .. } => {
+                    self.was_connected = true;
+                    self.interrupted.clear();
+                    if !kept {
+                        // Back without our state: start over, as a new
+                        // client would; a snapshot, or the frames from the
+                        // first tick, follow.
+                        self.game = G::restore(&self.start).map_err(RunnerError::Start)?;
+                        self.last_run = None;
+                        self.asked = None;
+                    }
                 }
                 Event::Paused { .. } => self.paused = true,
                 Event::Resumed { .. } => self.paused = false,
-                Event::Resyncing => self.resyncing = true,
                 Event::DivergedTooOften { .. } => self.ended = true,
                 Event::Interrupted {
                     peer, silent_for, ..
@@ -416,7 +430,7 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
                 Event::Recovered { peer, .. } => {
                     self.interrupted.remove(peer);
                 }
-                Event::Connected { .. } | Event::Reconnected { .. } => {
+                Event::Connected { .. } => {
                     self.was_connected = true;
                     self.interrupted.clear();
                 }
@@ -428,12 +442,22 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
             self.events.push_back(ev);
         }
         if let Some(s) = self.session.take_snapshot() {
-            self.game = G::restore(&s.bytes).map_err(|reason| RunnerError::Restore {
-                tick: s.tick,
-                reason,
-            })?;
-            self.last_run = Some(s.tick);
-            self.resyncing = false;
+            match G::restore(&s.bytes) {
+                Ok(game) => {
+                    self.game = game;
+                    self.last_run = Some(s.tick);
+                }
+                Err(reason) => {
+                    // The session goes on after the snapshot's tick: frames
+                    // run onto the state we had would part from everyone.
+                    let e = RunnerError::Restore {
+                        tick: s.tick,
+                        reason,
+                    };
+                    self.failed = Some(e.clone());
+                    return Err(e);
+                }
+            }
         }
         Ok(())
     }

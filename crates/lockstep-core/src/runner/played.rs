@@ -44,6 +44,9 @@ pub trait Played<I: Input>: Endpoint {
     fn can_reconnect(&self) -> bool;
     /// The next frame to run.
     fn frame(&self) -> Tick;
+    /// Whether our state is being replaced with the others' (see
+    /// `ClientSession::resyncing`).
+    fn resyncing(&self) -> bool;
     /// How many frames behind the match the session is, as far as it
     /// knows (see `ClientSession::frames_behind`,
     /// `MeshSession::frames_ready`).
@@ -52,7 +55,7 @@ pub trait Played<I: Input>: Endpoint {
 
 /// `Played` for a session type whose inherent methods carry the names.
 macro_rules! played {
-    ($session:ident, $snapshot_progress:expr, $tick_rate:expr, $joining:expr, $connected:expr, $closed:expr, $can_reconnect:expr, $behind:expr) => {
+    ($session:ident, $snapshot_progress:expr, $tick_rate:expr, $joining:expr, $connected:expr, $closed:expr, $can_reconnect:expr, $behind:expr, $resyncing:expr) => {
         impl<I: Input> Played<I> for $session<I> {
             fn poll_event(&mut self) -> Option<Event> {
                 Self::poll_event(self)
@@ -109,6 +112,10 @@ macro_rules! played {
             fn frame(&self) -> Tick {
                 Self::frame(self)
             }
+            fn resyncing(&self) -> bool {
+                let f: fn(&Self) -> bool = $resyncing;
+                f(self)
+            }
             fn frames_behind(&self) -> u32 {
                 let f: fn(&Self) -> u32 = $behind;
                 f(self)
@@ -125,7 +132,8 @@ played!(
     |s| s.connected(),
     |s| s.closed().is_some(),
     |s| s.can_reconnect(),
-    |s| s.frames_behind()
+    |s| s.frames_behind(),
+    |s| s.resyncing()
 );
 played!(
     HostSession,
@@ -135,7 +143,8 @@ played!(
     |s| s.client().connected(),
     |s| s.client().closed().is_some(),
     |_| false,
-    |s| s.client().frames_behind()
+    |s| s.client().frames_behind(),
+    |s| s.client().resyncing()
 );
 played!(
     HostedSession,
@@ -145,7 +154,8 @@ played!(
     |s| s.client().connected(),
     |s| s.client().closed().is_some(),
     |s| s.client().can_reconnect(),
-    |s| s.client().frames_behind()
+    |s| s.client().frames_behind(),
+    |s| s.client().resyncing()
 );
 played!(
     MeshSession,
@@ -155,5 +165,6 @@ played!(
     |_| true,
     |_| false,
     |_| false,
-    |s| u32::try_from(s.frames_ready()).unwrap_or(u32::MAX)
+    |s| u32::try_from(s.frames_ready()).unwrap_or(u32::MAX),
+    |s| s.resyncing()
 );

@@ -266,3 +266,203 @@ fn runners_play_a_relay_match_and_take_in_a_joiner() {
         }
     }
 }
+
+/// Plain mode, one forged `Resync` (a spoofed server address): the session
+/// gives the resync up after 3 s and plays on, and so does the runner's
+/// status (it said `Resyncing` for good; found in review).
+#[test]
+fn a_forged_resync_given_up_leaves_the_status_playing() {
+    use lockstep_core::wire::{Checkpoint, DatagramWriter, Message};
+    let link = LinkConditions {
+        latency: Duration::from_millis(20),
+        ..LinkConditions::default()
+    };
+    let mut sim = Sim::new(SimNetwork::new(5, link));
+    sim.add(
+        SERVER,
+        Node::Server(Sequencer::new(room(false), Instant::ZERO).unwrap()),
+    );
+    for id in 1..=2 {
+        sim.add(PeerId(id), client(Instant::ZERO, 50 + u64::from(id)));
+    }
+    run(&mut sim, Instant::from_millis(3_000));
+    let victim = PeerId(2);
+    assert_eq!(runner(&sim, victim).status(), Status::Playing);
+    let mut out = Vec::new();
+    let base = runner(&sim, victim).last_run().unwrap();
+    let mut dw = DatagramWriter::new(&mut out, base, 1200);
+    dw.push(&Message::Resync {
+        id: u32::MAX,
+        verdict: Checkpoint::default(),
+    })
+    .unwrap();
+    dw.finish();
+    sim.net.send(SERVER, victim, &out);
+    run(&mut sim, Instant::from_millis(4_000));
+    let before = runner(&sim, victim).last_run().unwrap();
+    run(&mut sim, Instant::from_millis(20_000));
+    let r = runner(&sim, victim);
+    assert!(!r.session().joining(), "the session gave the resync up");
+    assert!(
+        r.last_run().unwrap().get() > before.get() + 300,
+        "frames run"
+    );
+    assert_eq!(
+        r.status(),
+        Status::Playing,
+        "status after the resync was given up"
+    );
+}
+
+/// A game whose donors can be made to hand over a state that does not
+/// restore (a hostile donor, or a buggy save).
+#[derive(Debug, Default)]
+struct Count {
+    poison: bool,
+    restored: bool,
+    next: Option<u32>,
+    misordered: u32,
+    sum: u64,
+}
+
+impl Game for Count {
+    type Input = u16;
+    fn step(&mut self, frame: &Frame<u16>) {
+        if self.next.is_some_and(|n| n != frame.tick.get())
+            || (self.next.is_none() && frame.tick.get() != 0)
+        {
+            self.misordered += 1;
+        }
+        self.next = Some(frame.tick.get() + 1);
+        self.sum = self.sum.wrapping_mul(31)
+            ^ frame
+                .inputs
+                .iter()
+                .flatten()
+                .map(|i| u64::from(*i))
+                .sum::<u64>();
+    }
+    fn hash(&self) -> u64 {
+        self.sum
+    }
+    fn save(&self) -> Vec<u8> {
+        if self.poison {
+            return b"poison".to_vec();
+        }
+        [
+            self.next.unwrap_or(0).to_le_bytes().as_slice(),
+            &self.sum.to_le_bytes(),
+        ]
+        .concat()
+    }
+    fn restore(b: &[u8]) -> Result<Self, String> {
+        if b.len() != 12 {
+            return Err("not a state".into());
+        }
+        Ok(Self {
+            restored: true,
+            next: Some(u32::from_le_bytes(b[..4].try_into().unwrap())),
+            sum: u64::from_le_bytes(b[4..].try_into().unwrap()),
+            ..Self::default()
+        })
+    }
+}
+
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+enum CNode {
+    Server(Sequencer<u16>),
+    Client(Runner<Count, ClientSession<u16>>, Vec<String>),
+}
+
+impl Endpoint for CNode {
+    type Error = String;
+    fn handle_datagram(&mut self, from: PeerId, d: &[u8], now: Instant) -> Result<(), String> {
+        match self {
+            Self::Server(s) => s.handle_datagram(from, d, now).map_err(|e| e.to_string()),
+            Self::Client(c, _) => c.handle_datagram(from, d, now).map_err(|e| e.to_string()),
+        }
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        match self {
+            Self::Server(s) => s.handle_timeout(now),
+            Self::Client(c, _) => Endpoint::handle_timeout(c, now),
+        }
+    }
+    fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
+        match self {
+            Self::Server(s) => s.poll_transmit(buf),
+            Self::Client(c, _) => c.poll_transmit(buf),
+        }
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self {
+            Self::Server(s) => s.poll_timeout(),
+            Self::Client(c, _) => c.poll_timeout(),
+        }
+    }
+}
+
+/// The donors' state does not restore (a hostile donor, or a buggy save):
+/// the joiner's runner says so with `RunnerError::Restore` at every update
+/// and runs no frame onto the state it had, its status `Ended` (it stepped
+/// every frame after the snapshot's tick onto its old state, `Playing`;
+/// found in review).
+#[test]
+fn a_state_that_does_not_restore_stops_the_runner() {
+    let mut sim = Sim::new(SimNetwork::new(3, LinkConditions::default()));
+    sim.add(
+        SERVER,
+        CNode::Server(Sequencer::new(room(true), Instant::ZERO).unwrap()),
+    );
+    let node = |now: Instant, poison: bool| {
+        let session = ClientSession::new(ClientConfig::default(), SERVER, now).unwrap();
+        CNode::Client(
+            Runner::new(
+                session,
+                Count {
+                    poison,
+                    ..Count::default()
+                },
+                RunnerConfig::default(),
+            ),
+            Vec::new(),
+        )
+    };
+    for id in 1..=2 {
+        sim.add(PeerId(id), node(Instant::ZERO, true));
+    }
+    let period = Duration::from_micros(1_000_000 / FPS);
+    let step = |sim: &mut Sim<CNode>, until: Instant| {
+        sim.run(
+            until,
+            period,
+            |_, node, now| {
+                if let CNode::Client(r, errors) = node {
+                    if let Err(e) = r.update(now, |_| 1) {
+                        errors.push(e.to_string());
+                    }
+                }
+            },
+            |_| false,
+        );
+    };
+    step(&mut sim, Instant::from_millis(3_000));
+    sim.add(PeerId(3), node(sim.now(), false));
+    step(&mut sim, Instant::from_millis(5_000));
+    let Some(CNode::Client(r, errors)) = sim.endpoint(PeerId(3)) else {
+        panic!()
+    };
+    assert!(errors.len() > 10, "the restore failed, and says so");
+    assert!(
+        errors.iter().all(|e| e.contains("does not restore")),
+        "{errors:?}"
+    );
+    assert!(!r.game().restored);
+    assert_eq!(r.status(), Status::Ended);
+    assert_eq!(
+        r.game().misordered,
+        0,
+        "frames run onto a state they do not follow"
+    );
+}

@@ -55,6 +55,13 @@ impl<I: Input> ClientSession<I> {
         self.joining.is_some()
     }
 
+    /// Whether our state is being replaced with the majority's after
+    /// [`Event::Resyncing`] (false again once it is restored, or once the
+    /// resync is given up).
+    pub fn resyncing(&self) -> bool {
+        self.joining.as_ref().is_some_and(|j| j.resync)
+    }
+
     /// While the snapshot of a game under way is awaited and arrives:
     /// chunks in, of how many (for a progress bar; `(0, 0)` until the first
     /// chunk).
