@@ -58,15 +58,21 @@ impl Game for Rope {
     }
 
     fn save(&self) -> Vec<u8> {
-        [&self.position.to_le_bytes()[..], &self.ticks.to_le_bytes()].concat()
+        [
+            &self.position.to_le_bytes()[..],
+            &self.ticks.to_le_bytes(),
+            &self.last.to_le_bytes(),
+        ]
+        .concat()
     }
 
     fn restore(bytes: &[u8]) -> Result<Self, String> {
-        let (p, t) = bytes.split_at_checked(8).ok_or("short state")?;
+        let (p, rest) = bytes.split_at_checked(8).ok_or("short state")?;
+        let (t, l) = rest.split_at_checked(4).ok_or("short state")?;
         Ok(Self {
             position: i64::from_le_bytes(p.try_into().map_err(|_| "position")?),
             ticks: u32::from_le_bytes(t.try_into().map_err(|_| "ticks")?),
-            last: 0,
+            last: u32::from_le_bytes(l.try_into().map_err(|_| "last")?),
             at_end: None,
         })
     }

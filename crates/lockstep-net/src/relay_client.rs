@@ -13,6 +13,9 @@ pub const RECONNECT_AFTER: Duration = Duration::from_secs(3);
 /// How long after the connection was lost new ones are tried: past it the
 /// relay has given the seat up.
 pub const RECONNECT_FOR: Duration = Duration::from_secs(30);
+/// How long a socket's calls must keep failing before it counts as dead
+/// (one failed send, a full buffer, is not a lost connection).
+const SOCKET_FAILS_FOR: Duration = Duration::from_secs(1);
 
 /// Why a [`RelayClient`] could not start.
 #[derive(Debug, thiserror::Error)]
@@ -74,8 +77,14 @@ pub struct RelayClient<G: Game> {
     outage: Option<Instant>,
     /// When a new connection was last tried.
     tried: Option<Instant>,
-    /// The socket failed: a new one is opened at the next turn.
+    /// Since when every turn's socket calls have failed.
+    failing_since: Option<Instant>,
+    /// The socket failed for [`SOCKET_FAILS_FOR`]: a new one is opened.
     broken: bool,
+    /// After how long a silence the seat is taken back, and for how long
+    /// after the connection was lost that is tried.
+    after: Duration,
+    give_up: Duration,
     reconnects: u32,
 }
 
@@ -101,7 +110,10 @@ impl<G: Game> RelayClient<G> {
             clock,
             outage: None,
             tried: None,
+            failing_since: None,
             broken: false,
+            after: RECONNECT_AFTER,
+            give_up: RECONNECT_FOR,
             reconnects: 0,
         })
     }
@@ -114,12 +126,14 @@ impl<G: Game> RelayClient<G> {
     pub fn turn(&mut self, input: impl FnMut(&G) -> G::Input) -> Result<Update, TurnError> {
         let now = self.clock.now();
         self.reconnect_if_lost(now);
-        if drive(&mut self.runner, &mut self.udp, now, &mut self.buffers).is_err() {
-            self.broken = true;
-        }
+        let inbound = drive(&mut self.runner, &mut self.udp, now, &mut self.buffers);
         let done = self.runner.update(now, input)?;
-        if drive(&mut self.runner, &mut self.udp, now, &mut self.buffers).is_err() {
-            self.broken = true;
+        let outbound = drive(&mut self.runner, &mut self.udp, now, &mut self.buffers);
+        if inbound.is_ok() || outbound.is_ok() {
+            self.failing_since = None;
+        } else {
+            let since = *self.failing_since.get_or_insert(now);
+            self.broken |= now - since >= SOCKET_FAILS_FOR;
         }
         Ok(done)
     }
@@ -131,9 +145,24 @@ impl<G: Game> RelayClient<G> {
         crate::wait(&self.runner, &mut self.udp, &self.clock, until)
     }
 
-    /// Where the match stands: the runner's status.
+    /// Where the match stands: the runner's status, but `Ended` once the
+    /// client has stopped trying to take its seat back.
     pub fn status(&self) -> Status {
+        let gave_up = self
+            .outage
+            .is_some_and(|t| self.clock.now() - t >= self.give_up);
+        if gave_up && !self.runner.session().connected() {
+            return Status::Ended;
+        }
         self.runner.status()
+    }
+
+    /// Takes the seat back after `after` of silence from the relay (3 s by
+    /// default), trying for `give_up` (30 s, as long as a relay holds a
+    /// seat by default) before the status turns `Ended`.
+    pub fn set_reconnect(&mut self, after: Duration, give_up: Duration) {
+        self.after = after;
+        self.give_up = give_up;
     }
 
     /// The game.
@@ -181,10 +210,14 @@ impl<G: Game> RelayClient<G> {
     /// the same: the session's own Hellos go out on the new one.
     fn reconnect_if_lost(&mut self, now: Instant) {
         let session = self.runner.session();
+        // Silence counts from the later of the relay's last datagram and
+        // our last try: a handshake takes two round trips, which a slow
+        // link may not fit in a second.
         let silent = self
             .runner
             .interrupted_since()
-            .is_some_and(|t| now - t >= RECONNECT_AFTER);
+            .map(|t| self.tried.map_or(t, |tried| t.max(tried)))
+            .is_some_and(|t| now - t >= self.after);
         let lost = (session.closed().is_some() || silent || self.broken) && session.can_reconnect();
         if !lost {
             if session.connected() {
@@ -195,12 +228,13 @@ impl<G: Game> RelayClient<G> {
             {
                 self.udp = udp;
                 self.broken = false;
+                self.failing_since = None;
             }
             return;
         }
         let since = *self.outage.get_or_insert(now);
         let retry = self.tried.is_none_or(|t| now - t >= Duration::from_secs(1));
-        if now - since >= RECONNECT_FOR || !retry {
+        if now - since >= self.give_up || !retry {
             return;
         }
         self.tried = Some(now);
@@ -216,6 +250,7 @@ impl<G: Game> RelayClient<G> {
         {
             self.udp = udp;
             self.broken = false;
+            self.failing_since = None;
             self.buffers = Buffers::default();
             self.reconnects += 1;
         }

@@ -6,6 +6,9 @@ use std::collections::HashMap;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 
+/// Windows' error for a datagram larger than the buffer it is read into.
+const WSAEMSGSIZE: i32 = 10040;
+
 /// The largest id [`UdpTransport::insert_peer`] takes.
 pub const MAX_PEER_ID: u32 = 65_535;
 
@@ -223,6 +226,9 @@ impl Transport for UdpTransport {
             {
                 Ok(())
             }
+            // Windows says WSAEMSGSIZE when the datagram waiting is larger
+            // than the one byte peeked: it is there.
+            Err(e) if e.raw_os_error() == Some(WSAEMSGSIZE) => Ok(()),
             Err(e) => Err(e.into()),
         }
     }

@@ -438,10 +438,10 @@ fn a_state_that_does_not_restore_stops_the_runner() {
             until,
             period,
             |_, node, now| {
-                if let CNode::Client(r, errors) = node {
-                    if let Err(e) = r.update(now, |_| 1) {
-                        errors.push(e.to_string());
-                    }
+                if let CNode::Client(r, errors) = node
+                    && let Err(e) = r.update(now, |_| 1)
+                {
+                    errors.push(e.to_string());
                 }
             },
             |_| false,

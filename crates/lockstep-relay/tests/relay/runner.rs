@@ -133,7 +133,7 @@ fn relay_clients_join_under_way_and_reconnect_by_themselves() {
     // whose "relay" is a socket nobody reads, and nothing reaches it.
     let cut = clients[1].transport_mut().local_addr().expect("an address");
     let lost_at = clients[1].game().next;
-    let hole = std::net::UdpSocket::bind("127.0.0.1:0").expect("a socket");
+    let hole = UdpSocket::bind("127.0.0.1:0").expect("a socket");
     let mut dead = lockstep_net::UdpTransport::bind("127.0.0.1:0").expect("a socket");
     dead.insert_peer(
         lockstep_core::PeerId(0),
@@ -161,4 +161,215 @@ fn relay_clients_join_under_way_and_reconnect_by_themselves() {
         }
     }
     relay.stop();
+}
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// A UDP proxy delaying each datagram `delay` each way; `dead` drops all.
+/// Each client address gets its own upstream socket (the relay sees a new
+/// address for each new client socket).
+struct Proxy {
+    addr: SocketAddr,
+    dead: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    upstreams: Arc<AtomicU64>,
+}
+
+impl Proxy {
+    fn start(relay: SocketAddr, delay: Duration) -> Self {
+        let front = UdpSocket::bind("127.0.0.1:0").unwrap();
+        front.set_nonblocking(true).unwrap();
+        let addr = front.local_addr().unwrap();
+        let dead = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let upstreams = Arc::new(AtomicU64::new(0));
+        let (d, s, u) = (dead.clone(), stop.clone(), upstreams.clone());
+        std::thread::spawn(move || {
+            let mut ups: Vec<(SocketAddr, UdpSocket)> = Vec::new();
+            // (due, upstream index or usize::MAX for front, dest, bytes)
+            let mut queue: std::collections::VecDeque<(Instant, usize, SocketAddr, Vec<u8>)> =
+                Default::default();
+            let mut buf = vec![0u8; 2048];
+            while !s.load(Ordering::Relaxed) {
+                let now = Instant::now();
+                while let Ok((n, from)) = front.recv_from(&mut buf) {
+                    if d.load(Ordering::Relaxed) {
+                        continue;
+                    }
+                    let i = match ups.iter().position(|(a, _)| *a == from) {
+                        Some(i) => i,
+                        None => {
+                            let up = UdpSocket::bind("127.0.0.1:0").unwrap();
+                            up.set_nonblocking(true).unwrap();
+                            ups.push((from, up));
+                            u.fetch_add(1, Ordering::Relaxed);
+                            ups.len() - 1
+                        }
+                    };
+                    queue.push_back((now + delay, i, relay, buf[..n].to_vec()));
+                }
+                for (i, (client, up)) in ups.iter().enumerate() {
+                    let _ = i;
+                    while let Ok((n, _)) = up.recv_from(&mut buf) {
+                        if d.load(Ordering::Relaxed) {
+                            continue;
+                        }
+                        queue.push_back((now + delay, usize::MAX, *client, buf[..n].to_vec()));
+                    }
+                }
+                while queue.front().is_some_and(|q| q.0 <= now) {
+                    let (_, via, to, bytes) = queue.pop_front().unwrap();
+                    if via == usize::MAX {
+                        let _ = front.send_to(&bytes, to);
+                    } else {
+                        let _ = ups[via].1.send_to(&bytes, to);
+                    }
+                }
+                std::thread::sleep(Duration::from_micros(500));
+            }
+        });
+        Self {
+            addr,
+            dead,
+            stop,
+            upstreams,
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A client on a slow link (300 ms each way, a geostationary satellite)
+/// whose link is cut for 5 s, then comes back: the relay still holds the
+/// seat, and the handshake takes two round trips (1.2 s). It counted the
+/// silence from the relay's last datagram, so it started over every second
+/// on a new socket and never got back in (21 sockets in 20 s; found in
+/// review); the silence now counts from its last try as well.
+#[test]
+fn a_client_on_a_slow_link_takes_its_seat_back() {
+    let relay = TestRelay::start(RelayConfig::default());
+    let proxy = Proxy::start(relay.udp, Duration::from_millis(300));
+    let config = ClientConfig {
+        room: "runners".into(),
+        ..ClientConfig::default()
+    };
+    let far = RelayClient::connect(proxy.addr, config, Fold::default(), RunnerConfig::default())
+        .expect("a client");
+    let mut clients = vec![client(&relay), far];
+    run_until(&mut clients, None, 30, "two playing", |c| {
+        c.iter().all(|c| c.game().next > 60)
+    });
+    assert_eq!(clients[1].reconnects(), 0);
+    proxy.dead.store(true, Ordering::Relaxed);
+    let cut = Instant::now();
+    while cut.elapsed() < Duration::from_secs(5) {
+        turn_all(&mut clients, None);
+    }
+    proxy.dead.store(false, Ordering::Relaxed);
+    run_until(&mut clients, None, 20, "back in", |c| {
+        c[1].status() == Status::Playing && c[1].runner().session().connected()
+    });
+    let sockets = proxy.upstreams.load(Ordering::Relaxed);
+    assert!(sockets <= 4, "{sockets} sockets for one outage");
+    relay.stop();
+}
+
+/// The relay dies for good: once the client stops trying to take its seat
+/// back, its status is `Ended` (it said `Reconnecting` for ever, and the
+/// README's loop never ended; found in review).
+#[test]
+fn a_client_that_gave_up_reconnecting_has_ended() {
+    let relay = TestRelay::start(RelayConfig::default());
+    let mut clients = vec![client(&relay), client(&relay)];
+    for c in &mut clients {
+        c.set_reconnect(Duration::from_secs(1), Duration::from_secs(4));
+    }
+    run_until(&mut clients, None, 30, "two playing", |c| {
+        c.iter().all(|c| c.game().next > 60)
+    });
+    relay.kill();
+    run_until(&mut clients, None, 20, "both ended", |c| {
+        c.iter().all(|c| c.status() == Status::Ended)
+    });
+    assert!(clients[0].reconnects() > 0, "it tried");
+}
+
+/// A reconnect that rejoins from a snapshot (the outage outlived the room's
+/// short history) is one reconnect: the runner kept the old silence after
+/// `Reconnected { kept: false }`, and its client reconnected again every
+/// second once back in (found in review).
+#[test]
+fn a_reconnect_from_a_snapshot_is_one_reconnect() {
+    let mut config = RelayConfig::default();
+    config.room_defaults.snapshot_join = true;
+    config.room_defaults.snapshot_join_after = 0;
+    config.room_defaults.history = 64;
+    config.room_defaults.policy = lockstep_relay::PolicyName::Deadline;
+    let relay = TestRelay::start(config);
+    let mut clients = vec![client(&relay), client(&relay)];
+    run_until(&mut clients, None, 20, "two playing", |c| {
+        c.iter().all(|c| c.game().next > 60)
+    });
+    let hole = UdpSocket::bind("127.0.0.1:0").expect("a socket");
+    let mut dead = lockstep_net::UdpTransport::bind("127.0.0.1:0").expect("a socket");
+    dead.insert_peer(lockstep_core::PeerId(0), hole.local_addr().expect("addr"))
+        .expect("peer 0");
+    *clients[1].transport_mut() = dead;
+    let mut kept = Vec::new();
+    let start = Instant::now();
+    let mut back: Option<Instant> = None;
+    while back.is_none_or(|t| t.elapsed() < Duration::from_secs(4)) {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "not back: {kept:?}"
+        );
+        turn_all(&mut clients, None);
+        while let Some(e) = clients[1].poll_event() {
+            if let lockstep_core::Event::Reconnected { kept: k, .. } = e {
+                kept.push(k);
+            }
+        }
+        if back.is_none() && !kept.is_empty() && clients[1].status() == Status::Playing {
+            back = Some(Instant::now());
+        }
+    }
+    assert!(kept.contains(&false), "a rejoin from a snapshot: {kept:?}");
+    assert_eq!(clients[1].reconnects(), 1, "one outage, one reconnect");
+}
+
+/// The network goes away so that every send fails (no route, a firewall):
+/// `turn` returns no error (it returned the transport's on every call, and
+/// the README's loop would have quit), and after a second of failing calls
+/// the client takes its seat back on a new socket.
+#[test]
+fn a_socket_whose_sends_fail_is_replaced() {
+    let relay = TestRelay::start(RelayConfig::default());
+    let mut clients = vec![client(&relay), client(&relay)];
+    run_until(&mut clients, None, 20, "two playing", |c| {
+        c.iter().all(|c| c.game().next > 60)
+    });
+    // A socket on loopback whose "relay" is off-host: every send_to fails.
+    let mut broken = lockstep_net::UdpTransport::bind("127.0.0.1:0").expect("a socket");
+    broken
+        .insert_peer(
+            lockstep_core::PeerId(0),
+            "192.0.2.1:9".parse().expect("addr"),
+        )
+        .expect("peer 0");
+    *clients[1].transport_mut() = broken;
+    let cut = Instant::now();
+    run_until(&mut clients, None, 10, "a reconnect", |c| {
+        c[1].reconnects() > 0
+    });
+    assert!(
+        cut.elapsed() < Duration::from_secs(6),
+        "reconnected {:?} after the network went",
+        cut.elapsed()
+    );
 }
