@@ -159,11 +159,16 @@ fn client(now: Instant, seed: u64) -> Node {
 /// Runs every node's loop until `until`: each client updates its runner
 /// once a render frame, its input a random non-zero value.
 fn run(sim: &mut Sim<Node>, until: Instant) {
+    run_noting(sim, until, &mut BTreeMap::new());
+}
+
+/// [`run`], noting when each client's own input first ran in its game.
+fn run_noting(sim: &mut Sim<Node>, until: Instant, played: &mut BTreeMap<PeerId, Instant>) {
     let period = Duration::from_micros(1_000_000 / FPS);
     sim.run(
         until,
         period,
-        |_, node, now| {
+        |id, node, now| {
             if let Node::Client(r, rng) = node {
                 r.update(now, |_| (rng.next_u64() as u16) | 1)
                     .expect("the runner goes on");
@@ -172,6 +177,10 @@ fn run(sim: &mut Sim<Node>, until: Instant) {
                 if r.status() == Status::Playing {
                     let behind = r.session().frames_behind();
                     assert!(behind <= 9, "Playing {behind} frames behind the room");
+                }
+                let seat = r.session().seat().map(|s| s.index());
+                if seat.is_some_and(|s| r.game().ran.get(s).is_some_and(|n| *n > 0)) {
+                    played.entry(id).or_insert(now);
                 }
             }
         },
@@ -465,4 +474,102 @@ fn a_state_that_does_not_restore_stops_the_runner() {
         0,
         "frames run onto a state they do not follow"
     );
+}
+
+proptest::prop_compose! {
+    /// A relay match's life: when a third player joins (and how), when the
+    /// second loses its connection, for how long, and the links.
+    fn life()(
+        join_ms in 500u64..6_000,
+        snapshot_join in proptest::bool::ANY,
+        drop_ms in 500u64..8_000,
+        outage_ms in 200u64..5_000,
+        latency in 0u64..60,
+        jitter in 0u64..20,
+        loss in 0.0f64..0.1,
+        seed in proptest::num::u64::ANY,
+    ) -> (u64, bool, u64, u64, LinkConditions, u64) {
+        let link = LinkConditions {
+            latency: Duration::from_millis(latency),
+            jitter: Duration::from_millis(jitter),
+            loss,
+            ..LinkConditions::default()
+        };
+        (join_ms, snapshot_join, drop_ms, outage_ms, link, seed)
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(crate::common::props::cases(24))]
+
+    /// Runners through a relay match's life under loss and jitter: two
+    /// players from the start, a third joining at a random time (from a
+    /// snapshot or by replay), the second cut off for a while at a random
+    /// time and taking its seat back on a new connection (its runner going
+    /// on, or starting over from the state it is sent). Every client ends
+    /// on the same state and `Playing`, and the joiner's own inputs first
+    /// run within 3 s of its connecting (the outage and 2 s more when the
+    /// player cut off held the room, or was its donor, meanwhile).
+    #[test]
+    fn runners_live_through_joins_and_reconnects(l in life()) {
+        let (join_ms, snapshot_join, drop_ms, outage_ms, link, seed) = l;
+        let mut sim = Sim::new(SimNetwork::new(seed, link));
+        sim.add(SERVER, Node::Server(Sequencer::new(room(snapshot_join), Instant::ZERO).unwrap()));
+        for id in 1..=2 {
+            sim.add(PeerId(id), client(Instant::ZERO, seed ^ u64::from(id)));
+        }
+        // Events in time order: the join, then the drop and the return.
+        let mut when = [(join_ms, 0u8), (drop_ms, 1), (drop_ms + outage_ms, 2)];
+        when.sort_unstable();
+        let (mut second, mut joined_at) = (PeerId(2), None);
+        let (mut parked, mut played) = (None, BTreeMap::new());
+        for (at, what) in when {
+            run_noting(&mut sim, Instant::from_millis(at), &mut played);
+            match what {
+                0 => {
+                    joined_at = Some(sim.now());
+                    sim.add(PeerId(3), client(sim.now(), seed ^ 3));
+                }
+                1 => parked = sim.remove(second),
+                _ => {
+                    let Some(Node::Client(mut r, rng)) = parked.take() else {
+                        panic!("the second client was parked");
+                    };
+                    // A new connection, reachable at a new address; one
+                    // not seated yet when cut off goes on saying Hello.
+                    let now = sim.now();
+                    if r.session().can_reconnect() {
+                        r.session_mut().reconnect(SERVER, None, now).expect("its seat to take back");
+                        second = PeerId(second.0 + 10);
+                    }
+                    sim.add(second, Node::Client(r, rng));
+                }
+            }
+        }
+        let end = sim.now() + Duration::from_secs(8);
+        run_noting(&mut sim, end, &mut played);
+        let ids = [PeerId(1), second, PeerId(3)];
+        let common = assert_agree(&sim, &ids, seed);
+        proptest::prop_assert!(common > 100, "seed {}: {} ticks in common", seed, common);
+        for id in ids {
+            proptest::prop_assert_eq!(runner(&sim, id).status(), Status::Playing, "seed {}: {}", seed, id);
+        }
+        // The joiner's own inputs first ran within 3 s of its connecting,
+        // and went on.
+        let first = played.get(&PeerId(3)).copied();
+        let first = first.unwrap_or_else(|| panic!("seed {seed}: the joiner never played"));
+        let took = first - joined_at.unwrap();
+        // A room that waits on the player cut off seals nothing, and that
+        // player may have been the joiner's donor: an outage during the
+        // join adds its length, the reconnect, and a donor given up after
+        // a quiet second and another asked (2 s).
+        let overlaps = drop_ms < join_ms + 3_000 && drop_ms + outage_ms > join_ms;
+        let bound = Duration::from_millis(3_000 + if overlaps { outage_ms + 2_000 } else { 0 });
+        proptest::prop_assert!(took < bound, "seed {}: played after {:?}", seed, took);
+        let joiner = runner(&sim, PeerId(3));
+        let seat = joiner.session().seat().expect("seated").index();
+        let theirs = runner(&sim, PeerId(1)).game();
+        let ran = theirs.ran.get(seat).copied().unwrap_or(0);
+        proptest::prop_assert!(ran > 100, "seed {}: {} of its inputs ran", seed, ran);
+    }
 }
