@@ -80,7 +80,7 @@ pub use faulty::{
 };
 pub use memory::{MemoryNetwork, MemoryTransport};
 pub use relay_client::{ConnectError, RECONNECT_AFTER, RECONNECT_FOR, RelayClient};
-pub use turn::{TurnError, turn, wait};
+pub use turn::{TurnError, turn, turn_hosted, wait};
 pub use udp::{MAX_PEER_ID, UdpTransport};
 pub use ws::{WsClientTransport, tls_trusting};
 

@@ -66,6 +66,24 @@ pub fn turn<G: Game, S: Played<G::Input>, T: Transport + ?Sized>(
     Ok(done)
 }
 
+/// [`turn`] for a player in host mode over UDP (a runner around a
+/// [`HostedSession`](lockstep_core::sequenced::HostedSession)): the
+/// datagrams move through [`drive_hosted`](crate::drive_hosted), which
+/// names the players' contacts and resolves those a takeover needs, so the
+/// match survives its host with no code of the game's.
+pub fn turn_hosted<G: Game, T: Transport + crate::Addresses>(
+    runner: &mut Runner<G, lockstep_core::sequenced::HostedSession<G::Input>>,
+    transport: &mut T,
+    now: Instant,
+    buffers: &mut Buffers,
+    input: impl FnMut(&G) -> G::Input,
+) -> Result<Update, TurnError> {
+    crate::drive_hosted(runner.session_mut(), transport, now, buffers)?;
+    let done = runner.update(now, input)?;
+    crate::drive_hosted(runner.session_mut(), transport, now, buffers)?;
+    Ok(done)
+}
+
 /// Sleeps until `until` (the next render frame), or sooner when the
 /// session has a timer due or a datagram arrives: a loop that calls
 /// [`turn`] then `wait` uses no CPU while nothing happens, and answers a

@@ -119,3 +119,96 @@ fn runners_play_a_mesh_over_loopback_udp() {
         assert!(*rate < 1_000.0, "{rate:.0} turns a second");
     }
 }
+
+/// Runners in host mode over loopback UDP: a host and three players, the
+/// host's process gone at tick 90 (no goodbye); the three carry the match
+/// on under one of them through `turn_hosted`, with no code of the game's,
+/// and agree on the state after tick 300.
+#[test]
+fn runners_carry_a_hosted_match_past_its_host() {
+    use lockstep_core::sequenced::{HostedConfig, HostedSession};
+    use lockstep_net::turn_hosted;
+    const AFTER: u32 = 300;
+
+    /// A fold of every input, its hash after tick `AFTER` kept aside.
+    #[derive(Debug, Default)]
+    struct Long {
+        acc: u64,
+        ran: u32,
+        at: Option<u64>,
+    }
+    impl Game for Long {
+        type Input = u8;
+        fn step(&mut self, frame: &Frame<u8>) {
+            for i in &frame.inputs {
+                self.acc = (self.acc ^ u64::from(i.unwrap_or(0))).wrapping_mul(0x100_0000_01B3);
+            }
+            self.ran = frame.tick.get() + 1;
+            if frame.tick.get() == AFTER {
+                self.at = Some(self.acc);
+            }
+        }
+        fn hash(&self) -> u64 {
+            self.acc
+        }
+        fn save(&self) -> Vec<u8> {
+            [self.acc.to_le_bytes().as_slice(), &self.ran.to_le_bytes()].concat()
+        }
+        fn restore(b: &[u8]) -> Result<Self, String> {
+            let (a, r) = b.split_at_checked(8).ok_or("short")?;
+            Ok(Self {
+                acc: u64::from_le_bytes(a.try_into().map_err(|_| "acc")?),
+                ran: u32::from_le_bytes(r.try_into().map_err(|_| "ran")?),
+                at: None,
+            })
+        }
+    }
+
+    let clock = Clock::new();
+    let config = HostedConfig::default();
+    let host_udp = UdpTransport::bind("127.0.0.1:0")
+        .unwrap()
+        .accept_unknown(16);
+    let host_addr = host_udp.local_addr().unwrap();
+    let runner = |s| Runner::new(s, Long::default(), RunnerConfig::default());
+    let mut players = vec![Some((
+        runner(HostedSession::host(config.clone(), clock.now()).unwrap()),
+        host_udp,
+    ))];
+    for _ in 1..4 {
+        let mut udp = UdpTransport::bind("127.0.0.1:0")
+            .unwrap()
+            .accept_unknown(16);
+        let host = udp.add_peer(host_addr);
+        players.push(Some((
+            runner(HostedSession::join(config.clone(), host, clock.now()).unwrap()),
+            udp,
+        )));
+    }
+    let mut buffers = Buffers::default();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    type Slot = Option<(Runner<Long, HostedSession<u8>>, UdpTransport)>;
+    let done = |players: &[Slot]| players.iter().flatten().all(|(r, _)| r.game().at.is_some());
+    while !done(&players) {
+        assert!(std::time::Instant::now() < deadline, "the match stopped");
+        if players[0].is_some()
+            && players[1..]
+                .iter()
+                .flatten()
+                .all(|(r, _)| r.game().ran >= 90)
+        {
+            players[0] = None; // the host's process dies
+        }
+        let now = clock.now();
+        for (k, slot) in players.iter_mut().enumerate() {
+            let Some((r, udp)) = slot else { continue };
+            turn_hosted(r, udp, now, &mut buffers, |g| (g.ran as u8) ^ k as u8).unwrap();
+        }
+        if let Some((r, udp)) = players.iter_mut().flatten().next() {
+            wait(r, udp, &clock, now + Duration::from_millis(2)).unwrap();
+        }
+    }
+    let ends: Vec<Option<u64>> = players.iter().flatten().map(|(r, _)| r.game().at).collect();
+    assert_eq!(ends.len(), 3);
+    assert!(ends.windows(2).all(|w| w[0] == w[1]), "{ends:?}");
+}
