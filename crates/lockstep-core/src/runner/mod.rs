@@ -143,6 +143,9 @@ pub enum Status {
     /// The session is over (left, closed, refused, or diverged too often);
     /// the last events say why.
     Ended,
+    /// The game ran the match's last tick
+    /// ([`set_last_tick`](Runner::set_last_tick)) and runs no more.
+    Finished,
 }
 
 /// What a [`Runner::update`] did.
@@ -208,6 +211,8 @@ pub struct Runner<G: Game, S> {
     interrupted: BTreeMap<PeerId, Instant>,
     behind: u32,
     now: Instant,
+    /// The match's last tick, if the game set one.
+    last_tick: Option<Tick>,
 }
 
 impl<G: Game, S: Played<G::Input>> Runner<G, S> {
@@ -234,6 +239,7 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
             interrupted: BTreeMap::new(),
             behind: 0,
             now: Instant::ZERO,
+            last_tick: None,
         }
     }
 
@@ -268,7 +274,7 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
         let mut done = Update::default();
         self.commit(&mut input, &mut done)?;
         let due = self.frames_due(now);
-        while done.ran < due {
+        while done.ran < due && !self.finished() {
             let Some(frame) = self.session.advance() else {
                 break;
             };
@@ -287,8 +293,45 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
         Ok(done)
     }
 
+    /// Ends the match for this game at `last`: frames after it are not
+    /// run (the session goes on carrying datagrams, so the others get our
+    /// inputs up to it). Every machine that sets the same tick ends on the
+    /// same state, whatever its frames in hand: the way to stop a match,
+    /// a test or a replay at one tick. `None` runs on.
+    ///
+    /// ```
+    /// # use lockstep_core::runner::{Runner, RunnerConfig};
+    /// # use lockstep_core::{Game, Frame, Instant, MeshConfig, MeshSession, PeerId, PlayerId, Roster, Tick};
+    /// # #[derive(Default)] struct G;
+    /// # impl Game for G { type Input = u8; fn step(&mut self, _: &Frame<u8>) {} fn hash(&self) -> u64 { 0 }
+    /// #     fn save(&self) -> Vec<u8> { vec![] } fn restore(_: &[u8]) -> Result<Self, String> { Ok(G) } }
+    /// let roster = Roster::new().player(PeerId(0), PlayerId(0));
+    /// let session = MeshSession::new(MeshConfig::default(), roster, PeerId(0), Instant::ZERO)?;
+    /// let mut runner = Runner::new(session, G, RunnerConfig::default());
+    /// runner.set_last_tick(Some(Tick::new(9)));
+    /// for ms in 0..2_000u64 {
+    ///     runner.update(Instant::from_millis(ms), |_| 0)?;
+    /// }
+    /// assert_eq!(runner.last_run(), Some(Tick::new(9)));
+    /// assert!(runner.finished());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_last_tick(&mut self, last: Option<Tick>) {
+        self.last_tick = last;
+    }
+
+    /// Whether the game ran the match's last tick (see
+    /// [`set_last_tick`](Self::set_last_tick)).
+    pub fn finished(&self) -> bool {
+        self.last_tick
+            .is_some_and(|l| self.last_run.is_some_and(|r| r >= l))
+    }
+
     /// Where the match stands.
     pub fn status(&self) -> Status {
+        if self.finished() {
+            return Status::Finished;
+        }
         if self.ended
             || self.failed.is_some()
             || (self.session.closed() && !self.session.can_reconnect())

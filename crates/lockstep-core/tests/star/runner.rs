@@ -573,3 +573,41 @@ proptest::proptest! {
         proptest::prop_assert!(ran > 100, "seed {}: {} of its inputs ran", seed, ran);
     }
 }
+
+/// Every runner told the match's last tick stops there, on one state,
+/// `Finished`, however many frames it had in hand (a newcomer had to make
+/// its game's `step` do nothing past its end).
+#[test]
+fn runners_stop_together_at_the_last_tick() {
+    let link = LinkConditions {
+        latency: Duration::from_millis(40),
+        jitter: Duration::from_millis(15),
+        loss: 0.05,
+        ..LinkConditions::default()
+    };
+    let mut sim = Sim::new(SimNetwork::new(9, link));
+    sim.add(
+        SERVER,
+        Node::Server(Sequencer::new(room(false), Instant::ZERO).unwrap()),
+    );
+    for id in 1..=3 {
+        let mut node = client(Instant::ZERO, 90 + u64::from(id));
+        if let Node::Client(r, _) = &mut node {
+            r.set_last_tick(Some(Tick::new(200)));
+        }
+        sim.add(PeerId(id), node);
+    }
+    run(&mut sim, Instant::from_millis(12_000));
+    let ids = [PeerId(1), PeerId(2), PeerId(3)];
+    for id in ids {
+        let r = runner(&sim, id);
+        assert_eq!(r.status(), Status::Finished, "{id}");
+        assert_eq!(r.last_run(), Some(Tick::new(200)), "{id}");
+        assert_eq!(r.game().next, 201, "{id}");
+    }
+    let hashes: Vec<u64> = ids
+        .iter()
+        .map(|id| runner(&sim, *id).game().hash())
+        .collect();
+    assert!(hashes.windows(2).all(|w| w[0] == w[1]), "{hashes:?}");
+}
