@@ -385,15 +385,10 @@ impl Relayed {
         }
     }
 
-    /// What it is sent of the checks, ascending: the verdicts, and the
-    /// splits it was told of.
-    fn checkpoints<'a>(&self, referee: &'a Referee) -> std::borrow::Cow<'a, [Checkpoint]> {
-        if self.split.is_empty() {
-            return std::borrow::Cow::Borrowed(&referee.kept);
-        }
-        let mut all: Vec<Checkpoint> = referee.kept.iter().chain(&self.split).copied().collect();
-        all.sort_by_key(|c| c.tick);
-        std::borrow::Cow::Owned(all)
+    /// What it is sent of the checks: the verdicts, and the splits it was
+    /// told of.
+    fn sent<'a>(&'a self, referee: &'a Referee) -> Sent<'a> {
+        Sent(&referee.kept, &self.split)
     }
 
     /// Whether it may ask another question now.
@@ -408,9 +403,8 @@ impl Relayed {
         for &cp in &msgs.checkpoints {
             self.delivery.took(cp);
         }
-        let kept = self.checkpoints(referee);
         for &t in &msgs.acks {
-            self.delivery.acked(t, &kept);
+            self.delivery.acked(t, Sent(&referee.kept, &self.split));
         }
     }
 
@@ -423,17 +417,14 @@ impl Relayed {
             || (verdicts
                 && self
                     .delivery
-                    .has_news(&self.checkpoints(referee), now, referee.resend))
+                    .has_news(self.sent(referee), now, referee.resend))
     }
 
     /// When [`has_news`](Self::has_news) turns true by time passing alone,
     /// if it may: a full verdict it has not acknowledged goes again.
     pub(crate) fn news_at(&self, referee: &Referee, verdicts: bool) -> Option<Instant> {
         verdicts
-            .then(|| {
-                self.delivery
-                    .news_at(&self.checkpoints(referee), referee.resend)
-            })
+            .then(|| self.delivery.news_at(self.sent(referee), referee.resend))
             .flatten()
     }
 
@@ -446,9 +437,12 @@ impl Relayed {
         verdicts: bool,
         now: Instant,
     ) {
-        let all = self.checkpoints(referee);
-        let kept: &[Checkpoint] = if verdicts { &all } else { &[] };
-        self.delivery.write(kept, w, now, referee.resend);
+        let sent = if verdicts {
+            Sent(&referee.kept, &self.split)
+        } else {
+            Sent(&[], &[])
+        };
+        self.delivery.write(sent, w, now, referee.resend);
         if let Some((id, ticks)) = self.query.take() {
             w.put(Message::ChainQuery { id, ticks });
         }

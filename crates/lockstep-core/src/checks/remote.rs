@@ -6,6 +6,23 @@ use super::*;
 /// Full checkpoints kept until acknowledged (four blocks' worth).
 pub(super) const FULLS: usize = 4;
 
+/// The checkpoints one remote is sent, each list ascending: ours, or a
+/// sequencer's verdicts and the splits it told this client of, read as
+/// one without being merged into a new list.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Sent<'a>(pub(super) &'a [Checkpoint], pub(super) &'a [Checkpoint]);
+
+impl<'a> Sent<'a> {
+    /// One list.
+    pub(super) fn one(kept: &'a [Checkpoint]) -> Self {
+        Self(kept, &[])
+    }
+
+    fn iter(self) -> impl Iterator<Item = &'a Checkpoint> {
+        self.0.iter().chain(self.1)
+    }
+}
+
 /// Checkpoints on their way to one remote, and our acknowledgements of
 /// its. Each checkpoint is sent once: a lost one costs the wait for the
 /// next, which covers it (the chain folds in every tick of the block so
@@ -40,7 +57,7 @@ impl Delivery {
     /// full ones than `FULLS` (a sequencer's verdicts and the splits it
     /// tells one client of), and an acknowledgement pushed out for another
     /// would have its checkpoint sent again and again.
-    pub(super) fn acked(&mut self, tick: Tick, kept: &[Checkpoint]) {
+    pub(super) fn acked(&mut self, tick: Tick, kept: Sent<'_>) {
         if kept.iter().any(|c| c.tick == tick && c.full) && !self.acked_fulls.contains(&tick) {
             let slots = FULLS.max(kept.iter().filter(|c| c.full).count());
             if self.acked_fulls.len() >= slots {
@@ -58,14 +75,14 @@ impl Delivery {
         !sent || (resend && c.full && !self.acked_fulls.contains(&c.tick))
     }
 
-    pub(super) fn has_news(&self, kept: &[Checkpoint], now: Instant, resend: Duration) -> bool {
+    pub(super) fn has_news(&self, kept: Sent<'_>, now: Instant, resend: Duration) -> bool {
         !self.full_acks_owed.is_empty() || kept.iter().any(|c| self.is_due(c, now, resend))
     }
 
     /// When [`has_news`](Self::has_news) turns true by time passing alone,
     /// if it may: a full one sent and unacknowledged is due again `resend`
     /// after full ones last went.
-    pub(super) fn news_at(&self, kept: &[Checkpoint], resend: Duration) -> Option<Instant> {
+    pub(super) fn news_at(&self, kept: Sent<'_>, resend: Duration) -> Option<Instant> {
         let at = self.fulls_at? + resend;
         let sent = |c: &Checkpoint| self.sent.is_some_and(|s| c.tick <= s);
         kept.iter()
@@ -77,7 +94,7 @@ impl Delivery {
     /// checkpoint (the rest alone).
     pub(super) fn write(
         &mut self,
-        kept: &[Checkpoint],
+        kept: Sent<'_>,
         w: &mut DatagramWriter<'_>,
         now: Instant,
         resend: Duration,
@@ -87,6 +104,9 @@ impl Delivery {
             .filter(|c| self.is_due(c, now, resend))
             .copied()
             .collect();
+        if !kept.1.is_empty() {
+            due.sort_by_key(|c| c.tick);
+        }
         // A reader takes 4 a datagram: the newest (an older full one waits
         // for the next resend).
         if due.len() > PER_DATAGRAM {
@@ -287,7 +307,7 @@ impl RemoteChecks {
             out.extend(self.agreed_again(healed));
         }
         for &t in &msgs.acks {
-            self.delivery.acked(t, &local.kept);
+            self.delivery.acked(t, Sent::one(&local.kept));
         }
         if let Some((id, ticks)) = msgs.query {
             self.asked(local, id, ticks, now);
@@ -342,7 +362,9 @@ impl RemoteChecks {
     /// a question.
     pub(crate) fn has_news(&self, local: &LocalChecks, now: Instant) -> bool {
         self.owed.is_some()
-            || self.delivery.has_news(&local.kept, now, local.resend)
+            || self
+                .delivery
+                .has_news(Sent::one(&local.kept), now, local.resend)
             || self.question_due().is_some_and(|d| d <= now)
     }
 
@@ -357,7 +379,7 @@ impl RemoteChecks {
     /// When [`has_news`](Self::has_news) turns true by time passing alone,
     /// if it may (a question due is a timer of its own).
     pub(crate) fn news_at(&self, local: &LocalChecks) -> Option<Instant> {
-        self.delivery.news_at(&local.kept, local.resend)
+        self.delivery.news_at(Sent::one(&local.kept), local.resend)
     }
 
     /// When the search next asks or gives up.
@@ -368,7 +390,8 @@ impl RemoteChecks {
     /// Writes our checkpoints it has not had, the answer owed and the
     /// question due.
     pub(crate) fn write(&mut self, local: &LocalChecks, w: &mut DatagramWriter<'_>, now: Instant) {
-        self.delivery.write(&local.kept, w, now, local.resend);
+        self.delivery
+            .write(Sent::one(&local.kept), w, now, local.resend);
         if let Some((id, entries)) = self.owed.take() {
             w.put(Message::ChainAnswer { id, entries });
         }
