@@ -99,7 +99,8 @@ fn play(me: u32, sockets: Vec<std::net::UdpSocket>, seconds: u64) -> Result<Rope
         last: last_tick(seconds),
         ..Rope::default()
     };
-    let mut runner = Runner::new(session, rope, RunnerConfig::default());
+    let mut runner =
+        Runner::new(session, rope, RunnerConfig::default()).map_err(|e| e.to_string())?;
     let mut buffers = Buffers::default();
     // --- the loop: a render frame at 60 Hz ---
     let frame = Duration::from_micros(16_667);

@@ -103,7 +103,7 @@ impl<G: Game> RelayClient<G> {
         let clock = Clock::new();
         let session = ClientSession::new(config, relay_id, clock.now())?;
         Ok(Self {
-            runner: Runner::new(session, game, runner),
+            runner: Runner::new(session, game, runner)?,
             udp,
             relay,
             buffers: Buffers::default(),

@@ -42,7 +42,7 @@ pub enum TurnError {
 /// let clock = Clock::new();
 /// let config = ClientConfig { secret: Some(lockstep_net::session_secret()?), ..ClientConfig::default() };
 /// let session = ClientSession::new(config, relay, clock.now())?;
-/// let mut runner = Runner::new(session, MyGame::default(), RunnerConfig::default());
+/// let mut runner = Runner::new(session, MyGame::default(), RunnerConfig::default())?;
 /// let mut buffers = Buffers::default();
 /// let frame = std::time::Duration::from_micros(16_667);
 /// loop {

@@ -45,7 +45,7 @@
 //! let roster = Roster::new().player(PeerId(0), PlayerId(0)).player(PeerId(1), PlayerId(1));
 //! let mut runners = [0, 1].map(|i| {
 //!     let session = MeshSession::new(MeshConfig::default(), roster.clone(), PeerId(i), Instant::ZERO).unwrap();
-//!     Runner::new(session, Sum::default(), RunnerConfig::default())
+//!     Runner::new(session, Sum::default(), RunnerConfig::default()).unwrap()
 //! });
 //! let mut buf = Vec::new();
 //! for step in 0..120u64 {
@@ -177,7 +177,8 @@ pub enum RunnerError {
     /// (needed to start over after a reconnect that kept no state).
     #[error("the game's own start does not restore: {0}")]
     Start(String),
-    /// The game's input is larger than the session allows.
+    /// The game's input is larger than the session allows, or the match
+    /// ran out of tick numbers.
     #[error("the game's input was refused: {0}")]
     Input(CommitError),
     /// The game's state was refused as a snapshot (over the cap).
@@ -200,7 +201,6 @@ pub struct Runner<G: Game, S> {
     /// A state asked of us, until handed over.
     asked: Option<Tick>,
     events: VecDeque<Event>,
-    paused: bool,
     /// A state received did not restore: the runner runs no more frames.
     failed: Option<RunnerError>,
     /// The session left for good (a mesh player that diverged too often).
@@ -209,8 +209,6 @@ pub struct Runner<G: Game, S> {
     was_connected: bool,
     /// Peers we hear nothing from, since when.
     interrupted: BTreeMap<PeerId, Instant>,
-    behind: u32,
-    now: Instant,
     /// The match's last tick, if the game set one.
     last_tick: Option<Tick>,
 }
@@ -221,30 +219,10 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
     /// it with that; one that joins by replaying the match, or comes back
     /// without its state in a room without snapshots, runs the match from
     /// it.
-    pub fn new(session: S, game: G, config: RunnerConfig) -> Self {
-        let start = game.save();
-        Self {
-            session,
-            game,
-            start,
-            config,
-            pacer: None,
-            last_run: None,
-            asked: None,
-            events: VecDeque::new(),
-            paused: false,
-            failed: None,
-            ended: false,
-            was_connected: false,
-            interrupted: BTreeMap::new(),
-            behind: 0,
-            now: Instant::ZERO,
-            last_tick: None,
-        }
-    }
-
-    /// Checks a config before use: the pacer's settings.
-    pub fn check_config(config: &RunnerConfig) -> Result<(), ConfigError> {
+    ///
+    /// A config the runner cannot pace with (see [`PacerConfig`]), or a
+    /// zero `catch_up_per_update` or `checksum_every`, is refused.
+    pub fn new(session: S, game: G, config: RunnerConfig) -> Result<Self, ConfigError> {
         Pacer::new(30, config.pacer.clone())?;
         ConfigError::unless(
             config.catch_up_per_update == 0,
@@ -253,7 +231,23 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
         ConfigError::unless(
             config.checksum_every == 0,
             "checksum_every must be positive",
-        )
+        )?;
+        let start = game.save();
+        Ok(Self {
+            session,
+            game,
+            start,
+            config,
+            pacer: None,
+            last_run: None,
+            asked: None,
+            events: VecDeque::new(),
+            failed: None,
+            ended: false,
+            was_connected: false,
+            interrupted: BTreeMap::new(),
+            last_tick: None,
+        })
     }
 
     /// One turn of the game loop at `now` (see the [module](self)):
@@ -267,9 +261,8 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
-        self.now = self.now.max(now);
         self.session.handle_timeout(now);
-        self.take_events()?;
+        self.take_events(now)?;
         self.donate()?;
         let mut done = Update::default();
         self.commit(&mut input, &mut done)?;
@@ -281,14 +274,14 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
             self.game.step(&frame);
             self.last_run = Some(frame.tick);
             done.ran += 1;
-            if frame.tick.get() % self.config.checksum_every.max(1) == 0 {
+            if frame.tick.get() % self.config.checksum_every == 0 {
                 // Ticks run in order: the report cannot be refused.
                 let _ = self.session.report_checksum(frame.tick, self.game.hash());
             }
             self.donate()?;
             self.commit(&mut input, &mut done)?;
         }
-        self.take_events()?;
+        self.take_events(now)?;
         self.donate()?;
         Ok(done)
     }
@@ -307,7 +300,7 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
     /// #     fn save(&self) -> Vec<u8> { vec![] } fn restore(_: &[u8]) -> Result<Self, String> { Ok(G) } }
     /// let roster = Roster::new().player(PeerId(0), PlayerId(0));
     /// let session = MeshSession::new(MeshConfig::default(), roster, PeerId(0), Instant::ZERO)?;
-    /// let mut runner = Runner::new(session, G, RunnerConfig::default());
+    /// let mut runner = Runner::new(session, G, RunnerConfig::default())?;
     /// runner.set_last_tick(Some(Tick::new(9)));
     /// for ms in 0..2_000u64 {
     ///     runner.update(Instant::from_millis(ms), |_| 0)?;
@@ -359,12 +352,11 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
         if let Some((have, of)) = self.session.snapshot_progress() {
             return Status::Loading { have, of };
         }
-        if self.session.joining() || self.behind > self.catch_up_beyond() {
-            return Status::CatchingUp {
-                behind: self.behind,
-            };
+        let behind = self.session.frames_behind();
+        if self.session.joining() || behind > self.catch_up_beyond() {
+            return Status::CatchingUp { behind };
         }
-        if self.paused {
+        if self.session.paused() {
             return Status::Paused;
         }
         Status::Playing
@@ -428,14 +420,14 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
                 .tick_rate()
                 .and_then(|rate| Pacer::new(rate, self.config.pacer.clone()).ok());
         }
-        let ready = self.session.ready_to_pace();
-        self.behind = self.session.frames_behind();
-        let catch_up = self.config.catch_up_per_update.max(1);
+        let catch_up = self.config.catch_up_per_update;
+        let behind = self.session.frames_behind();
         let Some(pacer) = self.pacer.as_mut() else {
             return catch_up;
         };
-        let paced = pacer.ticks_due(now, ready);
-        if self.session.joining() || self.behind > self.catch_up_beyond() {
+        // Asked even when catching up: its clock stays current.
+        let paced = pacer.ticks_due(now, self.session.ready_to_pace());
+        if self.session.joining() || behind > self.catch_up_beyond() {
             catch_up
         } else {
             paced
@@ -444,7 +436,7 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
 
     /// Reads the session's events, acting on those that ask something of
     /// the game, and keeps them for [`poll_event`](Self::poll_event).
-    fn take_events(&mut self) -> Result<(), RunnerError> {
+    fn take_events(&mut self, now: Instant) -> Result<(), RunnerError> {
         while let Some(ev) = self.session.poll_event() {
             match &ev {
                 Event::SnapshotRequested { tick } => self.asked = Some(*tick),
@@ -460,14 +452,12 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
                         self.asked = None;
                     }
                 }
-                Event::Paused { .. } => self.paused = true,
-                Event::Resumed { .. } => self.paused = false,
                 Event::DivergedTooOften { .. } => self.ended = true,
                 Event::Interrupted {
                     peer, silent_for, ..
                 } => {
                     let silent = u64::try_from(silent_for.as_micros()).unwrap_or(u64::MAX);
-                    let since = Instant::from_micros(self.now.as_micros().saturating_sub(silent));
+                    let since = Instant::from_micros(now.as_micros().saturating_sub(silent));
                     self.interrupted.entry(*peer).or_insert(since);
                 }
                 Event::Recovered { peer, .. } => {
@@ -555,7 +545,7 @@ impl<G: Game, S: Played<G::Input>> Endpoint for Runner<G, S> {
         datagram: &[u8],
         now: Instant,
     ) -> Result<(), S::Error> {
-        self.session.handle_datagram(from, datagram, now)
+        Self::handle_datagram(self, from, datagram, now)
     }
 
     fn handle_timeout(&mut self, now: Instant) {
@@ -563,11 +553,11 @@ impl<G: Game, S: Played<G::Input>> Endpoint for Runner<G, S> {
     }
 
     fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<crate::Transmit> {
-        self.session.poll_transmit(buf)
+        Self::poll_transmit(self, buf)
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.session.poll_timeout()
+        Self::poll_timeout(self)
     }
 }
 
@@ -591,5 +581,66 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
     /// the next render frame is when to call [`update`](Self::update).
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.session.poll_timeout()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Frame, MeshConfig, MeshSession, PlayerId, Roster};
+
+    #[derive(Debug, Default)]
+    struct Nothing;
+
+    impl Game for Nothing {
+        type Input = u8;
+        fn step(&mut self, _: &Frame<u8>) {}
+        fn hash(&self) -> u64 {
+            0
+        }
+        fn save(&self) -> Vec<u8> {
+            Vec::new()
+        }
+        fn restore(_: &[u8]) -> Result<Self, String> {
+            Ok(Self)
+        }
+    }
+
+    /// A config the runner cannot pace with is refused when the runner is
+    /// made: a pacer it could not build left the runner running frames
+    /// unpaced, as many as it could, with no error.
+    #[test]
+    fn a_config_it_cannot_run_with_is_refused() {
+        let session = || {
+            let roster = Roster::new().player(PeerId(0), PlayerId(0));
+            MeshSession::new(MeshConfig::default(), roster, PeerId(0), Instant::ZERO).unwrap()
+        };
+        let bad = [
+            RunnerConfig {
+                pacer: PacerConfig {
+                    max_adjust: 0.9,
+                    ..PacerConfig::default()
+                },
+                ..RunnerConfig::default()
+            },
+            RunnerConfig {
+                catch_up_per_update: 0,
+                ..RunnerConfig::default()
+            },
+            RunnerConfig {
+                checksum_every: 0,
+                ..RunnerConfig::default()
+            },
+        ];
+        for config in bad {
+            assert!(
+                matches!(
+                    Runner::new(session(), Nothing, config.clone()),
+                    Err(ConfigError::Invalid(_))
+                ),
+                "{config:?}"
+            );
+        }
+        assert!(Runner::new(session(), Nothing, RunnerConfig::default()).is_ok());
     }
 }

@@ -47,6 +47,8 @@ pub trait Played<I: Input>: Endpoint {
     /// Whether our state is being replaced with the others' (see
     /// `ClientSession::resyncing`).
     fn resyncing(&self) -> bool;
+    /// Whether the match is paused.
+    fn paused(&self) -> bool;
     /// How many frames behind the match the session is, as far as it
     /// knows (see `ClientSession::frames_behind`,
     /// `MeshSession::frames_ready`).
@@ -55,7 +57,7 @@ pub trait Played<I: Input>: Endpoint {
 
 /// `Played` for a session type whose inherent methods carry the names.
 macro_rules! played {
-    ($session:ident, $snapshot_progress:expr, $tick_rate:expr, $joining:expr, $connected:expr, $closed:expr, $can_reconnect:expr, $behind:expr, $resyncing:expr) => {
+    ($session:ident, $snapshot_progress:expr, $tick_rate:expr, $joining:expr, $connected:expr, $closed:expr, $can_reconnect:expr, $behind:expr, $resyncing:expr, $paused:expr) => {
         impl<I: Input> Played<I> for $session<I> {
             fn poll_event(&mut self) -> Option<Event> {
                 Self::poll_event(self)
@@ -116,6 +118,10 @@ macro_rules! played {
                 let f: fn(&Self) -> bool = $resyncing;
                 f(self)
             }
+            fn paused(&self) -> bool {
+                let f: fn(&Self) -> bool = $paused;
+                f(self)
+            }
             fn frames_behind(&self) -> u32 {
                 let f: fn(&Self) -> u32 = $behind;
                 f(self)
@@ -133,7 +139,8 @@ played!(
     |s| s.closed().is_some(),
     |s| s.can_reconnect(),
     |s| s.frames_behind(),
-    |s| s.resyncing()
+    |s| s.resyncing(),
+    |s| s.paused()
 );
 played!(
     HostSession,
@@ -144,7 +151,8 @@ played!(
     |s| s.client().closed().is_some(),
     |_| false,
     |s| s.client().frames_behind(),
-    |s| s.client().resyncing()
+    |s| s.client().resyncing(),
+    |s| s.client().paused()
 );
 played!(
     HostedSession,
@@ -155,7 +163,8 @@ played!(
     |s| s.client().closed().is_some(),
     |s| s.client().can_reconnect(),
     |s| s.client().frames_behind(),
-    |s| s.client().resyncing()
+    |s| s.client().resyncing(),
+    |s| s.client().paused()
 );
 played!(
     MeshSession,
@@ -166,5 +175,6 @@ played!(
     |_| false,
     |_| false,
     |s| u32::try_from(s.frames_ready()).unwrap_or(u32::MAX),
-    |s| s.resyncing()
+    |s| s.resyncing(),
+    |s| s.paused()
 );

@@ -145,7 +145,7 @@ fn heal(seed: u64, link: LinkConditions, players: u32, part_at: u32) {
         sim.add(
             PeerId(i),
             Player(
-                Runner::new(session, game, RunnerConfig::default()),
+                Runner::new(session, game, RunnerConfig::default()).unwrap(),
                 SimRng::new(seed.wrapping_mul(7) ^ u64::from(i)),
             ),
         );

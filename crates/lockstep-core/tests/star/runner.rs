@@ -113,14 +113,19 @@ impl Game for Tally {
 
 type Client = Runner<Tally, ClientSession<u16>>;
 
+/// A node of a relay match: the sequencer, or a client's runner of game
+/// `G` with what its loop keeps (`X`).
 #[derive(Debug)]
 #[allow(clippy::large_enum_variant)]
-enum Node {
+enum Star<G: Game<Input = u16>, X> {
     Server(Sequencer<u16>),
-    Client(Client, SimRng),
+    Client(Runner<G, ClientSession<u16>>, X),
 }
 
-impl Endpoint for Node {
+/// The nodes of most tests here: `Tally` games with their input's seed.
+type Node = Star<Tally, SimRng>;
+
+impl<G: Game<Input = u16>, X> Endpoint for Star<G, X> {
     type Error = String;
     fn handle_datagram(&mut self, from: PeerId, d: &[u8], now: Instant) -> Result<(), String> {
         match self {
@@ -151,7 +156,7 @@ impl Endpoint for Node {
 fn client(now: Instant, seed: u64) -> Node {
     let session = ClientSession::new(ClientConfig::default(), SERVER, now).unwrap();
     Node::Client(
-        Runner::new(session, Tally::new(), RunnerConfig::default()),
+        Runner::new(session, Tally::new(), RunnerConfig::default()).unwrap(),
         SimRng::new(seed),
     )
 }
@@ -377,40 +382,9 @@ impl Game for Count {
     }
 }
 
-#[derive(Debug)]
-#[allow(clippy::large_enum_variant)]
-enum CNode {
-    Server(Sequencer<u16>),
-    Client(Runner<Count, ClientSession<u16>>, Vec<String>),
-}
-
-impl Endpoint for CNode {
-    type Error = String;
-    fn handle_datagram(&mut self, from: PeerId, d: &[u8], now: Instant) -> Result<(), String> {
-        match self {
-            Self::Server(s) => s.handle_datagram(from, d, now).map_err(|e| e.to_string()),
-            Self::Client(c, _) => c.handle_datagram(from, d, now).map_err(|e| e.to_string()),
-        }
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        match self {
-            Self::Server(s) => s.handle_timeout(now),
-            Self::Client(c, _) => Endpoint::handle_timeout(c, now),
-        }
-    }
-    fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
-        match self {
-            Self::Server(s) => s.poll_transmit(buf),
-            Self::Client(c, _) => c.poll_transmit(buf),
-        }
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        match self {
-            Self::Server(s) => s.poll_timeout(),
-            Self::Client(c, _) => c.poll_timeout(),
-        }
-    }
-}
+/// The nodes of the test below: `Count` games with the errors their
+/// runner returned.
+type CNode = Star<Count, Vec<String>>;
 
 /// The donors' state does not restore (a hostile donor, or a buggy save):
 /// the joiner's runner says so with `RunnerError::Restore` at every update
@@ -434,7 +408,8 @@ fn a_state_that_does_not_restore_stops_the_runner() {
                     ..Count::default()
                 },
                 RunnerConfig::default(),
-            ),
+            )
+            .unwrap(),
             Vec::new(),
         )
     };

@@ -10,22 +10,23 @@ use std::time::Duration;
 /// Ticks every player runs before comparing.
 const TICKS: u32 = 90;
 
-/// A fold of every input; its hash after tick `TICKS - 1` kept aside.
+/// A fold of every input, the number of ticks run, and its hash after
+/// tick `AT` kept aside (not state).
 #[derive(Debug, Default)]
-struct Fold {
+struct Fold<const AT: u32> {
     acc: u64,
     ran: u32,
     at_end: Option<u64>,
 }
 
-impl Game for Fold {
+impl<const AT: u32> Game for Fold<AT> {
     type Input = u8;
     fn step(&mut self, frame: &Frame<u8>) {
         for i in &frame.inputs {
             self.acc = (self.acc ^ u64::from(i.unwrap_or(0))).wrapping_mul(0x100_0000_01B3);
         }
-        self.ran += 1;
-        if frame.tick.get() + 1 == TICKS {
+        self.ran = frame.tick.get() + 1;
+        if frame.tick.get() == AT {
             self.at_end = Some(self.acc);
         }
     }
@@ -33,13 +34,14 @@ impl Game for Fold {
         self.acc
     }
     fn save(&self) -> Vec<u8> {
-        self.acc.to_le_bytes().to_vec()
+        [self.acc.to_le_bytes().as_slice(), &self.ran.to_le_bytes()].concat()
     }
     fn restore(b: &[u8]) -> Result<Self, String> {
-        let acc = u64::from_le_bytes(b.try_into().map_err(|_| "8 bytes")?);
+        let (a, r) = b.split_at_checked(8).ok_or("short")?;
         Ok(Self {
-            acc,
-            ..Self::default()
+            acc: u64::from_le_bytes(a.try_into().map_err(|_| "acc")?),
+            ran: u32::from_le_bytes(r.try_into().map_err(|_| "ran")?),
+            at_end: None,
         })
     }
 }
@@ -47,7 +49,7 @@ impl Game for Fold {
 /// Player `me` of the mesh whose sockets are `sockets`, until it has run
 /// `TICKS` ticks and half a second more (its last inputs reach the
 /// others), or a deadline.
-fn player(me: usize, sockets: Vec<UdpSocket>) -> Result<(Fold, f64), String> {
+fn player(me: usize, sockets: Vec<UdpSocket>) -> Result<(Fold<{ TICKS - 1 }>, f64), String> {
     let addrs: Vec<_> = sockets.iter().map(|s| s.local_addr().unwrap()).collect();
     let mut udp = UdpTransport::from_socket(sockets.into_iter().nth(me).unwrap()).unwrap();
     let mut roster = Roster::new();
@@ -65,7 +67,7 @@ fn player(me: usize, sockets: Vec<UdpSocket>) -> Result<(Fold, f64), String> {
         clock.now(),
     )
     .unwrap();
-    let mut runner = Runner::new(session, Fold::default(), RunnerConfig::default());
+    let mut runner = Runner::new(session, Fold::default(), RunnerConfig::default()).unwrap();
     let mut buffers = Buffers::default();
     let deadline = Instant::ZERO + Duration::from_secs(30);
     let mut done_at = None;
@@ -108,7 +110,7 @@ fn runners_play_a_mesh_over_loopback_udp() {
             std::thread::spawn(move || player(me, mine))
         })
         .collect();
-    let results: Vec<(Fold, f64)> = threads
+    let results: Vec<(Fold<{ TICKS - 1 }>, f64)> = threads
         .into_iter()
         .map(|t| t.join().unwrap().unwrap())
         .collect();
@@ -130,39 +132,7 @@ fn runners_carry_a_hosted_match_past_its_host() {
     use lockstep_net::turn_hosted;
     const AFTER: u32 = 300;
 
-    /// A fold of every input, its hash after tick `AFTER` kept aside.
-    #[derive(Debug, Default)]
-    struct Long {
-        acc: u64,
-        ran: u32,
-        at: Option<u64>,
-    }
-    impl Game for Long {
-        type Input = u8;
-        fn step(&mut self, frame: &Frame<u8>) {
-            for i in &frame.inputs {
-                self.acc = (self.acc ^ u64::from(i.unwrap_or(0))).wrapping_mul(0x100_0000_01B3);
-            }
-            self.ran = frame.tick.get() + 1;
-            if frame.tick.get() == AFTER {
-                self.at = Some(self.acc);
-            }
-        }
-        fn hash(&self) -> u64 {
-            self.acc
-        }
-        fn save(&self) -> Vec<u8> {
-            [self.acc.to_le_bytes().as_slice(), &self.ran.to_le_bytes()].concat()
-        }
-        fn restore(b: &[u8]) -> Result<Self, String> {
-            let (a, r) = b.split_at_checked(8).ok_or("short")?;
-            Ok(Self {
-                acc: u64::from_le_bytes(a.try_into().map_err(|_| "acc")?),
-                ran: u32::from_le_bytes(r.try_into().map_err(|_| "ran")?),
-                at: None,
-            })
-        }
-    }
+    type Long = Fold<AFTER>;
 
     let clock = Clock::new();
     let config = HostedConfig::default();
@@ -170,7 +140,7 @@ fn runners_carry_a_hosted_match_past_its_host() {
         .unwrap()
         .accept_unknown(16);
     let host_addr = host_udp.local_addr().unwrap();
-    let runner = |s| Runner::new(s, Long::default(), RunnerConfig::default());
+    let runner = |s| Runner::new(s, Long::default(), RunnerConfig::default()).unwrap();
     let mut players = vec![Some((
         runner(HostedSession::host(config.clone(), clock.now()).unwrap()),
         host_udp,
@@ -188,7 +158,12 @@ fn runners_carry_a_hosted_match_past_its_host() {
     let mut buffers = Buffers::default();
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     type Slot = Option<(Runner<Long, HostedSession<u8>>, UdpTransport)>;
-    let done = |players: &[Slot]| players.iter().flatten().all(|(r, _)| r.game().at.is_some());
+    let done = |players: &[Slot]| {
+        players
+            .iter()
+            .flatten()
+            .all(|(r, _)| r.game().at_end.is_some())
+    };
     while !done(&players) {
         assert!(std::time::Instant::now() < deadline, "the match stopped");
         if players[0].is_some()
@@ -208,7 +183,11 @@ fn runners_carry_a_hosted_match_past_its_host() {
             wait(r, udp, &clock, now + Duration::from_millis(2)).unwrap();
         }
     }
-    let ends: Vec<Option<u64>> = players.iter().flatten().map(|(r, _)| r.game().at).collect();
+    let ends: Vec<Option<u64>> = players
+        .iter()
+        .flatten()
+        .map(|(r, _)| r.game().at_end)
+        .collect();
     assert_eq!(ends.len(), 3);
     assert!(ends.windows(2).all(|w| w[0] == w[1]), "{ends:?}");
 }
