@@ -115,6 +115,10 @@ pub enum CommitError {
     /// An observer has no seat to commit for.
     #[error("observers do not commit inputs")]
     Observer,
+    /// The room's match has not started: its lobby is open (see
+    /// [`ClientSession::lobby`](crate::sequenced::ClientSession::lobby)).
+    #[error("the match has not started")]
+    InLobby,
     /// The local seat was abandoned by the other players.
     #[error("the local seat was abandoned from tick {from}")]
     Abandoned {

@@ -257,6 +257,21 @@ pub fn token_commitment(token: &crate::wire::ResumeToken) -> [u8; 16] {
     out
 }
 
+/// The id of the match a room's `secret` keys: the first 8 bytes of
+/// SHA-256 over `lockstep match id` and the secret, little-endian. A room
+/// with a fresh secret from a CSPRNG has a fresh id, and the id tells
+/// nothing of the secret.
+pub fn match_id(secret: &[u8; 32]) -> u64 {
+    use sha2::Digest;
+    let mut h = Sha256::new();
+    h.update(b"lockstep match id");
+    h.update(secret);
+    let full = h.finalize();
+    let mut out = [0u8; 8];
+    out.copy_from_slice(&full[..8]);
+    u64::from_le_bytes(out)
+}
+
 /// Whether `a` and `b` are equal, in time that depends only on their
 /// lengths.
 pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {

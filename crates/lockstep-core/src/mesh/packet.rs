@@ -98,6 +98,8 @@ impl<I: Input> MeshSession<I> {
                 seats: self.seats.len() as u32,
                 token: ResumeToken::default(),
                 snapshot: false,
+                lobby: false,
+                match_id: 0,
             }));
         }
         // A snapshot's chunks come next: they are what an observer catching

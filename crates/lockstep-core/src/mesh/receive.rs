@@ -260,6 +260,8 @@ impl<I: Input> MeshSession<I> {
                 | Message::Padding { .. }
                 | Message::Member(_)
                 | Message::MemberAck { .. }
+                | Message::Lobby(_)
+                | Message::Ready { .. }
                 | Message::Takeover { .. }
                 | Message::TakeoverAck { .. }
                 | Message::DelayWanted { .. } => {}

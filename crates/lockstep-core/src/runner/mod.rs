@@ -70,6 +70,7 @@ mod played;
 
 pub use played::Played;
 
+use crate::sequenced::Lobby;
 use crate::snapshot::SnapshotError;
 use crate::{
     CommitError, Endpoint, Event, Game, Instant, Pacer, PacerConfig, PeerId, Tick,
@@ -119,6 +120,10 @@ pub enum Status {
     /// connection closed while the seat is held, or a new connection is
     /// taking the seat back (after `reconnect`).
     Reconnecting,
+    /// Let in, and the match has not started: its lobby is open (how it
+    /// starts, how many are seated and ready; the session's `roster` names
+    /// them). Nothing runs until it starts.
+    InLobby(Lobby),
     /// Joining a match under way: its state is awaited and arrives, `have`
     /// of `of` chunks (`0` of `0` until the first).
     Loading {
@@ -345,6 +350,9 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
         if self.session.can_reconnect() && self.interrupted_since().is_some() {
             // Our server is silent: a new connection is the way back.
             return Status::Reconnecting;
+        }
+        if let Some(lobby) = self.session.lobby() {
+            return Status::InLobby(lobby);
         }
         if self.session.resyncing() {
             return Status::Resyncing;

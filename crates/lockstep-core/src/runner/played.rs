@@ -1,6 +1,6 @@
 //! What a [`Runner`](super::Runner) needs of a session, for each topology.
 
-use crate::sequenced::{ClientSession, HostSession, HostedSession};
+use crate::sequenced::{ClientSession, HostSession, HostedSession, Lobby};
 use crate::snapshot::{Snapshot, SnapshotError};
 use crate::{ChecksumError, CommitError, Endpoint, Event, Frame, Input, MeshSession, Tick};
 
@@ -53,11 +53,14 @@ pub trait Played<I: Input>: Endpoint {
     /// knows (see `ClientSession::frames_behind`,
     /// `MeshSession::frames_ready`).
     fn frames_behind(&self) -> u32;
+    /// The room's lobby, while its match has not started (see
+    /// `ClientSession::lobby`; a mesh has none).
+    fn lobby(&self) -> Option<Lobby>;
 }
 
 /// `Played` for a session type whose inherent methods carry the names.
 macro_rules! played {
-    ($session:ident, $snapshot_progress:expr, $tick_rate:expr, $joining:expr, $connected:expr, $closed:expr, $can_reconnect:expr, $behind:expr, $resyncing:expr, $paused:expr) => {
+    ($session:ident, $snapshot_progress:expr, $tick_rate:expr, $joining:expr, $connected:expr, $closed:expr, $can_reconnect:expr, $behind:expr, $resyncing:expr, $paused:expr, $lobby:expr) => {
         impl<I: Input> Played<I> for $session<I> {
             fn poll_event(&mut self) -> Option<Event> {
                 Self::poll_event(self)
@@ -126,6 +129,10 @@ macro_rules! played {
                 let f: fn(&Self) -> u32 = $behind;
                 f(self)
             }
+            fn lobby(&self) -> Option<Lobby> {
+                let f: fn(&Self) -> Option<Lobby> = $lobby;
+                f(self)
+            }
         }
     };
 }
@@ -140,7 +147,8 @@ played!(
     |s| s.can_reconnect(),
     |s| s.frames_behind(),
     |s| s.resyncing(),
-    |s| s.paused()
+    |s| s.paused(),
+    |s| s.lobby()
 );
 played!(
     HostSession,
@@ -152,7 +160,8 @@ played!(
     |_| false,
     |s| s.client().frames_behind(),
     |s| s.client().resyncing(),
-    |s| s.client().paused()
+    |s| s.client().paused(),
+    |s| s.client().lobby()
 );
 played!(
     HostedSession,
@@ -164,7 +173,8 @@ played!(
     |s| s.client().can_reconnect(),
     |s| s.client().frames_behind(),
     |s| s.client().resyncing(),
-    |s| s.client().paused()
+    |s| s.client().paused(),
+    |s| s.client().lobby()
 );
 played!(
     MeshSession,
@@ -176,5 +186,6 @@ played!(
     |_| false,
     |s| u32::try_from(s.frames_ready()).unwrap_or(u32::MAX),
     |s| s.resyncing(),
-    |s| s.paused()
+    |s| s.paused(),
+    |_| None
 );

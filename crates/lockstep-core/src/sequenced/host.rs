@@ -86,6 +86,13 @@ impl<I: Input> HostSession<I> {
         &mut self.client
     }
 
+    /// Says whether the host's own player is ready to start (see
+    /// [`ClientSession::set_ready`]). To start the match whatever its
+    /// rule says: `sequencer().start_match()`.
+    pub fn set_ready(&mut self, ready: bool) {
+        self.client.set_ready(ready);
+    }
+
     /// The host's own client.
     pub fn client(&self) -> &ClientSession<I> {
         &self.client
@@ -479,6 +486,7 @@ mod tests {
                         peer: None,
                         playing: true,
                         inputs: c.inputs_after(last),
+                        name: String::new(),
                     }
                 })
                 .collect(),
@@ -489,6 +497,7 @@ mod tests {
                 },
             ],
             fingerprint: 0,
+            match_id: 0,
         };
         let now = room.now;
         let sequencer = Sequencer::take_over(config, handover, now).unwrap();

@@ -29,7 +29,8 @@ mod host;
 mod hosted;
 mod sequencer;
 
-pub use client::{ClientConfig, ClientSession, ClientStats, GOODBYES, SeatInfo};
+pub use crate::wire::Start;
+pub use client::{ClientConfig, ClientSession, ClientStats, GOODBYES, Lobby, SeatInfo};
 pub use host::{HOST_PEER, HostSession};
 pub use hosted::{HostedConfig, HostedSession, Ignored};
 pub use sequencer::{
@@ -196,6 +197,13 @@ pub enum SequencerEvent {
         tick: Tick,
         /// The name it gave.
         name: String,
+    },
+    /// The room's lobby closed: the match starts at `tick`.
+    MatchStarted {
+        /// The first tick of the match.
+        tick: Tick,
+        /// Players seated.
+        players: usize,
     },
     /// A silent seat was taken back with its resume token, on a new
     /// connection; forget the old one's address.

@@ -101,6 +101,14 @@ pub struct Welcome {
     /// its state (its tick says where the frames start), catches up, and
     /// only then plays (`start` is not used).
     pub snapshot: bool,
+    /// The room's match has not started: its lobby is open (see
+    /// [`Message::Lobby`]). Nothing is sealed until it starts, and the
+    /// connection commits no input before.
+    pub lobby: bool,
+    /// The match's id: a room whose last player left ends its match, and
+    /// the next client under the same name starts a new one, with a new id
+    /// (a replay or a game's records tell matches apart by it).
+    pub match_id: u64,
 }
 
 /// Why a connection was refused, in words a player can read.
@@ -329,13 +337,14 @@ pub(super) fn put_welcome(out: &mut Vec<u8>, w: &Welcome) {
         Some(s) => put_varint(out, u64::from(s.0) + 1),
         None => out.push(0),
     }
-    out.push(u8::from(w.deadline) | (u8::from(w.snapshot) << 1));
+    out.push(u8::from(w.deadline) | (u8::from(w.snapshot) << 1) | (u8::from(w.lobby) << 2));
     put_tick(out, w.start);
     put_tick(out, w.tick);
     put_varint(out, u64::from(w.tick_rate));
     put_varint(out, u64::from(w.delay));
     put_varint(out, u64::from(w.seats));
     out.extend_from_slice(&w.token.0);
+    put_u64_le(out, w.match_id);
 }
 
 pub(super) fn read_welcome<'a>(r: &mut Reader<'a>) -> Result<Message<'a>, WireError> {
@@ -345,10 +354,10 @@ pub(super) fn read_welcome<'a>(r: &mut Reader<'a>) -> Result<Message<'a>, WireEr
         _ => return Err(WireError::Invalid("seat out of range")),
     };
     let flags = r.u8()?;
-    if flags & !0b11 != 0 {
+    if flags & !0b111 != 0 {
         return Err(WireError::Invalid("unknown welcome flags"));
     }
-    let (deadline, snapshot) = (flags & 1 != 0, flags & 2 != 0);
+    let (deadline, snapshot, lobby) = (flags & 1 != 0, flags & 2 != 0, flags & 4 != 0);
     let start = r.tick()?;
     let tick = r.tick()?;
     let tick_rate = r.varint_u32()?;
@@ -367,6 +376,8 @@ pub(super) fn read_welcome<'a>(r: &mut Reader<'a>) -> Result<Message<'a>, WireEr
         seats,
         token: ResumeToken(r.array()?),
         snapshot,
+        lobby,
+        match_id: r.u64_le()?,
     }))
 }
 

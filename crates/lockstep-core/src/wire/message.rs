@@ -1,4 +1,4 @@
-//! Protocol v8 messages: the type bytes, the [`Message`] enum, and the
+//! Protocol v9 messages: the type bytes, the [`Message`] enum, and the
 //! dispatch of each message's bounds, encoder and decoder to the family
 //! file that holds them (`handshake`, `play`, `checks`, `control`,
 //! `transfer`, `roster`).
@@ -12,7 +12,7 @@ use super::checks::Checkpoint;
 use super::control::Abandon;
 use super::handshake::{ByeReason, ErrorCode, Hello, RejectReason, ResumeToken, Welcome};
 use super::play::{Frames, Inputs, Status};
-use super::roster::Member;
+use super::roster::{Member, Start};
 use super::transfer::{SnapshotAck, SnapshotChunk};
 
 /// Most messages one datagram may carry.
@@ -112,10 +112,14 @@ pub mod message_type {
     pub const DELAY_WANTED: u8 = 0x1D;
     /// DelayWants.
     pub const DELAY_WANTS: u8 = 0x1E;
+    /// Lobby.
+    pub const LOBBY: u8 = 0x1F;
+    /// Ready.
+    pub const READY: u8 = 0x20;
 }
 use message_type as ty;
 
-/// One message of protocol v8.
+/// One message of protocol v9.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Message<'a> {
@@ -245,9 +249,21 @@ pub enum Message<'a> {
         /// How many zero bytes follow.
         len: usize,
     },
-    /// From a sequencer that shares its roster: one seat's entry.
-    /// Repeated until acknowledged.
+    /// From the sequencer: one seat's roster entry. Repeated until
+    /// acknowledged.
     Member(Member<'a>),
+    /// From the sequencer, in every datagram while the room's match has
+    /// not started: its lobby is open, and the match starts as this says.
+    /// The first datagram without it (that carries a `Status`) says the
+    /// match started; a lobby never opens again.
+    Lobby(Start),
+    /// From a seated player's client in a room whose match starts once its
+    /// players are ready: whether this one is. Sent in every datagram
+    /// until the roster shows it.
+    Ready {
+        /// Ready to start.
+        ready: bool,
+    },
     /// Acknowledges a [`Member`](Message::Member) entry.
     MemberAck {
         /// The seat.
@@ -346,6 +362,8 @@ impl Message<'_> {
             Self::TakeoverAck { .. } => ty::TAKEOVER_ACK,
             Self::DelayWanted { .. } => ty::DELAY_WANTED,
             Self::DelayWants { .. } => ty::DELAY_WANTS,
+            Self::Lobby(_) => ty::LOBBY,
+            Self::Ready { .. } => ty::READY,
         }
     }
 
@@ -371,6 +389,7 @@ impl Message<'_> {
             Self::Abandon(a) => control::check_abandon(a),
             Self::SnapshotChunk(c) => transfer::check_chunk(c),
             Self::Member(m) => roster::check_member(m),
+            Self::Lobby(s) => roster::check_start(*s),
             Self::MemberAck { seat, .. } | Self::Takeover { seat, .. } => roster::check_seat(*seat),
             _ => Ok(()),
         }
@@ -415,6 +434,8 @@ impl Message<'_> {
             Self::CaughtUp { tick } => transfer::put_caught_up(out, base, *tick),
             Self::Member(m) => roster::put_member(out, m),
             Self::MemberAck { seat, version } => roster::put_member_ack(out, *seat, *version),
+            Self::Lobby(s) => roster::put_lobby(out, *s),
+            Self::Ready { ready } => out.push(u8::from(*ready)),
             Self::Takeover {
                 epoch,
                 seat,
@@ -477,6 +498,8 @@ pub(super) fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message
         ty::CAUGHT_UP => transfer::read_caught_up(r, base),
         ty::MEMBER => roster::read_member(r),
         ty::MEMBER_ACK => roster::read_member_ack(r),
+        ty::LOBBY => roster::read_lobby(r),
+        ty::READY => roster::read_ready(r),
         ty::TAKEOVER => roster::read_takeover(r),
         ty::TAKEOVER_ACK => roster::read_takeover_ack(r),
         other => Err(WireError::UnknownMessage(other)),

@@ -1,4 +1,4 @@
-//! The binary wire format, protocol v8.
+//! The binary wire format, protocol v9.
 //!
 //! Every datagram starts with a five-byte header, then one or more
 //! messages:
@@ -53,7 +53,7 @@ pub use message::{
 pub use play::{
     Frames, InputRun, Inputs, MAX_INPUT_BACK, MAX_REFERENCE_BACK, Status, reference_check,
 };
-pub use roster::{Holder, Member};
+pub use roster::{Holder, Member, Start};
 pub use transfer::{SnapshotAck, SnapshotChunk};
 
 use crate::input::InputDecodeError;
@@ -62,7 +62,7 @@ use crate::input::InputDecodeError;
 pub const MAGIC: [u8; 2] = *b"LK";
 
 /// The protocol version this build speaks.
-pub const VERSION: u8 = 8;
+pub const VERSION: u8 = 9;
 
 /// The most seats a session may have in this protocol version.
 pub const MAX_SEATS: usize = 256;

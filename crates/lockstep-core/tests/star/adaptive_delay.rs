@@ -625,9 +625,11 @@ fn a_new_host_takes_the_delay_the_handed_over_frames_set() {
                 peer: None,
                 playing: true,
                 inputs: Vec::new(),
+                name: String::new(),
             }],
             events: Vec::new(),
             fingerprint: 0,
+            match_id: 0,
         };
         let s = Sequencer::take_over(config.clone(), handover, secs(1)).expect("taken over");
         assert_eq!(s.stats().delay, want, "{changes:?}");

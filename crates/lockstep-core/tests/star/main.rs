@@ -12,6 +12,7 @@ mod host_migration_midway;
 mod input_reference;
 mod join;
 mod join_attacks;
+mod lobby;
 mod ping_attacks;
 mod properties;
 mod recovery;

@@ -24,6 +24,8 @@ fn connected() -> ClientSession<u16> {
         seats: 2,
         token: ResumeToken([7; 16]),
         snapshot: false,
+        lobby: false,
+        match_id: 0,
     };
     c.handle_datagram(SERVER, &datagram(Tick::ZERO, &[Message::Welcome(w)]), now)
         .expect("welcomed");

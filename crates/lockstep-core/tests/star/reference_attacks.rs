@@ -22,6 +22,8 @@ fn welcome() -> Welcome {
         seats: 2,
         token: ResumeToken([7; 16]),
         snapshot: false,
+        lobby: false,
+        match_id: 0,
     }
 }
 

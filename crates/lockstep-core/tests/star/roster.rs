@@ -108,8 +108,10 @@ fn every_player_learns_the_roster_under_loss_and_follows_its_changes() {
     }
 }
 
+/// A room that does not share contacts still names its players to every
+/// client, spectators included, but tells nobody where anyone is.
 #[test]
-fn a_room_that_does_not_share_sends_no_roster() {
+fn a_room_that_does_not_share_contacts_sends_names_only() {
     let sc = lossy(3, 9, false);
     let mut h = sc.build();
     let o = h.run(
@@ -123,7 +125,11 @@ fn a_room_that_does_not_share_sends_no_roster() {
     );
     assert_eq!(o, Outcome::Done);
     for id in sc.client_ids() {
-        assert_eq!(h.client(id).roster().count(), 0);
+        let c = h.client(id);
+        assert_eq!(c.roster().count(), 3, "{id}");
+        assert!(c.roster().all(|e| e.contact.is_empty()), "{id}");
+        let names: Vec<&str> = c.roster().map(|e| e.name.as_str()).collect();
+        assert!(names.iter().all(|n| !n.is_empty()), "{names:?}");
     }
 }
 

@@ -14,7 +14,8 @@ use lockstep_core::secure::{SecureChannel, client_public, server_handshake};
 use lockstep_core::wire::{
     self, Abandon, ByeReason, ChainWriter, Checkpoint, DatagramWriter, Endorsement, ErrorCode,
     Frames, Hello, Holder, InputCodec, InputRun, Inputs, List, Member, Message, RejectReason,
-    ResumeToken, SnapshotAck, SnapshotChunk, Status, Welcome, encode_frame, encode_frames_body,
+    ResumeToken, SnapshotAck, SnapshotChunk, Start, Status, Welcome, encode_frame,
+    encode_frames_body,
 };
 use lockstep_core::{Frame, Input, PlayerId, PlayerInputs, StreamHash, SystemEvent, Tick};
 use std::collections::BTreeMap;
@@ -122,6 +123,8 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
             seats: 4,
             token: ResumeToken([0x33; 16]),
             snapshot: true,
+            lobby: true,
+            match_id: 0x0123_4567_89AB_CDEF,
         })]),
     ));
     v.push((
@@ -389,6 +392,8 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
                     hosts: false,
                     commitment: [0x55; 16],
                     contact: b"10.0.0.2:4000",
+                    name: "ann",
+                    ready: true,
                 }),
             }),
             Message::Member(Member {
@@ -398,6 +403,15 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
             }),
         ]),
     ));
+    v.push((
+        "lobby",
+        datagram(&[
+            Message::Lobby(Start::Ready { min: 2 }),
+            Message::Lobby(Start::Seated(4)),
+            Message::Lobby(Start::Manual),
+        ]),
+    ));
+    v.push(("ready", datagram(&[Message::Ready { ready: true }])));
     v.push((
         "member_ack",
         datagram(&[Message::MemberAck {

@@ -4,7 +4,7 @@
 use lockstep_core::wire::{
     self, Abandon, ByeReason, ChainWriter, Checkpoint, Datagram, DatagramWriter, Endorsement,
     ErrorCode, Frames, Hello, Holder, InputCodec, InputRun, Inputs, List, Member, Message,
-    RejectReason, ResumeToken, SnapshotAck, SnapshotChunk, Status, Welcome,
+    RejectReason, ResumeToken, SnapshotAck, SnapshotChunk, Start, Status, Welcome,
 };
 use lockstep_core::{Frame, Input, PlayerId, PlayerInputs, SystemEvent, Tick};
 use proptest::prelude::*;
@@ -253,7 +253,7 @@ proptest! {
         let runs = [InputRun { seat: PlayerId(1), start: run_start, count: inputs.len() as u32, back: 0, check: 0, chain: &chain_bytes }];
         let messages = vec![
             Message::Hello(Hello { fingerprint, spectator: nums.3.is_multiple_of(2), room: &room, name: &name, ticket: &ticket, resume: resume.map(ResumeToken), codec: if nums.1.is_multiple_of(2) { InputCodec::Opaque } else { InputCodec::PlayerInputs }, cookie: cookie.as_deref(), key: resume.map(|r| [r[0]; 32]), resume_from: resume.map(|r| Tick::new(u32::from_le_bytes([r[0], r[1], r[2], r[3]]))) }),
-            Message::Welcome(Welcome { seat: welcome_seat, start: Tick::new(nums.0 / 2), tick: Tick::new(nums.0), deadline: nums.3 > 100, tick_rate: u32::from(nums.1 % 1001), delay: u32::from(nums.2 % 1025), seats: u32::from(nums.2) % 257, token: ResumeToken(resume.unwrap_or([7; 16])), snapshot: nums.3 % 3 == 0 }),
+            Message::Welcome(Welcome { seat: welcome_seat, start: Tick::new(nums.0 / 2), tick: Tick::new(nums.0), deadline: nums.3 > 100, tick_rate: u32::from(nums.1 % 1001), delay: u32::from(nums.2 % 1025), seats: u32::from(nums.2) % 257, token: ResumeToken(resume.unwrap_or([7; 16])), snapshot: nums.3 % 3 == 0, lobby: nums.3 % 5 == 0, match_id: nums.4 }),
             Message::Reject(reasons[codes.2]),
             Message::Inputs(Inputs {
                 acks: (&acks).into(),
@@ -280,7 +280,9 @@ proptest! {
             Message::Challenge { cookie: cookie.as_deref().unwrap_or(&chunk[..chunk.len().min(64)]), key: resume.map(|r| [r[1]; 32]) },
             Message::Padding { len: padding },
             Message::Member(Member { seat: welcome_seat.unwrap_or(PlayerId(0)), version: stamps.0, holder: None }),
-            Message::Member(Member { seat: seats_ticks.first().copied().unwrap_or(PlayerId(255)), version: stamps.1, holder: Some(Holder { playing: nums.3 % 2 == 0, hosts: nums.3 % 3 == 0, commitment: resume.unwrap_or([9; 16]), contact: &chunk[..chunk.len().min(64)] }) }),
+            Message::Member(Member { seat: seats_ticks.first().copied().unwrap_or(PlayerId(255)), version: stamps.1, holder: Some(Holder { playing: nums.3 % 2 == 0, hosts: nums.3 % 3 == 0, commitment: resume.unwrap_or([9; 16]), contact: &chunk[..chunk.len().min(64)], name: &name, ready: nums.3 % 7 == 0 }) }),
+            Message::Lobby([Start::AtOnce, Start::Seated(nums.2 % 256 + 1), Start::Ready { min: nums.1 % 256 + 1 }, Start::Manual][codes.0 % 4]),
+            Message::Ready { ready: nums.3 % 2 == 1 },
             Message::MemberAck { seat: welcome_seat.unwrap_or(PlayerId(3)), version: stamps.0 },
             Message::Takeover { epoch: stamps.1, seat: welcome_seat.unwrap_or(PlayerId(1)), token: ResumeToken(resume.unwrap_or([4; 16])), lacks: Tick::new(stamps.0) },
             Message::TakeoverAck { epoch: stamps.0, ready: nums.3 % 2 == 0, want: resume.map(|_| Tick::new(stamps.1)), late: nums.3 % 3 == 0, alive: nums.3 % 5 == 0, host: welcome_seat },

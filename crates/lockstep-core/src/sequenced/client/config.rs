@@ -3,10 +3,12 @@
 
 use super::*;
 
-/// A seat of the room's roster, as the sequencer shared it
-/// ([`SequencerConfig::share_roster`](crate::sequenced::SequencerConfig::share_roster)):
+/// A seat of the room's roster, as the sequencer shared it: its player by
+/// name, ready or not, and (with
+/// [`SequencerConfig::share_roster`](crate::sequenced::SequencerConfig::share_roster))
 /// what a player needs to carry the match on if the host leaves.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SeatInfo {
     /// The seat.
     pub seat: PlayerId,
@@ -18,8 +20,12 @@ pub struct SeatInfo {
     /// ([`token_commitment`](crate::admission::token_commitment)).
     pub commitment: [u8; 16],
     /// How to reach it, as the host's application saw it; empty if not
-    /// known.
+    /// known or not shared.
     pub contact: Vec<u8>,
+    /// The name its player gave (display only: anyone may give any name).
+    pub name: String,
+    /// Its player said it is ready to start.
+    pub ready: bool,
 }
 
 /// How a [`ClientSession`] connects and behaves.

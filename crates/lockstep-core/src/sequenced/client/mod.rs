@@ -16,7 +16,7 @@ use crate::shared::{Events, Rate};
 use crate::snapshot::{Snapshot, SnapshotError, SnapshotLimits, SnapshotReceiver, SnapshotSender};
 use crate::wire::{
     self, ByeReason, ChainWriter, Datagram, DatagramWriter, Hello, InputCodec, InputRun, Inputs,
-    MAX_COOKIE, MIN_HELLO_DATAGRAM, Message, ResumeToken, Welcome, WireError,
+    MAX_COOKIE, MIN_HELLO_DATAGRAM, Message, ResumeToken, Start, Welcome, WireError,
 };
 use crate::{
     AdaptiveDelay, DelayTracker, Event, Frame, Input, Instant, PeerId, PlayerId, SystemEvent, Tick,
@@ -200,6 +200,23 @@ pub struct ClientSession<I: Input> {
     /// With `keep_frames`: inputs the sequencer acknowledged whose tick
     /// has not run yet, oldest first.
     sent: VecDeque<(Tick, I)>,
+    /// How the room's match starts, as its lobby last said.
+    lobby_rule: Start,
+    /// Whether we said we are ready ([`set_ready`](Self::set_ready)).
+    ready: bool,
+}
+
+/// A room's lobby, as a client sees it before the match starts (see
+/// [`ClientSession::lobby`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Lobby {
+    /// How the match starts.
+    pub start: Start,
+    /// Players seated, as the roster shows them so far.
+    pub seated: u16,
+    /// Of them, those who said they are ready.
+    pub ready: u16,
 }
 
 impl<I: Input> ClientSession<I> {
@@ -262,6 +279,8 @@ impl<I: Input> ClientSession<I> {
             member_acks: VecDeque::new(),
             ran: VecDeque::new(),
             sent: VecDeque::new(),
+            lobby_rule: Start::AtOnce,
+            ready: false,
         })
     }
 
@@ -294,6 +313,68 @@ impl<I: Input> ClientSession<I> {
             State::Connected(w) => Some(w),
             _ => None,
         }
+    }
+
+    /// While the room's match has not started, its lobby: how the match
+    /// starts and how many are seated and ready so far
+    /// ([`roster`](Self::roster) lists them by name), and no input is due.
+    /// `None` once the match started (or before we are connected).
+    pub fn lobby(&self) -> Option<Lobby> {
+        self.welcome().filter(|w| w.lobby)?;
+        let (mut seated, mut ready) = (0, 0);
+        for s in self.roster() {
+            seated += 1;
+            ready += u16::from(s.ready);
+        }
+        Some(Lobby {
+            start: self.lobby_rule,
+            seated,
+            ready,
+        })
+    }
+
+    /// The match's id, once connected (see
+    /// [`Welcome::match_id`](crate::wire::Welcome::match_id)).
+    pub fn match_id(&self) -> Option<u64> {
+        self.welcome().map(|w| w.match_id)
+    }
+
+    /// Says whether we are ready to start: in a room whose match starts
+    /// once its players are ready ([`Start::Ready`]), it starts when every
+    /// seated player said so. Sent until the roster shows it; it can be
+    /// taken back while the lobby is open. A spectator has nothing to say.
+    ///
+    /// ```
+    /// use lockstep_core::sequenced::{ClientConfig, ClientSession};
+    /// use lockstep_core::{Instant, PeerId};
+    /// let mut c = ClientSession::<u8>::new(ClientConfig::default(), PeerId(0), Instant::ZERO)?;
+    /// c.set_ready(true);
+    /// assert!(c.is_ready());
+    /// # Ok::<(), lockstep_core::ConfigError>(())
+    /// ```
+    pub fn set_ready(&mut self, ready: bool) {
+        if self.ready != ready {
+            self.ready = ready;
+            self.link.flush = true;
+        }
+    }
+
+    /// Whether we said we are ready ([`set_ready`](Self::set_ready)).
+    pub fn is_ready(&self) -> bool {
+        self.ready
+    }
+
+    /// Whether the roster does not show our readiness yet: it goes again.
+    pub(super) fn ready_unshown(&self) -> bool {
+        let Some(seat) = self.seat() else {
+            return false;
+        };
+        let shown = self
+            .roster
+            .get(&seat)
+            .and_then(|(_, s)| s.as_ref())
+            .is_some_and(|s| s.ready);
+        shown != self.ready
     }
 
     /// The next frame to run.

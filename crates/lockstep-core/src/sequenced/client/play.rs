@@ -56,6 +56,9 @@ impl<I: Input> ClientSession<I> {
         if self.joining.is_some() {
             return Err(CommitError::CatchingUp);
         }
+        if w.lobby {
+            return Err(CommitError::InLobby);
+        }
         if let Some(frame) = self.pause.frame().filter(|f| self.next_commit >= *f) {
             self.stats.commits_refused += 1;
             return Err(CommitError::Paused { frame });
@@ -259,6 +262,7 @@ impl<I: Input> ClientSession<I> {
             return false;
         };
         w.seat.is_some()
+            && !w.lobby
             && self.joining.is_none()
             && self.leaving.is_none()
             && self.next_commit.since(self.next_tick) < self.lead_target()

@@ -156,9 +156,16 @@ impl<I: Input> ClientSession<I> {
             self.check_outcome(o);
         }
         self.link.flush |= self.server_checks.urgent(now);
+        // The sequencer's datagrams carry a `Lobby` while its lobby is
+        // open: the first with a `Status` and none says the match started.
+        let (mut lobby, mut status) = (false, false);
         for m in d.messages.drain(..) {
             match m {
                 Message::Welcome(w) => self.welcomed(w),
+                Message::Lobby(rule) => {
+                    lobby = true;
+                    self.lobby_rule = rule;
+                }
                 Message::Challenge { cookie, key } if !self.connected() => {
                     self.challenged(cookie, key);
                 }
@@ -182,6 +189,7 @@ impl<I: Input> ClientSession<I> {
                     return Ok(());
                 }
                 Message::Status(st) => {
+                    status = true;
                     self.server_open = st.open;
                     self.slack = st.slack;
                     self.waiting = st.waiting;
@@ -202,6 +210,12 @@ impl<I: Input> ClientSession<I> {
             }
         }
         self.decoder.recycle(d);
+        if status
+            && !lobby
+            && let State::Connected(w) = &mut self.state
+        {
+            w.lobby = false;
+        }
         let had_hole = self.has_hole();
         self.take_frames(frames);
         for w in waiting {

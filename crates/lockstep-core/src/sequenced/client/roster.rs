@@ -15,6 +15,8 @@ impl<I: Input> ClientSession<I> {
                 hosts: h.hosts,
                 commitment: h.commitment,
                 contact: h.contact.to_vec(),
+                name: h.name.to_owned(),
+                ready: h.ready,
             });
             self.roster.insert(m.seat, (m.version, info));
             self.roster_changes += 1;
@@ -29,8 +31,9 @@ impl<I: Input> ClientSession<I> {
     }
 
     /// The room's roster, as the sequencer shared it: every seat held, in
-    /// seat order (empty unless the room shares it, as a host-mode room
-    /// does).
+    /// seat order, with its player's name and whether it is ready (and,
+    /// in a room that shares them, as a host-mode room does, contacts).
+    /// A spectator of a room that shares contacts is sent none.
     pub fn roster(&self) -> impl Iterator<Item = &SeatInfo> + '_ {
         self.roster.values().filter_map(|(_, s)| s.as_ref())
     }

@@ -77,6 +77,7 @@ impl<I: Input> ClientSession<I> {
             || self.joining.is_some()
             || self.donation.is_some()
             || self.has_hole()
+            || self.ready_unshown()
         {
             return or_inputs(resend());
         }
@@ -138,6 +139,9 @@ impl<I: Input> ClientSession<I> {
                 lifted: self.next_tick,
             }),
             None => {}
+        }
+        if self.connected() && self.ready_unshown() {
+            w.put(Message::Ready { ready: self.ready });
         }
         self.server_checks.write(&self.checks, w, self.now);
         for _ in 0..MEMBER_ACKS_PER_DATAGRAM {

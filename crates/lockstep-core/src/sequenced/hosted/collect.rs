@@ -224,6 +224,12 @@ impl<I: Input> HostedSession<I> {
         let frames = c.frames_held(c.held_from(), usize::MAX);
         let events = self.takeover_events(&frames, seat, &reports);
         let playing = |s: PlayerId| self.roster.iter().any(|e| e.seat == s && e.playing);
+        let name = |s: PlayerId| {
+            self.roster
+                .iter()
+                .find(|e| e.seat == s)
+                .map_or_else(String::new, |e| e.name.clone())
+        };
         let mut survivors: Vec<Survivor<I>> = reports
             .iter()
             .map(|(s, r)| Survivor {
@@ -233,6 +239,7 @@ impl<I: Input> HostedSession<I> {
                 peer: Some(r.peer),
                 playing: playing(*s),
                 inputs: r.inputs.clone(),
+                name: name(*s),
             })
             .collect();
         survivors.push(Survivor {
@@ -242,6 +249,7 @@ impl<I: Input> HostedSession<I> {
             peer: Some(HOST_PEER),
             playing: playing(seat),
             inputs: c.inputs_after(last),
+            name: name(seat),
         });
         let handover = Handover {
             frames,
@@ -249,6 +257,7 @@ impl<I: Input> HostedSession<I> {
             survivors,
             events,
             fingerprint: self.config.client.fingerprint,
+            match_id: c.welcome().map_or(0, |w| w.match_id),
         };
         let Ok(mut sequencer) = Sequencer::take_over(self.room_config(), handover, now) else {
             return;

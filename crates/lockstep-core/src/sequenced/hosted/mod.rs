@@ -319,6 +319,12 @@ impl<I: Input> HostedSession<I> {
         self.host_mut().map(HostSession::sequencer)
     }
 
+    /// Says whether this player is ready to start (see
+    /// [`ClientSession::set_ready`]).
+    pub fn set_ready(&mut self, ready: bool) {
+        self.client_mut().set_ready(ready);
+    }
+
     /// This player's client (the host's own one when hosting).
     pub fn client(&self) -> &ClientSession<I> {
         match &self.role {

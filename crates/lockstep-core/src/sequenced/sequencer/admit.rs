@@ -316,7 +316,10 @@ impl<I: Input> Sequencer<I> {
                 wants: None,
                 bound: None,
                 live: !from_snapshot,
+                name: hello.name.to_owned(),
+                ready: false,
             });
+            self.had_player = true;
             self.add_tick_event(self.open, SystemEvent::Joined { player });
             self.start_clock();
             Some(player)

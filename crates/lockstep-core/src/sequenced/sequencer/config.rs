@@ -48,6 +48,13 @@ pub trait Simulation<I>: core::fmt::Debug + Send {
 /// How a [`Sequencer`] runs its room.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SequencerConfig {
+    /// When the match starts. [`Start::AtOnce`] (the default): with the
+    /// first player, who plays alone until others join. Any other rule
+    /// opens a lobby: players take their seats (and say whether they are
+    /// ready), the roster lists them by name, and nothing is sealed until
+    /// the rule holds or [`Sequencer::start_match`] is called. A match
+    /// once started never goes back to its lobby.
+    pub start: Start,
     /// When ticks are sealed.
     pub policy: Policy,
     /// Ticks per second: the `Deadline` clock, and what clients are told.
@@ -158,18 +165,21 @@ pub struct SequencerConfig {
     /// many ticks from the first. Clients must report the same ticks (by
     /// default every one) to be told of a divergence.
     pub sim_check_every: u32,
-    /// Send every seated client the roster ([`Message::Member`]): each
-    /// seat's holder, a commitment to its resume token, and its contact
-    /// (as [`set_contact`](Sequencer::set_contact) gave it). It is what the
-    /// players need to carry a match on without its host (host mode); it
-    /// shows every player every other player's contact (an address, with
-    /// UDP), so it is off by default.
+    /// Every seated client is sent the roster ([`Message::Member`]): each
+    /// seat's holder by name, whether it is ready and playing, and a
+    /// commitment to its resume token. With `share_roster` each entry also
+    /// carries its holder's contact (as
+    /// [`set_contact`](Sequencer::set_contact) gave it): what the players
+    /// need to carry a match on without its host (host mode). It shows
+    /// every player every other player's contact (an address, with UDP), so
+    /// it is off by default.
     pub share_roster: bool,
 }
 
 impl Default for SequencerConfig {
     fn default() -> Self {
         Self {
+            start: Start::AtOnce,
             policy: Policy::WaitForAll {
                 abandon_after: Duration::from_secs(10),
             },
@@ -232,7 +242,14 @@ impl SequencerConfig {
         bad(self.history < 16, "history must hold at least 16 frames")?;
         limits::input_len(self.max_input_len)?;
         bad(self.timeout.is_zero(), "timeout must be positive")?;
-        bad(self.max_pause.is_zero(), "max_pause must be positive")
+        bad(self.max_pause.is_zero(), "max_pause must be positive")?;
+        match self.start {
+            Start::Seated(n) | Start::Ready { min: n } => bad(
+                n == 0 || n > self.max_seats,
+                "a start rule's count must be 1 to max_seats",
+            ),
+            _ => Ok(()),
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use crate::snapshot::donor::{self, DonorClock};
 use crate::snapshot::{SnapshotError, SnapshotLimits, SnapshotReceiver, SnapshotSender};
 use crate::wire::{
     self, ByeReason, Datagram, DatagramWriter, ErrorCode, Frames, Hello, Holder, InputCodec,
-    Inputs, Member, Message, Status, Welcome, WireError,
+    Inputs, Member, Message, Start, Status, Welcome, WireError,
 };
 use crate::wire::{Checkpoint, ResumeToken};
 use crate::{
@@ -204,6 +204,11 @@ struct Seat<I> {
     /// peer: only a Hello from there takes it back (the token travelled
     /// to candidates that may not all be honest).
     bound: Option<PeerId>,
+    /// The name its player gave (display only), at most
+    /// [`MAX_NAME`](wire::MAX_NAME) bytes.
+    name: String,
+    /// Its player said it is ready to start.
+    ready: bool,
 }
 
 impl<I> Seat<I> {
@@ -340,6 +345,15 @@ pub struct Sequencer<I: Input> {
     delay: u32,
     /// When the delay may step (`adaptive`).
     delay_step: DelayStep,
+    /// The match has started (its lobby, if it had one, is closed): ticks
+    /// are sealed.
+    playing: bool,
+    /// The room's owner asked to start the match ([`Sequencer::start_match`]).
+    start_asked: bool,
+    /// A player has held a seat: once none does, the match is over.
+    had_player: bool,
+    /// The match's id (see [`Welcome::match_id`]).
+    match_id: u64,
 }
 
 impl<I: Input> Sequencer<I> {
@@ -348,6 +362,8 @@ impl<I: Input> Sequencer<I> {
         config.validate()?;
         let max_seats = usize::from(config.max_seats);
         let seats = (0..max_seats).map(|_| None).collect();
+        let config_start = config.start;
+        let match_id = admission::match_id(&config.secret);
         Ok(Self {
             decoder: wire::Decoder::default(),
             fingerprint: config.fingerprint,
@@ -391,6 +407,10 @@ impl<I: Input> Sequencer<I> {
             solo_pace: None,
             roster: vec![RosterEntry::default(); max_seats],
             roster_version: 0,
+            playing: !config_start.has_lobby(),
+            start_asked: false,
+            had_player: false,
+            match_id,
         })
     }
 
@@ -470,6 +490,43 @@ impl<I: Input> Sequencer<I> {
     /// player (a server keeps the room while one may come back).
     pub fn is_empty(&self) -> bool {
         self.conns.is_empty() && !self.seats.iter().flatten().any(|s| s.lost.is_some())
+    }
+
+    /// Whether the match is over: it had players and every one has left
+    /// (no seat is held, not even for a dropped player's token). A server
+    /// closes the room: a client that comes under its name later starts a
+    /// new match, with a new [`match_id`](Self::match_id).
+    pub fn match_over(&self) -> bool {
+        self.had_player && self.seats.iter().all(Option::is_none)
+    }
+
+    /// Whether the match has started: false while its lobby is open (see
+    /// [`SequencerConfig::start`]).
+    pub fn match_started(&self) -> bool {
+        self.playing
+    }
+
+    /// Starts the match now, whatever the start rule says (a host pressing
+    /// start): the lobby closes at the next call that seals. Does nothing
+    /// once it has started.
+    pub fn start_match(&mut self) {
+        self.start_asked = true;
+    }
+
+    /// The match's id, as every client's Welcome carries it (see
+    /// [`Welcome::match_id`]).
+    pub fn match_id(&self) -> u64 {
+        self.match_id
+    }
+
+    /// Each seat's player by name, and whether it said it is ready, in seat
+    /// order (a dropped player's seat held for it included).
+    pub fn players(&self) -> impl Iterator<Item = (PlayerId, &str, bool)> + '_ {
+        self.seats
+            .iter()
+            .enumerate()
+            .filter_map(|(k, s)| Some((PlayerId(k as u16), s.as_ref()?)))
+            .map(|(p, s)| (p, s.name.as_str(), s.ready))
     }
 
     /// Connections, with their seats.

@@ -244,6 +244,11 @@ impl<I: Input> Sequencer<I> {
                 }
                 Message::CaughtUp { .. } => self.caught_up(i),
                 Message::MemberAck { seat, version } => self.roster_acked(i, seat, version),
+                Message::Ready { ready } => {
+                    if let Some(s) = seat.and_then(|s| self.seats[s.index()].as_mut()) {
+                        s.ready = ready;
+                    }
+                }
                 Message::DelayWanted { delay } => {
                     if let Some(s) = seat.and_then(|s| self.seats[s.index()].as_mut()) {
                         s.wants = Some(delay);

@@ -1,5 +1,6 @@
-//! The roster a room shares with its seated clients (host mode): each
-//! seat's holder, a commitment to its token, and its contact.
+//! The roster a room shares with its seated clients: each seat's holder
+//! by name, ready or not, a commitment to its token, and (host mode) its
+//! contact.
 
 use super::*;
 
@@ -19,16 +20,17 @@ pub(super) struct RosterHolder {
     pub(super) token: ResumeToken,
     pub(super) commitment: [u8; 16],
     pub(super) contact: Vec<u8>,
+    pub(super) name: String,
+    pub(super) ready: bool,
 }
 
 impl<I: Input> Sequencer<I> {
     /// Brings the shared roster up to date with the seats: an entry whose
-    /// holder, playing state, token or contact changed gets the next
-    /// version, and goes out to every seated client until acknowledged.
+    /// holder, playing state, token, name, readiness or contact changed
+    /// gets the next version, and goes out to every seated client until
+    /// acknowledged.
     pub(super) fn refresh_roster(&mut self) {
-        if !self.config.share_roster {
-            return;
-        }
+        let contacts = self.config.share_roster;
         // Runs before every datagram: compares in place, and hashes and
         // copies only what changed.
         for k in 0..self.seats.len() {
@@ -41,21 +43,28 @@ impl<I: Input> Sequencer<I> {
                 // Nobody reaches the host's own client but the host.
                 let contact: &[u8] = s
                     .conn
-                    .filter(|_| !hosts)
+                    .filter(|_| !hosts && contacts)
                     .and_then(|p| self.conn_index(p))
                     .map_or(&[], |i| &self.conns[i].contact);
                 // The token its holder surely has: the one before, until
                 // it shows it got its new one (its Welcome may be lost).
-                (s.live, hosts, s.previous.unwrap_or(s.token), contact)
+                (
+                    (s.live, hosts, s.ready),
+                    s.previous.unwrap_or(s.token),
+                    contact,
+                    s.name.as_str(),
+                )
             });
             let e = &self.roster[k];
             let same = match (&e.holder, &current) {
                 (None, None) => true,
-                (Some(h), Some((playing, hosts, token, contact))) => {
+                (Some(h), Some(((playing, hosts, ready), token, contact, name))) => {
                     h.playing == *playing
                         && h.hosts == *hosts
+                        && h.ready == *ready
                         && h.token == *token
                         && h.contact == *contact
+                        && h.name == *name
                 }
                 _ => false,
             };
@@ -63,13 +72,18 @@ impl<I: Input> Sequencer<I> {
             if same || (e.version == 0 && current.is_none()) {
                 continue;
             }
-            let holder = current.map(|(playing, hosts, token, contact)| RosterHolder {
-                playing,
-                hosts,
-                token,
-                commitment: admission::token_commitment(&token),
-                contact: contact.to_vec(),
-            });
+            let holder =
+                current.map(
+                    |((playing, hosts, ready), token, contact, name)| RosterHolder {
+                        playing,
+                        hosts,
+                        token,
+                        commitment: admission::token_commitment(&token),
+                        contact: contact.to_vec(),
+                        name: name.to_owned(),
+                        ready,
+                    },
+                );
             self.roster_version = self.roster_version.wrapping_add(1).max(1);
             let e = &mut self.roster[k];
             e.version = self.roster_version;
@@ -78,9 +92,9 @@ impl<I: Input> Sequencer<I> {
     }
 
     /// The roster entries `c` has not acknowledged, by seat (none for a
-    /// spectator, or without `share_roster`).
+    /// spectator of a room that shares contacts).
     pub(super) fn roster_unacked<'a>(&'a self, c: &'a Conn) -> impl Iterator<Item = usize> + 'a {
-        let shared = self.config.share_roster && c.seat.is_some() && c.closing.is_none();
+        let shared = (c.seat.is_some() || !self.config.share_roster) && c.closing.is_none();
         // Nothing to walk in a room that does not share (has_news asks for
         // every connection).
         let n = if shared { self.roster.len() } else { 0 };

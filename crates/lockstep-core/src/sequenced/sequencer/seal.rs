@@ -19,7 +19,10 @@ impl<I: Input> Sequencer<I> {
     /// Starts the `Deadline` clock at the open tick if it stopped (nobody
     /// was playing).
     pub(super) fn start_clock(&mut self) {
-        if matches!(self.config.policy, Policy::Deadline { .. }) && self.clock.is_none() {
+        if self.playing
+            && matches!(self.config.policy, Policy::Deadline { .. })
+            && self.clock.is_none()
+        {
             self.clock = Some((self.now, self.open));
             if self.solo_pace.is_some() {
                 self.solo_pace = Some((self.now, self.open));
@@ -103,8 +106,43 @@ impl<I: Input> Sequencer<I> {
         self.flush_all();
     }
 
+    /// Whether the lobby's start rule holds (or the owner asked to start).
+    fn start_due(&self) -> bool {
+        let seated = || self.seats.iter().flatten();
+        self.start_asked
+            || match self.config.start {
+                Start::AtOnce => true,
+                Start::Seated(n) => seated().count() >= usize::from(n),
+                Start::Ready { min } => {
+                    seated().count() >= usize::from(min) && seated().all(|s| s.ready)
+                }
+                Start::Manual => false,
+            }
+    }
+
+    /// Closes the lobby once its start rule holds: the match starts at the
+    /// open tick (every seat taken meanwhile joins there, a delay before
+    /// its first input), and every client hears of it at once (its next
+    /// datagram carries no `Lobby`).
+    fn start_if_due(&mut self) -> bool {
+        if !self.playing && self.start_due() {
+            self.playing = true;
+            let players = self.seats.iter().flatten().count();
+            self.push_event(SequencerEvent::MatchStarted {
+                tick: self.open,
+                players,
+            });
+            self.start_clock();
+            self.flush_all();
+        }
+        self.playing
+    }
+
     /// Seals every tick that is due.
     pub(super) fn seal_due(&mut self) {
+        if !self.start_if_due() {
+            return;
+        }
         self.adapt_delay();
         let mut sealed = false;
         loop {

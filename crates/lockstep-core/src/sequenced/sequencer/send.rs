@@ -194,6 +194,15 @@ impl<I: Input> Sequencer<I> {
                     .map(|s| s.token)
                     .unwrap_or_default(),
                 snapshot: c.join.is_some(),
+                lobby: !self.playing,
+                match_id: self.match_id,
+            }));
+        }
+        if !self.playing {
+            w.put(Message::Lobby(if self.start_asked {
+                Start::Manual
+            } else {
+                self.config.start
             }));
         }
         for m in c
@@ -233,6 +242,8 @@ impl<I: Input> Sequencer<I> {
                     hosts: h.hosts,
                     commitment: h.commitment,
                     contact: &h.contact,
+                    name: &h.name,
+                    ready: h.ready,
                 }),
             }));
         }

@@ -25,6 +25,9 @@ pub struct Handover<I> {
     pub events: Vec<SystemEvent>,
     /// The game fingerprint the room requires.
     pub fingerprint: u64,
+    /// The match's id, as the old host's Welcome gave it: the match goes
+    /// on under it.
+    pub match_id: u64,
 }
 
 /// A seat whose player will come back to a sequencer taking over.
@@ -48,6 +51,8 @@ pub struct Survivor<I> {
     /// Inputs it committed for ticks not sealed yet, by tick: they run
     /// while it comes back.
     pub inputs: Vec<(Tick, I)>,
+    /// Its player's name, as the roster had it.
+    pub name: String,
 }
 
 impl<I: Input> Sequencer<I> {
@@ -77,6 +82,10 @@ impl<I: Input> Sequencer<I> {
         }
         s.tokens = s.tokens.branch(&context);
         s.fingerprint = Some(handover.fingerprint);
+        s.match_id = handover.match_id;
+        // A match that sealed a tick has started; one taken over in its
+        // lobby keeps its lobby.
+        s.playing |= next > s.config.first_tick;
         s.taken_over_at = Some(next);
         s.history_base = handover.frames.first().map_or(next, |f| f.tick);
         // The delay in force is the last one the frames set: the config's
@@ -136,7 +145,10 @@ impl<I: Input> Sequencer<I> {
                 handed_over: sv.playing,
                 wants: None,
                 bound: sv.peer,
+                name: sv.name,
+                ready: false,
             });
+            s.had_player = true;
         }
         for ev in handover.events {
             s.add_tick_event(next, ev);
