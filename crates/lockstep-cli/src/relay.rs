@@ -1,7 +1,7 @@
 //! `lockstep relay`.
 
 use clap::{Args, ValueEnum};
-use lockstep_relay::{Listeners, PolicyName, RelayConfig};
+use lockstep_relay::{Listeners, PolicyName, RelayConfig, StartName};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use tracing_subscriber::EnvFilter;
@@ -39,6 +39,15 @@ pub(crate) struct RelayArgs {
     /// Default seats per room (1 to 256).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
     max_seats: Option<u16>,
+    /// When a room's match starts: with its first player, once
+    /// `--start-players` seats are taken, or once at least that many are
+    /// seated and all are ready. Any but at-once opens a lobby: players
+    /// see each other by name and nothing runs until the match starts.
+    #[arg(long, value_enum)]
+    start: Option<StartRule>,
+    /// The count `--start` names (1 to the seats).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
+    start_players: Option<u16>,
     /// Most rooms at once.
     #[arg(long)]
     max_rooms: Option<usize>,
@@ -76,6 +85,27 @@ pub(crate) struct RelayArgs {
 pub(crate) enum ServerGame {
     /// The demo game.
     Swarm,
+}
+
+/// When a room's match starts, as a command-line value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum StartRule {
+    /// With the first player (no lobby).
+    AtOnce,
+    /// Once `--start-players` seats are taken.
+    Seated,
+    /// Once at least `--start-players` are seated and all are ready.
+    Ready,
+}
+
+impl From<StartRule> for StartName {
+    fn from(s: StartRule) -> Self {
+        match s {
+            StartRule::AtOnce => Self::AtOnce,
+            StartRule::Seated => Self::Seated,
+            StartRule::Ready => Self::Ready,
+        }
+    }
 }
 
 /// How joiners join a game under way, as a command-line value.
@@ -169,6 +199,8 @@ fn config(args: &RelayArgs) -> Result<RelayConfig, RelayCliError> {
     d.delay = args.delay.unwrap_or(d.delay);
     d.max_seats = args.max_seats.unwrap_or(d.max_seats);
     d.policy = args.policy.map_or(d.policy, PolicyName::from);
+    d.start = args.start.map_or(d.start, StartName::from);
+    d.start_players = args.start_players.unwrap_or(d.start_players);
     if let Some(ServerGame::Swarm) = args.game {
         let seed = args.seed;
         config.game = Some(lockstep_relay::GameFactory::new(move || {

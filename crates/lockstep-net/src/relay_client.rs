@@ -170,6 +170,20 @@ impl<G: Game> RelayClient<G> {
         self.runner.game()
     }
 
+    /// Says whether this player is ready to start, in a room whose match
+    /// starts once its players are ready (the status is
+    /// [`Status::InLobby`] until then; `runner().session().roster()` names
+    /// everyone seated and says who is ready).
+    pub fn set_ready(&mut self, ready: bool) {
+        self.runner.session_mut().set_ready(ready);
+    }
+
+    /// Leaves the match: the relay is told goodbye at the next turn, and
+    /// the status turns `Ended`.
+    pub fn leave(&mut self) {
+        self.runner.session_mut().leave();
+    }
+
     /// The next event, for the game to show.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.runner.poll_event()

@@ -2,7 +2,7 @@
 
 use crate::ticket::{ShortSecret, TicketKey};
 use lockstep_core::AdaptiveDelay;
-use lockstep_core::sequenced::{MissingInput, Policy, SequencerConfig};
+use lockstep_core::sequenced::{MissingInput, Policy, SequencerConfig, Start};
 use lockstep_core::wire::InputCodec;
 use serde::Deserialize;
 use std::time::Duration;
@@ -130,8 +130,6 @@ pub struct Limits {
     pub max_datagrams_per_sec: u32,
     /// Inputs a connection may send per second (resends included).
     pub max_inputs_per_sec: u32,
-    /// Seconds an empty room is kept before it is removed.
-    pub idle_room_secs: u64,
     /// Seconds of silence after which a connection is dropped.
     pub timeout_secs: u64,
     /// Answers (challenges, refusals, errors) sent per second to addresses
@@ -174,7 +172,6 @@ impl Default for Limits {
             max_message: 1200,
             max_datagrams_per_sec: 400,
             max_inputs_per_sec: 4000,
-            idle_room_secs: 60,
             timeout_secs: 15,
             stranger_replies_per_sec: 1000,
             stranger_replies_per_addr: 5,
@@ -295,6 +292,15 @@ pub struct RoomSettings {
     /// that run a host-mode session against the relay can; the addresses
     /// must reach each other (a LAN, or players with public addresses).
     pub failover: bool,
+    /// When a match starts: `"at-once"` with its first player (who plays
+    /// alone until others join), `"seated"` once `start_players` seats are
+    /// taken, `"ready"` once at least `start_players` are seated and every
+    /// seated player said it is ready. Any but `"at-once"` opens the room
+    /// with a lobby: nothing runs until the match starts, and players see
+    /// each other by name meanwhile.
+    pub start: StartName,
+    /// The count `start` names (1 to `max_seats`).
+    pub start_players: u16,
 }
 
 impl Default for RoomSettings {
@@ -317,8 +323,23 @@ impl Default for RoomSettings {
             snapshot_join_after: 90,
             max_snapshot_mib: 16,
             failover: false,
+            start: StartName::AtOnce,
+            start_players: 2,
         }
     }
+}
+
+/// A room's start rule by name (see [`RoomSettings::start`]).
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum StartName {
+    /// With the first player: no lobby.
+    #[default]
+    AtOnce,
+    /// Once `start_players` seats are taken.
+    Seated,
+    /// Once at least `start_players` are seated and all are ready.
+    Ready,
 }
 
 /// A sealing policy by name.
@@ -386,6 +407,14 @@ pub struct RoomOverrides {
     pub pauses_per_seat: Option<u32>,
     /// See [`RoomSettings::failover`].
     pub failover: Option<bool>,
+    /// See [`RoomSettings::snapshot_join`].
+    pub snapshot_join: Option<bool>,
+    /// See [`RoomSettings::snapshot_join_after`].
+    pub snapshot_join_after: Option<u32>,
+    /// See [`RoomSettings::start`].
+    pub start: Option<StartName>,
+    /// See [`RoomSettings::start_players`].
+    pub start_players: Option<u16>,
 }
 
 /// A configuration that cannot run.
@@ -486,6 +515,10 @@ impl RelayConfig {
             s.max_pause_secs = o.max_pause_secs.unwrap_or(s.max_pause_secs);
             s.pauses_per_seat = o.pauses_per_seat.unwrap_or(s.pauses_per_seat);
             s.failover = o.failover.unwrap_or(s.failover);
+            s.snapshot_join = o.snapshot_join.unwrap_or(s.snapshot_join);
+            s.snapshot_join_after = o.snapshot_join_after.unwrap_or(s.snapshot_join_after);
+            s.start = o.start.unwrap_or(s.start);
+            s.start_players = o.start_players.unwrap_or(s.start_players);
         }
         s
     }
@@ -497,6 +530,13 @@ impl RelayConfig {
         let s = self.room(name);
         let l = &self.limits;
         SequencerConfig {
+            start: match s.start {
+                StartName::AtOnce => Start::AtOnce,
+                StartName::Seated => Start::Seated(s.start_players),
+                StartName::Ready => Start::Ready {
+                    min: s.start_players,
+                },
+            },
             policy: match s.policy {
                 PolicyName::WaitForAll => Policy::WaitForAll {
                     abandon_after: Duration::from_secs(s.abandon_after_secs),

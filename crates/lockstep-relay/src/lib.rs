@@ -40,7 +40,7 @@ mod tls;
 pub use background::{BackgroundRelay, Bind};
 pub use config::{
     DeclaredRoom, GameFactory, Limits, MissingName, PolicyName, RelayConfig, RelayConfigError,
-    RoomOverrides, RoomSettings, TicketKeyConfig, Tickets,
+    RoomOverrides, RoomSettings, StartName, TicketKeyConfig, Tickets,
 };
 pub use metrics::Metrics;
 pub use server::{

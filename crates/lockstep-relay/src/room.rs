@@ -84,8 +84,8 @@ impl Engine {
         each!(self, s => s.resend_welcome(peer));
     }
 
-    pub(crate) fn replayable(&self) -> bool {
-        each!(self, s => s.replayable())
+    pub(crate) fn match_over(&self) -> bool {
+        each!(self, s => s.match_over())
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -121,7 +121,8 @@ pub(crate) type RoomName = std::sync::Arc<str>;
 pub(crate) struct Room {
     pub(crate) name: RoomName,
     pub(crate) engine: Engine,
-    pub(crate) empty_since: Option<std::time::Instant>,
+    /// Its match is over and its last connections were told so.
+    pub(crate) ending: bool,
     pub(crate) sealed: u64,
     pub(crate) stalls: u64,
     /// Delay changes and datagrams lost each way, as last added to the
@@ -139,7 +140,7 @@ impl Room {
         Self {
             name,
             engine,
-            empty_since: None,
+            ending: false,
             sealed: 0,
             stalls: 0,
             reported: (0, 0, 0),

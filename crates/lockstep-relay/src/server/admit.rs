@@ -351,6 +351,11 @@ impl Core {
         now: CoreInstant,
     ) -> Option<RoomName> {
         let room: RoomName = existing.unwrap_or_else(|| hello.room.into());
+        // A match whose last player left is over, even before housekeeping
+        // closes its room: the name starts a new match.
+        if self.rooms.get(&room).is_some_and(|r| r.engine.match_over()) {
+            self.close_room(&room);
+        }
         if !self.rooms.contains_key(&room) {
             // Rooms, declared ones too, open with their first client, in the
             // input codec it speaks, and close when empty.

@@ -231,9 +231,8 @@ impl Core {
         for p in stale {
             self.forget(p);
         }
-        let idle = Duration::from_secs(self.config.limits.idle_room_secs);
         let (mut players, mut spectators, mut delay_max) = (0, 0, 0);
-        let mut remove = Vec::new();
+        let (mut remove, mut over) = (Vec::new(), Vec::new());
         for (name, r) in &mut self.rooms {
             let st = r.engine.stats();
             players += st.players as u64;
@@ -254,25 +253,26 @@ impl Core {
                 .fetch_add(now.1.saturating_sub(was.1), Ordering::Relaxed);
             m.lost_out
                 .fetch_add(now.2.saturating_sub(was.2), Ordering::Relaxed);
+            // A room goes once empty: a match ends with its last player,
+            // and the next client under its name starts a new one (a
+            // declared room keeps its settings for it). Spectators left
+            // when the last player went are told the match is over.
             if r.engine.is_empty() {
-                let since = *r.empty_since.get_or_insert(self.last_housekeeping);
-                // An empty room goes after a while; at once if it could no
-                // longer take a joiner. A declared one opens afresh with its
-                // next client.
-                if since.elapsed() >= idle || !r.engine.replayable() {
-                    remove.push(name.clone());
-                }
-            } else {
-                r.empty_since = None;
+                remove.push(name.clone());
+            } else if r.engine.match_over() && !r.ending {
+                r.ending = true;
+                r.engine.shutdown("the match is over");
+                over.push(name.clone());
             }
+        }
+        let now = std::time::Instant::now();
+        for name in over {
+            info!(room = %name, "match over: every player left");
+            self.flush(&name, now);
         }
         for name in remove {
             info!(room = %name, "empty room closed");
-            if let Some(r) = self.rooms.remove(&name)
-                && let Some(t) = r.scheduled
-            {
-                self.deadlines.remove(&(t, name));
-            }
+            self.forget_room(&name);
         }
         self.metrics
             .rooms
@@ -284,6 +284,26 @@ impl Core {
         self.metrics.players.store(players, Ordering::Relaxed);
         self.metrics.spectators.store(spectators, Ordering::Relaxed);
         self.metrics.delay_max.store(delay_max, Ordering::Relaxed);
+    }
+
+    /// Removes room `name` and its place in the deadline index.
+    fn forget_room(&mut self, name: &RoomName) {
+        if let Some(r) = self.rooms.remove(name)
+            && let Some(t) = r.scheduled
+        {
+            self.deadlines.remove(&(t, name.clone()));
+        }
+    }
+
+    /// Closes room `name` now: whoever is still connected (spectators of a
+    /// match that is over) is told so.
+    pub(super) fn close_room(&mut self, name: &RoomName) {
+        if let Some(r) = self.rooms.get_mut(name) {
+            r.engine.shutdown("the match is over");
+        }
+        self.flush(name, std::time::Instant::now());
+        info!(room = %name, "room closed: its match is over");
+        self.forget_room(name);
     }
 
     pub(super) fn shutdown(&mut self, goodbye: bool) -> RelayReport {

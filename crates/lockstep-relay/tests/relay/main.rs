@@ -9,6 +9,7 @@ mod failover;
 mod griefing_attacks;
 mod http_attacks;
 mod limits;
+mod lobby;
 mod opaque;
 mod play;
 mod rule_attacks;
