@@ -216,6 +216,9 @@ pub struct Runner<G: Game, S> {
     interrupted: BTreeMap<PeerId, Instant>,
     /// The match's last tick, if the game set one.
     last_tick: Option<Tick>,
+    /// The game a state received replaced after it had run frames (a
+    /// resync), until taken.
+    replaced: Option<G>,
 }
 
 impl<G: Game, S: Played<G::Input>> Runner<G, S> {
@@ -252,6 +255,7 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
             was_connected: false,
             interrupted: BTreeMap::new(),
             last_tick: None,
+            replaced: None,
         })
     }
 
@@ -407,6 +411,15 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
         self.last_run
     }
 
+    /// After a state received replaced a game that had run frames (our
+    /// state parted from the others' and was resynced), the game as it
+    /// was, once: compared with [`game`](Self::game) (their state), field
+    /// by field with [`Game::fields`], it shows what parted. Only the
+    /// latest is kept.
+    pub fn take_replaced(&mut self) -> Option<G> {
+        self.replaced.take()
+    }
+
     /// The runner's parts, to go on without it.
     pub fn into_parts(self) -> (S, G) {
         (self.session, self.game)
@@ -485,7 +498,10 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
         if let Some(s) = self.session.take_snapshot() {
             match G::restore(&s.bytes) {
                 Ok(game) => {
-                    self.game = game;
+                    let old = core::mem::replace(&mut self.game, game);
+                    if self.last_run.is_some() {
+                        self.replaced = Some(old);
+                    }
                     self.last_run = Some(s.tick);
                 }
                 Err(reason) => {

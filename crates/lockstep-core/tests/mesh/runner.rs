@@ -151,6 +151,7 @@ fn heal(seed: u64, link: LinkConditions, players: u32, part_at: u32) {
         );
     }
     let mut events: BTreeMap<PeerId, Vec<Event>> = BTreeMap::new();
+    let mut replaced: BTreeMap<PeerId, Vec<Fold>> = BTreeMap::new();
     sim.run(
         Instant::from_millis(30_000),
         Duration::from_micros(16_667),
@@ -159,6 +160,9 @@ fn heal(seed: u64, link: LinkConditions, players: u32, part_at: u32) {
                 .expect("the runner goes on");
             while let Some(e) = p.0.poll_event() {
                 events.entry(id).or_default().push(e);
+            }
+            if let Some(old) = p.0.take_replaced() {
+                replaced.entry(id).or_default().push(old);
             }
         },
         |_| false,
@@ -190,6 +194,17 @@ fn heal(seed: u64, link: LinkConditions, players: u32, part_at: u32) {
     for (t, h) in both {
         assert_eq!(logs[0].get(t), Some(h), "seed {seed}: after {t}");
     }
+    // The game its state replaced is handed back once, as it was: the
+    // copy of the build that parts, past the parting.
+    let old = replaced
+        .get(&PeerId(odd))
+        .expect("the parted game handed back");
+    assert!(
+        old.iter()
+            .all(|g| g.part_at == Some(part_at) && g.next > part_at),
+        "seed {seed}"
+    );
+    assert_eq!(replaced.len(), 1, "seed {seed}: nobody else was replaced");
     let saw =
         |id: u32, f: fn(&Event) -> bool| events.get(&PeerId(id)).is_some_and(|e| e.iter().any(f));
     assert!(saw(odd, |e| matches!(e, Event::Resyncing)), "seed {seed}");
