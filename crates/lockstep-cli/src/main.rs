@@ -7,11 +7,9 @@ mod bench;
 mod demo;
 
 mod desync;
-mod driver;
 mod netsim;
 mod play;
 mod relay;
-mod snapshots;
 mod ticket;
 
 /// Deterministic lockstep networking: run a relay, and more.

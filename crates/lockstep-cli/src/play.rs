@@ -1,18 +1,18 @@
 //! `lockstep play`: swarm in a terminal, against a relay.
 
-use crate::driver::{self, Driver};
 use clap::Args;
 use crossterm::event::{
     self, Event as TermEvent, KeyCode, KeyEventKind, KeyModifiers, KeyboardEnhancementFlags,
     PopKeyboardEnhancementFlags, PushKeyboardEnhancementFlags,
 };
 use crossterm::{cursor, execute, terminal};
-use lockstep_core::sequenced::{ClientConfig, ClientSession, CloseReason};
+use lockstep_core::runner::{Runner, RunnerConfig, Status};
+use lockstep_core::sequenced::{ClientConfig, ClientSession, CloseReason, Start};
 use lockstep_core::wire::InputCodec;
 use lockstep_core::{Event, PlayerInputs};
 use lockstep_demo::render::{self, Hud};
 use lockstep_demo::{BOOST, FIRE, Game};
-use lockstep_net::{Buffers, Clock, Transport, UdpTransport, WsClientTransport, drive};
+use lockstep_net::{Buffers, Clock, Transport, TurnError, UdpTransport, WsClientTransport, turn};
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use std::io::Stdout;
@@ -71,6 +71,15 @@ pub(crate) enum PlayError {
 }
 
 const HELP: &str = " WASD move · arrows/IJKL aim · space fire (F: auto-fire) · B boost · Q quit";
+const LOBBY_HELP: &str = " R ready / not ready · Q quit";
+
+/// What a key asks of the game as a whole.
+#[derive(Debug, PartialEq, Eq)]
+enum Asked {
+    Nothing,
+    Quit,
+    ToggleReady,
+}
 
 /// Keys held, by when they expire: terminals rarely report releases, so a
 /// press holds a key for a moment, and auto-repeat keeps it held.
@@ -160,22 +169,24 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
         if p.reconnect_if_lost(now)? {
             continue;
         }
-        if p.read_keys(now)? {
-            p.say_goodbye();
-            break None;
+        match p.read_keys(now)? {
+            Asked::Quit => {
+                p.say_goodbye();
+                break None;
+            }
+            Asked::ToggleReady => {
+                let ready = !p.runner.session().is_ready();
+                p.runner.session_mut().set_ready(ready);
+            }
+            Asked::Nothing => {}
         }
         if let Some(reason) = p.ended(now) {
             break Some(reason);
         }
-        p.drive(now);
-        if let Err(e) = p.snapshots.restore(&mut p.session, &mut p.game) {
+        if let Err(e) = p.turn(now) {
             break Some(e);
         }
-        p.run_frames(now);
-        p.show_joining();
         p.take_events(now);
-        p.snapshots.donate(&mut p.session, &p.game);
-        p.drive(now);
         if let Some(reason) = p.ended(now) {
             break Some(reason);
         }
@@ -199,16 +210,12 @@ struct Play {
     /// The session's configuration as it started (a reconnect needs a new
     /// secret of the same kind).
     base_config: ClientConfig,
-    session: ClientSession<PlayerInputs>,
+    /// The session and the game: ticks on a steady clock, catching up
+    /// when behind, the state handed over and restored, checksums.
+    runner: Runner<Game, ClientSession<PlayerInputs>>,
     transport: Box<dyn Transport>,
     /// The relay, as the screen shows it.
     where_: String,
-    game: Game,
-    snapshots: crate::snapshots::Snapshots,
-    /// Ticks on a steady clock, one frame kept ready (once the room's tick
-    /// rate is known); far behind, catching up within a budget per render
-    /// frame.
-    driver: Driver,
     keys: Keys,
     buffers: Buffers,
     screen: Screen,
@@ -258,20 +265,19 @@ impl Play {
                 "play needs an interactive terminal (its input or output is not one)".into(),
             ));
         }
+        let runner = Runner::new(session, Game::new(a.seed), RunnerConfig::default())
+            .map_err(|e| PlayError::Options(format!("bad option: {e}")))?;
         let (transport, where_) = connect(&a.relay, a.ca.as_deref(), Duration::from_secs(5))?;
         let screen = Screen::open()?;
         let status = format!("connecting to {where_}...");
         let in_room = format!("room {} on {where_}", a.room);
         Ok(Self {
-            game: Game::new(a.seed),
+            runner,
             a,
             clock,
             base_config,
-            session,
             transport,
             where_,
-            snapshots: crate::snapshots::Snapshots::default(),
-            driver: Driver::player(),
             keys: Keys::default(),
             buffers: Buffers::default(),
             screen,
@@ -294,8 +300,8 @@ impl Play {
             .lost_since
             .is_some_and(|t| now - t >= Duration::from_secs(3));
         let in_time = self.outage.is_none_or(|t| now - t < RECONNECT_FOR);
-        if may_reconnect(&self.session, self.outage, now)
-            || (lost && in_time && self.session.can_reconnect())
+        if may_reconnect(self.runner.session(), self.outage, now)
+            || (lost && in_time && self.runner.session().can_reconnect())
         {
             self.outage.get_or_insert(now);
             self.tries += 1;
@@ -307,7 +313,8 @@ impl Play {
                 None => None,
             };
             if self
-                .session
+                .runner
+                .session_mut()
                 .reconnect(WsClientTransport::SERVER, secret, self.clock.now())
                 .is_ok()
             {
@@ -327,8 +334,9 @@ impl Play {
         Ok(false)
     }
 
-    /// Takes the keys pressed and released; whether the player quits.
-    fn read_keys(&mut self, now: Instant) -> Result<bool, PlayError> {
+    /// Takes the keys pressed and released; whether the player quits or
+    /// says it is ready (or not).
+    fn read_keys(&mut self, now: Instant) -> Result<Asked, PlayError> {
         while event::poll(Duration::ZERO)? {
             match event::read()? {
                 TermEvent::Key(k) => {
@@ -336,12 +344,18 @@ impl Play {
                         || (k.code == KeyCode::Char('c')
                             && k.modifiers.contains(KeyModifiers::CONTROL));
                     if quit && k.kind != KeyEventKind::Release {
-                        return Ok(true);
+                        return Ok(Asked::Quit);
                     }
                     let code = match k.code {
                         KeyCode::Char(c) => KeyCode::Char(c.to_ascii_lowercase()),
                         other => other,
                     };
+                    if code == KeyCode::Char('r')
+                        && k.kind == KeyEventKind::Press
+                        && self.runner.session().lobby().is_some()
+                    {
+                        return Ok(Asked::ToggleReady);
+                    }
                     match k.kind {
                         KeyEventKind::Release => self.keys.release(code),
                         _ if code == KeyCode::Char('f') => self.keys.autofire = !self.keys.autofire,
@@ -352,15 +366,15 @@ impl Play {
                 _ => {}
             }
         }
-        Ok(false)
+        Ok(Asked::Nothing)
     }
 
     /// Says goodbye while the relay answers (a moment at most: the
     /// transport may be dead).
     fn say_goodbye(&mut self) {
-        self.session.leave();
+        self.runner.session_mut().leave();
         let until = Instant::now() + Duration::from_millis(500);
-        while self.session.closed().is_none() && Instant::now() < until {
+        while self.runner.session().closed().is_none() && Instant::now() < until {
             if !self.exchange() {
                 break;
             }
@@ -371,15 +385,15 @@ impl Play {
     /// Why the session ended, in words, if it has and will not be replaced
     /// by a new connection.
     fn ended(&self, now: Instant) -> Option<String> {
-        ended(&self.session, &self.where_)
-            .filter(|_| !may_reconnect(&self.session, self.outage, now))
+        ended(self.runner.session(), &self.where_)
+            .filter(|_| !may_reconnect(self.runner.session(), self.outage, now))
     }
 
     /// One exchange of datagrams with the transport; whether it still
     /// works.
     fn exchange(&mut self) -> bool {
-        drive(
-            &mut self.session,
+        lockstep_net::drive(
+            &mut self.runner,
             &mut self.transport,
             self.clock.now(),
             &mut self.buffers,
@@ -387,63 +401,72 @@ impl Play {
         .is_ok()
     }
 
-    /// Datagrams in and out. A transport that died (a closed WebSocket) is
-    /// replaced a second later, without waiting for the session to notice
-    /// the silence.
-    fn drive(&mut self, now: Instant) {
-        if !self.exchange() {
-            self.lost_since.get_or_insert(now - Duration::from_secs(2));
-        }
-    }
-
-    /// Ticks run on a steady clock (frames arriving unevenly do not make
-    /// the ships jump); catching up runs at most a budget of ticks per
-    /// render frame, so the screen keeps drawing.
-    fn run_frames(&mut self, now: Instant) {
-        let mut turn = self.driver.turn(&self.session, self.clock.now());
-        // A commit the loop could not make when its frame ran (refused in
-        // a pause, say) is made now: the next frame may wait on it.
+    /// One turn: datagrams in, the frames due run (on a steady clock, or
+    /// catching up within a budget per render frame so the screen keeps
+    /// drawing), the input due committed, datagrams out. A transport that
+    /// died (a closed WebSocket) is replaced a second later, without
+    /// waiting for the session to notice the silence. The game failing
+    /// (a state that does not restore) ends `play`, in words.
+    fn turn(&mut self, now: Instant) -> Result<(), String> {
         let keys = &mut self.keys;
-        let _ = driver::commit_due(&mut self.session, || keys.input(now));
-        while let Some(frame) = turn.next(&mut self.session) {
-            self.game.step(&frame);
-            let _ = self.session.report_checksum(frame.tick, self.game.hash());
-            self.snapshots.donate(&mut self.session, &self.game);
-            // The input for the tick `delay` ahead, as this one runs.
-            let keys = &mut self.keys;
-            let _ = driver::commit_due(&mut self.session, || keys.input(now));
+        match turn(
+            &mut self.runner,
+            &mut self.transport,
+            self.clock.now(),
+            &mut self.buffers,
+            |_| keys.input(now),
+        ) {
+            Ok(_) => Ok(()),
+            Err(TurnError::Transport(_)) => {
+                self.lost_since.get_or_insert(now - Duration::from_secs(2));
+                Ok(())
+            }
+            Err(e) => Err(e.to_string()),
         }
-        self.driver.finish(turn);
     }
 
-    /// While joining, how far the state or the catching up has come.
-    fn show_joining(&mut self) {
-        if self.session.joining() {
-            self.status = match self.session.snapshot_progress() {
-                Some((have, of)) => format!("joining: the self.game's state, {have}/{of}"),
-                None if self.game.tick == lockstep_core::Tick::ZERO => "joining...".into(),
-                None => format!(
-                    "catching up: tick {} of {}",
-                    self.game.tick,
-                    self.session.stats().server_open
-                ),
-            };
-        }
+    /// What the status line says of the match: the lobby and who is in
+    /// it, the state arriving, catching up; `None` in play.
+    fn match_status(&self) -> Option<String> {
+        let s = self.runner.session();
+        Some(match self.runner.status() {
+            Status::InLobby(l) => {
+                let rule = match l.start {
+                    Start::Seated(n) => format!("starts at {n} players"),
+                    Start::Ready { min } => {
+                        format!("starts when all are ready (at least {min})")
+                    }
+                    _ => "starts when the host says".into(),
+                };
+                let names: Vec<String> = s
+                    .roster()
+                    .map(|e| {
+                        let mark = if e.ready { "*" } else { "" };
+                        format!("{}{mark}", printable(&e.name))
+                    })
+                    .collect();
+                let you = if s.is_ready() { "ready" } else { "not ready" };
+                format!(
+                    "lobby: {} seated, {} ready, {rule} · {} · you: {you}",
+                    l.seated,
+                    l.ready,
+                    names.join(" ")
+                )
+            }
+            Status::Loading { have, of } => format!("joining: the game's state, {have}/{of}"),
+            Status::CatchingUp { behind } => format!("catching up: {behind} ticks behind"),
+            _ => return None,
+        })
     }
 
     /// The session's events: the status line, and a reconnect's outcome.
     fn take_events(&mut self, now: Instant) {
-        while let Some(ev) = self.session.poll_event() {
-            self.snapshots.on_event(&ev);
+        while let Some(ev) = self.runner.poll_event() {
             match ev {
                 Event::CaughtUp { .. } => self.status = self.in_room.clone(),
-                // Back without our state: start over; a snapshot follows,
-                // or the game from its start.
-                Event::Reconnected { kept, .. } => {
-                    if !kept {
-                        self.game = Game::new(self.a.seed);
-                        self.snapshots = crate::snapshots::Snapshots::default();
-                    }
+                // Back, with our state or (the runner restarted the game)
+                // without it.
+                Event::Reconnected { .. } => {
                     self.lost_since = None;
                     self.back += 1;
                     self.tries = 0;
@@ -476,34 +499,48 @@ impl Play {
     fn draw(&mut self, now: Instant) -> Result<(), PlayError> {
         if now - self.last_draw >= Duration::from_millis(33) {
             self.last_draw = now;
+            let session = self.runner.session();
+            let in_lobby = session.lobby().is_some();
             let hud = Hud {
-                tick: self.game.tick.get(),
-                ping_ms: self.session.stats().rtt.map(|r| r.as_millis() as u32),
+                tick: self.runner.game().tick.get(),
+                ping_ms: session.stats().rtt.map(|r| r.as_millis() as u32),
                 loss_pct: {
-                    let t = self.session.stats().traffic;
+                    let t = session.stats().traffic;
                     let pct = |l: f64| (l * 100.0).round() as u32;
                     t.loss_up.zip(t.loss_down).map(|(u, d)| (pct(u), pct(d)))
                 },
-                delay: self.session.welcome().map_or(0, |w| w.delay),
-                stalls: (self.session.stats().stalls, self.session.stats().frames),
-                me: self.session.seat(),
+                delay: session.welcome().map_or(0, |w| w.delay),
+                stalls: (session.stats().stalls, session.stats().frames),
+                me: session.seat(),
                 spectator: self.a.watch,
                 // Not while the relay is silent: its last word on whom the
                 // game waits is stale.
-                waiting_on: if self.session.stalled()
+                waiting_on: if session.stalled()
+                    && !in_lobby
                     && self.lost_since.is_none()
                     && self.tries == 0
                 {
-                    self.session.awaiting()
+                    session.awaiting()
                 } else {
                     Vec::new()
                 },
-                status: self.status.clone(),
-                help: HELP.to_owned(),
+                status: self.match_status().unwrap_or_else(|| {
+                    // Who plays which ship, by name.
+                    let names: Vec<String> = session
+                        .roster()
+                        .map(|e| format!("{}:{}", e.seat.0, printable(&e.name)))
+                        .collect();
+                    format!("{} · {}", self.status, names.join(" "))
+                }),
+                help: if in_lobby && !self.a.watch {
+                    LOBBY_HELP
+                } else {
+                    HELP
+                }
+                .to_owned(),
             };
-            self.screen
-                .terminal
-                .draw(|f| render::draw(f, &self.game, &hud))?;
+            let game = self.runner.game();
+            self.screen.terminal.draw(|f| render::draw(f, game, &hud))?;
         }
         Ok(())
     }
@@ -532,6 +569,14 @@ fn ended(session: &ClientSession<PlayerInputs>, relay: &str) -> Option<String> {
         }
         other => other.to_string(),
     })
+}
+
+/// A name from the network as the screen may show it: control characters
+/// (a terminal's escape sequences) become `?`.
+fn printable(name: &str) -> String {
+    name.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
 }
 
 /// Refuses an address with a scheme `connect` does not speak.

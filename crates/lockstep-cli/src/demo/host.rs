@@ -5,28 +5,40 @@
 //! failover on, and dies mid-match; the bots carry the match on the same
 //! way, directly between themselves.
 
-use super::{DemoArgs, DemoError, TransportKind, game_config};
-use crate::driver::{self, Driver};
+use super::swarm::{Seat, Swarm};
+use super::{DemoArgs, DemoError, TransportKind, game_config, runner_config};
+use lockstep_core::runner::Runner;
 use lockstep_core::sequenced::{
-    ClientConfig, HostedConfig, HostedSession, MissingInput, Policy, SequencerConfig,
+    ClientConfig, HostedConfig, HostedSession, MissingInput, Policy, SequencerConfig, Start,
 };
 use lockstep_core::wire::InputCodec;
-use lockstep_core::{PlayerInputs, SystemEvent};
+use lockstep_core::{PlayerInputs, Tick};
 use lockstep_demo::{Bot, Game};
-use lockstep_net::{Buffers, Clock, Faults, FaultyTransport, UdpTransport, drive_hosted};
-use lockstep_relay::{BackgroundRelay, Bind, RelayConfig};
+use lockstep_net::{Buffers, Clock, Faults, FaultyTransport, TurnError, UdpTransport, turn_hosted};
+use lockstep_relay::{BackgroundRelay, Bind, RelayConfig, StartName};
 use std::time::{Duration, Instant};
 
 struct HostBot {
     name: String,
-    session: HostedSession<PlayerInputs>,
+    /// Its session and game: ticks on a steady clock (or catching up),
+    /// checksums, a takeover carried through, the last tick.
+    runner: Runner<Swarm, HostedSession<PlayerInputs>>,
     /// Its socket, impaired as `--loss`, `--latency` and `--jitter` say.
     udp: FaultyTransport<UdpTransport>,
-    game: Game,
     bot: Option<Bot>,
-    /// Runs its ticks on a steady clock, or catching up.
-    driver: Driver,
     buffers: Buffers,
+    /// The host changes of its game it has told of.
+    told: usize,
+}
+
+impl HostBot {
+    fn game(&self) -> &Game {
+        &self.runner.game().game
+    }
+
+    fn session(&self) -> &HostedSession<PlayerInputs> {
+        self.runner.session()
+    }
 }
 
 pub(crate) fn main(a: &DemoArgs) -> Result<(), DemoError> {
@@ -113,6 +125,9 @@ fn hosted_config(a: &DemoArgs, name: String) -> HostedConfig {
             max_seats: a.players,
             codec: InputCodec::PlayerInputs,
             fingerprint: Some(fingerprint),
+            // Through the lobby: the match starts once every bot is
+            // seated and ready.
+            start: Start::Ready { min: a.players },
             ..SequencerConfig::default()
         },
         client: ClientConfig {
@@ -138,6 +153,8 @@ fn start_relay(a: &DemoArgs, failover: bool) -> Result<Option<BackgroundRelay>, 
     config.room_defaults.max_seats = a.players;
     config.room_defaults.policy = a.policy.into();
     config.room_defaults.failover = true;
+    config.room_defaults.start = StartName::Ready;
+    config.room_defaults.start_players = a.players;
     config.limits.max_udp_per_addr = 256;
     config.limits.handshakes_per_addr = 1000;
     config.limits.stranger_replies_per_addr = 1000;
@@ -173,7 +190,7 @@ fn start_bots(
             ..Faults::default()
         };
         let seed = a.seed.wrapping_mul(31).wrapping_add(i as u64);
-        let session = match host_addr {
+        let mut session = match host_addr {
             None => {
                 host_addr = Some(udp.local_addr().map_err(|e| setup(&e))?);
                 HostedSession::host(hosted_config(a, name.clone()), clock.now())
@@ -190,14 +207,21 @@ fn start_bots(
             }
         }
         .map_err(|e| setup(&e))?;
+        session.set_ready(true);
+        let game = Swarm::new(
+            Game::with_config(a.seed, game_config(a)),
+            None,
+            Seat::default(),
+        );
+        let mut runner = Runner::new(session, game, runner_config()).map_err(|e| setup(&e))?;
+        runner.set_last_tick(Some(Tick::new(a.ticks.saturating_sub(1))));
         bots.push(Some(HostBot {
             name,
-            session,
+            runner,
             udp: FaultyTransport::new(udp, faults, seed),
-            game: Game::with_config(a.seed, game_config(a)),
             bot: None,
-            driver: Driver::bot(a.tick_rate).map_err(DemoError::Setup)?,
             buffers: Buffers::default(),
+            told: 0,
         }));
     }
     Ok(bots)
@@ -256,7 +280,10 @@ fn play(
     // Takeover messages the bots did not act on, by reason.
     let mut ignored: std::collections::BTreeMap<String, u32> = std::collections::BTreeMap::new();
     loop {
-        let all_done = bots.iter().flatten().all(|b| b.game.tick.get() >= a.ticks);
+        let all_done = bots
+            .iter()
+            .flatten()
+            .all(|b| b.game().tick.get() >= a.ticks);
         if all_done {
             break;
         }
@@ -269,18 +296,18 @@ fn play(
         let seated = bots
             .iter()
             .flatten()
-            .all(|b| b.session.client().roster().count() >= usize::from(a.players));
+            .all(|b| b.session().client().roster().count() >= usize::from(a.players));
         for (i, slot) in bots.iter_mut().enumerate() {
             let Some(b) = slot else { continue };
             if i == 0
                 && killed.is_none()
                 && seated
-                && a.kill_relay_at.is_some_and(|t| b.game.tick.get() >= t)
+                && a.kill_relay_at.is_some_and(|t| b.game().tick.get() >= t)
                 && let Some(r) = relay.take()
             {
                 println!(
                     "tick {}: the relay stops dead (no goodbye, as if its process died)",
-                    b.game.tick.get()
+                    b.game().tick.get()
                 );
                 let _ = r.kill();
                 killed = Some(Instant::now());
@@ -288,61 +315,56 @@ fn play(
             if i == 0
                 && killed.is_none()
                 && seated
-                && a.kill_host_at.is_some_and(|t| b.game.tick.get() >= t)
+                && a.kill_host_at.is_some_and(|t| b.game().tick.get() >= t)
             {
                 println!(
                     "tick {}: bot0's process dies (the host: session and socket gone, no goodbye)",
-                    b.game.tick.get()
+                    b.game().tick.get()
                 );
                 *slot = None;
                 killed = Some(Instant::now());
                 continue;
             }
-            let _ = drive_hosted(&mut b.session, &mut b.udp, clock.now(), &mut b.buffers);
             if b.bot.is_none() {
-                b.bot = b.session.seat().map(|s| Bot::new(s, u64::from(s.0) + 1));
+                b.bot = b.session().seat().map(|s| Bot::new(s, u64::from(s.0) + 1));
             }
             // One commit per tick run, on a steady clock (see the relay
             // demo's bots); far behind, catching up without it.
-            let mut turn = b.driver.turn(b.session.client(), clock.now());
-            // A commit refused when its frame ran (in a pause) is made now.
-            if let Some(bot) = &mut b.bot {
-                let _ = driver::commit_due(&mut b.session, || bot.input(&b.game));
+            let bot = &mut b.bot;
+            let turned = turn_hosted(
+                &mut b.runner,
+                &mut b.udp,
+                clock.now(),
+                &mut b.buffers,
+                |g| {
+                    bot.as_mut()
+                        .map_or_else(PlayerInputs::default, |bot| bot.input(&g.game))
+                },
+            );
+            if let Err(TurnError::Runner(e)) = turned {
+                return Err(DemoError::Refused(b.name.clone(), e.to_string()));
             }
-            while b.game.tick.get() < a.ticks {
-                let Some(frame) = turn.next(&mut b.session) else {
-                    break;
-                };
-                for e in &frame.events {
-                    if let SystemEvent::HostChanged { player } = e
-                        && b.session.hosting()
-                    {
-                        let after = killed.map(|k| k.elapsed());
-                        pause = pause.or(after);
-                        println!(
-                            "tick {}: {} hosts now (seat {}){}",
-                            frame.tick,
-                            b.name,
-                            player.0,
-                            after.map_or(String::new(), |d| format!(
-                                ", {} ms after {gone} died",
-                                d.as_millis()
-                            ))
-                        );
-                    }
-                }
-                b.game.step(&frame);
-                let _ = b.session.report_checksum(frame.tick, b.game.hash());
-                if let Some(bot) = &mut b.bot {
-                    let _ = driver::commit_due(&mut b.session, || bot.input(&b.game));
+            let changes = &b.runner.game().host_changes;
+            for &(tick, player) in &changes[b.told..] {
+                if b.runner.session().hosting() {
+                    let after = killed.map(|k| k.elapsed());
+                    pause = pause.or(after);
+                    println!(
+                        "tick {tick}: {} hosts now (seat {}){}",
+                        b.name,
+                        player.0,
+                        after.map_or(String::new(), |d| format!(
+                            ", {} ms after {gone} died",
+                            d.as_millis()
+                        ))
+                    );
                 }
             }
-            b.driver.finish(turn);
-            while b.session.poll_event().is_some() {}
-            while let Some((_, why)) = b.session.poll_ignored() {
+            b.told = changes.len();
+            while b.runner.poll_event().is_some() {}
+            while let Some((_, why)) = b.runner.session_mut().poll_ignored() {
                 *ignored.entry(why.to_string()).or_insert(0u32) += 1;
             }
-            let _ = drive_hosted(&mut b.session, &mut b.udp, clock.now(), &mut b.buffers);
         }
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -358,13 +380,13 @@ fn print_table(bots: &[Option<HostBot>]) -> Vec<u64> {
     );
     let mut hashes = Vec::new();
     for b in bots.iter().flatten() {
-        let hash = b.game.hash();
+        let hash = b.game().hash();
         println!(
             "{:<6} {:>4} {:>6} {:>7}  {:016x}",
             b.name,
-            b.session.seat().map_or("-".into(), |s| s.0.to_string()),
-            b.game.tick.get(),
-            if b.session.hosting() { "yes" } else { "" },
+            b.session().seat().map_or("-".into(), |s| s.0.to_string()),
+            b.game().tick.get(),
+            if b.session().hosting() { "yes" } else { "" },
             hash
         );
         hashes.push(hash);

@@ -1,27 +1,39 @@
 //! `lockstep demo`: a relay and bots on this machine, and proof that every
 //! client ended on the same state.
 
-use crate::driver::{self, Driver};
 use crate::relay::Policy;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use lockstep_core::PlayerInputs;
+use lockstep_core::runner::{Runner, RunnerConfig};
 use lockstep_core::sequenced::{ClientConfig, ClientSession};
 use lockstep_core::wire::InputCodec;
+use lockstep_core::{PlayerInputs, Tick};
 use lockstep_demo::{Bot, Game, GameConfig};
 use lockstep_net::{
-    Buffers, Clock, Faults, FaultyTransport, Transport, UdpTransport, WsClientTransport, drive,
+    Buffers, Clock, Faults, FaultyTransport, Transport, TurnError, UdpTransport, WsClientTransport,
+    drive, turn,
 };
-use lockstep_relay::{BackgroundRelay, Bind, RelayConfig};
+use lockstep_relay::{BackgroundRelay, Bind, RelayConfig, StartName};
 use std::time::{Duration, Instant};
 
 mod args;
 mod bot;
 pub(crate) mod host;
+mod swarm;
 
 use args::Topology;
 pub(crate) use args::{DemoArgs, DemoError, TransportKind};
 use bot::{Client, Notes, Opened, step_client};
+use swarm::{Seat, Swarm};
+
+/// How a bot's runner plays: frames paced on a steady clock, and up to 64
+/// a turn when it catches up (a bot has no screen to keep drawing).
+fn runner_config() -> RunnerConfig {
+    RunnerConfig {
+        catch_up_per_update: 64,
+        ..RunnerConfig::default()
+    }
+}
 
 pub(crate) fn main(a: DemoArgs) -> Result<(), DemoError> {
     if let Some(every) = a.self_check {
@@ -147,6 +159,10 @@ fn start_relay(a: &DemoArgs) -> Result<BackgroundRelay, DemoError> {
     config.room_defaults.adaptive_delay = !a.fixed_delay;
     config.room_defaults.max_seats = a.players + a.late_joiners;
     config.room_defaults.snapshot_join = true;
+    // The match starts through the lobby, once every bot is seated and
+    // ready; late joiners join it under way.
+    config.room_defaults.start = StartName::Ready;
+    config.room_defaults.start_players = a.players;
     let game_config = game_config(a);
     if a.server_sim {
         let seed = a.seed;
@@ -326,29 +342,33 @@ impl Lobby<'_> {
             secret,
             ..ClientConfig::default()
         };
-        let session = ClientSession::new(config, WsClientTransport::SERVER, self.clock.now())
+        let mut session = ClientSession::new(config, WsClientTransport::SERVER, self.clock.now())
             .map_err(|e| DemoError::Setup(e.to_string()))?;
-        let game = Game::with_config(self.a.seed, self.game_config);
+        // Ready as soon as it is seated: the match starts with every bot.
+        session.set_ready(true);
+        let seat = Seat::default();
+        let game = Swarm::new(
+            Game::with_config(self.a.seed, self.game_config),
+            self.a.inject_desync,
+            seat.clone(),
+        );
+        let mut runner = Runner::new(session, game, runner_config())
+            .map_err(|e| DemoError::Setup(e.to_string()))?;
+        runner.set_last_tick(Some(Tick::new(self.a.ticks.saturating_sub(1))));
         Ok(Client {
             name: format!("bot{i}"),
             kind: if ws_client { "ws" } else { "udp" },
             transport,
-            session,
-            start: game.clone(),
-            game,
+            runner,
+            seat,
             bot: None,
-            driver: Driver::bot(self.a.tick_rate).map_err(DemoError::Setup)?,
             delay: 0,
             buffers: Buffers::default(),
             desyncs: 0,
-            snapshots: crate::snapshots::Snapshots::default(),
             joined: None,
             reconnected: None,
             offline: None,
             failure: None,
-            history: std::collections::VecDeque::new(),
-            frames: std::collections::VecDeque::new(),
-            inject: self.a.inject_desync,
             desync: Notes::default(),
         })
     }
@@ -392,12 +412,15 @@ fn play(
     let mut last_report = Instant::now();
     let mut timed_out = false;
     let mut half: Option<Instant> = None;
+    // The lobby as the first bot last saw it, until the match starts.
+    let mut lobby_seen: Option<(u16, u16)> = None;
+    let mut in_lobby = true;
     loop {
         let done = joins.is_empty()
             && cuts.is_empty()
             && clients
                 .iter()
-                .all(|c| c.offline.is_none() && c.game.tick.get() >= a.ticks);
+                .all(|c| c.offline.is_none() && c.game().tick.get() >= a.ticks);
         if done {
             break;
         }
@@ -406,16 +429,20 @@ fn play(
             break;
         }
         // A bot the relay turned away will never finish: say so now.
-        if let Some(c) = clients.iter().find(|c| c.session.closed().is_some()) {
+        if let Some(c) = clients.iter().find(|c| c.session().closed().is_some()) {
             let reason = c
-                .session
+                .session()
                 .closed()
                 .map(ToString::to_string)
                 .unwrap_or_default();
             bar.finish_and_clear();
             return Err(DemoError::Refused(c.name.clone(), reason));
         }
-        let slowest = clients.iter().map(|c| c.game.tick.get()).min().unwrap_or(0);
+        let slowest = clients
+            .iter()
+            .map(|c| c.game().tick.get())
+            .min()
+            .unwrap_or(0);
         if half.is_none() && slowest >= a.ticks / 2 {
             half = Some(Instant::now());
         }
@@ -432,7 +459,7 @@ fn play(
         {
             cuts.pop();
             let c = &mut clients[k];
-            if c.session.seat().is_some() {
+            if c.session().seat().is_some() {
                 c.offline = Some(Instant::now() + Duration::from_millis(1_500));
                 let line = format!("drop: {} loses its connection at tick {slowest}", c.name);
                 bar.suspend(|| println!("{line}"));
@@ -444,7 +471,8 @@ fn play(
                 let (transport, _, secret) = lobby.open(k)?;
                 c.transport = transport;
                 c.buffers = Buffers::default();
-                c.session
+                c.runner
+                    .session_mut()
                     .reconnect(WsClientTransport::SERVER, secret, lobby.clock.now())
                     .map_err(|e| DemoError::Refused(c.name.clone(), e.to_string()))?;
                 c.offline = None;
@@ -453,7 +481,25 @@ fn play(
             }
         }
         for c in clients.iter_mut().filter(|c| c.offline.is_none()) {
-            step_client(c, lobby.clock, a.ticks);
+            step_client(c, lobby.clock);
+        }
+        if in_lobby && let Some(first) = clients.first() {
+            match first.session().lobby() {
+                Some(l) if lobby_seen != Some((l.seated, l.ready)) => {
+                    lobby_seen = Some((l.seated, l.ready));
+                    let line = format!("lobby: {} seated, {} ready", l.seated, l.ready);
+                    bar.suspend(|| println!("{line}"));
+                }
+                None if first.session().connected() => {
+                    in_lobby = false;
+                    let line = format!(
+                        "lobby: every bot seated and ready, the match starts ({} ms after the first connected)",
+                        started.elapsed().as_millis()
+                    );
+                    bar.suspend(|| println!("{line}"));
+                }
+                _ => {}
+            }
         }
         if let Some(c) = clients.iter().find(|c| c.failure.is_some()) {
             bar.finish_and_clear();
@@ -462,10 +508,14 @@ fn play(
         }
         if last_report.elapsed() >= Duration::from_millis(100) {
             last_report = Instant::now();
-            let slowest = clients.iter().map(|c| c.game.tick.get()).min().unwrap_or(0);
+            let slowest = clients
+                .iter()
+                .map(|c| c.game().tick.get())
+                .min()
+                .unwrap_or(0);
             let (mut stalls, mut up, mut down) = (0, 0, 0);
             for c in &clients {
-                let st = c.session.stats();
+                let st = c.session().stats();
                 stalls += st.stalls;
                 up += st.bytes_sent;
                 down += st.bytes_received;
@@ -488,13 +538,8 @@ fn play(
 /// Lets final acknowledgements and goodbyes go out.
 fn say_goodbye(clients: &mut [Client], clock: &Clock) {
     for c in clients.iter_mut() {
-        c.session.leave();
-        let _ = drive(
-            &mut c.session,
-            &mut c.transport,
-            clock.now(),
-            &mut c.buffers,
-        );
+        c.runner.session_mut().leave();
+        let _ = drive(&mut c.runner, &mut c.transport, clock.now(), &mut c.buffers);
     }
 }
 
@@ -520,18 +565,19 @@ fn print_table(clients: &[Client]) -> Vec<u64> {
     );
     let mut hashes = Vec::new();
     for c in clients {
-        let st = c.session.stats();
-        let frames = u64::from(c.game.tick.get()).max(1);
+        let st = c.session().stats();
+        let game = c.game();
+        let frames = u64::from(game.tick.get()).max(1);
         let seat = c.bot.as_ref().map(Bot::seat);
-        let score = seat.and_then(|s| c.game.ship(s)).map_or(0, |s| s.score);
+        let score = seat.and_then(|s| game.ship(s)).map_or(0, |s| s.score);
         let seat = seat.map_or("-".to_owned(), |s| s.0.to_string());
-        let hash = c.game.hash();
+        let hash = game.hash();
         println!(
             "{:<6} {:<4} {:>4} {:>6} {:>6.1} {:>6} {:>6.1} {:>10} {:>7} {:>5} {:>6} {:>9.1} {:>10.1} {:>6}  {:016x}",
             c.name,
             c.kind,
             seat,
-            c.game.tick.get(),
+            game.tick.get(),
             st.late_frames as f64 * 100.0 / frames as f64,
             st.stalls,
             st.stall_rate() * 100.0,
@@ -631,8 +677,8 @@ fn judge(
         println!("FAILED: {} never played", idle.join(", "));
         return Err(DemoError::NotCaughtUp(idle.join(", ")));
     }
-    let ships = clients.first().map_or(0, |c| c.game.ships.len());
-    let creeps = clients.first().map_or(0, |c| c.game.creeps.len());
+    let ships = clients.first().map_or(0, |c| c.game().ships.len());
+    let creeps = clients.first().map_or(0, |c| c.game().creeps.len());
     println!(
         "OK: {} clients ran {} ticks and ended on the same state {:016x} ({} ships, {} creeps, wave {})",
         clients.len(),
@@ -640,7 +686,7 @@ fn judge(
         hashes.first().copied().unwrap_or(0),
         ships,
         creeps,
-        clients.first().map_or(0, |c| c.game.wave)
+        clients.first().map_or(0, |c| c.game().wave)
     );
     Ok(())
 }
