@@ -373,3 +373,51 @@ fn a_socket_whose_sends_fail_is_replaced() {
         cut.elapsed()
     );
 }
+
+/// A player joining by replay a second into the match, on loopback with
+/// the adaptive delay, as a newcomer's game found it: the room's delay
+/// stays where the network puts it (a newcomer's own loop saw it rise from
+/// 3 to 7-9 ticks and the joiner stay 8 frames behind), the joiner plays
+/// within a few frames of the others, and its inputs run.
+#[test]
+fn a_replay_joiner_on_loopback_neither_raises_the_delay_nor_lags() {
+    let mut config = RelayConfig::default();
+    config.room_defaults.snapshot_join = false;
+    config.room_defaults.adaptive_delay = true;
+    let relay = TestRelay::start(config);
+    let mut clients = vec![client(&relay), client(&relay)];
+    run_until(&mut clients, None, 20, "two playing", |c| {
+        c.iter().all(|c| c.game().next > 30)
+    });
+    clients.push(client(&relay));
+    run_until(&mut clients, None, 20, "the joiner playing", |c| {
+        c[2].status() == Status::Playing && c[2].game().next > 60
+    });
+    // Ten seconds of play with the joiner in. The bounds leave room for a
+    // machine busy with other tests (a stall from a starved thread is
+    // real, and the delay may answer it), far under what the newcomer saw.
+    let (mut worst_delay, mut behind, mut samples) = (0, 0u64, 0u64);
+    let until = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < until {
+        turn_all(&mut clients, None);
+        for c in &clients {
+            worst_delay = worst_delay.max(c.runner().session().stats().delay);
+        }
+        let lead = clients.iter().map(|c| c.game().next).max().unwrap_or(0);
+        behind += u64::from(lead - clients[2].game().next);
+        samples += 1;
+    }
+    let seat = clients[2].runner().session().seat().map_or(99, |s| s.0);
+    let ran = clients[0].game().ran.get(&seat).copied().unwrap_or(0);
+    let mean_behind = behind as f64 / samples.max(1) as f64;
+    println!(
+        "delay at most {worst_delay}, the joiner {mean_behind:.2} frames behind the leader on average, {ran} of its inputs run"
+    );
+    assert!(worst_delay <= 6, "the delay rose to {worst_delay}");
+    assert!(
+        mean_behind < 3.0,
+        "the joiner ran {mean_behind:.2} frames behind"
+    );
+    assert!(ran > 250, "{ran} of the joiner's inputs ran");
+    relay.stop();
+}
