@@ -328,6 +328,64 @@ fn a_forged_resync_given_up_leaves_the_status_playing() {
     );
 }
 
+/// Plain mode, forged datagrams from the server's address to one player,
+/// every 100 ms for two seconds: a `Status` claiming the room is 500 ticks
+/// ahead (the runner's catching up follows the room's open tick), and a
+/// `Lobby` after the match started. Frames still run only as the room
+/// seals them, so the victim never parts from the other player, plays on
+/// and ends `Playing`; a lobby never opens again.
+#[test]
+fn forged_status_and_lobby_change_no_frame() {
+    use lockstep_core::sequenced::Start;
+    use lockstep_core::wire::{DatagramWriter, Message, Status as WireStatus};
+    for seed in 1..=3u64 {
+        let link = LinkConditions {
+            latency: Duration::from_millis(20),
+            jitter: Duration::from_millis(5),
+            loss: 0.02,
+            ..LinkConditions::default()
+        };
+        let mut sim = Sim::new(SimNetwork::new(seed, link));
+        sim.add(
+            SERVER,
+            Node::Server(Sequencer::new(room(false), Instant::ZERO).unwrap()),
+        );
+        for id in 1..=2 {
+            sim.add(PeerId(id), client(Instant::ZERO, seed * 10 + u64::from(id)));
+        }
+        run(&mut sim, Instant::from_millis(3_000));
+        let victim = PeerId(2);
+        assert_eq!(runner(&sim, victim).status(), Status::Playing);
+        let mut lobby_seen = false;
+        for k in 0..20u64 {
+            let base = runner(&sim, victim).last_run().unwrap();
+            let mut out = Vec::new();
+            let mut dw = DatagramWriter::new(&mut out, base, 1200);
+            dw.push(&Message::Status(WireStatus {
+                open: base.saturating_add(500),
+                slack: 0,
+                waiting: Vec::new(),
+            }))
+            .unwrap();
+            dw.push(&Message::Lobby(Start::Ready { min: 8 })).unwrap();
+            dw.finish();
+            sim.net.send(SERVER, victim, &out);
+            run(&mut sim, Instant::from_millis(3_100 + k * 100));
+            let r = runner(&sim, victim);
+            lobby_seen |= r.session().lobby().is_some() || matches!(r.status(), Status::InLobby(_));
+        }
+        run(&mut sim, Instant::from_millis(12_000));
+        assert!(!lobby_seen, "seed {seed}: a lobby opened after the start");
+        let common = assert_agree(&sim, &[PeerId(1), victim], seed);
+        assert!(common > 300, "seed {seed}: {common} ticks in common");
+        assert_eq!(
+            runner(&sim, victim).status(),
+            Status::Playing,
+            "seed {seed}"
+        );
+    }
+}
+
 /// A game whose donors can be made to hand over a state that does not
 /// restore (a hostile donor, or a buggy save).
 #[derive(Debug, Default)]
