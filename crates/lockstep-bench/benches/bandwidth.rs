@@ -39,6 +39,7 @@ fn measure(rtt_ms: u64, loss: f64) -> Row {
             seconds: 60,
             warmup: 10,
             seed: seed * 7_919 + rtt_ms,
+            runner: false,
         });
         assert!(
             f.streams_equal,

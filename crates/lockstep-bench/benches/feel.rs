@@ -28,6 +28,7 @@ fn setup(network: Network, delay: Delay, seed: u64) -> Setup {
         seconds: 60,
         warmup: 10,
         seed,
+        runner: false,
     }
 }
 
@@ -148,6 +149,58 @@ fn scripted() {
     );
 }
 
+/// The same room with each player a `Runner` (which paces and commits by
+/// itself), against the classic loop, in the same run and on the same
+/// seeds: the sessions' own stalls (no frame for two tick periods), input
+/// latency, the delay at the end and ticks run per second.
+fn runner() {
+    println!();
+    println!(
+        "the runner's loop against the classic loop: adaptive delay from 3, the sessions' own stalls"
+    );
+    println!();
+    println!(
+        "| RTT | jitter | loss | classic: delay | stalls | latency | ticks/s | runner: delay | stalls | latency | ticks/s |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (rtt, jitter, loss) in [
+        (20u64, 0u64, 0.0),
+        (20, 10, 0.02),
+        (60, 10, 0.02),
+        (120, 10, 0.1),
+        (120, 40, 0.02),
+        (250, 10, 0.02),
+    ] {
+        let network = Network {
+            rtt: Duration::from_millis(rtt),
+            jitter: Duration::from_millis(jitter),
+            loss,
+        };
+        let seed = rtt * 1_000 + jitter * 10 + (loss * 100.0) as u64;
+        let classic = feel::run(&setup(network, Delay::Adaptive(3), seed));
+        let runner = feel::run(&Setup {
+            runner: true,
+            ..setup(network, Delay::Adaptive(3), seed)
+        });
+        assert!(classic.streams_equal && runner.streams_equal, "streams differ");
+        let cell = |f: &Feel| {
+            format!(
+                "{} | {:.2}% | {:.0} ms | {:.1}",
+                f.final_delay,
+                f.session_stall_rate * 100.0,
+                ms(f.latency),
+                f.ticks_per_sec
+            )
+        };
+        println!(
+            "| {rtt} ms | {jitter} ms | {:.0}% | {} | {} |",
+            loss * 100.0,
+            cell(&classic),
+            cell(&runner)
+        );
+    }
+}
+
 fn main() {
     // `cargo test --benches` runs this with `--bench`-less arguments: keep
     // it to the real run.
@@ -156,4 +209,5 @@ fn main() {
     }
     sweep();
     scripted();
+    runner();
 }

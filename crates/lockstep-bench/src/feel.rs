@@ -12,10 +12,20 @@
 //! committing an input to running its tick, ticks run per second, and the
 //! delay in force at the end. Every player's stream is hashed, and a run
 //! whose streams differ is reported as such.
+//!
+//! With [`Setup::runner`], each player is instead a
+//! [`Runner`](lockstep_core::runner::Runner) updated every quarter tick,
+//! which paces and commits by itself: what a game built on the library
+//! runs. Its stalls are the session's (no frame for two tick periods,
+//! [`ClientStats::stalls`](lockstep_core::sequenced::ClientStats::stalls)),
+//! which every run also reports for the classic loop.
 
+use lockstep_core::runner::{Runner, RunnerConfig};
 use lockstep_core::sequenced::{ClientConfig, ClientSession, Policy, Sequencer, SequencerConfig};
 use lockstep_core::sim::{LinkConditions, Sim, SimNetwork, StarNode};
-use lockstep_core::{AdaptiveDelay, Instant, PeerId, StreamHash, SystemEvent, Tick};
+use lockstep_core::{
+    AdaptiveDelay, Endpoint, Frame, Game, Instant, PeerId, StreamHash, SystemEvent, Tick, Transmit,
+};
 use std::time::Duration;
 
 /// The network between each player and the sequencer (both directions).
@@ -85,12 +95,105 @@ pub struct Feel {
     pub down_per_tick: f64,
     /// Bytes each player sent per tick run, on average.
     pub up_per_tick: f64,
+    /// The sessions' own stalls (no frame for two tick periods) over ticks
+    /// run, over all players: the one stall figure both loops share.
+    pub session_stall_rate: f64,
+}
+
+/// The game a runner plays here: the stream hashed, as the classic loop
+/// hashes it, with what the loop's player records.
+#[derive(Debug, Clone, Default)]
+struct Stream {
+    hash: StreamHash,
+    hashes: Vec<u64>,
+    ran: u64,
+    input: u16,
+    seed: u64,
+    changes: Vec<(Tick, u32)>,
+}
+
+impl Game for Stream {
+    type Input = u16;
+
+    fn step(&mut self, frame: &Frame<u16>) {
+        self.hash.push(frame);
+        if self.hashes.len() < 100_000 {
+            self.hashes.push(self.hash.value());
+        }
+        for ev in &frame.events {
+            if let SystemEvent::DelayChanged { delay } = ev {
+                self.changes.push((frame.tick, *delay));
+            }
+        }
+        self.ran += 1;
+        // Held controls: a new value now and then, as the classic loop's.
+        if (u64::from(frame.tick.get()) ^ self.seed).is_multiple_of(7) {
+            self.input = self.input.wrapping_add(1);
+        }
+    }
+
+    fn hash(&self) -> u64 {
+        self.hash.value()
+    }
+
+    fn save(&self) -> Vec<u8> {
+        Vec::new()
+    }
+
+    fn restore(_: &[u8]) -> Result<Self, String> {
+        Err("no player here joins late".into())
+    }
+}
+
+/// A node of a run: the sequencer, or a player's client, driven by the
+/// classic loop or inside a runner.
+#[allow(clippy::large_enum_variant)]
+enum Node {
+    Star(StarNode<u16>),
+    Runner(Box<Runner<Stream, ClientSession<u16>>>),
+}
+
+impl Node {
+    fn client(&self) -> Option<&ClientSession<u16>> {
+        match self {
+            Self::Star(n) => n.client(),
+            Self::Runner(r) => Some(r.session()),
+        }
+    }
+}
+
+impl Endpoint for Node {
+    type Error = String;
+    fn handle_datagram(&mut self, from: PeerId, d: &[u8], now: Instant) -> Result<(), String> {
+        match self {
+            Self::Star(n) => n.handle_datagram(from, d, now),
+            Self::Runner(r) => r.handle_datagram(from, d, now).map_err(|e| e.to_string()),
+        }
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        match self {
+            Self::Star(n) => n.handle_timeout(now),
+            Self::Runner(r) => Endpoint::handle_timeout(r.as_mut(), now),
+        }
+    }
+    fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
+        match self {
+            Self::Star(n) => n.poll_transmit(buf),
+            Self::Runner(r) => r.poll_transmit(buf),
+        }
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self {
+            Self::Star(n) => n.poll_timeout(),
+            Self::Runner(r) => r.poll_timeout(),
+        }
+    }
 }
 
 /// The counts at the end of the warm-up: each player's, and each
 /// client's inputs timed, their latency summed, and its bytes received
 /// and sent.
-type Warmup = (Vec<Player>, Vec<(u64, Duration, u64, u64)>);
+type Warmup = (Vec<Player>, Vec<(u64, Duration, u64, u64, u64)>);
 
 /// A player's game loop and what it saw.
 struct Player {
@@ -205,6 +308,8 @@ pub struct Setup {
     pub warmup: u32,
     /// Seeds the network.
     pub seed: u64,
+    /// Each player a `Runner` instead of the classic loop.
+    pub runner: bool,
 }
 
 /// Runs `setup` on the simulated network (no real time passes).
@@ -218,6 +323,7 @@ pub fn run(setup: &Setup) -> Feel {
         seconds,
         warmup,
         seed,
+        runner,
     } = *setup;
     let period = Duration::from_secs(1) / tick_rate;
     let mut sim = Sim::new(SimNetwork::new(seed, network.link()));
@@ -237,7 +343,7 @@ pub fn run(setup: &Setup) -> Feel {
         ..SequencerConfig::default()
     };
     let server = Sequencer::<u16>::new(config, Instant::ZERO).expect("a valid room");
-    sim.add(PeerId(0), StarNode::Server(Box::new(server)));
+    sim.add(PeerId(0), Node::Star(StarNode::Server(Box::new(server))));
     for i in 1..=players {
         let c = ClientSession::new(
             ClientConfig {
@@ -248,7 +354,17 @@ pub fn run(setup: &Setup) -> Feel {
             Instant::ZERO,
         )
         .expect("a valid client");
-        sim.add(PeerId(i), StarNode::Client(Box::new(c)));
+        let node = if runner {
+            let game = Stream {
+                seed,
+                ..Stream::default()
+            };
+            let r = Runner::new(c, game, RunnerConfig::default()).expect("a valid runner");
+            Node::Runner(Box::new(r))
+        } else {
+            Node::Star(StarNode::Client(Box::new(c)))
+        };
+        sim.add(PeerId(i), node);
     }
     let mut games: Vec<Player> = (0..=players).map(|_| Player::new()).collect();
     let look = period / 4;
@@ -268,9 +384,15 @@ pub fn run(setup: &Setup) -> Feel {
             until,
             look,
             |id, n, now| {
-                let StarNode::Client(c) = n else { return };
                 let g = &mut games[id.0 as usize];
-                g.look(c, now, period, seed);
+                match n {
+                    Node::Star(StarNode::Client(c)) => g.look(c, now, period, seed),
+                    Node::Runner(r) => {
+                        let _ = r.update(now, |game| game.input);
+                        g.ran = r.game().ran;
+                    }
+                    Node::Star(StarNode::Server(_)) => {}
+                }
             },
             |_| false,
         );
@@ -284,6 +406,7 @@ pub fn run(setup: &Setup) -> Feel {
                         s.input_latency_sum,
                         s.bytes_received,
                         s.bytes_sent,
+                        s.stalls,
                     )
                 })
                 .collect();
@@ -322,18 +445,38 @@ pub fn run(setup: &Setup) -> Feel {
         - timed_before.iter().map(|t| t.2).sum::<u64>();
     let up: u64 = clients.iter().map(|s| s.bytes_sent).sum::<u64>()
         - timed_before.iter().map(|t| t.3).sum::<u64>();
+    let session_stalls: u64 = clients.iter().map(|s| s.stalls).sum::<u64>()
+        - timed_before.iter().map(|t| t.4).sum::<u64>();
     let per_tick = |b: u64| if ran == 0 { 0.0 } else { b as f64 / ran as f64 };
-    let common = g.iter().map(|p| p.hashes.len()).min().unwrap_or(0);
-    let streams_equal = common > 0
-        && g.iter()
-            .all(|p| p.hashes[common - 1] == g[0].hashes[common - 1]);
+    // The streams run: the classic loop's players', or the runners' games'.
+    let runners: Vec<&Stream> = sim
+        .endpoints()
+        .filter_map(|(_, n)| match n {
+            Node::Runner(r) => Some(r.game()),
+            Node::Star(_) => None,
+        })
+        .collect();
+    let streams: Vec<&[u64]> = if runner {
+        runners.iter().map(|r| r.hashes.as_slice()).collect()
+    } else {
+        g.iter().map(|p| p.hashes.as_slice()).collect()
+    };
+    let common = streams.iter().map(|h| h.len()).min().unwrap_or(0);
+    let streams_equal =
+        common > 0 && streams.iter().all(|h| h[common - 1] == streams[0][common - 1]);
+    let changes = match runners.first() {
+        Some(r) => r.changes.clone(),
+        None => g[0].changes.clone(),
+    };
     let final_delay = clients.first().map_or(0, |s| s.delay);
+    let rate = |n: u64| if ran == 0 { 1.0 } else { n as f64 / ran as f64 };
     Feel {
-        stall_rate: if ran == 0 {
-            1.0
+        stall_rate: if runner {
+            rate(session_stalls)
         } else {
-            stalled as f64 / ran as f64
+            rate(stalled)
         },
+        session_stall_rate: rate(session_stalls),
         latency: if timed == 0 {
             Duration::ZERO
         } else {
@@ -342,7 +485,7 @@ pub fn run(setup: &Setup) -> Feel {
         ticks_per_sec: ran as f64 / f64::from(players) / f64::from(seconds),
         final_delay,
         streams_equal,
-        changes: g[0].changes.clone(),
+        changes,
         ran_at: g[0].ran_at.clone(),
         stalls_at: g.iter().flat_map(|p| p.stalls_at.iter().copied()).collect(),
         down_per_tick: per_tick(down),

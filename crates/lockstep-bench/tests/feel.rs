@@ -33,6 +33,7 @@ fn a_lossy_start_does_not_send_the_delay_up() {
             seconds: 5,
             warmup: 5,
             seed,
+            runner: false,
         });
         assert!(f.streams_equal, "seed {seed}: streams differ");
         let highest = f.changes.iter().map(|(_, d)| *d).max().unwrap_or(3);
