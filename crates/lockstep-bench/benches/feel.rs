@@ -182,7 +182,10 @@ fn runner() {
             runner: true,
             ..setup(network, Delay::Adaptive(3), seed)
         });
-        assert!(classic.streams_equal && runner.streams_equal, "streams differ");
+        assert!(
+            classic.streams_equal && runner.streams_equal,
+            "streams differ"
+        );
         let cell = |f: &Feel| {
             format!(
                 "{} | {:.2}% | {:.0} ms | {:.1}",

@@ -462,8 +462,10 @@ pub fn run(setup: &Setup) -> Feel {
         g.iter().map(|p| p.hashes.as_slice()).collect()
     };
     let common = streams.iter().map(|h| h.len()).min().unwrap_or(0);
-    let streams_equal =
-        common > 0 && streams.iter().all(|h| h[common - 1] == streams[0][common - 1]);
+    let streams_equal = common > 0
+        && streams
+            .iter()
+            .all(|h| h[common - 1] == streams[0][common - 1]);
     let changes = match runners.first() {
         Some(r) => r.changes.clone(),
         None => g[0].changes.clone(),

@@ -4,7 +4,9 @@
 //! answers a state request, restores a snapshot or paces ticks by hand.
 
 use lockstep_core::runner::{Runner, RunnerConfig, Status};
-use lockstep_core::sequenced::{ClientConfig, ClientSession, Policy, Sequencer, SequencerConfig};
+use lockstep_core::sequenced::{
+    ClientConfig, ClientSession, Policy, Sequencer, SequencerConfig, Start,
+};
 use lockstep_core::sim::{LinkConditions, Sim, SimNetwork, SimRng};
 use lockstep_core::{Endpoint, Frame, Game, Instant, PeerId, SystemEvent, Tick, Transmit};
 use std::collections::BTreeMap;
@@ -521,14 +523,15 @@ proptest::prop_compose! {
         jitter in 0u64..20,
         loss in 0.0f64..0.1,
         seed in proptest::num::u64::ANY,
-    ) -> (u64, bool, u64, u64, LinkConditions, u64) {
+        lobby in proptest::bool::ANY,
+    ) -> (u64, bool, u64, u64, LinkConditions, u64, bool) {
         let link = LinkConditions {
             latency: Duration::from_millis(latency),
             jitter: Duration::from_millis(jitter),
             loss,
             ..LinkConditions::default()
         };
-        (join_ms, snapshot_join, drop_ms, outage_ms, link, seed)
+        (join_ms, snapshot_join, drop_ms, outage_ms, link, seed, lobby)
     }
 }
 
@@ -542,12 +545,18 @@ proptest::proptest! {
     /// on, or starting over from the state it is sent). Every client ends
     /// on the same state and `Playing`, and the joiner's own inputs first
     /// run within 3 s of its connecting (the outage and 2 s more when the
-    /// player cut off held the room, or was its donor, meanwhile).
+    /// player cut off held the room, or was its donor, meanwhile). Half the
+    /// rooms open with a lobby that starts the match once two are seated
+    /// (the drop may come before the start).
     #[test]
     fn runners_live_through_joins_and_reconnects(l in life()) {
-        let (join_ms, snapshot_join, drop_ms, outage_ms, link, seed) = l;
+        let (join_ms, snapshot_join, drop_ms, outage_ms, link, seed, lobby) = l;
         let mut sim = Sim::new(SimNetwork::new(seed, link));
-        sim.add(SERVER, Node::Server(Sequencer::new(room(snapshot_join), Instant::ZERO).unwrap()));
+        let config = SequencerConfig {
+            start: if lobby { Start::Seated(2) } else { Start::AtOnce },
+            ..room(snapshot_join)
+        };
+        sim.add(SERVER, Node::Server(Sequencer::new(config, Instant::ZERO).unwrap()));
         for id in 1..=2 {
             sim.add(PeerId(id), client(Instant::ZERO, seed ^ u64::from(id)));
         }
@@ -595,10 +604,17 @@ proptest::proptest! {
         // A room that waits on the player cut off seals nothing, and that
         // player may have been the joiner's donor: an outage during the
         // join adds its length, the reconnect, and a donor given up after
-        // a quiet second and another asked (2 s).
-        let overlaps = drop_ms < join_ms + 3_000 && drop_ms + outage_ms > join_ms;
+        // a quiet second and another asked (2 s). A player back less than
+        // a second before the join may still be rejoining from a snapshot
+        // itself, which the joiner then shares (3.8 s was found with the
+        // player back 266 ms before the join, once in about 5,000 cases).
+        let overlaps = drop_ms < join_ms + 3_000 && drop_ms + outage_ms + 1_000 > join_ms;
         let bound = Duration::from_millis(3_000 + if overlaps { outage_ms + 2_000 } else { 0 });
-        proptest::prop_assert!(took < bound, "seed {}: played after {:?}", seed, took);
+        proptest::prop_assert!(
+            took < bound,
+            "seed {}: played after {:?} (join {} ms, snapshot {}, drop {} ms for {} ms, lobby {}, {:?})",
+            seed, took, join_ms, snapshot_join, drop_ms, outage_ms, lobby, link
+        );
         let joiner = runner(&sim, PeerId(3));
         let seat = joiner.session().seat().expect("seated").index();
         let theirs = runner(&sim, PeerId(1)).game();
