@@ -77,6 +77,22 @@ pub enum ConfigError {
     /// A configuration value is out of range.
     #[error("invalid configuration: {0}")]
     Invalid(&'static str),
+    /// A room with a lobby starts its match with one frame carrying every
+    /// seat's `Joined`, and a frame goes in one datagram: this many seats
+    /// make it too large.
+    #[error(
+        "a lobby of {seats} seats starts its match with a {first_frame}-byte frame, more than max_datagram ({max_datagram}) holds: at most {fits} seats with a lobby, or start at once"
+    )]
+    LobbyTooLarge {
+        /// `max_seats`.
+        seats: u16,
+        /// The first frame's size, with what goes beside it in its datagram.
+        first_frame: usize,
+        /// `max_datagram`.
+        max_datagram: usize,
+        /// The most seats whose first frame fits.
+        fits: u16,
+    },
 }
 
 impl ConfigError {

@@ -92,6 +92,8 @@ fn play(
     // The match starts when the host says (it says once all are seated).
     config.sequencer = SequencerConfig {
         start: Start::Manual,
+        // Keys the seats' resume tokens and the match's id.
+        secret: lockstep_net::session_secret().map_err(|e| err(&e))?,
         ..SequencerConfig::default()
     };
     let session = match host {

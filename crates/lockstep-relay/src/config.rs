@@ -301,6 +301,10 @@ pub struct RoomSettings {
     pub start: StartName,
     /// The count `start` names (1 to `max_seats`).
     pub start_players: u16,
+    /// With `start = "ready"`: seconds after `start_players` are ready that
+    /// the match starts without those not ready yet (0: it waits for
+    /// everyone seated).
+    pub ready_wait_secs: u64,
 }
 
 impl Default for RoomSettings {
@@ -325,6 +329,7 @@ impl Default for RoomSettings {
             failover: false,
             start: StartName::AtOnce,
             start_players: 2,
+            ready_wait_secs: 60,
         }
     }
 }
@@ -415,6 +420,8 @@ pub struct RoomOverrides {
     pub start: Option<StartName>,
     /// See [`RoomSettings::start_players`].
     pub start_players: Option<u16>,
+    /// See [`RoomSettings::ready_wait_secs`].
+    pub ready_wait_secs: Option<u64>,
 }
 
 /// A configuration that cannot run.
@@ -519,6 +526,7 @@ impl RelayConfig {
             s.snapshot_join_after = o.snapshot_join_after.unwrap_or(s.snapshot_join_after);
             s.start = o.start.unwrap_or(s.start);
             s.start_players = o.start_players.unwrap_or(s.start_players);
+            s.ready_wait_secs = o.ready_wait_secs.unwrap_or(s.ready_wait_secs);
         }
         s
     }
@@ -537,6 +545,7 @@ impl RelayConfig {
                     min: s.start_players,
                 },
             },
+            ready_wait: (s.ready_wait_secs > 0).then(|| Duration::from_secs(s.ready_wait_secs)),
             policy: match s.policy {
                 PolicyName::WaitForAll => Policy::WaitForAll {
                     abandon_after: Duration::from_secs(s.abandon_after_secs),

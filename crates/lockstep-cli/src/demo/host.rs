@@ -106,7 +106,7 @@ fn check_flags(a: &DemoArgs, failover: bool) -> Result<(), DemoError> {
 }
 
 /// Each bot's session configuration.
-fn hosted_config(a: &DemoArgs, name: String) -> HostedConfig {
+fn hosted_config(a: &DemoArgs, name: String) -> Result<HostedConfig, DemoError> {
     let fingerprint = crate::play::fingerprint(a.seed)
         ^ u64::from(a.creeps.unwrap_or(0)).wrapping_mul(0xA24B_AED4_963E_E407);
     let policy = match a.policy {
@@ -117,7 +117,7 @@ fn hosted_config(a: &DemoArgs, name: String) -> HostedConfig {
             missing: MissingInput::RepeatLast,
         },
     };
-    HostedConfig {
+    Ok(HostedConfig {
         sequencer: SequencerConfig {
             policy,
             tick_rate: a.tick_rate,
@@ -128,6 +128,8 @@ fn hosted_config(a: &DemoArgs, name: String) -> HostedConfig {
             // Through the lobby: the match starts once every bot is
             // seated and ready.
             start: Start::Ready { min: a.players },
+            // Keys the seats' tokens and the match's id.
+            secret: lockstep_net::session_secret().map_err(|e| DemoError::Setup(e.to_string()))?,
             ..SequencerConfig::default()
         },
         client: ClientConfig {
@@ -138,7 +140,7 @@ fn hosted_config(a: &DemoArgs, name: String) -> HostedConfig {
             ..HostedConfig::default().client
         },
         ..HostedConfig::default()
-    }
+    })
 }
 
 /// With `--kill-relay-at`, the relay that sequences (its room fails over
@@ -193,11 +195,11 @@ fn start_bots(
         let mut session = match host_addr {
             None => {
                 host_addr = Some(udp.local_addr().map_err(|e| setup(&e))?);
-                HostedSession::host(hosted_config(a, name.clone()), clock.now())
+                HostedSession::host(hosted_config(a, name.clone())?, clock.now())
             }
             Some(addr) => {
                 let host = udp.add_peer(addr);
-                let mut config = hosted_config(a, name.clone());
+                let mut config = hosted_config(a, name.clone())?;
                 if failover {
                     // Sealed to the relay, as any UDP client of it.
                     config.client.secret =

@@ -257,6 +257,25 @@ pub fn token_commitment(token: &crate::wire::ResumeToken) -> [u8; 16] {
     out
 }
 
+/// A player's name as a server shares it: every control character (a
+/// terminal's escape sequences, newlines, NUL) and every bidirectional
+/// override or isolate (which reorder the text around it) replaced with
+/// `?`. Names stay display text only: anyone may give any name.
+///
+/// ```
+/// use lockstep_core::admission::display_name;
+/// assert_eq!(display_name("ann\u{1b}[2J\u{202e}"), "ann?[2J?");
+/// assert_eq!(display_name("Zoë"), "Zoë");
+/// ```
+pub fn display_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            let bidi = matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+            if c.is_control() || bidi { '?' } else { c }
+        })
+        .collect()
+}
+
 /// The id of the match a room's `secret` keys: the first 8 bytes of
 /// SHA-256 over `lockstep match id` and the secret, little-endian. A room
 /// with a fresh secret from a CSPRNG has a fresh id, and the id tells

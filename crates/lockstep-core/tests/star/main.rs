@@ -13,6 +13,7 @@ mod input_reference;
 mod join;
 mod join_attacks;
 mod lobby;
+mod lobby_attacks;
 mod ping_attacks;
 mod properties;
 mod recovery;

@@ -551,7 +551,7 @@ proptest::proptest! {
     #[test]
     fn runners_live_through_joins_and_reconnects(l in life()) {
         let (join_ms, snapshot_join, drop_ms, outage_ms, link, seed, lobby) = l;
-        let mut sim = Sim::new(SimNetwork::new(seed, link));
+        let mut sim = Sim::new(SimNetwork::new(seed, link.clone()));
         let config = SequencerConfig {
             start: if lobby { Start::Seated(2) } else { Start::AtOnce },
             ..room(snapshot_join)

@@ -191,3 +191,108 @@ fn a_reused_room_name_starts_a_new_match() {
     );
     relay.stop();
 }
+
+/// A griefer takes a seat of a relay lobby and leaves it; an honest player
+/// takes the seat next. Every game sees every played seat joined (found in
+/// review: the first frame read `[.., Joined k, Left k]`, so every game saw
+/// the honest player's seat leave at tick 0).
+#[test]
+fn a_seat_taken_and_left_in_a_relay_lobby_is_joined_by_the_next_player() {
+    let mut config = RelayConfig::default();
+    config.room_defaults.start = StartName::Ready;
+    config.room_defaults.start_players = 2;
+    let relay = TestRelay::start(config);
+    let mut clients = vec![
+        client(&relay, "grief", "ann"),
+        client(&relay, "grief", "bob"),
+    ];
+    run_until(&mut clients, 10, "two in the lobby", |c| {
+        c.iter().all(|c| lobby(c).is_some_and(|l| l.1 == 2))
+    });
+    clients.push(client(&relay, "grief", "mallory"));
+    run_until(&mut clients, 10, "mallory seated", |c| {
+        c.iter().all(|c| lobby(c).is_some_and(|l| l.1 == 3))
+    });
+    clients[2].leave();
+    run_until(&mut clients, 10, "mallory gone", |c| {
+        lobby(&c[0]).is_some_and(|l| l.1 == 2) && lobby(&c[1]).is_some_and(|l| l.1 == 2)
+    });
+    clients.pop();
+    clients.push(client(&relay, "grief", "carol"));
+    run_until(&mut clients, 10, "carol seated", |c| {
+        c.iter().all(|c| lobby(c).is_some_and(|l| l.1 == 3))
+    });
+    for c in clients.iter_mut() {
+        c.set_ready(true);
+    }
+    run_until(&mut clients, 20, "all three playing", |c| {
+        c.iter()
+            .all(|c| c.status() == Status::Playing && c.game().next > 60)
+    });
+    let seats: Vec<_> = clients
+        .iter()
+        .map(|c| c.runner().session().seat().expect("seated"))
+        .collect();
+    for c in &clients {
+        let mut here = BTreeMap::new();
+        for (_, e) in &c.game().system {
+            match *e {
+                SystemEvent::Joined { player } => {
+                    here.insert(player, true);
+                }
+                SystemEvent::Left { player } | SystemEvent::Abandoned { player } => {
+                    here.insert(player, false);
+                }
+                _ => {}
+            }
+        }
+        for s in &seats {
+            assert_eq!(
+                here.get(s),
+                Some(&true),
+                "seat {s:?}: {:?}",
+                c.game().system
+            );
+        }
+    }
+    relay.stop();
+}
+
+/// A griefer takes the only seat of a lobby where a spectator waits, and
+/// leaves: the lobby stays open for the spectator (found in review: the
+/// room closed, and the caster was told the match was over before it
+/// began).
+#[test]
+fn a_lobby_left_by_its_only_player_keeps_its_spectators() {
+    let mut config = RelayConfig::default();
+    config.room_defaults.start = StartName::Ready;
+    config.room_defaults.start_players = 2;
+    let relay = TestRelay::start(config);
+    let watcher = ClientConfig {
+        room: "show".into(),
+        name: "caster".into(),
+        spectator: true,
+        ..ClientConfig::default()
+    };
+    let caster = RelayClient::connect(relay.udp, watcher, Fold::default(), RunnerConfig::default())
+        .expect("a client");
+    let mut clients = vec![caster];
+    run_until(&mut clients, 10, "the caster in the lobby", |c| {
+        lobby(&c[0]).is_some()
+    });
+    clients.push(client(&relay, "show", "mallory"));
+    run_until(&mut clients, 10, "mallory seated", |c| {
+        lobby(&c[0]).is_some_and(|l| l.1 == 1)
+    });
+    clients[1].leave();
+    let since = Instant::now();
+    while since.elapsed() < Duration::from_secs(3) {
+        turn_all(&mut clients);
+    }
+    assert!(
+        lobby(&clients[0]).is_some(),
+        "the caster still waits in the lobby: {:?}",
+        clients[0].status()
+    );
+    relay.stop();
+}

@@ -320,7 +320,9 @@ impl<I: Input> ClientSession<I> {
     /// ([`roster`](Self::roster) lists them by name), and no input is due.
     /// `None` once the match started (or before we are connected).
     pub fn lobby(&self) -> Option<Lobby> {
-        self.welcome().filter(|w| w.lobby)?;
+        if !self.lobby_open() {
+            return None;
+        }
         let (mut seated, mut ready) = (0, 0);
         for s in self.roster() {
             seated += 1;
@@ -333,6 +335,11 @@ impl<I: Input> ClientSession<I> {
         })
     }
 
+    /// Whether the room's lobby is open, as far as we know.
+    fn lobby_open(&self) -> bool {
+        self.welcome().is_some_and(|w| w.lobby)
+    }
+
     /// The match's id, once connected (see
     /// [`Welcome::match_id`](crate::wire::Welcome::match_id)).
     pub fn match_id(&self) -> Option<u64> {
@@ -342,7 +349,9 @@ impl<I: Input> ClientSession<I> {
     /// Says whether we are ready to start: in a room whose match starts
     /// once its players are ready ([`Start::Ready`]), it starts when every
     /// seated player said so. Sent until the roster shows it; it can be
-    /// taken back while the lobby is open. A spectator has nothing to say.
+    /// taken back while the lobby is open (the sequencer takes a change at
+    /// most once a second), and counts for nothing once the match
+    /// started. A spectator has nothing to say.
     ///
     /// ```
     /// use lockstep_core::sequenced::{ClientConfig, ClientSession};
@@ -364,9 +373,10 @@ impl<I: Input> ClientSession<I> {
         self.ready
     }
 
-    /// Whether the roster does not show our readiness yet: it goes again.
+    /// Whether the roster does not show our readiness yet, while the
+    /// lobby is open: it goes again.
     pub(super) fn ready_unshown(&self) -> bool {
-        let Some(seat) = self.seat() else {
+        let Some(seat) = self.seat().filter(|_| self.lobby_open()) else {
             return false;
         };
         let shown = self

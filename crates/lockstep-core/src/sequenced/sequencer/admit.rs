@@ -316,8 +316,9 @@ impl<I: Input> Sequencer<I> {
                 wants: None,
                 bound: None,
                 live: !from_snapshot,
-                name: hello.name.to_owned(),
+                name: admission::display_name(hello.name),
                 ready: false,
+                ready_at: None,
             });
             self.had_player = true;
             self.add_tick_event(self.open, SystemEvent::Joined { player });
@@ -344,7 +345,7 @@ impl<I: Input> Sequencer<I> {
             peer,
             seat,
             tick: self.open,
-            name: hello.name.to_owned(),
+            name: admission::display_name(hello.name),
         });
         Ok(())
     }

@@ -55,6 +55,12 @@ pub struct SequencerConfig {
     /// the rule holds or [`Sequencer::start_match`] is called. A match
     /// once started never goes back to its lobby.
     pub start: Start,
+    /// With [`Start::Ready`]: once at least `min` seated players are
+    /// ready, the match starts this long after even if others are not
+    /// (they play from the start all the same), so that one player who
+    /// never says ready cannot hold the lobby for good. 60 s by default;
+    /// `None` waits for everyone.
+    pub ready_wait: Option<Duration>,
     /// When ticks are sealed.
     pub policy: Policy,
     /// Ticks per second: the `Deadline` clock, and what clients are told.
@@ -109,9 +115,11 @@ pub struct SequencerConfig {
     pub checksum_window: usize,
     /// The room's first tick.
     pub first_tick: Tick,
-    /// Keys the resume tokens handed out with each seat. A server facing the
-    /// internet fills it from a CSPRNG (the default, all zeros, makes tokens
-    /// anyone can compute: fine for tests and a LAN, nothing more).
+    /// Keys the resume tokens handed out with each seat, and the match's id
+    /// ([`Sequencer::match_id`]). A server facing the internet, or a host,
+    /// fills it from a CSPRNG (`lockstep_net::session_secret`): the
+    /// default, all zeros, makes tokens anyone can compute and gives every
+    /// match the same id (fine for tests, nothing more).
     pub secret: [u8; 32],
     /// How long a seat's connection must have been silent before its resume
     /// token moves the seat to a new connection: a live player's seat is
@@ -180,6 +188,7 @@ impl Default for SequencerConfig {
     fn default() -> Self {
         Self {
             start: Start::AtOnce,
+            ready_wait: Some(Duration::from_secs(60)),
             policy: Policy::WaitForAll {
                 abandon_after: Duration::from_secs(10),
             },

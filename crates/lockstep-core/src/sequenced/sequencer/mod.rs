@@ -57,6 +57,9 @@ const SOLO_MAX_RTT: Duration = Duration::from_millis(500);
 const SUSPECTS: usize = 8;
 /// Roster entries one datagram carries at most.
 const ROSTER_PER_DATAGRAM: usize = 4;
+/// The least time between two changes of a seat's readiness taken (each
+/// is a roster entry for every client).
+const READY_EVERY: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone)]
 enum Closing {
@@ -209,6 +212,8 @@ struct Seat<I> {
     name: String,
     /// Its player said it is ready to start.
     ready: bool,
+    /// When its readiness last changed.
+    ready_at: Option<Instant>,
 }
 
 impl<I> Seat<I> {
@@ -354,12 +359,15 @@ pub struct Sequencer<I: Input> {
     had_player: bool,
     /// The match's id (see [`Welcome::match_id`]).
     match_id: u64,
+    /// Since when at least `min` seated players are ready (`Start::Ready`).
+    enough_ready: Option<Instant>,
 }
 
 impl<I: Input> Sequencer<I> {
     /// A room with no one in it yet.
     pub fn new(config: SequencerConfig, now: Instant) -> Result<Self, ConfigError> {
         config.validate()?;
+        Self::check_lobby_frame(&config)?;
         let max_seats = usize::from(config.max_seats);
         let seats = (0..max_seats).map(|_| None).collect();
         let config_start = config.start;
@@ -411,6 +419,48 @@ impl<I: Input> Sequencer<I> {
             start_asked: false,
             had_player: false,
             match_id,
+            enough_ready: None,
+        })
+    }
+
+    /// With a lobby, whether the match's first frame (every seat's
+    /// `Joined`, every input neutral) fits in a datagram beside the
+    /// control messages that go with it.
+    fn check_lobby_frame(config: &SequencerConfig) -> Result<(), ConfigError> {
+        /// Room for the header, a status, an acknowledgement, ping and
+        /// pong, and the `Frames` message's own fields.
+        const BESIDE: usize = 64;
+        if !config.start.has_lobby() {
+            return Ok(());
+        }
+        let size = |seats: u16| {
+            let n = usize::from(seats);
+            let frame = Frame {
+                tick: config.first_tick,
+                inputs: vec![Some(I::default()); n],
+                events: (0..seats)
+                    .map(|k| SystemEvent::Joined {
+                        player: PlayerId(k),
+                    })
+                    .collect(),
+            };
+            let mut body = Vec::new();
+            wire::encode_frames_body(core::slice::from_ref(&frame), n, None, &mut body);
+            body.len() + BESIDE
+        };
+        let first_frame = size(config.max_seats);
+        if first_frame <= config.max_datagram {
+            return Ok(());
+        }
+        let fits = (1..config.max_seats)
+            .rev()
+            .find(|n| size(*n) <= config.max_datagram)
+            .unwrap_or(0);
+        Err(ConfigError::LobbyTooLarge {
+            seats: config.max_seats,
+            first_frame,
+            max_datagram: config.max_datagram,
+            fits,
         })
     }
 
@@ -492,12 +542,13 @@ impl<I: Input> Sequencer<I> {
         self.conns.is_empty() && !self.seats.iter().flatten().any(|s| s.lost.is_some())
     }
 
-    /// Whether the match is over: it had players and every one has left
-    /// (no seat is held, not even for a dropped player's token). A server
+    /// Whether the match is over: it started, had players, and every one
+    /// has left (no seat is held, not even for a dropped player's token).
+    /// A lobby everyone left is not over: nothing was played in it. A server
     /// closes the room: a client that comes under its name later starts a
     /// new match, with a new [`match_id`](Self::match_id).
     pub fn match_over(&self) -> bool {
-        self.had_player && self.seats.iter().all(Option::is_none)
+        self.had_player && self.playing && self.seats.iter().all(Option::is_none)
     }
 
     /// Whether the match has started: false while its lobby is open (see
@@ -726,6 +777,20 @@ impl<I: Input> Sequencer<I> {
     /// and taken again within one tick reads `[Left, Joined]`.
     fn add_tick_event(&mut self, tick: Tick, ev: SystemEvent) {
         let list = self.tick_events.entry(tick).or_default();
+        // A seat that joined at a tick not sealed yet and leaves at it
+        // never was in the stream: its `Joined` goes instead of a `Left`
+        // following it (otherwise the next player to take the seat at
+        // that tick, a lobby's first, had its `Joined` taken for a
+        // repeat and every game saw the seat leave).
+        if let SystemEvent::Left { player } | SystemEvent::Abandoned { player } = ev
+            && let Some(i) = list
+                .iter()
+                .rposition(|e| *e == SystemEvent::Joined { player })
+        {
+            list.remove(i);
+            list.retain(|e| *e != SystemEvent::CaughtUp { player });
+            return;
+        }
         if !list.contains(&ev) {
             list.push(ev);
         }

@@ -244,9 +244,16 @@ impl<I: Input> Sequencer<I> {
                 }
                 Message::CaughtUp { .. } => self.caught_up(i),
                 Message::MemberAck { seat, version } => self.roster_acked(i, seat, version),
-                Message::Ready { ready } => {
-                    if let Some(s) = seat.and_then(|s| self.seats[s.index()].as_mut()) {
+                // Readiness counts only in the lobby, and changes at most
+                // every `READY_EVERY` (each change goes to every client);
+                // a change put off is sent again until the roster shows it.
+                Message::Ready { ready } if !self.playing => {
+                    if let Some(s) = seat.and_then(|s| self.seats[s.index()].as_mut())
+                        && s.ready != ready
+                        && s.ready_at.is_none_or(|t| now - t >= READY_EVERY)
+                    {
                         s.ready = ready;
+                        s.ready_at = Some(now);
                     }
                 }
                 Message::DelayWanted { delay } => {

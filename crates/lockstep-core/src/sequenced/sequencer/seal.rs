@@ -106,10 +106,12 @@ impl<I: Input> Sequencer<I> {
         self.flush_all();
     }
 
-    /// Whether the lobby's start rule holds (or the owner asked to start).
+    /// Whether the lobby's start rule holds (or the owner asked to start,
+    /// or enough players were ready for `ready_wait`).
     fn start_due(&self) -> bool {
         let seated = || self.seats.iter().flatten();
         self.start_asked
+            || self.ready_wait_ends().is_some_and(|t| t <= self.now)
             || match self.config.start {
                 Start::AtOnce => true,
                 Start::Seated(n) => seated().count() >= usize::from(n),
@@ -120,11 +122,36 @@ impl<I: Input> Sequencer<I> {
             }
     }
 
+    /// In a lobby that starts once its players are ready: when it starts
+    /// without those not ready yet, `ready_wait` after at least `min` were.
+    pub(super) fn ready_wait_ends(&self) -> Option<Instant> {
+        if self.playing || !matches!(self.config.start, Start::Ready { .. }) {
+            return None;
+        }
+        Some(self.enough_ready? + self.config.ready_wait?)
+    }
+
+    /// Notes since when enough seated players are ready (`Start::Ready`).
+    fn note_readiness(&mut self) {
+        let Start::Ready { min } = self.config.start else {
+            return;
+        };
+        let ready = self.seats.iter().flatten().filter(|s| s.ready).count();
+        if ready >= usize::from(min) {
+            self.enough_ready.get_or_insert(self.now);
+        } else {
+            self.enough_ready = None;
+        }
+    }
+
     /// Closes the lobby once its start rule holds: the match starts at the
     /// open tick (every seat taken meanwhile joins there, a delay before
     /// its first input), and every client hears of it at once (its next
     /// datagram carries no `Lobby`).
     fn start_if_due(&mut self) -> bool {
+        if !self.playing {
+            self.note_readiness();
+        }
         if !self.playing && self.start_due() {
             self.playing = true;
             let players = self.seats.iter().flatten().count();

@@ -147,10 +147,31 @@ impl<I: Input> Sequencer<I> {
                 bound: sv.peer,
                 name: sv.name,
                 ready: false,
+                ready_at: None,
             });
             s.had_player = true;
         }
+        // Taken over in its lobby: nothing was sealed, so the seats'
+        // `Joined` the old host held went with it. The survivors' go in
+        // the first frame, and nobody who never joined leaves.
+        let lobby = !s.playing;
+        if lobby {
+            let mut seats: Vec<PlayerId> = s
+                .seats
+                .iter()
+                .enumerate()
+                .filter(|(_, seat)| seat.is_some())
+                .map(|(k, _)| PlayerId(k as u16))
+                .collect();
+            seats.sort_unstable();
+            for player in seats {
+                s.add_tick_event(next, SystemEvent::Joined { player });
+            }
+        }
         for ev in handover.events {
+            if lobby && matches!(ev, SystemEvent::Left { .. } | SystemEvent::Abandoned { .. }) {
+                continue;
+            }
             s.add_tick_event(next, ev);
         }
         s.start_clock();

@@ -118,6 +118,9 @@ impl<I: Input> TimerTable for Sequencer<I> {
         if let Some(t) = self.solo_seal_at() {
             timer(Timer::Seal, t);
         }
+        if let Some(t) = self.ready_wait_ends() {
+            timer(Timer::Seal, t);
+        }
         if let Some(at) = self.paused_at {
             timer(Timer::PauseEnds, at + self.config.max_pause);
         }
