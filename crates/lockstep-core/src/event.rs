@@ -18,7 +18,10 @@ use core::time::Duration;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Event {
-    /// Nothing has arrived from this peer for a while.
+    /// Nothing has arrived from this peer for a while. Ended by
+    /// [`Recovered`](Event::Recovered) when it is heard again, or, for a
+    /// relay client that took its seat back on a new connection, by
+    /// [`Reconnected`](Event::Reconnected) (no `Recovered` follows).
     Interrupted {
         /// The silent peer.
         peer: PeerId,

@@ -346,9 +346,3 @@ pub fn drive<E: Endpoint + ?Sized, T: Transport + ?Sized>(
     }
     Ok(d)
 }
-
-/// The README's examples, compiled as doctests so they cannot drift (here,
-/// where both crates they use are at hand).
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-struct ReadmeDoctests;

@@ -178,10 +178,25 @@ impl<G: Game> RelayClient<G> {
         self.runner.session_mut().set_ready(ready);
     }
 
-    /// Leaves the match: the relay is told goodbye at the next turn, and
-    /// the status turns `Ended`.
+    /// Leaves the match: the relay is told goodbye at the next turn (or
+    /// when the client is dropped), and the status turns `Ended`. A client
+    /// dropped without leaving says goodbye too, once; one that vanishes
+    /// without a word (its process killed) keeps its seat held for the
+    /// relay's grace (30 s), and its room's match with it.
     pub fn leave(&mut self) {
         self.runner.session_mut().leave();
+    }
+
+    /// The session: its seat, `roster()` (the room's players by name),
+    /// `match_id()`, `lobby()`, stats.
+    pub fn session(&self) -> &ClientSession<G::Input> {
+        self.runner.session()
+    }
+
+    /// Ends the match for this game at `last` (see
+    /// [`Runner::set_last_tick`]): the status turns `Finished` once it ran.
+    pub fn set_last_tick(&mut self, last: Option<lockstep_core::Tick>) {
+        self.runner.set_last_tick(last);
     }
 
     /// The next event, for the game to show.
@@ -281,4 +296,21 @@ fn open(relay: SocketAddr) -> std::io::Result<(UdpTransport, PeerId)> {
     let mut udp = UdpTransport::bind(any)?;
     let id = udp.add_peer(relay);
     Ok((udp, id))
+}
+
+/// A client dropped while connected says goodbye, once: its seat is
+/// released at once rather than held for the relay's grace.
+impl<G: Game> Drop for RelayClient<G> {
+    fn drop(&mut self) {
+        if self.runner.session().closed().is_some() {
+            return;
+        }
+        self.runner.session_mut().leave();
+        let _ = drive(
+            &mut self.runner,
+            &mut self.udp,
+            self.clock.now(),
+            &mut self.buffers,
+        );
+    }
 }

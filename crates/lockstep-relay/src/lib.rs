@@ -47,3 +47,10 @@ pub use server::{
     Listeners, RelayError, RelayReport, SOCKET_BUFFER, bind_udp, run, run_with_metrics,
 };
 pub use tls::{TlsError, TlsFiles, acceptor as tls_acceptor};
+
+/// The README's examples, compiled as doctests so they cannot drift (here,
+/// where every crate they use is at hand: this one, and the core and
+/// `lockstep-net` as dependencies).
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;

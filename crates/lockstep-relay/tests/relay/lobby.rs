@@ -296,3 +296,41 @@ fn a_lobby_left_by_its_only_player_keeps_its_spectators() {
     );
     relay.stop();
 }
+
+/// A client dropped without `leave` says goodbye all the same: the other
+/// player's game runs its seat's `Left` within a second, and once both are
+/// dropped the room's name starts a new match at once (a newcomer's game
+/// dropped its clients, and the room stayed the old match for the 30 s the
+/// relay held their seats).
+#[test]
+fn a_dropped_client_says_goodbye() {
+    let relay = TestRelay::start(RelayConfig::default());
+    let mut clients = vec![client(&relay, "drop", "ann"), client(&relay, "drop", "bob")];
+    run_until(&mut clients, 10, "both playing", |c| {
+        c.iter()
+            .all(|c| c.status() == Status::Playing && c.game().next > 30)
+    });
+    let old = clients[0].session().match_id();
+    let bob = clients[1].session().seat().expect("seated");
+    drop(clients.pop());
+    let left = |c: &[RelayClient<Fold>]| {
+        c[0].game()
+            .system
+            .iter()
+            .any(|(_, e)| *e == SystemEvent::Left { player: bob })
+    };
+    let since = Instant::now();
+    run_until(&mut clients, 5, "bob's seat left", left);
+    assert!(
+        since.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        since.elapsed()
+    );
+    drop(clients.pop());
+    let mut again = vec![client(&relay, "drop", "cat")];
+    run_until(&mut again, 10, "cat playing", |c| {
+        c[0].status() == Status::Playing
+    });
+    assert_ne!(again[0].session().match_id(), old, "a new match");
+    relay.stop();
+}
