@@ -425,12 +425,21 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
         (self.session, self.game)
     }
 
-    /// Frames ready beyond which the runner catches up.
+    /// How far behind the match the runner may be and still run at the
+    /// tick rate: the input delay (a room seals a tick once every input
+    /// for it is in, which may be up to the delay before anyone runs it,
+    /// and a mesh holds frames that far ahead), the pacer's frames in hand,
+    /// and its margin. Beyond it, the runner catches up. (Counting from
+    /// the frames in hand alone, a match at a 16-tick delay over a 250 ms
+    /// round trip caught up for good: each runner ran frames as fast as
+    /// they came, committed as fast, and the room ran at 41 ticks a second
+    /// of 30.)
     fn catch_up_beyond(&self) -> u32 {
         self.config
             .pacer
             .target
             .saturating_add(self.config.pacer.catch_up_beyond)
+            .saturating_add(self.session.delay())
     }
 
     /// How many frames to run now.

@@ -56,11 +56,13 @@ pub trait Played<I: Input>: Endpoint {
     /// The room's lobby, while its match has not started (see
     /// `ClientSession::lobby`; a mesh has none).
     fn lobby(&self) -> Option<Lobby>;
+    /// The input delay in force, in ticks (0 before it is known).
+    fn delay(&self) -> u32;
 }
 
 /// `Played` for a session type whose inherent methods carry the names.
 macro_rules! played {
-    ($session:ident, $snapshot_progress:expr, $tick_rate:expr, $joining:expr, $connected:expr, $closed:expr, $can_reconnect:expr, $behind:expr, $resyncing:expr, $paused:expr, $lobby:expr) => {
+    ($session:ident, $snapshot_progress:expr, $tick_rate:expr, $joining:expr, $connected:expr, $closed:expr, $can_reconnect:expr, $behind:expr, $resyncing:expr, $paused:expr, $lobby:expr, $delay:expr) => {
         impl<I: Input> Played<I> for $session<I> {
             fn poll_event(&mut self) -> Option<Event> {
                 Self::poll_event(self)
@@ -133,6 +135,10 @@ macro_rules! played {
                 let f: fn(&Self) -> Option<Lobby> = $lobby;
                 f(self)
             }
+            fn delay(&self) -> u32 {
+                let f: fn(&Self) -> u32 = $delay;
+                f(self)
+            }
         }
     };
 }
@@ -148,7 +154,8 @@ played!(
     |s| s.frames_behind(),
     |s| s.resyncing(),
     |s| s.paused(),
-    |s| s.lobby()
+    |s| s.lobby(),
+    |s| s.welcome().map_or(0, |w| w.delay)
 );
 played!(
     HostSession,
@@ -161,7 +168,8 @@ played!(
     |s| s.client().frames_behind(),
     |s| s.client().resyncing(),
     |s| s.client().paused(),
-    |s| s.client().lobby()
+    |s| s.client().lobby(),
+    |s| s.client().welcome().map_or(0, |w| w.delay)
 );
 played!(
     HostedSession,
@@ -174,7 +182,8 @@ played!(
     |s| s.client().frames_behind(),
     |s| s.client().resyncing(),
     |s| s.client().paused(),
-    |s| s.client().lobby()
+    |s| s.client().lobby(),
+    |s| s.client().welcome().map_or(0, |w| w.delay)
 );
 played!(
     MeshSession,
@@ -187,5 +196,6 @@ played!(
     |s| u32::try_from(s.frames_ready()).unwrap_or(u32::MAX),
     |s| s.resyncing(),
     |s| s.paused(),
-    |_| None
+    |_| None,
+    |s| s.delay()
 );
