@@ -711,3 +711,155 @@ fn runners_stop_together_at_the_last_tick() {
         .collect();
     assert!(hashes.windows(2).all(|w| w[0] == w[1]), "{hashes:?}");
 }
+
+/// A host-mode player: its runner around a `HostedSession`, its input's
+/// seed.
+#[derive(Debug)]
+struct HostedPlayer(Runner<Tally, lockstep_core::sequenced::HostedSession<u16>>, SimRng);
+
+impl Endpoint for HostedPlayer {
+    type Error = String;
+    fn handle_datagram(&mut self, from: PeerId, d: &[u8], now: Instant) -> Result<(), String> {
+        self.0
+            .handle_datagram(from, d, now)
+            .map_err(|e| e.to_string())
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Endpoint::handle_timeout(&mut self.0, now);
+    }
+    fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
+        self.0.poll_transmit(buf)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.0.poll_timeout()
+    }
+}
+
+/// Runs every host-mode player's loop until `until`: contacts named and
+/// resolved (as `lockstep_net::turn_hosted` does over UDP), the runner
+/// updated once a render frame; notes when each one's own input first ran.
+fn run_hosted(
+    sim: &mut Sim<HostedPlayer>,
+    until: Instant,
+    played: &mut BTreeMap<PeerId, Instant>,
+) {
+    let period = Duration::from_micros(1_000_000 / FPS);
+    sim.run(
+        until,
+        period,
+        |id, p, now| {
+            crate::common::hosted::contacts(p.0.session_mut());
+            let rng = &mut p.1;
+            p.0.update(now, |_| (rng.next_u64() as u16) | 1)
+                .expect("the runner goes on");
+            let seat = p.0.session().seat().map(|s| s.index());
+            if seat.is_some_and(|s| p.0.game().ran.get(s).is_some_and(|n| *n > 0)) {
+                played.entry(id).or_insert(now);
+            }
+        },
+        |_| false,
+    );
+}
+
+proptest::proptest! {
+    #![proptest_config(crate::common::props::cases(12))]
+
+    /// Host mode with runners under loss and jitter: a host and two
+    /// players, half the time through a lobby the host's rule starts once
+    /// three are seated; a fourth player joining at a random time; the
+    /// host's process gone without a goodbye at a random time. The players
+    /// left carry the match on under one of them with no code of their
+    /// own, agree on every tick both ran, end `Playing`, and the joiner's
+    /// inputs run (within 3 s of its connecting, or 3 s after the takeover
+    /// when the host died during its join).
+    #[test]
+    fn hosted_runners_live_through_a_join_and_the_hosts_death(
+        join_ms in 500u64..5_000,
+        kill_ms in 3_000u64..9_000,
+        lobby in proptest::bool::ANY,
+        latency in 0u64..40,
+        jitter in 0u64..15,
+        loss in 0.0f64..0.05,
+        seed in proptest::num::u64::ANY,
+    ) {
+        use lockstep_core::sequenced::{HostedConfig, HostedSession};
+        let link = LinkConditions {
+            latency: Duration::from_millis(latency),
+            jitter: Duration::from_millis(jitter),
+            loss,
+            ..LinkConditions::default()
+        };
+        let mut sim = Sim::new(SimNetwork::new(seed, link));
+        let mut config = HostedConfig::default();
+        config.sequencer.start = if lobby { Start::Seated(3) } else { Start::AtOnce };
+        let player = |s: HostedSession<u16>, k: u64| {
+            HostedPlayer(
+                Runner::new(s, Tally::new(), RunnerConfig::default()).unwrap(),
+                SimRng::new(seed ^ k),
+            )
+        };
+        sim.add(PeerId(0), player(HostedSession::host(config.clone(), Instant::ZERO).unwrap(), 0));
+        for k in 1..=2u32 {
+            let s = HostedSession::join(config.clone(), PeerId(0), Instant::ZERO).unwrap();
+            sim.add(PeerId(k), player(s, u64::from(k)));
+        }
+        let mut played = BTreeMap::new();
+        let mut when = [(join_ms, 0u8), (kill_ms, 1)];
+        when.sort_unstable();
+        let (mut joined_at, mut killed_at) = (None, None);
+        for (at, what) in when {
+            run_hosted(&mut sim, Instant::from_millis(at), &mut played);
+            if what == 0 {
+                joined_at = Some(sim.now());
+                let s = HostedSession::join(config.clone(), PeerId(0), sim.now()).unwrap();
+                sim.add(PeerId(3), player(s, 3));
+            } else {
+                killed_at = Some(sim.now());
+                sim.freeze(PeerId(0));
+            }
+        }
+        let end = sim.now() + Duration::from_secs(12);
+        run_hosted(&mut sim, end, &mut played);
+        let ids = [PeerId(1), PeerId(2), PeerId(3)];
+        let logs: Vec<&BTreeMap<Tick, u64>> = ids
+            .iter()
+            .map(|id| &sim.endpoint(*id).unwrap().0.game().log)
+            .collect();
+        let mut common = usize::MAX;
+        for a in &logs {
+            for b in &logs {
+                let mut n = 0;
+                for (t, h) in *a {
+                    if let Some(o) = b.get(t) {
+                        proptest::prop_assert_eq!(h, o, "seed {}: after {}", seed, t);
+                        n += 1;
+                    }
+                }
+                common = common.min(n);
+            }
+        }
+        proptest::prop_assert!(common > 100, "seed {}: {} ticks in common", seed, common);
+        for id in ids {
+            let r = &sim.endpoint(id).unwrap().0;
+            proptest::prop_assert_eq!(r.status(), Status::Playing, "seed {}: {}", seed, id);
+        }
+        proptest::prop_assert!(
+            ids.iter().any(|id| sim.endpoint(*id).unwrap().0.session().hosting()),
+            "seed {}: somebody hosts", seed
+        );
+        let first = played.get(&PeerId(3)).copied();
+        let first = first.unwrap_or_else(|| panic!("seed {seed}: the joiner never played"));
+        let (joined, killed) = (joined_at.unwrap(), killed_at.unwrap());
+        let from = if killed > joined && killed < joined + Duration::from_secs(3) {
+            killed
+        } else {
+            joined
+        };
+        let took = first - from;
+        proptest::prop_assert!(
+            took < Duration::from_secs(3),
+            "seed {}: played {:?} after {} (join {} ms, kill {} ms, lobby {})",
+            seed, took, if from == killed { "the host died" } else { "connecting" }, join_ms, kill_ms, lobby
+        );
+    }
+}
