@@ -127,6 +127,26 @@ impl Pacer {
         n
     }
 
+    /// Gives back `ticks` that the last [`ticks_due`](Self::ticks_due)
+    /// handed out and that could not run (their frames had not come): their
+    /// time is owed again, up to one tick's worth, so the next frame runs as
+    /// soon as it comes and a stall is not made up in a burst. For a loop
+    /// that tells the pacer a frame is in hand before it has come (see
+    /// `ClientSession::paced_together`).
+    ///
+    /// ```
+    /// use lockstep_core::{Instant, Pacer, PacerConfig};
+    /// let mut pacer = Pacer::new(30, PacerConfig::default())?;
+    /// pacer.ticks_due(Instant::ZERO, 1);
+    /// assert_eq!(pacer.ticks_due(Instant::from_millis(34), 1), 1); // its frame is not here
+    /// pacer.give_back(1);
+    /// assert_eq!(pacer.ticks_due(Instant::from_millis(40), 1), 1); // it came: it runs now
+    /// # Ok::<(), lockstep_core::ConfigError>(())
+    /// ```
+    pub fn give_back(&mut self, ticks: u32) {
+        self.owed = (self.owed + self.period * ticks).min(self.period.max(self.owed));
+    }
+
     /// The pace of the last call, as a multiple of the tick rate (above
     /// `1 + max_adjust`: catching up).
     pub fn speed(&self) -> f64 {

@@ -218,14 +218,24 @@ impl<I: Input> MeshSession<I> {
             return 0;
         }
         let ready = self.frames_ready();
+        if self.paced_together() {
+            ready.min(1)
+        } else {
+            ready
+        }
+    }
+
+    /// Whether every player's clock sets the pace together, so that a
+    /// pacer must never run slower than the tick rate for want of a frame
+    /// in hand: a player whose game no peer waits on (the case where
+    /// [`ready_to_pace`](Self::ready_to_pace) counts one frame at most; see
+    /// `ClientSession::paced_together`).
+    pub fn paced_together(&self) -> bool {
         let waited_on = self
             .peers
             .iter()
             .any(|p| p.waits_on_us && p.seat.is_some_and(|s| self.seat_live(s)));
-        match self.local_seat {
-            Some(_) if !waited_on => ready.min(1),
-            _ => ready,
-        }
+        self.local_seat.is_some() && !waited_on
     }
 
     /// The frames complete and ready to run, in a row from the next one:

@@ -219,6 +219,9 @@ pub struct Runner<G: Game, S> {
     /// The game a state received replaced after it had run frames (a
     /// resync), until taken.
     replaced: Option<G>,
+    /// Ticks the pacer handed out this update on a frame in hand it was
+    /// told of before it came (see `frames_due`).
+    granted: u32,
 }
 
 impl<G: Game, S: Played<G::Input>> Runner<G, S> {
@@ -256,6 +259,7 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
             interrupted: BTreeMap::new(),
             last_tick: None,
             replaced: None,
+            granted: 0,
         })
     }
 
@@ -289,6 +293,11 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
             }
             self.donate()?;
             self.commit(&mut input, &mut done)?;
+        }
+        if let Some(p) = self.pacer.as_mut()
+            && done.ran < self.granted
+        {
+            p.give_back(self.granted - done.ran);
         }
         self.take_events(now)?;
         self.donate()?;
@@ -444,6 +453,7 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
 
     /// How many frames to run now.
     fn frames_due(&mut self, now: Instant) -> u32 {
+        self.granted = 0;
         if self.pacer.is_none() {
             self.pacer = self
                 .session
@@ -455,11 +465,24 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
         let Some(pacer) = self.pacer.as_mut() else {
             return catch_up;
         };
+        // Where every player's clock sets the pace, a frame not in hand yet
+        // is no reason to run slow (it only slowed the whole room): the
+        // pacer is told one is, and given back the ticks that then cannot
+        // run (see `update`).
+        let ready = self.session.ready_to_pace();
+        let together = self.session.paced_together();
+        let told = if together {
+            ready.max(self.config.pacer.target as usize)
+        } else {
+            ready
+        };
         // Asked even when catching up: its clock stays current.
-        let paced = pacer.ticks_due(now, self.session.ready_to_pace());
+        let paced = pacer.ticks_due(now, told);
         if self.session.joining() || behind > self.catch_up_beyond() {
+            self.granted = 0;
             catch_up
         } else {
+            self.granted = if together { paced } else { 0 };
             paced
         }
     }

@@ -58,11 +58,14 @@ pub trait Played<I: Input>: Endpoint {
     fn lobby(&self) -> Option<Lobby>;
     /// The input delay in force, in ticks (0 before it is known).
     fn delay(&self) -> u32;
+    /// Whether every player's clock sets the pace together (see
+    /// `ClientSession::paced_together`).
+    fn paced_together(&self) -> bool;
 }
 
 /// `Played` for a session type whose inherent methods carry the names.
 macro_rules! played {
-    ($session:ident, $snapshot_progress:expr, $tick_rate:expr, $joining:expr, $connected:expr, $closed:expr, $can_reconnect:expr, $behind:expr, $resyncing:expr, $paused:expr, $lobby:expr, $delay:expr) => {
+    ($session:ident, $snapshot_progress:expr, $tick_rate:expr, $joining:expr, $connected:expr, $closed:expr, $can_reconnect:expr, $behind:expr, $resyncing:expr, $paused:expr, $lobby:expr, $delay:expr, $together:expr) => {
         impl<I: Input> Played<I> for $session<I> {
             fn poll_event(&mut self) -> Option<Event> {
                 Self::poll_event(self)
@@ -139,6 +142,10 @@ macro_rules! played {
                 let f: fn(&Self) -> u32 = $delay;
                 f(self)
             }
+            fn paced_together(&self) -> bool {
+                let f: fn(&Self) -> bool = $together;
+                f(self)
+            }
         }
     };
 }
@@ -155,7 +162,8 @@ played!(
     |s| s.resyncing(),
     |s| s.paused(),
     |s| s.lobby(),
-    |s| s.welcome().map_or(0, |w| w.delay)
+    |s| s.welcome().map_or(0, |w| w.delay),
+    |s| s.paced_together()
 );
 played!(
     HostSession,
@@ -169,7 +177,8 @@ played!(
     |s| s.client().resyncing(),
     |s| s.client().paused(),
     |s| s.client().lobby(),
-    |s| s.client().welcome().map_or(0, |w| w.delay)
+    |s| s.client().welcome().map_or(0, |w| w.delay),
+    |s| s.client().paced_together()
 );
 played!(
     HostedSession,
@@ -183,7 +192,8 @@ played!(
     |s| s.client().resyncing(),
     |s| s.client().paused(),
     |s| s.client().lobby(),
-    |s| s.client().welcome().map_or(0, |w| w.delay)
+    |s| s.client().welcome().map_or(0, |w| w.delay),
+    |s| s.client().paced_together()
 );
 played!(
     MeshSession,
@@ -197,5 +207,6 @@ played!(
     |s| s.resyncing(),
     |s| s.paused(),
     |_| None,
-    |s| s.delay()
+    |s| s.delay(),
+    |s| s.paced_together()
 );

@@ -438,16 +438,29 @@ impl<I: Input> ClientSession<I> {
     /// ```
     pub fn ready_to_pace(&self) -> usize {
         let ready = self.frames.iter().take_while(|f| f.is_some()).count();
-        match self.welcome() {
-            Some(w)
-                if !w.deadline
-                    && self.joining.is_none()
-                    && w.seat.is_none_or(|me| !self.waiting.contains(&me)) =>
-            {
-                ready.min(1)
-            }
-            _ => ready,
+        if self.paced_together() {
+            ready.min(1)
+        } else {
+            ready
         }
+    }
+
+    /// Whether every player's clock sets the pace together, so that a
+    /// pacer must never run slower than the tick rate for want of a frame
+    /// in hand: a `WaitForAll` room, in step, not waiting on our input (the
+    /// case where [`ready_to_pace`](Self::ready_to_pace) counts one frame at
+    /// most). At a one-tick delay the next frame is never in hand a tick
+    /// ahead, and a pacer that slowed while short of it slowed the whole
+    /// room (28.6 ticks a second of 30 on a 20 ms link). A loop whose pacer
+    /// is told a frame is in hand whenever this holds gives the ticks back
+    /// that then cannot run ([`Pacer::give_back`](crate::Pacer::give_back));
+    /// the runner does.
+    pub fn paced_together(&self) -> bool {
+        self.welcome().is_some_and(|w| {
+            !w.deadline
+                && self.joining.is_none()
+                && w.seat.is_none_or(|me| !self.waiting.contains(&me))
+        })
     }
 
     /// Whether the sequencer has paused the game.
