@@ -84,6 +84,7 @@ pub mod mesh;
 mod pacer;
 mod player_inputs;
 mod rate;
+pub mod replay;
 mod rules;
 pub mod runner;
 pub mod secure;

@@ -1,0 +1,216 @@
+//! The replay format: what is recorded reads back as it was, a file cut
+//! off anywhere reads up to its last whole chunk, and any changed bit is
+//! found and named.
+
+use lockstep_core::replay::{Header, Recorder, Replay, ReplayError, Topology};
+use lockstep_core::{Frame, PlayerId, StreamHash, SystemEvent, Tick};
+use proptest::prelude::*;
+
+/// A match of `ticks` frames over `seats` seats from a seed: inputs held
+/// for a while then changed, seats empty now and then, membership, delay
+/// and pause events.
+fn frames(seed: u64, seats: usize, ticks: u32, first: u32) -> Vec<Frame<u16>> {
+    let mut x = seed | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut held: Vec<Option<u16>> = vec![Some(0); seats];
+    (first..first + ticks)
+        .map(|t| {
+            for h in held.iter_mut() {
+                match next() % 16 {
+                    0 => *h = None,
+                    1..=3 => *h = Some(next() as u16),
+                    _ => {}
+                }
+            }
+            let mut events = Vec::new();
+            match next() % 40 {
+                0 => events.push(SystemEvent::Joined {
+                    player: PlayerId((next() % seats as u64) as u16),
+                }),
+                1 => events.push(SystemEvent::Left {
+                    player: PlayerId((next() % seats as u64) as u16),
+                }),
+                2 => events.push(SystemEvent::DelayChanged {
+                    delay: (next() % 16 + 1) as u32,
+                }),
+                _ => {}
+            }
+            Frame {
+                tick: Tick::new(t),
+                inputs: held.clone(),
+                events,
+            }
+        })
+        .collect()
+}
+
+fn header(seats: u16, first: u32) -> Header {
+    let mut h = Header::new(0x5eed, "test game 1", 30, seats, Topology::Other);
+    h.names = (0..seats).map(|k| format!("p{k}")).collect();
+    h.recorder = "tests".into();
+    h.first_tick = Tick::new(first);
+    if first > 0 {
+        h.snapshot = Some((Tick::new(first - 1), vec![7; 100]));
+    }
+    h
+}
+
+/// Records `frames` with a checkpoint every 8 ticks, `chunk` frames a
+/// chunk.
+fn record(h: Header, frames: &[Frame<u16>], chunk: u32) -> Vec<u8> {
+    let mut rec = Recorder::<u16, _>::new(h, Vec::new()).expect("a recorder");
+    rec.set_chunk_frames(chunk);
+    for f in frames {
+        rec.record(f).expect("recorded");
+        if f.tick.get() % 8 == 7 {
+            rec.checkpoint(f.tick, u64::from(f.tick.get()) * 0x9E37);
+        }
+    }
+    rec.finish().expect("finished")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Any match, any chunk size, from the first tick or mid-match with a
+    /// snapshot: the same frames, checkpoints and stream hash read back.
+    #[test]
+    fn a_recorded_match_reads_back_as_it_was(
+        seed in any::<u64>(),
+        seats in 1u16..12,
+        ticks in 0u32..700,
+        chunk in 1u32..400,
+        first in prop_oneof![Just(0u32), 1u32..100_000],
+    ) {
+        let fs = frames(seed, usize::from(seats), ticks, first);
+        let h = header(seats, first);
+        let file = record(h.clone(), &fs, chunk);
+        let r = Replay::<u16>::read(&file);
+        prop_assert!(r.stopped.is_none(), "{:?}", r.stopped);
+        prop_assert_eq!(r.header.as_ref(), Some(&h));
+        prop_assert_eq!(&r.frames, &fs);
+        let mut hash = StreamHash::new();
+        for f in &fs {
+            hash.push(f);
+        }
+        let end = r.end.expect("an end");
+        prop_assert_eq!(end.stream_hash, hash.value());
+        prop_assert_eq!(end.frames, u64::from(ticks));
+        prop_assert_eq!(end.last_tick, fs.last().map(|f| f.tick));
+        prop_assert_eq!(r.checkpoints.len(), fs.iter().filter(|f| f.tick.get() % 8 == 7).count());
+        prop_assert_eq!(r.valid_len, file.len());
+    }
+}
+
+/// A small file cut at every byte: never a panic; what reads is the
+/// frames of the whole chunks before the cut, and it says the file ends
+/// inside a record.
+#[test]
+fn a_file_cut_anywhere_reads_up_to_its_last_whole_chunk() {
+    let fs = frames(3, 3, 50, 0);
+    let file = record(header(3, 0), &fs, 8);
+    let whole = Replay::<u16>::read(&file);
+    assert!(whole.stopped.is_none());
+    let mut prefixes = 0;
+    for cut in 0..file.len() {
+        let r = Replay::<u16>::read(&file[..cut]);
+        assert!(r.valid_len <= cut, "cut {cut}");
+        assert!(r.end.is_none(), "cut {cut}");
+        // The frames read are a prefix of the match, in whole chunks of 8.
+        assert_eq!(&fs[..r.frames.len()], &r.frames[..], "cut {cut}");
+        assert!(
+            r.frames.len().is_multiple_of(8) || r.frames.len() == fs.len(),
+            "cut {cut}: {}",
+            r.frames.len()
+        );
+        match (&r.stopped, cut) {
+            (None, _) => assert_eq!(r.valid_len, cut, "cut {cut}: clean only at a record's end"),
+            (Some(ReplayError::NotAReplay), 0) => {}
+            (Some(ReplayError::Truncated { .. }), _) => {}
+            (other, _) => panic!("cut {cut}: {other:?}"),
+        }
+        if r.stopped.is_none() {
+            prefixes += 1;
+        }
+    }
+    // Clean cuts: right after the header, and after each of the 7 chunks.
+    assert_eq!(prefixes, 8);
+}
+
+/// Every single bit of a small file flipped: each is found, as a record
+/// (or the header) that fails its checksum or does not read, never as
+/// other frames.
+#[test]
+fn every_flipped_bit_is_found_and_named() {
+    let fs = frames(5, 2, 40, 0);
+    let file = record(header(2, 0), &fs, 10);
+    for i in 0..file.len() {
+        for bit in 0..8 {
+            let mut bad = file.clone();
+            bad[i] ^= 1 << bit;
+            let r = Replay::<u16>::read(&bad);
+            assert!(
+                r.stopped.is_some(),
+                "byte {i} bit {bit}: read whole ({} frames)",
+                r.frames.len()
+            );
+            assert_eq!(&fs[..r.frames.len()], &r.frames[..], "byte {i} bit {bit}");
+        }
+    }
+}
+
+/// A record claiming gigabytes, another format, a stranger's bytes: each
+/// a typed error, nothing allocated for the claim.
+#[test]
+fn hostile_files_are_refused_by_name() {
+    let fs = frames(9, 2, 20, 0);
+    let file = record(header(2, 0), &fs, 10);
+    let r = Replay::<u16>::read(b"GIF89a and so on");
+    assert!(matches!(r.stopped, Some(ReplayError::NotAReplay)));
+    let mut newer = file.clone();
+    newer[4] = 2;
+    let r = Replay::<u16>::read(&newer);
+    assert!(matches!(
+        r.stopped,
+        Some(ReplayError::UnsupportedFormat { found: 2 })
+    ));
+    // The first chunk's stored length, set to 3 GB.
+    let header_len = u32::from_le_bytes([file[5], file[6], file[7], file[8]]) as usize;
+    let first = 17 + header_len;
+    let mut huge = file.clone();
+    huge[first + 1..first + 5].copy_from_slice(&3_000_000_000u32.to_le_bytes());
+    let r = Replay::<u16>::read(&huge);
+    assert!(
+        matches!(r.stopped, Some(ReplayError::TooLarge { record: 1, .. })),
+        "{:?}",
+        r.stopped
+    );
+    assert!(r.frames.is_empty());
+}
+
+/// Frames out of order, or of the wrong width, are refused as they are
+/// recorded.
+#[test]
+fn a_recorder_takes_frames_in_order_only() {
+    let mut rec = Recorder::<u16, _>::new(header(2, 0), Vec::new()).expect("a recorder");
+    let f = |t: u32, n: usize| Frame {
+        tick: Tick::new(t),
+        inputs: vec![Some(1u16); n],
+        events: Vec::new(),
+    };
+    rec.record(&f(0, 2)).expect("the first");
+    assert!(matches!(
+        rec.record(&f(2, 2)),
+        Err(ReplayError::Frame { .. })
+    ));
+    assert!(matches!(
+        rec.record(&f(1, 3)),
+        Err(ReplayError::Frame { .. })
+    ));
+    rec.record(&f(1, 2)).expect("the next");
+}
