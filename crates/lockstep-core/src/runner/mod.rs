@@ -222,7 +222,33 @@ pub struct Runner<G: Game, S> {
     /// Ticks the pacer handed out this update on a frame in hand it was
     /// told of before it came (see `frames_due`).
     granted: u32,
+    /// Recording the frames run (see [`record`](Runner::record)).
+    recording: Recording<G::Input>,
 }
+
+/// Where a runner's recording stands.
+enum Recording<I: crate::Input> {
+    Off,
+    /// Asked for: it starts at the next frame run, from the state then.
+    Asked(crate::replay::Header, Box<dyn std::io::Write + Send>),
+    On(Box<crate::replay::Recorder<I, Box<dyn std::io::Write + Send>>>),
+    /// The writer failed: the game plays on.
+    Failed(crate::replay::ReplayError),
+}
+
+impl<I: crate::Input> core::fmt::Debug for Recording<I> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Off => f.write_str("Off"),
+            Self::Asked(h, _) => f.debug_tuple("Asked").field(&h.game).finish(),
+            Self::On(r) => f.debug_tuple("On").field(r).finish(),
+            Self::Failed(e) => f.debug_tuple("Failed").field(e).finish(),
+        }
+    }
+}
+
+/// Ticks between two state hashes a runner records.
+const RECORD_HASH_EVERY: u32 = 30;
 
 impl<G: Game, S: Played<G::Input>> Runner<G, S> {
     /// A runner for `session` playing `game` from its start: the state the
@@ -260,6 +286,7 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
             last_tick: None,
             replaced: None,
             granted: 0,
+            recording: Recording::Off,
         })
     }
 
@@ -284,9 +311,11 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
             let Some(frame) = self.session.advance() else {
                 break;
             };
+            self.start_recording(frame.tick);
             self.game.step(&frame);
             self.last_run = Some(frame.tick);
             done.ran += 1;
+            self.record_frame(&frame);
             if frame.tick.get() % self.config.checksum_every == 0 {
                 // Ticks run in order: the report cannot be refused.
                 let _ = self.session.report_checksum(frame.tick, self.game.hash());
@@ -427,6 +456,82 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
     /// latest is kept.
     pub fn take_replaced(&mut self) -> Option<G> {
         self.replaced.take()
+    }
+
+    /// Records the match from the next frame the game runs into `out` (a
+    /// file, say: see [`replay`](crate::replay)): every frame run, and the
+    /// game's state hash every 30 ticks. `header` says what the match is
+    /// (the game, the seats, who records); its first tick and, for a
+    /// recording that starts mid-match (a late joiner, a reconnect), the
+    /// game's state to start from are filled in when the first frame runs.
+    /// A writer that fails (a full disk) stops the recording, never the
+    /// game: [`recording_error`](Self::recording_error) says why. Recording
+    /// again finishes the recording before.
+    pub fn record(
+        &mut self,
+        header: crate::replay::Header,
+        out: Box<dyn std::io::Write + Send>,
+    ) -> Result<(), crate::replay::ReplayError> {
+        let before = self.stop_recording();
+        self.recording = Recording::Asked(header, out);
+        before.map_or(Ok(()), |r| r.map(drop))
+    }
+
+    /// Finishes the recording (its last chunk and its end written) and
+    /// hands its writer back; `None` if nothing was recording.
+    pub fn stop_recording(
+        &mut self,
+    ) -> Option<Result<Box<dyn std::io::Write + Send>, crate::replay::ReplayError>> {
+        match core::mem::replace(&mut self.recording, Recording::Off) {
+            Recording::On(r) => Some(r.finish()),
+            Recording::Asked(_, out) => Some(Ok(out)),
+            Recording::Failed(e) => Some(Err(e)),
+            Recording::Off => None,
+        }
+    }
+
+    /// Why the recording stopped, if its writer failed.
+    pub fn recording_error(&self) -> Option<&crate::replay::ReplayError> {
+        match &self.recording {
+            Recording::Failed(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// A recording asked for starts with the frame at `tick`, from the
+    /// game's state now (the state after `tick - 1`, if the match began
+    /// before).
+    fn start_recording(&mut self, tick: Tick) {
+        if !matches!(self.recording, Recording::Asked(..)) {
+            return;
+        }
+        let Recording::Asked(mut header, out) =
+            core::mem::replace(&mut self.recording, Recording::Off)
+        else {
+            return;
+        };
+        header.first_tick = tick;
+        header.snapshot = tick
+            .get()
+            .checked_sub(1)
+            .map(|before| (Tick::new(before), self.game.save()));
+        self.recording = match crate::replay::Recorder::new(header, out) {
+            Ok(r) => Recording::On(Box::new(r)),
+            Err(e) => Recording::Failed(e),
+        };
+    }
+
+    fn record_frame(&mut self, frame: &crate::Frame<G::Input>) {
+        let Recording::On(r) = &mut self.recording else {
+            return;
+        };
+        let result = r.record(frame);
+        if frame.tick.get() % RECORD_HASH_EVERY == RECORD_HASH_EVERY - 1 {
+            r.checkpoint(frame.tick, self.game.hash());
+        }
+        if let Err(e) = result {
+            self.recording = Recording::Failed(e);
+        }
     }
 
     /// The runner's parts, to go on without it.

@@ -214,3 +214,74 @@ fn a_recorder_takes_frames_in_order_only() {
     ));
     rec.record(&f(1, 2)).expect("the next");
 }
+
+/// A game folding every input, whose build `odd` parts from the others at
+/// tick 77.
+#[derive(Default)]
+struct Fold {
+    acc: u64,
+    odd: bool,
+}
+
+impl lockstep_core::Game for Fold {
+    type Input = u16;
+    fn step(&mut self, f: &Frame<u16>) {
+        for i in f.inputs.iter().flatten() {
+            self.acc = (self.acc ^ u64::from(*i)).wrapping_mul(0x100_0000_01B3);
+        }
+        if self.odd && f.tick == Tick::new(77) {
+            self.acc += 1;
+        }
+    }
+    fn hash(&self) -> u64 {
+        self.acc
+    }
+    fn save(&self) -> Vec<u8> {
+        self.acc.to_le_bytes().to_vec()
+    }
+    fn restore(b: &[u8]) -> Result<Self, String> {
+        Ok(Self {
+            acc: u64::from_le_bytes(b.try_into().map_err(|_| "8 bytes")?),
+            odd: false,
+        })
+    }
+}
+
+/// A recording made by a game whose state parted at tick 77, run again by
+/// the game that did not: the first checkpoint after the parting is named,
+/// with both hashes; run by the same build, every checkpoint matches.
+#[test]
+fn verify_names_the_first_checkpoint_that_differs() {
+    use lockstep_core::Game as _;
+    use lockstep_core::replay::{Verified, verify};
+    let fs = frames(11, 3, 200, 0);
+    let mut rec = Recorder::<u16, _>::new(header(3, 0), Vec::new()).expect("a recorder");
+    let mut odd = Fold { acc: 0, odd: true };
+    for f in &fs {
+        odd.step(f);
+        rec.record(f).expect("recorded");
+        if f.tick.get() % 10 == 9 {
+            rec.checkpoint(f.tick, odd.hash());
+        }
+    }
+    let file = rec.finish().expect("finished");
+    let r = Replay::<u16>::read(&file);
+    match verify(&r, Fold::default()) {
+        Verified::Differs {
+            tick,
+            recorded,
+            ran,
+        } => {
+            assert_eq!(tick, Tick::new(79));
+            assert_ne!(recorded, ran);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        verify(&r, Fold { acc: 0, odd: true }),
+        Verified::Matches {
+            checkpoints: 20,
+            frames: 200
+        }
+    );
+}
