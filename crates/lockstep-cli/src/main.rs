@@ -10,6 +10,7 @@ mod desync;
 mod netsim;
 mod play;
 mod relay;
+mod replay;
 mod ticket;
 
 /// Deterministic lockstep networking: run a relay, and more.
@@ -42,6 +43,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Sign a join ticket for a relay that requires them.
     Ticket(ticket::TicketArgs),
+    /// Read and check replay files: `lockstep replay info FILE`,
+    /// `lockstep replay verify FILE --seed N`.
+    Replay(replay::ReplayArgs),
     /// Read desync reports: `lockstep desync show FILE`.
     Desync(desync::DesyncArgs),
     /// A UDP link conditioner: sits between clients and a server (a relay,
@@ -56,6 +60,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::main(args).map_err(|e| e.to_string()),
         Command::Play(args) => play::main(args).map_err(|e| e.to_string()),
         Command::Relay(args) => relay::main(args).map_err(|e| e.to_string()),
+        Command::Replay(args) => replay::main(args),
         Command::Bench(args) => bench::main(args).map_err(|e| e.to_string()),
         Command::Ticket(args) => ticket::main(args).map_err(|e| e.to_string()),
         Command::Desync(args) => desync::main(args).map_err(|e| e.to_string()),

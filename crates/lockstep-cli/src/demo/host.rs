@@ -107,8 +107,7 @@ fn check_flags(a: &DemoArgs, failover: bool) -> Result<(), DemoError> {
 
 /// Each bot's session configuration.
 fn hosted_config(a: &DemoArgs, name: String) -> Result<HostedConfig, DemoError> {
-    let fingerprint = crate::play::fingerprint(a.seed)
-        ^ u64::from(a.creeps.unwrap_or(0)).wrapping_mul(0xA24B_AED4_963E_E407);
+    let fingerprint = super::fingerprint(a);
     let policy = match a.policy {
         crate::relay::Policy::WaitForAll => Policy::WaitForAll {
             abandon_after: Duration::from_secs(10),

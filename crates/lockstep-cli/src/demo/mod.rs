@@ -98,6 +98,11 @@ fn check_topology(a: &DemoArgs) -> Result<(), DemoError> {
             "--kill-relay-at needs --topology relay (host mode has no relay to kill)".into(),
         ));
     }
+    if a.record.is_some() && (a.topology == Topology::Host || a.kill_relay_at.is_some()) {
+        return Err(DemoError::Setup(
+            "--record records a relay match: not with --topology host or --kill-relay-at".into(),
+        ));
+    }
     if a.netsim.is_some() && (a.topology == Topology::Host || a.kill_relay_at.is_some()) {
         return Err(DemoError::Setup(
             "--netsim goes in front of a relay: not with --topology host or --kill-relay-at (use --loss, --latency and --jitter there)".into(),
@@ -337,8 +342,7 @@ impl Lobby<'_> {
             room: "demo".into(),
             name: format!("bot{i}"),
             codec: InputCodec::PlayerInputs,
-            fingerprint: crate::play::fingerprint(self.a.seed)
-                ^ u64::from(self.a.creeps.unwrap_or(0)).wrapping_mul(0xA24B_AED4_963E_E407),
+            fingerprint: fingerprint(self.a),
             secret,
             ..ClientConfig::default()
         };
@@ -355,6 +359,21 @@ impl Lobby<'_> {
         let mut runner = Runner::new(session, game, runner_config())
             .map_err(|e| DemoError::Setup(e.to_string()))?;
         runner.set_last_tick(Some(Tick::new(self.a.ticks.saturating_sub(1))));
+        if let (0, Some(path)) = (i, &self.a.record) {
+            let file = std::fs::File::create(path)
+                .map_err(|e| DemoError::Setup(format!("--record {}: {e}", path.display())))?;
+            let mut header = lockstep_core::replay::Header::new(
+                fingerprint(self.a),
+                &format!("swarm (lockstep {})", env!("CARGO_PKG_VERSION")),
+                self.a.tick_rate,
+                self.a.players + self.a.late_joiners,
+                lockstep_core::replay::Topology::Relay,
+            );
+            header.recorder = format!("bot{i}");
+            runner
+                .record(header, Box::new(std::io::BufWriter::new(file)))
+                .map_err(|e| DemoError::Setup(e.to_string()))?;
+        }
         Ok(Client {
             name: format!("bot{i}"),
             kind: if ws_client { "ws" } else { "udp" },
@@ -535,8 +554,18 @@ fn play(
     Ok((clients, timed_out, second_half))
 }
 
-/// Lets final acknowledgements and goodbyes go out.
+/// Lets final acknowledgements and goodbyes go out, and finishes the
+/// recording.
 fn say_goodbye(clients: &mut [Client], clock: &Clock) {
+    if let Some(c) = clients.first_mut() {
+        let written = c.runner.stop_recording();
+        if let Some(result) = written {
+            match result.and_then(|mut w| Ok(w.flush()?)) {
+                Ok(()) => println!("recorded: {} ran the match into the replay file", c.name),
+                Err(e) => eprintln!("recording failed: {e}"),
+            }
+        }
+    }
     for c in clients.iter_mut() {
         c.runner.session_mut().leave();
         let _ = drive(&mut c.runner, &mut c.transport, clock.now(), &mut c.buffers);
@@ -689,6 +718,18 @@ fn judge(
         clients.first().map_or(0, |c| c.game().wave)
     );
     Ok(())
+}
+
+/// The demo's game fingerprint: swarm's for the seed, and the creeps
+/// asked for (another tuning is another game).
+pub(crate) fn fingerprint(a: &DemoArgs) -> u64 {
+    swarm_fingerprint(a.seed, a.creeps)
+}
+
+/// Swarm's fingerprint for a seed and a number of creeps.
+pub(crate) fn swarm_fingerprint(seed: u64, creeps: Option<u32>) -> u64 {
+    crate::play::fingerprint(seed)
+        ^ u64::from(creeps.unwrap_or(0)).wrapping_mul(0xA24B_AED4_963E_E407)
 }
 
 /// The game's tuning the flags ask for.

@@ -10,3 +10,4 @@ mod desync;
 mod netsim;
 mod play_pty;
 mod relay;
+mod replay;

@@ -1,0 +1,214 @@
+//! `lockstep replay`: what a replay file holds, and whether it is whole and
+//! true to the game.
+
+use clap::{Args, Subcommand};
+use lockstep_core::PlayerInputs;
+use lockstep_core::replay::{Replay, Topology, Verified, verify};
+use lockstep_demo::{Game, GameConfig};
+use std::path::PathBuf;
+
+/// Read and check replay files.
+#[derive(Debug, Args)]
+pub(crate) struct ReplayArgs {
+    #[command(subcommand)]
+    command: ReplayCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum ReplayCommand {
+    /// The header (game, players, who recorded it), the frames and their
+    /// ticks, the size and the stream hash.
+    Info {
+        /// The replay file.
+        file: PathBuf,
+    },
+    /// Checks the file's structure and checksums; with `--seed`, runs its
+    /// frames through swarm (the demo game) again and compares every state
+    /// hash recorded. Exits non-zero on anything wrong.
+    Verify {
+        /// The replay file.
+        file: PathBuf,
+        /// The demo's game seed (as `lockstep demo --seed`).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// The demo's `--creeps`, if it was given.
+        #[arg(long)]
+        creeps: Option<u32>,
+        /// Runs a replay of another game build anyway.
+        #[arg(long)]
+        force: bool,
+        /// Prints the verdict as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub(crate) fn main(a: ReplayArgs) -> Result<(), String> {
+    match a.command {
+        ReplayCommand::Info { file } => info(&file),
+        ReplayCommand::Verify {
+            file,
+            seed,
+            creeps,
+            force,
+            json,
+        } => verify_file(&file, seed, creeps, force, json),
+    }
+}
+
+fn read(file: &PathBuf) -> Result<(Vec<u8>, Replay<PlayerInputs>), String> {
+    let bytes = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let replay = Replay::read(&bytes);
+    Ok((bytes, replay))
+}
+
+fn info(file: &PathBuf) -> Result<(), String> {
+    let (bytes, r) = read(file)?;
+    let Some(h) = &r.header else {
+        return Err(format!(
+            "{}: {}",
+            file.display(),
+            r.stopped.map_or("no header".into(), |e| e.to_string())
+        ));
+    };
+    println!("{}: {} bytes", file.display(), bytes.len());
+    println!(
+        "game: {} (fingerprint {:016x}, protocol {})",
+        h.game, h.fingerprint, h.protocol
+    );
+    let topology = match h.topology {
+        Topology::Mesh => "mesh",
+        Topology::Relay => "relay",
+        Topology::Host => "host mode",
+        _ => "other",
+    };
+    println!(
+        "match: {:016x}, {} seats at {} Hz, {topology}, recorded by {}",
+        h.match_id, h.seats, h.tick_rate, h.recorder
+    );
+    if !h.names.is_empty() {
+        println!("players: {}", h.names.join(", "));
+    }
+    let last = r.frames.last().map(|f| f.tick);
+    let seconds = r.frames.len() as f64 / f64::from(h.tick_rate.max(1));
+    println!(
+        "frames: {} (ticks {} to {}, {seconds:.1} s){}",
+        r.frames.len(),
+        h.first_tick,
+        last.map_or("-".into(), |t| t.to_string()),
+        if h.snapshot.is_some() {
+            ", from a snapshot (the recording starts mid-match)"
+        } else {
+            ""
+        }
+    );
+    println!("state hashes recorded: {}", r.checkpoints.len());
+    match (&r.end, &r.stopped) {
+        (Some(end), None) => println!("stream hash: {:016x} (whole)", end.stream_hash),
+        (_, Some(e)) => println!("not whole: {e} (the {} bytes before read)", r.valid_len),
+        (None, None) => println!("no end record: the recording was cut off at a chunk's end"),
+    }
+    Ok(())
+}
+
+fn verify_file(
+    file: &PathBuf,
+    seed: Option<u64>,
+    creeps: Option<u32>,
+    force: bool,
+    json: bool,
+) -> Result<(), String> {
+    let (_, r) = read(file)?;
+    let structure = match &r.stopped {
+        None if r.end.is_some() => Ok(()),
+        None => Err("no end record (cut off at a chunk's end)".to_owned()),
+        Some(e) => Err(e.to_string()),
+    };
+    let game = match (seed, &r.header) {
+        (Some(seed), Some(h)) => {
+            let want = crate::demo::swarm_fingerprint(seed, creeps);
+            if h.fingerprint != want && !force {
+                Some(Err(format!(
+                    "another game build or seed (the replay's fingerprint {:016x}, swarm --seed {seed}'s {want:016x}): not run (--force runs it)",
+                    h.fingerprint
+                )))
+            } else {
+                let config = creeps.map_or_else(GameConfig::default, |n| GameConfig {
+                    max_creeps: n,
+                    first_wave: n,
+                });
+                Some(Ok(verify(&r, Game::with_config(seed, config))))
+            }
+        }
+        _ => None,
+    };
+    let ok = structure.is_ok() && matches!(game, None | Some(Ok(Verified::Matches { .. })));
+    if json {
+        let verdict = match &game {
+            None => serde_json::Value::Null,
+            Some(Err(e)) => serde_json::json!({ "refused": e }),
+            Some(Ok(Verified::Matches {
+                checkpoints,
+                frames,
+            })) => {
+                serde_json::json!({ "matches": true, "checkpoints": checkpoints, "frames": frames })
+            }
+            Some(Ok(Verified::Differs {
+                tick,
+                recorded,
+                ran,
+            })) => serde_json::json!({
+                "matches": false,
+                "tick": tick.get(),
+                "recorded": format!("{recorded:016x}"),
+                "ran": format!("{ran:016x}"),
+            }),
+            Some(Ok(other)) => {
+                serde_json::json!({ "matches": false, "error": format!("{other:?}") })
+            }
+        };
+        println!(
+            "{}",
+            serde_json::json!({
+                "file": file.display().to_string(),
+                "ok": ok,
+                "frames": r.frames.len(),
+                "structure": structure.as_ref().err(),
+                "game": verdict,
+            })
+        );
+    } else {
+        match &structure {
+            Ok(()) => println!(
+                "structure: whole, every checksum and the stream hash match ({} frames)",
+                r.frames.len()
+            ),
+            Err(e) => println!("structure: {e} ({} frames read before it)", r.frames.len()),
+        }
+        match &game {
+            None => println!("game: not run (give --seed to run swarm again)"),
+            Some(Err(e)) => println!("game: {e}"),
+            Some(Ok(Verified::Matches {
+                checkpoints,
+                frames,
+            })) => {
+                println!(
+                    "game: every one of {checkpoints} recorded state hashes matches, over {frames} frames"
+                )
+            }
+            Some(Ok(Verified::Differs {
+                tick,
+                recorded,
+                ran,
+            })) => println!(
+                "game: the state after tick {tick} differs (recorded {recorded:016x}, this run {ran:016x}): the recording machine's state had parted by then"
+            ),
+            Some(Ok(other)) => println!("game: {other:?}"),
+        }
+    }
+    if ok {
+        Ok(())
+    } else {
+        Err("the replay does not verify".into())
+    }
+}
