@@ -23,7 +23,15 @@ fn a_recorded_demo_verifies_and_an_altered_one_does_not() {
     std::fs::create_dir_all(&dir).expect("a directory");
     let file = dir.join("match.lkrp");
     let path = file.to_str().expect("a path");
-    let (ok, out) = lockstep(&["demo", "--ticks", "240", "--late-joiners", "1", "--record", path]);
+    let (ok, out) = lockstep(&[
+        "demo",
+        "--ticks",
+        "240",
+        "--late-joiners",
+        "1",
+        "--record",
+        path,
+    ]);
     assert!(ok, "{out}");
     let (ok, out) = lockstep(&["replay", "info", path]);
     assert!(ok, "{out}");
@@ -31,7 +39,10 @@ fn a_recorded_demo_verifies_and_an_altered_one_does_not() {
     assert!(out.contains("(whole)"), "{out}");
     let (ok, out) = lockstep(&["replay", "verify", path, "--seed", "1"]);
     assert!(ok, "{out}");
-    assert!(out.contains("every one of 8 recorded state hashes matches"), "{out}");
+    assert!(
+        out.contains("every one of 8 recorded state hashes matches"),
+        "{out}"
+    );
     // Another seed is another game: refused by name.
     let (ok, out) = lockstep(&["replay", "verify", path, "--seed", "2", "--json"]);
     assert!(!ok, "{out}");
