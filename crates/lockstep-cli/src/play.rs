@@ -56,6 +56,10 @@ pub(crate) struct PlayArgs {
     /// certificate or CA) instead of the usual public roots.
     #[arg(long)]
     ca: Option<std::path::PathBuf>,
+    /// Records the match as you play (or watch) it into this replay file;
+    /// `lockstep replay verify FILE --seed N` checks it.
+    #[arg(long, value_name = "FILE")]
+    record: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -194,7 +198,11 @@ pub(crate) fn main(a: PlayArgs) -> Result<(), PlayError> {
         // Idle until input arrives or a millisecond passes.
         let _ = event::poll(Duration::from_millis(1))?;
     };
+    let recorded = p.runner.stop_recording();
     drop(p);
+    if let Some(Err(e)) = recorded.map(|r| r.and_then(|mut w| Ok(w.flush()?))) {
+        eprintln!("the recording failed: {e}");
+    }
     match outcome {
         None => Ok(()),
         Some(reason) if reason == "left" => Ok(()),
@@ -265,8 +273,23 @@ impl Play {
                 "play needs an interactive terminal (its input or output is not one)".into(),
             ));
         }
-        let runner = Runner::new(session, Game::new(a.seed), RunnerConfig::default())
+        let mut runner = Runner::new(session, Game::new(a.seed), RunnerConfig::default())
             .map_err(|e| PlayError::Options(format!("bad option: {e}")))?;
+        if let Some(path) = &a.record {
+            let file = std::fs::File::create(path)
+                .map_err(|e| PlayError::Options(format!("--record {}: {e}", path.display())))?;
+            let mut header = lockstep_core::replay::Header::new(
+                fingerprint(a.seed),
+                &format!("swarm (lockstep {})", env!("CARGO_PKG_VERSION")),
+                30,
+                lockstep_core::wire::MAX_SEATS as u16,
+                lockstep_core::replay::Topology::Relay,
+            );
+            header.recorder = a.name.clone();
+            runner
+                .record(header, Box::new(std::io::BufWriter::new(file)))
+                .map_err(|e| PlayError::Options(format!("--record: {e}")))?;
+        }
         let (transport, where_) = connect(&a.relay, a.ca.as_deref(), Duration::from_secs(5))?;
         let screen = Screen::open()?;
         let status = format!("connecting to {where_}...");

@@ -147,7 +147,11 @@ fn a_refused_client_says_why_and_a_signed_ticket_lets_it_in() {
 fn the_terminal_client_draws_the_arena_and_quits() {
     let relay = RelayProcess::start(&UDP_ONLY);
     let udp = relay.addr("udp").to_string();
-    let mut screen = spawn(&["play", "--relay", &udp, "--room", "pty", "--name", "tester"]);
+    let file = std::env::temp_dir().join(format!("lockstep-pty-{}.lkrp", std::process::id()));
+    let record = file.to_str().expect("a path").to_owned();
+    let mut screen = spawn(&[
+        "play", "--relay", &udp, "--room", "pty", "--name", "tester", "--record", &record,
+    ]);
 
     let room = format!("room pty on udp://{udp}");
     screen.wait_for("the arena and our room", |s| {
@@ -172,6 +176,16 @@ fn the_terminal_client_draws_the_arena_and_quits() {
         matches!(status, WaitStatus::Exited(_, 0)),
         "the client exits cleanly: {status:?}"
     );
+    // What it played is recorded, whole, and swarm runs it again to every
+    // recorded state hash.
+    let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["replay", "verify", &record, "--seed", "1"])
+        .output()
+        .expect("run lockstep replay");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("state hashes matches"), "{text}");
+    let _ = std::fs::remove_file(&file);
 }
 
 /// A UDP relay-in-the-middle on loopback: each client address gets its own

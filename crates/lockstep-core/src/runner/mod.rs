@@ -311,7 +311,7 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
             let Some(frame) = self.session.advance() else {
                 break;
             };
-            self.start_recording(frame.tick);
+            self.start_recording(&frame);
             self.game.step(&frame);
             self.last_run = Some(frame.tick);
             done.ran += 1;
@@ -461,9 +461,11 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
     /// Records the match from the next frame the game runs into `out` (a
     /// file, say: see [`replay`](crate::replay)): every frame run, and the
     /// game's state hash every 30 ticks. `header` says what the match is
-    /// (the game, the seats, who records); its first tick and, for a
-    /// recording that starts mid-match (a late joiner, a reconnect), the
-    /// game's state to start from are filled in when the first frame runs.
+    /// (the game, who records); its first tick, the seats and tick rate of
+    /// the match and, for a recording that starts mid-match (a late joiner,
+    /// a reconnect), the game's state to start from are filled in when the
+    /// first frame runs, and, unless given, the match's id and the players'
+    /// names as the session knows them then.
     /// A writer that fails (a full disk) stops the recording, never the
     /// game: [`recording_error`](Self::recording_error) says why. Recording
     /// again finishes the recording before.
@@ -501,16 +503,28 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
     /// A recording asked for starts with the frame at `tick`, from the
     /// game's state now (the state after `tick - 1`, if the match began
     /// before).
-    fn start_recording(&mut self, tick: Tick) {
+    fn start_recording(&mut self, frame: &crate::Frame<G::Input>) {
         if !matches!(self.recording, Recording::Asked(..)) {
             return;
         }
+        let tick = frame.tick;
         let Recording::Asked(mut header, out) =
             core::mem::replace(&mut self.recording, Recording::Off)
         else {
             return;
         };
         header.first_tick = tick;
+        // The frames' width and pace are the match's.
+        header.seats = u16::try_from(frame.inputs.len()).unwrap_or(header.seats);
+        header.tick_rate = self.session.tick_rate().unwrap_or(header.tick_rate);
+        if header.match_id == 0 {
+            header.match_id = self.session.match_id().unwrap_or(0);
+        }
+        if header.names.is_empty() {
+            let mut names = self.session.names();
+            names.truncate(usize::from(header.seats));
+            header.names = names;
+        }
         header.snapshot = tick
             .get()
             .checked_sub(1)

@@ -61,11 +61,30 @@ pub trait Played<I: Input>: Endpoint {
     /// Whether every player's clock sets the pace together (see
     /// `ClientSession::paced_together`).
     fn paced_together(&self) -> bool;
+    /// The match's id, where the session has one (see
+    /// `ClientSession::match_id`).
+    fn match_id(&self) -> Option<u64>;
+    /// Each seat's player's name, by seat, as far as known (the roster's;
+    /// a mesh knows none).
+    fn names(&self) -> Vec<String>;
+}
+
+/// The roster's names by seat, up to the highest seat named.
+fn roster_names(c: &ClientSession<impl Input>) -> Vec<String> {
+    let mut names = Vec::new();
+    for s in c.roster() {
+        let k = s.seat.index();
+        if names.len() <= k {
+            names.resize(k + 1, String::new());
+        }
+        names[k] = s.name.clone();
+    }
+    names
 }
 
 /// `Played` for a session type whose inherent methods carry the names.
 macro_rules! played {
-    ($session:ident, $snapshot_progress:expr, $tick_rate:expr, $joining:expr, $connected:expr, $closed:expr, $can_reconnect:expr, $behind:expr, $resyncing:expr, $paused:expr, $lobby:expr, $delay:expr, $together:expr) => {
+    ($session:ident, $snapshot_progress:expr, $tick_rate:expr, $joining:expr, $connected:expr, $closed:expr, $can_reconnect:expr, $behind:expr, $resyncing:expr, $paused:expr, $lobby:expr, $delay:expr, $together:expr, $match_id:expr, $names:expr) => {
         impl<I: Input> Played<I> for $session<I> {
             fn poll_event(&mut self) -> Option<Event> {
                 Self::poll_event(self)
@@ -146,6 +165,14 @@ macro_rules! played {
                 let f: fn(&Self) -> bool = $together;
                 f(self)
             }
+            fn match_id(&self) -> Option<u64> {
+                let f: fn(&Self) -> Option<u64> = $match_id;
+                f(self)
+            }
+            fn names(&self) -> Vec<String> {
+                let f: fn(&Self) -> Vec<String> = $names;
+                f(self)
+            }
         }
     };
 }
@@ -163,7 +190,9 @@ played!(
     |s| s.paused(),
     |s| s.lobby(),
     |s| s.welcome().map_or(0, |w| w.delay),
-    |s| s.paced_together()
+    |s| s.paced_together(),
+    |s| s.match_id(),
+    |s| roster_names(s)
 );
 played!(
     HostSession,
@@ -178,7 +207,9 @@ played!(
     |s| s.client().paused(),
     |s| s.client().lobby(),
     |s| s.client().welcome().map_or(0, |w| w.delay),
-    |s| s.client().paced_together()
+    |s| s.client().paced_together(),
+    |s| s.client().match_id(),
+    |s| roster_names(s.client())
 );
 played!(
     HostedSession,
@@ -193,7 +224,9 @@ played!(
     |s| s.client().paused(),
     |s| s.client().lobby(),
     |s| s.client().welcome().map_or(0, |w| w.delay),
-    |s| s.client().paced_together()
+    |s| s.client().paced_together(),
+    |s| s.client().match_id(),
+    |s| roster_names(s.client())
 );
 played!(
     MeshSession,
@@ -208,5 +241,7 @@ played!(
     |s| s.paused(),
     |_| None,
     |s| s.delay(),
-    |s| s.paced_together()
+    |s| s.paced_together(),
+    |_| None,
+    |_| Vec::new()
 );

@@ -986,6 +986,10 @@ fn runners_record_matches_that_verify() {
         }
         let (a, b) = (&files[0], &files[1]);
         let h = b.header.as_ref().unwrap();
+        // The match's id and the seats' names, as the sessions knew them.
+        let ha = a.header.as_ref().unwrap();
+        assert!(ha.match_id != 0 && ha.match_id == h.match_id, "seed {seed}");
+        assert_eq!(h.names.len(), 3, "seed {seed}: {:?}", h.names);
         assert!(
             h.first_tick.get() > 0 && h.snapshot.is_some(),
             "seed {seed}: mid-match"
