@@ -6,6 +6,7 @@ use crossterm::event::{
     PopKeyboardEnhancementFlags, PushKeyboardEnhancementFlags,
 };
 use crossterm::{cursor, execute, terminal};
+use lockstep_core::admission::display_name;
 use lockstep_core::runner::{Runner, RunnerConfig, Status};
 use lockstep_core::sequenced::{ClientConfig, ClientSession, CloseReason, Start};
 use lockstep_core::wire::InputCodec;
@@ -465,7 +466,7 @@ impl Play {
                     .roster()
                     .map(|e| {
                         let mark = if e.ready { "*" } else { "" };
-                        format!("{}{mark}", printable(&e.name))
+                        format!("{}{mark}", display_name(&e.name))
                     })
                     .collect();
                 let you = if s.is_ready() { "ready" } else { "not ready" };
@@ -551,7 +552,7 @@ impl Play {
                     // Who plays which ship, by name.
                     let names: Vec<String> = session
                         .roster()
-                        .map(|e| format!("{}:{}", e.seat.0, printable(&e.name)))
+                        .map(|e| format!("{}:{}", e.seat.0, display_name(&e.name)))
                         .collect();
                     format!("{} · {}", self.status, names.join(" "))
                 }),
@@ -592,14 +593,6 @@ fn ended(session: &ClientSession<PlayerInputs>, relay: &str) -> Option<String> {
         }
         other => other.to_string(),
     })
-}
-
-/// A name from the network as the screen may show it: control characters
-/// (a terminal's escape sequences) become `?`.
-fn printable(name: &str) -> String {
-    name.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect()
 }
 
 /// Refuses an address with a scheme `connect` does not speak.

@@ -121,8 +121,6 @@ pub(crate) type RoomName = std::sync::Arc<str>;
 pub(crate) struct Room {
     pub(crate) name: RoomName,
     pub(crate) engine: Engine,
-    /// Its match is over and its last connections were told so.
-    pub(crate) ending: bool,
     pub(crate) sealed: u64,
     pub(crate) stalls: u64,
     /// Delay changes and datagrams lost each way, as last added to the
@@ -140,7 +138,6 @@ impl Room {
         Self {
             name,
             engine,
-            ending: false,
             sealed: 0,
             stalls: 0,
             reported: (0, 0, 0),

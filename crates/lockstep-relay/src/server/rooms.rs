@@ -259,16 +259,12 @@ impl Core {
             // when the last player went are told the match is over.
             if r.engine.is_empty() {
                 remove.push(name.clone());
-            } else if r.engine.match_over() && !r.ending {
-                r.ending = true;
-                r.engine.shutdown("the match is over");
+            } else if r.engine.match_over() {
                 over.push(name.clone());
             }
         }
-        let now = std::time::Instant::now();
         for name in over {
-            info!(room = %name, "match over: every player left");
-            self.flush(&name, now);
+            self.close_room(&name);
         }
         for name in remove {
             info!(room = %name, "empty room closed");
