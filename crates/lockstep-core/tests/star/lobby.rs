@@ -2,7 +2,7 @@
 //! the roster names everyone meanwhile, readiness can be given and taken
 //! back, and a match is over once its last player has left.
 
-use crate::common::star::{Node, StarScenario};
+use crate::common::star::{Node, SERVER, StarHarness, StarScenario};
 use crate::common::{Record, secs};
 use lockstep_core::sequenced::{ClientConfig, ClientSession, Lobby, Start};
 use lockstep_core::sim::{LinkConditions, Outcome};
@@ -10,7 +10,7 @@ use lockstep_core::wire::{DatagramWriter, Message};
 use lockstep_core::{CommitError, Event, Instant, PeerId, SystemEvent, Tick};
 use std::time::Duration;
 
-fn rough() -> LinkConditions {
+pub(super) fn rough() -> LinkConditions {
     LinkConditions {
         latency: Duration::from_millis(30),
         jitter: Duration::from_millis(15),
@@ -35,18 +35,18 @@ fn readiness(c: &ClientSession<u16>) -> Vec<bool> {
     by_name.into_iter().map(|(_, r)| r).collect()
 }
 
-/// A client like the scenario's, for a player arriving late.
-fn newcomer(sc: &StarScenario, id: PeerId) -> (Node, Record) {
+/// A player like the scenario's arriving now, named `name`.
+pub(super) fn arrive(h: &mut StarHarness, sc: &StarScenario, id: PeerId, name: &str) {
     let config = ClientConfig {
-        name: format!("c{}", id.0),
+        name: name.into(),
         ..sc.client.clone()
     };
-    let c = ClientSession::new(config, crate::common::star::SERVER, Instant::ZERO)
-        .expect("client config");
-    (
-        Node::Client(c),
+    let c = ClientSession::new(config, SERVER, h.sim.now()).expect("client config");
+    h.sim.add(id, Node::Client(c));
+    h.records.insert(
+        id,
         Record::new(sc.seed ^ (u64::from(id.0) * 0x51), sc.server.first_tick),
-    )
+    );
 }
 
 /// A room that starts at three seated waits with two, tells both who is
@@ -89,9 +89,7 @@ fn a_room_waits_for_its_players_and_names_them() {
         }
         h.sim.add(PeerId(1), probe);
         // The third player starts the match.
-        let (node, rec) = newcomer(&sc, PeerId(3));
-        h.sim.add(PeerId(3), node);
-        h.records.insert(PeerId(3), rec);
+        arrive(&mut h, &sc, PeerId(3), "c3");
         let o = h.run(
             secs(30),
             |_, _, _| {},
@@ -301,7 +299,7 @@ fn a_match_is_over_when_its_last_player_has_left() {
         secs(25),
         |_, _, _| {},
         |sim| {
-            sim.endpoint(crate::common::star::SERVER)
+            sim.endpoint(SERVER)
                 .and_then(Node::server)
                 .is_some_and(|s| s.players().count() == 1)
         },
@@ -313,7 +311,7 @@ fn a_match_is_over_when_its_last_player_has_left() {
         held_until,
         |_, _, _| {},
         |sim| {
-            sim.endpoint(crate::common::star::SERVER)
+            sim.endpoint(SERVER)
                 .and_then(Node::server)
                 .is_some_and(|s| s.match_over())
         },

@@ -3,38 +3,14 @@
 //! lobby, readiness flipped to make the room send everyone more, names
 //! made to break a display, seats churned to swell the first frame.
 
-use crate::common::star::{Node, SERVER, StarHarness, StarScenario};
-use crate::common::{Record, secs};
-use lockstep_core::sequenced::{ClientConfig, ClientSession, Sequencer, SequencerConfig, Start};
+use super::lobby::{arrive, rough};
+use crate::common::secs;
+use crate::common::star::{Node, SERVER, StarScenario};
+use lockstep_core::sequenced::{Sequencer, SequencerConfig, Start};
 use lockstep_core::sim::{LinkConditions, Outcome};
 use lockstep_core::{ConfigError, Instant, PeerId, PlayerId, SystemEvent};
 use std::collections::BTreeMap;
 use std::time::Duration;
-
-fn rough() -> LinkConditions {
-    LinkConditions {
-        latency: Duration::from_millis(30),
-        jitter: Duration::from_millis(15),
-        loss: 0.1,
-        duplicate: 0.02,
-        reorder: 0.05,
-        max_datagram: Some(1200),
-        bandwidth: None,
-    }
-}
-
-fn arrive(h: &mut StarHarness, sc: &StarScenario, id: PeerId, name: &str) {
-    let config = ClientConfig {
-        name: name.into(),
-        ..sc.client.clone()
-    };
-    let c = ClientSession::new(config, SERVER, h.sim.now()).expect("client config");
-    h.sim.add(id, Node::Client(c));
-    h.records.insert(
-        id,
-        Record::new(sc.seed ^ (u64::from(id.0) * 0x51), sc.server.first_tick),
-    );
-}
 
 /// Which seats a game believes are occupied after every frame it ran,
 /// folding `Joined`, `Left` and `Abandoned` in order.
