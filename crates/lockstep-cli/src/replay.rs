@@ -3,7 +3,7 @@
 
 use clap::{Args, Subcommand};
 use lockstep_core::PlayerInputs;
-use lockstep_core::replay::{Replay, Topology, Verified, verify};
+use lockstep_core::replay::{Parted, Replay, Topology, verify};
 use lockstep_demo::{Game, GameConfig};
 use std::path::PathBuf;
 
@@ -142,30 +142,35 @@ fn verify_file(
         }
         _ => None,
     };
-    let ok = structure.is_ok() && matches!(game, None | Some(Ok(Verified::Matches { .. })));
+    let ok = structure.is_ok()
+        && match &game {
+            None => true,
+            Some(Ok(Ok(v))) => v.matches(),
+            Some(_) => false,
+        };
     if json {
         let verdict = match &game {
             None => serde_json::Value::Null,
             Some(Err(e)) => serde_json::json!({ "refused": e }),
-            Some(Ok(Verified::Matches {
-                checkpoints,
-                frames,
-            })) => {
-                serde_json::json!({ "matches": true, "checkpoints": checkpoints, "frames": frames })
-            }
-            Some(Ok(Verified::Differs {
-                tick,
-                recorded,
-                ran,
-            })) => serde_json::json!({
-                "matches": false,
-                "tick": tick.get(),
-                "recorded": format!("{recorded:016x}"),
-                "ran": format!("{ran:016x}"),
+            Some(Ok(Err(e))) => serde_json::json!({ "matches": false, "error": e.to_string() }),
+            Some(Ok(Ok(v))) => serde_json::json!({
+                "matches": v.matches(),
+                "frames": v.frames,
+                "checkpoints": v.checkpoints,
+                "states": v.states,
+                "parted": v.parted.iter().map(|p| serde_json::json!({
+                    "tick": p.first.get(),
+                    "exact": p.exact,
+                    "last_agreed": p.last_agreed.map(|t| t.get()),
+                    "recorded": format!("{:016x}", p.recorded),
+                    "ran": format!("{:016x}", p.ran),
+                    "resynced": p.resynced.map(|t| t.get()),
+                    "agreed_again": p.agreed_again.map(|t| t.get()),
+                    "fields": p.fields.iter().map(|f| serde_json::json!({
+                        "path": f.path, "expected": f.expected, "found": f.found,
+                    })).collect::<Vec<_>>(),
+                })).collect::<Vec<_>>(),
             }),
-            Some(Ok(other)) => {
-                serde_json::json!({ "matches": false, "error": format!("{other:?}") })
-            }
         };
         println!(
             "{}",
@@ -188,27 +193,66 @@ fn verify_file(
         match &game {
             None => println!("game: not run (give --seed to run swarm again)"),
             Some(Err(e)) => println!("game: {e}"),
-            Some(Ok(Verified::Matches {
-                checkpoints,
-                frames,
-            })) => {
-                println!(
-                    "game: every one of {checkpoints} recorded state hashes matches, over {frames} frames"
-                )
+            Some(Ok(Err(e))) => println!("game: {e}"),
+            Some(Ok(Ok(v))) => {
+                for p in &v.parted {
+                    print_parted(p);
+                }
+                if v.matches() {
+                    println!(
+                        "game: {} frames run; every one of {} recorded state hashes matches{}",
+                        v.frames,
+                        v.checkpoints,
+                        if v.parted.is_empty() {
+                            String::new()
+                        } else {
+                            format!(
+                                " but where the recording machine parted and was resynced ({} times)",
+                                v.parted.len()
+                            )
+                        }
+                    )
+                } else {
+                    println!(
+                        "game: the recorded states differ from this run's, and no resync explains it"
+                    )
+                }
             }
-            Some(Ok(Verified::Differs {
-                tick,
-                recorded,
-                ran,
-            })) => println!(
-                "game: the state after tick {tick} differs (recorded {recorded:016x}, this run {ran:016x}): the recording machine's state had parted by then"
-            ),
-            Some(Ok(other)) => println!("game: {other:?}"),
         }
     }
     if ok {
         Ok(())
     } else {
         Err("the replay does not verify".into())
+    }
+}
+
+fn print_parted(p: &Parted) {
+    let when = if p.exact {
+        format!(
+            "from tick {} (tick {} agreed)",
+            p.first,
+            p.first.get().wrapping_sub(1)
+        )
+    } else {
+        match p.last_agreed {
+            Some(a) => format!("after tick {a} and by tick {}", p.first),
+            None => format!("by tick {}", p.first),
+        }
+    };
+    println!(
+        "parted: the recording machine's state differs {when} (recorded {:016x}, this run {:016x})",
+        p.recorded, p.ran
+    );
+    for f in p.fields.iter().take(8) {
+        println!("  field {f} (this run != the recording machine)");
+    }
+    if p.fields.len() > 8 {
+        println!("  and {} more fields", p.fields.len() - 8);
+    }
+    match (p.resynced, p.agreed_again) {
+        (Some(t), _) => println!("  healed: a resync replaced its state after tick {t}"),
+        (None, Some(t)) => println!("  its state matched again at tick {t}, with no resync"),
+        (None, None) => println!("  never healed"),
     }
 }

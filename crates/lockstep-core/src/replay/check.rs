@@ -1,41 +1,154 @@
-//! Running a replay's frames through the game again.
+//! Running a replay's frames through the game again, and comparing what it
+//! computes with what the recording machine computed.
 
-use super::Replay;
-use crate::Tick;
+use super::{Replay, ReplayCheckpoint, State, StateKind};
+use crate::desync::{FieldDiff, Fields};
+use crate::{Game, Tick};
 
 /// What running a replay's frames through the game found (see [`verify`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Verified {
-    /// Every checkpoint matched: how many, over how many frames.
-    Matches {
-        /// Checkpoints compared.
-        checkpoints: usize,
-        /// Frames run.
-        frames: usize,
-    },
-    /// The game's state after `tick` is not the one recorded: the first
-    /// checkpoint that differs (the states parted at or before it).
-    Differs {
-        /// The checkpoint's tick.
+pub struct Verification {
+    /// Frames run.
+    pub frames: usize,
+    /// Checkpoints compared (those of ticks this run ran).
+    pub checkpoints: usize,
+    /// States compared or restored (keyframes, resyncs, rejoins).
+    pub states: usize,
+    /// Where the recording machine's state parted from this run's, in
+    /// order: none when the match ran here exactly as it ran there.
+    pub parted: Vec<Parted>,
+}
+
+impl Verification {
+    /// Whether the replay verifies: every checkpoint matched, save where
+    /// the recording machine's state had parted from the match's and a
+    /// resync replaced it (the match itself ran on as recorded; that
+    /// machine's divergence is still listed in [`parted`](Self::parted)).
+    pub fn matches(&self) -> bool {
+        self.parted.iter().all(|p| p.resynced.is_some())
+    }
+}
+
+/// A stretch where the recording machine's state was not the one this run
+/// computes from the same frames.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Parted {
+    /// The first tick whose recorded hash differs.
+    pub first: Tick,
+    /// Whether `first` is exact: the hash of the tick before it was
+    /// recorded and matched (a recorder writes every tick's hash around a
+    /// divergence the match found live; elsewhere one tick in 30).
+    pub exact: bool,
+    /// The last tick before `first` whose recorded hash matched.
+    pub last_agreed: Option<Tick>,
+    /// The hash recorded for `first`.
+    pub recorded: u64,
+    /// The hash this run computes for it.
+    pub ran: u64,
+    /// The tick after which a resync replaced the recording machine's
+    /// state, ending the stretch.
+    pub resynced: Option<Tick>,
+    /// The tick whose recorded hash matched again without a resync.
+    pub agreed_again: Option<Tick>,
+    /// Where the game shows its fields ([`Game::fields`]) and the file
+    /// holds the state a resync replaced: the fields that differed then,
+    /// this run's value as `expected`, the recording machine's as `found`.
+    pub fields: Vec<FieldDiff>,
+}
+
+/// A state a replay holds that is not what it claims (see [`verify`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum VerifyError {
+    /// A state does not restore, or restores to another hash than the one
+    /// recorded with it (a keyframe that would seek to the wrong state).
+    #[error("the {kind:?} state after tick {tick} {reason}")]
+    BadState {
+        /// The state's kind.
+        kind: StateKind,
+        /// Its tick.
         tick: Tick,
-        /// The recorded hash.
-        recorded: u64,
-        /// The hash this game's run gives.
-        ran: u64,
+        /// What is wrong.
+        reason: String,
     },
-    /// The snapshot the recording starts from does not restore.
-    BadSnapshot(String),
+}
+
+impl VerifyError {
+    fn bad(s: &State, reason: impl Into<String>) -> Self {
+        Self::BadState {
+            kind: s.kind,
+            tick: s.tick,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Restores a state a replay holds, checking it gives the hash recorded
+/// with it.
+pub(super) fn restore<G: Game>(s: &State) -> Result<G, VerifyError> {
+    let game =
+        G::restore(&s.bytes).map_err(|e| VerifyError::bad(s, format!("does not restore: {e}")))?;
+    let hash = game.hash();
+    if hash != s.hash {
+        return Err(VerifyError::bad(
+            s,
+            format!(
+                "restores to hash {hash:016x}, not the {:016x} recorded",
+                s.hash
+            ),
+        ));
+    }
+    Ok(game)
+}
+
+/// The game a replay's first frame runs on: its header's snapshot when the
+/// recording starts mid-match, else `start`; and the tick that state
+/// follows.
+pub(super) fn first_state<G: Game>(
+    replay: &Replay<G::Input>,
+    start: G,
+) -> Result<(G, Option<Tick>), VerifyError> {
+    let header = replay.header.as_ref();
+    match header.and_then(|h| h.snapshot.as_ref()) {
+        Some((tick, bytes)) => {
+            G::restore(bytes)
+                .map(|g| (g, Some(*tick)))
+                .map_err(|e| VerifyError::BadState {
+                    kind: StateKind::Rejoin,
+                    tick: *tick,
+                    reason: format!("(the header's) does not restore: {e}"),
+                })
+        }
+        None => {
+            let first = header.map_or(Tick::ZERO, |h| h.first_tick);
+            Ok((start, first.get().checked_sub(1).map(Tick::new)))
+        }
+    }
+}
+
+/// Whether a state stands after frames it was not run from: the machine
+/// took it instead of running up to it, so a run must restore it.
+pub(super) fn skips(s: &State, last: Option<Tick>) -> bool {
+    last.is_none_or(|l| s.tick > l)
 }
 
 /// Runs a replay's frames through the game (`start` is the game at the
 /// match's first tick; a recording that starts mid-match restores its
-/// header's snapshot instead) and compares its state hash with every
-/// checkpoint recorded. The caller checks the header's fingerprint first:
-/// another build's replay would differ, and say little.
+/// header's snapshot instead, and a state the recording machine took
+/// instead of running frames is restored where it stands) and compares
+/// the state hash with every checkpoint and state recorded: the stretches
+/// where the recording machine's state differs from this run's are
+/// [`Parted`], named to the tick (exactly where the match found the
+/// divergence live) and, where the game shows its fields and the file
+/// holds the state a resync replaced, to the field. A state that does not
+/// restore to its recorded hash is an error. The caller checks the
+/// header's fingerprint first: another build's replay would differ, and
+/// say little.
 ///
 /// ```
-/// use lockstep_core::replay::{verify, Header, Recorder, Replay, Topology, Verified};
+/// use lockstep_core::replay::{verify, Header, Recorder, Replay, Topology};
 /// use lockstep_core::{Frame, Game, Tick};
 /// #[derive(Default)] struct Sum(u64);
 /// impl Game for Sum {
@@ -51,42 +164,120 @@ pub enum Verified {
 ///     let f = Frame { tick: Tick::new(t), inputs: vec![Some(3)], events: vec![] };
 ///     game.step(&f);
 ///     rec.record(&f)?;
-///     rec.checkpoint(f.tick, game.hash());
+///     rec.state_hash(f.tick, game.hash());
 /// }
 /// let file = rec.finish()?;
 /// let replay = Replay::<u8>::read(&file);
-/// assert_eq!(verify(&replay, Sum::default()), Verified::Matches { checkpoints: 90, frames: 90 });
-/// # Ok::<(), lockstep_core::replay::ReplayError>(())
+/// let found = verify(&replay, Sum::default())?;
+/// assert!(found.matches());
+/// assert_eq!((found.frames, found.checkpoints), (90, 3));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub fn verify<G: crate::Game>(replay: &Replay<G::Input>, start: G) -> Verified {
-    let mut game = match replay.header.as_ref().and_then(|h| h.snapshot.as_ref()) {
-        Some((_, bytes)) => match G::restore(bytes) {
-            Ok(g) => g,
-            Err(e) => return Verified::BadSnapshot(e),
+pub fn verify<G: Game>(replay: &Replay<G::Input>, start: G) -> Result<Verification, VerifyError> {
+    let (mut game, mut last) = first_state(replay, start)?;
+    let mut checks: Vec<ReplayCheckpoint> = replay.checkpoints.clone();
+    checks.sort_by_key(|c| c.tick);
+    checks.dedup();
+    let mut run = Run {
+        found: Verification {
+            frames: 0,
+            checkpoints: 0,
+            states: 0,
+            parted: Vec::new(),
         },
-        None => start,
+        open: None,
+        last_agreed: None,
     };
-    let mut checks = replay.checkpoints.iter().peekable();
-    let mut compared = 0;
-    for frame in &replay.frames {
-        game.step(frame);
-        while let Some(c) = checks.next_if(|c| c.tick <= frame.tick) {
-            if c.tick < frame.tick {
-                continue;
+    let (mut ci, mut si) = (0, 0);
+    let states = &replay.states;
+    for i in 0..=replay.frames.len() {
+        while let Some(s) = states.get(si).filter(|s| s.at == i) {
+            si += 1;
+            run.found.states += 1;
+            let gap = skips(s, last);
+            match s.kind {
+                StateKind::Keyframe => {
+                    restore::<G>(s)?;
+                    if !gap {
+                        run.compare(s.tick, s.hash, game.hash());
+                    }
+                }
+                StateKind::Replaced => {
+                    // The recording machine's own state: what parted.
+                    if !gap && let Ok(theirs) = G::restore(&s.bytes) {
+                        run.compare(s.tick, s.hash, game.hash());
+                        if let Some(p) = run.open.as_mut().filter(|p| p.fields.is_empty()) {
+                            let (mut ours, mut found) = (Fields::new(), Fields::new());
+                            game.fields(&mut ours);
+                            theirs.fields(&mut found);
+                            p.fields = ours.diff(&found);
+                        }
+                    }
+                }
+                StateKind::Resync | StateKind::Rejoin => {
+                    if let Some(mut p) = run.open.take() {
+                        p.resynced = Some(s.tick);
+                        run.found.parted.push(p);
+                    }
+                    if gap {
+                        game = restore::<G>(s)?;
+                        last = Some(s.tick);
+                    } else {
+                        // The state received should be the match's.
+                        run.compare(s.tick, s.hash, game.hash());
+                    }
+                }
             }
-            compared += 1;
-            let ran = game.hash();
-            if ran != c.value {
-                return Verified::Differs {
-                    tick: c.tick,
-                    recorded: c.value,
-                    ran,
-                };
+        }
+        let Some(frame) = replay.frames.get(i) else {
+            break;
+        };
+        game.step(frame);
+        last = Some(frame.tick);
+        run.found.frames += 1;
+        let mut hash = None;
+        while let Some(c) = checks.get(ci).filter(|c| c.tick <= frame.tick) {
+            ci += 1;
+            if c.tick == frame.tick {
+                let ran = *hash.get_or_insert_with(|| game.hash());
+                run.found.checkpoints += 1;
+                run.compare(c.tick, c.value, ran);
             }
         }
     }
-    Verified::Matches {
-        checkpoints: compared,
-        frames: replay.frames.len(),
+    if let Some(p) = run.open.take() {
+        run.found.parted.push(p);
+    }
+    Ok(run.found)
+}
+
+struct Run {
+    found: Verification,
+    open: Option<Parted>,
+    last_agreed: Option<Tick>,
+}
+
+impl Run {
+    fn compare(&mut self, tick: Tick, recorded: u64, ran: u64) {
+        if recorded == ran {
+            if let Some(mut p) = self.open.take() {
+                p.agreed_again = Some(tick);
+                self.found.parted.push(p);
+            }
+            self.last_agreed = Some(tick);
+        } else if self.open.is_none() {
+            self.open = Some(Parted {
+                first: tick,
+                exact: self
+                    .last_agreed
+                    .is_some_and(|a| a.saturating_add(1) == tick),
+                last_agreed: self.last_agreed,
+                recorded,
+                ran,
+                resynced: None,
+                agreed_again: None,
+                fields: Vec::new(),
+            });
+        }
     }
 }

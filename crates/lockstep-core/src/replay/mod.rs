@@ -48,6 +48,7 @@ pub const MAX_CHECKPOINTS: usize = 4 * wire::MAX_FRAMES;
 
 const TAG_CHUNK: u8 = b'C';
 const TAG_END: u8 = b'E';
+const TAG_STATE: u8 = b'S';
 /// A record's tag, its stored length (u32 LE), its raw length (u32 LE) and
 /// its checksum (u64 LE).
 const RECORD_HEAD: usize = 1 + 4 + 4 + 8;
@@ -246,6 +247,85 @@ pub struct ReplayCheckpoint {
     pub value: u64,
 }
 
+/// Why a replay holds a game state (a [`State`] record).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StateKind {
+    /// The recording machine's state, for seeking: playback restores the
+    /// nearest one instead of running the match from its start.
+    Keyframe,
+    /// The recording machine's state parted from the match's and was
+    /// replaced by this one, received from another machine. What it ran
+    /// before was its own; what it runs after is the match's again.
+    Resync,
+    /// The recording machine came back without its state (a reconnect)
+    /// and was sent this one: frames go on after `tick`, which may leave a
+    /// gap of frames it never ran.
+    Rejoin,
+    /// The recording machine's own state right before a
+    /// [`Resync`](Self::Resync) at the same tick replaced it: compared
+    /// field by field with the match's, it shows what parted.
+    Replaced,
+}
+
+impl StateKind {
+    fn byte(self) -> u8 {
+        match self {
+            Self::Keyframe => 0,
+            Self::Resync => 1,
+            Self::Rejoin => 2,
+            Self::Replaced => 3,
+        }
+    }
+
+    fn from_byte(b: u8) -> Result<Self, WireError> {
+        Ok(match b {
+            0 => Self::Keyframe,
+            1 => Self::Resync,
+            2 => Self::Rejoin,
+            3 => Self::Replaced,
+            _ => return Err(WireError::Invalid("unknown state kind")),
+        })
+    }
+
+    /// Whether frames may go on after a gap (the machine took the state
+    /// instead of running up to it).
+    fn may_skip(self) -> bool {
+        matches!(self, Self::Resync | Self::Rejoin)
+    }
+}
+
+/// A game state a replay holds: the state right after `tick`, why it is
+/// there, and its hash ([`Game::hash`](crate::Game::hash)) as the
+/// recording machine computed it.
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct State {
+    /// Why it is there.
+    pub kind: StateKind,
+    /// The tick it follows.
+    pub tick: Tick,
+    /// Its hash.
+    pub hash: u64,
+    /// The game's snapshot ([`Game::save`](crate::Game::save)).
+    pub bytes: Vec<u8>,
+    /// How many of the replay's frames come before it: it stands between
+    /// `frames[at - 1]` and `frames[at]`.
+    pub at: usize,
+}
+
+impl core::fmt::Debug for State {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("State")
+            .field("kind", &self.kind)
+            .field("tick", &self.tick)
+            .field("hash", &format_args!("{:016x}", self.hash))
+            .field("bytes", &self.bytes.len())
+            .field("at", &self.at)
+            .finish()
+    }
+}
+
 /// What a replay ends with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -329,10 +409,45 @@ pub enum ReplayError {
     Io(#[from] std::io::Error),
 }
 
+/// Appends a record (its head, checksum and stored bytes) to `out`.
+fn frame_record(out: &mut Vec<u8>, tag: u8, raw_len: usize, stored: &[u8]) {
+    let at = out.len();
+    out.push(tag);
+    out.extend_from_slice(&(stored.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(raw_len as u32).to_le_bytes());
+    // The checksum covers the record's head too: no byte of it goes
+    // unchecked.
+    let mut sum = xxhash_rust::xxh3::Xxh3::new();
+    sum.update(&out[at..]);
+    sum.update(stored);
+    out.extend_from_slice(&sum.digest().to_le_bytes());
+    out.extend_from_slice(stored);
+}
+
+/// A state record's body, LZ4 compressed, and its raw length.
+fn encode_state(
+    kind: StateKind,
+    tick: Tick,
+    hash: u64,
+    bytes: &[u8],
+    body: &mut Vec<u8>,
+) -> Vec<u8> {
+    body.clear();
+    put_tick(body, tick);
+    body.push(kind.byte());
+    put_u64_le(body, hash);
+    put_bytes(body, bytes);
+    lz4_flex::block::compress(body)
+}
+
 mod check;
+mod index;
 mod read;
+mod seek;
 mod write;
 
-pub use check::{Verified, verify};
+pub use check::{Parted, Verification, VerifyError, verify};
+pub use index::{INDEX_MAGIC, Index};
 pub use read::Replay;
-pub use write::Recorder;
+pub use seek::Playback;
+pub use write::{RECENT_HASHES, RecordConfig, Recorder};

@@ -11,8 +11,11 @@ pub struct Replay<I> {
     pub header: Option<Header>,
     /// Every frame of the whole chunks read, in order.
     pub frames: Vec<Frame<I>>,
-    /// Every checkpoint of those chunks.
+    /// Every checkpoint of those chunks, in the file's order (a
+    /// divergence found late adds the hashes of ticks before).
     pub checkpoints: Vec<ReplayCheckpoint>,
+    /// Every state the file holds (keyframes, resyncs, rejoins), in order.
+    pub states: Vec<State>,
     /// The end record, if the file has one.
     pub end: Option<End>,
     /// Why reading stopped before the end record (`None`: the file is
@@ -31,6 +34,7 @@ impl<I: Input> Replay<I> {
             header: None,
             frames: Vec::new(),
             checkpoints: Vec::new(),
+            states: Vec::new(),
             end: None,
             stopped: None,
             valid_len: 0,
@@ -90,20 +94,7 @@ impl<I: Input> Replay<I> {
             let (tag, stored, raw_len, end) = read_record(bytes, at, record)?;
             match tag {
                 TAG_CHUNK => {
-                    raw.clear();
-                    raw.resize(raw_len, 0);
-                    let n = lz4_flex::block::decompress_into(stored, &mut raw).map_err(|_| {
-                        ReplayError::Malformed {
-                            record,
-                            error: WireError::Invalid("a chunk that does not decompress"),
-                        }
-                    })?;
-                    if n != raw_len {
-                        return Err(ReplayError::Malformed {
-                            record,
-                            error: WireError::Invalid("a chunk of another length"),
-                        });
-                    }
+                    decompress(stored, raw_len, &mut raw, record)?;
                     let (frames, checkpoints, stream) = decode_chunk::<I>(&raw, seats)
                         .map_err(|error| ReplayError::Malformed { record, error })?;
                     if frames.first().is_some_and(|f| f.tick != next) {
@@ -126,6 +117,25 @@ impl<I: Input> Replay<I> {
                     }
                     self.frames.extend(frames);
                     self.checkpoints.extend(checkpoints);
+                }
+                TAG_STATE => {
+                    decompress(stored, raw_len, &mut raw, record)?;
+                    let mut state = decode_state(&raw)
+                        .map_err(|error| ReplayError::Malformed { record, error })?;
+                    let follows = if state.kind.may_skip() {
+                        state.tick.saturating_add(1) >= next
+                    } else {
+                        state.tick.saturating_add(1) == next
+                    };
+                    if !follows {
+                        return Err(ReplayError::Inconsistent {
+                            record,
+                            what: "a state that does not follow the frames before",
+                        });
+                    }
+                    next = state.tick.saturating_add(1);
+                    state.at = self.frames.len();
+                    self.states.push(state);
                 }
                 TAG_END => {
                     let end = decode_end(stored)
@@ -160,7 +170,7 @@ fn end_at(at: usize, stored: usize) -> usize {
 
 /// The record at `at`: its tag, its stored bytes (checksum verified), its
 /// raw length and where it ends.
-fn read_record(
+pub(super) fn read_record(
     bytes: &[u8],
     at: usize,
     record: u64,
@@ -171,13 +181,15 @@ fn read_record(
     let tag = head[0];
     let stored = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
     let raw = u32::from_le_bytes([head[5], head[6], head[7], head[8]]) as usize;
+    // A state holds a snapshot; every other record, a chunk's worth.
+    let max = if tag == TAG_STATE {
+        MAX_HEADER_LEN
+    } else {
+        MAX_CHUNK_LEN
+    };
     for len in [stored, raw] {
-        if len > MAX_CHUNK_LEN {
-            return Err(ReplayError::TooLarge {
-                record,
-                len,
-                max: MAX_CHUNK_LEN,
-            });
+        if len > max {
+            return Err(ReplayError::TooLarge { record, len, max });
         }
     }
     let mut sum = [0u8; 8];
@@ -215,6 +227,44 @@ fn decode_chunk<I: Input>(raw: &[u8], seats: usize) -> Result<Chunk<I>, WireErro
     let stream = r.u64_le()?;
     r.finish()?;
     Ok((frames, checkpoints, stream))
+}
+
+/// Decompresses a record's stored bytes into `raw`, which must come to
+/// its raw length exactly.
+pub(super) fn decompress(
+    stored: &[u8],
+    raw_len: usize,
+    raw: &mut Vec<u8>,
+    record: u64,
+) -> Result<(), ReplayError> {
+    raw.clear();
+    raw.resize(raw_len, 0);
+    let bad = |what| ReplayError::Malformed {
+        record,
+        error: WireError::Invalid(what),
+    };
+    let n = lz4_flex::block::decompress_into(stored, raw)
+        .map_err(|_| bad("a record that does not decompress"))?;
+    if n != raw_len {
+        return Err(bad("a record of another length"));
+    }
+    Ok(())
+}
+
+pub(super) fn decode_state(raw: &[u8]) -> Result<State, WireError> {
+    let mut r = Reader::new(raw);
+    let tick = r.tick()?;
+    let kind = StateKind::from_byte(r.u8()?)?;
+    let hash = r.u64_le()?;
+    let bytes = r.byte_string("state", wire::MAX_SNAPSHOT)?.to_vec();
+    r.finish()?;
+    Ok(State {
+        kind,
+        tick,
+        hash,
+        bytes,
+        at: 0,
+    })
 }
 
 fn decode_end(stored: &[u8]) -> Result<End, WireError> {

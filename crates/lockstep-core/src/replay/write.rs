@@ -2,19 +2,58 @@
 
 use super::*;
 
+/// How a [`Recorder`] records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordConfig {
+    /// Frames per chunk (1 to [`MAX_CHUNK_FRAMES`]; 300 by default, 10 s
+    /// at 30 Hz): fewer lose less to a crash, more compress better.
+    pub chunk_frames: u32,
+    /// A checkpoint (the game's state hash) goes into the file every this
+    /// many ticks (30 by default; at least 1): how closely a replay that
+    /// differs is located without a divergence seen live. The hashes of the
+    /// last [`RECENT_HASHES`] ticks are held as well, and written when the
+    /// match finds a divergence ([`keep_recent_hashes`](Recorder::keep_recent_hashes)):
+    /// its first tick is then named exactly.
+    pub hash_every: u32,
+    /// A keyframe (the game's state) every this many ticks, so that
+    /// playback seeks without running the match from its start (0, none,
+    /// by default: keyframes cost a state each; `lockstep replay index`
+    /// builds them beside the file instead).
+    pub keyframe_every: u32,
+}
+
+impl Default for RecordConfig {
+    fn default() -> Self {
+        Self {
+            chunk_frames: 300,
+            hash_every: 30,
+            keyframe_every: 0,
+        }
+    }
+}
+
+/// The per-tick state hashes a [`Recorder`] holds, to write when a
+/// divergence is found.
+pub const RECENT_HASHES: usize = 512;
+
 /// Records a match's frames into a replay file: feed it every frame the
-/// game runs, in order, and the checkpoints of its state hash chain; it
-/// writes a chunk every [`chunk_frames`](Self::set_chunk_frames) frames
-/// (300 by default: 10 s at 30 Hz), so it holds at most that many in
-/// memory, and [`finish`](Self::finish) writes the last one and the end.
+/// game runs, in order, and the game's state hash after it when it asks
+/// ([`wants_hash`](Self::wants_hash)); it writes a chunk every
+/// [`chunk_frames`](RecordConfig::chunk_frames) frames, so it holds at most
+/// that many in memory, and [`finish`](Self::finish) writes the last one
+/// and the end. A state the game takes from elsewhere (a resync, a
+/// reconnect) goes in with [`state`](Self::state).
 pub struct Recorder<I: Input, W: Write> {
     out: W,
     seats: usize,
     next: Tick,
+    last_frame: Option<Tick>,
     frames: Vec<Frame<I>>,
     checkpoints: Vec<ReplayCheckpoint>,
     hash: StreamHash,
-    chunk_frames: usize,
+    config: RecordConfig,
+    /// The last ticks' state hashes (see `keep_recent_hashes`).
+    recent: std::collections::VecDeque<ReplayCheckpoint>,
     /// Scratch for a chunk's body and its compressed form.
     body: Vec<u8>,
     record: Vec<u8>,
@@ -34,7 +73,18 @@ impl<I: Input, W: Write> core::fmt::Debug for Recorder<I, W> {
 
 impl<I: Input, W: Write> Recorder<I, W> {
     /// Writes `header` to `out` and starts recording at its first tick.
-    pub fn new(header: Header, mut out: W) -> Result<Self, ReplayError> {
+    pub fn new(header: Header, out: W) -> Result<Self, ReplayError> {
+        Self::with_config(header, out, RecordConfig::default())
+    }
+
+    /// As [`new`](Self::new), recording as `config` says.
+    pub fn with_config(
+        header: Header,
+        mut out: W,
+        mut config: RecordConfig,
+    ) -> Result<Self, ReplayError> {
+        config.chunk_frames = config.chunk_frames.clamp(1, MAX_CHUNK_FRAMES);
+        config.hash_every = config.hash_every.max(1);
         header.check()?;
         let mut body = Vec::new();
         header.encode(&mut body);
@@ -49,10 +99,12 @@ impl<I: Input, W: Write> Recorder<I, W> {
             out,
             seats: usize::from(header.seats),
             next: header.first_tick,
+            last_frame: None,
             frames: Vec::new(),
             checkpoints: Vec::new(),
             hash: StreamHash::new(),
-            chunk_frames: 300,
+            config,
+            recent: std::collections::VecDeque::new(),
             body: Vec::new(),
             record: Vec::new(),
             written: head.len() as u64,
@@ -61,9 +113,110 @@ impl<I: Input, W: Write> Recorder<I, W> {
     }
 
     /// Frames per chunk (1 to [`MAX_CHUNK_FRAMES`]): fewer lose less to a
-    /// crash and seek closer, more compress better.
+    /// crash, more compress better.
     pub fn set_chunk_frames(&mut self, n: u32) {
-        self.chunk_frames = n.clamp(1, MAX_CHUNK_FRAMES) as usize;
+        self.config.chunk_frames = n.clamp(1, MAX_CHUNK_FRAMES);
+    }
+
+    /// The tick the next frame must have.
+    pub fn next_tick(&self) -> Tick {
+        self.next
+    }
+
+    /// Whether the recorder wants the game's state hash after `tick` (a
+    /// checkpoint is due). Hashes offered for other ticks are held, to
+    /// locate a divergence exactly.
+    pub fn wants_hash(&self, tick: Tick) -> bool {
+        tick.get() % self.config.hash_every == self.config.hash_every - 1
+    }
+
+    /// Whether a keyframe is due after `tick` (see
+    /// [`keyframe_every`](RecordConfig::keyframe_every)): then hand the
+    /// game's state to [`state`](Self::state) as a
+    /// [`Keyframe`](StateKind::Keyframe).
+    pub fn wants_keyframe(&self, tick: Tick) -> bool {
+        let k = self.config.keyframe_every;
+        k > 0 && tick.get() % k == k - 1
+    }
+
+    /// The game's state hash right after `tick`, a tick just recorded: a
+    /// checkpoint goes into the file if one is due
+    /// ([`wants_hash`](Self::wants_hash)), and the last
+    /// [`RECENT_HASHES`] are held.
+    pub fn state_hash(&mut self, tick: Tick, value: u64) {
+        let c = ReplayCheckpoint { tick, value };
+        if self.wants_hash(tick) {
+            self.push_checkpoint(c);
+        }
+        if self.recent.len() >= RECENT_HASHES {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(c);
+    }
+
+    /// Writes the state hashes held (every tick's of the last
+    /// [`RECENT_HASHES`] offered) into the file: call it when the match
+    /// finds that this machine's state parted from the others'
+    /// ([`Event::Desync`](crate::Event::Desync)), so that verifying the
+    /// replay names the first tick that differs, not only the checkpoint
+    /// after it.
+    pub fn keep_recent_hashes(&mut self) {
+        let every = self.config.hash_every;
+        while let Some(c) = self.recent.pop_front() {
+            // A due checkpoint is in the file already.
+            if c.tick.get() % every != every - 1 {
+                self.push_checkpoint(c);
+            }
+        }
+    }
+
+    /// Records a game state (see [`StateKind`]) right after `tick`, with
+    /// its hash: a [`Keyframe`](StateKind::Keyframe) or
+    /// [`Replaced`](StateKind::Replaced) state after the last frame
+    /// recorded; a [`Resync`](StateKind::Resync) or
+    /// [`Rejoin`](StateKind::Rejoin) state after it or later (the frames
+    /// between were not run here: the next frame is then `tick + 1`).
+    /// What is held is written first, so the file keeps its order.
+    pub fn state(
+        &mut self,
+        kind: StateKind,
+        tick: Tick,
+        hash: u64,
+        bytes: &[u8],
+    ) -> Result<(), ReplayError> {
+        let last = Tick::new(self.next.get().wrapping_sub(1));
+        let fits = if kind.may_skip() {
+            tick.saturating_add(1) >= self.next
+        } else {
+            tick == last && self.next.get() > 0
+        };
+        if !fits {
+            return Err(ReplayError::Frame {
+                tick,
+                what: "a state that does not follow the frames recorded",
+            });
+        }
+        if bytes.len() > wire::MAX_SNAPSHOT {
+            return Err(ReplayError::Frame {
+                tick,
+                what: "a state over the snapshot limit",
+            });
+        }
+        self.flush_chunk()?;
+        let packed = encode_state(kind, tick, hash, bytes, &mut self.body);
+        self.write_record(TAG_STATE, packed)?;
+        self.next = tick.saturating_add(1);
+        Ok(())
+    }
+
+    fn push_checkpoint(&mut self, c: ReplayCheckpoint) {
+        if self.checkpoints.len() >= MAX_CHECKPOINTS {
+            // A chunk carries so many at most: it goes out early.
+            if self.flush_chunk().is_err() {
+                return;
+            }
+        }
+        self.checkpoints.push(c);
     }
 
     /// Records the next frame (it must follow the last one, with the
@@ -89,18 +242,17 @@ impl<I: Input, W: Write> Recorder<I, W> {
         }
         self.frames.push(frame.clone());
         self.next = frame.tick.saturating_add(1);
-        if self.frames.len() >= self.chunk_frames {
+        self.last_frame = Some(frame.tick);
+        if self.frames.len() >= self.config.chunk_frames as usize {
             self.flush_chunk()?;
         }
         Ok(())
     }
 
-    /// Records the game's state hash right after `tick` (see
-    /// [`ReplayCheckpoint`]), for [`verify`].
+    /// Records the game's state hash right after `tick` as a checkpoint,
+    /// due or not (see [`ReplayCheckpoint`]), for [`verify`].
     pub fn checkpoint(&mut self, tick: Tick, value: u64) {
-        if self.checkpoints.len() < MAX_CHECKPOINTS {
-            self.checkpoints.push(ReplayCheckpoint { tick, value });
-        }
+        self.push_checkpoint(ReplayCheckpoint { tick, value });
     }
 
     /// Bytes written so far.
@@ -141,12 +293,12 @@ impl<I: Input, W: Write> Recorder<I, W> {
         self.flush_chunk()?;
         let mut body = Vec::new();
         put_varint(&mut body, self.hash.frames());
-        match self.next.get().checked_sub(1).map(Tick::new) {
-            Some(t) if self.hash.frames() > 0 => {
+        match self.last_frame {
+            Some(t) => {
                 body.push(1);
                 put_tick(&mut body, t);
             }
-            _ => body.push(0),
+            None => body.push(0),
         }
         put_u64_le(&mut body, self.hash.value());
         self.write_record(TAG_END, body)?;
@@ -155,23 +307,18 @@ impl<I: Input, W: Write> Recorder<I, W> {
     }
 
     fn write_record(&mut self, tag: u8, stored: Vec<u8>) -> Result<(), ReplayError> {
-        let raw = if tag == TAG_CHUNK {
+        if self.failed {
+            return Err(ReplayError::Io(std::io::Error::other(
+                "the writer failed before",
+            )));
+        }
+        let raw = if tag != TAG_END {
             self.body.len()
         } else {
             stored.len()
         };
         self.record.clear();
-        self.record.push(tag);
-        self.record
-            .extend_from_slice(&(stored.len() as u32).to_le_bytes());
-        self.record.extend_from_slice(&(raw as u32).to_le_bytes());
-        // The checksum covers the record's head too: no byte of it goes
-        // unchecked.
-        let mut sum = xxhash_rust::xxh3::Xxh3::new();
-        sum.update(&self.record);
-        sum.update(&stored);
-        self.record.extend_from_slice(&sum.digest().to_le_bytes());
-        self.record.extend_from_slice(&stored);
+        frame_record(&mut self.record, tag, raw, &stored);
         if let Err(e) = self.out.write_all(&self.record) {
             self.failed = true;
             return Err(e.into());

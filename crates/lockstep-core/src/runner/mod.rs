@@ -98,6 +98,9 @@ pub struct RunnerConfig {
     /// default: a divergence is then located to its exact tick). Every
     /// machine must use the same value.
     pub checksum_every: u32,
+    /// How a recording records (see [`record`](Runner::record)): chunks,
+    /// checkpoints, keyframes.
+    pub record: crate::replay::RecordConfig,
 }
 
 impl Default for RunnerConfig {
@@ -106,6 +109,7 @@ impl Default for RunnerConfig {
             pacer: PacerConfig::default(),
             catch_up_per_update: 32,
             checksum_every: 1,
+            record: crate::replay::RecordConfig::default(),
         }
     }
 }
@@ -247,9 +251,6 @@ impl<I: crate::Input> core::fmt::Debug for Recording<I> {
     }
 }
 
-/// Ticks between two state hashes a runner records.
-const RECORD_HASH_EVERY: u32 = 30;
-
 impl<G: Game, S: Played<G::Input>> Runner<G, S> {
     /// A runner for `session` playing `game` from its start: the state the
     /// match's first frame runs on. A joiner that is sent a state replaces
@@ -315,10 +316,13 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
             self.game.step(&frame);
             self.last_run = Some(frame.tick);
             done.ran += 1;
-            self.record_frame(&frame);
-            if frame.tick.get() % self.config.checksum_every == 0 {
+            let checksum = frame.tick.get() % self.config.checksum_every == 0;
+            let hash =
+                (checksum || self.recording_wants_hash(frame.tick)).then(|| self.game.hash());
+            self.record_frame(&frame, hash);
+            if let Some(hash) = hash.filter(|_| checksum) {
                 // Ticks run in order: the report cannot be refused.
-                let _ = self.session.report_checksum(frame.tick, self.game.hash());
+                let _ = self.session.report_checksum(frame.tick, hash);
             }
             self.donate()?;
             self.commit(&mut input, &mut done)?;
@@ -459,13 +463,17 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
     }
 
     /// Records the match from the next frame the game runs into `out` (a
-    /// file, say: see [`replay`](crate::replay)): every frame run, and the
-    /// game's state hash every 30 ticks. `header` says what the match is
-    /// (the game, who records); its first tick, the seats and tick rate of
-    /// the match and, for a recording that starts mid-match (a late joiner,
-    /// a reconnect), the game's state to start from are filled in when the
-    /// first frame runs, and, unless given, the match's id and the players'
-    /// names as the session knows them then.
+    /// file, say: see [`replay`](crate::replay)): every frame run, the
+    /// game's state hash as [`RunnerConfig::record`] says (every 30 ticks,
+    /// and every tick of the last 512 when a divergence is found), and every
+    /// state the game takes in place of its own (a resync, with the state it
+    /// replaced; a reconnect without its state), so that the recording
+    /// verifies. `header` says what the match is (the game, who records);
+    /// its first tick, the seats and tick rate of the match and, for a
+    /// recording that starts mid-match (a late joiner, a reconnect), the
+    /// game's state to start from are filled in when the first frame runs,
+    /// and, unless given, the match's id and the players' names as the
+    /// session knows them then.
     /// A writer that fails (a full disk) stops the recording, never the
     /// game: [`recording_error`](Self::recording_error) says why. Recording
     /// again finishes the recording before.
@@ -529,19 +537,72 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
             .get()
             .checked_sub(1)
             .map(|before| (Tick::new(before), self.game.save()));
-        self.recording = match crate::replay::Recorder::new(header, out) {
-            Ok(r) => Recording::On(Box::new(r)),
-            Err(e) => Recording::Failed(e),
-        };
+        self.recording =
+            match crate::replay::Recorder::with_config(header, out, self.config.record.clone()) {
+                Ok(r) => Recording::On(Box::new(r)),
+                Err(e) => Recording::Failed(e),
+            };
     }
 
-    fn record_frame(&mut self, frame: &crate::Frame<G::Input>) {
+    fn recording_wants_hash(&self, tick: Tick) -> bool {
+        matches!(&self.recording, Recording::On(r) if r.wants_hash(tick))
+    }
+
+    /// Records a frame just run, with the game's hash after it where one
+    /// was computed (every tick by default, for the checksums).
+    fn record_frame(&mut self, frame: &crate::Frame<G::Input>, hash: Option<u64>) {
         let Recording::On(r) = &mut self.recording else {
             return;
         };
-        let result = r.record(frame);
-        if frame.tick.get() % RECORD_HASH_EVERY == RECORD_HASH_EVERY - 1 {
-            r.checkpoint(frame.tick, self.game.hash());
+        if frame.tick < r.next_tick() {
+            // Run again after coming back without our state (the room sent
+            // the match from its start): recorded already.
+            return;
+        }
+        let mut result = r.record(frame);
+        if let Some(hash) = hash {
+            r.state_hash(frame.tick, hash);
+        }
+        if result.is_ok() && r.wants_keyframe(frame.tick) {
+            let state = self.game.save();
+            result = r.state(
+                crate::replay::StateKind::Keyframe,
+                frame.tick,
+                self.game.hash(),
+                &state,
+            );
+        }
+        if let Err(e) = result {
+            self.recording = Recording::Failed(e);
+        }
+    }
+
+    /// Records a state received in place of ours (`old`, the game it
+    /// replaced, after a resync; `None` after coming back without our
+    /// state), unless it stands before frames recorded already (those run
+    /// again from it are the same frames).
+    fn record_state(&mut self, tick: Tick, bytes: &[u8], old: Option<&G>) {
+        use crate::replay::StateKind;
+        let Recording::On(r) = &mut self.recording else {
+            return;
+        };
+        if tick.saturating_add(1) < r.next_tick() {
+            return;
+        }
+        let mut result = Ok(());
+        if let Some(old) = old {
+            let last = Tick::new(r.next_tick().get().wrapping_sub(1));
+            if self.last_run == Some(last) {
+                result = r.state(StateKind::Replaced, last, old.hash(), &old.save());
+            }
+        }
+        let kind = if old.is_some() {
+            StateKind::Resync
+        } else {
+            StateKind::Rejoin
+        };
+        if result.is_ok() {
+            result = r.state(kind, tick, self.game.hash(), bytes);
         }
         if let Err(e) = result {
             self.recording = Recording::Failed(e);
@@ -625,6 +686,13 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
                     }
                 }
                 Event::DivergedTooOften { .. } => self.ended = true,
+                Event::Desync { .. } => {
+                    // Every tick's hash held goes into the recording: its
+                    // verification then names the tick the states parted.
+                    if let Recording::On(r) = &mut self.recording {
+                        r.keep_recent_hashes();
+                    }
+                }
                 Event::Interrupted {
                     peer, silent_for, ..
                 } => {
@@ -650,8 +718,10 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
             match G::restore(&s.bytes) {
                 Ok(game) => {
                     let old = core::mem::replace(&mut self.game, game);
-                    if self.last_run.is_some() {
-                        self.replaced = Some(old);
+                    let old = self.last_run.is_some().then_some(old);
+                    self.record_state(s.tick, &s.bytes, old.as_ref());
+                    if old.is_some() {
+                        self.replaced = old;
                     }
                     self.last_run = Some(s.tick);
                 }

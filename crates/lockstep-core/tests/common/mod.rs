@@ -8,6 +8,7 @@ pub mod hosted;
 pub mod join;
 pub mod observe;
 pub mod props;
+pub mod record;
 pub mod star;
 pub mod toy;
 

@@ -4,6 +4,8 @@
 //! game's (the runner hands its state over when asked and restores the one
 //! it is sent).
 
+use crate::common::record::{Shared, header, verified};
+use lockstep_core::replay::Topology;
 use lockstep_core::runner::{Runner, RunnerConfig, Status};
 use lockstep_core::sim::{LinkConditions, Sim, SimNetwork, SimRng};
 use lockstep_core::{
@@ -120,7 +122,9 @@ proptest::proptest! {
 }
 
 /// `players` mesh players whose last one's game parts at `part_at`: it is
-/// healed by the runners alone, and all agree from then on.
+/// healed by the runners alone, and all agree from then on. Every player
+/// records the match: each recording verifies, the parted player's naming
+/// `part_at` exactly, healed by the resync.
 fn heal(seed: u64, link: LinkConditions, players: u32, part_at: u32) {
     let mut sim = Sim::new(SimNetwork::new(seed, link));
     let mut roster = Roster::new();
@@ -135,6 +139,7 @@ fn heal(seed: u64, link: LinkConditions, players: u32, part_at: u32) {
         ..MeshConfig::default()
     };
     let odd = players - 1;
+    let mut files = Vec::new();
     for i in 0..players {
         let session =
             MeshSession::new(config.clone(), roster.clone(), PeerId(i), Instant::ZERO).unwrap();
@@ -142,12 +147,18 @@ fn heal(seed: u64, link: LinkConditions, players: u32, part_at: u32) {
             part_at: (i == odd).then_some(part_at),
             ..Fold::default()
         };
+        let mut runner = Runner::new(session, game, RunnerConfig::default()).unwrap();
+        let file = Shared::default();
+        runner
+            .record(
+                header(players as u16, Topology::Mesh),
+                Box::new(file.clone()),
+            )
+            .unwrap();
+        files.push(file);
         sim.add(
             PeerId(i),
-            Player(
-                Runner::new(session, game, RunnerConfig::default()).unwrap(),
-                SimRng::new(seed.wrapping_mul(7) ^ u64::from(i)),
-            ),
+            Player(runner, SimRng::new(seed.wrapping_mul(7) ^ u64::from(i))),
         );
     }
     let mut events: BTreeMap<PeerId, Vec<Event>> = BTreeMap::new();
@@ -167,6 +178,30 @@ fn heal(seed: u64, link: LinkConditions, players: u32, part_at: u32) {
         },
         |_| false,
     );
+    for i in 0..players {
+        let r = &mut sim.endpoint_mut(PeerId(i)).unwrap().0;
+        r.stop_recording().expect("recording").expect("written");
+        let (replay, found) = verified(&files[i as usize].bytes(), Fold::default(), "a player's");
+        assert!(replay.frames.len() as u32 > part_at + 250, "seed {seed}");
+        assert!(found.matches(), "seed {seed}: player {i}: {found:?}");
+        if i == odd {
+            let p = &found.parted[0];
+            assert_eq!(
+                (p.first, p.exact),
+                (Tick::new(part_at), true),
+                "seed {seed}: {found:?}"
+            );
+            assert!(
+                p.resynced.is_some_and(|t| t.get() >= part_at),
+                "seed {seed}"
+            );
+        } else {
+            assert!(
+                found.parted.is_empty(),
+                "seed {seed}: player {i}: {found:?}"
+            );
+        }
+    }
     let logs: Vec<&BTreeMap<Tick, u64>> = (0..players)
         .map(|i| &sim.endpoint(PeerId(i)).unwrap().0.game().log)
         .collect();

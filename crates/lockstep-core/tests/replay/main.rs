@@ -6,6 +6,8 @@ use lockstep_core::replay::{Header, Recorder, Replay, ReplayError, Topology};
 use lockstep_core::{Frame, PlayerId, StreamHash, SystemEvent, Tick};
 use proptest::prelude::*;
 
+mod states;
+
 /// A match of `ticks` frames over `seats` seats from a seed: inputs held
 /// for a while then changed, seats empty now and then, membership, delay
 /// and pause events.
@@ -253,7 +255,7 @@ impl lockstep_core::Game for Fold {
 #[test]
 fn verify_names_the_first_checkpoint_that_differs() {
     use lockstep_core::Game as _;
-    use lockstep_core::replay::{Verified, verify};
+    use lockstep_core::replay::verify;
     let fs = frames(11, 3, 200, 0);
     let mut rec = Recorder::<u16, _>::new(header(3, 0), Vec::new()).expect("a recorder");
     let mut odd = Fold { acc: 0, odd: true };
@@ -266,22 +268,15 @@ fn verify_names_the_first_checkpoint_that_differs() {
     }
     let file = rec.finish().expect("finished");
     let r = Replay::<u16>::read(&file);
-    match verify(&r, Fold::default()) {
-        Verified::Differs {
-            tick,
-            recorded,
-            ran,
-        } => {
-            assert_eq!(tick, Tick::new(79));
-            assert_ne!(recorded, ran);
-        }
-        other => panic!("{other:?}"),
-    }
+    let found = verify(&r, Fold::default()).expect("states restore");
+    assert!(!found.matches());
+    let p = &found.parted[0];
     assert_eq!(
-        verify(&r, Fold { acc: 0, odd: true }),
-        Verified::Matches {
-            checkpoints: 20,
-            frames: 200
-        }
+        (p.first, p.exact, p.last_agreed),
+        (Tick::new(79), false, Some(Tick::new(69)))
     );
+    assert_ne!(p.recorded, p.ran);
+    let same = verify(&r, Fold { acc: 0, odd: true }).expect("states restore");
+    assert!(same.matches() && same.parted.is_empty());
+    assert_eq!((same.checkpoints, same.frames), (20, 200));
 }

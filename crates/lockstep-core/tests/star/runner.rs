@@ -3,6 +3,8 @@
 //! game loop nothing but `Runner::update` once a render frame. Nobody
 //! answers a state request, restores a snapshot or paces ticks by hand.
 
+use crate::common::record::{Shared, header, verified};
+use lockstep_core::replay::Topology;
 use lockstep_core::runner::{Runner, RunnerConfig, Status};
 use lockstep_core::sequenced::{
     ClientConfig, ClientSession, Policy, Sequencer, SequencerConfig, Start,
@@ -650,8 +652,17 @@ proptest::proptest! {
             ..room(snapshot_join)
         };
         sim.add(SERVER, Node::Server(Sequencer::new(config, Instant::ZERO).unwrap()));
+        // Everyone records the match.
+        let files = [Shared::default(), Shared::default(), Shared::default()];
+        let recording = |mut node: Node, file: &Shared| {
+            if let Node::Client(r, _) = &mut node {
+                r.record(header(8, Topology::Relay), Box::new(file.clone())).unwrap();
+            }
+            node
+        };
         for id in 1..=2 {
-            sim.add(PeerId(id), client(Instant::ZERO, seed ^ u64::from(id)));
+            let node = recording(client(Instant::ZERO, seed ^ u64::from(id)), &files[id as usize - 1]);
+            sim.add(PeerId(id), node);
         }
         // Events in time order: the join, then the drop and the return.
         let mut when = [(join_ms, 0u8), (drop_ms, 1), (drop_ms + outage_ms, 2)];
@@ -663,7 +674,7 @@ proptest::proptest! {
             match what {
                 0 => {
                     joined_at = Some(sim.now());
-                    sim.add(PeerId(3), client(sim.now(), seed ^ 3));
+                    sim.add(PeerId(3), recording(client(sim.now(), seed ^ 3), &files[2]));
                 }
                 1 => parked = sim.remove(second),
                 _ => {
@@ -708,6 +719,20 @@ proptest::proptest! {
             "seed {}: played after {:?} (join {} ms, snapshot {}, drop {} ms for {} ms, lobby {}, {:?})",
             seed, took, join_ms, snapshot_join, drop_ms, outage_ms, lobby, link
         );
+        // Every recording verifies: the second's across its reconnect (with
+        // its state or without), the joiner's from the state it joined
+        // with or from the match's start.
+        for (id, file) in ids.iter().zip(&files) {
+            if let Some(Node::Client(r, _)) = sim.endpoint_mut(*id) {
+                r.stop_recording().expect("recording").expect("written");
+            }
+            let (replay, found) = verified(&file.bytes(), Tally::new(), "a client's");
+
+            proptest::prop_assert!(
+                found.matches() && found.parted.is_empty() && found.checkpoints > 2,
+                "seed {}: {}: {:?} ({} states)", seed, id, found, replay.states.len()
+            );
+        }
         let joiner = runner(&sim, PeerId(3));
         let seat = joiner.session().seat().expect("seated").index();
         let theirs = runner(&sim, PeerId(1)).game();
@@ -914,20 +939,6 @@ proptest::proptest! {
     }
 }
 
-/// A writer whose bytes the test can read while the runner holds it.
-#[derive(Clone, Default)]
-struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Shared {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("not poisoned").extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// Runners record the match when asked: a player from the start, and a
 /// joiner from the state it joined with (its recording starts mid-match
 /// from a snapshot). Both files read whole, run through the game again
@@ -935,7 +946,7 @@ impl std::io::Write for Shared {
 /// the ticks both recorded. Three seeds at 30 +- 10 ms, 2% loss.
 #[test]
 fn runners_record_matches_that_verify() {
-    use lockstep_core::replay::{Header, Replay, Topology, Verified, verify};
+    use lockstep_core::replay::{Header, Replay, Topology, verify};
     for seed in 1..=3u64 {
         let link = LinkConditions {
             latency: Duration::from_millis(30),
@@ -976,12 +987,12 @@ fn runners_record_matches_that_verify() {
                 replay.stopped
             );
             assert!(replay.frames.len() > 200, "seed {seed} {id}");
-            match verify(&replay, Tally::new()) {
-                Verified::Matches { checkpoints, .. } => {
-                    assert!(checkpoints > 5, "seed {seed} {id}: {checkpoints}")
-                }
-                other => panic!("seed {seed} {id}: {other:?}"),
-            }
+            let found = verify(&replay, Tally::new()).expect("states restore");
+            assert!(
+                found.matches() && found.parted.is_empty(),
+                "seed {seed} {id}: {found:?}"
+            );
+            assert!(found.checkpoints > 5, "seed {seed} {id}: {found:?}");
             files.push(replay);
         }
         let (a, b) = (&files[0], &files[1]);
@@ -1006,4 +1017,78 @@ fn runners_record_matches_that_verify() {
             "seed {seed}"
         );
     }
+}
+
+/// A recording across a reconnect past the room's history (64 frames): the
+/// player comes back without its state, is sent the match's, and its
+/// recording holds that state where the frames it never ran would be. It
+/// reads whole and verifies against the match's true course, and the
+/// frames it holds are those of a player who never left, minus the gap.
+#[test]
+fn a_recording_across_a_reconnect_without_our_state_verifies() {
+    let config = SequencerConfig {
+        policy: Policy::Deadline {
+            missing: lockstep_core::sequenced::MissingInput::RepeatLast,
+        },
+        snapshot_join: true,
+        snapshot_join_after: 0,
+        timeout: Duration::from_secs(2),
+        seat_grace: Duration::from_secs(30),
+        history: 64,
+        ..SequencerConfig::default()
+    };
+    let mut sim = Sim::new(SimNetwork::new(5, LinkConditions::default()));
+    sim.add(
+        SERVER,
+        Node::Server(Sequencer::new(config, Instant::ZERO).unwrap()),
+    );
+    let files = [Shared::default(), Shared::default()];
+    for (id, file) in (1..=2).zip(&files) {
+        let mut node = client(Instant::ZERO, id);
+        if let Node::Client(r, _) = &mut node {
+            r.record(header(8, Topology::Relay), Box::new(file.clone()))
+                .unwrap();
+        }
+        sim.add(PeerId(id as u32), node);
+    }
+    run(&mut sim, Instant::from_millis(3_000));
+    let Some(Node::Client(mut r, rng)) = sim.remove(PeerId(2)) else {
+        panic!("a client");
+    };
+    run(&mut sim, Instant::from_millis(8_000));
+    r.session_mut()
+        .reconnect(SERVER, None, sim.now())
+        .expect("its seat to take back");
+    sim.add(PeerId(12), Node::Client(r, rng));
+    run(&mut sim, Instant::from_millis(14_000));
+    let mut replays = Vec::new();
+    for (id, file) in [PeerId(1), PeerId(12)].into_iter().zip(&files) {
+        if let Some(Node::Client(r, _)) = sim.endpoint_mut(id) {
+            assert_eq!(r.status(), Status::Playing, "{id}");
+            r.stop_recording().expect("recording").expect("written");
+        }
+        let (replay, found) = verified(&file.bytes(), Tally::new(), "a client's");
+        assert!(
+            found.matches() && found.parted.is_empty(),
+            "{id}: {found:?}"
+        );
+        replays.push(replay);
+    }
+    let (whole, back) = (&replays[0], &replays[1]);
+    let kinds: Vec<_> = back.states.iter().map(|s| s.kind).collect();
+    assert_eq!(kinds, [lockstep_core::replay::StateKind::Rejoin]);
+    let gap = &back.states[0];
+    // Before the gap and after it, the frames of the player who stayed.
+    assert_eq!(&back.frames[..gap.at], &whole.frames[..gap.at]);
+    let resume = whole
+        .frames
+        .iter()
+        .position(|f| f.tick == back.frames[gap.at].tick)
+        .expect("the frames after the gap");
+    assert!(resume > gap.at + 64, "a gap of {} frames", resume - gap.at);
+    let after = back.frames.len() - gap.at;
+    assert_eq!(
+        &back.frames[gap.at..],
+        &whole.frames[resume..(resume + after).min(whole.frames.len())]
+    );
 }
