@@ -11,6 +11,7 @@ mod netsim;
 mod play;
 mod relay;
 mod replay;
+mod replay_play;
 mod ticket;
 
 /// Deterministic lockstep networking: run a relay, and more.

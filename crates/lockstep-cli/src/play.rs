@@ -134,13 +134,13 @@ impl Keys {
 }
 
 /// Puts the terminal back however the game ends.
-struct Screen {
-    terminal: Terminal<CrosstermBackend<Stdout>>,
+pub(crate) struct Screen {
+    pub(crate) terminal: Terminal<CrosstermBackend<Stdout>>,
     enhanced: bool,
 }
 
 impl Screen {
-    fn open() -> Result<Self, PlayError> {
+    pub(crate) fn open() -> Result<Self, PlayError> {
         terminal::enable_raw_mode()?;
         let mut out = std::io::stdout();
         execute!(out, terminal::EnterAlternateScreen, cursor::Hide)?;

@@ -3,9 +3,9 @@
 
 use clap::{Args, Subcommand};
 use lockstep_core::PlayerInputs;
-use lockstep_core::replay::{Parted, Replay, Topology, verify};
+use lockstep_core::replay::{Index, Parted, Playback, Replay, Topology, verify};
 use lockstep_demo::{Game, GameConfig};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Read and check replay files.
 #[derive(Debug, Args)]
@@ -41,6 +41,78 @@ enum ReplayCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Runs the replay through swarm once and keeps a keyframe every
+    /// `--every` ticks beside it (FILE.idx), so that playback seeks to any
+    /// tick by running fewer than that many.
+    Index {
+        /// The replay file.
+        file: PathBuf,
+        #[command(flatten)]
+        game: GameArgs,
+        /// Ticks between keyframes.
+        #[arg(long, default_value_t = 300)]
+        every: u32,
+    },
+    /// Plays the replay in this terminal: space pauses, + and - change the
+    /// speed (0.25x to 64x), . steps a tick, the arrows seek 5 s (left,
+    /// right) or 30 s (down, up), Home and End go to the start and end, 0
+    /// to 9 to a tenth of the way, q quits. Uses FILE.idx if there is one,
+    /// else indexes first.
+    Play {
+        /// The replay file.
+        file: PathBuf,
+        #[command(flatten)]
+        game: GameArgs,
+    },
+}
+
+/// Which swarm the replay is of.
+#[derive(Debug, Args)]
+pub(crate) struct GameArgs {
+    /// The demo's game seed (as `lockstep demo --seed`).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// The demo's `--creeps`, if it was given.
+    #[arg(long)]
+    creeps: Option<u32>,
+    /// Runs a replay of another game build anyway.
+    #[arg(long)]
+    force: bool,
+}
+
+impl GameArgs {
+    /// Swarm as the replay's header names it, or why not.
+    pub(crate) fn game(&self, r: &Replay<PlayerInputs>) -> Result<Game, String> {
+        let h = r.header.as_ref().ok_or_else(|| {
+            r.stopped
+                .as_ref()
+                .map_or("no header".into(), |e| e.to_string())
+        })?;
+        swarm(h.fingerprint, self.seed, self.creeps, self.force)
+    }
+}
+
+/// Swarm for `seed` and `creeps`, unless the replay's fingerprint is
+/// another's and not `force`d.
+fn swarm(fingerprint: u64, seed: u64, creeps: Option<u32>, force: bool) -> Result<Game, String> {
+    let want = crate::demo::swarm_fingerprint(seed, creeps);
+    if fingerprint != want && !force {
+        return Err(format!(
+            "another game build or seed (the replay's fingerprint {fingerprint:016x}, swarm --seed {seed}'s {want:016x}): not run (--force runs it)"
+        ));
+    }
+    let config = creeps.map_or_else(GameConfig::default, |n| GameConfig {
+        max_creeps: n,
+        first_wave: n,
+    });
+    Ok(Game::with_config(seed, config))
+}
+
+/// Where a replay's index is kept.
+pub(crate) fn index_path(file: &Path) -> PathBuf {
+    let mut name = file.as_os_str().to_owned();
+    name.push(".idx");
+    PathBuf::from(name)
 }
 
 pub(crate) fn main(a: ReplayArgs) -> Result<(), String> {
@@ -53,10 +125,32 @@ pub(crate) fn main(a: ReplayArgs) -> Result<(), String> {
             force,
             json,
         } => verify_file(&file, seed, creeps, force, json),
+        ReplayCommand::Index { file, game, every } => index(&file, &game, every),
+        ReplayCommand::Play { file, game } => crate::replay_play::main(&file, &game),
     }
 }
 
-fn read(file: &PathBuf) -> Result<(Vec<u8>, Replay<PlayerInputs>), String> {
+fn index(file: &PathBuf, args: &GameArgs, every: u32) -> Result<(), String> {
+    let (_, r) = read(file)?;
+    let game = args.game(&r)?;
+    let started = std::time::Instant::now();
+    let mut playback = Playback::new(&r, game).map_err(|e| e.to_string())?;
+    playback.index(every).map_err(|e| e.to_string())?;
+    let bytes = Index::write(&r, &playback).map_err(|e| e.to_string())?;
+    let out = index_path(file);
+    std::fs::write(&out, &bytes).map_err(|e| format!("{}: {e}", out.display()))?;
+    println!(
+        "{}: {} keyframes every {every} ticks over {} frames, {} bytes, in {:.2} s",
+        out.display(),
+        playback.keyframes() - 1,
+        r.frames.len(),
+        bytes.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+pub(crate) fn read(file: &Path) -> Result<(Vec<u8>, Replay<PlayerInputs>), String> {
     let bytes = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
     let replay = Replay::read(&bytes);
     Ok((bytes, replay))
@@ -126,19 +220,7 @@ fn verify_file(
     };
     let game = match (seed, &r.header) {
         (Some(seed), Some(h)) => {
-            let want = crate::demo::swarm_fingerprint(seed, creeps);
-            if h.fingerprint != want && !force {
-                Some(Err(format!(
-                    "another game build or seed (the replay's fingerprint {:016x}, swarm --seed {seed}'s {want:016x}): not run (--force runs it)",
-                    h.fingerprint
-                )))
-            } else {
-                let config = creeps.map_or_else(GameConfig::default, |n| GameConfig {
-                    max_creeps: n,
-                    first_wave: n,
-                });
-                Some(Ok(verify(&r, Game::with_config(seed, config))))
-            }
+            Some(swarm(h.fingerprint, seed, creeps, force).map(|game| verify(&r, game)))
         }
         _ => None,
     };

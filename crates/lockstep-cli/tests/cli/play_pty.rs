@@ -185,7 +185,43 @@ fn the_terminal_client_draws_the_arena_and_quits() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     assert!(text.contains("state hashes matches"), "{text}");
+
+    // Played back in the terminal: it seeks to the end and back to the
+    // start, changes speed, pauses, and quits on `q`.
+    let info = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["replay", "info", &record])
+        .output()
+        .expect("run lockstep replay info");
+    let info = String::from_utf8_lossy(&info.stdout).to_string();
+    let last: u32 = info
+        .split("ticks ")
+        .nth(1)
+        .and_then(|s| s.split(" to ").nth(1))
+        .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("the last tick in {info}"));
+    let mut screen = spawn(&["replay", "play", &record, "--seed", "1"]);
+    screen.wait_for("the replay on screen", |s| {
+        s.contains("swarm") && s.contains("1x") && tick_on_screen(s).is_some()
+    });
+    screen.session.write_all(b" ").expect("pause");
+    screen.wait_for("paused", |s| s.contains("paused"));
+    screen.session.write_all(b"\x1b[F").expect("End");
+    screen.wait_for("the last tick", |s| tick_on_screen(s) == Some(last));
+    screen.session.write_all(b"\x1b[H").expect("Home");
+    screen.wait_for("the first ticks", |s| {
+        tick_on_screen(s).is_some_and(|t| t < 5)
+    });
+    screen.session.write_all(b"++").expect("faster");
+    screen.wait_for("4x", |s| s.contains("4x"));
+    screen.session.write_all(b"q").expect("quit");
+    let (status, _) = screen.exit();
+    assert!(
+        matches!(status, WaitStatus::Exited(_, 0)),
+        "replay play exits cleanly: {status:?}"
+    );
     let _ = std::fs::remove_file(&file);
+    let _ = std::fs::remove_file(format!("{record}.idx"));
 }
 
 /// A UDP relay-in-the-middle on loopback: each client address gets its own
