@@ -64,8 +64,9 @@ pub(crate) struct DemoArgs {
     /// receive and for every client to run.
     #[arg(long, value_parser = clap::value_parser!(u32).range(16..=4000))]
     pub(crate) creeps: Option<u32>,
-    /// Records the match as bot0 runs it into this replay file (relay
-    /// topology); `lockstep replay verify FILE --seed N` checks it.
+    /// Records the match as bot0 runs it (with `--inject-desync`, the bot
+    /// whose game breaks) into this replay file (relay topology);
+    /// `lockstep replay verify FILE --seed N` checks it.
     #[arg(long, value_name = "FILE")]
     pub(crate) record: Option<std::path::PathBuf>,
     /// The relay runs the game too: it hands late joiners its own state and

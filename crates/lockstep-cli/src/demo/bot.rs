@@ -30,6 +30,9 @@ pub(super) struct Client {
     pub(super) offline: Option<Instant>,
     pub(super) failure: Option<String>,
     pub(super) desync: Notes,
+    /// `--record` with `--inject-desync`: the recording to start once this
+    /// bot is seated, if its seat is the one whose game breaks.
+    pub(super) record_if_seat: Option<(u16, Recording)>,
 }
 
 impl Client {
@@ -132,6 +135,12 @@ pub(super) fn step_client(c: &mut Client, clock: &Clock) {
     {
         c.seat.set(s);
         c.bot = Some(Bot::new(s, u64::from(s.0) + 1));
+        if let Some((seat, rec)) = c.record_if_seat.take()
+            && seat == s.0
+            && let Err(e) = rec.start(&mut c.runner)
+        {
+            c.failure = Some(e.to_string());
+        }
     }
     let mut committed = false;
     let bot = &mut c.bot;

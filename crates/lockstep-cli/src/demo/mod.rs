@@ -359,20 +359,19 @@ impl Lobby<'_> {
         let mut runner = Runner::new(session, game, runner_config())
             .map_err(|e| DemoError::Setup(e.to_string()))?;
         runner.set_last_tick(Some(Tick::new(self.a.ticks.saturating_sub(1))));
-        if let (0, Some(path)) = (i, &self.a.record) {
-            let file = std::fs::File::create(path)
-                .map_err(|e| DemoError::Setup(format!("--record {}: {e}", path.display())))?;
-            let mut header = lockstep_core::replay::Header::new(
-                fingerprint(self.a),
-                &format!("swarm (lockstep {})", env!("CARGO_PKG_VERSION")),
-                self.a.tick_rate,
-                self.a.players + self.a.late_joiners,
-                lockstep_core::replay::Topology::Relay,
-            );
-            header.recorder = format!("bot{i}");
-            runner
-                .record(header, Box::new(std::io::BufWriter::new(file)))
-                .map_err(|e| DemoError::Setup(e.to_string()))?;
+        // The recording: bot0's, or with --inject-desync the one whose game
+        // breaks (known once seated, before its first frame).
+        let mut record_if_seat = None;
+        if let Some(path) = &self.a.record {
+            let rec = Recording {
+                path: path.clone(),
+                header: self.replay_header(i),
+            };
+            match self.a.inject_desync {
+                Some((seat, _)) => record_if_seat = Some((seat, rec)),
+                None if i == 0 => rec.start(&mut runner)?,
+                None => {}
+            }
         }
         Ok(Client {
             name: format!("bot{i}"),
@@ -389,7 +388,42 @@ impl Lobby<'_> {
             offline: None,
             failure: None,
             desync: Notes::default(),
+            record_if_seat,
         })
+    }
+
+    /// The header of bot `i`'s recording.
+    fn replay_header(&self, i: usize) -> lockstep_core::replay::Header {
+        let mut header = lockstep_core::replay::Header::new(
+            fingerprint(self.a),
+            &format!("swarm (lockstep {})", env!("CARGO_PKG_VERSION")),
+            self.a.tick_rate,
+            self.a.players + self.a.late_joiners,
+            lockstep_core::replay::Topology::Relay,
+        );
+        header.recorder = format!("bot{i}");
+        header
+    }
+}
+
+/// A recording `--record` asks for.
+#[derive(Debug)]
+pub(super) struct Recording {
+    path: std::path::PathBuf,
+    header: lockstep_core::replay::Header,
+}
+
+impl Recording {
+    /// Starts it on `runner`: from the next frame it runs.
+    pub(super) fn start(
+        self,
+        runner: &mut Runner<Swarm, ClientSession<PlayerInputs>>,
+    ) -> Result<(), DemoError> {
+        let file = std::fs::File::create(&self.path)
+            .map_err(|e| DemoError::Setup(format!("--record {}: {e}", self.path.display())))?;
+        runner
+            .record(self.header, Box::new(std::io::BufWriter::new(file)))
+            .map_err(|e| DemoError::Setup(e.to_string()))
     }
 }
 
@@ -557,7 +591,7 @@ fn play(
 /// Lets final acknowledgements and goodbyes go out, and finishes the
 /// recording.
 fn say_goodbye(clients: &mut [Client], clock: &Clock) {
-    if let Some(c) = clients.first_mut() {
+    for c in clients.iter_mut() {
         let written = c.runner.stop_recording();
         if let Some(result) = written {
             match result.and_then(|mut w| Ok(w.flush()?)) {

@@ -207,6 +207,8 @@ fn an_injected_desync_is_detected_reported_and_healed() {
             "60",
             "--loss",
             "5",
+            "--record",
+            "diverged.lkrp",
         ])
         .output()
         .expect("run lockstep demo --inject-desync");
@@ -244,6 +246,23 @@ fn an_injected_desync_is_detected_reported_and_healed() {
     let first = text.lines().next().unwrap_or_default();
     assert!(first.starts_with("ships[2].score: "), "{text}");
     assert!(text.contains("first different after tick 150"), "{text}");
+    // The diverged bot recorded the match: verifying its recording names
+    // the injected tick and the field, healed by the resync.
+    let verified = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["replay", "verify", "--seed", "1", "--json"])
+        .arg(dir.join("diverged.lkrp"))
+        .output()
+        .expect("run lockstep replay verify");
+    let text = String::from_utf8_lossy(&verified.stdout).into_owned();
+    assert!(verified.status.success(), "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let parted = &v["game"]["parted"];
+    assert_eq!(parted.as_array().map(Vec::len), Some(1), "{text}");
+    assert_eq!(parted[0]["tick"], 150, "{text}");
+    assert_eq!(parted[0]["exact"], true, "{text}");
+    assert_eq!(parted[0]["fields"][0]["path"], "ships[2].score", "{text}");
+    assert!(parted[0]["resynced"].as_u64().is_some(), "{text}");
+    assert_eq!(v["ok"], true, "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
