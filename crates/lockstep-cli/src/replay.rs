@@ -130,7 +130,7 @@ pub(crate) fn main(a: ReplayArgs) -> Result<(), String> {
     }
 }
 
-fn index(file: &PathBuf, args: &GameArgs, every: u32) -> Result<(), String> {
+fn index(file: &Path, args: &GameArgs, every: u32) -> Result<(), String> {
     let (_, r) = read(file)?;
     let game = args.game(&r)?;
     let started = std::time::Instant::now();
@@ -156,7 +156,7 @@ pub(crate) fn read(file: &Path) -> Result<(Vec<u8>, Replay<PlayerInputs>), Strin
     Ok((bytes, replay))
 }
 
-fn info(file: &PathBuf) -> Result<(), String> {
+fn info(file: &Path) -> Result<(), String> {
     let (bytes, r) = read(file)?;
     let Some(h) = &r.header else {
         return Err(format!(
@@ -206,7 +206,7 @@ fn info(file: &PathBuf) -> Result<(), String> {
 }
 
 fn verify_file(
-    file: &PathBuf,
+    file: &Path,
     seed: Option<u64>,
     creeps: Option<u32>,
     force: bool,
