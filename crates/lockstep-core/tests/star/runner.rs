@@ -867,11 +867,12 @@ proptest::proptest! {
         let mut sim = Sim::new(SimNetwork::new(seed, link));
         let mut config = HostedConfig::default();
         config.sequencer.start = if lobby { Start::Seated(3) } else { Start::AtOnce };
+        // Everyone records the match (the host until it dies).
+        let files: Vec<Shared> = (0..4).map(|_| Shared::default()).collect();
         let player = |s: HostedSession<u16>, k: u64| {
-            HostedPlayer(
-                Runner::new(s, Tally::new(), RunnerConfig::default()).unwrap(),
-                SimRng::new(seed ^ k),
-            )
+            let mut r = Runner::new(s, Tally::new(), RunnerConfig::default()).unwrap();
+            r.record(header(8, Topology::Host), Box::new(files[k as usize].clone())).unwrap();
+            HostedPlayer(r, SimRng::new(seed ^ k))
         };
         sim.add(PeerId(0), player(HostedSession::host(config.clone(), Instant::ZERO).unwrap(), 0));
         for k in 1..=2u32 {
@@ -922,6 +923,17 @@ proptest::proptest! {
             ids.iter().any(|id| sim.endpoint(*id).unwrap().0.session().hosting()),
             "seed {}: somebody hosts", seed
         );
+        // Every survivor's recording, across the takeover, verifies.
+        for id in ids {
+            let r = &mut sim.endpoint_mut(id).unwrap().0;
+            r.stop_recording().expect("recording").expect("written");
+            let (replay, found) = verified(&files[id.0 as usize].bytes(), Tally::new(), "a player's");
+            proptest::prop_assert!(
+                found.matches() && found.parted.is_empty() && replay.frames.len() > 100,
+                "seed {}: {}: {:?} ({} frames, states {:?})",
+                seed, id, found, replay.frames.len(), replay.states
+            );
+        }
         let first = played.get(&PeerId(3)).copied();
         let first = first.unwrap_or_else(|| panic!("seed {seed}: the joiner never played"));
         let (joined, killed) = (joined_at.unwrap(), killed_at.unwrap());
