@@ -75,6 +75,14 @@ pub(crate) struct RelayArgs {
     /// The game seed for --game (players must use the same).
     #[arg(long, default_value_t = 1, requires = "game")]
     seed: u64,
+    /// Record every match into this directory, one replay file each
+    /// (ROOM-MATCHID.lkrp): `lockstep replay verify FILE` checks one.
+    #[arg(long, value_name = "DIR")]
+    record: Option<PathBuf>,
+    /// Finish a recording at this many MiB (the match plays on
+    /// unrecorded). 256 without a configuration file.
+    #[arg(long, value_name = "MIB", requires = "record")]
+    record_max_mib: Option<u64>,
     /// Log as JSON lines instead of text.
     #[arg(long)]
     json_logs: bool,
@@ -216,6 +224,10 @@ fn config(args: &RelayArgs) -> Result<RelayConfig, RelayCliError> {
     }
     config.limits.max_rooms = args.max_rooms.unwrap_or(config.limits.max_rooms);
     config.plain_udp |= args.plain_udp;
+    if let Some(dir) = &args.record {
+        config.record.dir = Some(dir.clone());
+    }
+    config.record.max_mib = args.record_max_mib.unwrap_or(config.record.max_mib);
     if let (Some(cert), Some(key)) = (&args.ws_cert, &args.ws_key) {
         config.tls = Some(lockstep_relay::TlsFiles {
             cert: cert.clone(),

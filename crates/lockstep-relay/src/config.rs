@@ -49,6 +49,8 @@ pub struct RelayConfig {
     /// Serve the WebSocket listener over TLS (`wss://`) with this
     /// certificate and key.
     pub tls: Option<crate::tls::TlsFiles>,
+    /// Recording every match into a replay file.
+    pub record: crate::record::RecordSettings,
     /// A game the relay runs itself in every room of `PlayerInputs`
     /// clients (set in code, not in the file): it hands joiners its own
     /// state and is the checksum authority. Without one the relay knows

@@ -16,7 +16,8 @@
 //!   closed, and nobody else notices;
 //! - join tickets signed by a matchmaker ([`ticket`]);
 //! - `tracing` logs, Prometheus `/metrics` and `/healthz` over HTTP;
-//! - graceful shutdown: every client is told goodbye with the reason.
+//! - graceful shutdown: every client is told goodbye with the reason;
+//! - every match recorded as a replay file, if asked ([`RecordSettings`]).
 //!
 //! The relay never decodes a game's inputs beyond re-coding them, so one
 //! binary serves any game speaking the lockstep protocol. [`run`] takes
@@ -32,6 +33,7 @@
 mod background;
 mod config;
 pub mod metrics;
+mod record;
 mod room;
 mod server;
 pub mod ticket;
@@ -43,6 +45,7 @@ pub use config::{
     RoomOverrides, RoomSettings, StartName, TicketKeyConfig, Tickets,
 };
 pub use metrics::Metrics;
+pub use record::{RecordSettings, RecordSink};
 pub use server::{
     Listeners, RelayError, RelayReport, SOCKET_BUFFER, bind_udp, run, run_with_metrics,
 };

@@ -72,6 +72,10 @@ pub struct Metrics {
     pub lost_in: AtomicU64,
     /// Datagrams to clients lost on the way, likewise.
     pub lost_out: AtomicU64,
+    /// Matches whose recording was finished.
+    pub recordings: AtomicU64,
+    /// Recordings stopped by a failing or slow disk.
+    pub recording_failures: AtomicU64,
     /// Seal-to-last-send latency histogram: counts per bucket, then +Inf.
     latency: [AtomicU64; LATENCY_BUCKETS_US.len() + 1],
     latency_sum_us: AtomicU64,
@@ -129,9 +133,21 @@ impl Metrics {
 
     /// Every plain series: its name (after `lockstep_`), kind, help and
     /// value, in the order they are rendered.
-    fn series(&self) -> [(&'static str, &'static str, &'static str, &AtomicU64); 26] {
+    fn series(&self) -> [(&'static str, &'static str, &'static str, &AtomicU64); 28] {
         [
             ("rooms", "gauge", "Rooms open.", &self.rooms),
+            (
+                "recordings_total",
+                "counter",
+                "Matches whose recording was finished.",
+                &self.recordings,
+            ),
+            (
+                "recording_failures_total",
+                "counter",
+                "Recordings stopped by a failing or slow disk.",
+                &self.recording_failures,
+            ),
             (
                 "players",
                 "gauge",

@@ -131,6 +131,8 @@ pub(crate) struct Room {
     /// Failover rooms: the address each connection was last named in the
     /// roster with.
     pub(crate) contacts: std::collections::HashMap<PeerId, std::net::SocketAddr>,
+    /// Its match's recording, if the relay records.
+    pub(crate) recording: crate::record::RoomRecording,
 }
 
 impl Room {
@@ -143,6 +145,7 @@ impl Room {
             reported: (0, 0, 0),
             scheduled: None,
             contacts: std::collections::HashMap::new(),
+            recording: crate::record::RoomRecording::default(),
         }
     }
 }

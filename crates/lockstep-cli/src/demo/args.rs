@@ -69,6 +69,11 @@ pub(crate) struct DemoArgs {
     /// `lockstep replay verify FILE --seed N` checks it.
     #[arg(long, value_name = "FILE")]
     pub(crate) record: Option<std::path::PathBuf>,
+    /// The relay records the match too, into this directory (as
+    /// `lockstep relay --record DIR`); with `--server-sim` its own game's
+    /// state hashes go in with the frames.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) relay_record: Option<std::path::PathBuf>,
     /// The relay runs the game too: it hands late joiners its own state and
     /// is the checksum authority.
     #[arg(long)]

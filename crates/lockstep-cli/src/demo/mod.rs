@@ -176,6 +176,7 @@ fn start_relay(a: &DemoArgs) -> Result<BackgroundRelay, DemoError> {
         }));
     }
     config.room_defaults.policy = a.policy.into();
+    config.record.dir.clone_from(&a.relay_record);
     // Every bot comes from this machine's one loopback address.
     config.limits.max_udp_per_addr = 256;
     config.limits.handshakes_per_addr = 1000;

@@ -31,6 +31,9 @@ fn a_recorded_demo_verifies_and_an_altered_one_does_not() {
         "1",
         "--record",
         path,
+        "--server-sim",
+        "--relay-record",
+        dir.to_str().expect("a path"),
     ]);
     assert!(ok, "{out}");
     let (ok, out) = lockstep(&["replay", "info", path]);
@@ -41,6 +44,33 @@ fn a_recorded_demo_verifies_and_an_altered_one_does_not() {
     assert!(ok, "{out}");
     assert!(
         out.contains("every one of 8 recorded state hashes matches"),
+        "{out}"
+    );
+    // The relay recorded the match too, its own game's hashes with it.
+    let relay_file = std::fs::read_dir(&dir)
+        .expect("the directory")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("demo-"))
+        })
+        .unwrap_or_else(|| panic!("no relay recording in {dir:?}"));
+    let (ok, out) = lockstep(&["replay", "info", relay_file.to_str().expect("a path")]);
+    assert!(
+        ok && out.contains("recorded by relay") && out.contains("(whole)"),
+        "{out}"
+    );
+    let (ok, out) = lockstep(&[
+        "replay",
+        "verify",
+        relay_file.to_str().expect("a path"),
+        "--seed",
+        "1",
+    ]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("recorded state hashes matches") && !out.contains("every one of 0 "),
         "{out}"
     );
     // Another seed is another game: refused by name.

@@ -55,7 +55,7 @@ fn replay_id<I: Input>(replay: &Replay<I>, frames: usize) -> Result<(u64, u64), 
         )))?;
     let mut body = Vec::new();
     header.encode(&mut body);
-    let mut hash = StreamHash::new();
+    let mut hash = ReplayHash::new();
     for f in replay.frames.iter().take(frames) {
         hash.push(f);
     }

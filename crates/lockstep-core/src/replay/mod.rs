@@ -30,7 +30,7 @@
 
 use crate::wire::codec::{Reader, put_bytes, put_str, put_tick, put_u64_le, put_varint};
 use crate::wire::{self, WireError};
-use crate::{Frame, Input, StreamHash, Tick};
+use crate::{Frame, Input, Tick};
 use std::io::Write;
 
 /// The four bytes a replay file starts with.
@@ -334,8 +334,7 @@ pub struct End {
     pub frames: u64,
     /// The last frame's tick, if any.
     pub last_tick: Option<Tick>,
-    /// The stream hash of every frame in the file
-    /// ([`StreamHash`](crate::StreamHash)).
+    /// The stream hash of every frame in the file ([`ReplayHash`]).
     pub stream_hash: u64,
 }
 
@@ -407,6 +406,93 @@ pub enum ReplayError {
     /// The writer failed (a full disk, say): nothing more is written.
     #[error("writing the replay failed: {0}")]
     Io(#[from] std::io::Error),
+}
+
+/// The stream hash a replay carries: XXH3-64 over each frame in turn,
+/// written as its tick, its seats, each seat's cell (`0x00` empty, `0x02`
+/// the neutral input, or `0x01`, a varint length and the input's
+/// encoding), then its events as a `Frames` body writes them (a varint
+/// count, then each). The neutral
+/// input has a mark of its own so that a relay, which holds a game's
+/// inputs as bytes without knowing the game's neutral input, records the
+/// same hash as a player of the game.
+///
+/// ```
+/// use lockstep_core::replay::ReplayHash;
+/// use lockstep_core::{Frame, Tick};
+/// let (mut game, mut relay) = (ReplayHash::new(), ReplayHash::new());
+/// game.push(&Frame { tick: Tick::new(0), inputs: vec![Some(0u16), Some(5)], events: vec![] });
+/// relay.push(&Frame { tick: Tick::new(0), inputs: vec![Some(vec![]), Some(vec![5u8, 0])], events: vec![] });
+/// assert_eq!(game.value(), relay.value());
+/// ```
+#[derive(Clone)]
+pub struct ReplayHash {
+    hasher: xxhash_rust::xxh3::Xxh3,
+    frames: u64,
+    scratch: Vec<u8>,
+}
+
+impl core::fmt::Debug for ReplayHash {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ReplayHash")
+            .field("frames", &self.frames)
+            .field("value", &format_args!("{:016x}", self.value()))
+            .finish()
+    }
+}
+
+impl Default for ReplayHash {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ReplayHash {
+    /// The hash of no frame.
+    pub fn new() -> Self {
+        Self {
+            hasher: xxhash_rust::xxh3::Xxh3::new(),
+            frames: 0,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Folds the next frame in.
+    pub fn push<I: Input>(&mut self, frame: &Frame<I>) {
+        let neutral = I::default();
+        self.scratch.clear();
+        put_tick(&mut self.scratch, frame.tick);
+        put_varint(&mut self.scratch, frame.inputs.len() as u64);
+        let mut input = Vec::new();
+        for cell in &frame.inputs {
+            match cell {
+                None => self.scratch.push(0),
+                Some(i) if *i == neutral => self.scratch.push(2),
+                Some(i) => {
+                    self.scratch.push(1);
+                    input.clear();
+                    i.encode(&mut input);
+                    put_bytes(&mut self.scratch, &input);
+                }
+            }
+        }
+        put_varint(&mut self.scratch, frame.events.len() as u64);
+        for e in &frame.events {
+            wire::put_event(&mut self.scratch, e);
+        }
+        self.hasher.update(&self.scratch);
+        self.frames += 1;
+    }
+
+    /// The hash of every frame pushed so far.
+    pub fn value(&self) -> u64 {
+        self.hasher.digest()
+    }
+
+    /// How many frames were pushed.
+    pub fn frames(&self) -> u64 {
+        self.frames
+    }
 }
 
 /// Appends a record (its head, checksum and stored bytes) to `out`.

@@ -83,7 +83,7 @@ impl<I: Input> Replay<I> {
         let header = Header::decode(body).map_err(ReplayError::BadHeader)?;
         let seats = usize::from(header.seats);
         let mut next = header.first_tick;
-        let mut hash = StreamHash::new();
+        let mut hash = ReplayHash::new();
         self.header = Some(header);
         let mut at = 17 + len;
         self.valid_len = at;

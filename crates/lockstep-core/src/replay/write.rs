@@ -50,7 +50,7 @@ pub struct Recorder<I: Input, W: Write> {
     last_frame: Option<Tick>,
     frames: Vec<Frame<I>>,
     checkpoints: Vec<ReplayCheckpoint>,
-    hash: StreamHash,
+    hash: ReplayHash,
     config: RecordConfig,
     /// The last ticks' state hashes (see `keep_recent_hashes`).
     recent: std::collections::VecDeque<ReplayCheckpoint>,
@@ -102,7 +102,7 @@ impl<I: Input, W: Write> Recorder<I, W> {
             last_frame: None,
             frames: Vec::new(),
             checkpoints: Vec::new(),
-            hash: StreamHash::new(),
+            hash: ReplayHash::new(),
             config,
             recent: std::collections::VecDeque::new(),
             body: Vec::new(),
@@ -253,6 +253,11 @@ impl<I: Input, W: Write> Recorder<I, W> {
     /// due or not (see [`ReplayCheckpoint`]), for [`verify`].
     pub fn checkpoint(&mut self, tick: Tick, value: u64) {
         self.push_checkpoint(ReplayCheckpoint { tick, value });
+    }
+
+    /// The writer.
+    pub fn get_ref(&self) -> &W {
+        &self.out
     }
 
     /// Bytes written so far.

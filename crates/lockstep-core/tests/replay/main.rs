@@ -2,8 +2,9 @@
 //! off anywhere reads up to its last whole chunk, and any changed bit is
 //! found and named.
 
+use lockstep_core::replay::ReplayHash;
 use lockstep_core::replay::{Header, Recorder, Replay, ReplayError, Topology};
-use lockstep_core::{Frame, PlayerId, StreamHash, SystemEvent, Tick};
+use lockstep_core::{Frame, PlayerId, SystemEvent, Tick};
 use proptest::prelude::*;
 
 mod states;
@@ -96,7 +97,7 @@ proptest! {
         prop_assert!(r.stopped.is_none(), "{:?}", r.stopped);
         prop_assert_eq!(r.header.as_ref(), Some(&h));
         prop_assert_eq!(&r.frames, &fs);
-        let mut hash = StreamHash::new();
+        let mut hash = ReplayHash::new();
         for f in &fs {
             hash.push(f);
         }

@@ -4,10 +4,11 @@
 
 use super::{frames, header};
 use lockstep_core::desync::Fields;
+use lockstep_core::replay::ReplayHash;
 use lockstep_core::replay::{
     Index, Playback, RecordConfig, Recorder, Replay, ReplayError, StateKind, VerifyError, verify,
 };
-use lockstep_core::{Frame, Game, StreamHash, Tick};
+use lockstep_core::{Frame, Game, Tick};
 use proptest::prelude::*;
 
 /// A game with two fields; a machine whose `broken_at` tick comes adds a
@@ -185,7 +186,7 @@ proptest! {
         let r = Replay::<u16>::read(&file);
         prop_assert!(r.stopped.is_none(), "{:?}", r.stopped);
         prop_assert_eq!(&r.frames, &kept);
-        let mut hash = StreamHash::new();
+        let mut hash = ReplayHash::new();
         for f in &kept {
             hash.push(f);
         }

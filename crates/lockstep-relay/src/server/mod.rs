@@ -90,6 +90,9 @@ pub enum RelayError {
     /// A [`BackgroundRelay`](crate::BackgroundRelay)'s thread failed.
     #[error("relay thread: {0}")]
     Thread(String),
+    /// The recording directory cannot be made, or its thread started.
+    #[error("recording: {0}")]
+    Record(std::io::Error),
 }
 
 /// What a relay did, returned when it stops.
@@ -306,6 +309,8 @@ struct Core {
     handshakes: Budget,
     /// UDP connections per source IP.
     udp_by_ip: HashMap<IpAddr, usize>,
+    /// The recording thread, if matches are recorded.
+    disk: Option<crate::record::Disk>,
 }
 
 impl Core {
@@ -327,6 +332,7 @@ impl Core {
         let l = &config.limits;
         let stranger_replies = Budget::new(l.stranger_replies_per_sec, l.stranger_replies_per_addr);
         let handshakes = Budget::new(l.handshakes_per_sec, l.handshakes_per_addr);
+        let disk = crate::record::Disk::start(&config.record).map_err(RelayError::Record)?;
         let core = Self {
             config,
             metrics,
@@ -351,6 +357,7 @@ impl Core {
             stranger_replies,
             handshakes,
             udp_by_ip: HashMap::new(),
+            disk,
         };
         Ok(core)
     }

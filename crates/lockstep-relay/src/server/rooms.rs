@@ -99,6 +99,7 @@ impl Core {
             crypt,
             metrics,
             buf,
+            disk,
             ..
         } = self;
         let Some(room) = rooms.get_mut(name) else {
@@ -122,6 +123,10 @@ impl Core {
         }
         let (closed, resumed) = take_events(name, room, metrics);
         count_ticks(room, metrics, started);
+        if let Some(disk) = disk.as_mut() {
+            let stopped = crate::record::feed(disk, name, &room.engine, &mut room.recording);
+            report_recording(name, stopped, metrics);
+        }
         // A seat taken back: its old address is nobody's now.
         for previous in resumed {
             self.forget(previous);
@@ -282,12 +287,14 @@ impl Core {
         self.metrics.delay_max.store(delay_max, Ordering::Relaxed);
     }
 
-    /// Removes room `name` and its place in the deadline index.
+    /// Removes room `name` and its place in the deadline index, and
+    /// finishes its recording.
     fn forget_room(&mut self, name: &RoomName) {
-        if let Some(r) = self.rooms.remove(name)
-            && let Some(t) = r.scheduled
-        {
-            self.deadlines.remove(&(t, name.clone()));
+        if let Some(mut r) = self.rooms.remove(name) {
+            if let Some(t) = r.scheduled {
+                self.deadlines.remove(&(t, name.clone()));
+            }
+            finish_recording(name, &mut r.recording, &self.metrics);
         }
     }
 
@@ -311,6 +318,13 @@ impl Core {
                 r.engine.shutdown("the server is shutting down");
             }
             self.flush(name, std::time::Instant::now());
+        }
+        for (name, room) in &mut self.rooms {
+            finish_recording(name, &mut room.recording, &self.metrics);
+        }
+        // What is queued reaches the disk before the relay says it stopped.
+        if let Some(disk) = self.disk.take() {
+            disk.stop();
         }
         RelayReport {
             ticks: self.metrics.ticks.load(Ordering::Relaxed),
@@ -412,6 +426,37 @@ fn take_events(name: &str, room: &mut Room, metrics: &Metrics) -> (Vec<PeerId>, 
         }
     }
     (closed, resumed)
+}
+
+/// Says in the log, and in the metrics, why a recording stopped early.
+fn report_recording(name: &str, stopped: Option<crate::record::Stopped>, metrics: &Metrics) {
+    use crate::record::Stopped;
+    match stopped {
+        None => {}
+        Some(Stopped::Cap(bytes)) => {
+            warn!(room = %name, bytes, "recording finished at its cap (record.max_mib): the match plays on unrecorded");
+        }
+        Some(Stopped::Failed(e)) => {
+            metrics.recording_failures.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(room = %name, "recording stopped: {e} (the match plays on unrecorded)");
+        }
+    }
+}
+
+/// Finishes a room's recording, if it has one going.
+fn finish_recording(name: &str, recording: &mut crate::record::RoomRecording, metrics: &Metrics) {
+    use crate::record::{RoomRecording, Stopped};
+    let result = match std::mem::replace(recording, RoomRecording::Done) {
+        RoomRecording::Opaque(mut r) => r.finish(),
+        RoomRecording::Player(mut r) => r.finish(),
+        RoomRecording::Waiting | RoomRecording::Done => return,
+    };
+    match result {
+        Ok(()) => {
+            metrics.recordings.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(e) => report_recording(name, Some(Stopped::Failed(e)), metrics),
+    }
 }
 
 /// Counts the ticks a room sealed and the stalls it began, and how long

@@ -12,6 +12,7 @@ mod limits;
 mod lobby;
 mod opaque;
 mod play;
+mod record;
 mod rule_attacks;
 mod runner;
 mod sealed;

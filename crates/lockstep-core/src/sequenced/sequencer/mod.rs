@@ -509,6 +509,12 @@ impl<I: Input> Sequencer<I> {
         Ok(s)
     }
 
+    /// The game fingerprint the room requires: its configuration's, or
+    /// the first client's it adopted (`None` until then).
+    pub fn fingerprint(&self) -> Option<u64> {
+        self.fingerprint
+    }
+
     /// The game the sequencer runs, if it runs one.
     pub fn simulation(&self) -> Option<&dyn Simulation<I>> {
         self.simulation.as_deref()
