@@ -287,8 +287,12 @@ impl Play {
                 lockstep_core::replay::Topology::Relay,
             );
             header.recorder = a.name.clone();
+            // Written on a thread of its own: the game never waits on the
+            // disk.
+            let out = lockstep_core::replay::Background::new(file, 8 << 20)
+                .map_err(|e| PlayError::Options(format!("--record: {e}")))?;
             runner
-                .record(header, Box::new(std::io::BufWriter::new(file)))
+                .record(header, Box::new(out))
                 .map_err(|e| PlayError::Options(format!("--record: {e}")))?;
         }
         let (transport, where_) = connect(&a.relay, a.ca.as_deref(), Duration::from_secs(5))?;

@@ -423,7 +423,13 @@ impl Recording {
         let file = std::fs::File::create(&self.path)
             .map_err(|e| DemoError::Setup(format!("--record {}: {e}", self.path.display())))?;
         runner
-            .record(self.header, Box::new(std::io::BufWriter::new(file)))
+            .record(
+                self.header,
+                Box::new(
+                    lockstep_core::replay::Background::new(file, 8 << 20)
+                        .map_err(|e| DemoError::Setup(e.to_string()))?,
+                ),
+            )
             .map_err(|e| DemoError::Setup(e.to_string()))
     }
 }

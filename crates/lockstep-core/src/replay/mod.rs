@@ -526,12 +526,14 @@ fn encode_state(
     lz4_flex::block::compress(body)
 }
 
+mod background;
 mod check;
 mod index;
 mod read;
 mod seek;
 mod write;
 
+pub use background::Background;
 pub use check::{Parted, Verification, VerifyError, verify};
 pub use index::{INDEX_MAGIC, Index};
 pub use read::Replay;
