@@ -75,6 +75,10 @@ pub(crate) struct RelayArgs {
     /// The game seed for --game (players must use the same).
     #[arg(long, default_value_t = 1, requires = "game")]
     seed: u64,
+    /// Spectators watch this many seconds behind the match (against a
+    /// spectator telling a player what the others do now).
+    #[arg(long, value_name = "SECS")]
+    spectator_delay: Option<u32>,
     /// Record every match into this directory, one replay file each
     /// (ROOM-MATCHID.lkrp): `lockstep replay verify FILE` checks one.
     #[arg(long, value_name = "DIR")]
@@ -209,6 +213,7 @@ fn config(args: &RelayArgs) -> Result<RelayConfig, RelayCliError> {
     d.policy = args.policy.map_or(d.policy, PolicyName::from);
     d.start = args.start.map_or(d.start, StartName::from);
     d.start_players = args.start_players.unwrap_or(d.start_players);
+    d.spectator_delay_secs = args.spectator_delay.unwrap_or(d.spectator_delay_secs);
     if let Some(ServerGame::Swarm) = args.game {
         let seed = args.seed;
         config.game = Some(lockstep_relay::GameFactory::new(move || {

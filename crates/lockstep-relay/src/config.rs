@@ -265,6 +265,11 @@ pub struct RoomSettings {
     pub max_seats: u16,
     /// Spectators.
     pub max_spectators: u16,
+    /// Seconds spectators watch behind the match (0: none): they are never
+    /// sent a frame newer, nor join from a state newer (the snapshot is
+    /// held until it is that old), against a spectator telling a player
+    /// what its opponents do. Must stay under `history` ticks.
+    pub spectator_delay_secs: u32,
     /// `wait-for-all`: seconds of silence before a player holding up the
     /// room is abandoned.
     pub abandon_after_secs: u64,
@@ -320,6 +325,7 @@ impl Default for RoomSettings {
             max_delay: 16,
             max_seats: 8,
             max_spectators: 8,
+            spectator_delay_secs: 0,
             abandon_after_secs: 10,
             missing: MissingName::Neutral,
             history: 4096,
@@ -402,6 +408,8 @@ pub struct RoomOverrides {
     pub max_seats: Option<u16>,
     /// See [`RoomSettings::max_spectators`].
     pub max_spectators: Option<u16>,
+    /// See [`RoomSettings::spectator_delay_secs`].
+    pub spectator_delay_secs: Option<u32>,
     /// See [`RoomSettings::abandon_after_secs`].
     pub abandon_after_secs: Option<u64>,
     /// See [`RoomSettings::missing`].
@@ -518,6 +526,7 @@ impl RelayConfig {
             s.max_delay = o.max_delay.unwrap_or(s.max_delay);
             s.max_seats = o.max_seats.unwrap_or(s.max_seats);
             s.max_spectators = o.max_spectators.unwrap_or(s.max_spectators);
+            s.spectator_delay_secs = o.spectator_delay_secs.unwrap_or(s.spectator_delay_secs);
             s.abandon_after_secs = o.abandon_after_secs.unwrap_or(s.abandon_after_secs);
             s.missing = o.missing.unwrap_or(s.missing);
             s.history = o.history.unwrap_or(s.history);
@@ -574,6 +583,7 @@ impl RelayConfig {
             }),
             max_seats: s.max_seats,
             max_spectators: s.max_spectators,
+            spectator_delay: s.spectator_delay_secs.saturating_mul(s.tick_rate),
             history: s.history,
             // Sealing adds its overhead on the way out; what is inside is
             // held to the same size either way.

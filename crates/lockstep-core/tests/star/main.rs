@@ -24,3 +24,4 @@ mod roster;
 mod rules;
 mod runner;
 mod single_player;
+mod spectate;

@@ -81,6 +81,12 @@ pub struct SequencerConfig {
     pub max_seats: u16,
     /// Spectators allowed at once.
     pub max_spectators: u16,
+    /// Ticks spectators watch behind the match (0, none, by default): a
+    /// spectator is never sent a frame within this many ticks of the open
+    /// one, nor a state newer than that when it joins (a snapshot is held
+    /// until it is that old), so that nobody watching can tell a player
+    /// what its opponents are doing now. Less than `history`.
+    pub spectator_delay: u32,
     /// How far past the open tick (beyond `delay`) a client may stamp input.
     pub max_lead: u32,
     /// Sealed frames kept, for clients that missed some and for joiners
@@ -197,6 +203,7 @@ impl Default for SequencerConfig {
             adaptive: None,
             max_seats: 8,
             max_spectators: 8,
+            spectator_delay: 0,
             max_lead: 8,
             history: 4096,
             max_input_len: 256,
@@ -249,6 +256,10 @@ impl SequencerConfig {
             "max_seats must be 1 to 256",
         )?;
         bad(self.history < 16, "history must hold at least 16 frames")?;
+        bad(
+            self.spectator_delay >= self.history,
+            "spectator_delay must be less than history (the frames spectators are behind must be kept)",
+        )?;
         limits::input_len(self.max_input_len)?;
         bad(self.timeout.is_zero(), "timeout must be positive")?;
         bad(self.max_pause.is_zero(), "max_pause must be positive")?;

@@ -52,13 +52,68 @@ impl<I: Input> Sequencer<I> {
         }
     }
 
-    /// Hands `snapshot` to every joiner waiting for one.
+    /// Hands `snapshot` to every joiner waiting for one; a spectator of a
+    /// room that watches with a delay gets it once it is that old (it is
+    /// held until then).
     pub(super) fn deliver(&mut self, snapshot: &crate::snapshot::Snapshot, donor: Option<PeerId>) {
         self.fetch = None;
         self.join_retry = None;
         self.bad_donors.clear();
         self.too_large.clear();
         self.join_asked = None;
+        let mut held = false;
+        for i in 0..self.conns.len() {
+            let c = &self.conns[i];
+            if matches!(c.join, Some(Join::Waiting))
+                && c.closing.is_none()
+                && snapshot.tick >= self.frontier(c)
+            {
+                self.conns[i].join = Some(Join::Held);
+                held = true;
+            }
+        }
+        if held {
+            // The newest: every spectator held gets it when it is old
+            // enough.
+            self.held = Some((snapshot.clone(), donor));
+        }
+        self.send_snapshot(snapshot, donor, |j| matches!(j, Some(Join::Waiting)));
+    }
+
+    /// Hands the snapshot held for spectators to them once it is
+    /// `spectator_delay` old.
+    pub(super) fn release_held(&mut self) {
+        let Some((snapshot, _)) = &self.held else {
+            return;
+        };
+        let old_enough = self
+            .conns
+            .iter()
+            .find(|c| matches!(c.join, Some(Join::Held)))
+            .is_none_or(|c| snapshot.tick < self.frontier(c));
+        if !old_enough {
+            return;
+        }
+        if let Some((snapshot, donor)) = self.held.take() {
+            self.send_snapshot(&snapshot, donor, |j| matches!(j, Some(Join::Held)));
+        }
+    }
+
+    /// Starts sending `snapshot` to every open connection whose join
+    /// `takes` it.
+    fn send_snapshot(
+        &mut self,
+        snapshot: &crate::snapshot::Snapshot,
+        donor: Option<PeerId>,
+        takes: impl Fn(&Option<Join>) -> bool,
+    ) {
+        if !self
+            .conns
+            .iter()
+            .any(|c| takes(&c.join) && c.closing.is_none())
+        {
+            return;
+        }
         let chunk_len = self.config.max_datagram.saturating_sub(160);
         let id = self.next_snapshot_id;
         self.next_snapshot_id = id.wrapping_add(1);
@@ -72,7 +127,7 @@ impl<I: Input> Sequencer<I> {
         };
         let mut joiners = 0;
         for c in &mut self.conns {
-            if !matches!(c.join, Some(Join::Waiting)) || c.closing.is_some() {
+            if !takes(&c.join) || c.closing.is_some() {
                 continue;
             }
             c.join = Some(Join::Receiving(Box::new(tx.for_another(id))));
@@ -128,7 +183,7 @@ impl<I: Input> Sequencer<I> {
     /// Closes every joiner still waiting for a snapshot, telling it why.
     pub(super) fn refuse_waiting_joiners(&mut self, e: &SnapshotError) {
         for i in 0..self.conns.len() {
-            if matches!(self.conns[i].join, Some(Join::Waiting)) {
+            if matches!(self.conns[i].join, Some(Join::Waiting | Join::Held)) {
                 let text = format!("cannot join the game under way: {e}");
                 self.close(
                     i,
@@ -177,6 +232,7 @@ impl<I: Input> Sequencer<I> {
     /// again and again for nothing).
     pub(super) fn progress_joins(&mut self) {
         let now = self.now;
+        self.release_held();
         self.drop_stalled_receivers();
         let waiting = self
             .conns

@@ -141,6 +141,9 @@ enum Join {
     Receiving(Box<SnapshotSender>),
     /// It has its snapshot and runs frames until it catches up.
     CatchingUp,
+    /// A spectator of a room that watches with a delay: the snapshot it
+    /// joins from is held (`Sequencer::held`) until it is that old.
+    Held,
 }
 
 /// The snapshot being fetched from a donor for the waiting joiners.
@@ -286,6 +289,8 @@ pub struct Sequencer<I: Input> {
     started: Instant,
     conns: Vec<Conn>,
     seats: Vec<Option<Seat<I>>>,
+    /// A snapshot held for spectators until it is `spectator_delay` old.
+    held: Option<(crate::snapshot::Snapshot, Option<PeerId>)>,
     /// Sealed frames `history_base..open`.
     history: Vec<Frame<I>>,
     history_base: Tick,
@@ -393,6 +398,7 @@ impl<I: Input> Sequencer<I> {
             conns: Vec::new(),
             seats,
             history: Vec::new(),
+            held: None,
             tick_events: BTreeMap::new(),
             clock: None,
             pause: PauseAgreement::default(),

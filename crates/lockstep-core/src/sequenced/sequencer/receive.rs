@@ -148,6 +148,7 @@ impl<I: Input> Sequencer<I> {
         d: &Datagram<'_>,
         inputs: usize,
     ) -> Result<(), SequencerError> {
+        let frontier = self.frontier(&self.conns[i]);
         {
             let c = &mut self.conns[i];
             let n = u32::try_from(inputs).unwrap_or(u32::MAX);
@@ -161,17 +162,17 @@ impl<I: Input> Sequencer<I> {
             // A joiner cannot know where its frames start before its
             // snapshot's first chunk: its position counts from then on.
             if !Self::before_snapshot(c) {
-                c.lacks_from(c.next.max(d.base.min(self.open)));
+                c.lacks_from(c.next.max(d.base.min(frontier)));
                 c.frames_sent.heard(self.now);
                 // Caught up once within a lead of the open tick.
                 c.replaying =
-                    c.replaying && self.open.since(c.next) > self.delay + self.config.max_lead;
+                    c.replaying && frontier.since(c.next) > self.delay + self.config.max_lead;
             }
             // A spectator says nothing when it has caught up: its position
             // shows it.
             if c.seat.is_none()
                 && matches!(c.join, Some(Join::CatchingUp))
-                && c.next.saturating_add(1) >= self.open
+                && c.next.saturating_add(1) >= frontier
             {
                 c.join = None;
             }

@@ -15,6 +15,17 @@ pub(super) fn truncate(text: &str) -> &str {
 }
 
 impl<I: Input> Sequencer<I> {
+    /// The tick after the last one `c` may be sent: the open tick, or, for
+    /// a spectator of a room that watches with a delay, that many ticks
+    /// before it (never a frame newer: see `spectator_delay`).
+    pub(super) fn frontier(&self, c: &Conn) -> Tick {
+        let d = self.config.spectator_delay;
+        if d == 0 || c.seat.is_some() {
+            return self.open;
+        }
+        self.open.saturating_sub(d).max(self.config.first_tick)
+    }
+
     pub(super) fn send_due(&self, i: usize) -> Instant {
         let c = &self.conns[i];
         let resend = || c.link.send_due(self.started, self.config.resend_interval);
@@ -83,7 +94,7 @@ impl<I: Input> Sequencer<I> {
         }
         c.frames_sent.next_send(
             self.now,
-            self.open,
+            self.frontier(c),
             || self.frames_redundancy(i),
             c.link.last_sent(),
         )
@@ -95,7 +106,7 @@ impl<I: Input> Sequencer<I> {
             || c.welcome_pending
             // Frames before a snapshot is whole go on the general schedule
             // (see `frames_due`).
-            || c.next < self.open && Self::frames_wait_for_snapshot(c)
+            || c.next < self.frontier(c) && Self::frames_wait_for_snapshot(c)
             || self.paused()
             || c.checks
                 .has_news(&self.referee, Self::verdicts_for(c), self.now)
@@ -121,13 +132,18 @@ impl<I: Input> Sequencer<I> {
     /// Whether `c` is joining and has not got its snapshot yet: nothing but
     /// the snapshot is of use to it.
     pub(super) fn before_snapshot(c: &Conn) -> bool {
-        matches!(c.join, Some(Join::Waiting | Join::Receiving(_)))
+        matches!(
+            c.join,
+            Some(Join::Waiting | Join::Held | Join::Receiving(_))
+        )
     }
 
     /// Builds connection `i`'s datagram into `buf`; says whether it carried
     /// snapshot chunks.
     pub(super) fn build(&mut self, i: usize, buf: &mut Vec<u8>) -> bool {
-        let mut w = DatagramWriter::new(buf, self.open, self.config.max_datagram);
+        // A spectator watching with a delay is told no tick past its own.
+        let base = self.frontier(&self.conns[i]);
+        let mut w = DatagramWriter::new(buf, base, self.config.max_datagram);
         // Control messages are bounded far below the minimum budget; only
         // frames are sized to what is left.
         if self.put_goodbye(i, &mut w) {
@@ -183,7 +199,7 @@ impl<I: Input> Sequencer<I> {
             w.put(Message::Welcome(Welcome {
                 seat: c.seat,
                 start: self.config.first_tick,
-                tick: from.map_or(self.open, |f| f.saturating_sub(delay)),
+                tick: from.map_or(self.frontier(c), |f| f.saturating_sub(delay)),
                 deadline: matches!(self.config.policy, Policy::Deadline { .. }),
                 tick_rate: self.config.tick_rate,
                 delay,
@@ -217,7 +233,7 @@ impl<I: Input> Sequencer<I> {
             .seat
             .and_then(|s| Some((s, self.seats[s.index()].as_ref()?)));
         w.put(Message::Status(Status {
-            open: self.open,
+            open: self.frontier(c),
             slack: seat.map_or(0, |(_, s)| s.slack),
             waiting: self.waits.named().to_vec(),
         }));
@@ -293,7 +309,7 @@ impl<I: Input> Sequencer<I> {
         // A client being resynced runs on up to its snapshot's tick (its own
         // state there shows how it differs), never past it: frames it ran
         // beyond would be named by its datagrams after it went back.
-        let mut end = self.open;
+        let mut end = self.frontier(c);
         let mut chunks = false;
         match self.conns[i].join.as_mut() {
             Some(Join::Waiting) if resyncing => match &self.fetch {
@@ -301,7 +317,7 @@ impl<I: Input> Sequencer<I> {
                 None => return false,
             },
             // Nothing to run before the snapshot.
-            Some(Join::Waiting) => return false,
+            Some(Join::Waiting | Join::Held) => return false,
             // The snapshot alone: frames are of no use before it is whole
             // (and a joiner that acknowledges slowly gets little of either).
             Some(Join::Receiving(tx)) => {
