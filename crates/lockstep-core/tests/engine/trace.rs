@@ -557,11 +557,14 @@ fn hosted() -> u64 {
 
 /// The hashes as the engine produces them since protocol v8 let a
 /// client's inputs go a few times each instead of all in every datagram
-/// (every datagram's version byte changed with it).
+/// (every datagram's version byte changed with it). The rooms' changed
+/// again when their final stats gained the runs coded and shared: with
+/// those two counters left out of the stats line, the hashes were the ones
+/// before, every datagram and frame the same.
 const EXPECTED: [(&str, u64); 4] = [
     ("mesh", 0x701dd164eb7bb2dc),
-    ("room_wait_for_all", 0x3f128ed68bd9eb51),
-    ("room_deadline", 0x8cf0ef2919310f6d),
+    ("room_wait_for_all", 0x491807f07a3f183a),
+    ("room_deadline", 0xcf6c939bae4c0c3e),
     ("hosted", 0x981a6108369f3fa6),
 ];
 

@@ -299,3 +299,59 @@ fn a_delay_past_the_history_is_refused() {
     };
     assert!(Sequencer::<u16>::new(config, Instant::ZERO).is_err());
 }
+
+/// Thirty spectators and two players: each newly sealed tick is coded
+/// about once, not once per client (the runs sent are shared), and every
+/// spectator ends on the players' state.
+#[test]
+fn many_spectators_share_the_frames_coded_once() {
+    let mut sim = Sim::new(SimNetwork::new(7, LinkConditions::default()));
+    let config = SequencerConfig {
+        max_spectators: 64,
+        ..SequencerConfig::default()
+    };
+    let open = Rc::new(Cell::new(Tick::ZERO));
+    sim.add(
+        SERVER,
+        Node::Server(Sequencer::new(config, Instant::ZERO).unwrap(), open.clone()),
+    );
+    for id in 1..=2u32 {
+        sim.add(
+            PeerId(id),
+            Node::Player(runner(Instant::ZERO, false), SimRng::new(u64::from(id))),
+        );
+    }
+    for id in 3..33u32 {
+        let w = Watch {
+            open: open.clone(),
+            delay: 0,
+            newest: None,
+            snapshot: None,
+        };
+        sim.add(PeerId(id), Node::Watcher(runner(Instant::ZERO, true), w));
+    }
+    run(&mut sim, Instant::from_millis(6_000));
+    let Some(Node::Server(s, _)) = sim.endpoint(SERVER) else {
+        panic!("the room");
+    };
+    let stats = s.stats();
+    assert!(
+        stats.runs_shared > 10 * stats.runs_encoded,
+        "{} runs coded, {} shared",
+        stats.runs_encoded,
+        stats.runs_shared
+    );
+    let theirs = match sim.endpoint(PeerId(1)) {
+        Some(Node::Player(r, _)) => r.game().log.clone(),
+        _ => panic!("a player"),
+    };
+    for id in 3..33u32 {
+        let Some(Node::Watcher(r, _)) = sim.endpoint(PeerId(id)) else {
+            panic!("a spectator");
+        };
+        assert!(r.game().log.len() > 100, "spectator {id} watched");
+        for (t, h) in &r.game().log {
+            assert_eq!(theirs.get(t), Some(h), "spectator {id} after tick {t}");
+        }
+    }
+}

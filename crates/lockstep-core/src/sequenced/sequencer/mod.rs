@@ -131,6 +131,21 @@ impl Conn {
     }
 }
 
+/// A run of frames as coded for a datagram: its first tick, its length,
+/// the tick it is coded against, and the `Frames` body. Sealed frames never
+/// change, so the same three always give the same body.
+#[derive(Debug, Clone)]
+struct Coded {
+    start: Tick,
+    count: usize,
+    reference: Option<Tick>,
+    body: Vec<u8>,
+}
+
+/// Runs kept coded: enough for every client a newly sealed tick goes to,
+/// whether it acknowledged the last one or not.
+const CODED: usize = 16;
+
 /// Where a client joining from a snapshot stands.
 #[derive(Debug, Clone)]
 enum Join {
@@ -289,6 +304,9 @@ pub struct Sequencer<I: Input> {
     started: Instant,
     conns: Vec<Conn>,
     seats: Vec<Option<Seat<I>>>,
+    /// Runs of frames coded lately, shared by the connections sent the
+    /// same run (see `send::coded`).
+    coded: Vec<Coded>,
     /// A snapshot held for spectators until it is `spectator_delay` old.
     held: Option<(crate::snapshot::Snapshot, Option<PeerId>)>,
     /// Sealed frames `history_base..open`.
@@ -398,6 +416,7 @@ impl<I: Input> Sequencer<I> {
             conns: Vec::new(),
             seats,
             history: Vec::new(),
+            coded: Vec::new(),
             held: None,
             tick_events: BTreeMap::new(),
             clock: None,

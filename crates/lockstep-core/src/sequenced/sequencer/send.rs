@@ -129,6 +129,44 @@ impl<I: Input> Sequencer<I> {
             .is_some_and(|j| !matches!(j, Join::CatchingUp))
     }
 
+    /// The `Frames` body of the `count` sealed frames from `start`, coded
+    /// against the frame at `reference`: the one coded for another
+    /// connection if it is still kept, else coded now (and kept). Returns
+    /// its place in `coded`.
+    fn coded(&mut self, start: Tick, count: usize, reference: Option<Tick>) -> usize {
+        if let Some(k) = self
+            .coded
+            .iter()
+            .position(|c| c.start == start && c.count == count && c.reference == reference)
+        {
+            self.stats.runs_shared += 1;
+            return k;
+        }
+        self.stats.runs_encoded += 1;
+        let seats = usize::from(self.config.max_seats);
+        let cells = reference.map(|r| {
+            self.history[r.since(self.history_base) as usize]
+                .inputs
+                .as_slice()
+        });
+        let k = start.since(self.history_base) as usize;
+        // The oldest goes, its buffer reused.
+        let mut body = if self.coded.len() >= CODED {
+            self.coded.remove(0).body
+        } else {
+            Vec::new()
+        };
+        body.clear();
+        wire::encode_frames_body(&self.history[k..k + count], seats, cells, &mut body);
+        self.coded.push(Coded {
+            start,
+            count,
+            reference,
+            body,
+        });
+        self.coded.len() - 1
+    }
+
     /// Whether `c` is joining and has not got its snapshot yet: nothing but
     /// the snapshot is of use to it.
     pub(super) fn before_snapshot(c: &Conn) -> bool {
@@ -350,30 +388,22 @@ impl<I: Input> Sequencer<I> {
             .due(now, end, red)
             .runs(CATCH_UP_FRAMES);
         let seats = usize::from(self.config.max_seats);
-        let mut body = Vec::new();
         for (a, b) in runs.into_iter().flatten() {
             let reference = a
                 .get()
                 .checked_sub(1)
                 .map(Tick::new)
                 .filter(|r| *r >= self.history_base && sent_from.is_some_and(|s| s <= *r));
-            let cells = reference.map(|r| {
-                self.history[r.since(self.history_base) as usize]
-                    .inputs
-                    .as_slice()
-            });
-            let k = a.since(self.history_base) as usize;
             let whole = b.since(a) as usize;
             let mut n = whole;
             while n > 0 {
-                body.clear();
-                wire::encode_frames_body(&self.history[k..k + n], seats, cells, &mut body);
+                let body = self.coded(a, n, reference);
                 let m = Message::Frames(Frames {
                     start: a,
                     count: n as u32,
                     seats: seats as u32,
                     reference,
-                    body: &body,
+                    body: &self.coded[body].body,
                 });
                 if w.push(&m).is_ok() {
                     break;
