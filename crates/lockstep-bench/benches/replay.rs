@@ -205,7 +205,7 @@ fn main() {
     assert!(v.matches() && v.checkpoints == 300, "{v:?}");
     let verify_s = started.elapsed().as_secs_f64();
     let reading = Instant::now();
-    black_box(Replay::<PlayerInputs>::read(&file).frames.len());
+    black_box(Replay::<PlayerInputs>::read(&file).frame_count());
     let read_s = reading.elapsed().as_secs_f64();
 
     // Seek.

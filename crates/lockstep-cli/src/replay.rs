@@ -143,7 +143,7 @@ fn index(file: &Path, args: &GameArgs, every: u32) -> Result<(), String> {
         "{}: {} keyframes every {every} ticks over {} frames, {} bytes, in {:.2} s",
         out.display(),
         playback.keyframes() - 1,
-        r.frames.len(),
+        r.frame_count(),
         bytes.len(),
         started.elapsed().as_secs_f64()
     );
@@ -183,11 +183,11 @@ fn info(file: &Path) -> Result<(), String> {
     if !h.names.is_empty() {
         println!("players: {}", h.names.join(", "));
     }
-    let last = r.frames.last().map(|f| f.tick);
-    let seconds = r.frames.len() as f64 / f64::from(h.tick_rate.max(1));
+    let last = r.frame_count().checked_sub(1).and_then(|k| r.tick_of(k));
+    let seconds = r.frame_count() as f64 / f64::from(h.tick_rate.max(1));
     println!(
         "frames: {} (ticks {} to {}, {seconds:.1} s){}",
-        r.frames.len(),
+        r.frame_count(),
         h.first_tick,
         last.map_or("-".into(), |t| t.to_string()),
         if h.snapshot.is_some() {
@@ -199,8 +199,13 @@ fn info(file: &Path) -> Result<(), String> {
     println!("state hashes recorded: {}", r.checkpoints.len());
     match (&r.end, &r.stopped) {
         (Some(end), None) => println!("stream hash: {:016x} (whole)", end.stream_hash),
-        (_, Some(e)) => println!("not whole: {e} (the {} bytes before read)", r.valid_len),
-        (None, None) => println!("no end record: the recording was cut off at a chunk's end"),
+        (_, Some(e)) => {
+            println!("not whole: {e} (the {} bytes before read)", r.valid_len);
+            return Err("the replay does not read whole".into());
+        }
+        (None, None) => println!(
+            "no end record: the recording is still being written, or was cut off at a chunk's end"
+        ),
     }
     Ok(())
 }
@@ -240,6 +245,9 @@ fn verify_file(
                 "frames": v.frames,
                 "checkpoints": v.checkpoints,
                 "states": v.states,
+                "unchecked": v.unchecked.iter().map(|(kind, tick)| serde_json::json!({
+                    "kind": format!("{kind:?}"), "tick": tick.get(),
+                })).collect::<Vec<_>>(),
                 "parted": v.parted.iter().map(|p| serde_json::json!({
                     "tick": p.first.get(),
                     "exact": p.exact,
@@ -259,7 +267,7 @@ fn verify_file(
             serde_json::json!({
                 "file": file.display().to_string(),
                 "ok": ok,
-                "frames": r.frames.len(),
+                "frames": r.frame_count(),
                 "structure": structure.as_ref().err(),
                 "game": verdict,
             })
@@ -268,9 +276,9 @@ fn verify_file(
         match &structure {
             Ok(()) => println!(
                 "structure: whole, every checksum and the stream hash match ({} frames)",
-                r.frames.len()
+                r.frame_count()
             ),
-            Err(e) => println!("structure: {e} ({} frames read before it)", r.frames.len()),
+            Err(e) => println!("structure: {e} ({} frames read before it)", r.frame_count()),
         }
         match &game {
             None => println!("game: not run (give --seed to run swarm again)"),
@@ -279,6 +287,17 @@ fn verify_file(
             Some(Ok(Ok(v))) => {
                 for p in &v.parted {
                     print_parted(p);
+                }
+                for (kind, tick) in &v.unchecked {
+                    println!(
+                        "unchecked: a {kind:?} state after tick {tick} stands after frames the file does not hold; the run went on from it as recorded"
+                    );
+                }
+                if v.checkpoints == 0 {
+                    println!(
+                        "game: no state hash recorded (a relay that does not run the game records none): {} frames run, nothing to compare",
+                        v.frames
+                    );
                 }
                 if v.matches() {
                     println!(

@@ -131,10 +131,13 @@ fn status(now: u32, first: u32, last: u32, rate: u32, c: &Controls, note: &str) 
 pub(crate) fn main(file: &Path, args: &GameArgs) -> Result<(), String> {
     let (_, r) = read(file)?;
     let game = args.game(&r)?;
-    let (Some(first), Some(last)) = (r.frames.first(), r.frames.last()) else {
+    let (Some(first), Some(last)) = (
+        r.tick_of(0),
+        r.frame_count().checked_sub(1).and_then(|k| r.tick_of(k)),
+    ) else {
         return Err(format!("{}: no frames to play", file.display()));
     };
-    let (first, last) = (first.tick.get(), last.tick.get());
+    let (first, last) = (first.get(), last.get());
     let rate = r.header.as_ref().map_or(30, |h| h.tick_rate.max(1));
     let mut p = Playback::new(&r, game).map_err(|e| e.to_string())?;
     let indexed = std::fs::read(index_path(file))
@@ -142,7 +145,7 @@ pub(crate) fn main(file: &Path, args: &GameArgs) -> Result<(), String> {
         .and_then(|b| Index::read(&b, &r).ok())
         .is_some_and(|i| p.add_keyframes(i.keyframes()).is_ok());
     if !indexed {
-        eprintln!("indexing {} frames...", r.frames.len());
+        eprintln!("indexing {} frames...", r.frame_count());
         p.index(EVERY).map_err(|e| e.to_string())?;
     }
     let mut screen = Screen::open().map_err(|e| e.to_string())?;

@@ -14,7 +14,8 @@ use lockstep_core::{Frame, Input, Tick};
 use serde::Deserialize;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 
 /// Where and how a relay records its matches.
@@ -97,10 +98,11 @@ impl PartialEq for RecordSink {
     }
 }
 
-/// Writes queued at most, over every recording (each a chunk of some
-/// kilobytes): beyond, the disk is not keeping up and the recording that
-/// finds the queue full stops.
-const QUEUE: usize = 4096;
+/// Bytes one recording may have waiting to be written: beyond, the disk
+/// is not keeping up with it and it stops (the others go on).
+const QUEUED_PER_RECORDING: usize = 8 << 20;
+/// Bytes every recording together may have waiting.
+const QUEUED: usize = 256 << 20;
 
 /// What the recording thread is asked.
 enum Job {
@@ -109,15 +111,25 @@ enum Job {
         id: u64,
         name: String,
         error: Failure,
+        queued: Arc<AtomicUsize>,
     },
     Write(u64, Vec<u8>),
     Close(u64),
 }
 
+/// Bytes waiting to be written: one recording's, and everyone's.
+#[derive(Debug, Clone, Default)]
+struct Queued {
+    mine: Arc<AtomicUsize>,
+    all: Arc<AtomicUsize>,
+}
+
 /// The recording thread, and the way to it.
 #[derive(Debug)]
 pub(crate) struct Disk {
-    tx: SyncSender<Job>,
+    tx: Sender<Job>,
+    /// Bytes waiting, over every recording.
+    queued: Arc<AtomicUsize>,
     next: u64,
     max_bytes: u64,
     chunk_frames: u32,
@@ -142,12 +154,15 @@ impl Disk {
             }
             (None, None) => return Ok(None),
         };
-        let (tx, rx) = sync_channel(QUEUE);
+        let (tx, rx) = channel();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let all = queued.clone();
         let thread = std::thread::Builder::new()
             .name("lockstep-record".into())
-            .spawn(move || write_jobs(&rx, &sink))?;
+            .spawn(move || write_jobs(&rx, &sink, &all))?;
         Ok(Some(Self {
             tx,
+            queued,
             next: 0,
             max_bytes: settings.max_mib.saturating_mul(1 << 20),
             chunk_frames: settings.chunk_frames,
@@ -175,17 +190,23 @@ impl Disk {
         let id = self.next;
         let name = file_name(room, header.match_id);
         let error = Arc::new(Mutex::new(None));
+        let queued = Queued {
+            mine: Arc::new(AtomicUsize::new(0)),
+            all: self.queued.clone(),
+        };
         self.tx
-            .try_send(Job::Open {
+            .send(Job::Open {
                 id,
                 name: name.clone(),
                 error: error.clone(),
+                queued: queued.mine.clone(),
             })
-            .map_err(|_| queue_full())?;
+            .map_err(|_| stopped())?;
         let writer = DiskWriter {
             id,
             tx: self.tx.clone(),
             error,
+            queued,
         };
         let mut recorder = Recorder::new(header, writer)?;
         recorder.set_chunk_frames(self.chunk_frames);
@@ -198,10 +219,8 @@ impl Disk {
     }
 }
 
-fn queue_full() -> ReplayError {
-    ReplayError::Io(std::io::Error::other(
-        "the disk is not keeping up with the recordings",
-    ))
+fn stopped() -> ReplayError {
+    ReplayError::Io(std::io::Error::other("the recording thread stopped"))
 }
 
 /// The file a match's replay goes into.
@@ -222,9 +241,9 @@ pub(crate) fn file_name(room: &str, match_id: u64) -> String {
 
 /// The recording thread: opens, writes and closes files as asked, each
 /// failure kept for its recording to find.
-fn write_jobs(rx: &Receiver<Job>, sink: &RecordSink) {
-    let mut open: std::collections::HashMap<u64, (Box<dyn Write + Send>, Failure)> =
-        std::collections::HashMap::new();
+fn write_jobs(rx: &Receiver<Job>, sink: &RecordSink, all: &AtomicUsize) {
+    type Open = (Box<dyn Write + Send>, Failure, Arc<AtomicUsize>);
+    let mut open: std::collections::HashMap<u64, Open> = std::collections::HashMap::new();
     let fail = |error: &Failure, e: std::io::Error| {
         if let Ok(mut slot) = error.lock() {
             slot.get_or_insert(e.to_string());
@@ -232,22 +251,29 @@ fn write_jobs(rx: &Receiver<Job>, sink: &RecordSink) {
     };
     while let Ok(job) = rx.recv() {
         match job {
-            Job::Open { id, name, error } => match (sink.0)(&name) {
+            Job::Open {
+                id,
+                name,
+                error,
+                queued,
+            } => match (sink.0)(&name) {
                 Ok(w) => {
-                    open.insert(id, (w, error));
+                    open.insert(id, (w, error, queued));
                 }
                 Err(e) => fail(&error, e),
             },
             Job::Write(id, bytes) => {
-                if let Some((w, error)) = open.get_mut(&id)
-                    && let Err(e) = w.write_all(&bytes)
-                {
-                    fail(error, e);
-                    open.remove(&id);
+                all.fetch_sub(bytes.len(), Ordering::Relaxed);
+                if let Some((w, error, queued)) = open.get_mut(&id) {
+                    queued.fetch_sub(bytes.len(), Ordering::Relaxed);
+                    if let Err(e) = w.write_all(&bytes) {
+                        fail(error, e);
+                        open.remove(&id);
+                    }
                 }
             }
             Job::Close(id) => {
-                if let Some((mut w, error)) = open.remove(&id)
+                if let Some((mut w, error, _)) = open.remove(&id)
                     && let Err(e) = w.flush()
                 {
                     fail(&error, e);
@@ -260,8 +286,9 @@ fn write_jobs(rx: &Receiver<Job>, sink: &RecordSink) {
 /// A recording's bytes, on their way to the recording thread.
 pub(crate) struct DiskWriter {
     id: u64,
-    tx: SyncSender<Job>,
+    tx: Sender<Job>,
     error: Failure,
+    queued: Queued,
 }
 
 impl DiskWriter {
@@ -277,15 +304,20 @@ impl Write for DiskWriter {
         if let Some(e) = self.failed() {
             return Err(e);
         }
-        match self.tx.try_send(Job::Write(self.id, buf.to_vec())) {
-            Ok(()) => Ok(buf.len()),
-            Err(TrySendError::Full(_)) => Err(std::io::Error::other(
+        let (mine, all) = (&self.queued.mine, &self.queued.all);
+        if mine.load(Ordering::Relaxed) + buf.len() > QUEUED_PER_RECORDING
+            || all.load(Ordering::Relaxed) + buf.len() > QUEUED
+        {
+            return Err(std::io::Error::other(
                 "the disk is not keeping up with the recordings",
-            )),
-            Err(TrySendError::Disconnected(_)) => {
-                Err(std::io::Error::other("the recording thread stopped"))
-            }
+            ));
         }
+        mine.fetch_add(buf.len(), Ordering::Relaxed);
+        all.fetch_add(buf.len(), Ordering::Relaxed);
+        self.tx
+            .send(Job::Write(self.id, buf.to_vec()))
+            .map_err(|_| std::io::Error::other("the recording thread stopped"))?;
+        Ok(buf.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
@@ -295,7 +327,8 @@ impl Write for DiskWriter {
 
 impl Drop for DiskWriter {
     fn drop(&mut self) {
-        let _ = self.tx.try_send(Job::Close(self.id));
+        // Never lost: the file is flushed and closed once written.
+        let _ = self.tx.send(Job::Close(self.id));
     }
 }
 
@@ -319,7 +352,7 @@ pub(crate) enum Stopped {
 impl<I: Input> Recording<I> {
     /// The tick the next frame must have, while recording.
     pub(crate) fn next_tick(&self) -> Option<Tick> {
-        self.recorder.as_ref().map(Recorder::next_tick)
+        self.recorder.as_ref().and_then(Recorder::next_tick)
     }
 
     /// Records a sealed frame (and, from a room that runs the game, its
@@ -547,10 +580,126 @@ mod tests {
             "{:?}",
             file.stopped
         );
-        assert_eq!(file.frames.len() as u32, at + 1);
+        assert_eq!(file.frame_count() as u32, at + 1);
         assert_eq!(
             names.lock().expect("not poisoned").as_slice(),
             ["______etc_passwd-0000000000000000.lkrp"]
+        );
+    }
+
+    /// A writer that waits on `gate` before each write, and notes its flush.
+    struct Slow {
+        bytes: Shared,
+        gate: Arc<Mutex<()>>,
+        flushed: Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl Write for Slow {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            let _open = self.gate.lock().expect("not poisoned");
+            self.bytes
+                .lock()
+                .expect("not poisoned")
+                .extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            self.flushed.store(true, Ordering::Relaxed);
+            Ok(())
+        }
+    }
+
+    /// One room's recording on a stalled disk stops at its own share of
+    /// the queue (8 MiB); another room's recording, started then, is
+    /// written whole once the disk moves, and the stopped one's file is
+    /// still closed.
+    #[test]
+    fn a_flooding_recording_stops_alone_and_its_file_still_closes() {
+        let gate = Arc::new(Mutex::new(()));
+        type Files = Arc<Mutex<Vec<(String, Shared, Arc<std::sync::atomic::AtomicBool>)>>>;
+        let files: Files = Arc::default();
+        let (g, f) = (gate.clone(), files.clone());
+        let settings = RecordSettings {
+            chunk_frames: 50,
+            sink: Some(RecordSink::new(move |name| {
+                let bytes: Shared = Arc::default();
+                let flushed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                f.lock().expect("not poisoned").push((
+                    name.to_owned(),
+                    bytes.clone(),
+                    flushed.clone(),
+                ));
+                Ok(Box::new(Slow {
+                    bytes,
+                    gate: g.clone(),
+                    flushed,
+                }) as Box<dyn Write + Send>)
+            })),
+            ..RecordSettings::default()
+        };
+        let mut disk = Disk::start(&settings).expect("starts").expect("records");
+        let stalled = gate.lock().expect("not poisoned");
+        let mut flood = disk
+            .recording::<Vec<u8>>("flood", Header::new(1, "flood", 30, 16, Topology::Relay))
+            .expect("a recording");
+        let mut x = 1u64;
+        let mut failed = false;
+        for t in 0..100_000u32 {
+            let inputs = (0..16)
+                .map(|_| {
+                    Some(
+                        (0..1024)
+                            .map(|_| {
+                                x ^= x << 13;
+                                x ^= x >> 7;
+                                x ^= x << 17;
+                                x as u8
+                            })
+                            .collect(),
+                    )
+                })
+                .collect();
+            let frame = Frame {
+                tick: Tick::new(t),
+                inputs,
+                events: Vec::new(),
+            };
+            if let Err(e) = flood.record(&frame, None) {
+                assert!(matches!(e, Stopped::Failed(_)), "{e:?}");
+                failed = true;
+                break;
+            }
+        }
+        assert!(failed, "the flood stopped");
+        let mut victim = disk
+            .recording::<Vec<u8>>("victim", Header::new(1, "victim", 30, 2, Topology::Relay))
+            .expect("a recording");
+        for t in 0..200u32 {
+            let frame = Frame {
+                tick: Tick::new(t),
+                inputs: vec![Some(vec![t as u8]), None],
+                events: Vec::new(),
+            };
+            victim.record(&frame, None).expect("recorded");
+        }
+        victim.finish().expect("finished");
+        drop(victim);
+        drop(flood);
+        drop(stalled);
+        disk.stop();
+        let files = files.lock().expect("not poisoned");
+        let (_, bytes, _) = files
+            .iter()
+            .find(|(n, ..)| n.starts_with("victim"))
+            .expect("its file");
+        let r = Replay::<Vec<u8>>::read(&bytes.lock().expect("not poisoned"));
+        assert!(r.is_whole(), "{:?}", r.stopped);
+        assert_eq!(r.frame_count(), 200);
+        assert!(
+            files
+                .iter()
+                .all(|(_, _, flushed)| flushed.load(Ordering::Relaxed)),
+            "every file closed"
         );
     }
 }

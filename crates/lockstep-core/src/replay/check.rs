@@ -18,6 +18,12 @@ pub struct Verification {
     /// Where the recording machine's state parted from this run's, in
     /// order: none when the match ran here exactly as it ran there.
     pub parted: Vec<Parted>,
+    /// States the run took without checking them: each stands after frames
+    /// the file does not hold (the recording machine was sent it after a
+    /// reconnect, or a resync), so nothing here says it is the match's
+    /// state. The run goes on from it; a state from a dishonest donor would
+    /// go unnoticed.
+    pub unchecked: Vec<(StateKind, Tick)>,
 }
 
 impl Verification {
@@ -25,6 +31,8 @@ impl Verification {
     /// the recording machine's state had parted from the match's and a
     /// resync replaced it (the match itself ran on as recorded; that
     /// machine's divergence is still listed in [`parted`](Self::parted)).
+    /// States taken across a gap are trusted: see
+    /// [`unchecked`](Self::unchecked).
     pub fn matches(&self) -> bool {
         self.parted.iter().all(|p| p.resynced.is_some())
     }
@@ -62,6 +70,10 @@ pub struct Parted {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum VerifyError {
+    /// The replay's header did not read: there is nothing to verify (see
+    /// the replay's `stopped`).
+    #[error("the replay's header did not read")]
+    NoHeader,
     /// A state does not restore, or restores to another hash than the one
     /// recorded with it (a keyframe that would seek to the wrong state).
     #[error("the {kind:?} state after tick {tick} {reason}")]
@@ -87,9 +99,14 @@ impl VerifyError {
 
 /// Restores a state a replay holds, checking it gives the hash recorded
 /// with it.
-pub(super) fn restore<G: Game>(s: &State) -> Result<G, VerifyError> {
+pub(super) fn restore<G: Game>(replay: &Replay<G::Input>, s: &State) -> Result<G, VerifyError> {
+    restore_bytes::<G>(s, &replay.state_bytes(s))
+}
+
+/// Restores `bytes`, the state `s` names, checking its hash.
+pub(super) fn restore_bytes<G: Game>(s: &State, bytes: &[u8]) -> Result<G, VerifyError> {
     let game =
-        G::restore(&s.bytes).map_err(|e| VerifyError::bad(s, format!("does not restore: {e}")))?;
+        G::restore(bytes).map_err(|e| VerifyError::bad(s, format!("does not restore: {e}")))?;
     let hash = game.hash();
     if hash != s.hash {
         return Err(VerifyError::bad(
@@ -143,9 +160,10 @@ pub(super) fn skips(s: &State, last: Option<Tick>) -> bool {
 /// [`Parted`], named to the tick (exactly where the match found the
 /// divergence live) and, where the game shows its fields and the file
 /// holds the state a resync replaced, to the field. A state that does not
-/// restore to its recorded hash is an error. The caller checks the
-/// header's fingerprint first: another build's replay would differ, and
-/// say little.
+/// restore to its recorded hash is an error. Only what read is run: the
+/// caller checks [`Replay::is_whole`] (a file cut off verifies up to its
+/// cut) and the header's fingerprint first (another build's replay would
+/// differ, and say little).
 ///
 /// ```
 /// use lockstep_core::replay::{verify, Header, Recorder, Replay, Topology};
@@ -174,6 +192,9 @@ pub(super) fn skips(s: &State, last: Option<Tick>) -> bool {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn verify<G: Game>(replay: &Replay<G::Input>, start: G) -> Result<Verification, VerifyError> {
+    if replay.header.is_none() {
+        return Err(VerifyError::NoHeader);
+    }
     let (mut game, mut last) = first_state(replay, start)?;
     let mut checks: Vec<ReplayCheckpoint> = replay.checkpoints.clone();
     checks.sort_by_key(|c| c.tick);
@@ -184,27 +205,29 @@ pub fn verify<G: Game>(replay: &Replay<G::Input>, start: G) -> Result<Verificati
             checkpoints: 0,
             states: 0,
             parted: Vec::new(),
+            unchecked: Vec::new(),
         },
         open: None,
         last_agreed: None,
     };
     let (mut ci, mut si) = (0, 0);
     let states = &replay.states;
-    for i in 0..=replay.frames.len() {
+    let mut frames = replay.frames();
+    for i in 0..=replay.frame_count() {
         while let Some(s) = states.get(si).filter(|s| s.at == i) {
             si += 1;
             run.found.states += 1;
             let gap = skips(s, last);
             match s.kind {
                 StateKind::Keyframe => {
-                    restore::<G>(s)?;
+                    restore::<G>(replay, s)?;
                     if !gap {
                         run.compare(s.tick, s.hash, game.hash());
                     }
                 }
                 StateKind::Replaced => {
                     // The recording machine's own state: what parted.
-                    if !gap && let Ok(theirs) = G::restore(&s.bytes) {
+                    if !gap && let Ok(theirs) = G::restore(&replay.state_bytes(s)) {
                         run.compare(s.tick, s.hash, game.hash());
                         if let Some(p) = run.open.as_mut().filter(|p| p.fields.is_empty()) {
                             let (mut ours, mut found) = (Fields::new(), Fields::new());
@@ -220,8 +243,9 @@ pub fn verify<G: Game>(replay: &Replay<G::Input>, start: G) -> Result<Verificati
                         run.found.parted.push(p);
                     }
                     if gap {
-                        game = restore::<G>(s)?;
+                        game = restore::<G>(replay, s)?;
                         last = Some(s.tick);
+                        run.found.unchecked.push((s.kind, s.tick));
                     } else {
                         // The state received should be the match's.
                         run.compare(s.tick, s.hash, game.hash());
@@ -229,9 +253,10 @@ pub fn verify<G: Game>(replay: &Replay<G::Input>, start: G) -> Result<Verificati
                 }
             }
         }
-        let Some(frame) = replay.frames.get(i) else {
+        let Some(frame) = frames.next() else {
             break;
         };
+        let frame = &frame;
         game.step(frame);
         last = Some(frame.tick);
         run.found.frames += 1;

@@ -45,7 +45,7 @@ pub struct Index {
 }
 
 /// What names the replay an index is for: its header's checksum, and the
-/// stream hash of its first `frames` frames.
+/// stream hash through its first `frames` frames (where a chunk ends).
 fn replay_id<I: Input>(replay: &Replay<I>, frames: usize) -> Result<(u64, u64), ReplayError> {
     let header = replay
         .header
@@ -55,11 +55,13 @@ fn replay_id<I: Input>(replay: &Replay<I>, frames: usize) -> Result<(u64, u64), 
         )))?;
     let mut body = Vec::new();
     header.encode(&mut body);
-    let mut hash = ReplayHash::new();
-    for f in replay.frames.iter().take(frames) {
-        hash.push(f);
-    }
-    Ok((xxhash_rust::xxh3::xxh3_64(&body), hash.value()))
+    let stream =
+        replay
+            .stream_through(frames)
+            .ok_or(ReplayError::BadHeader(WireError::Invalid(
+                "an index of another replay",
+            )))?;
+    Ok((xxhash_rust::xxh3::xxh3_64(&body), stream))
 }
 
 /// An index's head: magic, format, header checksum, frames, stream hash.
@@ -72,7 +74,7 @@ impl Index {
         replay: &Replay<G::Input>,
         playback: &Playback<'_, G>,
     ) -> Result<Vec<u8>, ReplayError> {
-        let frames = replay.frames.len();
+        let frames = replay.frame_count();
         let (id, stream) = replay_id(replay, frames)?;
         let mut out = Vec::new();
         out.extend_from_slice(&INDEX_MAGIC);
@@ -105,7 +107,7 @@ impl Index {
         };
         let frames = u32::from_le_bytes([bytes[13], bytes[14], bytes[15], bytes[16]]) as usize;
         let theirs = (word(5), word(17));
-        if frames > replay.frames.len() || replay_id(replay, frames)? != theirs {
+        if frames > replay.frame_count() || replay_id(replay, frames)? != theirs {
             return Err(ReplayError::BadHeader(WireError::Invalid(
                 "an index of another replay",
             )));
@@ -122,14 +124,15 @@ impl Index {
                 });
             }
             decompress(stored, raw_len, &mut raw, record)?;
-            let s = decode_state(&raw).map_err(|error| ReplayError::Malformed { record, error })?;
+            let (s, bytes) =
+                decode_state(&raw).map_err(|error| ReplayError::Malformed { record, error })?;
             if s.kind != StateKind::Keyframe {
                 return Err(ReplayError::Malformed {
                     record,
                     error: WireError::Invalid("an index holds keyframes only"),
                 });
             }
-            keys.push((s.tick, s.hash, s.bytes));
+            keys.push((s.tick, s.hash, bytes));
             at = end;
         }
         Ok(Self { keys })

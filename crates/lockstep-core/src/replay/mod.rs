@@ -23,7 +23,8 @@
 //! rec.finish()?;
 //! let replay = Replay::<u8>::read(&file);
 //! assert!(replay.stopped.is_none());
-//! assert_eq!(replay.frames.len(), 100);
+//! assert_eq!(replay.frame_count(), 100);
+//! assert_eq!(replay.frames().nth(99).map(|f| f.tick), Some(Tick::new(99)));
 //! assert!(replay.end.is_some());
 //! # Ok::<(), lockstep_core::replay::ReplayError>(())
 //! ```
@@ -45,6 +46,27 @@ pub const MAX_CHUNK_LEN: usize = 4 << 20;
 pub const MAX_HEADER_LEN: usize = wire::MAX_SNAPSHOT + 64 * 1024;
 /// The most checkpoints one chunk carries.
 pub const MAX_CHECKPOINTS: usize = 4 * wire::MAX_FRAMES;
+
+/// A bound on a chunk's frames coded, under which the chunk, compressed
+/// or not, stays within [`MAX_CHUNK_LEN`] (LZ4 adds at most 1/255 and 16
+/// bytes to what it cannot compress): a recorder writes a chunk early
+/// rather than one a reader refuses.
+const CHUNK_BYTES: usize = 2 << 20;
+/// A bound on one seat's run of inputs in a chunk, under a datagram's
+/// length (what a `Frames` body allows a seat's chain).
+const SEAT_BYTES: usize = wire::MAX_DATAGRAM_LEN - 4096;
+/// The largest state record, compressed: its raw bytes (a snapshot and
+/// what goes with it) as LZ4 might leave them.
+pub const MAX_STATE_LEN: usize = MAX_HEADER_LEN + MAX_HEADER_LEN / 255 + 16;
+
+/// The most a record of `tag` may hold, stored and raw.
+fn record_limits(tag: u8) -> (usize, usize) {
+    if tag == TAG_STATE {
+        (MAX_STATE_LEN, MAX_HEADER_LEN)
+    } else {
+        (MAX_CHUNK_LEN, MAX_CHUNK_LEN)
+    }
+}
 
 const TAG_CHUNK: u8 = b'C';
 const TAG_END: u8 = b'E';
@@ -144,7 +166,7 @@ impl Header {
         }
     }
 
-    fn check(&self) -> Result<(), ReplayError> {
+    pub(crate) fn check(&self) -> Result<(), ReplayError> {
         let bad = |what: &'static str| Err(ReplayError::BadHeader(WireError::Invalid(what)));
         if self.game.len() > wire::MAX_TEXT || self.recorder.len() > wire::MAX_TEXT {
             return bad("a text over 256 bytes");
@@ -297,8 +319,9 @@ impl StateKind {
 
 /// A game state a replay holds: the state right after `tick`, why it is
 /// there, and its hash ([`Game::hash`](crate::Game::hash)) as the
-/// recording machine computed it.
-#[derive(Clone, PartialEq, Eq)]
+/// recording machine computed it. Its bytes stay compressed in the file
+/// until asked for ([`Replay::state_bytes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct State {
     /// Why it is there.
@@ -307,23 +330,11 @@ pub struct State {
     pub tick: Tick,
     /// Its hash.
     pub hash: u64,
-    /// The game's snapshot ([`Game::save`](crate::Game::save)).
-    pub bytes: Vec<u8>,
     /// How many of the replay's frames come before it: it stands between
-    /// `frames[at - 1]` and `frames[at]`.
+    /// the frames `at - 1` and `at`.
     pub at: usize,
-}
-
-impl core::fmt::Debug for State {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("State")
-            .field("kind", &self.kind)
-            .field("tick", &self.tick)
-            .field("hash", &format_args!("{:016x}", self.hash))
-            .field("bytes", &self.bytes.len())
-            .field("at", &self.at)
-            .finish()
-    }
+    /// Where its record's stored bytes are in the file, and its raw length.
+    stored: (usize, usize, usize),
 }
 
 /// What a replay ends with.
@@ -334,7 +345,7 @@ pub struct End {
     pub frames: u64,
     /// The last frame's tick, if any.
     pub last_tick: Option<Tick>,
-    /// The stream hash of every frame in the file ([`ReplayHash`]).
+    /// The stream hash of every chunk in the file (see `docs/replay.md`).
     pub stream_hash: u64,
 }
 
@@ -408,89 +419,37 @@ pub enum ReplayError {
     Io(#[from] std::io::Error),
 }
 
-/// The stream hash a replay carries: XXH3-64 over each frame in turn,
-/// written as its tick, its seats, each seat's cell (`0x00` empty, `0x02`
-/// the neutral input, or `0x01`, a varint length and the input's
-/// encoding), then its events as a `Frames` body writes them (a varint
-/// count, then each). The neutral
-/// input has a mark of its own so that a relay, which holds a game's
-/// inputs as bytes without knowing the game's neutral input, records the
-/// same hash as a player of the game.
-///
-/// ```
-/// use lockstep_core::replay::ReplayHash;
-/// use lockstep_core::{Frame, Tick};
-/// let (mut game, mut relay) = (ReplayHash::new(), ReplayHash::new());
-/// game.push(&Frame { tick: Tick::new(0), inputs: vec![Some(0u16), Some(5)], events: vec![] });
-/// relay.push(&Frame { tick: Tick::new(0), inputs: vec![Some(vec![]), Some(vec![5u8, 0])], events: vec![] });
-/// assert_eq!(game.value(), relay.value());
-/// ```
+/// The stream hash a replay carries: XXH3-64 (seed 0) over each chunk's
+/// raw bytes up to the end of its frames (its start, its count and its
+/// `Frames` body), chunk after chunk. It chains the chunks in their order,
+/// whatever game reads them: a relay holds a game's inputs as bytes and
+/// cannot know how the game would read them back.
 #[derive(Clone)]
-pub struct ReplayHash {
+pub(crate) struct Chain {
     hasher: xxhash_rust::xxh3::Xxh3,
     frames: u64,
-    scratch: Vec<u8>,
 }
 
-impl core::fmt::Debug for ReplayHash {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("ReplayHash")
-            .field("frames", &self.frames)
-            .field("value", &format_args!("{:016x}", self.value()))
-            .finish()
-    }
-}
-
-impl Default for ReplayHash {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl ReplayHash {
-    /// The hash of no frame.
-    pub fn new() -> Self {
+impl Chain {
+    pub(crate) fn new() -> Self {
         Self {
             hasher: xxhash_rust::xxh3::Xxh3::new(),
             frames: 0,
-            scratch: Vec::new(),
         }
     }
 
-    /// Folds the next frame in.
-    pub fn push<I: Input>(&mut self, frame: &Frame<I>) {
-        let neutral = I::default();
-        self.scratch.clear();
-        put_tick(&mut self.scratch, frame.tick);
-        put_varint(&mut self.scratch, frame.inputs.len() as u64);
-        let mut input = Vec::new();
-        for cell in &frame.inputs {
-            match cell {
-                None => self.scratch.push(0),
-                Some(i) if *i == neutral => self.scratch.push(2),
-                Some(i) => {
-                    self.scratch.push(1);
-                    input.clear();
-                    i.encode(&mut input);
-                    put_bytes(&mut self.scratch, &input);
-                }
-            }
-        }
-        put_varint(&mut self.scratch, frame.events.len() as u64);
-        for e in &frame.events {
-            wire::put_event(&mut self.scratch, e);
-        }
-        self.hasher.update(&self.scratch);
-        self.frames += 1;
+    /// Folds in a chunk of `frames` frames, from its raw bytes up to the
+    /// end of its frames.
+    pub(crate) fn chunk(&mut self, head: &[u8], frames: usize) {
+        self.hasher.update(head);
+        self.frames += frames as u64;
     }
 
-    /// The hash of every frame pushed so far.
-    pub fn value(&self) -> u64 {
+    pub(crate) fn value(&self) -> u64 {
         self.hasher.digest()
     }
 
-    /// How many frames were pushed.
-    pub fn frames(&self) -> u64 {
+    pub(crate) fn frames(&self) -> u64 {
         self.frames
     }
 }
@@ -536,6 +495,6 @@ mod write;
 pub use background::Background;
 pub use check::{Parted, Verification, VerifyError, verify};
 pub use index::{INDEX_MAGIC, Index};
-pub use read::Replay;
+pub use read::{Frames, Replay};
 pub use seek::Playback;
 pub use write::{RECENT_HASHES, RecordConfig, Recorder};

@@ -4,45 +4,174 @@ use super::*;
 
 /// A replay read from its bytes: as much as reads, and why it stopped if
 /// it stopped before the end record.
-#[derive(Debug)]
+///
+/// Its frames stay compressed, as in the file: [`frames`](Self::frames)
+/// decodes them a chunk at a time, so that reading, verifying and playing
+/// back a replay hold at most a chunk's frames (1,024) decoded, whatever
+/// the match's length, and a small file cannot claim a lot of memory. A
+/// state's bytes likewise are decompressed when asked
+/// ([`state_bytes`](Self::state_bytes)).
 #[non_exhaustive]
 pub struct Replay<I> {
     /// The header, unless it did not read.
     pub header: Option<Header>,
-    /// Every frame of the whole chunks read, in order.
-    pub frames: Vec<Frame<I>>,
-    /// Every checkpoint of those chunks, in the file's order (a
+    /// Every checkpoint of the whole chunks read, in the file's order (a
     /// divergence found late adds the hashes of ticks before).
     pub checkpoints: Vec<ReplayCheckpoint>,
     /// Every state the file holds (keyframes, resyncs, rejoins), in order.
     pub states: Vec<State>,
     /// The end record, if the file has one.
     pub end: Option<End>,
-    /// Why reading stopped before the end record (`None`: the file is
-    /// whole).
+    /// Why reading stopped before the end record, if something in the file
+    /// stopped it (`None` and no `end`: every byte read, and the file ends
+    /// at a chunk's end, as one still being written or cut there does).
     pub stopped: Option<ReplayError>,
     /// Bytes of the file that read: the header and the whole records.
     pub valid_len: usize,
+    /// The bytes that read.
+    file: Vec<u8>,
+    /// Where each whole chunk with frames is, in order.
+    chunks: Vec<ChunkAt>,
+    /// Frames in those chunks.
+    frames: usize,
+    seats: usize,
+    input: core::marker::PhantomData<fn() -> I>,
+}
+
+/// A chunk of frames in the file.
+#[derive(Debug, Clone, Copy)]
+struct ChunkAt {
+    /// Its stored bytes: `file[at..at + len]`.
+    at: usize,
+    len: usize,
+    raw_len: usize,
+    /// The index of its first frame among the replay's, and its tick.
+    first: usize,
+    start: Tick,
+    count: usize,
+    /// The stream hash through it.
+    stream: u64,
+}
+
+impl<I> core::fmt::Debug for Replay<I> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Replay")
+            .field("header", &self.header)
+            .field("frames", &self.frames)
+            .field("checkpoints", &self.checkpoints.len())
+            .field("states", &self.states)
+            .field("end", &self.end)
+            .field("stopped", &self.stopped)
+            .field("valid_len", &self.valid_len)
+            .finish()
+    }
 }
 
 impl<I: Input> Replay<I> {
-    /// Reads a replay from its bytes, never panicking: the frames of every
-    /// whole, unaltered record up to the first that is not (a file cut off
-    /// by a crash reads up to its last whole chunk), and why it stopped.
+    /// Reads a replay from its bytes, never panicking: every whole,
+    /// unaltered record up to the first that is not (a file cut off by a
+    /// crash reads up to its last whole chunk), and why it stopped. Each
+    /// chunk is decoded once, to check it, and kept compressed.
     pub fn read(bytes: &[u8]) -> Self {
         let mut replay = Self {
             header: None,
-            frames: Vec::new(),
             checkpoints: Vec::new(),
             states: Vec::new(),
             end: None,
             stopped: None,
             valid_len: 0,
+            file: Vec::new(),
+            chunks: Vec::new(),
+            frames: 0,
+            seats: 0,
+            input: core::marker::PhantomData,
         };
         if let Err(e) = replay.read_all(bytes) {
             replay.stopped = Some(e);
         }
+        replay.file = bytes[..replay.valid_len].to_vec();
         replay
+    }
+
+    /// Whether the file is whole: every byte read, and its end record.
+    pub fn is_whole(&self) -> bool {
+        self.stopped.is_none() && self.end.is_some()
+    }
+
+    /// How many frames it holds.
+    pub fn frame_count(&self) -> usize {
+        self.frames
+    }
+
+    /// Its frames, in order, decoded a chunk at a time.
+    pub fn frames(&self) -> Frames<'_, I> {
+        self.frames_from(0)
+    }
+
+    /// Its frames from the `index`th on.
+    pub fn frames_from(&self, index: usize) -> Frames<'_, I> {
+        let chunk = self.chunks.partition_point(|c| c.first + c.count <= index);
+        Frames {
+            replay: self,
+            chunk,
+            skip: index.saturating_sub(self.chunks.get(chunk).map_or(index, |c| c.first)),
+            held: std::collections::VecDeque::new(),
+        }
+    }
+
+    /// The tick of its `index`th frame.
+    pub fn tick_of(&self, index: usize) -> Option<Tick> {
+        let c = self.chunks[self.chunks.partition_point(|c| c.first + c.count <= index)..]
+            .first()
+            .filter(|c| index >= c.first)?;
+        Some(c.start.saturating_add((index - c.first) as u32))
+    }
+
+    /// How many of its frames have a tick at or before `tick`.
+    pub fn frames_through(&self, tick: Tick) -> usize {
+        let k = self.chunks.partition_point(|c| c.start <= tick);
+        match k.checked_sub(1).map(|k| self.chunks[k]) {
+            None => 0,
+            Some(c) => c.first + (tick.since(c.start) as usize + 1).min(c.count),
+        }
+    }
+
+    /// The stream hash through the chunk that ends with frame `frames - 1`
+    /// (that of no chunk for 0), if a chunk ends there.
+    pub(super) fn stream_through(&self, frames: usize) -> Option<u64> {
+        if frames == 0 {
+            return Some(Chain::new().value());
+        }
+        self.chunks
+            .iter()
+            .find(|c| c.first + c.count == frames)
+            .map(|c| c.stream)
+    }
+
+    /// A state's bytes (the game's snapshot), decompressed from the file.
+    pub fn state_bytes(&self, state: &State) -> Vec<u8> {
+        let mut raw = Vec::new();
+        let stored = self
+            .file
+            .get(state.stored.0..state.stored.0 + state.stored.1);
+        let decoded = stored
+            .and_then(|s| decompress(s, state.stored.2, &mut raw, 0).ok())
+            .and_then(|()| decode_state(&raw).ok());
+        decoded.map(|(_, bytes)| bytes).unwrap_or_default()
+    }
+
+    /// Chunk `k`'s frames (it decoded when the file was read).
+    fn decode(&self, k: usize) -> Vec<Frame<I>> {
+        let Some(c) = self.chunks.get(k) else {
+            return Vec::new();
+        };
+        let mut raw = Vec::new();
+        self.file
+            .get(c.at..c.at + c.len)
+            .and_then(|s| decompress(s, c.raw_len, &mut raw, 0).ok())
+            .and_then(|()| decode_chunk::<I>(&raw, self.seats).ok())
+            .map(|(frames, ..)| frames)
+            .unwrap_or_default()
     }
 
     fn read_all(&mut self, bytes: &[u8]) -> Result<(), ReplayError> {
@@ -81,70 +210,89 @@ impl<I: Input> Replay<I> {
             )));
         }
         let header = Header::decode(body).map_err(ReplayError::BadHeader)?;
-        let seats = usize::from(header.seats);
-        let mut next = header.first_tick;
-        let mut hash = ReplayHash::new();
+        self.seats = usize::from(header.seats);
+        // The next frame's tick: 2^32 once tick u32::MAX is read.
+        let mut next = u64::from(header.first_tick.get());
+        let mut hash = Chain::new();
         self.header = Some(header);
         let mut at = 17 + len;
         self.valid_len = at;
         let mut record = 0u64;
         let mut raw = Vec::new();
+        let mut last_frame = None;
         while at < bytes.len() {
             record += 1;
             let (tag, stored, raw_len, end) = read_record(bytes, at, record)?;
+            let inconsistent = |what| ReplayError::Inconsistent { record, what };
             match tag {
                 TAG_CHUNK => {
                     decompress(stored, raw_len, &mut raw, record)?;
-                    let (frames, checkpoints, stream) = decode_chunk::<I>(&raw, seats)
+                    let (frames, checkpoints, stream, head) =
+                        decode_chunk::<I>(&raw, self.seats)
+                            .map_err(|error| ReplayError::Malformed { record, error })?;
+                    let start = chunk_start(&raw)
                         .map_err(|error| ReplayError::Malformed { record, error })?;
-                    if frames.first().is_some_and(|f| f.tick != next) {
-                        return Err(ReplayError::Inconsistent {
-                            record,
-                            what: "its frames do not follow the ones before",
-                        });
+                    // An empty chunk names the next tick too (the last if
+                    // none can follow).
+                    let expected = u32::try_from(next).unwrap_or(u32::MAX);
+                    if start.get() != expected || (!frames.is_empty() && next > u64::from(u32::MAX))
+                    {
+                        return Err(inconsistent("its frames do not follow the ones before"));
                     }
-                    for f in &frames {
-                        hash.push(f);
-                    }
+                    hash.chunk(&raw[..head], frames.len());
                     if hash.value() != stream {
-                        return Err(ReplayError::Inconsistent {
-                            record,
-                            what: "its stream hash does not match the frames",
-                        });
+                        return Err(inconsistent("its stream hash does not match the frames"));
                     }
                     if let Some(f) = frames.last() {
-                        next = f.tick.saturating_add(1);
+                        next = u64::from(f.tick.get()) + 1;
+                        last_frame = Some(f.tick);
+                        self.chunks.push(ChunkAt {
+                            at: at + RECORD_HEAD,
+                            len: stored.len(),
+                            raw_len,
+                            first: self.frames,
+                            start,
+                            count: frames.len(),
+                            stream,
+                        });
+                        self.frames += frames.len();
                     }
-                    self.frames.extend(frames);
                     self.checkpoints.extend(checkpoints);
                 }
                 TAG_STATE => {
                     decompress(stored, raw_len, &mut raw, record)?;
-                    let mut state = decode_state(&raw)
+                    let (mut state, _) = decode_state(&raw)
                         .map_err(|error| ReplayError::Malformed { record, error })?;
+                    let after = u64::from(state.tick.get()) + 1;
                     let follows = if state.kind.may_skip() {
-                        state.tick.saturating_add(1) >= next
+                        after >= next
                     } else {
-                        state.tick.saturating_add(1) == next
+                        after == next
                     };
                     if !follows {
-                        return Err(ReplayError::Inconsistent {
-                            record,
-                            what: "a state that does not follow the frames before",
-                        });
+                        return Err(inconsistent(
+                            "a state that does not follow the frames before",
+                        ));
                     }
-                    next = state.tick.saturating_add(1);
-                    state.at = self.frames.len();
+                    next = after;
+                    state.at = self.frames;
+                    state.stored = (at + RECORD_HEAD, stored.len(), raw_len);
                     self.states.push(state);
                 }
                 TAG_END => {
+                    if raw_len != stored.len() {
+                        return Err(ReplayError::Malformed {
+                            record,
+                            error: WireError::Invalid("an end record of another length"),
+                        });
+                    }
                     let end = decode_end(stored)
                         .map_err(|error| ReplayError::Malformed { record, error })?;
-                    if end.frames != hash.frames() || end.stream_hash != hash.value() {
-                        return Err(ReplayError::Inconsistent {
-                            record,
-                            what: "the end does not match the frames",
-                        });
+                    if end.frames != hash.frames()
+                        || end.stream_hash != hash.value()
+                        || end.last_tick != last_frame
+                    {
+                        return Err(inconsistent("the end does not match the frames"));
                     }
                     self.end = Some(end);
                     self.valid_len = end_at(at, stored.len());
@@ -162,6 +310,40 @@ impl<I: Input> Replay<I> {
         }
         Ok(())
     }
+}
+
+/// A replay's frames, decoded a chunk at a time (see [`Replay::frames`]).
+#[derive(Debug)]
+pub struct Frames<'r, I> {
+    replay: &'r Replay<I>,
+    /// The next chunk to decode.
+    chunk: usize,
+    /// Frames of it to skip.
+    skip: usize,
+    held: std::collections::VecDeque<Frame<I>>,
+}
+
+impl<I: Input> Iterator for Frames<'_, I> {
+    type Item = Frame<I>;
+
+    fn next(&mut self) -> Option<Frame<I>> {
+        while self.held.is_empty() {
+            if self.chunk >= self.replay.chunks.len() {
+                return None;
+            }
+            let mut frames = self.replay.decode(self.chunk);
+            self.chunk += 1;
+            frames.drain(..self.skip.min(frames.len()));
+            self.skip = 0;
+            self.held = frames.into();
+        }
+        self.held.pop_front()
+    }
+}
+
+/// A chunk's first tick, as its raw bytes begin.
+fn chunk_start(raw: &[u8]) -> Result<Tick, WireError> {
+    Reader::new(raw).tick()
 }
 
 fn end_at(at: usize, stored: usize) -> usize {
@@ -182,12 +364,8 @@ pub(super) fn read_record(
     let stored = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
     let raw = u32::from_le_bytes([head[5], head[6], head[7], head[8]]) as usize;
     // A state holds a snapshot; every other record, a chunk's worth.
-    let max = if tag == TAG_STATE {
-        MAX_HEADER_LEN
-    } else {
-        MAX_CHUNK_LEN
-    };
-    for len in [stored, raw] {
+    let (max_stored, max_raw) = record_limits(tag);
+    for (len, max) in [(stored, max_stored), (raw, max_raw)] {
         if len > max {
             return Err(ReplayError::TooLarge { record, len, max });
         }
@@ -207,7 +385,9 @@ pub(super) fn read_record(
     Ok((tag, body, raw, end))
 }
 
-type Chunk<I> = (Vec<Frame<I>>, Vec<ReplayCheckpoint>, u64);
+/// A chunk's frames, checkpoints, stream hash, and where its frames end
+/// in its raw bytes.
+type Chunk<I> = (Vec<Frame<I>>, Vec<ReplayCheckpoint>, u64, usize);
 
 fn decode_chunk<I: Input>(raw: &[u8], seats: usize) -> Result<Chunk<I>, WireError> {
     let mut r = Reader::new(raw);
@@ -215,6 +395,7 @@ fn decode_chunk<I: Input>(raw: &[u8], seats: usize) -> Result<Chunk<I>, WireErro
     let count = r.len("frames", wire::MAX_FRAMES)?;
     let body = r.byte_string("frames", MAX_CHUNK_LEN)?;
     let frames = wire::decode_frames_body::<I>(start, count, seats, None, body)?;
+    let head = raw.len() - r.remaining();
     let n = r.count("checkpoint", MAX_CHECKPOINTS, 9)?;
     let checkpoints = (0..n)
         .map(|_| {
@@ -226,7 +407,7 @@ fn decode_chunk<I: Input>(raw: &[u8], seats: usize) -> Result<Chunk<I>, WireErro
         .collect::<Result<_, WireError>>()?;
     let stream = r.u64_le()?;
     r.finish()?;
-    Ok((frames, checkpoints, stream))
+    Ok((frames, checkpoints, stream, head))
 }
 
 /// Decompresses a record's stored bytes into `raw`, which must come to
@@ -251,20 +432,24 @@ pub(super) fn decompress(
     Ok(())
 }
 
-pub(super) fn decode_state(raw: &[u8]) -> Result<State, WireError> {
+/// A state record's fields, and its bytes.
+pub(super) fn decode_state(raw: &[u8]) -> Result<(State, Vec<u8>), WireError> {
     let mut r = Reader::new(raw);
     let tick = r.tick()?;
     let kind = StateKind::from_byte(r.u8()?)?;
     let hash = r.u64_le()?;
     let bytes = r.byte_string("state", wire::MAX_SNAPSHOT)?.to_vec();
     r.finish()?;
-    Ok(State {
-        kind,
-        tick,
-        hash,
+    Ok((
+        State {
+            kind,
+            tick,
+            hash,
+            at: 0,
+            stored: (0, 0, 0),
+        },
         bytes,
-        at: 0,
-    })
+    ))
 }
 
 fn decode_end(stored: &[u8]) -> Result<End, WireError> {

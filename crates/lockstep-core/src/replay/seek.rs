@@ -1,7 +1,8 @@
 //! Playing a replay back: frame by frame, and to any tick, forwards or
 //! backwards, from the nearest keyframe.
 
-use super::check::{VerifyError, first_state, restore, skips};
+use super::check::{VerifyError, first_state, restore_bytes, skips};
+use super::read::Frames;
 use super::{Replay, State, StateKind};
 use crate::{Frame, Game, Tick};
 
@@ -38,12 +39,12 @@ use crate::{Frame, Game, Tick};
 /// assert_eq!(playback.game().0, 10);
 /// assert_eq!(playback.step()?.map(|f| f.tick), Some(Tick::new(10)));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
 pub struct Playback<'r, G: Game> {
     replay: &'r Replay<G::Input>,
     game: G,
-    /// The next frame to run.
+    /// The next frame to run, and the frames from it.
     next: usize,
+    frames: Frames<'r, G::Input>,
     /// The tick the game's state follows.
     last: Option<Tick>,
     /// Where a run may start: the first state, then keyframes, by position.
@@ -59,8 +60,17 @@ struct Keyframe {
     at: usize,
     /// The tick it follows.
     tick: Option<Tick>,
-    bytes: Vec<u8>,
     hash: u64,
+    bytes: Bytes,
+}
+
+/// Where a keyframe's state is.
+#[derive(Clone)]
+enum Bytes {
+    /// Held: built by a first pass, read from an index, the start.
+    Held(Vec<u8>),
+    /// In the replay: its state record (decompressed when used).
+    File(usize),
 }
 
 impl<G: Game> core::fmt::Debug for Playback<'_, G> {
@@ -83,25 +93,27 @@ impl<'r, G: Game> Playback<'r, G> {
         let first = Keyframe {
             at: 0,
             tick: last,
-            bytes: game.save(),
             hash: game.hash(),
+            bytes: Bytes::Held(game.save()),
         };
         let mut keyframes = vec![first];
-        for s in &replay.states {
-            if matches!(s.kind, StateKind::Keyframe) {
+        for (k, s) in replay.states.iter().enumerate() {
+            if matches!(s.kind, StateKind::Keyframe) && s.at > 0 {
                 keyframes.push(Keyframe {
                     at: s.at,
                     tick: Some(s.tick),
-                    bytes: s.bytes.clone(),
                     hash: s.hash,
+                    bytes: Bytes::File(k),
                 });
             }
         }
         keyframes.sort_by_key(|k| k.at);
+        keyframes.dedup_by_key(|k| k.at);
         Ok(Self {
             replay,
             game,
             next: 0,
+            frames: replay.frames(),
             last,
             keyframes,
             state: 0,
@@ -126,7 +138,7 @@ impl<'r, G: Game> Playback<'r, G> {
 
     /// Whether every frame has run.
     pub fn at_end(&self) -> bool {
-        self.next >= self.replay.frames.len()
+        self.next >= self.replay.frame_count()
     }
 
     /// Keyframes a seek may start from (the replay's start included).
@@ -137,7 +149,7 @@ impl<'r, G: Game> Playback<'r, G> {
     /// Runs the next frame (restoring first a state the recording machine
     /// took instead of running frames: a reconnect), and returns it;
     /// `None` at the end.
-    pub fn step(&mut self) -> Result<Option<&'r Frame<G::Input>>, VerifyError> {
+    pub fn step(&mut self) -> Result<Option<Frame<G::Input>>, VerifyError> {
         let states = &self.replay.states;
         while let Some(s) = states.get(self.state).filter(|s| s.at <= self.next) {
             self.state += 1;
@@ -145,14 +157,14 @@ impl<'r, G: Game> Playback<'r, G> {
                 && matches!(s.kind, StateKind::Resync | StateKind::Rejoin)
                 && skips(s, self.last)
             {
-                self.game = restore::<G>(s)?;
+                self.game = restore_bytes::<G>(s, &self.replay.state_bytes(s))?;
                 self.last = Some(s.tick);
             }
         }
-        let Some(frame) = self.replay.frames.get(self.next) else {
+        let Some(frame) = self.frames.next() else {
             return Ok(None);
         };
-        self.game.step(frame);
+        self.game.step(&frame);
         self.next += 1;
         self.last = Some(frame.tick);
         Ok(Some(frame))
@@ -163,23 +175,19 @@ impl<'r, G: Game> Playback<'r, G> {
     /// stands if that is on the way, else from the nearest keyframe at or
     /// before it. Returns the frames run.
     pub fn seek(&mut self, tick: Tick) -> Result<usize, VerifyError> {
-        let frames = &self.replay.frames;
-        let target = frames.partition_point(|f| f.tick <= tick);
-        let key = self.keyframes.partition_point(|k| k.at <= target) - 1;
+        let target = self.replay.frames_through(tick);
+        // The nearest keyframe before the target, and not past the tick (a
+        // keyframe after a gap stands at the gap's frame position).
+        let key = self
+            .keyframes
+            .iter()
+            .rposition(|k| k.at <= target && k.tick.is_none_or(|t| t <= tick))
+            .unwrap_or(0);
         let from = self.keyframes[key].at;
-        if !(self.next <= target && self.next >= from) {
-            let k = &self.keyframes[key];
-            let game = restore::<G>(&State {
-                kind: StateKind::Keyframe,
-                tick: k.tick.unwrap_or(Tick::ZERO),
-                hash: k.hash,
-                bytes: k.bytes.clone(),
-                at: k.at,
-            })?;
-            self.game = game;
-            self.next = k.at;
-            self.last = k.tick;
-            self.state = self.replay.states.partition_point(|s| s.at < k.at);
+        let on_the_way =
+            self.next <= target && self.next >= from && self.last.is_none_or(|l| l <= tick);
+        if !on_the_way {
+            self.restore(key)?;
         }
         let mut ran = 0;
         while self.next < target {
@@ -189,92 +197,98 @@ impl<'r, G: Game> Playback<'r, G> {
         Ok(ran)
     }
 
+    /// Restores keyframe `key` and goes on from it.
+    fn restore(&mut self, key: usize) -> Result<(), VerifyError> {
+        let k = &self.keyframes[key];
+        let state = State {
+            kind: StateKind::Keyframe,
+            tick: k.tick.unwrap_or(Tick::ZERO),
+            hash: k.hash,
+            at: k.at,
+            stored: (0, 0, 0),
+        };
+        let bytes = match &k.bytes {
+            Bytes::Held(b) => b.clone(),
+            Bytes::File(i) => self.replay.state_bytes(&self.replay.states[*i]),
+        };
+        self.game = restore_bytes::<G>(&state, &bytes)?;
+        self.next = k.at;
+        self.last = k.tick;
+        self.frames = self.replay.frames_from(k.at);
+        self.state = self.replay.states.partition_point(|s| s.at < k.at);
+        Ok(())
+    }
+
     /// Runs the whole replay once from its start, keeping a keyframe every
     /// `every` ticks (at least 1) beside those it has, so that a seek runs
     /// fewer than `every` frames; ends back at the start. Memory: one state
     /// per keyframe.
     pub fn index(&mut self, every: u32) -> Result<(), VerifyError> {
         let every = every.max(1);
-        self.seek_start()?;
+        self.restore(0)?;
+        let mut built = Vec::new();
         while let Some(f) = self.step()? {
             if f.tick.get() % every == every - 1 {
-                self.add_keyframe();
+                built.push(Keyframe {
+                    at: self.next,
+                    tick: self.last,
+                    hash: self.game.hash(),
+                    bytes: Bytes::Held(self.game.save()),
+                });
             }
         }
-        self.seek_start()
+        self.merge(built);
+        self.restore(0)
     }
 
-    /// Keeps the game's state as it stands as a keyframe.
-    fn add_keyframe(&mut self) {
-        let at = self.next;
-        let i = self.keyframes.partition_point(|k| k.at <= at);
-        if i > 0 && self.keyframes[i - 1].at == at {
-            return;
-        }
-        self.keyframes.insert(
-            i,
-            Keyframe {
-                at,
-                tick: self.last,
-                bytes: self.game.save(),
-                hash: self.game.hash(),
-            },
-        );
-    }
-
-    fn seek_start(&mut self) -> Result<(), VerifyError> {
-        let k = &self.keyframes[0];
-        self.game = restore::<G>(&State {
-            kind: StateKind::Keyframe,
-            tick: k.tick.unwrap_or(Tick::ZERO),
-            hash: k.hash,
-            bytes: k.bytes.clone(),
-            at: 0,
-        })?;
-        self.next = 0;
-        self.last = k.tick;
-        self.state = 0;
-        Ok(())
+    /// Adds keyframes, keeping one per position (the one there first).
+    fn merge(&mut self, more: Vec<Keyframe>) {
+        self.keyframes.extend(more);
+        self.keyframes.sort_by_key(|k| k.at);
+        self.keyframes.dedup_by_key(|k| k.at);
     }
 
     /// The keyframes built or read beyond the file's (for [`Index`]):
     /// each the tick it follows, its hash and its state.
+    ///
+    /// [`Index`]: super::Index
     pub fn built_keyframes(&self) -> impl Iterator<Item = (Tick, u64, &[u8])> {
         self.keyframes
             .iter()
             .skip(1)
-            .filter_map(|k| Some((k.tick?, k.hash, k.bytes.as_slice())))
+            .filter_map(|k| match &k.bytes {
+                Bytes::Held(b) => Some((k.tick?, k.hash, b.as_slice())),
+                Bytes::File(_) => None,
+            })
     }
 
-    /// Adds keyframes (from an [`Index`]): each must stand after a frame of
-    /// the replay.
+    /// Adds keyframes (from an [`Index`](super::Index)): each must stand
+    /// right after a frame of the replay.
     pub fn add_keyframes<'a>(
         &mut self,
         keys: impl IntoIterator<Item = (Tick, u64, &'a [u8])>,
     ) -> Result<(), VerifyError> {
+        let mut more = Vec::new();
         for (tick, hash, bytes) in keys {
-            let at = self.replay.frames.partition_point(|f| f.tick <= tick);
-            if at == 0 || self.replay.frames[at - 1].tick != tick {
+            let at = self.replay.frames_through(tick);
+            if at == 0 || self.replay.tick_of(at - 1) != Some(tick) {
                 return Err(VerifyError::BadState {
                     kind: StateKind::Keyframe,
                     tick,
                     reason: "stands after no frame of this replay".into(),
                 });
             }
-            let i = self.keyframes.partition_point(|k| k.at <= at);
-            if i > 0 && self.keyframes[i - 1].at == at {
-                continue;
+            if more.len() > self.replay.frame_count() {
+                break;
             }
-            self.keyframes.insert(
-                i,
-                Keyframe {
-                    at,
-                    tick: Some(tick),
-                    bytes: bytes.to_vec(),
-                    hash,
-                },
-            );
+            more.push(Keyframe {
+                at,
+                tick: Some(tick),
+                hash,
+                bytes: Bytes::Held(bytes.to_vec()),
+            });
         }
+        self.merge(more);
         Ok(())
     }
 }

@@ -46,16 +46,27 @@ pub const RECENT_HASHES: usize = 512;
 pub struct Recorder<I: Input, W: Write> {
     out: W,
     seats: usize,
-    next: Tick,
+    /// The next frame's tick (2^32 once tick u32::MAX is recorded: no
+    /// frame can follow).
+    next: u64,
     last_frame: Option<Tick>,
     frames: Vec<Frame<I>>,
+    /// A bound on the coded size of the frames held: a chunk goes out
+    /// before it could pass its limit.
+    held_bytes: usize,
     checkpoints: Vec<ReplayCheckpoint>,
-    hash: ReplayHash,
+    hash: Chain,
     config: RecordConfig,
     /// The last ticks' state hashes (see `keep_recent_hashes`).
     recent: std::collections::VecDeque<ReplayCheckpoint>,
     /// Scratch for a chunk's body and its compressed form.
     body: Vec<u8>,
+    /// Scratch for an input's encoding.
+    scratch: Vec<u8>,
+    /// The bound on each seat's run of inputs held, and on what a frame
+    /// adds to each.
+    seat_bytes: Vec<usize>,
+    adds: Vec<usize>,
     record: Vec<u8>,
     written: u64,
     failed: bool,
@@ -98,14 +109,18 @@ impl<I: Input, W: Write> Recorder<I, W> {
         Ok(Self {
             out,
             seats: usize::from(header.seats),
-            next: header.first_tick,
+            next: u64::from(header.first_tick.get()),
             last_frame: None,
+            held_bytes: 0,
             frames: Vec::new(),
             checkpoints: Vec::new(),
-            hash: ReplayHash::new(),
+            hash: Chain::new(),
             config,
             recent: std::collections::VecDeque::new(),
             body: Vec::new(),
+            scratch: Vec::new(),
+            seat_bytes: Vec::new(),
+            adds: Vec::new(),
             record: Vec::new(),
             written: head.len() as u64,
             failed: false,
@@ -118,9 +133,10 @@ impl<I: Input, W: Write> Recorder<I, W> {
         self.config.chunk_frames = n.clamp(1, MAX_CHUNK_FRAMES);
     }
 
-    /// The tick the next frame must have.
-    pub fn next_tick(&self) -> Tick {
-        self.next
+    /// The tick the next frame must have (`None` once tick `u32::MAX`,
+    /// the last, is recorded).
+    pub fn next_tick(&self) -> Option<Tick> {
+        u32::try_from(self.next).ok().map(Tick::new)
     }
 
     /// Whether the recorder wants the game's state hash after `tick` (a
@@ -184,11 +200,11 @@ impl<I: Input, W: Write> Recorder<I, W> {
         hash: u64,
         bytes: &[u8],
     ) -> Result<(), ReplayError> {
-        let last = Tick::new(self.next.get().wrapping_sub(1));
+        let after = u64::from(tick.get()) + 1;
         let fits = if kind.may_skip() {
-            tick.saturating_add(1) >= self.next
+            after >= self.next
         } else {
-            tick == last && self.next.get() > 0
+            after == self.next
         };
         if !fits {
             return Err(ReplayError::Frame {
@@ -205,7 +221,7 @@ impl<I: Input, W: Write> Recorder<I, W> {
         self.flush_chunk()?;
         let packed = encode_state(kind, tick, hash, bytes, &mut self.body);
         self.write_record(TAG_STATE, packed)?;
-        self.next = tick.saturating_add(1);
+        self.next = after;
         Ok(())
     }
 
@@ -228,7 +244,7 @@ impl<I: Input, W: Write> Recorder<I, W> {
                 what: "the writer failed before",
             });
         }
-        if frame.tick != self.next {
+        if u64::from(frame.tick.get()) != self.next {
             return Err(ReplayError::Frame {
                 tick: frame.tick,
                 what: "not the next tick",
@@ -240,8 +256,34 @@ impl<I: Input, W: Write> Recorder<I, W> {
                 what: "not the header's seats",
             });
         }
+        // A bound on what the frame adds to the chunk's coded size (each
+        // input whole, its length and mask, a bit of each bitmap, the
+        // events), and to each seat's run of inputs, which a `Frames` body
+        // holds to a datagram's length.
+        self.adds.clear();
+        for cell in &frame.inputs {
+            self.scratch.clear();
+            if let Some(i) = cell {
+                i.encode(&mut self.scratch);
+            }
+            self.adds.push(self.scratch.len() + 12);
+        }
+        let bytes = 8 + self.adds.iter().sum::<usize>() + frame.events.len() * 16;
+        let seat_full = self
+            .seat_bytes
+            .iter()
+            .zip(&self.adds)
+            .any(|(held, add)| held + add > SEAT_BYTES);
+        if !self.frames.is_empty() && (self.held_bytes + bytes > CHUNK_BYTES || seat_full) {
+            self.flush_chunk()?;
+        }
+        self.seat_bytes.resize(self.adds.len(), 0);
+        for (held, add) in self.seat_bytes.iter_mut().zip(&self.adds) {
+            *held += add;
+        }
         self.frames.push(frame.clone());
-        self.next = frame.tick.saturating_add(1);
+        self.held_bytes += bytes;
+        self.next = u64::from(frame.tick.get()) + 1;
         self.last_frame = Some(frame.tick);
         if self.frames.len() >= self.config.chunk_frames as usize {
             self.flush_chunk()?;
@@ -270,16 +312,17 @@ impl<I: Input, W: Write> Recorder<I, W> {
         if self.frames.is_empty() && self.checkpoints.is_empty() {
             return Ok(());
         }
-        for f in &self.frames {
-            self.hash.push(f);
-        }
         self.body.clear();
-        let start = self.frames.first().map_or(self.next, |f| f.tick);
+        let start = self.frames.first().map_or_else(
+            || self.next_tick().unwrap_or(Tick::new(u32::MAX)),
+            |f| f.tick,
+        );
         put_tick(&mut self.body, start);
         put_varint(&mut self.body, self.frames.len() as u64);
         let mut frames = Vec::new();
         wire::encode_frames_body(&self.frames, self.seats, None, &mut frames);
         put_bytes(&mut self.body, &frames);
+        self.hash.chunk(&self.body, self.frames.len());
         put_varint(&mut self.body, self.checkpoints.len() as u64);
         for c in &self.checkpoints {
             put_tick(&mut self.body, c.tick);
@@ -289,6 +332,8 @@ impl<I: Input, W: Write> Recorder<I, W> {
         let packed = lz4_flex::block::compress(&self.body);
         self.write_record(TAG_CHUNK, packed)?;
         self.frames.clear();
+        self.held_bytes = 0;
+        self.seat_bytes.iter_mut().for_each(|b| *b = 0);
         self.checkpoints.clear();
         Ok(())
     }
@@ -322,6 +367,15 @@ impl<I: Input, W: Write> Recorder<I, W> {
         } else {
             stored.len()
         };
+        // Never a record a reader refuses.
+        let (max_stored, max_raw) = record_limits(tag);
+        if stored.len() > max_stored || raw > max_raw {
+            return Err(ReplayError::TooLarge {
+                record: 0,
+                len: stored.len().max(raw),
+                max: max_raw,
+            });
+        }
         self.record.clear();
         frame_record(&mut self.record, tag, raw, &stored);
         if let Err(e) = self.out.write_all(&self.record) {

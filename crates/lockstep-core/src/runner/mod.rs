@@ -474,14 +474,18 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
     /// game's state to start from are filled in when the first frame runs,
     /// and, unless given, the match's id and the players' names as the
     /// session knows them then.
-    /// A writer that fails (a full disk) stops the recording, never the
-    /// game: [`recording_error`](Self::recording_error) says why. Recording
-    /// again finishes the recording before.
+    /// A header that cannot be written (a text over its limit) is refused
+    /// at once. A writer that fails later (a full disk) stops the
+    /// recording, never the game: [`recording_error`](Self::recording_error)
+    /// says why. Recording again finishes the recording before (one asked
+    /// for whose first frame has not run yet is dropped, its writer
+    /// untouched) and returns its outcome.
     pub fn record(
         &mut self,
         header: crate::replay::Header,
         out: Box<dyn std::io::Write + Send>,
     ) -> Result<(), crate::replay::ReplayError> {
+        header.check()?;
         let before = self.stop_recording();
         self.recording = Recording::Asked(header, out);
         before.map_or(Ok(()), |r| r.map(drop))
@@ -554,7 +558,7 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
         let Recording::On(r) = &mut self.recording else {
             return;
         };
-        if frame.tick < r.next_tick() {
+        if r.next_tick().is_none_or(|next| frame.tick < next) {
             // Run again after coming back without our state (the room sent
             // the match from its start): recorded already.
             return;
@@ -586,13 +590,15 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
         let Recording::On(r) = &mut self.recording else {
             return;
         };
-        if tick.saturating_add(1) < r.next_tick() {
+        let next = r.next_tick().map_or(1 << 32, |t| u64::from(t.get()));
+        if u64::from(tick.get()) + 1 < next {
             return;
         }
         let mut result = Ok(());
         if let Some(old) = old {
-            let last = Tick::new(r.next_tick().get().wrapping_sub(1));
-            if self.last_run == Some(last) {
+            let last = u32::try_from(next - 1).ok().map(Tick::new);
+            if next > 0 && self.last_run == last {
+                let last = last.unwrap_or(Tick::new(u32::MAX));
                 result = r.state(StateKind::Replaced, last, old.hash(), &old.save());
             }
         }

@@ -42,7 +42,6 @@ pub use checks::Checkpoint;
 pub use codec::{MAX_TICK_DELTA, expand_tick};
 pub use control::{Abandon, Endorsement};
 pub use envelope::{Datagram, DatagramWriter, Decoder, peek_anchor, peek_version};
-pub(crate) use frame::put_event;
 pub use frame::{FrameRef, decode_frames_body, encode_frame, encode_frames_body};
 pub use handshake::{ByeReason, ErrorCode, Hello, InputCodec, RejectReason, ResumeToken, Welcome};
 pub use list::{Iter as ListIter, List, ListItem};

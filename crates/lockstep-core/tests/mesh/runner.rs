@@ -182,7 +182,7 @@ fn heal(seed: u64, link: LinkConditions, players: u32, part_at: u32) {
         let r = &mut sim.endpoint_mut(PeerId(i)).unwrap().0;
         r.stop_recording().expect("recording").expect("written");
         let (replay, found) = verified(&files[i as usize].bytes(), Fold::default(), "a player's");
-        assert!(replay.frames.len() as u32 > part_at + 250, "seed {seed}");
+        assert!(replay.frame_count() as u32 > part_at + 250, "seed {seed}");
         assert!(found.matches(), "seed {seed}: player {i}: {found:?}");
         if i == odd {
             let p = &found.parted[0];

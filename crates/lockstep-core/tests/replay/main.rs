@@ -2,8 +2,7 @@
 //! off anywhere reads up to its last whole chunk, and any changed bit is
 //! found and named.
 
-use lockstep_core::replay::ReplayHash;
-use lockstep_core::replay::{Header, Recorder, Replay, ReplayError, Topology};
+use lockstep_core::replay::{Header, RecordConfig, Recorder, Replay, ReplayError, Topology};
 use lockstep_core::{Frame, PlayerId, SystemEvent, Tick};
 use proptest::prelude::*;
 
@@ -96,13 +95,11 @@ proptest! {
         let r = Replay::<u16>::read(&file);
         prop_assert!(r.stopped.is_none(), "{:?}", r.stopped);
         prop_assert_eq!(r.header.as_ref(), Some(&h));
-        prop_assert_eq!(&r.frames, &fs);
-        let mut hash = ReplayHash::new();
-        for f in &fs {
-            hash.push(f);
-        }
+        prop_assert_eq!(&r.frames().collect::<Vec<_>>(), &fs);
+        // The same frames recorded in the same chunks: the same stream hash.
+        let again = Replay::<u16>::read(&record(h.clone(), &fs, chunk));
         let end = r.end.expect("an end");
-        prop_assert_eq!(end.stream_hash, hash.value());
+        prop_assert_eq!(Some(end.stream_hash), again.end.map(|e| e.stream_hash));
         prop_assert_eq!(end.frames, u64::from(ticks));
         prop_assert_eq!(end.last_tick, fs.last().map(|f| f.tick));
         prop_assert_eq!(r.checkpoints.len(), fs.iter().filter(|f| f.tick.get() % 8 == 7).count());
@@ -125,11 +122,15 @@ fn a_file_cut_anywhere_reads_up_to_its_last_whole_chunk() {
         assert!(r.valid_len <= cut, "cut {cut}");
         assert!(r.end.is_none(), "cut {cut}");
         // The frames read are a prefix of the match, in whole chunks of 8.
-        assert_eq!(&fs[..r.frames.len()], &r.frames[..], "cut {cut}");
+        assert_eq!(
+            &fs[..r.frame_count()],
+            &r.frames().collect::<Vec<_>>()[..],
+            "cut {cut}"
+        );
         assert!(
-            r.frames.len().is_multiple_of(8) || r.frames.len() == fs.len(),
+            r.frame_count().is_multiple_of(8) || r.frame_count() == fs.len(),
             "cut {cut}: {}",
-            r.frames.len()
+            r.frame_count()
         );
         match (&r.stopped, cut) {
             (None, _) => assert_eq!(r.valid_len, cut, "cut {cut}: clean only at a record's end"),
@@ -160,9 +161,13 @@ fn every_flipped_bit_is_found_and_named() {
             assert!(
                 r.stopped.is_some(),
                 "byte {i} bit {bit}: read whole ({} frames)",
-                r.frames.len()
+                r.frame_count()
             );
-            assert_eq!(&fs[..r.frames.len()], &r.frames[..], "byte {i} bit {bit}");
+            assert_eq!(
+                &fs[..r.frame_count()],
+                &r.frames().collect::<Vec<_>>()[..],
+                "byte {i} bit {bit}"
+            );
         }
     }
 }
@@ -193,7 +198,7 @@ fn hostile_files_are_refused_by_name() {
         "{:?}",
         r.stopped
     );
-    assert!(r.frames.is_empty());
+    assert_eq!(r.frame_count(), 0);
 }
 
 /// Frames out of order, or of the wrong width, are refused as they are
@@ -280,4 +285,101 @@ fn verify_names_the_first_checkpoint_that_differs() {
     let same = verify(&r, Fold { acc: 0, odd: true }).expect("states restore");
     assert!(same.matches() && same.parted.is_empty());
     assert_eq!((same.checkpoints, same.frames), (20, 200));
+}
+
+/// Inputs as large as the wire takes, random, from sixteen seats: the
+/// recorder writes a chunk early rather than one over the reader's limit,
+/// and the file reads whole (it wrote a 5 MB chunk the reader refused).
+#[test]
+fn the_largest_inputs_record_a_file_that_reads() {
+    let mut x = 7u64;
+    let mut rec =
+        Recorder::<Vec<u8>, _>::new(Header::new(1, "big", 30, 16, Topology::Other), Vec::new())
+            .expect("a recorder");
+    for t in 0..300u32 {
+        let inputs = (0..16)
+            .map(|_| {
+                Some(
+                    (0..lockstep_core::wire::MAX_INPUT_LEN)
+                        .map(|_| {
+                            x ^= x << 13;
+                            x ^= x >> 7;
+                            x ^= x << 17;
+                            x as u8
+                        })
+                        .collect(),
+                )
+            })
+            .collect();
+        rec.record(&Frame {
+            tick: Tick::new(t),
+            inputs,
+            events: Vec::new(),
+        })
+        .expect("recorded");
+    }
+    let file = rec.finish().expect("finished");
+    let r = Replay::<Vec<u8>>::read(&file);
+    assert!(r.stopped.is_none(), "{:?}", r.stopped);
+    assert_eq!(r.frame_count(), 300);
+}
+
+/// A 256-seat match of empty seats compresses to almost nothing: the
+/// reader keeps its chunks compressed and decodes one at a time, so
+/// 65,536 frames of a file of a few kilobytes are read and walked through
+/// without being held.
+#[test]
+fn a_small_file_of_many_frames_is_walked_a_chunk_at_a_time() {
+    let config = RecordConfig {
+        chunk_frames: 1024,
+        ..RecordConfig::default()
+    };
+    let mut rec = Recorder::<Vec<u8>, _>::with_config(
+        Header::new(1, "empty", 30, 256, Topology::Other),
+        Vec::new(),
+        config,
+    )
+    .expect("a recorder");
+    for t in 0..65_536u32 {
+        rec.record(&Frame {
+            tick: Tick::new(t),
+            inputs: vec![None; 256],
+            events: Vec::new(),
+        })
+        .expect("recorded");
+    }
+    let file = rec.finish().expect("finished");
+    assert!(file.len() < 8_000, "{} bytes", file.len());
+    let r = Replay::<Vec<u8>>::read(&file);
+    assert!(r.stopped.is_none());
+    assert_eq!(r.frame_count(), 65_536);
+    assert_eq!(r.frames().count(), 65_536);
+    assert_eq!(r.tick_of(40_000), Some(Tick::new(40_000)));
+    assert_eq!(
+        r.frames_from(65_535).next().map(|f| f.tick),
+        Some(Tick::new(65_535))
+    );
+}
+
+/// The last tick there is: a frame at u32::MAX is the last, nothing
+/// records after it, and no reader takes two frames of one tick.
+#[test]
+fn nothing_follows_the_last_tick() {
+    let mut h = Header::new(1, "end of time", 30, 1, Topology::Other);
+    h.first_tick = Tick::new(u32::MAX - 1);
+    let mut rec = Recorder::<u8, _>::new(h, Vec::new()).expect("a recorder");
+    rec.set_chunk_frames(1);
+    let f = |t: u32| Frame {
+        tick: Tick::new(t),
+        inputs: vec![Some(1u8)],
+        events: Vec::new(),
+    };
+    rec.record(&f(u32::MAX - 1))
+        .expect("the one before the last");
+    rec.record(&f(u32::MAX)).expect("the last");
+    assert_eq!(rec.next_tick(), None);
+    assert!(rec.record(&f(u32::MAX)).is_err());
+    let r = Replay::<u8>::read(&rec.finish().expect("finished"));
+    assert!(r.stopped.is_none(), "{:?}", r.stopped);
+    assert_eq!(r.frame_count(), 2);
 }

@@ -929,9 +929,9 @@ proptest::proptest! {
             r.stop_recording().expect("recording").expect("written");
             let (replay, found) = verified(&files[id.0 as usize].bytes(), Tally::new(), "a player's");
             proptest::prop_assert!(
-                found.matches() && found.parted.is_empty() && replay.frames.len() > 100,
+                found.matches() && found.parted.is_empty() && replay.frame_count() > 100,
                 "seed {}: {}: {:?} ({} frames, states {:?})",
-                seed, id, found, replay.frames.len(), replay.states
+                seed, id, found, replay.frame_count(), replay.states
             );
         }
         let first = played.get(&PeerId(3)).copied();
@@ -998,7 +998,7 @@ fn runners_record_matches_that_verify() {
                 "seed {seed} {id}: {:?}",
                 replay.stopped
             );
-            assert!(replay.frames.len() > 200, "seed {seed} {id}");
+            assert!(replay.frame_count() > 200, "seed {seed} {id}");
             let found = verify(&replay, Tally::new()).expect("states restore");
             assert!(
                 found.matches() && found.parted.is_empty(),
@@ -1017,15 +1017,11 @@ fn runners_record_matches_that_verify() {
             h.first_tick.get() > 0 && h.snapshot.is_some(),
             "seed {seed}: mid-match"
         );
-        let from = a
-            .frames
-            .iter()
-            .position(|f| f.tick == h.first_tick)
-            .unwrap();
-        let common = (a.frames.len() - from).min(b.frames.len());
+        let from = a.frames().position(|f| f.tick == h.first_tick).unwrap();
+        let common = (a.frame_count() - from).min(b.frame_count());
         assert_eq!(
-            &a.frames[from..from + common],
-            &b.frames[..common],
+            &a.frames().collect::<Vec<_>>()[from..from + common],
+            &b.frames().collect::<Vec<_>>()[..common],
             "seed {seed}"
         );
     }
@@ -1091,16 +1087,19 @@ fn a_recording_across_a_reconnect_without_our_state_verifies() {
     assert_eq!(kinds, [lockstep_core::replay::StateKind::Rejoin]);
     let gap = &back.states[0];
     // Before the gap and after it, the frames of the player who stayed.
-    assert_eq!(&back.frames[..gap.at], &whole.frames[..gap.at]);
+    assert_eq!(
+        &back.frames().collect::<Vec<_>>()[..gap.at],
+        &whole.frames().collect::<Vec<_>>()[..gap.at]
+    );
+    let after_gap = back.tick_of(gap.at).expect("frames after the gap");
     let resume = whole
-        .frames
-        .iter()
-        .position(|f| f.tick == back.frames[gap.at].tick)
+        .frames()
+        .position(|f| f.tick == after_gap)
         .expect("the frames after the gap");
     assert!(resume > gap.at + 64, "a gap of {} frames", resume - gap.at);
-    let after = back.frames.len() - gap.at;
+    let after = back.frame_count() - gap.at;
     assert_eq!(
-        &back.frames[gap.at..],
-        &whole.frames[resume..(resume + after).min(whole.frames.len())]
+        &back.frames().collect::<Vec<_>>()[gap.at..],
+        &whole.frames().collect::<Vec<_>>()[resume..(resume + after).min(whole.frame_count())]
     );
 }
