@@ -8,7 +8,8 @@
 //! - The recorder's cost per tick on that trace (criterion), against the
 //!   2 us target.
 //! - Verifying: swarm with 8 bots and 500 creeps over 9,000 ticks (5
-//!   minutes), its ticks per second against running the game alone.
+//!   minutes), its ticks per second against running the game alone (the
+//!   fastest of five runs of each).
 //! - Seeking: a 100,000-tick swarm replay with 2,000 creeps, indexed every
 //!   300 ticks; 1,000 seeks to random ticks, forwards and backwards, p50,
 //!   p99 and the slowest against the 200 ms target.
@@ -193,17 +194,22 @@ fn main() {
     let (frames, _) = swarm_frames(500, 9_000);
     let file = record_swarm(&frames, 500);
     let replay = Replay::<PlayerInputs>::read(&file);
-    let started = Instant::now();
-    let mut alone = start(500);
-    for f in &frames {
-        alone.step(f);
+    // Each timed five times, alternately, the fastest kept: the machine's
+    // noise is not the code's.
+    let (mut game_s, mut verify_s) = (f64::MAX, f64::MAX);
+    for _ in 0..5 {
+        let started = Instant::now();
+        let mut alone = start(500);
+        for f in &frames {
+            alone.step(f);
+        }
+        black_box(alone.hash());
+        game_s = game_s.min(started.elapsed().as_secs_f64());
+        let started = Instant::now();
+        let v = verify(&replay, start(500)).expect("verifies");
+        assert!(v.matches() && v.checkpoints == 300, "{v:?}");
+        verify_s = verify_s.min(started.elapsed().as_secs_f64());
     }
-    black_box(alone.hash());
-    let game_s = started.elapsed().as_secs_f64();
-    let started = Instant::now();
-    let v = verify(&replay, start(500)).expect("verifies");
-    assert!(v.matches() && v.checkpoints == 300, "{v:?}");
-    let verify_s = started.elapsed().as_secs_f64();
     let reading = Instant::now();
     black_box(Replay::<PlayerInputs>::read(&file).frame_count());
     let read_s = reading.elapsed().as_secs_f64();
