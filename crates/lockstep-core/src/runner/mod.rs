@@ -472,8 +472,8 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
     /// its first tick, the seats and tick rate of the match and, for a
     /// recording that starts mid-match (a late joiner, a reconnect), the
     /// game's state to start from are filled in when the first frame runs,
-    /// and, unless given, the match's id and the players' names as the
-    /// session knows them then.
+    /// and, unless given (0, empty), the game fingerprint, the match's id
+    /// and the players' names as the session knows them then.
     /// A header that cannot be written (a text over its limit) is refused
     /// at once. A writer that fails later (a full disk) stops the
     /// recording, never the game: [`recording_error`](Self::recording_error)
@@ -531,6 +531,9 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
         header.tick_rate = self.session.tick_rate().unwrap_or(header.tick_rate);
         if header.match_id == 0 {
             header.match_id = self.session.match_id().unwrap_or(0);
+        }
+        if header.fingerprint == 0 {
+            header.fingerprint = self.session.fingerprint();
         }
         if header.names.is_empty() {
             let mut names = self.session.names();

@@ -67,6 +67,8 @@ pub trait Played<I: Input>: Endpoint {
     /// Each seat's player's name, by seat, as far as known (the roster's;
     /// a mesh knows none).
     fn names(&self) -> Vec<String>;
+    /// The game fingerprint the session speaks with (0 for none).
+    fn fingerprint(&self) -> u64;
 }
 
 /// The roster's names by seat, up to the highest seat named.
@@ -84,7 +86,7 @@ fn roster_names(c: &ClientSession<impl Input>) -> Vec<String> {
 
 /// `Played` for a session type whose inherent methods carry the names.
 macro_rules! played {
-    ($session:ident, $snapshot_progress:expr, $tick_rate:expr, $joining:expr, $connected:expr, $closed:expr, $can_reconnect:expr, $behind:expr, $resyncing:expr, $paused:expr, $lobby:expr, $delay:expr, $together:expr, $match_id:expr, $names:expr) => {
+    ($session:ident, $snapshot_progress:expr, $tick_rate:expr, $joining:expr, $connected:expr, $closed:expr, $can_reconnect:expr, $behind:expr, $resyncing:expr, $paused:expr, $lobby:expr, $delay:expr, $together:expr, $match_id:expr, $names:expr, $fingerprint:expr) => {
         impl<I: Input> Played<I> for $session<I> {
             fn poll_event(&mut self) -> Option<Event> {
                 Self::poll_event(self)
@@ -173,6 +175,10 @@ macro_rules! played {
                 let f: fn(&Self) -> Vec<String> = $names;
                 f(self)
             }
+            fn fingerprint(&self) -> u64 {
+                let f: fn(&Self) -> u64 = $fingerprint;
+                f(self)
+            }
         }
     };
 }
@@ -192,7 +198,8 @@ played!(
     |s| s.welcome().map_or(0, |w| w.delay),
     |s| s.paced_together(),
     |s| s.match_id(),
-    |s| roster_names(s)
+    |s| roster_names(s),
+    |s| s.config().fingerprint
 );
 played!(
     HostSession,
@@ -209,7 +216,8 @@ played!(
     |s| s.client().welcome().map_or(0, |w| w.delay),
     |s| s.client().paced_together(),
     |s| s.client().match_id(),
-    |s| roster_names(s.client())
+    |s| roster_names(s.client()),
+    |s| s.client().config().fingerprint
 );
 played!(
     HostedSession,
@@ -226,7 +234,8 @@ played!(
     |s| s.client().welcome().map_or(0, |w| w.delay),
     |s| s.client().paced_together(),
     |s| s.client().match_id(),
-    |s| roster_names(s.client())
+    |s| roster_names(s.client()),
+    |s| s.client().config().fingerprint
 );
 played!(
     MeshSession,
@@ -243,5 +252,6 @@ played!(
     |s| s.delay(),
     |s| s.paced_together(),
     |_| None,
-    |_| Vec::new()
+    |_| Vec::new(),
+    |s| s.config().fingerprint
 );

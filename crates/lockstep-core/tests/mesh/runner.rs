@@ -136,6 +136,7 @@ fn heal(seed: u64, link: LinkConditions, players: u32, part_at: u32) {
     let config = MeshConfig {
         resync: true,
         adaptive: Some(lockstep_core::AdaptiveDelay::default()),
+        fingerprint: 0xF00D,
         ..MeshConfig::default()
     };
     let odd = players - 1;
@@ -182,6 +183,8 @@ fn heal(seed: u64, link: LinkConditions, players: u32, part_at: u32) {
         let r = &mut sim.endpoint_mut(PeerId(i)).unwrap().0;
         r.stop_recording().expect("recording").expect("written");
         let (replay, found) = verified(&files[i as usize].bytes(), Fold::default(), "a player's");
+        // The header named no fingerprint: the session's went in.
+        assert_eq!(replay.header.as_ref().map(|h| h.fingerprint), Some(0xF00D));
         assert!(replay.frame_count() as u32 > part_at + 250, "seed {seed}");
         assert!(found.matches(), "seed {seed}: player {i}: {found:?}");
         if i == odd {
