@@ -88,6 +88,10 @@ impl Engine {
         each!(self, s => s.match_over())
     }
 
+    pub(crate) fn spectators_behind(&self) -> bool {
+        each!(self, s => s.spectators_behind())
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         each!(self, s => s.is_empty())
     }
@@ -133,6 +137,9 @@ pub(crate) struct Room {
     pub(crate) contacts: std::collections::HashMap<PeerId, std::net::SocketAddr>,
     /// Its match's recording, if the relay records.
     pub(crate) recording: crate::record::RoomRecording,
+    /// When its match was first seen over, while spectators still catch
+    /// up with it.
+    pub(crate) over_since: Option<std::time::Instant>,
 }
 
 impl Room {
@@ -146,6 +153,7 @@ impl Room {
             scheduled: None,
             contacts: std::collections::HashMap::new(),
             recording: crate::record::RoomRecording::default(),
+            over_since: None,
         }
     }
 }

@@ -261,11 +261,16 @@ impl Core {
             // A room goes once empty: a match ends with its last player,
             // and the next client under its name starts a new one (a
             // declared room keeps its settings for it). Spectators left
-            // when the last player went are told the match is over.
+            // when the last player went are told the match is over, once
+            // they have its last frames (watching with a delay, they lag;
+            // one that never catches up is told after `SPECTATORS_DRAIN`).
             if r.engine.is_empty() {
                 remove.push(name.clone());
             } else if r.engine.match_over() {
-                over.push(name.clone());
+                let since = *r.over_since.get_or_insert_with(std::time::Instant::now);
+                if !r.engine.spectators_behind() || since.elapsed() >= SPECTATORS_DRAIN {
+                    over.push(name.clone());
+                }
             }
         }
         for name in over {
@@ -427,6 +432,10 @@ fn take_events(name: &str, room: &mut Room, metrics: &Metrics) -> (Vec<PeerId>, 
     }
     (closed, resumed)
 }
+
+/// How long spectators of a match that is over have to take its last
+/// frames before the room closes on them.
+const SPECTATORS_DRAIN: Duration = Duration::from_secs(10);
 
 /// Says in the log, and in the metrics, why a recording stopped early.
 fn report_recording(name: &str, stopped: Option<crate::record::Stopped>, metrics: &Metrics) {

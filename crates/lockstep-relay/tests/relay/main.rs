@@ -16,4 +16,5 @@ mod record;
 mod rule_attacks;
 mod runner;
 mod sealed;
+mod spectators;
 mod wss;

@@ -582,6 +582,14 @@ impl<I: Input> Sequencer<I> {
         self.had_player && self.playing && self.seats.iter().all(Option::is_none)
     }
 
+    /// Whether a spectator still lacks frames the room sealed (one
+    /// watching with a delay, at the match's end, is sent the rest).
+    pub fn spectators_behind(&self) -> bool {
+        self.conns
+            .iter()
+            .any(|c| c.seat.is_none() && c.closing.is_none() && c.next < self.open)
+    }
+
     /// Whether the match has started: false while its lobby is open (see
     /// [`SequencerConfig::start`]).
     pub fn match_started(&self) -> bool {

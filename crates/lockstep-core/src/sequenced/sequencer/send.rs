@@ -17,10 +17,11 @@ pub(super) fn truncate(text: &str) -> &str {
 impl<I: Input> Sequencer<I> {
     /// The tick after the last one `c` may be sent: the open tick, or, for
     /// a spectator of a room that watches with a delay, that many ticks
-    /// before it (never a frame newer: see `spectator_delay`).
+    /// before it (never a frame newer: see `spectator_delay`) until the
+    /// match is over, when the rest is theirs.
     pub(super) fn frontier(&self, c: &Conn) -> Tick {
         let d = self.config.spectator_delay;
-        if d == 0 || c.seat.is_some() {
+        if d == 0 || c.seat.is_some() || self.match_over() {
             return self.open;
         }
         self.open.saturating_sub(d).max(self.config.first_tick)

@@ -1,0 +1,135 @@
+//! Two hundred spectators of one room over loopback UDP, sealed, watching
+//! a second behind: none runs a tick the players had not run a second
+//! before, and when the players leave at the match's end every spectator
+//! is sent the rest and ends on their state.
+
+use crate::common::TestRelay;
+use lockstep_core::runner::{RunnerConfig, Status};
+use lockstep_core::sequenced::ClientConfig;
+use lockstep_core::{Frame, Game, Tick};
+use lockstep_net::RelayClient;
+use lockstep_relay::RelayConfig;
+use std::time::{Duration, Instant};
+
+/// A fold of every input.
+#[derive(Debug, Default)]
+struct Fold {
+    next: u32,
+    acc: u64,
+}
+
+impl Game for Fold {
+    type Input = u16;
+    fn step(&mut self, frame: &Frame<u16>) {
+        for i in &frame.inputs {
+            self.acc = (self.acc ^ u64::from(i.unwrap_or(0))).wrapping_mul(0x100_0000_01B3);
+        }
+        self.next = frame.tick.get() + 1;
+    }
+    fn hash(&self) -> u64 {
+        self.acc
+    }
+    fn save(&self) -> Vec<u8> {
+        [self.next.to_le_bytes().as_slice(), &self.acc.to_le_bytes()].concat()
+    }
+    fn restore(b: &[u8]) -> Result<Self, String> {
+        let (n, a) = b.split_at_checked(4).ok_or("short")?;
+        Ok(Self {
+            next: u32::from_le_bytes(n.try_into().map_err(|_| "next")?),
+            acc: u64::from_le_bytes(a.try_into().map_err(|_| "acc")?),
+        })
+    }
+}
+
+const SPECTATORS: usize = 200;
+const LAST: u32 = 240;
+
+#[test]
+fn two_hundred_spectators_watch_a_second_behind() {
+    let mut config = RelayConfig::default();
+    config.room_defaults.max_spectators = 256;
+    config.room_defaults.spectator_delay_secs = 1;
+    config.room_defaults.snapshot_join = true;
+    config.room_defaults.snapshot_join_after = 0;
+    // Every client comes from this machine's one loopback address.
+    config.limits.max_udp_per_addr = 512;
+    config.limits.handshakes_per_addr = 2_000;
+    config.limits.handshakes_per_sec = 4_000;
+    config.limits.stranger_replies_per_addr = 2_000;
+    let relay = TestRelay::start(config);
+    let client = |name: &str, spectator: bool| {
+        let config = ClientConfig {
+            room: "crowd".into(),
+            name: name.into(),
+            spectator,
+            ..ClientConfig::default()
+        };
+        let mut c =
+            RelayClient::connect(relay.udp, config, Fold::default(), RunnerConfig::default())
+                .expect("a client");
+        c.set_last_tick(Some(Tick::new(LAST)));
+        c
+    };
+    let mut players = vec![client("ann", false), client("bob", false)];
+    let mut crowd: Vec<RelayClient<Fold>> = (0..SPECTATORS)
+        .map(|k| client(&format!("fan{k}"), true))
+        .collect();
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(60);
+    // The newest tick the players sealed a second ago at most: what a
+    // spectator may have run.
+    let mut sealed: Vec<(Instant, u32)> = Vec::new();
+    loop {
+        for p in &mut players {
+            p.turn(|g| (g.next % 7) as u16).expect("a player's turn");
+            // The match over for a player: it leaves, and the spectators
+            // are sent the last second they were held back from.
+            if p.status() == Status::Finished && p.session().closed().is_none() {
+                p.leave();
+            }
+        }
+        let now = Instant::now();
+        let newest = players.iter().map(|p| p.game().next).max().unwrap_or(0);
+        sealed.push((now, newest));
+        for s in &mut crowd {
+            s.turn(|_| 0).expect("a spectator's turn");
+        }
+        // While the match goes on, a spectator never ran a tick the
+        // players had not run a second (the delay) before, give or take
+        // the players' own lag.
+        let over = players.iter().any(|p| p.session().closed().is_some());
+        let a_second_ago = sealed
+            .iter()
+            .rev()
+            .find(|(t, _)| now.duration_since(*t) >= Duration::from_millis(1_000))
+            .map_or(0, |(_, n)| *n);
+        for (k, s) in crowd.iter().enumerate().filter(|_| !over) {
+            assert!(
+                s.game().next <= a_second_ago + 8,
+                "spectator {k} ran to {} with the players at {newest} and at {a_second_ago} a second before",
+                s.game().next
+            );
+        }
+        if crowd.iter().all(|s| s.status() == Status::Finished) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not done in 60 s: {} of {SPECTATORS} spectators finished, the players at {newest}",
+            crowd
+                .iter()
+                .filter(|s| s.status() == Status::Finished)
+                .count()
+        );
+        players[0].wait(Duration::from_millis(2)).expect("waits");
+    }
+    let took = started.elapsed();
+    let hash = players[0].game().hash();
+    assert_eq!(players[1].game().hash(), hash);
+    for (k, s) in crowd.iter().enumerate() {
+        assert_eq!(s.game().hash(), hash, "spectator {k}");
+    }
+    // 240 ticks at 30 Hz is 8 s; the crowd a second behind, joining first.
+    assert!(took < Duration::from_secs(20), "took {took:?}");
+    relay.stop();
+}
