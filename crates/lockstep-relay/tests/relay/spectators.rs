@@ -1,7 +1,8 @@
 //! Two hundred spectators of one room over loopback UDP, sealed, watching
 //! a second behind: none runs a tick the players had not run a second
 //! before, and when the players leave at the match's end every spectator
-//! is sent the rest and ends on their state.
+//! is sent the rest and ends on their state; one spectator saves the match
+//! as it watches, and its file verifies.
 
 use crate::common::TestRelay;
 use lockstep_core::runner::{RunnerConfig, Status};
@@ -41,6 +42,20 @@ impl Game for Fold {
     }
 }
 
+/// A writer the test reads.
+#[derive(Clone, Default)]
+struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Shared {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("not poisoned").extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 const SPECTATORS: usize = 200;
 const LAST: u32 = 240;
 
@@ -74,6 +89,21 @@ fn two_hundred_spectators_watch_a_second_behind() {
     let mut crowd: Vec<RelayClient<Fold>> = (0..SPECTATORS)
         .map(|k| client(&format!("fan{k}"), true))
         .collect();
+    // A spectator saves the match as it watches.
+    let saved = Shared::default();
+    crowd[0]
+        .runner_mut()
+        .record(
+            lockstep_core::replay::Header::new(
+                0,
+                "fold",
+                30,
+                1,
+                lockstep_core::replay::Topology::Relay,
+            ),
+            Box::new(saved.clone()),
+        )
+        .expect("recording");
     let started = Instant::now();
     let deadline = started + Duration::from_secs(60);
     // The newest tick the players sealed a second ago at most: what a
@@ -129,6 +159,22 @@ fn two_hundred_spectators_watch_a_second_behind() {
     for (k, s) in crowd.iter().enumerate() {
         assert_eq!(s.game().hash(), hash, "spectator {k}");
     }
+    // The spectator's file holds the match to its last tick and verifies.
+    crowd[0]
+        .runner_mut()
+        .stop_recording()
+        .expect("recording")
+        .expect("written");
+    let bytes = saved.0.lock().expect("not poisoned").clone();
+    let replay = lockstep_core::replay::Replay::<u16>::read(&bytes);
+    assert!(replay.is_whole(), "{:?}", replay.stopped);
+    let last = replay
+        .frame_count()
+        .checked_sub(1)
+        .and_then(|k| replay.tick_of(k));
+    assert_eq!(last, Some(Tick::new(LAST)));
+    let found = lockstep_core::replay::verify(&replay, Fold::default()).expect("verifies");
+    assert!(found.matches() && found.checkpoints >= 7, "{found:?}");
     // 240 ticks at 30 Hz is 8 s; the crowd a second behind, joining first.
     assert!(took < Duration::from_secs(20), "took {took:?}");
     relay.stop();
