@@ -70,6 +70,20 @@ pub struct Parted {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum VerifyError {
+    /// The game given does not run the replay as it was recorded: the
+    /// first recorded hash, after `tick`, is not the one it computes (a
+    /// replay of another game or build, or another starting state).
+    #[error(
+        "this game does not run the replay as recorded: after tick {tick} it computes {ran:016x}, the file says {recorded:016x} (another game, build or start?)"
+    )]
+    NotThisGame {
+        /// The first tick a hash was recorded after.
+        tick: Tick,
+        /// The recorded hash.
+        recorded: u64,
+        /// The hash the game computes.
+        ran: u64,
+    },
     /// The replay's header did not read: there is nothing to verify (see
     /// the replay's `stopped`).
     #[error("the replay's header did not read")]

@@ -222,12 +222,31 @@ impl<'r, G: Game> Playback<'r, G> {
     /// Runs the whole replay once from its start, keeping a keyframe every
     /// `every` ticks (at least 1) beside those it has, so that a seek runs
     /// fewer than `every` frames; ends back at the start. Memory: one state
-    /// per keyframe.
+    /// per keyframe. The first state hash the file recorded is compared on
+    /// the way: a game that does not run this replay as recorded (another
+    /// game, build or start) is refused with
+    /// [`VerifyError::NotThisGame`], instead of keyframes of something else.
     pub fn index(&mut self, every: u32) -> Result<(), VerifyError> {
         let every = every.max(1);
         self.restore(0)?;
         let mut built = Vec::new();
+        let first = self
+            .replay
+            .checkpoints
+            .iter()
+            .min_by_key(|c| c.tick)
+            .copied();
         while let Some(f) = self.step()? {
+            if let Some(c) = first.filter(|c| c.tick == f.tick) {
+                let ran = self.game.hash();
+                if ran != c.value {
+                    return Err(VerifyError::NotThisGame {
+                        tick: c.tick,
+                        recorded: c.value,
+                        ran,
+                    });
+                }
+            }
             if f.tick.get() % every == every - 1 {
                 built.push(Keyframe {
                     at: self.next,

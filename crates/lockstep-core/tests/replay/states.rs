@@ -381,3 +381,24 @@ fn a_keyframe_after_a_gap_is_not_a_seek_before_it() {
     fs[..10].iter().for_each(|f| alone.step(f));
     assert_eq!(p.game().hash(), alone.hash());
 }
+
+/// Indexing with a game that does not run the replay as recorded (another
+/// start here) is refused at the first recorded hash, rather than keyframes
+/// of another match.
+#[test]
+fn indexing_with_another_game_is_refused() {
+    let fs = frames(21, 3, 200, 0);
+    let (file, ..) = play(&fs, &story_none());
+    let r = Replay::<u16>::read(&file);
+    let other = Acc {
+        count: 5,
+        ..Acc::default()
+    };
+    let mut p = Playback::new(&r, other).expect("a start");
+    assert!(matches!(
+        p.index(50),
+        Err(VerifyError::NotThisGame { tick, .. }) if tick == Tick::new(29)
+    ));
+    let mut p = Playback::new(&r, Acc::default()).expect("a start");
+    p.index(50).expect("the right game indexes");
+}
