@@ -244,12 +244,12 @@ mod split_delivery {
         let mut resent = 0;
         for step in 0..40u64 {
             let now = Instant::ZERO + Duration::from_millis(step * 250);
-            if !r.has_news(&referee, true, now) {
+            if !r.has_news(&referee, true, Tick::new(u32::MAX), now) {
                 continue;
             }
             let mut buf = Vec::new();
             let mut w = DatagramWriter::new(&mut buf, Tick::ZERO, 1200);
-            r.write(&referee, &mut w, true, now);
+            r.write(&referee, &mut w, true, Tick::new(u32::MAX), now);
             let n = w.messages();
             if step > 4 {
                 resent += n;

@@ -386,9 +386,12 @@ impl Relayed {
     }
 
     /// What it is sent of the checks: the verdicts, and the splits it was
-    /// told of.
-    fn sent<'a>(&'a self, referee: &'a Referee) -> Sent<'a> {
-        Sent(&referee.kept, &self.split)
+    /// told of, of ticks before `before` (a spectator watching with a delay
+    /// hears of no state newer than it may see).
+    fn sent<'a>(&'a self, referee: &'a Referee, before: Tick) -> Sent<'a> {
+        let kept = &referee.kept[..referee.kept.partition_point(|c| c.tick < before)];
+        let split = &self.split[..self.split.partition_point(|c| c.tick < before)];
+        Sent(kept, split)
     }
 
     /// Whether it may ask another question now.
@@ -410,21 +413,35 @@ impl Relayed {
 
     /// Whether something for it is waiting; `verdicts: false` for a client
     /// that cannot use them yet.
-    pub(crate) fn has_news(&self, referee: &Referee, verdicts: bool, now: Instant) -> bool {
+    pub(crate) fn has_news(
+        &self,
+        referee: &Referee,
+        verdicts: bool,
+        before: Tick,
+        now: Instant,
+    ) -> bool {
         self.query.is_some()
             || self.answer.is_some()
             || !self.delivery.full_acks_owed.is_empty()
             || (verdicts
                 && self
                     .delivery
-                    .has_news(self.sent(referee), now, referee.resend))
+                    .has_news(self.sent(referee, before), now, referee.resend))
     }
 
     /// When [`has_news`](Self::has_news) turns true by time passing alone,
     /// if it may: a full verdict it has not acknowledged goes again.
-    pub(crate) fn news_at(&self, referee: &Referee, verdicts: bool) -> Option<Instant> {
+    pub(crate) fn news_at(
+        &self,
+        referee: &Referee,
+        verdicts: bool,
+        before: Tick,
+    ) -> Option<Instant> {
         verdicts
-            .then(|| self.delivery.news_at(self.sent(referee), referee.resend))
+            .then(|| {
+                self.delivery
+                    .news_at(self.sent(referee, before), referee.resend)
+            })
             .flatten()
     }
 
@@ -435,14 +452,18 @@ impl Relayed {
         referee: &Referee,
         w: &mut DatagramWriter<'_>,
         verdicts: bool,
+        before: Tick,
         now: Instant,
     ) {
+        let split = core::mem::take(&mut self.split);
+        let upto = |l: &[Checkpoint]| l.partition_point(|c| c.tick < before);
         let sent = if verdicts {
-            Sent(&referee.kept, &self.split)
+            Sent(&referee.kept[..upto(&referee.kept)], &split[..upto(&split)])
         } else {
             Sent(&[], &[])
         };
         self.delivery.write(sent, w, now, referee.resend);
+        self.split = split;
         if let Some((id, ticks)) = self.query.take() {
             w.put(Message::ChainQuery { id, ticks });
         }

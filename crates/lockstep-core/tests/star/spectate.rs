@@ -99,12 +99,19 @@ impl Watch {
         };
         let open = self.open.get().get();
         for m in d.messages {
+            let frame = matches!(m, Message::Frames(_) | Message::SnapshotChunk(_));
             let shown = match m {
                 Message::Frames(f) if f.count > 0 => f.start.get() + f.count - 1,
                 Message::SnapshotChunk(c) => {
                     self.snapshot = Some(c.tick);
                     c.tick.get()
                 }
+                // A state hash of a tick is news of that tick; the tick a
+                // pause or the room is open at says the ticks before it
+                // are sealed.
+                Message::Checkpoint(cp) => cp.tick.get(),
+                Message::Pause { frame } if frame.get() > 0 => frame.get() - 1,
+                Message::Status(st) if st.open.get() > 0 => st.open.get() - 1,
                 _ => continue,
             };
             assert!(
@@ -112,7 +119,9 @@ impl Watch {
                 "a spectator was shown tick {shown} with the room open at {open} (delay {})",
                 self.delay
             );
-            self.newest = self.newest.max(Some(Tick::new(shown)));
+            if frame {
+                self.newest = self.newest.max(Some(Tick::new(shown)));
+            }
         }
     }
 }
@@ -354,4 +363,60 @@ fn many_spectators_share_the_frames_coded_once() {
             assert_eq!(theirs.get(t), Some(h), "spectator {id} after tick {t}");
         }
     }
+}
+
+/// Spectators joining one after another, every 1.5 s, while the room
+/// watches 3 s behind: the first still gets its state and watches (each
+/// newer snapshot held kept pushing every release back, and it never did).
+#[test]
+fn spectators_joining_one_after_another_do_not_starve_each_other() {
+    let delay = 90;
+    let mut sim = Sim::new(SimNetwork::new(5, LinkConditions::default()));
+    let config = SequencerConfig {
+        policy: Policy::WaitForAll {
+            abandon_after: Duration::from_secs(10),
+        },
+        snapshot_join: true,
+        snapshot_join_after: 0,
+        spectator_delay: delay,
+        max_spectators: 64,
+        ..SequencerConfig::default()
+    };
+    let open = Rc::new(Cell::new(Tick::ZERO));
+    sim.add(
+        SERVER,
+        Node::Server(Sequencer::new(config, Instant::ZERO).unwrap(), open.clone()),
+    );
+    let watch = || Watch {
+        open: open.clone(),
+        delay,
+        newest: None,
+        snapshot: None,
+    };
+    for id in 1..=2u32 {
+        sim.add(
+            PeerId(id),
+            Node::Player(runner(Instant::ZERO, false), SimRng::new(u64::from(id))),
+        );
+    }
+    run(&mut sim, Instant::from_millis(2_000));
+    sim.add(PeerId(3), Node::Watcher(runner(sim.now(), true), watch()));
+    let mut t = 2_000;
+    let mut next = 100u32;
+    while t < 20_000 {
+        t += 1_500;
+        sim.add(
+            PeerId(next),
+            Node::Watcher(runner(sim.now(), true), watch()),
+        );
+        run(&mut sim, Instant::from_millis(t));
+        next += 1;
+    }
+    let Some(Node::Watcher(r, w)) = sim.endpoint(PeerId(3)) else {
+        panic!("the first spectator");
+    };
+    assert!(w.snapshot.is_some(), "the first spectator got no state");
+    assert_eq!(r.status(), Status::Playing);
+    let behind = open.get().get() - w.newest.map_or(0, Tick::get);
+    assert!(behind < delay + 60, "{behind} ticks behind");
 }

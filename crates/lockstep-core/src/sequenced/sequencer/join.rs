@@ -61,23 +61,43 @@ impl<I: Input> Sequencer<I> {
         self.bad_donors.clear();
         self.too_large.clear();
         self.join_asked = None;
-        let mut held = false;
-        for i in 0..self.conns.len() {
-            let c = &self.conns[i];
-            if matches!(c.join, Some(Join::Waiting))
-                && c.closing.is_none()
-                && snapshot.tick >= self.frontier(c)
-            {
-                self.conns[i].join = Some(Join::Held);
-                held = true;
-            }
-        }
-        if held {
-            // The newest: every spectator held gets it when it is old
-            // enough.
+        // Spectators only (a player's state is its own business); one
+        // snapshot is held at a time, and later spectators wait for it.
+        if self.held.is_none()
+            && self.conns.iter().any(|c| {
+                matches!(c.join, Some(Join::Waiting))
+                    && c.closing.is_none()
+                    && c.seat.is_none()
+                    && snapshot.tick >= self.frontier(c)
+            })
+        {
             self.held = Some((snapshot.clone(), donor));
         }
+        self.hold_spectators();
         self.send_snapshot(snapshot, donor, |j| matches!(j, Some(Join::Waiting)));
+    }
+
+    /// Spectators waiting for a snapshot wait for the one held, if one is
+    /// (and its frames are still kept), instead of asking for a newer one
+    /// (each newer one would push everyone's release back again).
+    fn hold_spectators(&mut self) {
+        let Some((snapshot, _)) = &self.held else {
+            return;
+        };
+        let after = snapshot.tick.saturating_add(1);
+        if after < self.history_base {
+            self.held = None;
+            return;
+        }
+        for i in 0..self.conns.len() {
+            let c = &self.conns[i];
+            if matches!(c.join, Some(Join::Waiting)) && c.closing.is_none() && c.seat.is_none() {
+                let c = &mut self.conns[i];
+                c.join = Some(Join::Held);
+                // The frames after it are kept for it.
+                c.lacks_from(after);
+            }
+        }
     }
 
     /// Hands the snapshot held for spectators to them once it is
@@ -89,8 +109,8 @@ impl<I: Input> Sequencer<I> {
         let old_enough = self
             .conns
             .iter()
-            .find(|c| matches!(c.join, Some(Join::Held)))
-            .is_none_or(|c| snapshot.tick < self.frontier(c));
+            .filter(|c| matches!(c.join, Some(Join::Held)))
+            .all(|c| snapshot.tick < self.frontier(c));
         if !old_enough {
             return;
         }
@@ -232,6 +252,7 @@ impl<I: Input> Sequencer<I> {
     /// again and again for nothing).
     pub(super) fn progress_joins(&mut self) {
         let now = self.now;
+        self.hold_spectators();
         self.release_held();
         self.drop_stalled_receivers();
         let waiting = self

@@ -336,8 +336,11 @@ impl<I: Input> Sequencer<I> {
         // its checkpoints count once it caught up.
         let judged = self.conns[i].join.is_none();
         let from = self.conns[i].judged_from;
+        // A spectator watching with a delay reports no tick it may not see
+        // (a checkpoint of one would be a guess, the verdict its answer).
+        let frontier = self.frontier(&self.conns[i]);
         for &cp in msgs.checkpoints.iter().filter(|c| judged && c.tick >= from) {
-            if cp.tick >= self.open {
+            if cp.tick >= frontier {
                 continue;
             }
             for v in self.referee.vote(seat, peer, cp, seated) {
@@ -384,7 +387,7 @@ impl<I: Input> Sequencer<I> {
             .map(|(_, t)| {
                 t.iter()
                     .copied()
-                    .filter(|t| *t >= low && *t < self.open)
+                    .filter(|t| *t >= low && *t < frontier)
                     .collect()
             })
             .unwrap_or_default();

@@ -50,7 +50,7 @@ impl<I: Input> Sequencer<I> {
             let quiet = c.link.send_due(self.started, interval);
             // Time alone makes a full verdict it has not acknowledged news.
             c.checks
-                .news_at(&self.referee, Self::verdicts_for(c))
+                .news_at(&self.referee, Self::verdicts_for(c), self.frontier(c))
                 .map_or(quiet, |at| quiet.min(at.max(resend())))
         };
         match self.frames_due(i) {
@@ -109,8 +109,12 @@ impl<I: Input> Sequencer<I> {
             // (see `frames_due`).
             || c.next < self.frontier(c) && Self::frames_wait_for_snapshot(c)
             || self.paused()
-            || c.checks
-                .has_news(&self.referee, Self::verdicts_for(c), self.now)
+            || c.checks.has_news(
+                &self.referee,
+                Self::verdicts_for(c),
+                self.frontier(c),
+                self.now,
+            )
     }
 
     /// Whether `c` is sent verdicts: references are of no use to a joiner
@@ -276,10 +280,17 @@ impl<I: Input> Sequencer<I> {
             slack: seat.map_or(0, |(_, s)| s.slack),
             waiting: self.waits.named().to_vec(),
         }));
+        // A spectator watching with a delay is told of a pause at its own
+        // frontier, not the room's open tick.
+        let frontier = self.frontier(c);
         if let Some(frame) = self.pause.frame() {
-            w.put(Message::Pause { frame });
+            w.put(Message::Pause {
+                frame: frame.min(frontier),
+            });
         } else if let Some(lifted) = self.pause.lifted() {
-            w.put(Message::Resume { lifted });
+            w.put(Message::Resume {
+                lifted: lifted.min(frontier),
+            });
         }
         if let Some((id, s)) = seat {
             w.put(Message::Inputs(Inputs {
@@ -316,8 +327,9 @@ impl<I: Input> Sequencer<I> {
             w.put(Message::Resync { id, verdict });
         }
         let verdicts = Self::verdicts_for(c);
+        let before = self.frontier(c);
         let mut checks = core::mem::take(&mut self.conns[i].checks);
-        checks.write(&self.referee, w, verdicts, now);
+        checks.write(&self.referee, w, verdicts, before, now);
         self.conns[i].checks = checks;
         let c = &self.conns[i];
         if let Some((_, ack)) = self.thanked.filter(|(p, _)| *p == c.peer) {
