@@ -2,6 +2,7 @@
 //! its address proven, its ticket checked, and a connection opened in a
 //! room; and every answer to a stranger, within its budget.
 
+use super::rooms::SPECTATORS_DRAIN;
 use super::*;
 use lockstep_core::wire::Hello;
 
@@ -352,8 +353,17 @@ impl Core {
     ) -> Option<RoomName> {
         let room: RoomName = existing.unwrap_or_else(|| hello.room.into());
         // A match whose last player left is over, even before housekeeping
-        // closes its room: the name starts a new match.
-        if self.rooms.get(&room).is_some_and(|r| r.engine.match_over()) {
+        // closes its room: the name starts a new match, once spectators
+        // watching with a delay have its last frames (`SPECTATORS_DRAIN` at
+        // most). Meanwhile a UDP Hello goes unanswered and the client says
+        // it again; a WebSocket one, which must be answered within
+        // `ws_hello_timeout_secs`, ends the drain.
+        if let Some(r) = self.rooms.get(&room).filter(|r| r.engine.match_over()) {
+            let draining = r.engine.spectators_behind()
+                && r.over_since.is_none_or(|t| t.elapsed() < SPECTATORS_DRAIN);
+            if draining && !matches!(key, ConnKey::Ws(_)) {
+                return None;
+            }
             self.close_room(&room);
         }
         if !self.rooms.contains_key(&room) {

@@ -435,7 +435,7 @@ fn take_events(name: &str, room: &mut Room, metrics: &Metrics) -> (Vec<PeerId>, 
 
 /// How long spectators of a match that is over have to take its last
 /// frames before the room closes on them.
-const SPECTATORS_DRAIN: Duration = Duration::from_secs(10);
+pub(super) const SPECTATORS_DRAIN: Duration = Duration::from_secs(10);
 
 /// Says in the log, and in the metrics, why a recording stopped early.
 fn report_recording(name: &str, stopped: Option<crate::record::Stopped>, metrics: &Metrics) {

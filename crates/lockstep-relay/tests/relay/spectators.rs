@@ -179,3 +179,69 @@ fn two_hundred_spectators_watch_a_second_behind() {
     assert!(took < Duration::from_secs(20), "took {took:?}");
     relay.stop();
 }
+
+/// A newcomer names the room the moment its match is over: the spectators
+/// watching two seconds behind still get the match's last two seconds,
+/// and the newcomer then plays a new match under the name (it could cut
+/// their drain short at once).
+#[test]
+fn a_newcomer_waits_for_the_spectators_to_see_the_end() {
+    let mut config = RelayConfig::default();
+    config.room_defaults.spectator_delay_secs = 2;
+    let relay = TestRelay::start(config);
+    let client = |name: &str, spectator: bool| {
+        let config = ClientConfig {
+            room: "drain".into(),
+            name: name.into(),
+            spectator,
+            ..ClientConfig::default()
+        };
+        let mut c =
+            RelayClient::connect(relay.udp, config, Fold::default(), RunnerConfig::default())
+                .expect("a client");
+        c.set_last_tick(Some(Tick::new(LAST)));
+        c
+    };
+    let mut players = vec![client("ann", false), client("bob", false)];
+    let mut crowd: Vec<RelayClient<Fold>> =
+        (0..3).map(|k| client(&format!("fan{k}"), true)).collect();
+    let mut newcomer: Option<RelayClient<Fold>> = None;
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let first_match = loop {
+        for p in &mut players {
+            p.turn(|g| (g.next % 7) as u16).expect("a player's turn");
+            if p.status() == Status::Finished && p.session().closed().is_none() {
+                p.leave();
+            }
+        }
+        for s in &mut crowd {
+            s.turn(|_| 0).expect("a spectator's turn");
+        }
+        if newcomer.is_none() && players.iter().all(|p| p.session().closed().is_some()) {
+            newcomer = Some(client("cat", false));
+        }
+        if let Some(n) = newcomer.as_mut() {
+            n.turn(|g| (g.next % 3) as u16)
+                .expect("the newcomer's turn");
+        }
+        let watched = crowd.iter().all(|s| s.status() == Status::Finished);
+        let playing = newcomer
+            .as_ref()
+            .is_some_and(|n| n.status() == Status::Playing && n.game().next > 30);
+        if watched && playing {
+            break players[0].session().match_id();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "spectators finished: {watched}, the newcomer playing: {playing}"
+        );
+        crowd[0].wait(Duration::from_millis(2)).expect("waits");
+    };
+    let hash = players[0].game().hash();
+    for s in &crowd {
+        assert_eq!(s.game().hash(), hash, "every spectator saw the end");
+    }
+    let n = newcomer.expect("the newcomer");
+    assert_ne!(n.session().match_id(), first_match, "a new match");
+    relay.stop();
+}
