@@ -517,6 +517,9 @@ impl Play {
                     self.status = "the relay is not answering...".into();
                 }
                 Event::Rejected { reason } => self.status = format!("refused: {reason}"),
+                Event::RecordingStopped { reason } => {
+                    self.status = format!("recording stopped: {reason} (the game goes on)")
+                }
                 Event::Closed { reason } => self.status = format!("disconnected: {reason}"),
                 _ => {}
             }

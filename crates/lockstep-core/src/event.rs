@@ -18,6 +18,15 @@ use core::time::Duration;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Event {
+    /// A runner's recording stopped before it was asked to: its writer
+    /// failed (a full disk, a disk that fell behind) or a frame or state
+    /// could not be recorded. The game plays on unrecorded;
+    /// `Runner::recording_error` keeps the error. Raised by the runner,
+    /// never by a session.
+    RecordingStopped {
+        /// Why, in words.
+        reason: String,
+    },
     /// Nothing has arrived from this peer for a while. Ended by
     /// [`Recovered`](Event::Recovered) when it is heard again, or, for a
     /// relay client that took its seat back on a new connection, by

@@ -547,7 +547,10 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
         self.recording =
             match crate::replay::Recorder::with_config(header, out, self.config.record.clone()) {
                 Ok(r) => Recording::On(Box::new(r)),
-                Err(e) => Recording::Failed(e),
+                Err(e) => {
+                    self.note_recording_stopped(&e);
+                    Recording::Failed(e)
+                }
             };
     }
 
@@ -580,8 +583,19 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
             );
         }
         if let Err(e) = result {
+            self.note_recording_stopped(&e);
             self.recording = Recording::Failed(e);
         }
+    }
+
+    /// Tells the game its recording stopped (`Event::RecordingStopped`).
+    fn note_recording_stopped(&mut self, e: &crate::replay::ReplayError) {
+        if self.events.len() >= EVENTS {
+            self.events.pop_front();
+        }
+        self.events.push_back(Event::RecordingStopped {
+            reason: e.to_string(),
+        });
     }
 
     /// Records a state received in place of ours (`old`, the game it
@@ -614,6 +628,7 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
             result = r.state(kind, tick, self.game.hash(), bytes);
         }
         if let Err(e) = result {
+            self.note_recording_stopped(&e);
             self.recording = Recording::Failed(e);
         }
     }
@@ -896,5 +911,58 @@ mod tests {
             );
         }
         assert!(Runner::new(session(), Nothing, RunnerConfig::default()).is_ok());
+    }
+
+    /// A disk that fills up mid-match: the game plays on, the recording
+    /// stops, and the game is told once (`Event::RecordingStopped`), as
+    /// well as asked (`recording_error`).
+    #[test]
+    fn a_recording_that_fails_is_told_and_the_game_plays_on() {
+        struct Full(usize);
+        impl std::io::Write for Full {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                if self.0 + b.len() > 120 {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::StorageFull,
+                        "no space left",
+                    ));
+                }
+                self.0 += b.len();
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let roster = Roster::new().player(PeerId(0), PlayerId(0));
+        let session =
+            MeshSession::new(MeshConfig::default(), roster, PeerId(0), Instant::ZERO).unwrap();
+        let config = RunnerConfig {
+            record: crate::replay::RecordConfig {
+                chunk_frames: 5,
+                ..crate::replay::RecordConfig::default()
+            },
+            ..RunnerConfig::default()
+        };
+        let mut r = Runner::new(session, Nothing, config).unwrap();
+        let header = crate::replay::Header::new(1, "full", 30, 1, crate::replay::Topology::Mesh);
+        r.record(header, Box::new(Full(0))).unwrap();
+        let mut stopped = 0;
+        for ms in 0..3_000u64 {
+            r.update(Instant::from_millis(ms), |_| 1).unwrap();
+            while let Some(e) = r.poll_event() {
+                if let Event::RecordingStopped { reason } = e {
+                    assert!(reason.contains("no space left"), "{reason}");
+                    stopped += 1;
+                }
+            }
+        }
+        assert_eq!(stopped, 1, "told once");
+        assert!(r.recording_error().is_some());
+        assert!(
+            r.last_run().is_some_and(|t| t.get() > 60),
+            "{:?}",
+            r.last_run()
+        );
     }
 }
