@@ -40,6 +40,11 @@ enum ReplayCommand {
         /// Prints the verdict as one JSON object.
         #[arg(long)]
         json: bool,
+        /// Fails also when the recording machine parted from the match,
+        /// healed or not, or took a state it could not check (for CI: a
+        /// build that diverges is a bug even when a resync hid it).
+        #[arg(long)]
+        strict: bool,
     },
     /// Runs the replay through swarm once and keeps a keyframe every
     /// `--every` ticks beside it (FILE.idx), so that playback seeks to any
@@ -124,7 +129,8 @@ pub(crate) fn main(a: ReplayArgs) -> Result<(), String> {
             creeps,
             force,
             json,
-        } => verify_file(&file, seed, creeps, force, json),
+            strict,
+        } => verify_file(&file, seed, creeps, force, json, strict),
         ReplayCommand::Index { file, game, every } => index(&file, &game, every),
         ReplayCommand::Play { file, game } => crate::replay_play::main(&file, &game),
     }
@@ -216,6 +222,7 @@ fn verify_file(
     creeps: Option<u32>,
     force: bool,
     json: bool,
+    strict: bool,
 ) -> Result<(), String> {
     let (_, r) = read(file)?;
     let structure = match &r.stopped {
@@ -232,7 +239,9 @@ fn verify_file(
     let ok = structure.is_ok()
         && match &game {
             None => true,
-            Some(Ok(Ok(v))) => v.matches(),
+            Some(Ok(Ok(v))) => {
+                v.matches() && !(strict && (!v.parted.is_empty() || !v.unchecked.is_empty()))
+            }
             Some(_) => false,
         };
     if json {

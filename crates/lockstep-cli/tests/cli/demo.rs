@@ -263,6 +263,17 @@ fn an_injected_desync_is_detected_reported_and_healed() {
     assert_eq!(parted[0]["fields"][0]["path"], "ships[2].score", "{text}");
     assert!(parted[0]["resynced"].as_u64().is_some(), "{text}");
     assert_eq!(v["ok"], true, "{text}");
+    // Strict, as CI would run it: the divergence fails it, healed or not.
+    let strict = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["replay", "verify", "--seed", "1", "--strict"])
+        .arg(dir.join("diverged.lkrp"))
+        .output()
+        .expect("run lockstep replay verify --strict");
+    assert!(
+        !strict.status.success(),
+        "{}",
+        String::from_utf8_lossy(&strict.stdout)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
