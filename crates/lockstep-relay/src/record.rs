@@ -430,38 +430,47 @@ pub(crate) fn feed(
     let result = match (engine, &mut *recording) {
         (_, RoomRecording::Done) => return None,
         (Engine::Opaque(s), RoomRecording::Waiting) => {
-            match start(disk, name, s) {
-                Some(Ok(r)) => {
-                    tracing::info!(room = %name, file = %r.name, "recording the match");
-                    *recording = RoomRecording::Opaque(r);
-                }
-                Some(Err(e)) => {
-                    *recording = RoomRecording::Done;
-                    return Some(Stopped::Failed(e));
-                }
-                None => return None,
-            }
-            return feed(disk, name, engine, recording);
+            begin(disk, name, s).map(|r| r.map(RoomRecording::Opaque))
         }
         (Engine::Player(s), RoomRecording::Waiting) => {
-            match start(disk, name, s) {
-                Some(Ok(r)) => {
-                    tracing::info!(room = %name, file = %r.name, "recording the match");
-                    *recording = RoomRecording::Player(r);
-                }
-                Some(Err(e)) => {
-                    *recording = RoomRecording::Done;
-                    return Some(Stopped::Failed(e));
-                }
-                None => return None,
-            }
-            return feed(disk, name, engine, recording);
+            begin(disk, name, s).map(|r| r.map(RoomRecording::Player))
         }
-        (Engine::Opaque(s), RoomRecording::Opaque(r)) => sealed(s, r),
-        (Engine::Player(s), RoomRecording::Player(r)) => sealed(s, r),
-        _ => Ok(()),
+        (Engine::Opaque(s), RoomRecording::Opaque(r)) => {
+            return stop_on(recording_fed(s, r), recording);
+        }
+        (Engine::Player(s), RoomRecording::Player(r)) => {
+            return stop_on(recording_fed(s, r), recording);
+        }
+        _ => return None,
     };
+    match result? {
+        Ok(started) => {
+            *recording = started;
+            feed(disk, name, engine, recording)
+        }
+        Err(e) => {
+            *recording = RoomRecording::Done;
+            Some(Stopped::Failed(e))
+        }
+    }
+}
+
+/// The recording ends when feeding it failed.
+fn stop_on(result: Result<(), Stopped>, recording: &mut RoomRecording) -> Option<Stopped> {
     result.err().inspect(|_| *recording = RoomRecording::Done)
+}
+
+/// A room's recording once its match sealed a frame, logged.
+fn begin<I: Input>(
+    disk: &mut Disk,
+    name: &str,
+    s: &lockstep_core::sequenced::Sequencer<I>,
+) -> Option<Result<Recording<I>, ReplayError>> {
+    let started = start(disk, name, s)?;
+    if let Ok(r) = &started {
+        tracing::info!(room = %name, file = %r.name, "recording the match");
+    }
+    Some(started)
 }
 
 /// A recording for a room's match once it has sealed a frame.
@@ -496,7 +505,7 @@ fn start<I: Input>(
 }
 
 /// Records the frames sealed since the last call.
-fn sealed<I: Input>(
+fn recording_fed<I: Input>(
     s: &lockstep_core::sequenced::Sequencer<I>,
     r: &mut Recording<I>,
 ) -> Result<(), Stopped> {

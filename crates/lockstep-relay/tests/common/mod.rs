@@ -1,6 +1,8 @@
 //! An in-process relay on loopback ports, and clients that play against it.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod fold;
+
 use lockstep_core::secure::{self, SecureChannel};
 use lockstep_core::sequenced::{ClientConfig, ClientSession, Rejection};
 use lockstep_core::sim::SimRng;

@@ -3,45 +3,16 @@
 //! recording, never the room.
 
 use crate::common::TestRelay;
+use crate::common::fold::{Fold, Shared};
 use lockstep_core::replay::{Header, Replay, Topology};
 use lockstep_core::runner::{RunnerConfig, Status};
 use lockstep_core::sequenced::ClientConfig;
-use lockstep_core::{Frame, Game};
+use lockstep_core::Game;
 use lockstep_net::RelayClient;
 use lockstep_relay::{RecordSink, RelayConfig};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// A fold of every input.
-#[derive(Debug, Default)]
-struct Fold {
-    next: u32,
-    acc: u64,
-}
-
-impl Game for Fold {
-    type Input = u16;
-    fn step(&mut self, frame: &Frame<u16>) {
-        for i in &frame.inputs {
-            self.acc = (self.acc ^ u64::from(i.unwrap_or(0))).wrapping_mul(0x100_0000_01B3);
-        }
-        self.next += 1;
-    }
-    fn hash(&self) -> u64 {
-        self.acc
-    }
-    fn save(&self) -> Vec<u8> {
-        [self.next.to_le_bytes().as_slice(), &self.acc.to_le_bytes()].concat()
-    }
-    fn restore(b: &[u8]) -> Result<Self, String> {
-        let (n, a) = b.split_at_checked(4).ok_or("short")?;
-        Ok(Self {
-            next: u32::from_le_bytes(n.try_into().map_err(|_| "next")?),
-            acc: u64::from_le_bytes(a.try_into().map_err(|_| "acc")?),
-        })
-    }
-}
 
 fn client(relay: &TestRelay, room: &str, name: &str) -> RelayClient<Fold> {
     let config = ClientConfig {
@@ -133,22 +104,12 @@ fn the_relay_records_every_match_into_a_file_of_its_own() {
         client(&relay, "rec/1 room", "ann"),
         client(&relay, "rec/1 room", "bob"),
     ];
-    let mine = Arc::new(Mutex::new(Vec::new()));
-    struct Into(Arc<Mutex<Vec<u8>>>);
-    impl Write for Into {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().expect("not poisoned").extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
+    let mine = Shared::default();
     clients[0]
         .runner_mut()
         .record(
             Header::new(0, "fold", 30, 1, Topology::Relay),
-            Box::new(Into(mine.clone())),
+            Box::new(mine.clone()),
         )
         .expect("recording");
     run_until(&mut clients, 30, "both playing", |c| {
@@ -191,7 +152,7 @@ fn the_relay_records_every_match_into_a_file_of_its_own() {
     );
     let theirs = Replay::<u16>::read(&bytes);
     assert!(theirs.stopped.is_none(), "{:?}", theirs.stopped);
-    let ours = Replay::<u16>::read(&mine.lock().expect("not poisoned"));
+    let ours = Replay::<u16>::read(&mine.0.lock().expect("not poisoned"));
     let (h, o) = (
         theirs.header.as_ref().expect("a header"),
         ours.header.as_ref().expect("a header"),

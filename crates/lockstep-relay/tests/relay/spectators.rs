@@ -5,56 +5,13 @@
 //! as it watches, and its file verifies.
 
 use crate::common::TestRelay;
+use crate::common::fold::{Fold, Shared};
 use lockstep_core::runner::{RunnerConfig, Status};
 use lockstep_core::sequenced::ClientConfig;
-use lockstep_core::{Frame, Game, Tick};
+use lockstep_core::{Game, Tick};
 use lockstep_net::RelayClient;
 use lockstep_relay::RelayConfig;
 use std::time::{Duration, Instant};
-
-/// A fold of every input.
-#[derive(Debug, Default)]
-struct Fold {
-    next: u32,
-    acc: u64,
-}
-
-impl Game for Fold {
-    type Input = u16;
-    fn step(&mut self, frame: &Frame<u16>) {
-        for i in &frame.inputs {
-            self.acc = (self.acc ^ u64::from(i.unwrap_or(0))).wrapping_mul(0x100_0000_01B3);
-        }
-        self.next = frame.tick.get() + 1;
-    }
-    fn hash(&self) -> u64 {
-        self.acc
-    }
-    fn save(&self) -> Vec<u8> {
-        [self.next.to_le_bytes().as_slice(), &self.acc.to_le_bytes()].concat()
-    }
-    fn restore(b: &[u8]) -> Result<Self, String> {
-        let (n, a) = b.split_at_checked(4).ok_or("short")?;
-        Ok(Self {
-            next: u32::from_le_bytes(n.try_into().map_err(|_| "next")?),
-            acc: u64::from_le_bytes(a.try_into().map_err(|_| "acc")?),
-        })
-    }
-}
-
-/// A writer the test reads.
-#[derive(Clone, Default)]
-struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Shared {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("not poisoned").extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 const SPECTATORS: usize = 200;
 const LAST: u32 = 240;
