@@ -4,10 +4,10 @@
 
 use crate::common::TestRelay;
 use crate::common::fold::{Fold, Shared};
+use lockstep_core::Game;
 use lockstep_core::replay::{Header, Replay, Topology};
 use lockstep_core::runner::{RunnerConfig, Status};
 use lockstep_core::sequenced::ClientConfig;
-use lockstep_core::Game;
 use lockstep_net::RelayClient;
 use lockstep_relay::{RecordSink, RelayConfig};
 use std::io::Write;
