@@ -103,6 +103,17 @@ impl Watch {
             let shown = match m {
                 Message::Frames(f) if f.count > 0 => f.start.get() + f.count - 1,
                 Message::SnapshotChunk(c) => {
+                    // Held no longer than it must be: sent the moment it
+                    // is the delay old (15 ticks for the link, a lost
+                    // chunk resent).
+                    if self.snapshot.is_none() {
+                        assert!(
+                            open <= c.tick.get() + self.delay + 1 + 15,
+                            "a snapshot of tick {} first came with the room open at {open} (delay {})",
+                            c.tick,
+                            self.delay
+                        );
+                    }
                     self.snapshot = Some(c.tick);
                     c.tick.get()
                 }

@@ -491,6 +491,10 @@ impl<I: Input> Sequencer<I> {
         self.stats.sealed += 1;
         self.seal_rate.add(self.now, 1);
         self.open = t.saturating_add(1);
+        // A snapshot held for delayed spectators goes the moment it is old
+        // enough: the open tick moves here, and no timer may come before
+        // the next seal (a room that seals on inputs has none due).
+        self.release_held();
         let keep = self.config.history as usize;
         if self.history.len() >= keep + keep / 2 {
             let mut cut = self.history.len() - keep;
