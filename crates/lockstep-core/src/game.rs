@@ -70,6 +70,19 @@ pub trait Game: Sized {
     /// The state a snapshot holds, or why it is not one. The bytes come
     /// from another machine: return an error, never panic.
     fn restore(bytes: &[u8]) -> Result<Self, String>;
+    /// Puts the state `bytes` hold in place of this one and returns the
+    /// state it replaces (a [`Runner`](crate::runner::Runner) keeps it
+    /// after a resync, to name what parted). On an error nothing changes.
+    ///
+    /// The default restores a new game and swaps it in. A game whose state
+    /// lives in an engine's world (an ECS, where `restore` cannot make a
+    /// world with everything else in it) writes the state into its world
+    /// instead, and returns a copy of the old state that can at least
+    /// `hash`, `save` and list its `fields`.
+    fn replace(&mut self, bytes: &[u8]) -> Result<Self, String> {
+        let new = Self::restore(bytes)?;
+        Ok(core::mem::replace(self, new))
+    }
     /// The state's fields as (path, value) pairs, in a stable order, to
     /// name what differs. The default shows none: a divergence is then
     /// found by tick alone.

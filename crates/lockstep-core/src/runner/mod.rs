@@ -6,7 +6,7 @@
 //!
 //! 1. lets the session's timers fire, and reads its events: a state
 //!    request is noted, a snapshot received is restored
-//!    ([`Game::restore`]), a reconnect that did not keep the state starts
+//!    ([`Game::replace`]), a reconnect that did not keep the state starts
 //!    the game over;
 //! 2. hands over the state asked for, as soon as the game has run exactly
 //!    the tick asked (a relay wants the state right after that tick, so
@@ -704,7 +704,7 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
                         // Back without our state: start over, as a new
                         // client would; a snapshot, or the frames from the
                         // first tick, follow.
-                        self.game = G::restore(&self.start).map_err(RunnerError::Start)?;
+                        self.game.replace(&self.start).map_err(RunnerError::Start)?;
                         self.last_run = None;
                         self.asked = None;
                     }
@@ -739,9 +739,8 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
             self.events.push_back(ev);
         }
         if let Some(s) = self.session.take_snapshot() {
-            match G::restore(&s.bytes) {
-                Ok(game) => {
-                    let old = core::mem::replace(&mut self.game, game);
+            match self.game.replace(&s.bytes) {
+                Ok(old) => {
                     let old = self.last_run.is_some().then_some(old);
                     self.record_state(s.tick, &s.bytes, old.as_ref());
                     if old.is_some() {

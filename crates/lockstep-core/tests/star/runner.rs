@@ -1103,3 +1103,99 @@ fn a_recording_across_a_reconnect_without_our_state_verifies() {
         &whole.frames().collect::<Vec<_>>()[resume..(resume + after).min(whole.frame_count())]
     );
 }
+
+/// A game whose state lives in a world of its own that bytes alone cannot
+/// make (an engine's ECS world: `restore` fails), which writes a state
+/// received into that world in place (`Game::replace`). `world` names the
+/// world, and is not part of the state.
+#[derive(Debug)]
+struct InPlace {
+    world: u64,
+    state: Tally,
+}
+
+impl Game for InPlace {
+    type Input = u16;
+    fn step(&mut self, frame: &Frame<u16>) {
+        self.state.step(frame);
+    }
+    fn hash(&self) -> u64 {
+        self.state.hash()
+    }
+    fn save(&self) -> Vec<u8> {
+        self.state.save()
+    }
+    fn restore(_: &[u8]) -> Result<Self, String> {
+        Err("an engine's world is not made from bytes".into())
+    }
+    fn replace(&mut self, bytes: &[u8]) -> Result<Self, String> {
+        let mut state = Tally::restore(bytes)?;
+        // The log of hashes run is the test's, not the state's.
+        state.log = core::mem::take(&mut self.state.log);
+        let old = core::mem::replace(&mut self.state, state);
+        Ok(Self {
+            world: 0,
+            state: old,
+        })
+    }
+}
+
+/// A joiner whose game cannot be made from bytes takes its snapshot in
+/// place: it ends on the players' state, in the world it started with.
+#[test]
+fn a_game_that_lives_in_its_own_world_joins_in_place() {
+    let link = LinkConditions {
+        latency: Duration::from_millis(20),
+        loss: 0.02,
+        ..LinkConditions::default()
+    };
+    let mut sim = Sim::new(SimNetwork::new(7, link));
+    sim.add(
+        SERVER,
+        Star::Server(Sequencer::new(room(true), Instant::ZERO).unwrap()),
+    );
+    let client = |now: Instant, world: u64| {
+        let session = ClientSession::new(ClientConfig::default(), SERVER, now).unwrap();
+        let game = InPlace {
+            world,
+            state: Tally::new(),
+        };
+        Star::Client(
+            Runner::new(session, game, RunnerConfig::default()).unwrap(),
+            SimRng::new(world),
+        )
+    };
+    for id in 1..=2u32 {
+        sim.add(PeerId(id), client(Instant::ZERO, u64::from(id)));
+    }
+    let run = |sim: &mut Sim<Star<InPlace, SimRng>>, until: Instant| {
+        sim.run(
+            until,
+            Duration::from_micros(1_000_000 / FPS),
+            |_, node, now| {
+                if let Star::Client(r, rng) = node {
+                    r.update(now, |_| (rng.next_u64() as u16) | 1)
+                        .expect("the runner goes on");
+                }
+            },
+            |_| false,
+        );
+    };
+    run(&mut sim, Instant::from_millis(3_000));
+    sim.add(PeerId(3), client(sim.now(), 3));
+    run(&mut sim, Instant::from_millis(8_000));
+    let game = |id: u32| match sim.endpoint(PeerId(id)) {
+        Some(Star::Client(r, _)) => r.game(),
+        _ => panic!("a client"),
+    };
+    let joiner = game(3);
+    assert_eq!(joiner.world, 3, "the same world");
+    let mut common = 0;
+    for (t, h) in &joiner.state.log {
+        if let Some(o) = game(1).state.log.get(t) {
+            assert_eq!(h, o, "after tick {t}");
+            common += 1;
+        }
+    }
+    assert!(common > 100, "{common} ticks in common");
+}
