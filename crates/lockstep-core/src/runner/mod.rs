@@ -427,6 +427,15 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
         &self.game
     }
 
+    /// The game, for what is not its state: an engine's world keeps the
+    /// simulation's state beside everything else (meshes, UI), and an
+    /// engine plugin reaches the rest through this. Changing the state
+    /// here parts this machine from the others: run frames through the
+    /// runner only.
+    pub fn game_mut(&mut self) -> &mut G {
+        &mut self.game
+    }
+
     /// The session, to read (stats, roster, who the match waits on).
     pub fn session(&self) -> &S {
         &self.session

@@ -1,0 +1,308 @@
+//! Lockstep for Bevy: one plugin runs a deterministic match in the app's
+//! world, with players joining mid-match, reconnecting and healing a
+//! divergence handled for the game.
+//!
+//! - The game's systems that read the local player's controls run in
+//!   [`LockstepInput`] and set [`LocalInput`]; it runs when an input is
+//!   due.
+//! - The simulation's systems run in [`LockstepSchedule`], once per
+//!   confirmed frame, single-threaded (ambiguous orderings are an error),
+//!   with the frame's inputs and membership events in [`FrameInputs`], the
+//!   tick in [`SimTime`] and a seeded [`SimRng`].
+//! - The state is what the game registers ([`LockstepAppExt`]): components
+//!   of entities marked [`Simulated`], and resources. The plugin saves it
+//!   for a joiner, restores what it is sent (then runs
+//!   [`LockstepRestored`] to rebuild what is not state: meshes, UI) and
+//!   hashes the same bytes for the checksums, so that a field the
+//!   snapshot forgets also shows as a divergence.
+//! - Insert a [`LockstepSession`] to play; [`LockstepStatus`],
+//!   [`LockstepStats`], [`LockstepEvent`] and [`StatusChanged`] say how it
+//!   goes.
+//!
+//! ```
+//! use bevy::prelude::*;
+//! use lockstep_bevy::prelude::*;
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Component, Serialize, Deserialize, Default)]
+//! #[require(Simulated)]
+//! struct Position(i64);
+//!
+//! fn read_controls(mut input: ResMut<LocalInput<u8>>) {
+//!     input.0 = 1; // from the keyboard, say
+//! }
+//!
+//! fn movement(frame: Res<FrameInputs<u8>>, mut q: Query<&mut Position>) {
+//!     let total: i64 = frame.inputs.iter().flatten().map(|i| i64::from(*i)).sum();
+//!     for mut p in &mut q {
+//!         p.0 += total;
+//!     }
+//! }
+//!
+//! let mut app = App::new();
+//! app.add_plugins((MinimalPlugins, LockstepPlugin::<u8>::default()))
+//!     .lockstep_component::<Position>()
+//!     .add_systems(LockstepInput, read_controls)
+//!     .add_systems(LockstepSchedule, movement);
+//! app.world_mut().spawn(Position(0));
+//! app.update();
+//! ```
+#![forbid(unsafe_code)]
+
+mod session;
+mod sim;
+mod snapshot;
+
+pub use session::{
+    Extras, LockstepEvent, LockstepSession, LockstepStats, LockstepStatus, StatusChanged,
+};
+pub use snapshot::{SimIds, Simulated, SnapshotError};
+
+use bevy::ecs::entity::MapEntities;
+use bevy::ecs::schedule::{LogLevel, ScheduleBuildSettings, ScheduleLabel, SingleThreadedExecutor};
+use bevy::prelude::*;
+use lockstep_core::{Input, PlayerId, SystemEvent, Tick};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::marker::PhantomData;
+
+/// What a game most often needs: `use lockstep_bevy::prelude::*`.
+pub mod prelude {
+    pub use crate::{
+        FrameInputs, LocalInput, LockstepAppExt, LockstepEvent, LockstepInput, LockstepPlugin,
+        LockstepRestored, LockstepSchedule, LockstepSession, LockstepStats, LockstepStatus,
+        LockstepSystems, SimRng, SimTime, Simulated, StatusChanged,
+    };
+}
+
+/// Where the game's systems write the local input for the tick due (see
+/// [`LocalInput`]). Runs only when an input is due, before the frames of
+/// the update run.
+#[derive(ScheduleLabel, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LockstepInput;
+
+/// The simulation: runs once per confirmed frame, on every machine the
+/// same, single-threaded, with ambiguous system orderings refused.
+#[derive(ScheduleLabel, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LockstepSchedule;
+
+/// Runs after the simulation's state was replaced (a joiner's snapshot, a
+/// resync): rebuild what is not simulation state (meshes, UI) from it.
+#[derive(ScheduleLabel, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LockstepRestored;
+
+/// The plugin's systems, in `PreUpdate`: datagrams in, the runner's turn,
+/// datagrams out.
+#[derive(SystemSet, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LockstepSystems {
+    /// Datagrams in.
+    Receive,
+    /// The runner's turn: inputs sampled, frames run.
+    Advance,
+    /// Datagrams out.
+    Send,
+}
+
+/// The local player's input for the tick due: set it in [`LockstepInput`].
+/// It is sent as it stands when an input is due (held, not reset).
+#[derive(Resource, Debug, Clone, Default, PartialEq, Eq)]
+pub struct LocalInput<I>(pub I);
+
+/// The frame being run: every seat's input (`None` for an empty seat) and
+/// the membership events at this tick, the same on every machine. Read it
+/// in [`LockstepSchedule`]; seats join and leave only through `events`.
+#[derive(Resource, Debug, Clone, PartialEq, Eq)]
+pub struct FrameInputs<I> {
+    /// The tick.
+    pub tick: Tick,
+    /// Each seat's input, by seat.
+    pub inputs: Vec<Option<I>>,
+    /// Joins, leaves and drops at this tick.
+    pub events: Vec<SystemEvent>,
+}
+
+impl<I> FrameInputs<I> {
+    /// Seat `player`'s input, if the seat is taken.
+    pub fn input(&self, player: PlayerId) -> Option<&I> {
+        self.inputs.get(player.index()).and_then(Option::as_ref)
+    }
+}
+
+/// The simulation's clock: the tick being run and the tick rate. Part of
+/// the state.
+#[derive(Resource, Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SimTime {
+    /// The tick being run (the last run, outside the schedule).
+    pub tick: u32,
+    /// Frames run since the match began (as this state counts them).
+    pub ticks: u64,
+}
+
+/// A seeded random number generator for the simulation, part of the state
+/// (SplitMix64: every machine draws the same numbers in the same order).
+/// Insert one with the match's seed before the session starts.
+#[derive(Resource, Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SimRng(u64);
+
+impl SimRng {
+    /// A generator from `seed`.
+    pub fn seeded(seed: u64) -> Self {
+        Self(seed)
+    }
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// A number below `n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            return 0;
+        }
+        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
+    }
+}
+
+/// Runs a lockstep match in the app (see the [crate](crate) docs) for
+/// input type `I`.
+pub struct LockstepPlugin<I> {
+    _input: PhantomData<fn() -> I>,
+}
+
+impl<I> Default for LockstepPlugin<I> {
+    fn default() -> Self {
+        Self {
+            _input: PhantomData,
+        }
+    }
+}
+
+impl<I> core::fmt::Debug for LockstepPlugin<I> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("LockstepPlugin")
+    }
+}
+
+impl<I: Input + Send + Sync> Plugin for LockstepPlugin<I> {
+    fn build(&self, app: &mut App) {
+        let mut sim = Schedule::new(LockstepSchedule);
+        sim.set_executor(SingleThreadedExecutor::new());
+        sim.set_build_settings(ScheduleBuildSettings {
+            ambiguity_detection: LogLevel::Error,
+            ..ScheduleBuildSettings::default()
+        });
+        app.add_schedule(sim)
+            .init_schedule(LockstepInput)
+            .init_schedule(LockstepRestored)
+            .init_resource::<LocalInput<I>>()
+            .init_resource::<SimIds>()
+            .init_resource::<SimTime>()
+            .init_resource::<SimRng>()
+            .init_resource::<LockstepStatus>()
+            .init_resource::<LockstepStats>()
+            .add_message::<LockstepEvent>()
+            .add_message::<StatusChanged>()
+            .lockstep_resource::<SimTime>()
+            .lockstep_resource::<SimRng>()
+            .configure_sets(
+                PreUpdate,
+                (
+                    LockstepSystems::Receive,
+                    LockstepSystems::Advance,
+                    LockstepSystems::Send,
+                )
+                    .chain(),
+            )
+            .add_systems(
+                PreUpdate,
+                (
+                    session::receive::<I>.in_set(LockstepSystems::Receive),
+                    session::advance::<I>.in_set(LockstepSystems::Advance),
+                    session::send::<I>.in_set(LockstepSystems::Send),
+                ),
+            );
+    }
+}
+
+/// The hash of the simulation's state in `world`, as the checksums
+/// compare it (`None` if it cannot be saved: see [`state_bytes`]).
+pub fn state_hash(world: &World) -> Option<u64> {
+    state_bytes(world)
+        .ok()
+        .map(|b| xxhash_rust::xxh3::xxh3_64(&b))
+}
+
+/// The simulation's state in `world` as a snapshot holds it, or why it
+/// cannot be saved (a component pointing at an entity not simulated, two
+/// entities with one id).
+pub fn state_bytes(world: &World) -> Result<Vec<u8>, String> {
+    world
+        .get_resource::<snapshot::Registry>()
+        .cloned()
+        .unwrap_or_default()
+        .save(world)
+}
+
+/// Registers what the simulation's state is made of.
+pub trait LockstepAppExt {
+    /// Component `T` of [`Simulated`] entities is state (saved with serde).
+    fn lockstep_component<T>(&mut self) -> &mut Self
+    where
+        T: Component<Mutability = bevy::ecs::component::Mutable> + Serialize + DeserializeOwned;
+
+    /// Component `T`, which points at other [`Simulated`] entities, is
+    /// state: its references are saved as the entities' simulation ids
+    /// and mapped back when restored. One that points at an entity not
+    /// simulated cannot be saved.
+    fn lockstep_mapped_component<T>(&mut self) -> &mut Self
+    where
+        T: Component<Mutability = bevy::ecs::component::Mutable>
+            + Serialize
+            + DeserializeOwned
+            + MapEntities
+            + Clone;
+
+    /// Resource `T` is state (saved with serde).
+    fn lockstep_resource<T>(&mut self) -> &mut Self
+    where
+        T: Resource + Serialize + DeserializeOwned;
+}
+
+impl LockstepAppExt for App {
+    fn lockstep_component<T>(&mut self) -> &mut Self
+    where
+        T: Component<Mutability = bevy::ecs::component::Mutable> + Serialize + DeserializeOwned,
+    {
+        self.world_mut()
+            .get_resource_or_init::<snapshot::Registry>()
+            .component::<T>();
+        self
+    }
+
+    fn lockstep_mapped_component<T>(&mut self) -> &mut Self
+    where
+        T: Component<Mutability = bevy::ecs::component::Mutable>
+            + Serialize
+            + DeserializeOwned
+            + MapEntities
+            + Clone,
+    {
+        self.world_mut()
+            .get_resource_or_init::<snapshot::Registry>()
+            .mapped_component::<T>();
+        self
+    }
+
+    fn lockstep_resource<T>(&mut self) -> &mut Self
+    where
+        T: Resource + Serialize + DeserializeOwned,
+    {
+        self.world_mut()
+            .get_resource_or_init::<snapshot::Registry>()
+            .resource::<T>();
+        self
+    }
+}

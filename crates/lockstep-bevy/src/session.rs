@@ -1,0 +1,487 @@
+//! The session a game inserts to play, and what drives it each update:
+//! datagrams in, the runner's turn on the app's world, datagrams out.
+
+use crate::sim::BevySim;
+use crate::snapshot::Shared;
+use bevy::platform::cell::SyncCell;
+use bevy::prelude::*;
+use lockstep_core::runner::{Played, Runner, RunnerConfig, RunnerError, Status, Update};
+use lockstep_core::sequenced::{ClientConfig, ClientSession, HostedSession};
+use lockstep_core::{Event, Input, Instant, MeshSession, Tick};
+use lockstep_net::{Buffers, RelayClient, Transport, TurnError};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Figures of the session, refreshed every update.
+#[derive(Resource, Debug, Clone, Default, PartialEq)]
+pub struct LockstepStats {
+    /// Round trip to the server (a relay, a host), or the longest to a
+    /// peer in a mesh.
+    pub ping: Option<Duration>,
+    /// The input delay, in ticks.
+    pub delay: u32,
+    /// Packet loss towards us, 0 to 1, where measured.
+    pub loss: Option<f64>,
+    /// Times the picture stopped for want of a frame.
+    pub stalls: u64,
+    /// Frames run.
+    pub frames: u64,
+    /// Frames the match is ahead of us (a relay's client).
+    pub behind: u32,
+}
+
+/// What the plugin needs of a session beyond what the runner does.
+pub trait Extras {
+    /// The session's figures.
+    fn figures(&self) -> LockstepStats;
+    /// Leaves the match, saying so.
+    fn leave(&mut self);
+}
+
+impl<I: Input> Extras for ClientSession<I> {
+    fn figures(&self) -> LockstepStats {
+        let s = self.stats();
+        LockstepStats {
+            ping: s.rtt,
+            delay: s.delay,
+            loss: s.traffic.loss_down,
+            stalls: s.stalls,
+            frames: s.frames,
+            behind: self.frames_behind(),
+        }
+    }
+    fn leave(&mut self) {
+        Self::leave(self);
+    }
+}
+
+impl<I: Input> Extras for MeshSession<I> {
+    fn figures(&self) -> LockstepStats {
+        let s = self.stats();
+        LockstepStats {
+            ping: s.peers.iter().filter_map(|p| p.rtt).max(),
+            delay: s.delay,
+            loss: s
+                .peers
+                .iter()
+                .filter_map(|p| p.traffic.loss_down)
+                .reduce(f64::max),
+            stalls: s.stalls,
+            frames: s.frames,
+            behind: 0,
+        }
+    }
+    fn leave(&mut self) {
+        Self::leave(self);
+    }
+}
+
+impl<I: Input> Extras for HostedSession<I> {
+    fn figures(&self) -> LockstepStats {
+        self.client().figures()
+    }
+    fn leave(&mut self) {
+        Self::leave(self);
+    }
+}
+
+/// One connection's whole life, whatever its topology.
+trait Connection<I: Input + Send + Sync>: Send {
+    /// Datagrams in.
+    fn receive(&mut self, now: Instant);
+    /// The runner's turn.
+    fn update(
+        &mut self,
+        now: Instant,
+        input: &mut dyn FnMut(&BevySim<I>) -> I,
+    ) -> Result<Update, RunnerError>;
+    /// Datagrams out.
+    fn send(&mut self);
+    fn sim(&mut self) -> &mut BevySim<I>;
+    fn status(&self) -> Status;
+    fn poll_event(&mut self) -> Option<Event>;
+    fn figures(&self) -> LockstepStats;
+    fn leave(&mut self);
+    fn set_last_tick(&mut self, last: Option<Tick>);
+    fn last_run(&self) -> Option<Tick>;
+}
+
+/// A runner over a transport the game gave.
+struct Driven<I: Input + Send + Sync, S, T> {
+    runner: Runner<BevySim<I>, S>,
+    transport: T,
+    buffers: Buffers,
+    send: Vec<u8>,
+}
+
+impl<I, S, T> Connection<I> for Driven<I, S, T>
+where
+    I: Input + Send + Sync,
+    S: Played<I> + Extras + Send,
+    T: Transport + Send,
+{
+    fn receive(&mut self, now: Instant) {
+        // The session is fed every datagram; one it refuses (a stranger's,
+        // a forged one) is dropped, as `lockstep_net::drive` does.
+        let _ = lockstep_net::drive(
+            &mut ReceiveOnly(&mut self.runner),
+            &mut self.transport,
+            now,
+            &mut self.buffers,
+        );
+    }
+    fn update(
+        &mut self,
+        now: Instant,
+        input: &mut dyn FnMut(&BevySim<I>) -> I,
+    ) -> Result<Update, RunnerError> {
+        self.runner.update(now, input)
+    }
+    fn send(&mut self) {
+        while let Some(t) = self.runner.poll_transmit(&mut self.send) {
+            // A datagram the network cannot take now is lost, as UDP's
+            // would be: the session resends.
+            let _ = self.transport.send(t.destination, &self.send[..t.len]);
+        }
+    }
+    fn sim(&mut self) -> &mut BevySim<I> {
+        self.runner.game_mut()
+    }
+    fn status(&self) -> Status {
+        self.runner.status()
+    }
+    fn poll_event(&mut self) -> Option<Event> {
+        self.runner.poll_event()
+    }
+    fn figures(&self) -> LockstepStats {
+        self.runner.session().figures()
+    }
+    fn leave(&mut self) {
+        Extras::leave(self.runner.session_mut());
+    }
+    fn set_last_tick(&mut self, last: Option<Tick>) {
+        self.runner.set_last_tick(last);
+    }
+    fn last_run(&self) -> Option<Tick> {
+        self.runner.last_run()
+    }
+}
+
+/// Hands datagrams to an endpoint and sends nothing: the plugin's send
+/// set sends, after the turn.
+struct ReceiveOnly<'a, E>(&'a mut E);
+
+impl<E: lockstep_core::Endpoint> lockstep_core::Endpoint for ReceiveOnly<'_, E> {
+    type Error = E::Error;
+    fn handle_datagram(
+        &mut self,
+        from: lockstep_core::PeerId,
+        d: &[u8],
+        now: Instant,
+    ) -> Result<(), E::Error> {
+        self.0.handle_datagram(from, d, now)
+    }
+    fn handle_timeout(&mut self, _: Instant) {}
+    fn poll_transmit(&mut self, _: &mut Vec<u8>) -> Option<lockstep_core::Transmit> {
+        None
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+}
+
+/// A relay's client over UDP, which reconnects by itself: its datagrams
+/// move inside its turn.
+struct Relay<I: Input + Send + Sync> {
+    client: RelayClient<BevySim<I>>,
+}
+
+impl<I: Input + Send + Sync> Connection<I> for Relay<I> {
+    fn receive(&mut self, _: Instant) {}
+    fn update(
+        &mut self,
+        _: Instant,
+        input: &mut dyn FnMut(&BevySim<I>) -> I,
+    ) -> Result<Update, RunnerError> {
+        match self.client.turn(input) {
+            Ok(u) => Ok(u),
+            Err(TurnError::Runner(e)) => Err(e),
+            // The client reconnects by itself: a failed socket is a lost
+            // connection, never an error of the game's.
+            Err(_) => Ok(Update::default()),
+        }
+    }
+    fn send(&mut self) {}
+    fn sim(&mut self) -> &mut BevySim<I> {
+        self.client.runner_mut().game_mut()
+    }
+    fn status(&self) -> Status {
+        self.client.status()
+    }
+    fn poll_event(&mut self) -> Option<Event> {
+        self.client.poll_event()
+    }
+    fn figures(&self) -> LockstepStats {
+        self.client.session().figures()
+    }
+    fn leave(&mut self) {
+        self.client.leave();
+    }
+    fn set_last_tick(&mut self, last: Option<Tick>) {
+        self.client.set_last_tick(last);
+    }
+    fn last_run(&self) -> Option<Tick> {
+        self.client.runner().last_run()
+    }
+}
+
+/// Makes a connection once the app's world can be saved as its start.
+type Start<I> =
+    Box<dyn FnOnce(BevySim<I>, RunnerConfig) -> Result<Box<dyn Connection<I>>, String> + Send>;
+
+enum State<I: Input + Send + Sync> {
+    Starting(Start<I>),
+    Running(Box<dyn Connection<I>>),
+    Failed(String),
+}
+
+/// The match the app plays: insert it to start, remove it to stop (or
+/// [`leave`](Self::leave) first to tell the others). Made for a relay
+/// ([`relay`](Self::relay)), a mesh ([`mesh`](Self::mesh)) or a relay's
+/// or host's client over any transport ([`client`](Self::client),
+/// [`hosted`](Self::hosted)). The state the simulation has when the
+/// session starts (the first update after it is inserted) is the match's
+/// start; a joiner's is replaced by the state it is sent.
+///
+/// ```no_run
+/// use bevy::prelude::*;
+/// use lockstep_bevy::LockstepSession;
+/// use lockstep_core::sequenced::ClientConfig;
+/// # let mut app = App::new();
+/// let config = ClientConfig { room: "my-room".into(), ..ClientConfig::default() };
+/// app.insert_resource(LockstepSession::<u8>::relay("127.0.0.1:7777".parse().unwrap(), config));
+/// ```
+#[derive(Resource)]
+pub struct LockstepSession<I: Input + Send + Sync> {
+    state: SyncCell<State<I>>,
+    runner: RunnerConfig,
+    last_tick: Option<Tick>,
+}
+
+impl<I: Input + Send + Sync> core::fmt::Debug for LockstepSession<I> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("LockstepSession")
+            .field("last_tick", &self.last_tick)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<I: Input + Send + Sync> LockstepSession<I> {
+    fn starting(start: Start<I>) -> Self {
+        Self {
+            state: SyncCell::new(State::Starting(start)),
+            runner: RunnerConfig::default(),
+            last_tick: None,
+        }
+    }
+
+    /// A relay's client over sealed UDP that reconnects by itself
+    /// (`lockstep_net::RelayClient`).
+    pub fn relay(relay: SocketAddr, config: ClientConfig) -> Self {
+        Self::starting(Box::new(move |sim, runner| {
+            let client =
+                RelayClient::connect(relay, config, sim, runner).map_err(|e| e.to_string())?;
+            Ok(Box::new(Relay { client }) as Box<dyn Connection<I>>)
+        }))
+    }
+
+    /// A mesh player or observer over `transport`.
+    pub fn mesh(session: MeshSession<I>, transport: impl Transport + Send + 'static) -> Self {
+        Self::driven(session, transport)
+    }
+
+    /// A relay's or host's client over `transport` (a WebSocket, a test's
+    /// network). It does not reconnect by itself.
+    pub fn client(session: ClientSession<I>, transport: impl Transport + Send + 'static) -> Self {
+        Self::driven(session, transport)
+    }
+
+    /// A player of a hosted match that survives its host, over `transport`.
+    pub fn hosted(session: HostedSession<I>, transport: impl Transport + Send + 'static) -> Self {
+        Self::driven(session, transport)
+    }
+
+    fn driven<S, T>(session: S, transport: T) -> Self
+    where
+        S: Played<I> + Extras + Send + 'static,
+        T: Transport + Send + 'static,
+    {
+        Self::starting(Box::new(move |sim, config| {
+            let runner = Runner::new(session, sim, config).map_err(|e| e.to_string())?;
+            Ok(Box::new(Driven {
+                runner,
+                transport,
+                buffers: Buffers::default(),
+                send: Vec::with_capacity(1500),
+            }) as Box<dyn Connection<I>>)
+        }))
+    }
+
+    /// Runs the match with `config` (pacing, catching up, checksums).
+    #[must_use]
+    pub fn with_runner_config(mut self, config: RunnerConfig) -> Self {
+        self.runner = config;
+        self
+    }
+
+    /// Ends the match for this app after tick `last`: every app that sets
+    /// the same tick ends on the same state.
+    pub fn set_last_tick(&mut self, last: Option<Tick>) {
+        self.last_tick = last;
+        if let State::Running(c) = self.state.get() {
+            c.set_last_tick(last);
+        }
+    }
+
+    /// Leaves the match, telling the others (remove the resource after a
+    /// few updates, so the goodbye goes out).
+    pub fn leave(&mut self) {
+        if let State::Running(c) = self.state.get() {
+            c.leave();
+        }
+    }
+
+    /// Why the session could not start or the runner stopped, if it did.
+    pub fn failure(&mut self) -> Option<&str> {
+        match self.state.get() {
+            State::Failed(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The tick of the last frame run, if any.
+    pub fn last_run(&mut self) -> Option<Tick> {
+        match self.state.get() {
+            State::Running(c) => c.last_run(),
+            _ => None,
+        }
+    }
+}
+
+/// Where the match stands, refreshed every update.
+#[derive(Resource, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LockstepStatus {
+    /// No session.
+    #[default]
+    Idle,
+    /// The session's status.
+    Session(Status),
+    /// The session could not start, or the runner stopped
+    /// ([`LockstepSession::failure`] says why).
+    Failed,
+}
+
+/// A session event, as a message (for UI) and as an observer trigger.
+#[derive(Message, Event, Debug, Clone, PartialEq)]
+pub struct LockstepEvent(pub Event);
+
+/// The status changed (to show a banner or a progress bar).
+#[derive(Message, Event, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatusChanged(pub LockstepStatus);
+
+/// Receive set: datagrams in.
+pub(crate) fn receive<I: Input + Send + Sync>(
+    session: Option<ResMut<LockstepSession<I>>>,
+    time: Res<Time<Real>>,
+) {
+    let Some(mut session) = session else {
+        return;
+    };
+    if let State::Running(c) = session.state.get() {
+        c.receive(now(&time));
+    }
+}
+
+/// Send set: datagrams out.
+pub(crate) fn send<I: Input + Send + Sync>(session: Option<ResMut<LockstepSession<I>>>) {
+    let Some(mut session) = session else {
+        return;
+    };
+    if let State::Running(c) = session.state.get() {
+        c.send();
+    }
+}
+
+fn now(time: &Time<Real>) -> Instant {
+    Instant::from_micros(u64::try_from(time.elapsed().as_micros()).unwrap_or(u64::MAX))
+}
+
+/// Advance set: the runner's turn, with the app's world as its game.
+pub(crate) fn advance<I: Input + Send + Sync>(world: &mut World) {
+    let Some(mut session) = world.remove_resource::<LockstepSession<I>>() else {
+        if world.get_resource::<LockstepStatus>() != Some(&LockstepStatus::Idle) {
+            world.insert_resource(LockstepStatus::Idle);
+        }
+        return;
+    };
+    let now = now(world.resource::<Time<Real>>());
+    let registry: Shared = std::sync::Arc::new(
+        world
+            .get_resource::<crate::snapshot::Registry>()
+            .cloned()
+            .unwrap_or_default(),
+    );
+    let config = session.runner.clone();
+    let last_tick = session.last_tick;
+    let state = session.state.get();
+    if let State::Starting(_) = state
+        && let State::Starting(start) = core::mem::replace(state, State::Failed(String::new()))
+    {
+        // The match starts from the simulation's state now; the world
+        // itself moves into the game only for each turn.
+        *state = match registry.save(world) {
+            Ok(bytes) => match start(BevySim::detached(registry, bytes), config) {
+                Ok(mut c) => {
+                    c.sim().attach();
+                    c.set_last_tick(last_tick);
+                    State::Running(c)
+                }
+                Err(e) => State::Failed(e),
+            },
+            Err(e) => State::Failed(format!("the simulation's state cannot be saved: {e}")),
+        };
+    }
+    let status = match session.state.get() {
+        State::Running(c) => {
+            core::mem::swap(world, c.sim().world.get_mut());
+            let result = c.update(now, &mut |g: &BevySim<I>| g.sample_input());
+            let sim = c.sim();
+            core::mem::swap(world, sim.world.get_mut());
+            let restored = core::mem::take(&mut sim.restored);
+            world.insert_resource(c.figures());
+            while let Some(ev) = c.poll_event() {
+                world.write_message(LockstepEvent(ev.clone()));
+                world.trigger(LockstepEvent(ev));
+            }
+            if restored {
+                let _ = world.try_run_schedule(crate::LockstepRestored);
+            }
+            match result {
+                Ok(_) => LockstepStatus::Session(c.status()),
+                Err(e) => {
+                    let reason = e.to_string();
+                    *session.state.get() = State::Failed(reason);
+                    LockstepStatus::Failed
+                }
+            }
+        }
+        State::Failed(_) => LockstepStatus::Failed,
+        State::Starting(_) => LockstepStatus::Idle,
+    };
+    if world.get_resource::<LockstepStatus>() != Some(&status) {
+        world.insert_resource(status);
+        world.write_message(StatusChanged(status));
+        world.trigger(StatusChanged(status));
+    }
+    world.insert_resource(session);
+}

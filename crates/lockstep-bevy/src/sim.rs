@@ -1,0 +1,136 @@
+//! The app's world as the runner's game: each frame runs the simulation
+//! schedule once, the state is the registered components and resources.
+
+use crate::snapshot::Shared;
+use crate::{FrameInputs, LockstepSchedule, SimTime};
+use bevy::prelude::*;
+use lockstep_core::desync::Fields;
+use lockstep_core::{Frame, Game, Input};
+use std::marker::PhantomData;
+
+/// The runner's game. While the runner runs (inside the plugin's advance
+/// system) `world` is the app's world, moved in; between runs it holds an
+/// empty world, and `detached` is set only on a copy of a state replaced.
+pub(crate) struct BevySim<I> {
+    pub(crate) world: core::cell::RefCell<World>,
+    registry: Shared,
+    /// A state this game stands for without a world (one a resync
+    /// replaced): it saves, hashes and lists its fields, nothing more.
+    detached: Option<Vec<u8>>,
+    /// A state was restored during this run: the restored schedule runs.
+    pub(crate) restored: bool,
+    _input: PhantomData<fn() -> I>,
+}
+
+impl<I> core::fmt::Debug for BevySim<I> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("BevySim")
+            .field("detached", &self.detached.as_ref().map(Vec::len))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<I> BevySim<I> {
+    pub(crate) fn new(registry: Shared) -> Self {
+        Self {
+            world: core::cell::RefCell::new(World::new()),
+            registry,
+            detached: None,
+            restored: false,
+            _input: PhantomData,
+        }
+    }
+
+    /// The local input for the tick due: the game's input systems run
+    /// ([`LockstepInput`](crate::LockstepInput)), then [`LocalInput`] is
+    /// read.
+    pub(crate) fn sample_input(&self) -> I
+    where
+        I: Input + Send + Sync,
+    {
+        let Ok(mut world) = self.world.try_borrow_mut() else {
+            return I::default();
+        };
+        let _ = world.try_run_schedule(crate::LockstepInput);
+        world
+            .get_resource::<crate::LocalInput<I>>()
+            .map(|l| l.0.clone())
+            .unwrap_or_default()
+    }
+
+    /// A game standing for `state` until the world is moved in
+    /// ([`attach`](Self::attach)): what a runner is made with.
+    pub(crate) fn detached(registry: Shared, state: Vec<u8>) -> Self {
+        Self {
+            detached: Some(state),
+            ..Self::new(registry)
+        }
+    }
+
+    /// From now on the game is its world's state.
+    pub(crate) fn attach(&mut self) {
+        self.detached = None;
+    }
+
+    /// The state, or empty bytes (noted) when it cannot be saved.
+    fn state(&self) -> Result<Vec<u8>, String> {
+        match &self.detached {
+            Some(b) => Ok(b.clone()),
+            None => self.registry.save(&self.world.borrow()),
+        }
+    }
+}
+
+impl<I: Input + Send + Sync> Game for BevySim<I> {
+    type Input = I;
+
+    fn step(&mut self, frame: &Frame<I>) {
+        let world = self.world.get_mut();
+        world.insert_resource(FrameInputs {
+            tick: frame.tick,
+            inputs: frame.inputs.clone(),
+            events: frame.events.clone(),
+        });
+        if let Some(mut t) = world.get_resource_mut::<SimTime>() {
+            t.tick = frame.tick.get();
+            t.ticks = t.ticks.saturating_add(1);
+        }
+        world.run_schedule(LockstepSchedule);
+    }
+
+    fn hash(&self) -> u64 {
+        match self.state() {
+            Ok(b) => xxhash_rust::xxh3::xxh3_64(&b),
+            Err(_) => 0,
+        }
+    }
+
+    fn save(&self) -> Vec<u8> {
+        self.state().unwrap_or_default()
+    }
+
+    fn restore(_: &[u8]) -> Result<Self, String> {
+        Err("a Bevy world is restored in place (Game::replace)".into())
+    }
+
+    fn replace(&mut self, bytes: &[u8]) -> Result<Self, String> {
+        let old = self.state()?;
+        self.registry
+            .load(self.world.get_mut(), bytes)
+            .map_err(|e| e.to_string())?;
+        self.restored = true;
+        Ok(Self {
+            world: core::cell::RefCell::new(World::new()),
+            registry: self.registry.clone(),
+            detached: Some(old),
+            restored: false,
+            _input: PhantomData,
+        })
+    }
+
+    fn fields(&self, out: &mut Fields) {
+        if let Ok(b) = self.state() {
+            self.registry.fields(&b, out);
+        }
+    }
+}

@@ -1,0 +1,554 @@
+//! The simulation's state as bytes: which components and resources are
+//! in it, the entities that opted in ([`Simulated`]), sorted by the id the
+//! simulation gave them, one canonical encoding for snapshots and hashes.
+
+use bevy::ecs::entity::{EntityMapper, MapEntities};
+use bevy::prelude::*;
+use lockstep_core::desync::Fields;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What a snapshot starts with, and its version.
+const MAGIC: &[u8; 4] = b"LKBV";
+const VERSION: u8 = 1;
+/// The most entities a snapshot may claim (bytes come from the network).
+const MAX_ENTITIES: u32 = 1 << 22;
+
+/// Marks an entity whose state is the simulation's: its registered
+/// components are saved, restored and hashed. Each gets an id from the
+/// simulation ([`SimIds`]) when it is added, the same on every machine
+/// when it is spawned by the same system at the same tick; snapshots order
+/// entities by it (never by `Entity`, which differs between machines).
+///
+/// ```
+/// use bevy::prelude::*;
+/// use lockstep_bevy::Simulated;
+/// #[derive(Component)]
+/// #[require(Simulated)]
+/// struct Ship;
+/// ```
+#[derive(Component, Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[component(on_add = assign_id)]
+pub struct Simulated {
+    id: u32,
+}
+
+impl Simulated {
+    /// The entity's id in the simulation (0 until it is added).
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+}
+
+/// The next id [`Simulated`] hands out: part of every snapshot.
+#[derive(Resource, Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SimIds {
+    next: u32,
+}
+
+fn assign_id(
+    mut world: bevy::ecs::world::DeferredWorld<'_>,
+    ctx: bevy::ecs::lifecycle::HookContext,
+) {
+    let taken = world
+        .get::<Simulated>(ctx.entity)
+        .is_some_and(|s| s.id != 0);
+    if taken {
+        return;
+    }
+    let Some(mut ids) = world.get_resource_mut::<SimIds>() else {
+        return;
+    };
+    ids.next = ids.next.saturating_add(1);
+    let id = ids.next;
+    if let Some(mut s) = world.get_mut::<Simulated>(ctx.entity) {
+        s.id = id;
+    }
+}
+
+/// Why a snapshot was refused: it comes from another machine.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SnapshotError {
+    /// Not a snapshot of this plugin, or of another version of it.
+    #[error("not a snapshot of this game's state (bad magic or version)")]
+    NotOurs,
+    /// Made by a game that registers other state (another build).
+    #[error("made by a game that registers other state: {0:016x} here, {1:016x} there")]
+    OtherRegistry(u64, u64),
+    /// The bytes end early or are malformed.
+    #[error("malformed snapshot: {0}")]
+    Malformed(String),
+    /// A value does not decode as its type.
+    #[error("{name} does not decode: {reason}")]
+    Value {
+        /// The component's or resource's type.
+        name: &'static str,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Saves a registered value: `None` if it is not there.
+type SaveFn = fn(&World, Option<Entity>, &Ids) -> Option<Result<Vec<u8>, String>>;
+/// Loads a registered value onto the entity (or into the world).
+type LoadFn = fn(&mut World, Option<Entity>, &[u8], &Ids) -> Result<(), String>;
+
+/// One registered type: how to save, load and list it.
+#[derive(Clone)]
+struct Entry {
+    name: &'static str,
+    /// The value on the entity (components) or in the world (resources).
+    save: SaveFn,
+    /// Checks the bytes decode (before anything is changed).
+    check: fn(&[u8]) -> Result<(), String>,
+    /// Puts the value on the entity (or in the world).
+    load: LoadFn,
+    /// Takes the value off the entity (or out of the world).
+    remove: fn(&mut World, Option<Entity>),
+    /// Lists the value's fields.
+    fields: fn(&[u8], &str, &mut Fields),
+}
+
+impl core::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// Every type in the simulation's state, sorted by type name (the same
+/// order on every machine of a build).
+#[derive(Resource, Debug, Clone, Default)]
+pub(crate) struct Registry {
+    components: Vec<Entry>,
+    resources: Vec<Entry>,
+}
+
+/// Where an entity's id maps to, both ways, while saving or loading.
+#[derive(Debug, Default)]
+pub(crate) struct Ids {
+    to_id: BTreeMap<Entity, u32>,
+    to_entity: BTreeMap<u32, Entity>,
+}
+
+/// Maps entity references to ids (saving) or back (loading); a reference
+/// outside the simulation is noted.
+struct Mapper<'a> {
+    ids: &'a Ids,
+    saving: bool,
+    stray: Option<Entity>,
+}
+
+impl EntityMapper for Mapper<'_> {
+    fn get_mapped(&mut self, source: Entity) -> Entity {
+        if self.saving {
+            match self
+                .ids
+                .to_id
+                .get(&source)
+                .and_then(|id| Entity::from_raw_u32(*id))
+            {
+                Some(e) => e,
+                None => {
+                    self.stray = Some(source);
+                    Entity::PLACEHOLDER
+                }
+            }
+        } else {
+            let id = source.index().index();
+            match self.ids.to_entity.get(&id) {
+                Some(e) if source != Entity::PLACEHOLDER => *e,
+                _ => {
+                    self.stray = Some(source);
+                    Entity::PLACEHOLDER
+                }
+            }
+        }
+    }
+    fn set_mapped(&mut self, _: Entity, _: Entity) {}
+}
+
+fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, String> {
+    postcard::to_allocvec(value).map_err(|e| e.to_string())
+}
+
+fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+    postcard::from_bytes(bytes).map_err(|e| e.to_string())
+}
+
+/// Lists a value's fields as the JSON of its serde form names them.
+fn list_fields<T: DeserializeOwned + Serialize>(bytes: &[u8], prefix: &str, out: &mut Fields) {
+    match decode::<T>(bytes).and_then(|v| serde_json::to_value(&v).map_err(|e| e.to_string())) {
+        Ok(v) => flatten(prefix, &v, out),
+        Err(e) => out.push(prefix.to_owned(), format!("<{e}>")),
+    }
+}
+
+fn flatten(path: &str, v: &serde_json::Value, out: &mut Fields) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, v) in m {
+                flatten(&format!("{path}.{k}"), v, out);
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for (i, v) in a.iter().enumerate() {
+                flatten(&format!("{path}[{i}]"), v, out);
+            }
+        }
+        v => out.push(path.to_owned(), v),
+    }
+}
+
+impl Registry {
+    /// Registers component `T`, saved with serde.
+    pub(crate) fn component<T>(&mut self)
+    where
+        T: Component<Mutability = bevy::ecs::component::Mutable> + Serialize + DeserializeOwned,
+    {
+        self.add_component(Entry {
+            name: core::any::type_name::<T>(),
+            save: |w, e, _| Some(encode(w.get::<T>(e?)?)),
+            check: |b| decode::<T>(b).map(drop),
+            load: |w, e, b, _| {
+                let v = decode::<T>(b)?;
+                if let Some(e) = e {
+                    w.entity_mut(e).insert(v);
+                }
+                Ok(())
+            },
+            remove: |w, e| {
+                if let Some(e) = e {
+                    w.entity_mut(e).remove::<T>();
+                }
+            },
+            fields: list_fields::<T>,
+        });
+    }
+
+    /// Registers component `T`, which points at entities, saved with serde
+    /// and its references written as the entities' simulation ids.
+    pub(crate) fn mapped_component<T>(&mut self)
+    where
+        T: Component<Mutability = bevy::ecs::component::Mutable>
+            + Serialize
+            + DeserializeOwned
+            + MapEntities
+            + Clone,
+    {
+        self.add_component(Entry {
+            name: core::any::type_name::<T>(),
+            save: |w, e, ids| {
+                let mut v = w.get::<T>(e?)?.clone();
+                let mut m = Mapper {
+                    ids,
+                    saving: true,
+                    stray: None,
+                };
+                v.map_entities(&mut m);
+                if let Some(stray) = m.stray {
+                    return Some(Err(format!("points at {stray}, which is not Simulated")));
+                }
+                Some(encode(&v))
+            },
+            check: |b| decode::<T>(b).map(drop),
+            load: |w, e, b, ids| {
+                let mut v = decode::<T>(b)?;
+                let mut m = Mapper {
+                    ids,
+                    saving: false,
+                    stray: None,
+                };
+                v.map_entities(&mut m);
+                if let Some(stray) = m.stray {
+                    return Err(format!(
+                        "points at id {}, in no entity",
+                        stray.index().index()
+                    ));
+                }
+                if let Some(e) = e {
+                    w.entity_mut(e).insert(v);
+                }
+                Ok(())
+            },
+            remove: |w, e| {
+                if let Some(e) = e {
+                    w.entity_mut(e).remove::<T>();
+                }
+            },
+            fields: list_fields::<T>,
+        });
+    }
+
+    /// Registers resource `T`, saved with serde.
+    pub(crate) fn resource<T>(&mut self)
+    where
+        T: Resource + Serialize + DeserializeOwned,
+    {
+        let entry = Entry {
+            name: core::any::type_name::<T>(),
+            save: |w, _, _| Some(encode(w.get_resource::<T>()?)),
+            check: |b| decode::<T>(b).map(drop),
+            load: |w, _, b, _| {
+                w.insert_resource(decode::<T>(b)?);
+                Ok(())
+            },
+            remove: |w, _| {
+                w.remove_resource::<T>();
+            },
+            fields: list_fields::<T>,
+        };
+        if !self.resources.iter().any(|e| e.name == entry.name) {
+            self.resources.push(entry);
+            self.resources.sort_by_key(|e| e.name);
+        }
+    }
+
+    fn add_component(&mut self, entry: Entry) {
+        if !self.components.iter().any(|e| e.name == entry.name) {
+            self.components.push(entry);
+            self.components.sort_by_key(|e| e.name);
+        }
+    }
+
+    /// A fingerprint of what is registered: two builds that save other
+    /// state refuse each other's snapshots by it.
+    pub(crate) fn fingerprint(&self) -> u64 {
+        let mut names = Vec::new();
+        for e in self.resources.iter().chain(&self.components) {
+            names.extend_from_slice(e.name.as_bytes());
+            names.push(0);
+        }
+        xxhash_rust::xxh3::xxh3_64(&names)
+    }
+
+    /// The state, canonically encoded: header, the id counter, every
+    /// registered resource there is, then every simulated entity by id
+    /// with its registered components. A value that cannot be encoded (a
+    /// component pointing outside the simulation) is an error naming it.
+    pub(crate) fn save(&self, world: &World) -> Result<Vec<u8>, String> {
+        let mut out = Vec::with_capacity(256);
+        out.extend_from_slice(MAGIC);
+        out.push(VERSION);
+        out.extend_from_slice(&self.fingerprint().to_le_bytes());
+        let next = world.get_resource::<SimIds>().map_or(0, |i| i.next);
+        out.extend_from_slice(&next.to_le_bytes());
+        let mut entities: Vec<(u32, Entity)> = world
+            .iter_entities()
+            .filter_map(|e| e.get::<Simulated>().map(|s| (s.id, e.id())))
+            .collect();
+        entities.sort_unstable();
+        let ids = Ids {
+            to_id: entities.iter().map(|(id, e)| (*e, *id)).collect(),
+            to_entity: BTreeMap::new(),
+        };
+        for w in entities.windows(2) {
+            if w[0].0 == w[1].0 {
+                return Err(format!(
+                    "two entities share the simulation id {} ({} and {}): an id was copied",
+                    w[0].0, w[0].1, w[1].1
+                ));
+            }
+        }
+        // Resources: a presence bit each, then its bytes.
+        for r in &self.resources {
+            match (r.save)(world, None, &ids) {
+                Some(Ok(b)) => {
+                    out.push(1);
+                    put_bytes(&mut out, &b);
+                }
+                Some(Err(e)) => return Err(format!("{}: {e}", r.name)),
+                None => out.push(0),
+            }
+        }
+        out.extend_from_slice(&(entities.len() as u32).to_le_bytes());
+        for (id, e) in &entities {
+            out.extend_from_slice(&id.to_le_bytes());
+            for c in &self.components {
+                match (c.save)(world, Some(*e), &ids) {
+                    Some(Ok(b)) => {
+                        out.push(1);
+                        put_bytes(&mut out, &b);
+                    }
+                    Some(Err(err)) => return Err(format!("{} of entity {id}: {err}", c.name)),
+                    None => out.push(0),
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Reads a snapshot without changing anything: every value decodes.
+    pub(crate) fn parse<'b>(&self, bytes: &'b [u8]) -> Result<Parsed<'b>, SnapshotError> {
+        let mut r = Reader { bytes, at: 0 };
+        if r.take(4)? != MAGIC || r.take(1)? != [VERSION] {
+            return Err(SnapshotError::NotOurs);
+        }
+        let theirs = r.u64()?;
+        if theirs != self.fingerprint() {
+            return Err(SnapshotError::OtherRegistry(self.fingerprint(), theirs));
+        }
+        let next = r.u32()?;
+        let mut resources = Vec::with_capacity(self.resources.len());
+        for e in &self.resources {
+            resources.push(r.value(e)?);
+        }
+        let count = r.u32()?;
+        if count > MAX_ENTITIES {
+            return Err(SnapshotError::Malformed(format!("{count} entities")));
+        }
+        let mut entities: Vec<(u32, Vec<Option<&'b [u8]>>)> = Vec::new();
+        for _ in 0..count {
+            let id = r.u32()?;
+            if entities.last().is_some_and(|(last, _)| *last >= id) || id == 0 || id > next {
+                return Err(SnapshotError::Malformed(format!(
+                    "entity id {id} out of order"
+                )));
+            }
+            let mut values = Vec::with_capacity(self.components.len());
+            for c in &self.components {
+                values.push(r.value(c)?);
+            }
+            entities.push((id, values));
+        }
+        if r.at != bytes.len() {
+            return Err(SnapshotError::Malformed("bytes after the end".into()));
+        }
+        Ok(Parsed {
+            next,
+            resources,
+            entities,
+        })
+    }
+
+    /// Puts the state `bytes` hold into `world`: simulated entities not in
+    /// it are despawned, those in it updated (or spawned), their registered
+    /// components set or removed, the resources set or removed. Nothing
+    /// changes when the bytes are refused.
+    pub(crate) fn load(&self, world: &mut World, bytes: &[u8]) -> Result<(), SnapshotError> {
+        let parsed = self.parse(bytes)?;
+        let present: BTreeMap<u32, Entity> = world
+            .iter_entities()
+            .filter_map(|e| e.get::<Simulated>().map(|s| (s.id, e.id())))
+            .collect();
+        let wanted: std::collections::BTreeSet<u32> =
+            parsed.entities.iter().map(|(id, _)| *id).collect();
+        for (id, e) in &present {
+            if !wanted.contains(id) {
+                world.despawn(*e);
+            }
+        }
+        let mut ids = Ids::default();
+        for (id, _) in &parsed.entities {
+            let e = match present.get(id) {
+                Some(e) => *e,
+                None => world.spawn(Simulated { id: *id }).id(),
+            };
+            ids.to_entity.insert(*id, e);
+            ids.to_id.insert(e, *id);
+        }
+        world.insert_resource(SimIds { next: parsed.next });
+        let fail = |name: &'static str, reason: String| SnapshotError::Value { name, reason };
+        for (e, v) in self.resources.iter().zip(&parsed.resources) {
+            match v {
+                Some(b) => (e.load)(world, None, b, &ids).map_err(|r| fail(e.name, r))?,
+                None => (e.remove)(world, None),
+            }
+        }
+        for (id, values) in &parsed.entities {
+            let entity = ids.to_entity.get(id).copied();
+            for (c, v) in self.components.iter().zip(values) {
+                match v {
+                    Some(b) => (c.load)(world, entity, b, &ids).map_err(|r| fail(c.name, r))?,
+                    None => (c.remove)(world, entity),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every field of the state `bytes` hold, named by entity id, type and
+    /// field (`entity[3].game::Velocity.x`).
+    pub(crate) fn fields(&self, bytes: &[u8], out: &mut Fields) {
+        let parsed = match self.parse(bytes) {
+            Ok(p) => p,
+            Err(e) => {
+                out.push("snapshot", format!("<{e}>"));
+                return;
+            }
+        };
+        out.push("next_id", parsed.next);
+        for (e, v) in self.resources.iter().zip(&parsed.resources) {
+            if let Some(b) = v {
+                (e.fields)(b, e.name, out);
+            }
+        }
+        for (id, values) in &parsed.entities {
+            for (c, v) in self.components.iter().zip(values) {
+                if let Some(b) = v {
+                    (c.fields)(b, &format!("entity[{id}].{}", c.name), out);
+                }
+            }
+        }
+    }
+}
+
+/// A snapshot read: every value's bytes, checked to decode.
+pub(crate) struct Parsed<'b> {
+    next: u32,
+    resources: Vec<Option<&'b [u8]>>,
+    entities: Vec<(u32, Vec<Option<&'b [u8]>>)>,
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+struct Reader<'b> {
+    bytes: &'b [u8],
+    at: usize,
+}
+
+impl<'b> Reader<'b> {
+    fn take(&mut self, n: usize) -> Result<&'b [u8], SnapshotError> {
+        let end = self.at.checked_add(n).filter(|e| *e <= self.bytes.len());
+        let end = end.ok_or_else(|| SnapshotError::Malformed("ends early".into()))?;
+        let s = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+    fn u32(&mut self) -> Result<u32, SnapshotError> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn u64(&mut self) -> Result<u64, SnapshotError> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+    fn value(&mut self, e: &Entry) -> Result<Option<&'b [u8]>, SnapshotError> {
+        match self.take(1)? {
+            [0] => Ok(None),
+            [1] => {
+                let len = self.u32()? as usize;
+                let b = self.take(len)?;
+                (e.check)(b).map_err(|reason| SnapshotError::Value {
+                    name: e.name,
+                    reason,
+                })?;
+                Ok(Some(b))
+            }
+            _ => Err(SnapshotError::Malformed(format!(
+                "{}: bad presence byte",
+                e.name
+            ))),
+        }
+    }
+}
+
+/// The registry shared with the simulation's game.
+pub(crate) type Shared = Arc<Registry>;

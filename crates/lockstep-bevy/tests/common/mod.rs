@@ -1,0 +1,188 @@
+//! Headless apps on the simulated network, and a small game to play.
+#![allow(dead_code, unreachable_pub)]
+
+use bevy::prelude::*;
+use bevy::time::TimeUpdateStrategy;
+use lockstep_bevy::prelude::*;
+use lockstep_core::sim::{LinkConditions, SimNetwork};
+use lockstep_core::{PeerId, PlayerId, SystemEvent};
+use lockstep_net::{Transport, TransportError};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A render frame: every app updates this often.
+pub const FRAME: Duration = Duration::from_micros(16_667);
+
+/// The seeded network every app's transport sends through, on the test's
+/// clock.
+#[derive(Clone)]
+pub struct Net(Arc<Mutex<Inner>>);
+
+struct Inner {
+    sim: SimNetwork,
+    inbox: BTreeMap<PeerId, VecDeque<(PeerId, Vec<u8>)>>,
+}
+
+impl Net {
+    pub fn new(seed: u64, link: LinkConditions) -> Self {
+        Self(Arc::new(Mutex::new(Inner {
+            sim: SimNetwork::new(seed, link),
+            inbox: BTreeMap::new(),
+        })))
+    }
+
+    /// `me`'s end of the network.
+    pub fn transport(&self, me: PeerId) -> NetTransport {
+        NetTransport {
+            me,
+            net: self.clone(),
+        }
+    }
+
+    /// Moves the network's clock to `t`, delivering what is due.
+    pub fn advance_to(&self, t: lockstep_core::Instant) {
+        let mut n = self.0.lock().expect("not poisoned");
+        n.sim.advance_to(t);
+        while let Some(d) = n.sim.pop_due() {
+            n.inbox
+                .entry(d.to)
+                .or_default()
+                .push_back((d.from, d.bytes));
+        }
+    }
+}
+
+pub struct NetTransport {
+    me: PeerId,
+    net: Net,
+}
+
+impl Transport for NetTransport {
+    fn send(&mut self, to: PeerId, datagram: &[u8]) -> Result<(), TransportError> {
+        self.net
+            .0
+            .lock()
+            .expect("not poisoned")
+            .sim
+            .send(self.me, to, datagram);
+        Ok(())
+    }
+    fn recv(&mut self, buf: &mut [u8]) -> Result<Option<(PeerId, usize)>, TransportError> {
+        let mut n = self.net.0.lock().expect("not poisoned");
+        let Some((from, bytes)) = n.inbox.get_mut(&self.me).and_then(VecDeque::pop_front) else {
+            return Ok(None);
+        };
+        let len = bytes.len().min(buf.len());
+        buf[..len].copy_from_slice(&bytes[..len]);
+        Ok(Some((from, len)))
+    }
+}
+
+/// A seat's ship: where it is and how fast it goes, in whole units.
+#[derive(Component, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[require(Simulated)]
+pub struct Ship {
+    pub seat: u16,
+    pub x: i64,
+    pub y: i64,
+    pub vx: i64,
+    pub vy: i64,
+}
+
+/// Points scored: a resource of the simulation.
+#[derive(Resource, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Score(pub Vec<u64>);
+
+pub const UP: u8 = 1;
+pub const DOWN: u8 = 2;
+pub const LEFT: u8 = 4;
+pub const RIGHT: u8 = 8;
+
+/// Ships come and go with their seats, move by their inputs, and score
+/// where a random draw says.
+pub fn simulate(
+    mut commands: Commands,
+    frame: Res<FrameInputs<u8>>,
+    mut ships: Query<(Entity, &mut Ship)>,
+    mut score: ResMut<Score>,
+    mut rng: ResMut<SimRng>,
+) {
+    for e in &frame.events {
+        match e {
+            SystemEvent::Joined { player } => {
+                commands.spawn(Ship {
+                    seat: player.0,
+                    ..Ship::default()
+                });
+            }
+            SystemEvent::Left { player } => {
+                for (entity, s) in &ships {
+                    if s.seat == player.0 {
+                        commands.entity(entity).despawn();
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let bonus = rng.below(4);
+    for (_, mut s) in &mut ships {
+        let i = frame.input(PlayerId(s.seat)).copied().unwrap_or(0);
+        s.vx += i64::from(i & RIGHT != 0) - i64::from(i & LEFT != 0);
+        s.vy += i64::from(i & DOWN != 0) - i64::from(i & UP != 0);
+        s.vx = s.vx.clamp(-5, 5);
+        s.vy = s.vy.clamp(-5, 5);
+        s.x = (s.x + s.vx).clamp(-1000, 1000);
+        s.y = (s.y + s.vy).clamp(-1000, 1000);
+        let seat = usize::from(s.seat);
+        if score.0.len() <= seat {
+            score.0.resize(seat + 1, 0);
+        }
+        if (s.x + s.y).rem_euclid(7) as u64 == bonus {
+            score.0[seat] += 1;
+        }
+    }
+}
+
+/// The local player's controls: a pattern from its seed and the time.
+#[derive(Resource)]
+pub struct Controls {
+    pub seed: u64,
+    pub n: u64,
+}
+
+pub fn read_controls(mut c: ResMut<Controls>, mut input: ResMut<LocalInput<u8>>) {
+    c.n += 1;
+    let k = (c.seed.wrapping_mul(31).wrapping_add(c.n / 20)) % 16;
+    input.0 = k as u8;
+}
+
+/// A headless app of the game, its time stepped by hand a frame at a
+/// time.
+pub fn app(seed: u64) -> App {
+    let mut app = App::new();
+    app.add_plugins((MinimalPlugins, LockstepPlugin::<u8>::default()))
+        .insert_resource(TimeUpdateStrategy::ManualDuration(FRAME))
+        .insert_resource(Controls { seed, n: 0 })
+        .insert_resource(SimRng::seeded(99))
+        .init_resource::<Score>()
+        .lockstep_component::<Ship>()
+        .lockstep_resource::<Score>()
+        .add_systems(LockstepInput, read_controls)
+        .add_systems(LockstepSchedule, simulate);
+    app
+}
+
+/// Updates every app once a frame for `frames` frames, the network's
+/// clock following.
+pub fn run(net: &Net, apps: &mut [&mut App], clock: &mut lockstep_core::Instant, frames: u32) {
+    for _ in 0..frames {
+        *clock += FRAME;
+        net.advance_to(*clock);
+        for a in apps.iter_mut() {
+            a.update();
+        }
+    }
+}
