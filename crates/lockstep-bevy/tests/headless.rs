@@ -81,3 +81,169 @@ fn apps_in_a_mesh_end_equal() {
         );
     }
 }
+
+fn room() -> lockstep_core::sequenced::SequencerConfig {
+    lockstep_core::sequenced::SequencerConfig {
+        policy: lockstep_core::sequenced::Policy::WaitForAll {
+            abandon_after: Duration::from_secs(10),
+        },
+        snapshot_join: true,
+        snapshot_join_after: 0,
+        ..lockstep_core::sequenced::SequencerConfig::default()
+    }
+}
+
+/// Two apps play through a relay's room; a third joins four seconds in,
+/// from a snapshot one of them sends without a line of the game's code:
+/// all three end on one state at tick 400, and the joiner's ship moved by
+/// its own inputs.
+#[test]
+fn an_app_joins_mid_match_from_a_snapshot() {
+    for seed in 1..=3u64 {
+        let link = LinkConditions {
+            latency: Duration::from_millis(25),
+            jitter: Duration::from_millis(8),
+            loss: 0.03,
+            ..LinkConditions::default()
+        };
+        let net = Net::new(seed, link);
+        let mut server = common::Server::new(&net, room());
+        let mut apps: Vec<bevy::prelude::App> = Vec::new();
+        for p in 1..=2u32 {
+            let mut a = app(seed * 10 + u64::from(p));
+            let mut s = common::client_session(&net, PeerId(p), false);
+            s.set_last_tick(Some(Tick::new(400)));
+            a.insert_resource(s);
+            apps.push(a);
+        }
+        let mut clock = Instant::ZERO;
+        {
+            let mut refs: Vec<&mut bevy::prelude::App> = apps.iter_mut().collect();
+            common::run_star(&net, &mut server, &mut refs, &mut clock, 240);
+        }
+        let mut joiner = app(seed * 10 + 3);
+        let mut s = common::client_session(&net, PeerId(3), false);
+        s.set_last_tick(Some(Tick::new(400)));
+        joiner.insert_resource(s);
+        apps.push(joiner);
+        for _ in 0..40 {
+            let mut refs: Vec<&mut bevy::prelude::App> = apps.iter_mut().collect();
+            common::run_star(&net, &mut server, &mut refs, &mut clock, 30);
+            let done = apps.iter().all(|a| {
+                *a.world().resource::<LockstepStatus>() == LockstepStatus::Session(Status::Finished)
+            });
+            if done {
+                break;
+            }
+        }
+        let seen = &apps[2].world().resource::<common::Seen>().0;
+        assert!(
+            seen.iter()
+                .any(|e| matches!(e, lockstep_core::Event::Snapshot { .. })),
+            "seed {seed}: the joiner took a snapshot: {seen:?}"
+        );
+        let hashes: Vec<_> = apps
+            .iter()
+            .map(|a| {
+                assert_eq!(
+                    *a.world().resource::<LockstepStatus>(),
+                    LockstepStatus::Session(Status::Finished),
+                    "seed {seed}"
+                );
+                state_hash(a.world()).expect("saves")
+            })
+            .collect();
+        assert!(
+            hashes.windows(2).all(|w| w[0] == w[1]),
+            "seed {seed}: {hashes:?}"
+        );
+        assert!(
+            apps[2].world().resource::<common::Restored>().0 >= 1,
+            "seed {seed}: LockstepRestored ran"
+        );
+        let ships = common::ships(&mut apps[2]);
+        assert_eq!(ships.len(), 3, "seed {seed}: {ships:?}");
+        assert!(
+            ships[2].x != 0 || ships[2].y != 0,
+            "seed {seed}: the joiner's ship moved: {ships:?}"
+        );
+    }
+}
+
+/// Three apps through a relay's room; one app's state is changed from
+/// outside the simulation (a bug, a cheat): the divergence is found at
+/// the first tick whose state differs, the app is healed from another's
+/// state with no code of the game's, and all three end on one state.
+#[test]
+fn a_changed_state_is_found_at_its_tick_and_healed() {
+    for seed in 1..=3u64 {
+        let link = LinkConditions {
+            latency: Duration::from_millis(20),
+            jitter: Duration::from_millis(5),
+            loss: 0.02,
+            ..LinkConditions::default()
+        };
+        let net = Net::new(seed, link);
+        let mut server = common::Server::new(&net, room());
+        let mut apps: Vec<bevy::prelude::App> = (1..=3u32)
+            .map(|p| {
+                let mut a = app(seed * 10 + u64::from(p));
+                let mut s = common::client_session(&net, PeerId(p), false);
+                s.set_last_tick(Some(Tick::new(450)));
+                a.insert_resource(s);
+                a
+            })
+            .collect();
+        let mut clock = Instant::ZERO;
+        let mut refs: Vec<&mut bevy::prelude::App> = apps.iter_mut().collect();
+        common::run_star(&net, &mut server, &mut refs, &mut clock, 200);
+        // The change, between two updates: the next tick's state differs.
+        let w = refs[1].world_mut();
+        let changed_after = w.resource::<SimTime>().tick;
+        let mut q = w.query::<&mut common::Ship>();
+        for mut ship in q.iter_mut(w) {
+            ship.x += 1;
+        }
+        for _ in 0..40 {
+            common::run_star(&net, &mut server, &mut refs, &mut clock, 30);
+            let done = refs.iter().all(|a| {
+                *a.world().resource::<LockstepStatus>() == LockstepStatus::Session(Status::Finished)
+            });
+            if done {
+                break;
+            }
+        }
+        let hashes: Vec<_> = apps
+            .iter()
+            .map(|a| state_hash(a.world()).expect("saves"))
+            .collect();
+        assert!(
+            hashes.windows(2).all(|w| w[0] == w[1]),
+            "seed {seed}: {hashes:?}"
+        );
+        for a in &apps {
+            assert_eq!(a.world().resource::<SimTime>().tick, 450, "seed {seed}");
+        }
+        let seen = &apps[1].world().resource::<common::Seen>().0;
+        assert!(
+            seen.iter()
+                .any(|e| matches!(e, lockstep_core::Event::Resyncing)),
+            "seed {seed}: the changed app was resynced: {seen:?}"
+        );
+        assert!(apps[1].world().resource::<common::Restored>().0 >= 1);
+        // Its first divergent tick, named exactly: the tick after the change
+        // (the checkpoint that differed comes a few ticks later).
+        let named: Vec<Tick> = seen
+            .iter()
+            .filter_map(|e| match e {
+                lockstep_core::Event::DesyncLocated { first: Some(f), .. } => Some(f.tick),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            named.first().copied(),
+            Some(Tick::new(changed_after + 1)),
+            "seed {seed}: {seen:?}"
+        );
+    }
+}

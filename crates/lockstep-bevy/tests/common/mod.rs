@@ -171,9 +171,23 @@ pub fn app(seed: u64) -> App {
         .lockstep_component::<Ship>()
         .lockstep_resource::<Score>()
         .add_systems(LockstepInput, read_controls)
-        .add_systems(LockstepSchedule, simulate);
+        .add_systems(LockstepSchedule, simulate)
+        .init_resource::<Seen>()
+        .init_resource::<Restored>()
+        .add_systems(LockstepRestored, |mut r: ResMut<Restored>| r.0 += 1)
+        .add_observer(|ev: On<LockstepEvent>, mut seen: ResMut<Seen>| {
+            seen.0.push(ev.event().0.clone());
+        });
     app
 }
+
+/// Every session event an app saw, through an observer.
+#[derive(Resource, Default)]
+pub struct Seen(pub Vec<lockstep_core::Event>);
+
+/// Times the app's state was replaced (`LockstepRestored` ran).
+#[derive(Resource, Default)]
+pub struct Restored(pub u32);
 
 /// Updates every app once a frame for `frames` frames, the network's
 /// clock following.
@@ -185,4 +199,76 @@ pub fn run(net: &Net, apps: &mut [&mut App], clock: &mut lockstep_core::Instant,
             a.update();
         }
     }
+}
+
+/// The relay's id on the network.
+pub const SERVER: PeerId = PeerId(100);
+
+/// A relay's room on the network: the sequencer, pumped by the test.
+pub struct Server {
+    pub seq: lockstep_core::sequenced::Sequencer<u8>,
+    t: NetTransport,
+    buf: Vec<u8>,
+    recv: Vec<u8>,
+}
+
+impl Server {
+    pub fn new(net: &Net, config: lockstep_core::sequenced::SequencerConfig) -> Self {
+        Self {
+            seq: lockstep_core::sequenced::Sequencer::new(config, lockstep_core::Instant::ZERO)
+                .expect("a room"),
+            t: net.transport(SERVER),
+            buf: Vec::new(),
+            recv: vec![0; 2048],
+        }
+    }
+
+    /// Everything that arrived in, timers, everything due out.
+    pub fn pump(&mut self, now: lockstep_core::Instant) {
+        while let Ok(Some((from, len))) = self.t.recv(&mut self.recv) {
+            let _ = self.seq.handle_datagram(from, &self.recv[..len], now);
+        }
+        self.seq.handle_timeout(now);
+        while let Some(tx) = self.seq.poll_transmit(&mut self.buf) {
+            let _ = self.t.send(tx.destination, &self.buf[..tx.len]);
+        }
+    }
+}
+
+/// A relay client's session for an app, on the network as `me`.
+pub fn client_session(net: &Net, me: PeerId, spectator: bool) -> LockstepSession<u8> {
+    let config = lockstep_core::sequenced::ClientConfig {
+        spectator,
+        ..lockstep_core::sequenced::ClientConfig::default()
+    };
+    let session =
+        lockstep_core::sequenced::ClientSession::new(config, SERVER, lockstep_core::Instant::ZERO)
+            .expect("a client session");
+    LockstepSession::client(session, net.transport(me))
+}
+
+/// [`run`] with a relay's room pumped every frame too.
+pub fn run_star(
+    net: &Net,
+    server: &mut Server,
+    apps: &mut [&mut App],
+    clock: &mut lockstep_core::Instant,
+    frames: u32,
+) {
+    for _ in 0..frames {
+        *clock += FRAME;
+        net.advance_to(*clock);
+        server.pump(*clock);
+        for a in apps.iter_mut() {
+            a.update();
+        }
+    }
+}
+
+/// The ships of an app's world, by seat.
+pub fn ships(app: &mut App) -> Vec<Ship> {
+    let w = app.world_mut();
+    let mut v: Vec<Ship> = w.query::<&Ship>().iter(w).cloned().collect();
+    v.sort_by_key(|s| s.seat);
+    v
 }
