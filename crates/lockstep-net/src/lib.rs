@@ -69,6 +69,7 @@
 
 mod faulty;
 mod memory;
+mod reconnect;
 mod relay_client;
 mod turn;
 mod udp;
@@ -79,7 +80,8 @@ pub use faulty::{
     MAX_QUEUE_DELAY, ScriptError,
 };
 pub use memory::{MemoryNetwork, MemoryTransport};
-pub use relay_client::{ConnectError, RECONNECT_AFTER, RECONNECT_FOR, RelayClient};
+pub use reconnect::{Attempt, RECONNECT_AFTER, RECONNECT_FOR, Reconnect};
+pub use relay_client::{ConnectError, RelayClient};
 pub use turn::{TurnError, turn, turn_hosted, wait};
 pub use udp::{MAX_PEER_ID, UdpTransport};
 pub use ws::{WsClientTransport, tls_trusting};

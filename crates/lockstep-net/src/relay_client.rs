@@ -1,18 +1,15 @@
 //! A relay's client over UDP, with its runner, that reconnects by itself.
 
-use crate::{Buffers, Clock, TransportError, TurnError, UdpTransport, drive, session_secret};
+use crate::{
+    Attempt, Buffers, Clock, Reconnect, TransportError, TurnError, UdpTransport, drive,
+    session_secret,
+};
 use lockstep_core::runner::{Runner, RunnerConfig, Status, Update};
 use lockstep_core::sequenced::{ClientConfig, ClientSession};
 use lockstep_core::{ConfigError, Event, Game, Instant, PeerId};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-/// How long the relay may be silent (from its last datagram) before a new
-/// connection is tried; it holds a player's seat 30 s from its last packet.
-pub const RECONNECT_AFTER: Duration = Duration::from_secs(3);
-/// How long after the connection was lost new ones are tried: past it the
-/// relay has given the seat up.
-pub const RECONNECT_FOR: Duration = Duration::from_secs(30);
 /// How long a socket's calls must keep failing before it counts as dead
 /// (one failed send, a full buffer, is not a lost connection).
 const SOCKET_FAILS_FOR: Duration = Duration::from_secs(1);
@@ -35,8 +32,8 @@ pub enum ConnectError {
 /// A game's whole client side of a relay match over UDP: the
 /// [`ClientSession`], a [`Runner`] for the game, the socket, and the rule
 /// for a lost connection. When the relay has been silent for
-/// [`RECONNECT_AFTER`], or the session timed out, while the relay may
-/// still hold the seat ([`RECONNECT_FOR`]), it opens a new socket and takes
+/// [`RECONNECT_AFTER`](crate::RECONNECT_AFTER), or the session timed out, while the relay may
+/// still hold the seat ([`RECONNECT_FOR`](crate::RECONNECT_FOR)), it opens a new socket and takes
 /// the seat back (`ClientSession::reconnect`); the runner then goes on
 /// from where it stopped, or restarts the game from the state the relay
 /// sends. [`status`](Self::status) is `Reconnecting` meanwhile.
@@ -73,19 +70,12 @@ pub struct RelayClient<G: Game> {
     relay: SocketAddr,
     buffers: Buffers,
     clock: Clock,
-    /// When the connection was first lost, while it is.
-    outage: Option<Instant>,
-    /// When a new connection was last tried.
-    tried: Option<Instant>,
+    /// When to take the seat back on a new connection.
+    reconnect: Reconnect,
     /// Since when every turn's socket calls have failed.
     failing_since: Option<Instant>,
     /// The socket failed for [`SOCKET_FAILS_FOR`]: a new one is opened.
     broken: bool,
-    /// After how long a silence the seat is taken back, and for how long
-    /// after the connection was lost that is tried.
-    after: Duration,
-    give_up: Duration,
-    reconnects: u32,
 }
 
 impl<G: Game> RelayClient<G> {
@@ -108,13 +98,9 @@ impl<G: Game> RelayClient<G> {
             relay,
             buffers: Buffers::default(),
             clock,
-            outage: None,
-            tried: None,
+            reconnect: Reconnect::default(),
             failing_since: None,
             broken: false,
-            after: RECONNECT_AFTER,
-            give_up: RECONNECT_FOR,
-            reconnects: 0,
         })
     }
 
@@ -148,10 +134,8 @@ impl<G: Game> RelayClient<G> {
     /// Where the match stands: the runner's status, but `Ended` once the
     /// client has stopped trying to take its seat back.
     pub fn status(&self) -> Status {
-        let gave_up = self
-            .outage
-            .is_some_and(|t| self.clock.now() - t >= self.give_up);
-        if gave_up && !self.runner.session().connected() {
+        let connected = self.runner.session().connected();
+        if self.reconnect.gave_up(connected, self.clock.now()) {
             return Status::Ended;
         }
         self.runner.status()
@@ -161,8 +145,7 @@ impl<G: Game> RelayClient<G> {
     /// default), trying for `give_up` (30 s, as long as a relay holds a
     /// seat by default) before the status turns `Ended`.
     pub fn set_reconnect(&mut self, after: Duration, give_up: Duration) {
-        self.after = after;
-        self.give_up = give_up;
+        self.reconnect.set(after, give_up);
     }
 
     /// The game.
@@ -216,7 +199,7 @@ impl<G: Game> RelayClient<G> {
 
     /// New connections made after one was lost.
     pub fn reconnects(&self) -> u32 {
-        self.reconnects
+        self.reconnect.reconnects()
     }
 
     /// The clock the loop runs on.
@@ -227,46 +210,31 @@ impl<G: Game> RelayClient<G> {
     /// The socket. A test of reconnecting cuts the connection by swapping
     /// in a socket whose peer 0 (the relay's id here) is an address nobody
     /// reads: nothing arrives, and the client takes its seat back on a
-    /// socket of its own after [`RECONNECT_AFTER`].
+    /// socket of its own after [`RECONNECT_AFTER`](crate::RECONNECT_AFTER).
     pub fn transport_mut(&mut self) -> &mut UdpTransport {
         &mut self.udp
     }
 
     /// A new socket and a reconnect, when the relay has been silent for
-    /// [`RECONNECT_AFTER`], or the session timed out, or the socket failed,
+    /// [`RECONNECT_AFTER`](crate::RECONNECT_AFTER), or the session timed out, or the socket failed,
     /// the seat may still be held, and the last try was a second ago or
     /// more. Without a seat to take back, a failed socket is replaced all
     /// the same: the session's own Hellos go out on the new one.
     fn reconnect_if_lost(&mut self, now: Instant) {
-        let session = self.runner.session();
-        // Silence counts from the later of the relay's last datagram and
-        // our last try: a handshake takes two round trips, which a slow
-        // link may not fit in a second.
-        let silent = self
-            .runner
-            .interrupted_since()
-            .map(|t| self.tried.map_or(t, |tried| t.max(tried)))
-            .is_some_and(|t| now - t >= self.after);
-        let lost = (session.closed().is_some() || silent || self.broken) && session.can_reconnect();
-        if !lost {
-            if session.connected() {
-                self.outage = None;
+        match self.reconnect.due(&self.runner, self.broken, now) {
+            Attempt::Now => {}
+            Attempt::Later => return,
+            Attempt::None => {
+                if self.broken
+                    && let Ok((udp, _)) = open(self.relay)
+                {
+                    self.udp = udp;
+                    self.broken = false;
+                    self.failing_since = None;
+                }
+                return;
             }
-            if self.broken
-                && let Ok((udp, _)) = open(self.relay)
-            {
-                self.udp = udp;
-                self.broken = false;
-                self.failing_since = None;
-            }
-            return;
         }
-        let since = *self.outage.get_or_insert(now);
-        let retry = self.tried.is_none_or(|t| now - t >= Duration::from_secs(1));
-        if now - since >= self.give_up || !retry {
-            return;
-        }
-        self.tried = Some(now);
         // No random bytes or no socket now: tried again in a second.
         let (Ok(secret), Ok((udp, relay_id))) = (session_secret(), open(self.relay)) else {
             return;
@@ -281,7 +249,7 @@ impl<G: Game> RelayClient<G> {
             self.broken = false;
             self.failing_since = None;
             self.buffers = Buffers::default();
-            self.reconnects += 1;
+            self.reconnect.reconnected();
         }
     }
 }
