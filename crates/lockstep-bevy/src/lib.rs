@@ -54,7 +54,7 @@ mod sim;
 mod snapshot;
 
 pub use session::{
-    Extras, LockstepEvent, LockstepSession, LockstepStats, LockstepStatus, StatusChanged,
+    Extras, LockstepEvent, LockstepSession, LockstepStats, LockstepStatus, Reopened, StatusChanged,
 };
 pub use snapshot::{SimIds, Simulated, SnapshotError};
 

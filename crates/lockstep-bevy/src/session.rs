@@ -7,8 +7,8 @@ use bevy::platform::cell::SyncCell;
 use bevy::prelude::*;
 use lockstep_core::runner::{Played, Runner, RunnerConfig, RunnerError, Status, Update};
 use lockstep_core::sequenced::{ClientConfig, ClientSession, HostedSession};
-use lockstep_core::{Event, Input, Instant, MeshSession, Tick};
-use lockstep_net::{Buffers, RelayClient, Transport, TurnError};
+use lockstep_core::{Event, Input, Instant, MeshSession, PeerId, Tick};
+use lockstep_net::{Attempt, Buffers, Reconnect, RelayClient, Transport, TurnError};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -36,9 +36,18 @@ pub trait Extras {
     fn figures(&self) -> LockstepStats;
     /// Leaves the match, saying so.
     fn leave(&mut self);
+    /// Takes the seat back on a new connection whose id for the server
+    /// is `server` (a relay's or host's client only).
+    fn reconnect(&mut self, server: PeerId, secret: Option<[u8; 32]>, now: Instant) -> bool {
+        let _ = (server, secret, now);
+        false
+    }
 }
 
 impl<I: Input> Extras for ClientSession<I> {
+    fn reconnect(&mut self, server: PeerId, secret: Option<[u8; 32]>, now: Instant) -> bool {
+        Self::reconnect(self, server, secret, now).is_ok()
+    }
     fn figures(&self) -> LockstepStats {
         let s = self.stats();
         LockstepStats {
@@ -112,7 +121,26 @@ struct Driven<I: Input + Send + Sync, S, T> {
     transport: T,
     buffers: Buffers,
     send: Vec<u8>,
+    /// The time of the last turn.
+    now: Instant,
+    /// Where a new connection comes from, and when to make one.
+    reconnect: Option<(Reconnect, Reopen<T>)>,
 }
+
+/// A new connection for a client whose connection was lost: the
+/// transport, the server's id on it, and a fresh key if the room seals.
+#[derive(Debug)]
+pub struct Reopened<T> {
+    /// The new transport.
+    pub transport: T,
+    /// The server's id on it.
+    pub server: PeerId,
+    /// A fresh key, for a server that seals its datagrams.
+    pub secret: Option<[u8; 32]>,
+}
+
+/// Opens a new connection (see [`LockstepSession::client_reconnecting`]).
+type Reopen<T> = Box<dyn FnMut() -> Result<Reopened<T>, String> + Send>;
 
 impl<I, S, T> Connection<I> for Driven<I, S, T>
 where
@@ -121,6 +149,18 @@ where
     T: Transport + Send,
 {
     fn receive(&mut self, now: Instant) {
+        if let Some((rule, reopen)) = &mut self.reconnect
+            && rule.due(&self.runner, false, now) == Attempt::Now
+            && let Ok(new) = reopen()
+            && self
+                .runner
+                .session_mut()
+                .reconnect(new.server, new.secret, now)
+        {
+            self.transport = new.transport;
+            self.buffers = Buffers::default();
+            rule.reconnected();
+        }
         // The session is fed every datagram; one it refuses (a stranger's,
         // a forged one) is dropped, as `lockstep_net::drive` does.
         let _ = lockstep_net::drive(
@@ -135,6 +175,7 @@ where
         now: Instant,
         input: &mut dyn FnMut(&BevySim<I>) -> I,
     ) -> Result<Update, RunnerError> {
+        self.now = now;
         self.runner.update(now, input)
     }
     fn send(&mut self) {
@@ -148,7 +189,11 @@ where
         self.runner.game_mut()
     }
     fn status(&self) -> Status {
-        self.runner.status()
+        let connected = self.runner.session().connected();
+        match &self.reconnect {
+            Some((rule, _)) if rule.gave_up(connected, self.now) => Status::Ended,
+            _ => self.runner.status(),
+        }
     }
     fn poll_event(&mut self) -> Option<Event> {
         self.runner.poll_event()
@@ -173,12 +218,7 @@ struct ReceiveOnly<'a, E>(&'a mut E);
 
 impl<E: lockstep_core::Endpoint> lockstep_core::Endpoint for ReceiveOnly<'_, E> {
     type Error = E::Error;
-    fn handle_datagram(
-        &mut self,
-        from: lockstep_core::PeerId,
-        d: &[u8],
-        now: Instant,
-    ) -> Result<(), E::Error> {
+    fn handle_datagram(&mut self, from: PeerId, d: &[u8], now: Instant) -> Result<(), E::Error> {
         self.0.handle_datagram(from, d, now)
     }
     fn handle_timeout(&mut self, _: Instant) {}
@@ -311,7 +351,39 @@ impl<I: Input + Send + Sync> LockstepSession<I> {
         Self::driven(session, transport)
     }
 
+    /// A relay's or host's client over `transport` that takes its seat
+    /// back on a new connection when this one is lost, by the rule of
+    /// [`Reconnect`] (after 3 s of silence, once a second, for 30 s):
+    /// `reopen` opens the new transport (a new socket, so the server sees
+    /// a new address) and says the server's id on it.
+    pub fn client_reconnecting<T>(
+        session: ClientSession<I>,
+        transport: T,
+        reopen: impl FnMut() -> Result<Reopened<T>, String> + Send + 'static,
+    ) -> Self
+    where
+        T: Transport + Send + 'static,
+    {
+        Self::with_reconnect(
+            session,
+            transport,
+            Some((Reconnect::default(), Box::new(reopen))),
+        )
+    }
+
     fn driven<S, T>(session: S, transport: T) -> Self
+    where
+        S: Played<I> + Extras + Send + 'static,
+        T: Transport + Send + 'static,
+    {
+        Self::with_reconnect(session, transport, None)
+    }
+
+    fn with_reconnect<S, T>(
+        session: S,
+        transport: T,
+        reconnect: Option<(Reconnect, Reopen<T>)>,
+    ) -> Self
     where
         S: Played<I> + Extras + Send + 'static,
         T: Transport + Send + 'static,
@@ -323,6 +395,8 @@ impl<I: Input + Send + Sync> LockstepSession<I> {
                 transport,
                 buffers: Buffers::default(),
                 send: Vec::with_capacity(1500),
+                now: Instant::ZERO,
+                reconnect,
             }) as Box<dyn Connection<I>>)
         }))
     }

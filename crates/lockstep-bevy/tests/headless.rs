@@ -247,3 +247,69 @@ fn a_changed_state_is_found_at_its_tick_and_healed() {
         );
     }
 }
+
+/// Two apps through a relay's room; one's connection is cut for good four
+/// seconds in: it takes its seat back on a new connection by itself (no
+/// code of the game's), and both end on one state at tick 500 with its
+/// inputs running again.
+#[test]
+fn an_app_whose_connection_drops_reconnects() {
+    for seed in 1..=3u64 {
+        let link = LinkConditions {
+            latency: Duration::from_millis(20),
+            jitter: Duration::from_millis(5),
+            loss: 0.02,
+            ..LinkConditions::default()
+        };
+        let net = Net::new(seed, link);
+        let mut server = common::Server::new(&net, room());
+        let mut apps: Vec<bevy::prelude::App> = (1..=2u32)
+            .map(|p| {
+                let mut a = app(seed * 10 + u64::from(p));
+                let mut s = common::reconnecting_session(&net, PeerId(p));
+                s.set_last_tick(Some(Tick::new(500)));
+                a.insert_resource(s);
+                a
+            })
+            .collect();
+        let mut clock = Instant::ZERO;
+        let mut refs: Vec<&mut bevy::prelude::App> = apps.iter_mut().collect();
+        common::run_star(&net, &mut server, &mut refs, &mut clock, 240);
+        net.cut(PeerId(2), common::SERVER);
+        let before = common::ships(refs[1]);
+        let mut reconnecting = false;
+        for _ in 0..200 {
+            common::run_star(&net, &mut server, &mut refs, &mut clock, 10);
+            reconnecting |= *refs[1].world().resource::<LockstepStatus>()
+                == LockstepStatus::Session(Status::Reconnecting);
+            let done = refs.iter().all(|a| {
+                *a.world().resource::<LockstepStatus>() == LockstepStatus::Session(Status::Finished)
+            });
+            if done {
+                break;
+            }
+        }
+        assert!(reconnecting, "seed {seed}: it said Reconnecting meanwhile");
+        let hashes: Vec<_> = apps
+            .iter()
+            .map(|a| state_hash(a.world()).expect("saves"))
+            .collect();
+        assert!(
+            hashes.windows(2).all(|w| w[0] == w[1]),
+            "seed {seed}: {hashes:?}"
+        );
+        for a in &apps {
+            assert_eq!(a.world().resource::<SimTime>().tick, 500, "seed {seed}");
+        }
+        let seen = &apps[1].world().resource::<common::Seen>().0;
+        assert!(
+            seen.iter()
+                .any(|e| matches!(e, lockstep_core::Event::Reconnected { .. })),
+            "seed {seed}: {seen:?}"
+        );
+        // Its ship went on moving by its inputs after the reconnect.
+        let after = common::ships(&mut apps[1]);
+        assert_eq!(after.len(), 2, "seed {seed}: its seat kept");
+        assert_ne!(before[1], after[1], "seed {seed}");
+    }
+}

@@ -41,6 +41,14 @@ impl Net {
         }
     }
 
+    /// Cuts `a` off from `b` for good, from now on.
+    pub fn cut(&self, a: PeerId, b: PeerId) {
+        let mut n = self.0.lock().expect("not poisoned");
+        let now = n.sim.now();
+        n.sim
+            .partition(&[a], &[b], now, now + Duration::from_secs(3_600));
+    }
+
     /// Moves the network's clock to `t`, delivering what is due.
     pub fn advance_to(&self, t: lockstep_core::Instant) {
         let mut n = self.0.lock().expect("not poisoned");
@@ -271,4 +279,25 @@ pub fn ships(app: &mut App) -> Vec<Ship> {
     let mut v: Vec<Ship> = w.query::<&Ship>().iter(w).cloned().collect();
     v.sort_by_key(|s| s.seat);
     v
+}
+
+/// A relay client's session that takes its seat back from a new id on the
+/// network (`me + 1000`, `me + 2000`, ...) when its connection is lost.
+pub fn reconnecting_session(net: &Net, me: PeerId) -> LockstepSession<u8> {
+    let session = lockstep_core::sequenced::ClientSession::new(
+        lockstep_core::sequenced::ClientConfig::default(),
+        SERVER,
+        lockstep_core::Instant::ZERO,
+    )
+    .expect("a client session");
+    let net2 = net.clone();
+    let mut n = 0u32;
+    LockstepSession::client_reconnecting(session, net.transport(me), move || {
+        n += 1;
+        Ok(lockstep_bevy::Reopened {
+            transport: net2.transport(PeerId(me.0 + 1000 * n)),
+            server: SERVER,
+            secret: None,
+        })
+    })
 }
