@@ -49,10 +49,12 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod check;
 mod session;
 mod sim;
 mod snapshot;
 
+pub use check::SelfCheck;
 pub use session::{
     Extras, LockstepEvent, LockstepSession, LockstepStats, LockstepStatus, Reopened, StatusChanged,
 };
