@@ -532,6 +532,7 @@ pub(crate) fn advance<I: Input + Send + Sync>(world: &mut World) {
             let sim = c.sim();
             core::mem::swap(world, sim.world.get_mut());
             let restored = core::mem::take(&mut sim.restored);
+            let unsavable = sim.unsavable.take();
             world.insert_resource(c.figures());
             while let Some(ev) = c.poll_event() {
                 world.write_message(LockstepEvent(ev.clone()));
@@ -541,6 +542,16 @@ pub(crate) fn advance<I: Input + Send + Sync>(world: &mut World) {
                 let _ = world.try_run_schedule(crate::LockstepRestored);
             }
             match result {
+                // State the snapshots and hashes would leave out: stopped,
+                // loudly, rather than play on with checks that check
+                // nothing.
+                Ok(_) if unsavable.is_some() => {
+                    let reason = unsavable.unwrap_or_default();
+                    c.leave();
+                    *session.state.get() =
+                        State::Failed(format!("the simulation's state cannot be saved: {reason}"));
+                    LockstepStatus::Failed
+                }
                 Ok(_) => LockstepStatus::Session(c.status()),
                 Err(e) => {
                     let reason = e.to_string();

@@ -19,6 +19,9 @@ pub(crate) struct BevySim<I> {
     detached: Option<Vec<u8>>,
     /// A state was restored during this run: the restored schedule runs.
     pub(crate) restored: bool,
+    /// Why the state could not be saved, the first time it could not
+    /// (the plugin then stops the session, saying so).
+    pub(crate) unsavable: core::cell::Cell<Option<String>>,
     _input: PhantomData<fn() -> I>,
 }
 
@@ -37,6 +40,7 @@ impl<I> BevySim<I> {
             registry,
             detached: None,
             restored: false,
+            unsavable: core::cell::Cell::new(None),
             _input: PhantomData,
         }
     }
@@ -72,12 +76,17 @@ impl<I> BevySim<I> {
         self.detached = None;
     }
 
-    /// The state, or empty bytes (noted) when it cannot be saved.
+    /// The state, or why it cannot be saved (noted for the plugin).
     fn state(&self) -> Result<Vec<u8>, String> {
-        match &self.detached {
+        let saved = match &self.detached {
             Some(b) => Ok(b.clone()),
             None => self.registry.save(&self.world.borrow()),
+        };
+        if let Err(e) = &saved {
+            let first = self.unsavable.take().unwrap_or_else(|| e.clone());
+            self.unsavable.set(Some(first));
         }
+        saved
     }
 }
 
@@ -124,6 +133,7 @@ impl<I: Input + Send + Sync> Game for BevySim<I> {
             registry: self.registry.clone(),
             detached: Some(old),
             restored: false,
+            unsavable: core::cell::Cell::new(None),
             _input: PhantomData,
         })
     }

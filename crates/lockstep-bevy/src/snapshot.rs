@@ -110,6 +110,8 @@ struct Entry {
     remove: fn(&mut World, Option<Entity>),
     /// Lists the value's fields.
     fields: fn(&[u8], &str, &mut Fields),
+    /// Whether the entity has the component (resources: never).
+    has: fn(&EntityRef<'_>) -> bool,
 }
 
 impl core::fmt::Debug for Entry {
@@ -225,6 +227,7 @@ impl Registry {
                 }
             },
             fields: list_fields::<T>,
+            has: |e| e.contains::<T>(),
         });
     }
 
@@ -279,6 +282,7 @@ impl Registry {
                 }
             },
             fields: list_fields::<T>,
+            has: |e| e.contains::<T>(),
         });
     }
 
@@ -299,6 +303,7 @@ impl Registry {
                 w.remove_resource::<T>();
             },
             fields: list_fields::<T>,
+            has: |_| false,
         };
         if !self.resources.iter().any(|e| e.name == entry.name) {
             self.resources.push(entry);
@@ -335,10 +340,20 @@ impl Registry {
         out.extend_from_slice(&self.fingerprint().to_le_bytes());
         let next = world.get_resource::<SimIds>().map_or(0, |i| i.next);
         out.extend_from_slice(&next.to_le_bytes());
-        let mut entities: Vec<(u32, Entity)> = world
-            .iter_entities()
-            .filter_map(|e| e.get::<Simulated>().map(|s| (s.id, e.id())))
-            .collect();
+        let mut entities: Vec<(u32, Entity)> = Vec::new();
+        for e in world.iter_entities() {
+            if let Some(s) = e.get::<Simulated>() {
+                entities.push((s.id, e.id()));
+            } else if let Some(c) = self.components.iter().find(|c| (c.has)(&e)) {
+                // Its state would be left out of every snapshot and hash,
+                // and a joiner would never see it.
+                return Err(format!(
+                    "entity {} has {}, which is simulation state, but is not Simulated",
+                    e.id(),
+                    c.name
+                ));
+            }
+        }
         entities.sort_unstable();
         let ids = Ids {
             to_id: entities.iter().map(|(id, e)| (*e, *id)).collect(),

@@ -313,3 +313,38 @@ fn an_app_whose_connection_drops_reconnects() {
         assert_ne!(before[1], after[1], "seed {seed}");
     }
 }
+
+/// A ship spawned without `Simulated` mid-match (its `require` left out)
+/// would be state no snapshot or hash holds: the session stops, saying
+/// why, instead of playing on.
+#[test]
+fn state_outside_the_snapshot_stops_the_session_loudly() {
+    use bevy::prelude::*;
+    let net = Net::new(1, LinkConditions::default());
+    let roster = Roster::new().player(PeerId(0), PlayerId(0));
+    let mut a = app(1);
+    a.add_systems(
+        LockstepSchedule,
+        |frame: Res<FrameInputs<u8>>, mut commands: Commands| {
+            if frame.tick.get() == 40 {
+                let e = commands.spawn(common::Ship::default()).id();
+                commands.entity(e).remove::<Simulated>();
+            }
+        },
+    );
+    let session = MeshSession::<u8>::new(MeshConfig::default(), roster, PeerId(0), Instant::ZERO)
+        .expect("a mesh session");
+    a.insert_resource(LockstepSession::mesh(session, net.transport(PeerId(0))));
+    let mut clock = Instant::ZERO;
+    run(&net, &mut [&mut a], &mut clock, 120);
+    assert_eq!(
+        *a.world().resource::<LockstepStatus>(),
+        LockstepStatus::Failed
+    );
+    let mut s = a.world_mut().resource_mut::<LockstepSession<u8>>();
+    let why = s.failure().expect("a reason").to_owned();
+    assert!(
+        why.contains("not Simulated") && why.contains("Ship"),
+        "{why}"
+    );
+}

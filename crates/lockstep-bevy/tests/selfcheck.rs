@@ -122,3 +122,27 @@ fn a_step_that_is_not_deterministic_is_caught() {
     assert_eq!(err.tick.get(), 0, "{err}");
     assert!(err.to_string().contains("Order"), "{err}");
 }
+
+/// State on an entity that did not opt in would be left out of every
+/// snapshot and hash: it cannot be saved, loudly.
+#[test]
+fn registered_state_on_an_entity_not_simulated_is_refused() {
+    #[derive(Component, Debug, Default, Serialize, Deserialize)]
+    struct Loose(i64);
+    let make = || {
+        let mut app = App::new();
+        app.add_plugins((MinimalPlugins, LockstepPlugin::<u8>::default()))
+            .lockstep_component::<Loose>()
+            .add_systems(Startup, |mut commands: Commands| {
+                commands.spawn(Loose(1));
+            });
+        app
+    };
+    let mut app = make();
+    app.update();
+    let err = lockstep_bevy::state_bytes(app.world()).expect_err("refused");
+    assert!(
+        err.contains("Loose") && err.contains("not Simulated"),
+        "{err}"
+    );
+}
