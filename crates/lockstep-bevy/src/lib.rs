@@ -130,14 +130,32 @@ impl<I> FrameInputs<I> {
     }
 }
 
-/// The simulation's clock: the tick being run and the tick rate. Part of
-/// the state.
+/// The simulation's fixed-step clock: the tick being run and the match's
+/// tick rate. Part of the state. Use it, never `Time`, in
+/// [`LockstepSchedule`]: the app's clock differs between machines.
 #[derive(Resource, Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SimTime {
     /// The tick being run (the last run, outside the schedule).
     pub tick: u32,
     /// Frames run since the match began (as this state counts them).
     pub ticks: u64,
+    /// Ticks a second (0 until the session knows it).
+    pub rate: u32,
+}
+
+impl SimTime {
+    /// One tick's length (zero until the rate is known).
+    pub fn delta(&self) -> core::time::Duration {
+        if self.rate == 0 {
+            return core::time::Duration::ZERO;
+        }
+        core::time::Duration::from_secs(1) / self.rate
+    }
+
+    /// The match's time at the end of this tick.
+    pub fn elapsed(&self) -> core::time::Duration {
+        self.delta() * (self.tick.saturating_add(1))
+    }
 }
 
 /// A seeded random number generator for the simulation, part of the state

@@ -1,6 +1,7 @@
 //! The session a game inserts to play, and what drives it each update:
 //! datagrams in, the runner's turn on the app's world, datagrams out.
 
+use crate::SimTime;
 use crate::sim::BevySim;
 use crate::snapshot::Shared;
 use bevy::platform::cell::SyncCell;
@@ -113,6 +114,7 @@ trait Connection<I: Input + Send + Sync>: Send {
     fn leave(&mut self);
     fn set_last_tick(&mut self, last: Option<Tick>);
     fn last_run(&self) -> Option<Tick>;
+    fn tick_rate(&self) -> Option<u32>;
 }
 
 /// A runner over a transport the game gave.
@@ -210,6 +212,9 @@ where
     fn last_run(&self) -> Option<Tick> {
         self.runner.last_run()
     }
+    fn tick_rate(&self) -> Option<u32> {
+        self.runner.session().tick_rate()
+    }
 }
 
 /// Hands datagrams to an endpoint and sends nothing: the plugin's send
@@ -272,6 +277,9 @@ impl<I: Input + Send + Sync> Connection<I> for Relay<I> {
     }
     fn last_run(&self) -> Option<Tick> {
         self.client.runner().last_run()
+    }
+    fn tick_rate(&self) -> Option<u32> {
+        self.client.session().welcome().map(|w| w.tick_rate)
     }
 }
 
@@ -527,6 +535,12 @@ pub(crate) fn advance<I: Input + Send + Sync>(world: &mut World) {
     }
     let status = match session.state.get() {
         State::Running(c) => {
+            if let (Some(rate), Some(mut time)) =
+                (c.tick_rate(), world.get_resource_mut::<SimTime>())
+                && time.rate != rate
+            {
+                time.rate = rate;
+            }
             core::mem::swap(world, c.sim().world.get_mut());
             let result = c.update(now, &mut |g: &BevySim<I>| g.sample_input());
             let sim = c.sim();

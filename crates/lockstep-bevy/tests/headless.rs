@@ -62,6 +62,7 @@ fn apps_in_a_mesh_end_equal() {
                     "seed {seed}"
                 );
                 assert_eq!(a.world().resource::<SimTime>().tick, 300);
+                assert_eq!(a.world().resource::<SimTime>().rate, 30, "the match's rate");
                 state_hash(a.world()).expect("saves")
             })
             .collect();
