@@ -5,6 +5,7 @@
 mod common;
 
 mod bad_input;
+mod bevy_apps;
 mod demo;
 mod desync;
 mod netsim;
