@@ -39,8 +39,9 @@ pub struct InputRun<'a> {
 
 /// What an input run carries to prove its reference
 /// ([`InputRun::check`]): the low 8 bits of xxh3-64 over the input's
-/// [`encode`](Input::encode)d bytes. `scratch` is a buffer to encode into
-/// (cleared first), so that a caller keeping one allocates nothing.
+/// [`encode`](Input::encode)d bytes, or over no bytes for the neutral
+/// input. `scratch` is a buffer to encode into (cleared first), so that a
+/// caller keeping one allocates nothing.
 ///
 /// ```
 /// use lockstep_core::wire::reference_check;
@@ -48,10 +49,21 @@ pub struct InputRun<'a> {
 /// let mut scratch = Vec::new();
 /// assert_eq!(reference_check(&7u16, &mut scratch), reference_check(&7u16, &mut scratch));
 /// assert_ne!(reference_check(&7u16, &mut scratch), reference_check(&8u16, &mut scratch));
+/// // The neutral input's is that of no bytes, whatever it encodes as.
+/// assert_eq!(reference_check(&0u8, &mut scratch), 0xc2);
+/// assert_eq!(reference_check(&Vec::<u8>::new(), &mut scratch), 0xc2);
 /// ```
 pub fn reference_check<I: Input>(input: &I, scratch: &mut Vec<u8>) -> u8 {
     scratch.clear();
-    input.encode(scratch);
+    // The neutral input's check is that of no bytes, whatever it encodes
+    // as: a relay that does not know the game's input type holds inputs as
+    // their bytes, and takes an input sent as unchanged from the neutral
+    // one for its own neutral input, which has none. Checked against the
+    // game's encoding (a `u8`'s one zero byte), every run referring to an
+    // idle player's input was refused, and the room crawled.
+    if *input != I::default() {
+        input.encode(scratch);
+    }
     xxh3_64(scratch) as u8
 }
 

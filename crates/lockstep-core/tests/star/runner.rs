@@ -1199,3 +1199,107 @@ fn a_game_that_lives_in_its_own_world_joins_in_place() {
     }
     assert!(common > 100, "{common} ticks in common");
 }
+
+/// A `u8` game's idle players (every input the neutral 0) through a room
+/// that holds inputs as bytes, as the relay does (`Sequencer<Vec<u8>>`).
+#[derive(Debug, Default)]
+struct Byte(u64);
+
+impl Game for Byte {
+    type Input = u8;
+    fn step(&mut self, f: &Frame<u8>) {
+        self.0 += 1 + f.inputs.iter().flatten().map(|i| u64::from(*i)).sum::<u64>();
+    }
+    fn hash(&self) -> u64 {
+        self.0
+    }
+    fn save(&self) -> Vec<u8> {
+        self.0.to_le_bytes().to_vec()
+    }
+    fn restore(b: &[u8]) -> Result<Self, String> {
+        Ok(Self(u64::from_le_bytes(b.try_into().map_err(|_| "8 bytes")?)))
+    }
+}
+
+/// A room of raw bytes and `u8` clients.
+enum Raw {
+    Server(Sequencer<Vec<u8>>),
+    Client(Runner<Byte, ClientSession<u8>>),
+}
+
+impl Endpoint for Raw {
+    type Error = String;
+    fn handle_datagram(&mut self, from: PeerId, d: &[u8], now: Instant) -> Result<(), String> {
+        match self {
+            Self::Server(s) => s.handle_datagram(from, d, now).map_err(|e| e.to_string()),
+            Self::Client(c) => c.handle_datagram(from, d, now).map_err(|e| e.to_string()),
+        }
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        match self {
+            Self::Server(s) => s.handle_timeout(now),
+            Self::Client(c) => Endpoint::handle_timeout(c, now),
+        }
+    }
+    fn poll_transmit(&mut self, b: &mut Vec<u8>) -> Option<Transmit> {
+        match self {
+            Self::Server(s) => s.poll_transmit(b),
+            Self::Client(c) => c.poll_transmit(b),
+        }
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self {
+            Self::Server(s) => s.poll_timeout(),
+            Self::Client(c) => c.poll_timeout(),
+        }
+    }
+}
+
+/// Players who press nothing (every input the neutral 0 of a `u8`) keep
+/// the room's pace through a room that holds inputs as bytes, as the relay
+/// does: 118 ticks in 4 s, as when they press something, and the delay
+/// stays where it started. The relay takes an input sent as unchanged
+/// from the neutral one for its own neutral input (no bytes), and every
+/// run the client coded against it carried the check of the game's
+/// encoding (one zero byte): the relay refused them all, the room ran 16
+/// ticks in 4 s and its delay rose to its ceiling (found by the Bevy
+/// plugin's example, whose bots often press nothing).
+#[test]
+fn idle_players_keep_the_pace_through_a_room_of_raw_bytes() {
+    for (input, seed) in [(0u8, 1u64), (0, 2), (1, 1), (0x80, 3)] {
+        let link = LinkConditions {
+            latency: Duration::from_millis(5),
+            ..LinkConditions::default()
+        };
+        let mut sim = Sim::new(SimNetwork::new(seed, link));
+        let config = SequencerConfig {
+            delay: 3,
+            adaptive: Some(lockstep_core::AdaptiveDelay::default()),
+            ..room(false)
+        };
+        sim.add(SERVER, Raw::Server(Sequencer::new(config, Instant::ZERO).unwrap()));
+        for id in 1..=2 {
+            let session = ClientSession::new(ClientConfig::default(), SERVER, Instant::ZERO).unwrap();
+            let runner = Runner::new(session, Byte::default(), RunnerConfig::default()).unwrap();
+            sim.add(PeerId(id), Raw::Client(runner));
+        }
+        sim.run(
+            Instant::from_millis(4_000),
+            Duration::from_micros(1_000_000 / FPS),
+            |_, node, now| {
+                if let Raw::Client(r) = node {
+                    r.update(now, |_| input).expect("the runner goes on");
+                }
+            },
+            |_| false,
+        );
+        let Some(Raw::Client(r)) = sim.endpoint(PeerId(1)) else {
+            panic!("a client");
+        };
+        let ran = r.last_run().map_or(0, Tick::get);
+        let delay = r.session().welcome().map_or(0, |w| w.delay);
+        assert!(ran >= 110, "input {input}, seed {seed}: {ran} ticks in 4 s");
+        assert!(delay <= 4, "input {input}, seed {seed}: the delay rose to {delay}");
+        assert_eq!(sim.rejected(SERVER) + sim.rejected(PeerId(1)), 0);
+    }
+}
