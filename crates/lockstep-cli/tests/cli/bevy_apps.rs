@@ -47,7 +47,8 @@ struct Seed(u8);
 
 fn controls(mut seed: ResMut<Seed>, mut input: ResMut<LocalInput<u8>>) {
     seed.0 = seed.0.wrapping_mul(5).wrapping_add(3);
-    input.0 = 1 + seed.0 % 4;
+    // Idle (the neutral 0) now and then, as players are.
+    input.0 = seed.0 % 5;
 }
 
 #[derive(Resource, Default)]

@@ -1208,7 +1208,12 @@ struct Byte(u64);
 impl Game for Byte {
     type Input = u8;
     fn step(&mut self, f: &Frame<u8>) {
-        self.0 += 1 + f.inputs.iter().flatten().map(|i| u64::from(*i)).sum::<u64>();
+        self.0 += 1 + f
+            .inputs
+            .iter()
+            .flatten()
+            .map(|i| u64::from(*i))
+            .sum::<u64>();
     }
     fn hash(&self) -> u64 {
         self.0
@@ -1217,7 +1222,9 @@ impl Game for Byte {
         self.0.to_le_bytes().to_vec()
     }
     fn restore(b: &[u8]) -> Result<Self, String> {
-        Ok(Self(u64::from_le_bytes(b.try_into().map_err(|_| "8 bytes")?)))
+        Ok(Self(u64::from_le_bytes(
+            b.try_into().map_err(|_| "8 bytes")?,
+        )))
     }
 }
 
@@ -1277,9 +1284,13 @@ fn idle_players_keep_the_pace_through_a_room_of_raw_bytes() {
             adaptive: Some(lockstep_core::AdaptiveDelay::default()),
             ..room(false)
         };
-        sim.add(SERVER, Raw::Server(Sequencer::new(config, Instant::ZERO).unwrap()));
+        sim.add(
+            SERVER,
+            Raw::Server(Sequencer::new(config, Instant::ZERO).unwrap()),
+        );
         for id in 1..=2 {
-            let session = ClientSession::new(ClientConfig::default(), SERVER, Instant::ZERO).unwrap();
+            let session =
+                ClientSession::new(ClientConfig::default(), SERVER, Instant::ZERO).unwrap();
             let runner = Runner::new(session, Byte::default(), RunnerConfig::default()).unwrap();
             sim.add(PeerId(id), Raw::Client(runner));
         }
@@ -1299,7 +1310,10 @@ fn idle_players_keep_the_pace_through_a_room_of_raw_bytes() {
         let ran = r.last_run().map_or(0, Tick::get);
         let delay = r.session().welcome().map_or(0, |w| w.delay);
         assert!(ran >= 110, "input {input}, seed {seed}: {ran} ticks in 4 s");
-        assert!(delay <= 4, "input {input}, seed {seed}: the delay rose to {delay}");
+        assert!(
+            delay <= 4,
+            "input {input}, seed {seed}: the delay rose to {delay}"
+        );
         assert_eq!(sim.rejected(SERVER) + sim.rejected(PeerId(1)), 0);
     }
 }
