@@ -39,9 +39,16 @@ pub struct InputRun<'a> {
 
 /// What an input run carries to prove its reference
 /// ([`InputRun::check`]): the low 8 bits of xxh3-64 over the input's
-/// [`encode`](Input::encode)d bytes, or over no bytes for the neutral
-/// input. `scratch` is a buffer to encode into (cleared first), so that a
-/// caller keeping one allocates nothing.
+/// [`encode`](Input::encode)d bytes XORed with the neutral input's (those
+/// padded with zeros to the input's length), trailing zero bytes dropped.
+/// A relay that does not know the game's input type holds inputs as the
+/// bytes it reads them as, which are that XOR: its neutral input has no
+/// bytes, and a chain's first input is coded against the neutral one.
+/// Over the plain encoding, the check of every input but those whose
+/// neutral encodes as nothing differed between a client and a relay (a
+/// `u8` game's idle player made the room crawl). `scratch` is a buffer to
+/// encode into (cleared first), so that a caller keeping one allocates
+/// nothing.
 ///
 /// ```
 /// use lockstep_core::wire::reference_check;
@@ -49,22 +56,24 @@ pub struct InputRun<'a> {
 /// let mut scratch = Vec::new();
 /// assert_eq!(reference_check(&7u16, &mut scratch), reference_check(&7u16, &mut scratch));
 /// assert_ne!(reference_check(&7u16, &mut scratch), reference_check(&8u16, &mut scratch));
+/// // As a relay holding the bytes reads it: the same.
+/// assert_eq!(reference_check(&7u16, &mut scratch), reference_check(&vec![7u8, 0], &mut scratch));
+/// assert_eq!(reference_check(&7u16, &mut scratch), reference_check(&vec![7u8], &mut scratch));
 /// // The neutral input's is that of no bytes, whatever it encodes as.
 /// assert_eq!(reference_check(&0u8, &mut scratch), 0xc2);
 /// assert_eq!(reference_check(&Vec::<u8>::new(), &mut scratch), 0xc2);
 /// ```
 pub fn reference_check<I: Input>(input: &I, scratch: &mut Vec<u8>) -> u8 {
     scratch.clear();
-    // The neutral input's check is that of no bytes, whatever it encodes
-    // as: a relay that does not know the game's input type holds inputs as
-    // their bytes, and takes an input sent as unchanged from the neutral
-    // one for its own neutral input, which has none. Checked against the
-    // game's encoding (a `u8`'s one zero byte), every run referring to an
-    // idle player's input was refused, and the room crawled.
-    if *input != I::default() {
-        input.encode(scratch);
+    I::default().encode(scratch);
+    let neutral = scratch.len();
+    input.encode(scratch);
+    let (n, x) = scratch.split_at_mut(neutral);
+    for (b, m) in x.iter_mut().zip(n.iter()) {
+        *b ^= *m;
     }
-    xxh3_64(scratch) as u8
+    let end = x.iter().rposition(|b| *b != 0).map_or(0, |p| p + 1);
+    xxh3_64(&x[..end]) as u8
 }
 
 /// How far before its first input an input run's reference may be.

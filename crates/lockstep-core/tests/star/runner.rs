@@ -1262,10 +1262,10 @@ impl Endpoint for Raw {
     }
 }
 
-/// Players who press nothing (every input the neutral 0 of a `u8`) keep
-/// the room's pace through a room that holds inputs as bytes, as the relay
-/// does: 118 ticks in 4 s, as when they press something, and the delay
-/// stays where it started. The relay takes an input sent as unchanged
+/// Players who press nothing (every input the neutral 0 of a `u8`), or
+/// now and then, keep the room's pace through a room that holds inputs as
+/// bytes, as the relay does: 118 ticks in 4 s, as when they press
+/// something, and the delay stays where it started. The relay takes an input sent as unchanged
 /// from the neutral one for its own neutral input (no bytes), and every
 /// run the client coded against it carried the check of the game's
 /// encoding (one zero byte): the relay refused them all, the room ran 16
@@ -1273,7 +1273,10 @@ impl Endpoint for Raw {
 /// plugin's example, whose bots often press nothing).
 #[test]
 fn idle_players_keep_the_pace_through_a_room_of_raw_bytes() {
-    for (input, seed) in [(0u8, 1u64), (0, 2), (1, 1), (0x80, 3)] {
+    // Inputs: always 0, always 1, always 0x80, or 0 then 1 then 2 by turns
+    // (255 for it here): an idle input after a pressed one is read by the
+    // relay as the bytes `00`, the neutral one first in a chain as none.
+    for (input, seed) in [(0u8, 1u64), (0, 2), (1, 1), (0x80, 3), (255, 4), (255, 5)] {
         let link = LinkConditions {
             latency: Duration::from_millis(5),
             ..LinkConditions::default()
@@ -1299,7 +1302,8 @@ fn idle_players_keep_the_pace_through_a_room_of_raw_bytes() {
             Duration::from_micros(1_000_000 / FPS),
             |_, node, now| {
                 if let Raw::Client(r) = node {
-                    r.update(now, |_| input).expect("the runner goes on");
+                    r.update(now, |g| if input == 255 { (g.0 % 3) as u8 } else { input })
+                        .expect("the runner goes on");
                 }
             },
             |_| false,
