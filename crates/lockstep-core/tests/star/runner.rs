@@ -1229,6 +1229,7 @@ impl Game for Byte {
 }
 
 /// A room of raw bytes and `u8` clients.
+#[allow(clippy::large_enum_variant)]
 enum Raw {
     Server(Sequencer<Vec<u8>>),
     Client(Runner<Byte, ClientSession<u8>>),
