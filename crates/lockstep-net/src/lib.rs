@@ -278,6 +278,19 @@ pub fn drive_hosted<I: lockstep_core::Input, T: Transport + Addresses>(
     now: Instant,
     buffers: &mut Buffers,
 ) -> Result<Driven, TransportError> {
+    share_contacts(session, udp);
+    drive(session, udp, now, buffers)
+}
+
+/// What [`drive_hosted`] does before it drives: hosting, each connection's
+/// contact (the address it is seen at, as text) goes into the roster;
+/// taking part in a takeover, the contacts of the players to reach become
+/// peers of the transport. For a loop that moves datagrams its own way (an
+/// engine plugin's receive and send steps).
+pub fn share_contacts<I: lockstep_core::Input, T: Addresses>(
+    session: &mut lockstep_core::sequenced::HostedSession<I>,
+    udp: &mut T,
+) {
     if let Some(room) = session.sequencer() {
         let peers: Vec<PeerId> = room.connections().map(|(p, _)| p).collect();
         for p in peers {
@@ -300,7 +313,6 @@ pub fn drive_hosted<I: lockstep_core::Input, T: Transport + Addresses>(
         let peer = udp.add_peer(addr);
         session.resolved(&contact, peer);
     }
-    drive(session, udp, now, buffers)
 }
 
 /// One network step of a game loop: every waiting datagram into the
