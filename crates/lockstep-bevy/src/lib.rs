@@ -61,6 +61,7 @@ pub use session::{
 pub use snapshot::{SimIds, Simulated, SnapshotError};
 
 use bevy::ecs::entity::MapEntities;
+use bevy::ecs::reflect::AppTypeRegistry;
 use bevy::ecs::schedule::{LogLevel, ScheduleBuildSettings, ScheduleLabel, SingleThreadedExecutor};
 use bevy::prelude::*;
 use lockstep_core::{Input, PlayerId, SystemEvent, Tick};
@@ -289,6 +290,24 @@ pub trait LockstepAppExt {
     fn lockstep_resource<T>(&mut self) -> &mut Self
     where
         T: Resource + Serialize + DeserializeOwned;
+
+    /// Component `T` of [`Simulated`] entities is state, saved through its
+    /// reflection (`#[derive(Reflect)]`; registered in the app's type
+    /// registry here). Entity references are not mapped: use
+    /// [`lockstep_mapped_component`](Self::lockstep_mapped_component) for
+    /// a component that points at entities.
+    fn lockstep_component_reflect<T>(&mut self) -> &mut Self
+    where
+        T: Component<Mutability = bevy::ecs::component::Mutable>
+            + Reflect
+            + FromReflect
+            + TypePath
+            + bevy::reflect::GetTypeRegistration;
+
+    /// Resource `T` is state, saved through its reflection.
+    fn lockstep_resource_reflect<T>(&mut self) -> &mut Self
+    where
+        T: Resource + Reflect + FromReflect + TypePath + bevy::reflect::GetTypeRegistration;
 }
 
 impl LockstepAppExt for App {
@@ -323,6 +342,40 @@ impl LockstepAppExt for App {
         self.world_mut()
             .get_resource_or_init::<snapshot::Registry>()
             .resource::<T>();
+        self
+    }
+
+    fn lockstep_component_reflect<T>(&mut self) -> &mut Self
+    where
+        T: Component<Mutability = bevy::ecs::component::Mutable>
+            + Reflect
+            + FromReflect
+            + TypePath
+            + bevy::reflect::GetTypeRegistration,
+    {
+        self.register_type::<T>();
+        let types = self
+            .world_mut()
+            .get_resource_or_init::<AppTypeRegistry>()
+            .clone();
+        self.world_mut()
+            .get_resource_or_init::<snapshot::Registry>()
+            .reflect_component::<T>(types);
+        self
+    }
+
+    fn lockstep_resource_reflect<T>(&mut self) -> &mut Self
+    where
+        T: Resource + Reflect + FromReflect + TypePath + bevy::reflect::GetTypeRegistration,
+    {
+        self.register_type::<T>();
+        let types = self
+            .world_mut()
+            .get_resource_or_init::<AppTypeRegistry>()
+            .clone();
+        self.world_mut()
+            .get_resource_or_init::<snapshot::Registry>()
+            .reflect_resource::<T>(types);
         self
     }
 }

@@ -125,6 +125,9 @@ struct Driven<I: Input + Send + Sync, S, T> {
     send: Vec<u8>,
     /// The time of the last turn.
     now: Instant,
+    /// What the session needs of the transport before datagrams move (a
+    /// host-mode player's contacts).
+    prepare: Option<fn(&mut S, &mut T)>,
     /// Where a new connection comes from, and when to make one.
     reconnect: Option<(Reconnect, Reopen<T>)>,
 }
@@ -151,6 +154,9 @@ where
     T: Transport + Send,
 {
     fn receive(&mut self, now: Instant) {
+        if let Some(prepare) = self.prepare {
+            prepare(self.runner.session_mut(), &mut self.transport);
+        }
         if let Some((rule, reopen)) = &mut self.reconnect
             && rule.due(&self.runner, false, now) == Attempt::Now
             && let Ok(new) = reopen()
@@ -181,6 +187,9 @@ where
         self.runner.update(now, input)
     }
     fn send(&mut self) {
+        if let Some(prepare) = self.prepare {
+            prepare(self.runner.session_mut(), &mut self.transport);
+        }
         while let Some(t) = self.runner.poll_transmit(&mut self.send) {
             // A datagram the network cannot take now is lost, as UDP's
             // would be: the session resends.
@@ -354,9 +363,15 @@ impl<I: Input + Send + Sync> LockstepSession<I> {
         Self::driven(session, transport)
     }
 
-    /// A player of a hosted match that survives its host, over `transport`.
-    pub fn hosted(session: HostedSession<I>, transport: impl Transport + Send + 'static) -> Self {
-        Self::driven(session, transport)
+    /// A player of a host-mode match (the host too) that survives its
+    /// host, over `transport`, which knows its peers' addresses (a UDP
+    /// socket accepting unknown peers): the players' contacts go into the
+    /// roster and a takeover reaches them (`lockstep_net::share_contacts`).
+    pub fn hosted<T>(session: HostedSession<I>, transport: T) -> Self
+    where
+        T: Transport + lockstep_net::Addresses + Send + 'static,
+    {
+        Self::with_parts(session, transport, None, Some(share_contacts::<I, T>))
     }
 
     /// A relay's or host's client over `transport` that takes its seat
@@ -372,10 +387,11 @@ impl<I: Input + Send + Sync> LockstepSession<I> {
     where
         T: Transport + Send + 'static,
     {
-        Self::with_reconnect(
+        Self::with_parts(
             session,
             transport,
             Some((Reconnect::default(), Box::new(reopen))),
+            None,
         )
     }
 
@@ -384,13 +400,14 @@ impl<I: Input + Send + Sync> LockstepSession<I> {
         S: Played<I> + Extras + Send + 'static,
         T: Transport + Send + 'static,
     {
-        Self::with_reconnect(session, transport, None)
+        Self::with_parts(session, transport, None, None)
     }
 
-    fn with_reconnect<S, T>(
+    fn with_parts<S, T>(
         session: S,
         transport: T,
         reconnect: Option<(Reconnect, Reopen<T>)>,
+        prepare: Option<fn(&mut S, &mut T)>,
     ) -> Self
     where
         S: Played<I> + Extras + Send + 'static,
@@ -404,6 +421,7 @@ impl<I: Input + Send + Sync> LockstepSession<I> {
                 buffers: Buffers::default(),
                 send: Vec::with_capacity(1500),
                 now: Instant::ZERO,
+                prepare,
                 reconnect,
             }) as Box<dyn Connection<I>>)
         }))
@@ -583,4 +601,12 @@ pub(crate) fn advance<I: Input + Send + Sync>(world: &mut World) {
         world.trigger(StatusChanged(status));
     }
     world.insert_resource(session);
+}
+
+/// A host-mode player's contacts, before its datagrams move.
+fn share_contacts<I: Input + Send + Sync, T: lockstep_net::Addresses>(
+    session: &mut HostedSession<I>,
+    transport: &mut T,
+) {
+    lockstep_net::share_contacts(session, transport);
 }

@@ -3,6 +3,7 @@
 //! simulation gave them, one canonical encoding for snapshots and hashes.
 
 use bevy::ecs::entity::{EntityMapper, MapEntities};
+use bevy::ecs::reflect::AppTypeRegistry;
 use bevy::prelude::*;
 use lockstep_core::desync::Fields;
 use serde::Serialize;
@@ -92,9 +93,19 @@ pub enum SnapshotError {
 }
 
 /// Saves a registered value: `None` if it is not there.
-type SaveFn = fn(&World, Option<Entity>, &Ids) -> Option<Result<Vec<u8>, String>>;
+type SaveFn =
+    Arc<dyn Fn(&World, Option<Entity>, &Ids) -> Option<Result<Vec<u8>, String>> + Send + Sync>;
 /// Loads a registered value onto the entity (or into the world).
-type LoadFn = fn(&mut World, Option<Entity>, &[u8], &Ids) -> Result<(), String>;
+type LoadFn =
+    Arc<dyn Fn(&mut World, Option<Entity>, &[u8], &Ids) -> Result<(), String> + Send + Sync>;
+/// Checks a value's bytes decode.
+type CheckFn = Arc<dyn Fn(&[u8]) -> Result<(), String> + Send + Sync>;
+/// Takes a value off its entity (or out of the world).
+type RemoveFn = Arc<dyn Fn(&mut World, Option<Entity>) + Send + Sync>;
+/// Lists a value's fields.
+type FieldsFn = Arc<dyn Fn(&[u8], &str, &mut Fields) + Send + Sync>;
+/// Whether an entity has the component.
+type HasFn = Arc<dyn Fn(&EntityRef<'_>) -> bool + Send + Sync>;
 
 /// One registered type: how to save, load and list it.
 #[derive(Clone)]
@@ -103,15 +114,15 @@ struct Entry {
     /// The value on the entity (components) or in the world (resources).
     save: SaveFn,
     /// Checks the bytes decode (before anything is changed).
-    check: fn(&[u8]) -> Result<(), String>,
+    check: CheckFn,
     /// Puts the value on the entity (or in the world).
     load: LoadFn,
     /// Takes the value off the entity (or out of the world).
-    remove: fn(&mut World, Option<Entity>),
+    remove: RemoveFn,
     /// Lists the value's fields.
-    fields: fn(&[u8], &str, &mut Fields),
+    fields: FieldsFn,
     /// Whether the entity has the component (resources: never).
-    has: fn(&EntityRef<'_>) -> bool,
+    has: HasFn,
 }
 
 impl core::fmt::Debug for Entry {
@@ -204,31 +215,99 @@ fn flatten(path: &str, v: &serde_json::Value, out: &mut Fields) {
     }
 }
 
+/// Saves a component value.
+type EncodeFn<T> = Arc<dyn Fn(&T, &Ids) -> Result<Vec<u8>, String> + Send + Sync>;
+/// Reads a component value (entity references mapped).
+type DecodeFn<T> = Arc<dyn Fn(&[u8], &Ids) -> Result<T, String> + Send + Sync>;
+
+/// The entry of component `T` saved by `enc`, read by `dec` (its bytes
+/// checked by `check`, before entity ids are known), listed by `fields`.
+fn component_entry<T>(enc: EncodeFn<T>, dec: DecodeFn<T>, check: CheckFn, fields: FieldsFn) -> Entry
+where
+    T: Component<Mutability = bevy::ecs::component::Mutable>,
+{
+    Entry {
+        name: core::any::type_name::<T>(),
+        save: Arc::new(move |w: &World, e: Option<Entity>, ids: &Ids| {
+            Some(enc(w.get::<T>(e?)?, ids))
+        }),
+        check,
+        load: Arc::new(
+            move |w: &mut World, e: Option<Entity>, b: &[u8], ids: &Ids| {
+                let v = dec(b, ids)?;
+                if let Some(e) = e {
+                    w.entity_mut(e).insert(v);
+                }
+                Ok(())
+            },
+        ),
+        remove: Arc::new(|w: &mut World, e: Option<Entity>| {
+            if let Some(e) = e {
+                w.entity_mut(e).remove::<T>();
+            }
+        }),
+        fields,
+        has: Arc::new(|e: &EntityRef<'_>| e.contains::<T>()),
+    }
+}
+
+/// A reflected value's bytes: postcard through its type's reflection.
+fn reflect_encode<T: Reflect>(value: &T, types: &AppTypeRegistry) -> Result<Vec<u8>, String> {
+    let types = types.read();
+    let ser = bevy::reflect::serde::TypedReflectSerializer::new(value.as_partial_reflect(), &types);
+    postcard::to_allocvec(&ser).map_err(|e| e.to_string())
+}
+
+/// A reflected value from its bytes.
+fn reflect_decode<T: Reflect + FromReflect + TypePath>(
+    bytes: &[u8],
+    types: &AppTypeRegistry,
+) -> Result<T, String> {
+    use serde::de::DeserializeSeed;
+    let types = types.read();
+    let registration = types
+        .get(core::any::TypeId::of::<T>())
+        .ok_or_else(|| format!("{} is not in the type registry", T::type_path()))?;
+    let seed = bevy::reflect::serde::TypedReflectDeserializer::new(registration, &types);
+    let mut de = postcard::Deserializer::from_bytes(bytes);
+    let value = seed.deserialize(&mut de).map_err(|e| e.to_string())?;
+    if !de.finalize().map_err(|e| e.to_string())?.is_empty() {
+        return Err("bytes after the value".into());
+    }
+    T::from_reflect(value.as_partial_reflect())
+        .ok_or_else(|| format!("{} does not build from its reflection", T::type_path()))
+}
+
+/// A reflected value's fields, as the JSON of its reflection names them.
+fn reflect_fields<T: Reflect + FromReflect + TypePath>(
+    bytes: &[u8],
+    prefix: &str,
+    out: &mut Fields,
+    types: &AppTypeRegistry,
+) {
+    let json = reflect_decode::<T>(bytes, types).and_then(|v| {
+        let types = types.read();
+        let ser = bevy::reflect::serde::TypedReflectSerializer::new(v.as_partial_reflect(), &types);
+        serde_json::to_value(&ser).map_err(|e| e.to_string())
+    });
+    match json {
+        Ok(v) => flatten(prefix, &v, out),
+        Err(e) => out.push(prefix.to_owned(), format!("<{e}>")),
+    }
+}
+
 impl Registry {
     /// Registers component `T`, saved with serde.
     pub(crate) fn component<T>(&mut self)
     where
         T: Component<Mutability = bevy::ecs::component::Mutable> + Serialize + DeserializeOwned,
     {
-        self.add_component(Entry {
-            name: core::any::type_name::<T>(),
-            save: |w, e, _| Some(encode(w.get::<T>(e?)?)),
-            check: |b| decode::<T>(b).map(drop),
-            load: |w, e, b, _| {
-                let v = decode::<T>(b)?;
-                if let Some(e) = e {
-                    w.entity_mut(e).insert(v);
-                }
-                Ok(())
-            },
-            remove: |w, e| {
-                if let Some(e) = e {
-                    w.entity_mut(e).remove::<T>();
-                }
-            },
-            fields: list_fields::<T>,
-            has: |e| e.contains::<T>(),
-        });
+        self.add_component(component_entry::<T>(
+            Arc::new(|v: &T, _: &Ids| encode(v)),
+            Arc::new(|b: &[u8], _: &Ids| decode::<T>(b)),
+            Arc::new(|b: &[u8]| decode::<T>(b).map(drop)),
+            Arc::new(list_fields::<T>),
+        ));
     }
 
     /// Registers component `T`, which points at entities, saved with serde
@@ -241,10 +320,9 @@ impl Registry {
             + MapEntities
             + Clone,
     {
-        self.add_component(Entry {
-            name: core::any::type_name::<T>(),
-            save: |w, e, ids| {
-                let mut v = w.get::<T>(e?)?.clone();
+        self.add_component(component_entry::<T>(
+            Arc::new(|v: &T, ids: &Ids| {
+                let mut v = v.clone();
                 let mut m = Mapper {
                     ids,
                     saving: true,
@@ -252,12 +330,11 @@ impl Registry {
                 };
                 v.map_entities(&mut m);
                 if let Some(stray) = m.stray {
-                    return Some(Err(format!("points at {stray}, which is not Simulated")));
+                    return Err(format!("points at {stray}, which is not Simulated"));
                 }
-                Some(encode(&v))
-            },
-            check: |b| decode::<T>(b).map(drop),
-            load: |w, e, b, ids| {
+                encode(&v)
+            }),
+            Arc::new(|b: &[u8], ids: &Ids| {
                 let mut v = decode::<T>(b)?;
                 let mut m = Mapper {
                     ids,
@@ -265,24 +342,58 @@ impl Registry {
                     stray: None,
                 };
                 v.map_entities(&mut m);
-                if let Some(stray) = m.stray {
-                    return Err(format!(
+                match m.stray {
+                    Some(stray) => Err(format!(
                         "points at id {}, in no entity",
                         stray.index().index()
-                    ));
+                    )),
+                    None => Ok(v),
                 }
-                if let Some(e) = e {
-                    w.entity_mut(e).insert(v);
-                }
+            }),
+            // Entity references are checked when loaded, once ids are known.
+            Arc::new(|b: &[u8]| decode::<T>(b).map(drop)),
+            Arc::new(list_fields::<T>),
+        ));
+    }
+
+    /// Registers component `T`, saved through its reflection (`types`,
+    /// the app's type registry, which knows `T`).
+    pub(crate) fn reflect_component<T>(&mut self, types: AppTypeRegistry)
+    where
+        T: Component<Mutability = bevy::ecs::component::Mutable> + Reflect + FromReflect + TypePath,
+    {
+        let (a, b, c, d) = (types.clone(), types.clone(), types.clone(), types);
+        self.add_component(component_entry::<T>(
+            Arc::new(move |v: &T, _: &Ids| reflect_encode(v, &a)),
+            Arc::new(move |bytes: &[u8], _: &Ids| reflect_decode::<T>(bytes, &b)),
+            Arc::new(move |bytes: &[u8]| reflect_decode::<T>(bytes, &d).map(drop)),
+            Arc::new(move |bytes: &[u8], prefix: &str, out: &mut Fields| {
+                reflect_fields::<T>(bytes, prefix, out, &c);
+            }),
+        ));
+    }
+
+    /// Registers resource `T`, saved through its reflection.
+    pub(crate) fn reflect_resource<T>(&mut self, types: AppTypeRegistry)
+    where
+        T: Resource + Reflect + FromReflect + TypePath,
+    {
+        let (a, b, c, d) = (types.clone(), types.clone(), types.clone(), types);
+        self.add_resource(Entry {
+            name: core::any::type_name::<T>(),
+            save: Arc::new(move |w: &World, _, _| Some(reflect_encode(w.get_resource::<T>()?, &a))),
+            check: Arc::new(move |bytes: &[u8]| reflect_decode::<T>(bytes, &b).map(drop)),
+            load: Arc::new(move |w: &mut World, _, bytes: &[u8], _| {
+                w.insert_resource(reflect_decode::<T>(bytes, &c)?);
                 Ok(())
-            },
-            remove: |w, e| {
-                if let Some(e) = e {
-                    w.entity_mut(e).remove::<T>();
-                }
-            },
-            fields: list_fields::<T>,
-            has: |e| e.contains::<T>(),
+            }),
+            remove: Arc::new(|w: &mut World, _| {
+                w.remove_resource::<T>();
+            }),
+            fields: Arc::new(move |bytes: &[u8], prefix: &str, out: &mut Fields| {
+                reflect_fields::<T>(bytes, prefix, out, &d);
+            }),
+            has: Arc::new(|_: &EntityRef<'_>| false),
         });
     }
 
@@ -291,20 +402,23 @@ impl Registry {
     where
         T: Resource + Serialize + DeserializeOwned,
     {
-        let entry = Entry {
+        self.add_resource(Entry {
             name: core::any::type_name::<T>(),
-            save: |w, _, _| Some(encode(w.get_resource::<T>()?)),
-            check: |b| decode::<T>(b).map(drop),
-            load: |w, _, b, _| {
+            save: Arc::new(|w: &World, _, _| Some(encode(w.get_resource::<T>()?))),
+            check: Arc::new(|b: &[u8]| decode::<T>(b).map(drop)),
+            load: Arc::new(|w: &mut World, _, b: &[u8], _| {
                 w.insert_resource(decode::<T>(b)?);
                 Ok(())
-            },
-            remove: |w, _| {
+            }),
+            remove: Arc::new(|w: &mut World, _| {
                 w.remove_resource::<T>();
-            },
-            fields: list_fields::<T>,
-            has: |_| false,
-        };
+            }),
+            fields: Arc::new(list_fields::<T>),
+            has: Arc::new(|_: &EntityRef<'_>| false),
+        });
+    }
+
+    fn add_resource(&mut self, entry: Entry) {
         if !self.resources.iter().any(|e| e.name == entry.name) {
             self.resources.push(entry);
             self.resources.sort_by_key(|e| e.name);

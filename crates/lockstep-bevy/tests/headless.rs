@@ -349,3 +349,74 @@ fn state_outside_the_snapshot_stops_the_session_loudly() {
         "{why}"
     );
 }
+
+/// A host-mode match: one app hosts, three join; the host's app stops for
+/// good four seconds in (its process killed): the others take the match
+/// over among themselves and end on one state at tick 400.
+#[test]
+fn a_hosted_match_survives_its_host_app() {
+    use lockstep_core::sequenced::{HostedConfig, HostedSession};
+    for seed in 1..=2u64 {
+        let link = LinkConditions {
+            latency: Duration::from_millis(15),
+            jitter: Duration::from_millis(5),
+            loss: 0.01,
+            ..LinkConditions::default()
+        };
+        let net = Net::new(seed, link);
+        let config = HostedConfig::default();
+        let mut apps: Vec<bevy::prelude::App> = (0..4u32)
+            .map(|p| {
+                let session = if p == 0 {
+                    HostedSession::host(config.clone(), Instant::ZERO)
+                } else {
+                    HostedSession::join(config.clone(), PeerId(0), Instant::ZERO)
+                }
+                .expect("a hosted session");
+                let mut s = LockstepSession::<u8>::hosted(session, net.transport(PeerId(p)));
+                s.set_last_tick(Some(Tick::new(400)));
+                let mut a = app(seed * 10 + u64::from(p));
+                a.insert_resource(s);
+                a
+            })
+            .collect();
+        let mut clock = Instant::ZERO;
+        {
+            let mut refs: Vec<&mut bevy::prelude::App> = apps.iter_mut().collect();
+            run(&net, &mut refs, &mut clock, 240);
+        }
+        // The host is gone: nobody hears from it again.
+        let host = apps.remove(0);
+        for p in 1..4u32 {
+            net.cut(PeerId(0), PeerId(p));
+        }
+        drop(host);
+        let mut refs: Vec<&mut bevy::prelude::App> = apps.iter_mut().collect();
+        for _ in 0..120 {
+            run(&net, &mut refs, &mut clock, 10);
+            let done = refs.iter().all(|a| {
+                *a.world().resource::<LockstepStatus>() == LockstepStatus::Session(Status::Finished)
+            });
+            if done {
+                break;
+            }
+        }
+        let hashes: Vec<_> = apps
+            .iter()
+            .map(|a| state_hash(a.world()).expect("saves"))
+            .collect();
+        assert!(
+            hashes.windows(2).all(|w| w[0] == w[1]),
+            "seed {seed}: {hashes:?}"
+        );
+        for a in &apps {
+            assert_eq!(a.world().resource::<SimTime>().tick, 400, "seed {seed}");
+            let seen = &a.world().resource::<common::Seen>().0;
+            assert!(
+                seen.iter()
+                    .any(|e| matches!(e, lockstep_core::Event::Reconnected { .. })),
+                "seed {seed}: {seen:?}"
+            );
+        }
+    }
+}

@@ -146,3 +146,89 @@ fn registered_state_on_an_entity_not_simulated_is_refused() {
         "{err}"
     );
 }
+
+/// State registered through reflection (`#[derive(Reflect)]`, no serde):
+/// saved, restored into a fresh app and hashed the same as serde state;
+/// a field the reflection ignores is named like a skipped serde field.
+#[derive(Component, Debug, Default, Reflect)]
+#[require(Simulated)]
+struct Glider {
+    x: i64,
+    heading: u8,
+}
+
+#[derive(Resource, Debug, Default, Reflect)]
+struct Wind(i64);
+
+fn glide(frame: Res<FrameInputs<u8>>, mut wind: ResMut<Wind>, mut q: Query<&mut Glider>) {
+    wind.0 += i64::from(frame.tick.get() % 5) - 2;
+    for mut g in &mut q {
+        let sum = frame
+            .inputs
+            .iter()
+            .flatten()
+            .fold(0u8, |a, b| a.wrapping_add(*b));
+        g.heading = g.heading.wrapping_add(sum);
+        g.x += i64::from(g.heading % 7) + wind.0;
+    }
+}
+
+fn glider_app() -> App {
+    let mut app = App::new();
+    app.add_plugins((MinimalPlugins, LockstepPlugin::<u8>::default()))
+        .init_resource::<Wind>()
+        .lockstep_component_reflect::<Glider>()
+        .lockstep_resource_reflect::<Wind>()
+        .add_systems(LockstepSchedule, glide)
+        .add_systems(Startup, |mut commands: Commands| {
+            commands.spawn(Glider::default());
+            commands.spawn(Glider { x: 5, heading: 3 });
+        });
+    app
+}
+
+#[test]
+fn reflected_state_round_trips() {
+    let passed = SelfCheck::<u8>::new(glider_app)
+        .inputs(|tick, seat| (tick.get() as u8).wrapping_mul(3) ^ seat.0 as u8)
+        .run()
+        .expect("reflected state is the whole state");
+    assert_eq!(passed.round_trips, 10);
+}
+
+#[derive(Component, Debug, Default, Reflect)]
+#[require(Simulated)]
+struct Drifting {
+    x: i64,
+    #[reflect(ignore)]
+    speed: i64,
+}
+
+#[test]
+fn a_field_the_reflection_ignores_is_named() {
+    let make = || {
+        let mut app = App::new();
+        app.add_plugins((MinimalPlugins, LockstepPlugin::<u8>::default()))
+            .lockstep_component_reflect::<Drifting>()
+            .add_systems(
+                LockstepSchedule,
+                |frame: Res<FrameInputs<u8>>, mut q: Query<&mut Drifting>| {
+                    for mut d in &mut q {
+                        d.speed += 1 + i64::from(frame.tick.get() % 2);
+                        d.x += d.speed;
+                    }
+                },
+            )
+            .add_systems(Startup, |mut commands: Commands| {
+                commands.spawn(Drifting::default());
+            });
+        app
+    };
+    let err = SelfCheck::<u8>::new(make)
+        .run()
+        .expect_err("speed is left out");
+    assert!(
+        err.fields.iter().any(|f| f.path.contains("Drifting.x")),
+        "{err}"
+    );
+}

@@ -67,6 +67,23 @@ pub struct NetTransport {
     net: Net,
 }
 
+/// Each peer of the network has an address of its own, `10.0.a.b:7000`.
+impl lockstep_net::Addresses for NetTransport {
+    fn addr(&self, peer: PeerId) -> Option<std::net::SocketAddr> {
+        let [_, _, a, b] = peer.0.to_be_bytes();
+        Some(([10, 0, a, b], 7000).into())
+    }
+    fn add_peer(&mut self, addr: std::net::SocketAddr) -> PeerId {
+        match addr {
+            std::net::SocketAddr::V4(v4) => {
+                let [_, _, a, b] = v4.ip().octets();
+                PeerId(u32::from(a) << 8 | u32::from(b))
+            }
+            std::net::SocketAddr::V6(_) => PeerId(u32::MAX),
+        }
+    }
+}
+
 impl Transport for NetTransport {
     fn send(&mut self, to: PeerId, datagram: &[u8]) -> Result<(), TransportError> {
         self.net
