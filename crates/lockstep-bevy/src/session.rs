@@ -525,18 +525,20 @@ pub(crate) fn advance<I: Input + Send + Sync>(world: &mut World) {
         return;
     };
     let now = now(world.resource::<Time<Real>>());
-    let registry: Shared = std::sync::Arc::new(
-        world
-            .get_resource::<crate::snapshot::Registry>()
-            .cloned()
-            .unwrap_or_default(),
-    );
-    let config = session.runner.clone();
     let last_tick = session.last_tick;
+    let config = &session.runner;
     let state = session.state.get();
     if let State::Starting(_) = state
         && let State::Starting(start) = core::mem::replace(state, State::Failed(String::new()))
     {
+        // What the state is made of, as registered by now.
+        let registry: Shared = std::sync::Arc::new(
+            world
+                .get_resource::<crate::snapshot::Registry>()
+                .cloned()
+                .unwrap_or_default(),
+        );
+        let config = config.clone();
         // The match starts from the simulation's state now; the world
         // itself moves into the game only for each turn.
         *state = match registry.save(world) {
