@@ -267,6 +267,19 @@ pub fn state_bytes(world: &World) -> Result<Vec<u8>, String> {
         .save(world)
 }
 
+/// Puts the simulation's state `bytes` hold (from [`state_bytes`], a
+/// save game, a replay's keyframe) into `world`: simulated entities not
+/// in it are despawned, the others updated or spawned, registered
+/// resources set or removed. Bytes from elsewhere are checked first: on an
+/// error nothing changes.
+pub fn restore_state(world: &mut World, bytes: &[u8]) -> Result<(), SnapshotError> {
+    let registry = world
+        .get_resource::<snapshot::Registry>()
+        .cloned()
+        .unwrap_or_default();
+    registry.load(world, bytes)
+}
+
 /// Registers what the simulation's state is made of.
 pub trait LockstepAppExt {
     /// Component `T` of [`Simulated`] entities is state (saved with serde).

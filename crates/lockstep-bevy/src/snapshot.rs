@@ -100,6 +100,8 @@ type LoadFn =
     Arc<dyn Fn(&mut World, Option<Entity>, &[u8], &Ids) -> Result<(), String> + Send + Sync>;
 /// Checks a value's bytes decode.
 type CheckFn = Arc<dyn Fn(&[u8]) -> Result<(), String> + Send + Sync>;
+/// Reads a value against the snapshot's entity ids, keeping nothing.
+type VerifyFn = Arc<dyn Fn(&[u8], &Ids) -> Result<(), String> + Send + Sync>;
 /// Takes a value off its entity (or out of the world).
 type RemoveFn = Arc<dyn Fn(&mut World, Option<Entity>) + Send + Sync>;
 /// Lists a value's fields.
@@ -113,8 +115,11 @@ struct Entry {
     name: &'static str,
     /// The value on the entity (components) or in the world (resources).
     save: SaveFn,
-    /// Checks the bytes decode (before anything is changed).
+    /// Checks the bytes decode (while the snapshot is read).
     check: CheckFn,
+    /// Checks the bytes decode with the snapshot's entity ids (before
+    /// anything is changed): every reference is to an entity in it.
+    verify: VerifyFn,
     /// Puts the value on the entity (or in the world).
     load: LoadFn,
     /// Takes the value off the entity (or out of the world).
@@ -226,12 +231,14 @@ fn component_entry<T>(enc: EncodeFn<T>, dec: DecodeFn<T>, check: CheckFn, fields
 where
     T: Component<Mutability = bevy::ecs::component::Mutable>,
 {
+    let probe = dec.clone();
     Entry {
         name: core::any::type_name::<T>(),
         save: Arc::new(move |w: &World, e: Option<Entity>, ids: &Ids| {
             Some(enc(w.get::<T>(e?)?, ids))
         }),
         check,
+        verify: Arc::new(move |b: &[u8], ids: &Ids| probe(b, ids).map(drop)),
         load: Arc::new(
             move |w: &mut World, e: Option<Entity>, b: &[u8], ids: &Ids| {
                 let v = dec(b, ids)?;
@@ -383,6 +390,7 @@ impl Registry {
             name: core::any::type_name::<T>(),
             save: Arc::new(move |w: &World, _, _| Some(reflect_encode(w.get_resource::<T>()?, &a))),
             check: Arc::new(move |bytes: &[u8]| reflect_decode::<T>(bytes, &b).map(drop)),
+            verify: Arc::new(|_: &[u8], _: &Ids| Ok(())),
             load: Arc::new(move |w: &mut World, _, bytes: &[u8], _| {
                 w.insert_resource(reflect_decode::<T>(bytes, &c)?);
                 Ok(())
@@ -406,6 +414,7 @@ impl Registry {
             name: core::any::type_name::<T>(),
             save: Arc::new(|w: &World, _, _| Some(encode(w.get_resource::<T>()?))),
             check: Arc::new(|b: &[u8]| decode::<T>(b).map(drop)),
+            verify: Arc::new(|_: &[u8], _: &Ids| Ok(())),
             load: Arc::new(|w: &mut World, _, b: &[u8], _| {
                 w.insert_resource(decode::<T>(b)?);
                 Ok(())
@@ -555,9 +564,28 @@ impl Registry {
     /// Puts the state `bytes` hold into `world`: simulated entities not in
     /// it are despawned, those in it updated (or spawned), their registered
     /// components set or removed, the resources set or removed. Nothing
-    /// changes when the bytes are refused.
+    /// changes when the bytes are refused (every value is read, and every
+    /// entity reference checked, first).
     pub(crate) fn load(&self, world: &mut World, bytes: &[u8]) -> Result<(), SnapshotError> {
         let parsed = self.parse(bytes)?;
+        // Every reference to an entity in the snapshot, before anything
+        // changes (each id stands for itself here).
+        let mut probe = Ids::default();
+        for (id, _) in &parsed.entities {
+            if let Some(e) = Entity::from_raw_u32(*id) {
+                probe.to_entity.insert(*id, e);
+            }
+        }
+        for (id, values) in &parsed.entities {
+            for (c, v) in self.components.iter().zip(values) {
+                if let Some(b) = v {
+                    (c.verify)(b, &probe).map_err(|reason| SnapshotError::Value {
+                        name: c.name,
+                        reason: format!("entity {id}: {reason}"),
+                    })?;
+                }
+            }
+        }
         let present: BTreeMap<u32, Entity> = world
             .iter_entities()
             .filter_map(|e| e.get::<Simulated>().map(|s| (s.id, e.id())))

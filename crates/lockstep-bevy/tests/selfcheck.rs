@@ -232,3 +232,74 @@ fn a_field_the_reflection_ignores_is_named() {
         "{err}"
     );
 }
+
+/// A component that points at another simulated entity.
+#[derive(Component, Debug, Clone, Serialize, Deserialize)]
+#[require(Simulated)]
+struct Follows(Entity);
+
+use bevy::ecs::entity::{EntityMapper, MapEntities};
+
+impl MapEntities for Follows {
+    fn map_entities<E: EntityMapper>(&mut self, m: &mut E) {
+        self.0 = m.get_mapped(self.0);
+    }
+}
+
+fn follower_app() -> App {
+    let mut app = App::new();
+    app.add_plugins((MinimalPlugins, LockstepPlugin::<u8>::default()))
+        .lockstep_mapped_component::<Follows>();
+    app
+}
+
+/// References between entities are saved as simulation ids and mapped to
+/// the other world's entities; a snapshot whose reference names an id it
+/// does not hold is refused before anything changes.
+#[test]
+fn references_map_between_worlds_and_a_dangling_one_changes_nothing() {
+    let mut a = follower_app();
+    let w = a.world_mut();
+    let leader = w.spawn(Simulated::default()).id();
+    let gone = w.spawn(Simulated::default()).id();
+    w.spawn(Follows(leader));
+    w.despawn(gone);
+    let bytes = lockstep_bevy::state_bytes(a.world()).expect("saves");
+
+    // Into another world, whose entities are numbered otherwise.
+    let mut b = follower_app();
+    let w = b.world_mut();
+    for _ in 0..5 {
+        w.spawn_empty();
+    }
+    lockstep_bevy::restore_state(w, &bytes).expect("restores");
+    let (follower, target) = {
+        let mut q = w.query::<(&Simulated, &Follows)>();
+        let (s, f) = q.single(w).expect("one follower");
+        (s.id(), f.0)
+    };
+    assert_eq!(follower, 3);
+    assert_eq!(
+        w.get::<Simulated>(target).map(Simulated::id),
+        Some(1),
+        "follows the leader"
+    );
+    assert_eq!(lockstep_bevy::state_bytes(w).expect("saves"), bytes);
+
+    // The follower points at id 1; renumber the leader to 2 (the id of the
+    // entity despawned): the reference dangles.
+    let at = bytes
+        .windows(10)
+        .rposition(|x| x == [1, 0, 0, 0, 0, 3, 0, 0, 0, 1])
+        .expect("the leader's record (its id, no Follows), then the follower's");
+    let mut bad = bytes.clone();
+    bad[at] = 2;
+    let before = lockstep_bevy::state_bytes(w).expect("saves");
+    let err = lockstep_bevy::restore_state(w, &bad).expect_err("a dangling reference");
+    assert!(err.to_string().contains("Follows"), "{err}");
+    assert_eq!(
+        lockstep_bevy::state_bytes(w).expect("saves"),
+        before,
+        "nothing changed"
+    );
+}
