@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The library crates a game links, whose public API is a contract.
-const CRATES: [&str; 2] = ["lockstep-core", "lockstep-net"];
+const CRATES: [&str; 3] = ["lockstep-core", "lockstep-net", "lockstep-bevy"];
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

@@ -56,7 +56,7 @@ mod snapshot;
 
 pub use check::SelfCheck;
 pub use session::{
-    Extras, LockstepEvent, LockstepSession, LockstepStats, LockstepStatus, Reopened, StatusChanged,
+    LockstepEvent, LockstepSession, LockstepStats, LockstepStatus, Reopened, StatusChanged,
 };
 pub use snapshot::{SimIds, Simulated, SnapshotError};
 

@@ -32,7 +32,7 @@ pub struct LockstepStats {
 }
 
 /// What the plugin needs of a session beyond what the runner does.
-pub trait Extras {
+pub(crate) trait Extras {
     /// The session's figures.
     fn figures(&self) -> LockstepStats;
     /// Leaves the match, saying so.
