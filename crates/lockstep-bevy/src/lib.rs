@@ -259,12 +259,13 @@ pub fn state_hash(world: &World) -> Option<u64> {
 /// The simulation's state in `world` as a snapshot holds it, or why it
 /// cannot be saved (a component pointing at an entity not simulated, two
 /// entities with one id).
-pub fn state_bytes(world: &World) -> Result<Vec<u8>, String> {
+pub fn state_bytes(world: &World) -> Result<Vec<u8>, SnapshotError> {
     world
         .get_resource::<snapshot::Registry>()
         .cloned()
         .unwrap_or_default()
         .save(world)
+        .map_err(SnapshotError::Unsavable)
 }
 
 /// Puts the simulation's state `bytes` hold (from [`state_bytes`], a

@@ -82,6 +82,11 @@ pub enum SnapshotError {
     /// The bytes end early or are malformed.
     #[error("malformed snapshot: {0}")]
     Malformed(String),
+    /// The state cannot be saved: registered state on an entity that is
+    /// not `Simulated`, a reference to an entity outside the simulation,
+    /// two entities with one id.
+    #[error("the simulation's state cannot be saved: {0}")]
+    Unsavable(String),
     /// A value does not decode as its type.
     #[error("{name} does not decode: {reason}")]
     Value {

@@ -140,7 +140,9 @@ fn registered_state_on_an_entity_not_simulated_is_refused() {
     };
     let mut app = make();
     app.update();
-    let err = lockstep_bevy::state_bytes(app.world()).expect_err("refused");
+    let err = lockstep_bevy::state_bytes(app.world())
+        .expect_err("refused")
+        .to_string();
     assert!(
         err.contains("Loose") && err.contains("not Simulated"),
         "{err}"
