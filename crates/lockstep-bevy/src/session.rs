@@ -8,7 +8,7 @@ use bevy::platform::cell::SyncCell;
 use bevy::prelude::*;
 use lockstep_core::runner::{Played, Runner, RunnerConfig, RunnerError, Status, Update};
 use lockstep_core::sequenced::{ClientConfig, ClientSession, HostedSession};
-use lockstep_core::{Event, Input, Instant, MeshSession, PeerId, Tick};
+use lockstep_core::{Event, Input, Instant, MeshSession, PeerId, PlayerId, Tick};
 use lockstep_net::{Attempt, Buffers, Reconnect, RelayClient, Transport, TurnError};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -29,6 +29,10 @@ pub struct LockstepStats {
     pub frames: u64,
     /// Frames the match is ahead of us (a relay's client).
     pub behind: u32,
+    /// The seat this app plays in, once the session has given it one
+    /// (`None` before, and for an observer): the player whose input
+    /// [`LocalInput`](crate::LocalInput) becomes.
+    pub seat: Option<PlayerId>,
 }
 
 /// What the plugin needs of a session beyond what the runner does.
@@ -58,6 +62,7 @@ impl<I: Input> Extras for ClientSession<I> {
             stalls: s.stalls,
             frames: s.frames,
             behind: self.frames_behind(),
+            seat: self.seat(),
         }
     }
     fn leave(&mut self) {
@@ -79,6 +84,7 @@ impl<I: Input> Extras for MeshSession<I> {
             stalls: s.stalls,
             frames: s.frames,
             behind: 0,
+            seat: self.seat(),
         }
     }
     fn leave(&mut self) {

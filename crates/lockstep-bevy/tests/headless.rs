@@ -55,11 +55,17 @@ fn apps_in_a_mesh_end_equal() {
         }
         let hashes: Vec<_> = apps
             .iter()
-            .map(|a| {
+            .enumerate()
+            .map(|(p, a)| {
                 assert_eq!(
                     *a.world().resource::<LockstepStatus>(),
                     LockstepStatus::Session(Status::Finished),
                     "seed {seed}"
+                );
+                assert_eq!(
+                    a.world().resource::<LockstepStats>().seat,
+                    Some(PlayerId(p as u16)),
+                    "each app knows its seat"
                 );
                 assert_eq!(a.world().resource::<SimTime>().tick, 300);
                 assert_eq!(a.world().resource::<SimTime>().rate, 30, "the match's rate");
@@ -137,6 +143,11 @@ fn an_app_joins_mid_match_from_a_snapshot() {
                 break;
             }
         }
+        assert_eq!(
+            apps[2].world().resource::<LockstepStats>().seat,
+            Some(PlayerId(2)),
+            "seed {seed}: the joiner knows its seat"
+        );
         let seen = &apps[2].world().resource::<common::Seen>().0;
         assert!(
             seen.iter()
