@@ -559,6 +559,19 @@ pub(crate) fn advance<I: Input + Send + Sync>(world: &mut World) {
             Err(e) => State::Failed(format!("the simulation's state cannot be saved: {e}")),
         };
     }
+    // State registered once the match has begun would be saved by some
+    // machines and not others, or by none: stopped, loudly.
+    if let State::Running(c) = session.state.get()
+        && let Some(name) = world
+            .get_resource::<crate::snapshot::Registry>()
+            .and_then(|r| r.added_since(c.sim().registry()))
+    {
+        c.leave();
+        *session.state.get() = State::Failed(format!(
+            "{name} was registered as state after the session started: register every \
+             lockstep component and resource before inserting the LockstepSession"
+        ));
+    }
     let status = match session.state.get() {
         State::Running(c) => {
             if let (Some(rate), Some(mut time)) =

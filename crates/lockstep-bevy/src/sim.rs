@@ -45,6 +45,11 @@ impl<I> BevySim<I> {
         }
     }
 
+    /// What the state is made of, as it was when the session started.
+    pub(crate) fn registry(&self) -> &crate::snapshot::Registry {
+        &self.registry
+    }
+
     /// The local input for the tick due: the game's input systems run
     /// ([`LockstepInput`](crate::LockstepInput)), then [`LocalInput`] is
     /// read.

@@ -446,6 +446,28 @@ impl Registry {
         }
     }
 
+    /// A type registered here and not in `earlier` (one registered after
+    /// a session took `earlier`), if any.
+    pub(crate) fn added_since(&self, earlier: &Registry) -> Option<&'static str> {
+        if self.resources.len() == earlier.resources.len()
+            && self.components.len() == earlier.components.len()
+        {
+            return None;
+        }
+        let known = |e: &Entry| {
+            earlier
+                .resources
+                .iter()
+                .chain(&earlier.components)
+                .any(|k| k.name == e.name)
+        };
+        self.resources
+            .iter()
+            .chain(&self.components)
+            .find(|e| !known(e))
+            .map(|e| e.name)
+    }
+
     /// A fingerprint of what is registered: two builds that save other
     /// state refuse each other's snapshots by it.
     pub(crate) fn fingerprint(&self) -> u64 {

@@ -431,3 +431,33 @@ fn a_hosted_match_survives_its_host_app() {
         }
     }
 }
+
+/// A component registered as state after the session started (a plugin
+/// added late) would be in no snapshot the match already agreed on: the
+/// session stops, naming it, instead of playing on without it.
+#[test]
+fn state_registered_after_the_start_stops_the_session_loudly() {
+    #[derive(bevy::prelude::Component, serde::Serialize, serde::Deserialize)]
+    struct Late(u32);
+    let net = Net::new(1, LinkConditions::default());
+    let roster = Roster::new().player(PeerId(0), PlayerId(0));
+    let mut a = app(1);
+    let session = MeshSession::<u8>::new(MeshConfig::default(), roster, PeerId(0), Instant::ZERO)
+        .expect("a mesh session");
+    a.insert_resource(LockstepSession::mesh(session, net.transport(PeerId(0))));
+    let mut clock = Instant::ZERO;
+    run(&net, &mut [&mut a], &mut clock, 30);
+    assert_eq!(
+        *a.world().resource::<LockstepStatus>(),
+        LockstepStatus::Session(Status::Playing)
+    );
+    a.lockstep_component::<Late>();
+    run(&net, &mut [&mut a], &mut clock, 2);
+    assert_eq!(
+        *a.world().resource::<LockstepStatus>(),
+        LockstepStatus::Failed
+    );
+    let mut s = a.world_mut().resource_mut::<LockstepSession<u8>>();
+    let why = s.failure().expect("a reason").to_owned();
+    assert!(why.contains("Late") && why.contains("after"), "{why}");
+}
