@@ -160,30 +160,63 @@ impl SimTime {
 }
 
 /// A seeded random number generator for the simulation, part of the state
-/// (SplitMix64: every machine draws the same numbers in the same order).
-/// Insert one with the match's seed before the session starts.
-#[derive(Resource, Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SimRng(u64);
+/// (the engine's [`SimRng`](lockstep_core::sim::SimRng), SplitMix64: every
+/// machine draws the same numbers in the same order; `below`, `unit` and
+/// `chance` through `Deref`). Insert one with the match's seed before the
+/// session starts.
+///
+/// ```
+/// let mut rng = lockstep_bevy::SimRng::seeded(7);
+/// let roll = rng.below(6) + 1;
+/// assert!((1..=6).contains(&roll));
+/// ```
+#[derive(Resource, Debug, Clone, Serialize, Deserialize)]
+#[serde(from = "u64", into = "u64")]
+pub struct SimRng(lockstep_core::sim::SimRng);
 
 impl SimRng {
     /// A generator from `seed`.
     pub fn seeded(seed: u64) -> Self {
-        Self(seed)
+        Self(lockstep_core::sim::SimRng::new(seed))
     }
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+}
+
+impl Default for SimRng {
+    fn default() -> Self {
+        Self::seeded(0)
     }
-    /// A number below `n` (0 when `n` is 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            return 0;
-        }
-        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
+}
+
+impl PartialEq for SimRng {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.state() == other.0.state()
+    }
+}
+
+impl Eq for SimRng {}
+
+impl From<u64> for SimRng {
+    fn from(state: u64) -> Self {
+        Self::seeded(state)
+    }
+}
+
+impl From<SimRng> for u64 {
+    fn from(rng: SimRng) -> u64 {
+        rng.0.state()
+    }
+}
+
+impl core::ops::Deref for SimRng {
+    type Target = lockstep_core::sim::SimRng;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl core::ops::DerefMut for SimRng {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
     }
 }
 
@@ -391,5 +424,26 @@ impl LockstepAppExt for App {
             .get_resource_or_init::<snapshot::Registry>()
             .reflect_resource::<T>(types);
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SimRng;
+
+    /// The generator saves as its bare state (as it did before it wrapped
+    /// the engine's), and draws the engine's numbers.
+    #[test]
+    fn sim_rng_saves_as_its_state() {
+        let mut rng = SimRng::seeded(99);
+        let mut engine = lockstep_core::sim::SimRng::new(99);
+        assert_eq!(rng.next_u64(), engine.next_u64());
+        let bytes = postcard::to_allocvec(&rng).expect("encodes");
+        assert_eq!(
+            bytes,
+            postcard::to_allocvec(&engine.state()).expect("encodes")
+        );
+        let back: SimRng = postcard::from_bytes(&bytes).expect("decodes");
+        assert_eq!(back, rng);
     }
 }

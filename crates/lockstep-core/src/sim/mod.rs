@@ -51,6 +51,12 @@ impl SimRng {
         Self(seed)
     }
 
+    /// The generator's whole state: [`SimRng::new`] of it draws the same
+    /// numbers from here on (what a snapshot of a simulation keeps).
+    pub fn state(&self) -> u64 {
+        self.0
+    }
+
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
