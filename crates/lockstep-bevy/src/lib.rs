@@ -202,7 +202,7 @@ impl From<u64> for SimRng {
 }
 
 impl From<SimRng> for u64 {
-    fn from(rng: SimRng) -> u64 {
+    fn from(rng: SimRng) -> Self {
         rng.0.state()
     }
 }

@@ -448,7 +448,7 @@ impl Registry {
 
     /// A type registered here and not in `earlier` (one registered after
     /// a session took `earlier`), if any.
-    pub(crate) fn added_since(&self, earlier: &Registry) -> Option<&'static str> {
+    pub(crate) fn added_since(&self, earlier: &Self) -> Option<&'static str> {
         if self.resources.len() == earlier.resources.len()
             && self.components.len() == earlier.components.len()
         {
