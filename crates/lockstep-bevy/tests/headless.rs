@@ -44,15 +44,7 @@ fn apps_in_a_mesh_end_equal() {
             .collect();
         let mut clock = Instant::ZERO;
         let mut refs: Vec<&mut bevy::prelude::App> = apps.iter_mut().collect();
-        for _ in 0..60 {
-            run(&net, &mut refs, &mut clock, 30);
-            let done = refs.iter().all(|a| {
-                *a.world().resource::<LockstepStatus>() == LockstepStatus::Session(Status::Finished)
-            });
-            if done {
-                break;
-            }
-        }
+        common::until_finished(&mut refs, 60, |refs| run(&net, refs, &mut clock, 30));
         let hashes: Vec<_> = apps
             .iter()
             .enumerate()
@@ -133,15 +125,11 @@ fn an_app_joins_mid_match_from_a_snapshot() {
         s.set_last_tick(Some(Tick::new(400)));
         joiner.insert_resource(s);
         apps.push(joiner);
-        for _ in 0..40 {
+        {
             let mut refs: Vec<&mut bevy::prelude::App> = apps.iter_mut().collect();
-            common::run_star(&net, &mut server, &mut refs, &mut clock, 30);
-            let done = apps.iter().all(|a| {
-                *a.world().resource::<LockstepStatus>() == LockstepStatus::Session(Status::Finished)
+            common::until_finished(&mut refs, 40, |refs| {
+                common::run_star(&net, &mut server, refs, &mut clock, 30);
             });
-            if done {
-                break;
-            }
         }
         assert_eq!(
             apps[2].world().resource::<LockstepStats>().seat,
@@ -216,23 +204,10 @@ fn a_changed_state_is_found_at_its_tick_and_healed() {
         for mut ship in q.iter_mut(w) {
             ship.x += 1;
         }
-        for _ in 0..40 {
-            common::run_star(&net, &mut server, &mut refs, &mut clock, 30);
-            let done = refs.iter().all(|a| {
-                *a.world().resource::<LockstepStatus>() == LockstepStatus::Session(Status::Finished)
-            });
-            if done {
-                break;
-            }
-        }
-        let hashes: Vec<_> = apps
-            .iter()
-            .map(|a| state_hash(a.world()).expect("saves"))
-            .collect();
-        assert!(
-            hashes.windows(2).all(|w| w[0] == w[1]),
-            "seed {seed}: {hashes:?}"
-        );
+        common::until_finished(&mut refs, 40, |refs| {
+            common::run_star(&net, &mut server, refs, &mut clock, 30)
+        });
+        common::one_state(&apps, &format!("seed {seed}"));
         for a in &apps {
             assert_eq!(a.world().resource::<SimTime>().tick, 450, "seed {seed}");
         }
@@ -290,26 +265,13 @@ fn an_app_whose_connection_drops_reconnects() {
         net.cut(PeerId(2), common::SERVER);
         let before = common::ships(refs[1]);
         let mut reconnecting = false;
-        for _ in 0..200 {
-            common::run_star(&net, &mut server, &mut refs, &mut clock, 10);
+        common::until_finished(&mut refs, 200, |refs| {
+            common::run_star(&net, &mut server, refs, &mut clock, 10);
             reconnecting |= *refs[1].world().resource::<LockstepStatus>()
                 == LockstepStatus::Session(Status::Reconnecting);
-            let done = refs.iter().all(|a| {
-                *a.world().resource::<LockstepStatus>() == LockstepStatus::Session(Status::Finished)
-            });
-            if done {
-                break;
-            }
-        }
+        });
         assert!(reconnecting, "seed {seed}: it said Reconnecting meanwhile");
-        let hashes: Vec<_> = apps
-            .iter()
-            .map(|a| state_hash(a.world()).expect("saves"))
-            .collect();
-        assert!(
-            hashes.windows(2).all(|w| w[0] == w[1]),
-            "seed {seed}: {hashes:?}"
-        );
+        common::one_state(&apps, &format!("seed {seed}"));
         for a in &apps {
             assert_eq!(a.world().resource::<SimTime>().tick, 500, "seed {seed}");
         }
@@ -403,23 +365,8 @@ fn a_hosted_match_survives_its_host_app() {
         }
         drop(host);
         let mut refs: Vec<&mut bevy::prelude::App> = apps.iter_mut().collect();
-        for _ in 0..120 {
-            run(&net, &mut refs, &mut clock, 10);
-            let done = refs.iter().all(|a| {
-                *a.world().resource::<LockstepStatus>() == LockstepStatus::Session(Status::Finished)
-            });
-            if done {
-                break;
-            }
-        }
-        let hashes: Vec<_> = apps
-            .iter()
-            .map(|a| state_hash(a.world()).expect("saves"))
-            .collect();
-        assert!(
-            hashes.windows(2).all(|w| w[0] == w[1]),
-            "seed {seed}: {hashes:?}"
-        );
+        common::until_finished(&mut refs, 120, |refs| run(&net, refs, &mut clock, 10));
+        common::one_state(&apps, &format!("seed {seed}"));
         for a in &apps {
             assert_eq!(a.world().resource::<SimTime>().tick, 400, "seed {seed}");
             let seen = &a.world().resource::<common::Seen>().0;

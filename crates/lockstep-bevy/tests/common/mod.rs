@@ -226,6 +226,36 @@ pub fn run(net: &Net, apps: &mut [&mut App], clock: &mut lockstep_core::Instant,
     }
 }
 
+/// Whether the app's match is finished.
+pub fn finished(app: &App) -> bool {
+    *app.world().resource::<LockstepStatus>()
+        == LockstepStatus::Session(lockstep_core::runner::Status::Finished)
+}
+
+/// Steps the apps (`step` runs some frames) until every one's match is
+/// finished, at most `rounds` times.
+pub fn until_finished(apps: &mut [&mut App], rounds: u32, mut step: impl FnMut(&mut [&mut App])) {
+    for _ in 0..rounds {
+        step(apps);
+        if apps.iter().all(|a| finished(a)) {
+            return;
+        }
+    }
+}
+
+/// Asserts every app holds one state, and returns its hash.
+pub fn one_state(apps: &[App], context: &str) -> u64 {
+    let hashes: Vec<u64> = apps
+        .iter()
+        .map(|a| lockstep_bevy::state_hash(a.world()).expect("saves"))
+        .collect();
+    assert!(
+        hashes.windows(2).all(|w| w[0] == w[1]),
+        "{context}: {hashes:?}"
+    );
+    hashes[0]
+}
+
 /// The relay's id on the network.
 pub const SERVER: PeerId = PeerId(100);
 
