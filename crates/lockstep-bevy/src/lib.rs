@@ -357,6 +357,14 @@ pub trait LockstepAppExt {
         T: Resource + Reflect + FromReflect + TypePath + bevy::reflect::GetTypeRegistration;
 }
 
+/// Registers `T` in the app's type registry, and returns the registry.
+fn reflected<T: bevy::reflect::GetTypeRegistration>(app: &mut App) -> AppTypeRegistry {
+    app.register_type::<T>();
+    app.world_mut()
+        .get_resource_or_init::<AppTypeRegistry>()
+        .clone()
+}
+
 impl LockstepAppExt for App {
     fn lockstep_component<T>(&mut self) -> &mut Self
     where
@@ -400,11 +408,7 @@ impl LockstepAppExt for App {
             + TypePath
             + bevy::reflect::GetTypeRegistration,
     {
-        self.register_type::<T>();
-        let types = self
-            .world_mut()
-            .get_resource_or_init::<AppTypeRegistry>()
-            .clone();
+        let types = reflected::<T>(self);
         self.world_mut()
             .get_resource_or_init::<snapshot::Registry>()
             .reflect_component::<T>(types);
@@ -415,11 +419,7 @@ impl LockstepAppExt for App {
     where
         T: Resource + Reflect + FromReflect + TypePath + bevy::reflect::GetTypeRegistration,
     {
-        self.register_type::<T>();
-        let types = self
-            .world_mut()
-            .get_resource_or_init::<AppTypeRegistry>()
-            .clone();
+        let types = reflected::<T>(self);
         self.world_mut()
             .get_resource_or_init::<snapshot::Registry>()
             .reflect_resource::<T>(types);
