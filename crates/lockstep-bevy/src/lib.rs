@@ -50,6 +50,7 @@
 #![forbid(unsafe_code)]
 
 mod check;
+mod depth;
 mod session;
 mod sim;
 mod snapshot;
@@ -219,6 +220,26 @@ impl core::ops::DerefMut for SimRng {
         &mut self.0
     }
 }
+
+/// Present while a snapshot is being restored into the world (a joiner's
+/// state, a resync, [`restore_state`]): the game's observers and hooks run
+/// as entities are despawned, spawned and changed, and one that changes
+/// simulation state then must skip its work (`Option<Res<Restoring>>`),
+/// or the restore fails with [`SnapshotError::Altered`].
+///
+/// ```
+/// use bevy::prelude::*;
+/// use lockstep_bevy::Restoring;
+/// #[derive(Component)]
+/// struct Ship;
+/// fn wreck(_: On<Remove, Ship>, restoring: Option<Res<Restoring>>, mut commands: Commands) {
+///     if restoring.is_none() {
+///         commands.spawn(Name::new("debris"));
+///     }
+/// }
+/// ```
+#[derive(Resource, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Restoring;
 
 /// Runs a lockstep match in the app (see the [crate](crate) docs) for
 /// input type `I`.

@@ -22,6 +22,8 @@ pub(crate) struct BevySim<I> {
     /// Why the state could not be saved, the first time it could not
     /// (the plugin then stops the session, saying so).
     pub(crate) unsavable: core::cell::Cell<Option<String>>,
+    /// Room for the state, hashed every tick without allocating.
+    scratch: core::cell::RefCell<Vec<u8>>,
     _input: PhantomData<fn() -> I>,
 }
 
@@ -41,6 +43,7 @@ impl<I> BevySim<I> {
             detached: None,
             restored: false,
             unsavable: core::cell::Cell::new(None),
+            scratch: core::cell::RefCell::new(Vec::new()),
             _input: PhantomData,
         }
     }
@@ -88,10 +91,15 @@ impl<I> BevySim<I> {
             None => self.registry.save(&self.world.borrow()),
         };
         if let Err(e) = &saved {
-            let first = self.unsavable.take().unwrap_or_else(|| e.clone());
-            self.unsavable.set(Some(first));
+            self.note(e);
         }
         saved
+    }
+
+    /// Notes the first reason the state could not be saved.
+    fn note(&self, why: &str) {
+        let first = self.unsavable.take().unwrap_or_else(|| why.to_owned());
+        self.unsavable.set(Some(first));
     }
 }
 
@@ -113,9 +121,16 @@ impl<I: Input + Send + Sync> Game for BevySim<I> {
     }
 
     fn hash(&self) -> u64 {
-        match self.state() {
-            Ok(b) => xxhash_rust::xxh3::xxh3_64(&b),
-            Err(_) => 0,
+        if let Some(b) = &self.detached {
+            return xxhash_rust::xxh3::xxh3_64(b);
+        }
+        let mut buf = self.scratch.borrow_mut();
+        match self.registry.save_into(&self.world.borrow(), &mut buf) {
+            Ok(()) => xxhash_rust::xxh3::xxh3_64(&buf),
+            Err(e) => {
+                self.note(&e);
+                0
+            }
         }
     }
 
@@ -139,6 +154,7 @@ impl<I: Input + Send + Sync> Game for BevySim<I> {
             detached: Some(old),
             restored: false,
             unsavable: core::cell::Cell::new(None),
+            scratch: core::cell::RefCell::new(Vec::new()),
             _input: PhantomData,
         })
     }

@@ -8,7 +8,6 @@ use bevy::prelude::*;
 use lockstep_core::desync::Fields;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// What a snapshot starts with, and its version.
@@ -16,12 +15,18 @@ const MAGIC: &[u8; 4] = b"LKBV";
 const VERSION: u8 = 1;
 /// The most entities a snapshot may claim (bytes come from the network).
 const MAX_ENTITIES: u32 = 1 << 22;
+/// Ids the simulation gives out, at most: a snapshot whose counter is
+/// past it is refused (it could not spawn again), and a simulation that
+/// gets there cannot be saved.
+pub(crate) const MAX_ID: u32 = 1 << 31;
 
 /// Marks an entity whose state is the simulation's: its registered
 /// components are saved, restored and hashed. Each gets an id from the
-/// simulation ([`SimIds`]) when it is added, the same on every machine
+/// simulation ([`SimIds`]) when it is inserted, the same on every machine
 /// when it is spawned by the same system at the same tick; snapshots order
-/// entities by it (never by `Entity`, which differs between machines).
+/// entities by it (never by `Entity`, which differs between machines). A
+/// clone of a simulated entity, or `Simulated::default()` inserted again,
+/// gets a new id.
 ///
 /// ```
 /// use bevy::prelude::*;
@@ -31,13 +36,14 @@ const MAX_ENTITIES: u32 = 1 << 22;
 /// struct Ship;
 /// ```
 #[derive(Component, Debug, Default, Clone, Copy, PartialEq, Eq)]
-#[component(on_add = assign_id)]
+#[component(on_insert = assign_id, clone_behavior = Custom(fresh_clone))]
 pub struct Simulated {
     id: u32,
 }
 
 impl Simulated {
-    /// The entity's id in the simulation (0 until it is added).
+    /// The entity's id in the simulation (0 until it is inserted, or once
+    /// the simulation has given out every id it has).
     pub fn id(&self) -> u32 {
         self.id
     }
@@ -62,11 +68,24 @@ fn assign_id(
     let Some(mut ids) = world.get_resource_mut::<SimIds>() else {
         return;
     };
-    ids.next = ids.next.saturating_add(1);
+    if ids.next >= MAX_ID {
+        // None left: the id stays 0, and saving says so.
+        return;
+    }
+    ids.next += 1;
     let id = ids.next;
     if let Some(mut s) = world.get_mut::<Simulated>(ctx.entity) {
         s.id = id;
     }
+}
+
+/// A clone of a simulated entity is a new entity of the simulation: it
+/// gets an id of its own when inserted.
+fn fresh_clone(
+    _: &bevy::ecs::entity::SourceComponent,
+    ctx: &mut bevy::ecs::entity::ComponentCloneCtx,
+) {
+    ctx.write_target_component(Simulated::default());
 }
 
 /// Why a snapshot was refused: it comes from another machine.
@@ -87,6 +106,14 @@ pub enum SnapshotError {
     /// two entities with one id.
     #[error("the simulation's state cannot be saved: {0}")]
     Unsavable(String),
+    /// The snapshot was restored, but the world then saved otherwise: the
+    /// game's observers or hooks changed simulation state while it was
+    /// being restored (they run then; see
+    /// [`Restoring`](crate::Restoring)), or a value was not in its
+    /// canonical form. The world holds the restored state with those
+    /// changes.
+    #[error("the state restored is not the snapshot's: {0}")]
+    Altered(String),
     /// A value does not decode as its type.
     #[error("{name} does not decode: {reason}")]
     Value {
@@ -97,9 +124,11 @@ pub enum SnapshotError {
     },
 }
 
-/// Saves a registered value: `None` if it is not there.
-type SaveFn =
-    Arc<dyn Fn(&World, Option<Entity>, &Ids) -> Option<Result<Vec<u8>, String>> + Send + Sync>;
+/// Saves a registered value onto the end of the buffer: `None` (and
+/// nothing written) if it is not there.
+type SaveFn = Arc<
+    dyn Fn(&World, Option<Entity>, &Ids, &mut Vec<u8>) -> Option<Result<(), String>> + Send + Sync,
+>;
 /// Loads a registered value onto the entity (or into the world).
 type LoadFn =
     Arc<dyn Fn(&mut World, Option<Entity>, &[u8], &Ids) -> Result<(), String> + Send + Sync>;
@@ -118,6 +147,8 @@ type HasFn = Arc<dyn Fn(&EntityRef<'_>) -> bool + Send + Sync>;
 #[derive(Clone)]
 struct Entry {
     name: &'static str,
+    /// Whether its values point at entities (saving needs the ids).
+    maps: bool,
     /// The value on the entity (components) or in the world (resources).
     save: SaveFn,
     /// Checks the bytes decode (while the snapshot is read).
@@ -149,11 +180,23 @@ pub(crate) struct Registry {
     resources: Vec<Entry>,
 }
 
-/// Where an entity's id maps to, both ways, while saving or loading.
+/// Where an entity's id maps to, both ways, while saving or loading
+/// (sorted by key; a map holds either or both).
 #[derive(Debug, Default)]
 pub(crate) struct Ids {
-    to_id: BTreeMap<Entity, u32>,
-    to_entity: BTreeMap<u32, Entity>,
+    to_id: Vec<(Entity, u32)>,
+    to_entity: Vec<(u32, Entity)>,
+}
+
+impl Ids {
+    fn id(&self, e: Entity) -> Option<u32> {
+        let at = self.to_id.binary_search_by_key(&e, |(e, _)| *e).ok()?;
+        Some(self.to_id[at].1)
+    }
+    fn entity(&self, id: u32) -> Option<Entity> {
+        let at = self.to_entity.binary_search_by_key(&id, |(i, _)| *i).ok()?;
+        Some(self.to_entity[at].1)
+    }
 }
 
 /// Maps entity references to ids (saving) or back (loading); a reference
@@ -167,12 +210,7 @@ struct Mapper<'a> {
 impl EntityMapper for Mapper<'_> {
     fn get_mapped(&mut self, source: Entity) -> Entity {
         if self.saving {
-            match self
-                .ids
-                .to_id
-                .get(&source)
-                .and_then(|id| Entity::from_raw_u32(*id))
-            {
+            match self.ids.id(source).and_then(Entity::from_raw_u32) {
                 Some(e) => e,
                 None => {
                     self.stray = Some(source);
@@ -180,9 +218,10 @@ impl EntityMapper for Mapper<'_> {
                 }
             }
         } else {
+            // Saved as the entity of index `id` and generation 0, exactly.
             let id = source.index().index();
-            match self.ids.to_entity.get(&id) {
-                Some(e) if source != Entity::PLACEHOLDER => *e,
+            match self.ids.entity(id) {
+                Some(e) if Entity::from_raw_u32(id) == Some(source) => e,
                 _ => {
                     self.stray = Some(source);
                     Entity::PLACEHOLDER
@@ -193,12 +232,48 @@ impl EntityMapper for Mapper<'_> {
     fn set_mapped(&mut self, _: Entity, _: Entity) {}
 }
 
-fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, String> {
-    postcard::to_allocvec(value).map_err(|e| e.to_string())
+/// A buffer postcard writes onto the end of.
+struct Onto<'a>(&'a mut Vec<u8>);
+
+impl Extend<u8> for Onto<'_> {
+    fn extend<I: IntoIterator<Item = u8>>(&mut self, bytes: I) {
+        self.0.extend(bytes);
+    }
 }
 
+fn encode<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) -> Result<(), String> {
+    postcard::to_extend(value, Onto(out))
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+/// A value from exactly its bytes (nothing may follow it: a snapshot
+/// restored must save as the same bytes).
 fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
-    postcard::from_bytes(bytes).map_err(|e| e.to_string())
+    let mut de = postcard::Deserializer::from_bytes(bytes);
+    let value = T::deserialize(crate::depth::Depth::new(&mut de)).map_err(|e| e.to_string())?;
+    if !de.finalize().map_err(|e| e.to_string())?.is_empty() {
+        return Err("bytes after the value".into());
+    }
+    Ok(value)
+}
+
+/// Checks `bytes` are a value in its one encoding: it decodes, and encodes
+/// back to the same bytes (so a state restored saves, and hashes, as the
+/// bytes it came from).
+fn canonical<T: Serialize + DeserializeOwned>(bytes: &[u8]) -> Result<(), String> {
+    let v = decode::<T>(bytes)?;
+    let mut again = Vec::with_capacity(bytes.len());
+    encode(&v, &mut again)?;
+    same(bytes, &again)
+}
+
+fn same(bytes: &[u8], again: &[u8]) -> Result<(), String> {
+    if bytes == again {
+        Ok(())
+    } else {
+        Err("not in its canonical encoding".into())
+    }
 }
 
 /// Lists a value's fields as the JSON of its serde form names them.
@@ -226,36 +301,47 @@ fn flatten(path: &str, v: &serde_json::Value, out: &mut Fields) {
 }
 
 /// Saves a component value.
-type EncodeFn<T> = Arc<dyn Fn(&T, &Ids) -> Result<Vec<u8>, String> + Send + Sync>;
+type EncodeFn<T> = Arc<dyn Fn(&T, &Ids, &mut Vec<u8>) -> Result<(), String> + Send + Sync>;
 /// Reads a component value (entity references mapped).
 type DecodeFn<T> = Arc<dyn Fn(&[u8], &Ids) -> Result<T, String> + Send + Sync>;
 
 /// The entry of component `T` saved by `enc`, read by `dec` (its bytes
 /// checked by `check`, before entity ids are known), listed by `fields`.
-fn component_entry<T>(enc: EncodeFn<T>, dec: DecodeFn<T>, check: CheckFn, fields: FieldsFn) -> Entry
+fn component_entry<T>(
+    maps: bool,
+    enc: EncodeFn<T>,
+    dec: DecodeFn<T>,
+    check: CheckFn,
+    fields: FieldsFn,
+) -> Entry
 where
     T: Component<Mutability = bevy::ecs::component::Mutable>,
 {
     let probe = dec.clone();
     Entry {
         name: core::any::type_name::<T>(),
-        save: Arc::new(move |w: &World, e: Option<Entity>, ids: &Ids| {
-            Some(enc(w.get::<T>(e?)?, ids))
-        }),
+        maps,
+        save: Arc::new(
+            move |w: &World, e: Option<Entity>, ids: &Ids, out: &mut Vec<u8>| {
+                Some(enc(w.get::<T>(e?)?, ids, out))
+            },
+        ),
         check,
         verify: Arc::new(move |b: &[u8], ids: &Ids| probe(b, ids).map(drop)),
         load: Arc::new(
             move |w: &mut World, e: Option<Entity>, b: &[u8], ids: &Ids| {
                 let v = dec(b, ids)?;
                 if let Some(e) = e {
-                    w.entity_mut(e).insert(v);
+                    w.get_entity_mut(e)
+                        .map_err(|_| format!("entity {e} is gone"))?
+                        .insert(v);
                 }
                 Ok(())
             },
         ),
         remove: Arc::new(|w: &mut World, e: Option<Entity>| {
-            if let Some(e) = e {
-                w.entity_mut(e).remove::<T>();
+            if let Some(mut e) = e.and_then(|e| w.get_entity_mut(e).ok()) {
+                e.remove::<T>();
             }
         }),
         fields,
@@ -264,10 +350,14 @@ where
 }
 
 /// A reflected value's bytes: postcard through its type's reflection.
-fn reflect_encode<T: Reflect>(value: &T, types: &AppTypeRegistry) -> Result<Vec<u8>, String> {
+fn reflect_encode<T: Reflect>(
+    value: &T,
+    types: &AppTypeRegistry,
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
     let types = types.read();
     let ser = bevy::reflect::serde::TypedReflectSerializer::new(value.as_partial_reflect(), &types);
-    postcard::to_allocvec(&ser).map_err(|e| e.to_string())
+    encode(&ser, out)
 }
 
 /// A reflected value from its bytes.
@@ -282,12 +372,25 @@ fn reflect_decode<T: Reflect + FromReflect + TypePath>(
         .ok_or_else(|| format!("{} is not in the type registry", T::type_path()))?;
     let seed = bevy::reflect::serde::TypedReflectDeserializer::new(registration, &types);
     let mut de = postcard::Deserializer::from_bytes(bytes);
-    let value = seed.deserialize(&mut de).map_err(|e| e.to_string())?;
+    let value = seed
+        .deserialize(crate::depth::Depth::new(&mut de))
+        .map_err(|e| e.to_string())?;
     if !de.finalize().map_err(|e| e.to_string())?.is_empty() {
         return Err("bytes after the value".into());
     }
     T::from_reflect(value.as_partial_reflect())
         .ok_or_else(|| format!("{} does not build from its reflection", T::type_path()))
+}
+
+/// [`canonical`] for a reflected value.
+fn reflect_canonical<T: Reflect + FromReflect + TypePath>(
+    bytes: &[u8],
+    types: &AppTypeRegistry,
+) -> Result<(), String> {
+    let v = reflect_decode::<T>(bytes, types)?;
+    let mut again = Vec::with_capacity(bytes.len());
+    reflect_encode(&v, types, &mut again)?;
+    same(bytes, &again)
 }
 
 /// A reflected value's fields, as the JSON of its reflection names them.
@@ -315,9 +418,10 @@ impl Registry {
         T: Component<Mutability = bevy::ecs::component::Mutable> + Serialize + DeserializeOwned,
     {
         self.add_component(component_entry::<T>(
-            Arc::new(|v: &T, _: &Ids| encode(v)),
+            false,
+            Arc::new(|v: &T, _: &Ids, out: &mut Vec<u8>| encode(v, out)),
             Arc::new(|b: &[u8], _: &Ids| decode::<T>(b)),
-            Arc::new(|b: &[u8]| decode::<T>(b).map(drop)),
+            Arc::new(canonical::<T>),
             Arc::new(list_fields::<T>),
         ));
     }
@@ -333,7 +437,8 @@ impl Registry {
             + Clone,
     {
         self.add_component(component_entry::<T>(
-            Arc::new(|v: &T, ids: &Ids| {
+            true,
+            Arc::new(|v: &T, ids: &Ids, out: &mut Vec<u8>| {
                 let mut v = v.clone();
                 let mut m = Mapper {
                     ids,
@@ -344,7 +449,7 @@ impl Registry {
                 if let Some(stray) = m.stray {
                     return Err(format!("points at {stray}, which is not Simulated"));
                 }
-                encode(&v)
+                encode(&v, out)
             }),
             Arc::new(|b: &[u8], ids: &Ids| {
                 let mut v = decode::<T>(b)?;
@@ -363,7 +468,7 @@ impl Registry {
                 }
             }),
             // Entity references are checked when loaded, once ids are known.
-            Arc::new(|b: &[u8]| decode::<T>(b).map(drop)),
+            Arc::new(canonical::<T>),
             Arc::new(list_fields::<T>),
         ));
     }
@@ -376,9 +481,10 @@ impl Registry {
     {
         let (a, b, c, d) = (types.clone(), types.clone(), types.clone(), types);
         self.add_component(component_entry::<T>(
-            Arc::new(move |v: &T, _: &Ids| reflect_encode(v, &a)),
+            false,
+            Arc::new(move |v: &T, _: &Ids, out: &mut Vec<u8>| reflect_encode(v, &a, out)),
             Arc::new(move |bytes: &[u8], _: &Ids| reflect_decode::<T>(bytes, &b)),
-            Arc::new(move |bytes: &[u8]| reflect_decode::<T>(bytes, &d).map(drop)),
+            Arc::new(move |bytes: &[u8]| reflect_canonical::<T>(bytes, &d)),
             Arc::new(move |bytes: &[u8], prefix: &str, out: &mut Fields| {
                 reflect_fields::<T>(bytes, prefix, out, &c);
             }),
@@ -393,8 +499,11 @@ impl Registry {
         let (a, b, c, d) = (types.clone(), types.clone(), types.clone(), types);
         self.add_resource(Entry {
             name: core::any::type_name::<T>(),
-            save: Arc::new(move |w: &World, _, _| Some(reflect_encode(w.get_resource::<T>()?, &a))),
-            check: Arc::new(move |bytes: &[u8]| reflect_decode::<T>(bytes, &b).map(drop)),
+            maps: false,
+            save: Arc::new(move |w: &World, _, _, out: &mut Vec<u8>| {
+                Some(reflect_encode(w.get_resource::<T>()?, &a, out))
+            }),
+            check: Arc::new(move |bytes: &[u8]| reflect_canonical::<T>(bytes, &b)),
             verify: Arc::new(|_: &[u8], _: &Ids| Ok(())),
             load: Arc::new(move |w: &mut World, _, bytes: &[u8], _| {
                 w.insert_resource(reflect_decode::<T>(bytes, &c)?);
@@ -417,8 +526,11 @@ impl Registry {
     {
         self.add_resource(Entry {
             name: core::any::type_name::<T>(),
-            save: Arc::new(|w: &World, _, _| Some(encode(w.get_resource::<T>()?))),
-            check: Arc::new(|b: &[u8]| decode::<T>(b).map(drop)),
+            maps: false,
+            save: Arc::new(|w: &World, _, _, out: &mut Vec<u8>| {
+                Some(encode(w.get_resource::<T>()?, out))
+            }),
+            check: Arc::new(canonical::<T>),
             verify: Arc::new(|_: &[u8], _: &Ids| Ok(())),
             load: Arc::new(|w: &mut World, _, b: &[u8], _| {
                 w.insert_resource(decode::<T>(b)?);
@@ -485,6 +597,14 @@ impl Registry {
     /// component pointing outside the simulation) is an error naming it.
     pub(crate) fn save(&self, world: &World) -> Result<Vec<u8>, String> {
         let mut out = Vec::with_capacity(256);
+        self.save_into(world, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`save`](Self::save) into `out` (cleared first), whose room is
+    /// used again.
+    pub(crate) fn save_into(&self, world: &World, out: &mut Vec<u8>) -> Result<(), String> {
+        out.clear();
         out.extend_from_slice(MAGIC);
         out.push(VERSION);
         out.extend_from_slice(&self.fingerprint().to_le_bytes());
@@ -505,10 +625,11 @@ impl Registry {
             }
         }
         entities.sort_unstable();
-        let ids = Ids {
-            to_id: entities.iter().map(|(id, e)| (*e, *id)).collect(),
-            to_entity: BTreeMap::new(),
-        };
+        if let Some((0, e)) = entities.first() {
+            return Err(format!(
+                "entity {e} has no simulation id: the simulation has given out all {MAX_ID} ids"
+            ));
+        }
         for w in entities.windows(2) {
             if w[0].0 == w[1].0 {
                 return Err(format!(
@@ -517,32 +638,32 @@ impl Registry {
                 ));
             }
         }
+        // Entity to id, for values that point at entities (only those).
+        let ids = Ids {
+            to_id: if self.components.iter().any(|c| c.maps) {
+                let mut to_id: Vec<(Entity, u32)> =
+                    entities.iter().map(|(id, e)| (*e, *id)).collect();
+                to_id.sort_unstable();
+                to_id
+            } else {
+                Vec::new()
+            },
+            to_entity: Vec::new(),
+        };
         // Resources: a presence bit each, then its bytes.
         for r in &self.resources {
-            match (r.save)(world, None, &ids) {
-                Some(Ok(b)) => {
-                    out.push(1);
-                    put_bytes(&mut out, &b);
-                }
-                Some(Err(e)) => return Err(format!("{}: {e}", r.name)),
-                None => out.push(0),
-            }
+            put_value(out, |out| (r.save)(world, None, &ids, out))
+                .map_err(|e| format!("{}: {e}", r.name))?;
         }
         out.extend_from_slice(&(entities.len() as u32).to_le_bytes());
         for (id, e) in &entities {
             out.extend_from_slice(&id.to_le_bytes());
             for c in &self.components {
-                match (c.save)(world, Some(*e), &ids) {
-                    Some(Ok(b)) => {
-                        out.push(1);
-                        put_bytes(&mut out, &b);
-                    }
-                    Some(Err(err)) => return Err(format!("{} of entity {id}: {err}", c.name)),
-                    None => out.push(0),
-                }
+                put_value(out, |out| (c.save)(world, Some(*e), &ids, out))
+                    .map_err(|err| format!("{} of entity {id}: {err}", c.name))?;
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Reads a snapshot without changing anything: every value decodes.
@@ -556,6 +677,11 @@ impl Registry {
             return Err(SnapshotError::OtherRegistry(self.fingerprint(), theirs));
         }
         let next = r.u32()?;
+        if next > MAX_ID {
+            return Err(SnapshotError::Malformed(format!(
+                "the next id is {next}, past the last the simulation gives ({MAX_ID})"
+            )));
+        }
         let mut resources = Vec::with_capacity(self.resources.len());
         for e in &self.resources {
             resources.push(r.value(e)?);
@@ -564,19 +690,21 @@ impl Registry {
         if count > MAX_ENTITIES {
             return Err(SnapshotError::Malformed(format!("{count} entities")));
         }
-        let mut entities: Vec<(u32, Vec<Option<&'b [u8]>>)> = Vec::new();
+        let entities_at = r.at;
+        // Ids only: an entity's values are read again where they lie
+        // (memory stays a fraction of the bytes, whatever they claim).
+        let mut ids: Vec<u32> = Vec::new();
         for _ in 0..count {
             let id = r.u32()?;
-            if entities.last().is_some_and(|(last, _)| *last >= id) || id == 0 || id > next {
+            if ids.last().is_some_and(|last| *last >= id) || id == 0 || id > next {
                 return Err(SnapshotError::Malformed(format!(
                     "entity id {id} out of order"
                 )));
             }
-            let mut values = Vec::with_capacity(self.components.len());
             for c in &self.components {
-                values.push(r.value(c)?);
+                r.value(c)?;
             }
-            entities.push((id, values));
+            ids.push(id);
         }
         if r.at != bytes.len() {
             return Err(SnapshotError::Malformed("bytes after the end".into()));
@@ -584,7 +712,26 @@ impl Registry {
         Ok(Parsed {
             next,
             resources,
-            entities,
+            ids,
+            bytes,
+            entities_at,
+        })
+    }
+
+    /// Each entity's id and values, in the snapshot's order (of a snapshot
+    /// `parse` accepted).
+    fn records<'b>(
+        &'b self,
+        parsed: &'b Parsed<'_>,
+    ) -> impl Iterator<Item = (u32, Vec<Option<&'b [u8]>>)> + 'b {
+        let mut r = Reader {
+            bytes: parsed.bytes,
+            at: parsed.entities_at,
+        };
+        parsed.ids.iter().map_while(move |id| {
+            r.u32().ok()?;
+            let values: Option<Vec<_>> = self.components.iter().map(|_| r.raw_value()).collect();
+            Some((*id, values?))
         })
     }
 
@@ -592,47 +739,96 @@ impl Registry {
     /// it are despawned, those in it updated (or spawned), their registered
     /// components set or removed, the resources set or removed. Nothing
     /// changes when the bytes are refused (every value is read, and every
-    /// entity reference checked, first).
+    /// entity reference checked, first). The world is then saved again and
+    /// must give the same bytes ([`SnapshotError::Altered`] if not).
     pub(crate) fn load(&self, world: &mut World, bytes: &[u8]) -> Result<(), SnapshotError> {
         let parsed = self.parse(bytes)?;
-        // Every reference to an entity in the snapshot, before anything
-        // changes (each id stands for itself here).
-        let mut probe = Ids::default();
-        for (id, _) in &parsed.entities {
-            if let Some(e) = Entity::from_raw_u32(*id) {
-                probe.to_entity.insert(*id, e);
-            }
-        }
-        for (id, values) in &parsed.entities {
-            for (c, v) in self.components.iter().zip(values) {
-                if let Some(b) = v {
-                    (c.verify)(b, &probe).map_err(|reason| SnapshotError::Value {
-                        name: c.name,
-                        reason: format!("entity {id}: {reason}"),
-                    })?;
+        if self.components.iter().any(|c| c.maps) {
+            // Every reference to an entity in the snapshot, before
+            // anything changes (each id stands for itself here).
+            let probe = Ids {
+                to_id: Vec::new(),
+                to_entity: parsed
+                    .ids
+                    .iter()
+                    .filter_map(|id| Some((*id, Entity::from_raw_u32(*id)?)))
+                    .collect(),
+            };
+            for (id, values) in self.records(&parsed) {
+                for (c, v) in self.components.iter().zip(values) {
+                    if let Some(b) = v {
+                        (c.verify)(b, &probe).map_err(|reason| SnapshotError::Value {
+                            name: c.name,
+                            reason: format!("entity {id}: {reason}"),
+                        })?;
+                    }
                 }
             }
         }
-        let present: BTreeMap<u32, Entity> = world
+        world.insert_resource(crate::Restoring);
+        let loaded = self.apply(world, &parsed);
+        world.remove_resource::<crate::Restoring>();
+        loaded?;
+        // What the world now saves must be what was sent.
+        let saved = self.save(world).map_err(SnapshotError::Unsavable)?;
+        if saved != bytes {
+            let (mut here, mut sent) = (Fields::new(), Fields::new());
+            self.fields(&saved, &mut here);
+            self.fields(bytes, &mut sent);
+            let diffs = sent.diff(&here);
+            let mut said: Vec<String> = diffs
+                .iter()
+                .take(4)
+                .map(|d| {
+                    format!(
+                        "{} is {} where the snapshot has {}",
+                        d.path,
+                        d.found.as_deref().unwrap_or("missing"),
+                        d.expected.as_deref().unwrap_or("none")
+                    )
+                })
+                .collect();
+            if diffs.len() > 4 {
+                said.push(format!("{} more", diffs.len() - 4));
+            }
+            if said.is_empty() {
+                said.push("a value not in its canonical form".to_owned());
+            }
+            let first = said.join("; ");
+            return Err(SnapshotError::Altered(first));
+        }
+        Ok(())
+    }
+
+    /// The changes of [`load`](Self::load), on a snapshot checked whole.
+    fn apply(&self, world: &mut World, parsed: &Parsed<'_>) -> Result<(), SnapshotError> {
+        let mut present: Vec<(u32, Entity)> = world
             .iter_entities()
             .filter_map(|e| e.get::<Simulated>().map(|s| (s.id, e.id())))
             .collect();
-        let wanted: std::collections::BTreeSet<u32> =
-            parsed.entities.iter().map(|(id, _)| *id).collect();
+        present.sort_unstable();
         for (id, e) in &present {
-            if !wanted.contains(id) {
+            if parsed.ids.binary_search(id).is_err() {
+                // Its children go with it (a linked despawn), whatever
+                // their ids: the snapshot's are spawned again below.
                 world.despawn(*e);
             }
         }
         let mut ids = Ids::default();
-        for (id, _) in &parsed.entities {
-            let e = match present.get(id) {
-                Some(e) => *e,
+        ids.to_entity.reserve_exact(parsed.ids.len());
+        for id in &parsed.ids {
+            let kept = present
+                .binary_search_by_key(id, |(i, _)| *i)
+                .ok()
+                .map(|at| present[at].1)
+                .filter(|e| world.get_entity(*e).is_ok());
+            let e = match kept {
+                Some(e) => e,
                 None => world.spawn(Simulated { id: *id }).id(),
             };
-            ids.to_entity.insert(*id, e);
-            ids.to_id.insert(e, *id);
+            ids.to_entity.push((*id, e));
         }
+        drop(present);
         world.insert_resource(SimIds { next: parsed.next });
         let fail = |name: &'static str, reason: String| SnapshotError::Value { name, reason };
         for (e, v) in self.resources.iter().zip(&parsed.resources) {
@@ -641,12 +837,12 @@ impl Registry {
                 None => (e.remove)(world, None),
             }
         }
-        for (id, values) in &parsed.entities {
-            let entity = ids.to_entity.get(id).copied();
+        for ((id, values), (_, entity)) in self.records(parsed).zip(&ids.to_entity) {
             for (c, v) in self.components.iter().zip(values) {
                 match v {
-                    Some(b) => (c.load)(world, entity, b, &ids).map_err(|r| fail(c.name, r))?,
-                    None => (c.remove)(world, entity),
+                    Some(b) => (c.load)(world, Some(*entity), b, &ids)
+                        .map_err(|r| fail(c.name, format!("entity {id}: {r}")))?,
+                    None => (c.remove)(world, Some(*entity)),
                 }
             }
         }
@@ -669,7 +865,7 @@ impl Registry {
                 (e.fields)(b, e.name, out);
             }
         }
-        for (id, values) in &parsed.entities {
+        for (id, values) in self.records(&parsed) {
             for (c, v) in self.components.iter().zip(values) {
                 if let Some(b) = v {
                     (c.fields)(b, &format!("entity[{id}].{}", c.name), out);
@@ -679,16 +875,42 @@ impl Registry {
     }
 }
 
-/// A snapshot read: every value's bytes, checked to decode.
+/// A snapshot read: the resources' bytes and the entities' ids, every
+/// value checked to decode.
 pub(crate) struct Parsed<'b> {
     next: u32,
     resources: Vec<Option<&'b [u8]>>,
-    entities: Vec<(u32, Vec<Option<&'b [u8]>>)>,
+    ids: Vec<u32>,
+    bytes: &'b [u8],
+    /// Where the entity records start.
+    entities_at: usize,
 }
 
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
-    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
-    out.extend_from_slice(b);
+/// A value as a snapshot holds it: 1, its length (u32) and its bytes, or
+/// 0 when `save` finds none.
+fn put_value(
+    out: &mut Vec<u8>,
+    save: impl FnOnce(&mut Vec<u8>) -> Option<Result<(), String>>,
+) -> Result<(), String> {
+    let at = out.len();
+    out.push(1);
+    out.extend_from_slice(&[0; 4]);
+    match save(out) {
+        Some(Ok(())) => {
+            let len = u32::try_from(out.len() - at - 5).map_err(|_| "a value over 4 GiB")?;
+            out[at + 1..at + 5].copy_from_slice(&len.to_le_bytes());
+            Ok(())
+        }
+        None => {
+            out.truncate(at);
+            out.push(0);
+            Ok(())
+        }
+        Some(Err(e)) => {
+            out.truncate(at);
+            Err(e)
+        }
+    }
 }
 
 struct Reader<'b> {
@@ -713,6 +935,16 @@ impl<'b> Reader<'b> {
         let mut a = [0u8; 8];
         a.copy_from_slice(b);
         Ok(u64::from_le_bytes(a))
+    }
+    /// A value's bytes, already checked.
+    fn raw_value(&mut self) -> Option<Option<&'b [u8]>> {
+        match self.take(1).ok()? {
+            [1] => {
+                let len = self.u32().ok()? as usize;
+                Some(Some(self.take(len).ok()?))
+            }
+            _ => Some(None),
+        }
     }
     fn value(&mut self, e: &Entry) -> Result<Option<&'b [u8]>, SnapshotError> {
         match self.take(1)? {

@@ -49,6 +49,15 @@ impl Net {
             .partition(&[a], &[b], now, now + Duration::from_secs(3_600));
     }
 
+    /// Sets the link between `a` and `b`, both ways.
+    pub fn set_link_both(&self, a: PeerId, b: PeerId, link: LinkConditions) {
+        self.0
+            .lock()
+            .expect("not poisoned")
+            .sim
+            .set_link_both(a, b, link);
+    }
+
     /// Moves the network's clock to `t`, delivering what is due.
     pub fn advance_to(&self, t: lockstep_core::Instant) {
         let mut n = self.0.lock().expect("not poisoned");
