@@ -30,8 +30,8 @@ pub struct LockstepStats {
     /// Frames the match is ahead of us (a relay's client).
     pub behind: u32,
     /// The seat this app plays in, once the session has given it one
-    /// (`None` before, and for an observer): the player whose input
-    /// [`LocalInput`](crate::LocalInput) becomes.
+    /// (`None` before, and for an observer; kept once the match is over):
+    /// the player whose input [`LocalInput`](crate::LocalInput) becomes.
     pub seat: Option<PlayerId>,
 }
 
@@ -586,7 +586,12 @@ pub(crate) fn advance<I: Input + Send + Sync>(world: &mut World) {
             core::mem::swap(world, sim.world.get_mut());
             let restored = core::mem::take(&mut sim.restored);
             let unsavable = sim.unsavable.take();
-            world.insert_resource(c.figures());
+            let mut figures = c.figures();
+            if figures.seat.is_none() {
+                // Kept once the match is over (the session forgets it).
+                figures.seat = world.get_resource::<LockstepStats>().and_then(|s| s.seat);
+            }
+            world.insert_resource(figures);
             while let Some(ev) = c.poll_event() {
                 world.write_message(LockstepEvent(ev.clone()));
                 world.trigger(LockstepEvent(ev));

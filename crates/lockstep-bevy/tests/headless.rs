@@ -136,6 +136,20 @@ fn an_app_joins_mid_match_from_a_snapshot() {
             Some(PlayerId(2)),
             "seed {seed}: the joiner knows its seat"
         );
+        // It says goodbye: the seat it played is still told.
+        apps[2]
+            .world_mut()
+            .resource_mut::<LockstepSession<u8>>()
+            .leave();
+        {
+            let mut refs: Vec<&mut bevy::prelude::App> = apps.iter_mut().collect();
+            common::run_star(&net, &mut server, &mut refs, &mut clock, 10);
+        }
+        assert_eq!(
+            apps[2].world().resource::<LockstepStats>().seat,
+            Some(PlayerId(2)),
+            "seed {seed}: the seat it played, after it left"
+        );
         let seen = &apps[2].world().resource::<common::Seen>().0;
         assert!(
             seen.iter()
@@ -267,8 +281,13 @@ fn an_app_whose_connection_drops_reconnects() {
         let mut reconnecting = false;
         common::until_finished(&mut refs, 200, |refs| {
             common::run_star(&net, &mut server, refs, &mut clock, 10);
-            reconnecting |= *refs[1].world().resource::<LockstepStatus>()
+            let now_reconnecting = *refs[1].world().resource::<LockstepStatus>()
                 == LockstepStatus::Session(Status::Reconnecting);
+            if now_reconnecting {
+                // Still its seat (its box), while it takes it back.
+                assert!(refs[1].world().resource::<LockstepStats>().seat.is_some());
+            }
+            reconnecting |= now_reconnecting;
         });
         assert!(reconnecting, "seed {seed}: it said Reconnecting meanwhile");
         common::one_state(&apps, &format!("seed {seed}"));
