@@ -14,9 +14,19 @@
 //! cargo run -p lockstep-bevy --example boxes -- --relay 127.0.0.1:7777 --room boxes
 //! ```
 //!
-//! `--relay` plays one bot against a relay of yours (`lockstep relay`);
-//! run it twice for a match. Every run ends at `--ticks` (600) and checks
-//! that every app in it ended on the same state.
+//! In a window, with the cargo feature `window` (a rendered Bevy build: it
+//! takes a while the first time): you steer the first box with the arrow
+//! keys or WASD, and the other players are bots, each on its own thread;
+//! the same flags apply, and `--headless` plays in the terminal after all.
+//!
+//! ```sh
+//! cargo run -p lockstep-bevy --example boxes --features window -- --late-join
+//! ```
+//!
+//! `--relay` plays one player (you, in a window; a bot in the terminal)
+//! against a relay of yours (`lockstep relay`); run it on two machines for
+//! a match. Every run ends at `--ticks` (600) and checks that every app in
+//! it ended on the same state.
 
 use bevy::prelude::*;
 use lockstep_bevy::prelude::*;
@@ -31,6 +41,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+
+#[cfg(feature = "window")]
+mod window;
 
 const UP: u8 = 1;
 const DOWN: u8 = 2;
@@ -128,18 +141,32 @@ fn bot_keys(mut bot: ResMut<Bot>, mut input: ResMut<LocalInput<u8>>) {
     input.0 = bot.keys;
 }
 
-/// A player's app: the plugin, the game's state and systems, a bot.
-fn app(seed: u64, session: LockstepSession<u8>) -> App {
-    let mut app = App::new();
-    app.add_plugins((MinimalPlugins, LockstepPlugin::<u8>::default()))
-        .init_resource::<FrameCount>()
+/// The game's part of an app, whatever shows it: its state, registered
+/// with the plugin, and its simulation.
+fn game(app: &mut App) -> &mut App {
+    app.init_resource::<FrameCount>()
         .lockstep_component::<Player>()
         .lockstep_resource::<FrameCount>()
+        .add_systems(LockstepSchedule, move_boxes)
+}
+
+/// A bot player's app: headless, the plugin, the game, a bot on the keys.
+fn app(seed: u64, session: LockstepSession<u8>) -> App {
+    let mut app = App::new();
+    app.add_plugins((MinimalPlugins, LockstepPlugin::<u8>::default()));
+    game(&mut app)
         .insert_resource(Bot { seed, keys: 0 })
         .add_systems(LockstepInput, bot_keys)
-        .add_systems(LockstepSchedule, move_boxes)
         .insert_resource(session);
     app
+}
+
+/// Whether an app's session is over, however it ended.
+fn over(app: &App) -> bool {
+    matches!(
+        app.world().resource::<LockstepStatus>(),
+        LockstepStatus::Session(Status::Finished | Status::Ended) | LockstepStatus::Failed
+    )
 }
 
 /// A UDP socket whose link can be cut, as a pulled cable cuts it.
@@ -235,6 +262,8 @@ struct Options {
     relay: Option<SocketAddr>,
     room: String,
     ticks: u32,
+    /// In this terminal even when built with the window.
+    headless: bool,
 }
 
 fn options() -> Result<Options, String> {
@@ -245,6 +274,7 @@ fn options() -> Result<Options, String> {
         relay: None,
         room: "boxes".into(),
         ticks: 600,
+        headless: !cfg!(feature = "window"),
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -252,6 +282,7 @@ fn options() -> Result<Options, String> {
             "--late-join" => o.late_join = true,
             "--drop-reconnect" => o.drop_reconnect = true,
             "--mesh" => o.mesh = true,
+            "--headless" => o.headless = true,
             "--relay" => {
                 let v = args.next().ok_or("--relay needs HOST:PORT")?;
                 o.relay = Some(v.parse().map_err(|e| format!("--relay {v}: {e}"))?);
@@ -263,7 +294,7 @@ fn options() -> Result<Options, String> {
             }
             "-h" | "--help" => {
                 println!(
-                    "boxes [--late-join] [--drop-reconnect] [--mesh] [--relay HOST:PORT] [--room NAME] [--ticks N]"
+                    "boxes [--late-join] [--drop-reconnect] [--mesh] [--relay HOST:PORT] [--room NAME] [--ticks N] [--headless]"
                 );
                 std::process::exit(0);
             }
@@ -305,6 +336,13 @@ fn line(k: usize, app: &App) -> String {
     )
 }
 
+/// A player who joins the relay's room mid-match.
+fn late_player(relay: SocketAddr, room: &str, ticks: u32) -> Result<LockstepSession<u8>, String> {
+    let mut session = reconnecting(relay, room, Arc::new(AtomicBool::new(false)))?;
+    session.set_last_tick(Some(Tick::new(ticks)));
+    Ok(session)
+}
+
 fn main() -> Result<(), String> {
     let o = options()?;
     // A relay in this process, unless one is named.
@@ -323,34 +361,49 @@ fn main() -> Result<(), String> {
     };
     let relay = o.relay.or(local.as_ref().and_then(|r| r.udp));
     let cut = Arc::new(AtomicBool::new(false));
-    let mut apps: Vec<App> = Vec::new();
     let last = Some(Tick::new(o.ticks));
-    let start = |session: LockstepSession<u8>, seed: u64| {
-        let mut session = session;
-        session.set_last_tick(last);
-        app(seed, session)
-    };
+    let mut players: Vec<(LockstepSession<u8>, u64)> = Vec::new();
     match relay {
         _ if o.mesh => {
             for (k, s) in mesh(2)?.into_iter().enumerate() {
-                apps.push(start(s, 11 + k as u64));
+                players.push((s, 11 + k as u64));
             }
         }
         Some(relay) if o.relay.is_some() => {
-            apps.push(start(
-                reconnecting(relay, &o.room, Arc::new(AtomicBool::new(false)))?,
-                std::process::id().into(),
-            ));
+            let s = reconnecting(relay, &o.room, Arc::new(AtomicBool::new(false)))?;
+            players.push((s, std::process::id().into()));
         }
         Some(relay) => {
-            apps.push(start(
-                reconnecting(relay, &o.room, Arc::new(AtomicBool::new(false)))?,
-                11,
-            ));
-            apps.push(start(reconnecting(relay, &o.room, cut.clone())?, 12));
+            let s = reconnecting(relay, &o.room, Arc::new(AtomicBool::new(false)))?;
+            players.push((s, 11));
+            players.push((reconnecting(relay, &o.room, cut.clone())?, 12));
         }
         None => return Err("no relay".into()),
     }
+    for (s, _) in &mut players {
+        s.set_last_tick(last);
+    }
+    #[cfg(feature = "window")]
+    let ended = if o.headless {
+        terminal(&o, relay, &cut, players)
+    } else {
+        window::run(&o, relay, cut, players)
+    };
+    #[cfg(not(feature = "window"))]
+    let ended = terminal(&o, relay, &cut, players);
+    drop(local);
+    ended
+}
+
+/// The match in this terminal: every player a bot, each its own app,
+/// updated in turn at 60 updates a second.
+fn terminal(
+    o: &Options,
+    relay: Option<SocketAddr>,
+    cut: &AtomicBool,
+    players: Vec<(LockstepSession<u8>, u64)>,
+) -> Result<(), String> {
+    let mut apps: Vec<App> = players.into_iter().map(|(s, seed)| app(seed, s)).collect();
     let frame = Duration::from_micros(16_667);
     let began = std::time::Instant::now();
     let mut shown = 0u32;
@@ -363,10 +416,7 @@ fn main() -> Result<(), String> {
         if secs >= 4.0 && o.late_join && !joined {
             if let Some(relay) = relay {
                 println!("-- a third player joins mid-match (from a snapshot)");
-                apps.push(start(
-                    reconnecting(relay, &o.room, Arc::new(AtomicBool::new(false)))?,
-                    13,
-                ));
+                apps.push(app(13, late_player(relay, &o.room, o.ticks)?));
             }
             joined = true;
         }
@@ -382,12 +432,6 @@ fn main() -> Result<(), String> {
             }
             println!();
         }
-        let over = |a: &App| {
-            matches!(
-                a.world().resource::<LockstepStatus>(),
-                LockstepStatus::Session(Status::Finished | Status::Ended) | LockstepStatus::Failed
-            )
-        };
         if apps.iter().all(over) {
             break;
         }
