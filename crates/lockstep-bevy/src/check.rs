@@ -5,8 +5,10 @@
 use crate::sim::BevySim;
 use crate::snapshot::{Registry, Shared};
 use bevy::prelude::*;
-use lockstep_core::desync::{Divergence, Fields, Passed};
+use lockstep_core::desync::{Cause, Divergence, Fields, Passed};
 use lockstep_core::{Frame, Game, Input, PlayerId, SystemEvent, Tick};
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 use std::sync::Arc;
 
 /// Makes the game's app (plugin, registrations, systems, start state).
@@ -117,7 +119,22 @@ impl<I: Input + Send + Sync> SelfCheck<I> {
     pub fn run(mut self) -> Result<Passed, Divergence> {
         let make = self.make.clone();
         let check = lockstep_core::desync::SelfCheck::every(self.every);
-        let mut run = check.start(|| CheckedApp::<I>::new(make.clone()))?;
+        let unsavable: Rc<RefCell<Option<String>>> = Rc::default();
+        let copies = Cell::new(0u32);
+        let new_copy = || {
+            copies.set(copies.get() + 1);
+            CheckedApp::<I>::new(make.clone(), copies.get(), unsavable.clone())
+        };
+        // State that cannot be saved is named as such, not as the empty
+        // snapshot it leaves.
+        let named = |d: Divergence| match unsavable.borrow_mut().take() {
+            Some(why) => Divergence {
+                cause: Cause::Unsavable(why),
+                ..d
+            },
+            None => d,
+        };
+        let mut run = check.start(new_copy).map_err(named)?;
         for t in 0..self.ticks {
             let tick = Tick::new(t);
             let inputs = (0..self.players)
@@ -136,7 +153,8 @@ impl<I: Input + Send + Sync> SelfCheck<I> {
                 tick,
                 inputs,
                 events,
-            })?;
+            })
+            .map_err(named)?;
         }
         Ok(run.passed())
     }
@@ -156,6 +174,11 @@ fn fresh_world(make: &MakeApp) -> World {
 struct CheckedApp<I> {
     sim: BevySim<I>,
     make: MakeApp,
+    /// Which copy: each advances Bevy's clock by its own step, so a
+    /// simulation that reads `Time` parts them.
+    copy: u32,
+    /// Why the state could not be saved, for the report.
+    unsavable: Rc<RefCell<Option<String>>>,
 }
 
 impl<I> core::fmt::Debug for CheckedApp<I> {
@@ -165,7 +188,7 @@ impl<I> core::fmt::Debug for CheckedApp<I> {
 }
 
 impl<I: Input + Send + Sync> CheckedApp<I> {
-    fn new(make: MakeApp) -> Self {
+    fn new(make: MakeApp, copy: u32, unsavable: Rc<RefCell<Option<String>>>) -> Self {
         let world = fresh_world(&make);
         let registry: Shared = Arc::new(
             world
@@ -175,7 +198,19 @@ impl<I: Input + Send + Sync> CheckedApp<I> {
         );
         let mut sim = BevySim::new(registry);
         *sim.world.get_mut() = world;
-        Self { sim, make }
+        Self {
+            sim,
+            make,
+            copy,
+            unsavable,
+        }
+    }
+
+    /// Notes why the state could not be saved, if it could not.
+    fn note(&self) {
+        if let Some(why) = self.sim.unsavable.take() {
+            self.unsavable.borrow_mut().get_or_insert(why);
+        }
     }
 }
 
@@ -183,15 +218,28 @@ impl<I: Input + Send + Sync> Game for CheckedApp<I> {
     type Input = I;
 
     fn step(&mut self, frame: &Frame<I>) {
+        // Bevy's clock, as each copy's own machine would have it.
+        let step = core::time::Duration::from_millis(16 * u64::from(self.copy.max(1)));
+        let world = self.sim.world.get_mut();
+        if let Some(mut time) = world.get_resource_mut::<Time>() {
+            time.advance_by(step);
+        }
+        if let Some(mut time) = world.get_resource_mut::<Time<Virtual>>() {
+            time.advance_by(step);
+        }
         self.sim.step(frame);
     }
 
     fn hash(&self) -> u64 {
-        self.sim.hash()
+        let hash = self.sim.hash();
+        self.note();
+        hash
     }
 
     fn save(&self) -> Vec<u8> {
-        self.sim.save()
+        let saved = self.sim.save();
+        self.note();
+        saved
     }
 
     fn restore(_: &[u8]) -> Result<Self, String> {
@@ -213,6 +261,8 @@ impl<I: Input + Send + Sync> Game for CheckedApp<I> {
         Ok(Self {
             sim: BevySim::detached(Arc::new(registry), old),
             make: self.make.clone(),
+            copy: self.copy,
+            unsavable: self.unsavable.clone(),
         })
     }
 

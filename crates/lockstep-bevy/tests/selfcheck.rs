@@ -305,3 +305,55 @@ fn references_map_between_worlds_and_a_dangling_one_changes_nothing() {
         "nothing changed"
     );
 }
+
+/// A simulation that reads Bevy's clock (`Time`, which each machine
+/// advances its own way) instead of `SimTime`: each copy's clock runs its
+/// own way in the check, and the check names the field it moved.
+#[test]
+fn a_simulation_reading_bevys_clock_is_caught() {
+    fn clocked(time: Res<Time>, mut q: Query<&mut Shown>) {
+        for mut s in &mut q {
+            s.0 += time.delta().as_millis() as i64;
+        }
+    }
+    let err = SelfCheck::<u8>::new(|| {
+        let mut app = App::new();
+        app.add_plugins((MinimalPlugins, LockstepPlugin::<u8>::default()))
+            .lockstep_component::<Shown>()
+            .add_systems(LockstepSchedule, clocked)
+            .add_systems(Startup, |mut commands: Commands| {
+                commands.spawn(Shown(0));
+            });
+        app
+    })
+    .run()
+    .expect_err("Time parts the copies");
+    assert!(err.fields.iter().any(|f| f.path.contains("Shown")), "{err}");
+}
+
+/// State on an entity that is not `Simulated`: the check says it cannot
+/// be saved, and why (not a malformed empty snapshot).
+#[test]
+fn state_outside_the_simulation_is_named() {
+    let err = SelfCheck::<u8>::new(|| {
+        let mut app = App::new();
+        app.add_plugins((MinimalPlugins, LockstepPlugin::<u8>::default()))
+            .lockstep_component::<Shown>()
+            .add_systems(
+                LockstepSchedule,
+                |frame: Res<FrameInputs<u8>>, mut commands: Commands| {
+                    if frame.tick.get() == 5 {
+                        let e = commands.spawn(Shown(1)).id();
+                        commands.entity(e).remove::<Simulated>();
+                    }
+                },
+            );
+        app
+    })
+    .run()
+    .expect_err("unsavable");
+    assert!(
+        matches!(&err.cause, lockstep_core::desync::Cause::Unsavable(why) if why.contains("not Simulated") && why.contains("Shown")),
+        "{err}"
+    );
+}

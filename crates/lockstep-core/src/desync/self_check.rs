@@ -124,6 +124,8 @@ pub enum Cause {
     /// In a match: this machine's state differs from the majority's from
     /// this tick on.
     Match,
+    /// The game's state could not be saved at all (the game says why).
+    Unsavable(String),
 }
 
 impl fmt::Display for Cause {
@@ -136,6 +138,7 @@ impl fmt::Display for Cause {
             }
             Self::Restore(why) => write!(f, "a snapshot could not be restored: {why}"),
             Self::Match => f.write_str("this machine's state differs from the majority's"),
+            Self::Unsavable(why) => write!(f, "the state cannot be saved: {why}"),
         }
     }
 }
