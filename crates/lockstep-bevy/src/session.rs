@@ -522,6 +522,39 @@ fn now(time: &Time<Real>) -> Instant {
     Instant::from_micros(u64::try_from(time.elapsed().as_micros()).unwrap_or(u64::MAX))
 }
 
+/// Puts in the log what a game must hear of even when it reads no
+/// events: its simulation parted from the others', and what came of it.
+fn log(ev: &Event) {
+    match ev {
+        Event::Desync {
+            tick,
+            local,
+            remote,
+            ..
+        } => tracing::warn!(
+            "lockstep: this app's state differs from the match's at checkpoint {tick} \
+             ({local:x} here, {remote:x} there): the simulation is not deterministic, or \
+             reads state that is not registered (run SelfCheck on the game)"
+        ),
+        Event::DesyncLocated {
+            first: Some(f),
+            checkpoint,
+            ..
+        } => tracing::warn!(
+            "lockstep: the first tick whose state differs is {} (checkpoint {checkpoint})",
+            f.tick
+        ),
+        Event::Resyncing => {
+            tracing::warn!("lockstep: this app's state is being replaced by the match's");
+        }
+        Event::DivergedTooOften { resyncs } => tracing::error!(
+            "lockstep: this app's state parted from the match's again after {resyncs} \
+             resyncs: it leaves the match"
+        ),
+        _ => {}
+    }
+}
+
 /// Advance set: the runner's turn, with the app's world as its game.
 pub(crate) fn advance<I: Input + Send + Sync>(world: &mut World) {
     let Some(mut session) = world.remove_resource::<LockstepSession<I>>() else {
@@ -593,6 +626,7 @@ pub(crate) fn advance<I: Input + Send + Sync>(world: &mut World) {
             }
             world.insert_resource(figures);
             while let Some(ev) = c.poll_event() {
+                log(&ev);
                 world.write_message(LockstepEvent(ev.clone()));
                 world.trigger(LockstepEvent(ev));
             }

@@ -190,6 +190,14 @@ fn an_app_joins_mid_match_from_a_snapshot() {
 /// state with no code of the game's, and all three end on one state.
 #[test]
 fn a_changed_state_is_found_at_its_tick_and_healed() {
+    // What the log says, for a game that reads no events.
+    let said = common::Said::default();
+    let _log = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_writer(said.clone())
+            .with_ansi(false)
+            .finish(),
+    );
     for seed in 1..=3u64 {
         let link = LinkConditions {
             latency: Duration::from_millis(20),
@@ -247,6 +255,11 @@ fn a_changed_state_is_found_at_its_tick_and_healed() {
             "seed {seed}: {seen:?}"
         );
     }
+    let log = said.text();
+    assert!(
+        log.contains("differs from the match's") && log.contains("being replaced"),
+        "{log}"
+    );
 }
 
 /// Two apps through a relay's room; one's connection is cut for good four

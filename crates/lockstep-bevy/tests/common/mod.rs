@@ -357,3 +357,32 @@ pub fn reconnecting_session(net: &Net, me: PeerId) -> LockstepSession<u8> {
         })
     })
 }
+
+/// Log lines, kept (a `tracing` writer).
+#[derive(Clone, Default)]
+#[allow(dead_code)]
+pub struct Said(std::sync::Arc<Mutex<Vec<u8>>>);
+
+#[allow(dead_code)]
+impl Said {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().expect("not poisoned")).into_owned()
+    }
+}
+
+impl std::io::Write for Said {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("not poisoned").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Said {
+    type Writer = Self;
+    fn make_writer(&'a self) -> Self {
+        self.clone()
+    }
+}
