@@ -361,7 +361,7 @@ pub fn reconnecting_session(net: &Net, me: PeerId) -> LockstepSession<u8> {
 /// Log lines, kept (a `tracing` writer).
 #[derive(Clone, Default)]
 #[allow(dead_code)]
-pub struct Said(std::sync::Arc<Mutex<Vec<u8>>>);
+pub struct Said(Arc<Mutex<Vec<u8>>>);
 
 #[allow(dead_code)]
 impl Said {
