@@ -203,20 +203,27 @@ impl Ids {
 /// outside the simulation is noted.
 struct Mapper<'a> {
     ids: &'a Ids,
-    saving: bool,
+    /// Saving: the world the references are in (a reference to an entity
+    /// gone from it is saved as none, `Entity::PLACEHOLDER`).
+    saving: Option<&'a World>,
     stray: Option<Entity>,
 }
 
 impl EntityMapper for Mapper<'_> {
     fn get_mapped(&mut self, source: Entity) -> Entity {
-        if self.saving {
+        if let Some(world) = self.saving {
             match self.ids.id(source).and_then(Entity::from_raw_u32) {
                 Some(e) => e,
+                // Gone (despawned, a reference not yet cleared): the same
+                // on every machine, saved as none.
+                None if world.get_entity(source).is_err() => Entity::PLACEHOLDER,
                 None => {
                     self.stray = Some(source);
                     Entity::PLACEHOLDER
                 }
             }
+        } else if source == Entity::PLACEHOLDER {
+            source
         } else {
             // Saved as the entity of index `id` and generation 0, exactly.
             let id = source.index().index();
@@ -301,7 +308,7 @@ fn flatten(path: &str, v: &serde_json::Value, out: &mut Fields) {
 }
 
 /// Saves a component value.
-type EncodeFn<T> = Arc<dyn Fn(&T, &Ids, &mut Vec<u8>) -> Result<(), String> + Send + Sync>;
+type EncodeFn<T> = Arc<dyn Fn(&T, &World, &Ids, &mut Vec<u8>) -> Result<(), String> + Send + Sync>;
 /// Reads a component value (entity references mapped).
 type DecodeFn<T> = Arc<dyn Fn(&[u8], &Ids) -> Result<T, String> + Send + Sync>;
 
@@ -323,7 +330,7 @@ where
         maps,
         save: Arc::new(
             move |w: &World, e: Option<Entity>, ids: &Ids, out: &mut Vec<u8>| {
-                Some(enc(w.get::<T>(e?)?, ids, out))
+                Some(enc(w.get::<T>(e?)?, w, ids, out))
             },
         ),
         check,
@@ -419,7 +426,7 @@ impl Registry {
     {
         self.add_component(component_entry::<T>(
             false,
-            Arc::new(|v: &T, _: &Ids, out: &mut Vec<u8>| encode(v, out)),
+            Arc::new(|v: &T, _: &World, _: &Ids, out: &mut Vec<u8>| encode(v, out)),
             Arc::new(|b: &[u8], _: &Ids| decode::<T>(b)),
             Arc::new(canonical::<T>),
             Arc::new(list_fields::<T>),
@@ -438,16 +445,18 @@ impl Registry {
     {
         self.add_component(component_entry::<T>(
             true,
-            Arc::new(|v: &T, ids: &Ids, out: &mut Vec<u8>| {
+            Arc::new(|v: &T, world: &World, ids: &Ids, out: &mut Vec<u8>| {
                 let mut v = v.clone();
                 let mut m = Mapper {
                     ids,
-                    saving: true,
+                    saving: Some(world),
                     stray: None,
                 };
                 v.map_entities(&mut m);
                 if let Some(stray) = m.stray {
-                    return Err(format!("points at {stray}, which is not Simulated"));
+                    return Err(format!(
+                        "points at entity {stray}, which is not Simulated (and not gone)"
+                    ));
                 }
                 encode(&v, out)
             }),
@@ -455,7 +464,7 @@ impl Registry {
                 let mut v = decode::<T>(b)?;
                 let mut m = Mapper {
                     ids,
-                    saving: false,
+                    saving: None,
                     stray: None,
                 };
                 v.map_entities(&mut m);
@@ -482,7 +491,9 @@ impl Registry {
         let (a, b, c, d) = (types.clone(), types.clone(), types.clone(), types);
         self.add_component(component_entry::<T>(
             false,
-            Arc::new(move |v: &T, _: &Ids, out: &mut Vec<u8>| reflect_encode(v, &a, out)),
+            Arc::new(move |v: &T, _: &World, _: &Ids, out: &mut Vec<u8>| {
+                reflect_encode(v, &a, out)
+            }),
             Arc::new(move |bytes: &[u8], _: &Ids| reflect_decode::<T>(bytes, &b)),
             Arc::new(move |bytes: &[u8]| reflect_canonical::<T>(bytes, &d)),
             Arc::new(move |bytes: &[u8], prefix: &str, out: &mut Fields| {

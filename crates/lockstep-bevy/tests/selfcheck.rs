@@ -357,3 +357,56 @@ fn state_outside_the_simulation_is_named() {
         "{err}"
     );
 }
+
+/// A hound hunts a prey (an entity reference); the prey is caught and
+/// despawned, and the hound keeps pointing at it for a while, as Bevy code
+/// does. The reference is saved as none (`Entity::PLACEHOLDER`) on every
+/// machine alike: the state saves, round trips, and the check passes
+/// (the session used to stop, as if the hound pointed outside the
+/// simulation).
+#[test]
+fn a_reference_to_a_despawned_entity_saves_as_none() {
+    use bevy::ecs::entity::{EntityMapper, MapEntities};
+    #[derive(Component, Debug, Clone, Serialize, Deserialize)]
+    #[require(Simulated)]
+    struct Hunts(Entity);
+    impl MapEntities for Hunts {
+        fn map_entities<M: EntityMapper>(&mut self, m: &mut M) {
+            self.0 = m.get_mapped(self.0);
+        }
+    }
+    fn hunt(
+        frame: Res<FrameInputs<u8>>,
+        mut commands: Commands,
+        prey: Query<(Entity, &Shown)>,
+        mut hounds: Query<&mut Hunts>,
+    ) {
+        let t = frame.tick.get();
+        if t == 1 {
+            let p = commands.spawn(Shown(7)).id();
+            commands.spawn(Hunts(p));
+        }
+        if t == 12 {
+            for (e, _) in &prey {
+                commands.entity(e).despawn();
+            }
+        }
+        if t == 200 {
+            for mut h in &mut hounds {
+                h.0 = Entity::PLACEHOLDER;
+            }
+        }
+    }
+    let passed = SelfCheck::<u8>::new(|| {
+        let mut app = App::new();
+        app.add_plugins((MinimalPlugins, LockstepPlugin::<u8>::default()))
+            .lockstep_component::<Shown>()
+            .lockstep_mapped_component::<Hunts>()
+            .add_systems(LockstepSchedule, hunt);
+        app
+    })
+    .ticks(240)
+    .run()
+    .expect("a stale reference is state like any other");
+    assert_eq!(passed.ticks, 240);
+}
