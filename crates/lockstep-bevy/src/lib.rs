@@ -77,6 +77,8 @@ pub mod prelude {
         LockstepRestored, LockstepSchedule, LockstepSession, LockstepStats, LockstepStatus,
         LockstepSystems, SimRng, SimTime, Simulated, StatusChanged,
     };
+    pub use lockstep_core::runner::Status;
+    pub use lockstep_core::sequenced::ClientConfig;
 }
 
 /// Where the game's systems write the local input for the tick due (see
@@ -241,7 +243,7 @@ impl core::ops::DerefMut for SimRng {
 #[derive(Resource, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Restoring;
 
-/// Runs a lockstep match in the app (see the [crate](crate) docs) for
+/// Runs a lockstep match in the app (see the [crate] docs) for
 /// input type `I`.
 pub struct LockstepPlugin<I> {
     _input: PhantomData<fn() -> I>,

@@ -487,6 +487,24 @@ pub enum LockstepStatus {
     Failed,
 }
 
+impl LockstepStatus {
+    /// Whether the match is over for this app: finished (its last tick
+    /// run), ended (it left, or the match closed) or failed.
+    ///
+    /// ```
+    /// use lockstep_bevy::prelude::*;
+    /// assert!(LockstepStatus::Session(Status::Finished).is_over());
+    /// assert!(!LockstepStatus::Session(Status::Playing).is_over());
+    /// assert!(!LockstepStatus::Idle.is_over());
+    /// ```
+    pub fn is_over(&self) -> bool {
+        matches!(
+            self,
+            Self::Session(Status::Finished | Status::Ended) | Self::Failed
+        )
+    }
+}
+
 /// A session event, as a message (for UI) and as an observer trigger.
 #[derive(Message, Event, Debug, Clone, PartialEq)]
 pub struct LockstepEvent(pub Event);

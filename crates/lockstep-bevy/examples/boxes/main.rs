@@ -30,7 +30,6 @@
 
 use bevy::prelude::*;
 use lockstep_bevy::prelude::*;
-use lockstep_core::runner::Status;
 use lockstep_core::sequenced::{ClientConfig, ClientSession};
 use lockstep_core::{
     Instant, MeshConfig, MeshSession, PeerId, PlayerId, Roster, SystemEvent, Tick,
@@ -163,10 +162,7 @@ fn app(seed: u64, session: LockstepSession<u8>) -> App {
 
 /// Whether an app's session is over, however it ended.
 fn over(app: &App) -> bool {
-    matches!(
-        app.world().resource::<LockstepStatus>(),
-        LockstepStatus::Session(Status::Finished | Status::Ended) | LockstepStatus::Failed
-    )
+    app.world().resource::<LockstepStatus>().is_over()
 }
 
 /// A UDP socket whose link can be cut, as a pulled cable cuts it.

@@ -205,11 +205,7 @@ fn caption(world: &mut World) {
         "you: {you} (arrow keys or WASD)\ntick {tick}   ping {ping}   delay {}   {status:?}",
         stats.delay
     );
-    let done = matches!(
-        status,
-        LockstepStatus::Session(Status::Finished | Status::Ended) | LockstepStatus::Failed
-    );
-    if done {
+    if status.is_over() {
         let tally = world.resource::<Tally>().clone();
         let mine = *lock(&tally.mine).get_or_insert_with(|| lockstep_bevy::state_hash(world));
         let bots = lock(&tally.bots).clone();
