@@ -800,7 +800,7 @@ fn lying_donor(seed: u64, lie: Lie) -> Outcome {
     let mut liar_app = ready(make(seed * 10 + 5));
     let liar_world = core::mem::take(liar_app.world_mut());
     let session = lockstep_core::sequenced::ClientSession::new(
-        lockstep_core::sequenced::ClientConfig::default(),
+        ClientConfig::default(),
         common::SERVER,
         Instant::ZERO,
     )

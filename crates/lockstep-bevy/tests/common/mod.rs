@@ -237,8 +237,7 @@ pub fn run(net: &Net, apps: &mut [&mut App], clock: &mut lockstep_core::Instant,
 
 /// Whether the app's match is finished.
 pub fn finished(app: &App) -> bool {
-    *app.world().resource::<LockstepStatus>()
-        == LockstepStatus::Session(lockstep_core::runner::Status::Finished)
+    *app.world().resource::<LockstepStatus>() == LockstepStatus::Session(Status::Finished)
 }
 
 /// Steps the apps (`step` runs some frames) until every one's match is
@@ -301,9 +300,9 @@ impl Server {
 
 /// A relay client's session for an app, on the network as `me`.
 pub fn client_session(net: &Net, me: PeerId, spectator: bool) -> LockstepSession<u8> {
-    let config = lockstep_core::sequenced::ClientConfig {
+    let config = ClientConfig {
         spectator,
-        ..lockstep_core::sequenced::ClientConfig::default()
+        ..ClientConfig::default()
     };
     let session =
         lockstep_core::sequenced::ClientSession::new(config, SERVER, lockstep_core::Instant::ZERO)
@@ -341,7 +340,7 @@ pub fn ships(app: &mut App) -> Vec<Ship> {
 /// network (`me + 1000`, `me + 2000`, ...) when its connection is lost.
 pub fn reconnecting_session(net: &Net, me: PeerId) -> LockstepSession<u8> {
     let session = lockstep_core::sequenced::ClientSession::new(
-        lockstep_core::sequenced::ClientConfig::default(),
+        ClientConfig::default(),
         SERVER,
         lockstep_core::Instant::ZERO,
     )
