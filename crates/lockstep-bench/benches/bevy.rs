@@ -138,7 +138,7 @@ fn main() {
         let mut app = through_plugin(n);
         assert_eq!(
             *app.world().resource::<LockstepStatus>(),
-            LockstepStatus::Session(lockstep_core::runner::Status::Playing),
+            LockstepStatus::Session(Status::Playing),
             "the match of one plays"
         );
         let mut t_plugin = Duration::ZERO;
