@@ -32,6 +32,7 @@
 
 mod background;
 mod config;
+pub mod directory;
 pub mod metrics;
 mod record;
 mod room;
