@@ -59,10 +59,44 @@ pub struct BackgroundRelay {
 
 type Bound = (Option<SocketAddr>, Option<SocketAddr>, Option<SocketAddr>);
 
+/// Makes the fleet task once the listeners' addresses are known.
+type FleetMaker =
+    Box<dyn FnOnce(Option<SocketAddr>, Option<SocketAddr>) -> crate::fleet::FleetTask + Send>;
+
 impl BackgroundRelay {
     /// Binds the listeners in `bind` and starts serving; returns once they
     /// are bound, with their addresses.
     pub fn start(config: RelayConfig, bind: Bind) -> Result<Self, RelayError> {
+        Self::start_with(config, bind, None)
+    }
+
+    /// [`start`](Self::start) for a relay in a fleet (see
+    /// [`Fleet`](crate::fleet::Fleet)); a `fleet` address left `None` is
+    /// the one bound.
+    pub fn start_in_fleet<D: crate::directory::Directory>(
+        config: RelayConfig,
+        bind: Bind,
+        fleet: crate::fleet::Fleet<D>,
+    ) -> Result<Self, RelayError> {
+        crate::directory::check_relay_id(&fleet.id)
+            .map_err(|e| RelayError::Fleet(e.to_string()))?;
+        let mut fleet = fleet;
+        Self::start_with(
+            config,
+            bind,
+            Some(Box::new(move |udp, ws| {
+                fleet.udp = fleet.udp.or(udp);
+                fleet.ws = fleet.ws.or(ws);
+                fleet.task()
+            })),
+        )
+    }
+
+    fn start_with(
+        config: RelayConfig,
+        bind: Bind,
+        fleet: Option<FleetMaker>,
+    ) -> Result<Self, RelayError> {
         config.validate()?;
         if let Some(files) = &config.tls {
             crate::tls::acceptor(files)?;
@@ -83,12 +117,12 @@ impl BackgroundRelay {
                         return Err(RelayError::Thread("could not bind".into()));
                     }
                 };
-                let _ = addr_tx.send(Ok((
-                    listeners.udp.as_ref().and_then(|s| s.local_addr().ok()),
-                    listeners.ws.as_ref().and_then(|s| s.local_addr().ok()),
-                    listeners.http.as_ref().and_then(|s| s.local_addr().ok()),
-                )));
-                crate::server::serve(config, listeners, m, async {
+                let udp = listeners.udp.as_ref().and_then(|s| s.local_addr().ok());
+                let ws = listeners.ws.as_ref().and_then(|s| s.local_addr().ok());
+                let http = listeners.http.as_ref().and_then(|s| s.local_addr().ok());
+                let _ = addr_tx.send(Ok((udp, ws, http)));
+                let fleet = fleet.map(|make| make(udp, ws));
+                crate::server::serve(config, listeners, m, fleet, async {
                     stop_rx.await.unwrap_or(true)
                 })
                 .await

@@ -33,6 +33,7 @@
 mod background;
 mod config;
 pub mod directory;
+pub mod fleet;
 pub mod metrics;
 mod record;
 mod room;
@@ -48,7 +49,8 @@ pub use config::{
 pub use metrics::Metrics;
 pub use record::{RecordSettings, RecordSink};
 pub use server::{
-    Listeners, RelayError, RelayReport, SOCKET_BUFFER, bind_udp, run, run_with_metrics,
+    Listeners, RelayError, RelayReport, SOCKET_BUFFER, bind_udp, run, run_in_fleet,
+    run_with_metrics,
 };
 pub use tls::{TlsError, TlsFiles, acceptor as tls_acceptor};
 

@@ -382,6 +382,9 @@ impl Core {
                     return None;
                 }
             }
+            if let fleet::Door::Closed = self.fleet_door(key, &room) {
+                return None;
+            }
             let mut secret = [0u8; 32];
             secret[..16].copy_from_slice(&self.room_keys.next_secret());
             secret[16..].copy_from_slice(&self.room_keys.next_secret());

@@ -25,6 +25,7 @@ use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
 mod admit;
+mod fleet;
 mod http;
 mod rooms;
 mod sealed;
@@ -93,6 +94,9 @@ pub enum RelayError {
     /// The recording directory cannot be made, or its thread started.
     #[error("recording: {0}")]
     Record(std::io::Error),
+    /// The relay's place in a fleet cannot be used (a bad relay id).
+    #[error("fleet: {0}")]
+    Fleet(String),
 }
 
 /// What a relay did, returned when it stops.
@@ -169,7 +173,25 @@ pub async fn run_with_metrics(
     metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<RelayReport, RelayError> {
-    serve(config, listeners, metrics, async {
+    serve(config, listeners, metrics, None, async {
+        shutdown.await;
+        true
+    })
+    .await
+}
+
+/// [`run_with_metrics`] for a relay in a fleet: it keeps its entry in the
+/// fleet's room directory and claims each room there before opening it
+/// (see [`Fleet`](crate::fleet::Fleet)).
+pub async fn run_in_fleet<D: crate::directory::Directory>(
+    config: RelayConfig,
+    listeners: Listeners,
+    metrics: Arc<Metrics>,
+    fleet: crate::fleet::Fleet<D>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<RelayReport, RelayError> {
+    crate::directory::check_relay_id(&fleet.id).map_err(|e| RelayError::Fleet(e.to_string()))?;
+    serve(config, listeners, metrics, Some(fleet.task()), async {
         shutdown.await;
         true
     })
@@ -182,6 +204,7 @@ pub(crate) async fn serve(
     config: RelayConfig,
     listeners: Listeners,
     metrics: Arc<Metrics>,
+    fleet: Option<crate::fleet::FleetTask>,
     shutdown: impl Future<Output = bool>,
 ) -> Result<RelayReport, RelayError> {
     let (core_tx, mut core_rx) = mpsc::channel::<CoreMsg>(4096);
@@ -208,6 +231,21 @@ pub(crate) async fn serve(
     drop(core_tx);
     let udp = listeners.udp.map(Arc::new);
     let mut core = Core::new(config, metrics, udp.clone())?;
+    // The fleet task, if the relay is in a fleet: every directory call is
+    // its, so the loop never waits on the directory.
+    let (news_tx, mut news_rx) = mpsc::channel::<crate::fleet::FleetNews>(256);
+    let mut fleet_task = None;
+    if let Some(task) = fleet {
+        let (ops_tx, ops_rx) = mpsc::channel(fleet::MAX_CLAIMS);
+        fleet_task = Some(tokio::spawn(task(
+            ops_rx,
+            news_tx.clone(),
+            core.metrics.clone(),
+        )));
+        core.fleet = Some(fleet::FleetLink::new(ops_tx));
+    }
+    drop(news_tx);
+    let mut fleet_open = fleet_task.is_some();
     let mut shutdown = std::pin::pin!(shutdown);
     let mut buf = vec![0u8; 65_536];
     // Without a WebSocket listener nothing ever sends on `core_rx`: once it
@@ -250,11 +288,25 @@ pub(crate) async fn serve(
                 Some(CoreMsg::WsClosed { id }) => core.ws_closed(id),
                 None => ws_open = false,
             },
+            news = news_rx.recv(), if fleet_open => match news {
+                Some(n) => core.fleet_news(n),
+                None => fleet_open = false,
+            },
             () = tokio::time::sleep_until(wake) => {}
         }
         core.timers();
     }
     let report = core.shutdown(goodbye);
+    // In a fleet: a relay that stops cleanly gives its rooms and its entry
+    // up at once; one that stops dead leaves them to lapse, as a crash does.
+    core.fleet = None;
+    if let Some(task) = fleet_task {
+        if goodbye {
+            let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
+        } else {
+            task.abort();
+        }
+    }
     // Let WebSocket writers deliver their goodbyes, then stop everything.
     core.ws_out.clear();
     let _ = tokio::time::timeout(Duration::from_millis(500), async {
@@ -311,6 +363,8 @@ struct Core {
     udp_by_ip: HashMap<IpAddr, usize>,
     /// The recording thread, if matches are recorded.
     disk: Option<crate::record::Disk>,
+    /// The fleet, if the relay is in one.
+    fleet: Option<fleet::FleetLink>,
 }
 
 impl Core {
@@ -358,6 +412,7 @@ impl Core {
             handshakes,
             udp_by_ip: HashMap::new(),
             disk,
+            fleet: None,
         };
         Ok(core)
     }

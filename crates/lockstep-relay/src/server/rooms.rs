@@ -214,6 +214,7 @@ impl Core {
 
     pub(super) fn housekeeping(&mut self) {
         self.last_housekeeping = std::time::Instant::now();
+        self.fleet_housekeeping();
         self.ledger.forget_expired(unix_now());
         // A retired id's cookie has expired: its Hello cannot come back.
         let cookie_life = admission::COOKIE_LIFETIME + Duration::from_secs(2);
@@ -294,8 +295,9 @@ impl Core {
 
     /// Removes room `name` and its place in the deadline index, and
     /// finishes its recording.
-    fn forget_room(&mut self, name: &RoomName) {
+    pub(super) fn forget_room(&mut self, name: &RoomName) {
         if let Some(mut r) = self.rooms.remove(name) {
+            self.fleet_release(name);
             if let Some(t) = r.scheduled {
                 self.deadlines.remove(&(t, name.clone()));
             }

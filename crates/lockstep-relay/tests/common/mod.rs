@@ -39,6 +39,21 @@ impl TestRelay {
         }
     }
 
+    /// [`start`](Self::start) for a relay in a fleet.
+    pub fn start_in_fleet<D: lockstep_relay::directory::Directory>(
+        config: RelayConfig,
+        fleet: lockstep_relay::fleet::Fleet<D>,
+    ) -> Self {
+        let relay =
+            BackgroundRelay::start_in_fleet(config, Bind::loopback(), fleet).expect("relay starts");
+        Self {
+            udp: relay.udp.expect("udp"),
+            ws: relay.ws.expect("ws"),
+            http: relay.http.expect("http"),
+            relay,
+        }
+    }
+
     /// Shuts the relay down and returns its report.
     pub fn stop(self) -> RelayReport {
         self.relay.stop().expect("relay stops cleanly")

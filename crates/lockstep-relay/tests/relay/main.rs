@@ -6,6 +6,7 @@ mod common;
 
 mod admission;
 mod failover;
+mod fleet;
 mod griefing_attacks;
 mod http_attacks;
 mod limits;
