@@ -35,7 +35,7 @@ struct Health {
 #[derive(Resource, Default, Serialize, Deserialize)]
 struct Score(Vec<u32>);
 
-fn app() -> App {
+pub(crate) fn app() -> App {
     let mut app = App::new();
     app.add_plugins(LockstepPlugin::<u8>::default())
         .lockstep_component::<Body>()
@@ -46,7 +46,7 @@ fn app() -> App {
     app
 }
 
-fn fixture() -> App {
+pub(crate) fn fixture() -> App {
     let mut app = app();
     let w = app.world_mut();
     let a = w
