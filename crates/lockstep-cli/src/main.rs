@@ -7,6 +7,7 @@ mod bench;
 mod demo;
 
 mod desync;
+mod fleet;
 mod netsim;
 mod play;
 mod relay;
@@ -39,7 +40,7 @@ enum Command {
     /// from the game first, so come back within 10 s to keep playing.
     Play(play::PlayArgs),
     /// Run a relay server: rooms of UDP and WebSocket clients.
-    Relay(relay::RelayArgs),
+    Relay(Box<relay::RelayArgs>),
     /// Measure: `lockstep bench relay` finds this machine's relay capacity.
     Bench(bench::BenchArgs),
     /// Sign a join ticket for a relay that requires them.
@@ -49,6 +50,9 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Read desync reports: `lockstep desync show FILE`.
     Desync(desync::DesyncArgs),
+    /// A fleet of relays: `lockstep fleet status --directory URL` lists its
+    /// relays and rooms from its room directory.
+    Fleet(fleet::FleetArgs),
     /// A UDP link conditioner: sits between clients and a server (a relay,
     /// a host) and adds loss, latency, jitter, duplication, reordering and
     /// a bandwidth limit, each way, optionally changing over time.
@@ -60,12 +64,13 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Demo(args) => demo::main(args).map_err(|e| e.to_string()),
         Command::Play(args) => play::main(args).map_err(|e| e.to_string()),
-        Command::Relay(args) => relay::main(args).map_err(|e| e.to_string()),
+        Command::Relay(args) => relay::main(*args).map_err(|e| e.to_string()),
         Command::Replay(args) => replay::main(args),
         Command::Bench(args) => bench::main(args).map_err(|e| e.to_string()),
         Command::Ticket(args) => ticket::main(args).map_err(|e| e.to_string()),
         Command::Desync(args) => desync::main(args).map_err(|e| e.to_string()),
         Command::Netsim(args) => netsim::main(args).map_err(|e| e.to_string()),
+        Command::Fleet(args) => fleet::main(args).map_err(|e| e.to_string()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

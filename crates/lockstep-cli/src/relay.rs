@@ -87,6 +87,36 @@ pub(crate) struct RelayArgs {
     /// unrecorded). 256 without a configuration file.
     #[arg(long, value_name = "MIB", requires = "record")]
     record_max_mib: Option<u64>,
+    /// Join a fleet: keep this relay's entry, and claim each room before
+    /// opening it, in the room directory at this Redis URL
+    /// (redis://host:port/db).
+    #[arg(
+        long,
+        env = "LOCKSTEP_DIRECTORY",
+        value_name = "URL",
+        requires = "relay_id"
+    )]
+    directory: Option<String>,
+    /// This relay's id in the fleet (1 to 64 of A-Z a-z 0-9 - _ .).
+    #[arg(long, env = "LOCKSTEP_RELAY_ID", requires = "directory")]
+    relay_id: Option<String>,
+    /// The UDP address clients reach this relay at, as the fleet tells
+    /// them (the bound one if not given).
+    #[arg(long, value_name = "HOST:PORT", requires = "directory")]
+    public_udp: Option<SocketAddr>,
+    /// The WebSocket address clients reach this relay at (the bound one
+    /// if not given).
+    #[arg(long, value_name = "HOST:PORT", requires = "directory")]
+    public_ws: Option<SocketAddr>,
+    /// The keys' prefix in the directory (fleets sharing one Redis each
+    /// take their own).
+    #[arg(long, default_value = "lockstep:", requires = "directory")]
+    directory_prefix: String,
+    /// How long this relay's entry and room claims outlive it, in
+    /// seconds, unless renewed (a killed relay's rooms stay claimed this
+    /// long).
+    #[arg(long, value_name = "SECS", default_value_t = 6, value_parser = clap::value_parser!(u64).range(1..=300), requires = "directory")]
+    lease: u64,
     /// Log as JSON lines instead of text.
     #[arg(long)]
     json_logs: bool,
@@ -174,6 +204,8 @@ pub(crate) enum RelayCliError {
     Relay(#[from] lockstep_relay::RelayError),
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
+    #[error(transparent)]
+    Directory(#[from] lockstep_relay::directory::DirectoryError),
 }
 
 /// `host:port` (a name is looked up) or `off`.
@@ -343,7 +375,32 @@ pub(crate) fn main(args: RelayArgs) -> Result<(), RelayCliError> {
                  speak for it (fine on a LAN you trust)"
             );
         }
-        let report = lockstep_relay::run(config, listeners, shutdown_signal()).await?;
+        let report = match (&args.directory, &args.relay_id) {
+            (Some(url), Some(id)) => {
+                lockstep_relay::directory::check_relay_id(id)?;
+                let directory =
+                    lockstep_relay::directory::RedisDirectory::open(url, &args.directory_prefix)?;
+                let bound_udp = listeners.udp.as_ref().and_then(|s| s.local_addr().ok());
+                let bound_ws = listeners.ws.as_ref().and_then(|s| s.local_addr().ok());
+                let fleet = lockstep_relay::fleet::Fleet {
+                    directory,
+                    id: id.clone(),
+                    udp: args.public_udp.or(bound_udp),
+                    ws: args.public_ws.or(bound_ws),
+                    lease: std::time::Duration::from_secs(args.lease),
+                };
+                tracing::info!(relay = %id, "in the fleet of {url}");
+                lockstep_relay::run_in_fleet(
+                    config,
+                    listeners,
+                    std::sync::Arc::new(lockstep_relay::Metrics::default()),
+                    fleet,
+                    shutdown_signal(),
+                )
+                .await?
+            }
+            _ => lockstep_relay::run(config, listeners, shutdown_signal()).await?,
+        };
         tracing::info!(
             ticks = report.ticks,
             datagrams_in = report.datagrams_in,

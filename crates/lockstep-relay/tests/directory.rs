@@ -3,66 +3,13 @@
 //! loopback port of its own (and stops).
 
 use lockstep_relay::directory::{
-    Claim, Directory, DirectoryError, MemoryDirectory, RedisDirectory, RelayEntry, RelayState,
-    least_loaded,
+    Claim, Directory, DirectoryError, LocalRedis, MemoryDirectory, RedisDirectory, RelayEntry,
+    RelayState, least_loaded,
 };
 use std::future::Future;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// A `redis-server` of the test's own, stopped when dropped.
-struct Redis {
-    child: Child,
-    port: u16,
-}
-
-impl Redis {
-    fn start() -> Self {
-        Self::start_on(free_port())
-    }
-
-    fn start_on(port: u16) -> Self {
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server not found: run scripts/test-deps");
-        let redis = Self { child, port };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !redis.answers() {
-            assert!(Instant::now() < deadline, "redis-server did not come up");
-            std::thread::yield_now();
-        }
-        redis
-    }
-
-    fn answers(&self) -> bool {
-        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else {
-            return false;
-        };
-        let mut buf = [0u8; 7];
-        s.set_read_timeout(Some(Duration::from_secs(1))).is_ok()
-            && s.write_all(b"PING\r\n").is_ok()
-            && s.read_exact(&mut buf).is_ok()
-            && &buf == b"+PONG\r\n"
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -194,7 +141,7 @@ async fn in_memory() {
 
 #[tokio::test]
 async fn in_redis() {
-    let redis = Redis::start();
+    let redis = LocalRedis::start().expect("a redis-server");
     let d = RedisDirectory::open(&redis.url(), "test:").expect("a client");
     // Real leases, short: the lapse is real time, polled for.
     contract(&d, Duration::from_millis(300), || {}).await;
@@ -214,7 +161,7 @@ async fn redis_down_then_up() {
         Err(DirectoryError::Unavailable(_))
     ));
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
-    let _redis = Redis::start_on(port);
+    let _redis = LocalRedis::start_on(port).expect("a redis-server");
     until("the directory works once Redis is up", || async {
         matches!(
             d.claim("room", "r1", Duration::from_secs(5)).await,

@@ -8,6 +8,7 @@ mod bad_input;
 mod bevy_apps;
 mod demo;
 mod desync;
+mod fleet;
 mod netsim;
 mod play_pty;
 mod relay;

@@ -18,9 +18,11 @@
 //! process (tests, a single machine's relays in one process) and
 //! [`RedisDirectory`] in Redis, where a fleet keeps it.
 
+mod local;
 mod memory;
 mod redis;
 
+pub use self::local::LocalRedis;
 pub use self::memory::MemoryDirectory;
 pub use self::redis::RedisDirectory;
 

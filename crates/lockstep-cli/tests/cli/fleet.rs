@@ -1,0 +1,124 @@
+//! `lockstep relay --directory` and `lockstep fleet status` as a user runs
+//! them, against a real `redis-server` the test starts and stops: two relay
+//! processes share the directory, a room opens on one of them only, and a
+//! relay killed with SIGKILL drops out of the directory within its lease.
+
+use crate::common::{RelayProcess, UDP_ONLY};
+use lockstep_core::sequenced::{ClientConfig, ClientSession, CloseReason};
+use lockstep_net::{Clock, UdpTransport, drive};
+use lockstep_relay::directory::LocalRedis;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn relay(redis: &LocalRedis, id: &str) -> RelayProcess {
+    let url = redis.url();
+    let mut args: Vec<&str> = UDP_ONLY.to_vec();
+    args.extend(["--directory", &url, "--relay-id", id, "--lease", "1"]);
+    RelayProcess::start(&args)
+}
+
+/// `lockstep fleet status --json`, parsed.
+fn status(redis: &LocalRedis) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["fleet", "status", "--json", "--directory", &redis.url()])
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+fn ids(v: &serde_json::Value, list: &str, field: &str) -> Vec<String> {
+    v[list]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| r[field].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn until(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !check() {
+        assert!(Instant::now() < deadline, "{what}: not in time");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A client of `relay` in `room`, driven until it plays 30 ticks or is
+/// refused; the refusal, if any.
+fn join(relay: &RelayProcess, room: &str) -> Option<CloseReason> {
+    let clock = Clock::new();
+    let mut t = UdpTransport::bind("127.0.0.1:0").expect("bind");
+    let server = t.add_peer(relay.addr("udp"));
+    let mut c = ClientSession::<u8>::new(
+        ClientConfig {
+            room: room.into(),
+            secret: Some(lockstep_net::session_secret().expect("randomness")),
+            ..ClientConfig::default()
+        },
+        server,
+        clock.now(),
+    )
+    .expect("config");
+    let mut scratch = lockstep_net::Buffers::default();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.frame().get() < 30 && c.closed().is_none() {
+        assert!(Instant::now() < deadline, "no progress");
+        drive(&mut c, &mut t, clock.now(), &mut scratch).expect("drive");
+        let _ = c.commit_local(1);
+        while c.advance().is_some() {}
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    c.closed().cloned()
+}
+
+#[test]
+fn two_relay_processes_share_a_directory_and_one_dies() {
+    let redis = LocalRedis::start().expect("a redis-server (scripts/test-deps installs it)");
+    let one = relay(&redis, "relay-one");
+    let two = relay(&redis, "relay-two");
+    until("both relays in the directory", || {
+        ids(&status(&redis), "relays", "id") == ["relay-one", "relay-two"]
+    });
+
+    assert_eq!(join(&one, "arena"), None, "arena plays on relay one");
+    let s = status(&redis);
+    assert_eq!(ids(&s, "rooms", "room"), ["arena"]);
+    assert_eq!(ids(&s, "rooms", "relay"), ["relay-one"]);
+    let refused = join(&two, "arena");
+    assert!(
+        format!("{refused:?}").contains("another relay"),
+        "{refused:?}"
+    );
+
+    // SIGKILL: relay one's entry and claim lapse (lease 1 s).
+    let mut one = one;
+    let died = Instant::now();
+    one.child.kill().expect("kill");
+    let _ = one.child.wait();
+    until("relay one lapses", || {
+        let s = status(&redis);
+        ids(&s, "relays", "id") == ["relay-two"] && ids(&s, "rooms", "room").is_empty()
+    });
+    let lapsed = died.elapsed();
+    println!("relay one out of the directory {lapsed:?} after SIGKILL (lease 1 s)");
+    assert!(lapsed < Duration::from_millis(2500), "{lapsed:?}");
+    assert_eq!(join(&two, "arena"), None, "arena plays on relay two now");
+
+    // The table a person reads.
+    let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["fleet", "status", "--directory", &redis.url()])
+        .output()
+        .expect("runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("relay-two") && text.contains("arena"),
+        "{text}"
+    );
+}
