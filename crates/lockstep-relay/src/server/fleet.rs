@@ -17,9 +17,9 @@ use tracing::{info, warn};
 pub(super) const MAX_CLAIMS: usize = 256;
 
 /// How long a settled claim waits for its client's next Hello (sent every
-/// 250 ms) before it is forgotten, and how long an unsettled one may take
-/// before the room is claimed again.
-const CLAIM_KEPT: Duration = Duration::from_secs(5);
+/// 250 ms) before it is forgotten (a claim of ours given back), and how
+/// long an unsettled one may take before the room is claimed again.
+const CLAIM_KEPT: Duration = Duration::from_secs(2);
 
 /// Where a room's claim stands.
 #[derive(Debug)]
@@ -139,12 +139,24 @@ impl Core {
         }
     }
 
-    /// Forgets settled claims nobody came back for.
+    /// Forgets settled claims nobody came back for; a room claimed for a
+    /// client that never came back (a single Hello, an attacker naming
+    /// rooms) is given back, so the directory holds only rooms that run.
     pub(super) fn fleet_housekeeping(&mut self) {
-        if let Some(f) = &mut self.fleet {
-            let now = Instant::now();
-            f.claims
-                .retain(|_, (_, at)| now.duration_since(*at) < CLAIM_KEPT);
+        let Some(f) = &mut self.fleet else { return };
+        let now = Instant::now();
+        let mut unused = Vec::new();
+        f.claims.retain(|room, (state, at)| {
+            let keep = now.duration_since(*at) < CLAIM_KEPT;
+            if !keep && matches!(state, ClaimState::Ours) {
+                unused.push(room.clone());
+            }
+            keep
+        });
+        for room in unused {
+            if !self.rooms.contains_key(&room) {
+                self.fleet_release(&room);
+            }
         }
     }
 }

@@ -111,3 +111,51 @@ fn a_room_opens_on_one_relay_and_moves_when_its_relay_dies() {
     assert_eq!(ask(dir.rooms()).expect("reads"), []);
     assert_eq!(ask(dir.relays()).expect("reads"), []);
 }
+
+/// An attacker names new rooms, one Hello each (past the address check),
+/// and never comes back: each room it made the relay claim is given back
+/// within seconds, so the directory holds only rooms that run; an honest
+/// match plays on meanwhile.
+#[test]
+fn rooms_claimed_for_clients_that_never_come_back_are_given_back() {
+    use crate::common::Raw;
+    use lockstep_core::wire::{Hello, InputCodec};
+    let dir = MemoryDirectory::new();
+    let a = TestRelay::start_in_fleet(RelayConfig::default(), member(&dir, "relay-a"));
+    let clock = Clock::new();
+    let mut arena = pair(&a, "arena", 50, &clock);
+    play_on(&mut arena, &clock, 30, || {});
+    let names: Vec<String> = (0..5).map(|k| format!("junk-{k}")).collect();
+    let raws: Vec<Raw> = names
+        .iter()
+        .map(|room| {
+            let raw = Raw::new(&a);
+            raw.hello(Hello {
+                fingerprint: 0xF00D,
+                room,
+                name: "mallory",
+                codec: InputCodec::PlayerInputs,
+                ..Hello::default()
+            });
+            raw
+        })
+        .collect();
+    let rooms = || -> Vec<String> {
+        ask(dir.rooms())
+            .expect("reads")
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect()
+    };
+    until("the attacker's rooms are claimed", || rooms().len() > 1);
+    let claimed = rooms().len() - 1;
+    let mut given_back = false;
+    play_on(&mut arena, &clock, 150, || {
+        given_back |= rooms() == ["arena"];
+    });
+    until("every unused claim is given back", || rooms() == ["arena"]);
+    println!(
+        "{claimed} rooms claimed for the attacker, all given back; given back during play: {given_back}"
+    );
+    drop(raws);
+}
