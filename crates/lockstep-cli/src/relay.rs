@@ -87,6 +87,11 @@ pub(crate) struct RelayArgs {
     /// unrecorded). 256 without a configuration file.
     #[arg(long, value_name = "MIB", requires = "record")]
     record_max_mib: Option<u64>,
+    /// On SIGTERM or Ctrl-C, drain for at most this many seconds first:
+    /// no new rooms, /readyz fails, running matches end, and the relay
+    /// exits once the last room closes (0: exit at once).
+    #[arg(long, value_name = "SECS")]
+    drain_secs: Option<u64>,
     /// Join a fleet: keep this relay's entry, and claim each room before
     /// opening it, in the room directory at this Redis URL
     /// (redis://host:port/db).
@@ -260,6 +265,7 @@ fn config(args: &RelayArgs) -> Result<RelayConfig, RelayCliError> {
         None => {}
     }
     config.limits.max_rooms = args.max_rooms.unwrap_or(config.limits.max_rooms);
+    config.drain_secs = args.drain_secs.unwrap_or(config.drain_secs);
     config.plain_udp |= args.plain_udp;
     if let Some(dir) = &args.record {
         config.record.dir = Some(dir.clone());

@@ -51,6 +51,13 @@ pub struct RelayConfig {
     pub tls: Option<crate::tls::TlsFiles>,
     /// Recording every match into a replay file.
     pub record: crate::record::RecordSettings,
+    /// On shutdown (SIGTERM, Ctrl-C), drain for at most this many seconds
+    /// first: take no new rooms, fail `/readyz`, say `draining` in a
+    /// fleet's directory, let running matches end, and stop once the last
+    /// room closes (0, the default: stop at once). At the deadline every
+    /// client left is told goodbye (a failover room's players carry their
+    /// match on among themselves).
+    pub drain_secs: u64,
     /// A game the relay runs itself in every room of `PlayerInputs`
     /// clients (set in code, not in the file): it hands joiners its own
     /// state and is the checksum authority. Without one the relay knows

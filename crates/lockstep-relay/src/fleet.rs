@@ -108,7 +108,11 @@ async fn run<D: Directory>(
                     ws,
                     clients: u32::try_from(metrics.connections.load(Ordering::Relaxed)).unwrap_or(u32::MAX),
                     rooms: u32::try_from(metrics.rooms.load(Ordering::Relaxed)).unwrap_or(u32::MAX),
-                    state: RelayState::Ready,
+                    state: if metrics.draining.load(Ordering::Relaxed) == 0 {
+                        RelayState::Ready
+                    } else {
+                        RelayState::Draining
+                    },
                 };
                 match dir.register(&entry, lease).await {
                     Ok(()) if said_unavailable => {

@@ -59,6 +59,8 @@ pub struct Metrics {
     pub ws_connections: AtomicU64,
     /// Connections open, over every transport (refreshed every second).
     pub connections: AtomicU64,
+    /// 1 while the relay drains for a shutdown (no new rooms), else 0.
+    pub draining: AtomicU64,
     /// WebSocket connections refused by a limit or closed for breaking one.
     pub ws_refused: AtomicU64,
     /// Sealed datagrams that did not open (forged, replayed, unknown
@@ -133,7 +135,7 @@ impl Metrics {
 
     /// Every plain series: its name (after `lockstep_`), kind, help and
     /// value, in the order they are rendered.
-    fn series(&self) -> [(&'static str, &'static str, &'static str, &AtomicU64); 28] {
+    fn series(&self) -> [(&'static str, &'static str, &'static str, &AtomicU64); 29] {
         [
             ("rooms", "gauge", "Rooms open.", &self.rooms),
             (
@@ -292,6 +294,12 @@ impl Metrics {
                 "gauge",
                 "Connections open, over every transport.",
                 &self.connections,
+            ),
+            (
+                "draining",
+                "gauge",
+                "1 while the relay drains for a shutdown (no new rooms).",
+                &self.draining,
             ),
         ]
     }

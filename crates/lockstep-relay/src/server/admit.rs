@@ -382,6 +382,13 @@ impl Core {
                     return None;
                 }
             }
+            if self.draining.is_some() {
+                self.reply_reject(
+                    key,
+                    RejectReason::Other("the relay is draining for a restart: try another"),
+                );
+                return None;
+            }
             if let fleet::Door::Closed = self.fleet_door(key, &room) {
                 return None;
             }

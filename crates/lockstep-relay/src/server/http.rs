@@ -186,6 +186,10 @@ fn readiness(metrics: &Metrics, started: Instant, limits: Limits) -> (StatusCode
     }
     let connections = metrics.connections.load(Ordering::Relaxed);
     let rooms = metrics.rooms.load(Ordering::Relaxed);
+    if metrics.draining.load(Ordering::Relaxed) != 0 {
+        let body = format!("draining: {rooms} rooms left\n");
+        return (StatusCode::SERVICE_UNAVAILABLE, body);
+    }
     if connections >= limits.max_connections as u64 {
         let body = format!(
             "full: {connections} connections of {}\n",

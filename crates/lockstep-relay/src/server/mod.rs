@@ -246,6 +246,7 @@ pub(crate) async fn serve(
     }
     drop(news_tx);
     let mut fleet_open = fleet_task.is_some();
+    let drain_for = Duration::from_secs(core.config.drain_secs);
     let mut shutdown = std::pin::pin!(shutdown);
     let mut buf = vec![0u8; 65_536];
     // Without a WebSocket listener nothing ever sends on `core_rx`: once it
@@ -261,7 +262,11 @@ pub(crate) async fn serve(
         // Not biased: under a flood of UDP, timers, WebSocket traffic and
         // shutdown still get their turn.
         tokio::select! {
-            g = &mut shutdown => {
+            g = &mut shutdown, if core.draining.is_none() => {
+                if g && !drain_for.is_zero() && !core.rooms.is_empty() {
+                    core.begin_drain(drain_for);
+                    continue;
+                }
                 goodbye = g;
                 break;
             }
@@ -295,6 +300,18 @@ pub(crate) async fn serve(
             () = tokio::time::sleep_until(wake) => {}
         }
         core.timers();
+        if let Some(deadline) = core.draining {
+            if core.rooms.is_empty() {
+                info!("drained: the last room closed");
+                goodbye = true;
+                break;
+            }
+            if std::time::Instant::now() >= deadline {
+                info!(rooms = core.rooms.len(), "drain deadline: stopping");
+                goodbye = true;
+                break;
+            }
+        }
     }
     let report = core.shutdown(goodbye);
     // In a fleet: a relay that stops cleanly gives its rooms and its entry
@@ -365,6 +382,8 @@ struct Core {
     disk: Option<crate::record::Disk>,
     /// The fleet, if the relay is in one.
     fleet: Option<fleet::FleetLink>,
+    /// While draining for a shutdown: when it stops at the latest.
+    draining: Option<std::time::Instant>,
 }
 
 impl Core {
@@ -413,6 +432,7 @@ impl Core {
             udp_by_ip: HashMap::new(),
             disk,
             fleet: None,
+            draining: None,
         };
         Ok(core)
     }

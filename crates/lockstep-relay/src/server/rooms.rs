@@ -305,6 +305,19 @@ impl Core {
         }
     }
 
+    /// Drains for a shutdown, for at most `deadline_in`: no new rooms,
+    /// `/readyz` fails and a fleet's directory says `draining`; running
+    /// matches go on, and the relay stops once the last room closes.
+    pub(super) fn begin_drain(&mut self, deadline_in: Duration) {
+        self.draining = Some(std::time::Instant::now() + deadline_in);
+        self.metrics.draining.store(1, Ordering::Relaxed);
+        info!(
+            rooms = self.rooms.len(),
+            secs = deadline_in.as_secs(),
+            "draining: no new rooms; stopping once the last one closes"
+        );
+    }
+
     /// Closes room `name` now: whoever is still connected (spectators of a
     /// match that is over) is told so.
     pub(super) fn close_room(&mut self, name: &RoomName) {

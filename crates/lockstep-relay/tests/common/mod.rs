@@ -66,14 +66,7 @@ impl TestRelay {
 
     /// A plain HTTP GET on the metrics port.
     pub fn http_get(&self, path: &str) -> String {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(self.http).expect("http connect");
-        s.set_read_timeout(Some(Duration::from_secs(5)))
-            .expect("timeout");
-        write!(s, "GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").expect("write");
-        let mut out = String::new();
-        let _ = s.read_to_string(&mut out);
-        out
+        http_get(self.http, path)
     }
 }
 
@@ -133,6 +126,18 @@ pub fn transport(
         Some(f) => Box::new(FaultyTransport::new(inner, f, seed)),
         None => inner,
     }
+}
+
+/// A plain HTTP GET of `path` at `addr`.
+pub fn http_get(addr: SocketAddr, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("http connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    write!(s, "GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").expect("write");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
 }
 
 pub fn client_config(room: &str, name: &str) -> ClientConfig {

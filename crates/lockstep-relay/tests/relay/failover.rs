@@ -21,12 +21,27 @@ struct Player {
     host_changed: Option<Instant>,
 }
 
-/// Plays 120 frames through the relay, stops it (`goodbye`: shut down
-/// cleanly; otherwise killed), and plays 300 more without it. Returns the
-/// pause: from the relay's end to the first frame the new host sealed.
-fn match_outlives_its_relay(goodbye: bool) -> Duration {
+/// How the relay goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// Killed dead.
+    Killed,
+    /// Shut down with a goodbye.
+    Stopped,
+    /// Told to stop while draining for a second: it drains until the
+    /// deadline (the match does not end), then says goodbye.
+    Drained,
+}
+
+/// Plays 120 frames through the relay, ends it as `end` says, and plays
+/// 300 more without it. Returns the pause: from the relay's end to the
+/// first frame the new host sealed.
+fn match_outlives_its_relay(end: End) -> Duration {
     let mut config = RelayConfig::default();
     config.room_defaults.failover = true;
+    if end == End::Drained {
+        config.drain_secs = 1;
+    }
     let relay = TestRelay::start(config);
     let clock = Clock::new();
     let mut players: Vec<Player> = (0..4)
@@ -61,7 +76,17 @@ fn match_outlives_its_relay(goodbye: bool) -> Duration {
         let done: Vec<u64> = players.iter().map(|p| p.hash.frames()).collect();
         if stopped.is_none() && done.iter().all(|f| *f >= 120) {
             let r = relay.take().expect("running");
-            let _ = if goodbye { r.stop() } else { r.kill() };
+            let asked = Instant::now();
+            let _ = if end == End::Killed {
+                r.kill()
+            } else {
+                r.stop()
+            };
+            if end == End::Drained {
+                // It drained to its deadline (the match never ended).
+                let drained = asked.elapsed();
+                assert!(drained >= Duration::from_secs(1), "{drained:?}");
+            }
             stopped = Some(Instant::now());
         }
         if stopped.is_some() && done.iter().all(|f| *f >= 420) {
@@ -103,14 +128,23 @@ fn match_outlives_its_relay(goodbye: bool) -> Duration {
 
 #[test]
 fn players_carry_on_when_their_relay_is_killed() {
-    let pause = match_outlives_its_relay(false);
+    let pause = match_outlives_its_relay(End::Killed);
     println!("takeover pause after the relay was killed: {pause:?}");
     assert!(pause < Duration::from_secs(3), "{pause:?}");
 }
 
 #[test]
 fn players_carry_on_when_their_relay_shuts_down() {
-    let pause = match_outlives_its_relay(true);
+    let pause = match_outlives_its_relay(End::Stopped);
     println!("takeover pause after the relay said goodbye: {pause:?}");
+    assert!(pause < Duration::from_secs(2), "{pause:?}");
+}
+
+/// A drain whose match does not end by its deadline: the relay stops then,
+/// and the failover room's players carry the match on.
+#[test]
+fn players_carry_on_when_their_relay_drains_to_its_deadline() {
+    let pause = match_outlives_its_relay(End::Drained);
+    println!("takeover pause after the drained relay stopped: {pause:?}");
     assert!(pause < Duration::from_secs(2), "{pause:?}");
 }

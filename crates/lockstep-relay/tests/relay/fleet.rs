@@ -159,3 +159,72 @@ fn rooms_claimed_for_clients_that_never_come_back_are_given_back() {
     );
     drop(raws);
 }
+
+/// A relay in a fleet told to stop (SIGTERM: here `stop`) while a match
+/// plays, with `drain_secs`: it takes no new room, fails `/readyz`, says
+/// `draining` in the directory, and lets the match play to its end; it
+/// stops once its last room closes, long before the deadline, having
+/// dropped nobody.
+#[test]
+fn a_draining_relay_takes_no_room_and_stops_when_its_last_match_ends() {
+    use lockstep_relay::directory::RelayState;
+    let dir = MemoryDirectory::new();
+    let config = RelayConfig {
+        drain_secs: 30,
+        ..RelayConfig::default()
+    };
+    let a = TestRelay::start_in_fleet(config, member(&dir, "relay-a"));
+    let clock = Clock::new();
+    let mut arena = pair(&a, "arena", 60, &clock);
+    play_on(&mut arena, &clock, 30, || {});
+    let ready = |relay: &TestRelay| relay.http_get("/readyz");
+    assert!(ready(&a).contains("200"), "{}", ready(&a));
+
+    let http = a.http;
+    // A player for a new room, ready to knock once the relay drains.
+    let mut late = pair(&a, "lagoon", 70, &clock);
+    late.truncate(1);
+    let stopping = Instant::now();
+    let b_side = std::thread::spawn(move || a.stop());
+    until("the relay says it drains", || {
+        ask(dir.relays()).is_ok_and(|r| r.first().is_some_and(|e| e.state == RelayState::Draining))
+    });
+    let readyz = crate::common::http_get(http, "/readyz");
+    assert!(
+        readyz.contains("503") && readyz.contains("draining"),
+        "{readyz}"
+    );
+
+    // The match plays on; a new room is refused, saying why.
+    play_on(&mut arena, &clock, 60, || {});
+    assert!(
+        arena.iter().all(|p| p.session.closed().is_none()),
+        "nobody dropped"
+    );
+    play_until(&mut late, &clock, Duration::from_secs(10), |p| {
+        p.session.closed().is_some()
+    });
+    let why = format!("{:?}", late[0].session.closed());
+    assert!(why.contains("draining"), "{why}");
+
+    // The players leave: the room closes, and the relay stops.
+    for p in &mut arena {
+        p.session.leave();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !b_side.is_finished() {
+        assert!(Instant::now() < deadline, "the relay did not stop");
+        for p in &mut arena {
+            p.step(&clock);
+        }
+        std::thread::yield_now();
+    }
+    let report = b_side.join().expect("joins");
+    let took = stopping.elapsed();
+    println!(
+        "drained in {took:?} (deadline 30 s); {} goodbyes",
+        report.said_goodbye
+    );
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert_eq!(report.said_goodbye, 0, "nobody was left to tell goodbye");
+}
