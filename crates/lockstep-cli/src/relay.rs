@@ -2,6 +2,7 @@
 
 use clap::{Args, ValueEnum};
 use lockstep_relay::{Listeners, PolicyName, RelayConfig, StartName};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use tracing_subscriber::EnvFilter;
@@ -122,9 +123,28 @@ pub(crate) struct RelayArgs {
     /// long).
     #[arg(long, value_name = "SECS", default_value_t = 6, value_parser = clap::value_parser!(u64).range(1..=300), requires = "directory")]
     lease: u64,
+    /// Run this many relays in this process, one per core, each on its own
+    /// thread (ids ID-0, ID-1, ...; each port given one higher than the
+    /// last relay's, port 0 picking its own), behind the one directory.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256), requires = "directory")]
+    relays: u16,
     /// Log as JSON lines instead of text.
     #[arg(long)]
     json_logs: bool,
+}
+
+/// `addr` for the `k`th relay of a process: its port `k` higher (port 0
+/// stays 0: the OS picks).
+fn nth(addr: Option<SocketAddr>, k: u16) -> Result<Option<SocketAddr>, RelayCliError> {
+    let Some(mut a) = addr else { return Ok(None) };
+    if a.port() != 0 {
+        let port = a
+            .port()
+            .checked_add(k)
+            .ok_or_else(|| RelayCliError::Address(format!("{a} + {k}")))?;
+        a.set_port(port);
+    }
+    Ok(Some(a))
 }
 
 /// A game the relay can run itself.
@@ -300,11 +320,76 @@ pub(crate) fn main(args: RelayArgs) -> Result<(), RelayCliError> {
     }
     let config = config(&args)?;
     let (udp, ws, http) = (addr(&args.udp)?, addr(&args.ws)?, addr(&args.http)?);
+    let args = std::sync::Arc::new(args);
+    if args.relays > 1 {
+        return many(&args, &config, (udp, ws, http));
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(RelayCliError::Runtime)?;
-    runtime.block_on(async move {
+    let id = args.relay_id.clone();
+    runtime.block_on(serve_one(
+        args,
+        config,
+        (udp, ws, http),
+        id,
+        shutdown_signal(),
+    ))
+}
+
+/// `args.relays` relays, each on a thread of its own with its own
+/// runtime, until SIGTERM or Ctrl-C stops them all.
+fn many(
+    args: &std::sync::Arc<RelayArgs>,
+    config: &RelayConfig,
+    (udp, ws, http): (Option<SocketAddr>, Option<SocketAddr>, Option<SocketAddr>),
+) -> Result<(), RelayCliError> {
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let base = args.relay_id.clone().unwrap_or_default();
+    let mut threads = Vec::new();
+    for k in 0..args.relays {
+        let listen = (nth(udp, k)?, nth(ws, k)?, nth(http, k)?);
+        let (args, config, mut stop) = (args.clone(), config.clone(), stop_rx.clone());
+        let id = format!("{base}-{k}");
+        threads.push(std::thread::spawn(move || -> Result<(), RelayCliError> {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(RelayCliError::Runtime)?;
+            runtime.block_on(serve_one(args, config, listen, Some(id), async move {
+                let _ = stop.wait_for(|s| *s).await;
+            }))
+        }));
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(RelayCliError::Runtime)?;
+    runtime.block_on(shutdown_signal());
+    let _ = stop_tx.send(true);
+    let mut first = Ok(());
+    for t in threads {
+        let r = t
+            .join()
+            .unwrap_or_else(|_| Err(RelayCliError::Address("a relay thread panicked".into())));
+        if first.is_ok() {
+            first = r;
+        }
+    }
+    first
+}
+
+/// One relay: binds, says where, serves (in the fleet if told) until
+/// `shutdown`.
+async fn serve_one(
+    args: std::sync::Arc<RelayArgs>,
+    config: RelayConfig,
+    (udp, ws, http): (Option<SocketAddr>, Option<SocketAddr>, Option<SocketAddr>),
+    relay_id: Option<String>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), RelayCliError> {
+    {
         let bind_err = |addr| move |source| RelayCliError::Bind { addr, source };
         let mut listeners = Listeners::default();
         if let Some(a) = udp {
@@ -332,7 +417,10 @@ pub(crate) fn main(args: RelayArgs) -> Result<(), RelayCliError> {
             Some(Ok(a)) => a.to_string(),
             _ => "off".to_owned(),
         };
-        println!(
+        // Whoever started us may have stopped reading (a script that read
+        // the first relay's line): a closed stdout must not stop a relay.
+        let _ = writeln!(
+            std::io::stdout(),
             "listening udp={} ws={} http={}",
             shown(
                 listeners
@@ -381,18 +469,23 @@ pub(crate) fn main(args: RelayArgs) -> Result<(), RelayCliError> {
                  speak for it (fine on a LAN you trust)"
             );
         }
-        let report = match (&args.directory, &args.relay_id) {
+        let report = match (&args.directory, &relay_id) {
             (Some(url), Some(id)) => {
                 lockstep_relay::directory::check_relay_id(id)?;
                 let directory =
                     lockstep_relay::directory::RedisDirectory::open(url, &args.directory_prefix)?;
                 let bound_udp = listeners.udp.as_ref().and_then(|s| s.local_addr().ok());
                 let bound_ws = listeners.ws.as_ref().and_then(|s| s.local_addr().ok());
+                let k = id
+                    .rsplit_once('-')
+                    .and_then(|(_, k)| k.parse::<u16>().ok())
+                    .filter(|_| args.relays > 1)
+                    .unwrap_or(0);
                 let fleet = lockstep_relay::fleet::Fleet {
                     directory,
                     id: id.clone(),
-                    udp: args.public_udp.or(bound_udp),
-                    ws: args.public_ws.or(bound_ws),
+                    udp: nth(args.public_udp, k)?.or(bound_udp),
+                    ws: nth(args.public_ws, k)?.or(bound_ws),
                     lease: std::time::Duration::from_secs(args.lease),
                 };
                 tracing::info!(relay = %id, "in the fleet of {url}");
@@ -401,11 +494,11 @@ pub(crate) fn main(args: RelayArgs) -> Result<(), RelayCliError> {
                     listeners,
                     std::sync::Arc::new(lockstep_relay::Metrics::default()),
                     fleet,
-                    shutdown_signal(),
+                    shutdown,
                 )
                 .await?
             }
-            _ => lockstep_relay::run(config, listeners, shutdown_signal()).await?,
+            _ => lockstep_relay::run(config, listeners, shutdown).await?,
         };
         tracing::info!(
             ticks = report.ticks,
@@ -415,7 +508,7 @@ pub(crate) fn main(args: RelayArgs) -> Result<(), RelayCliError> {
             "relay stopped"
         );
         Ok(())
-    })
+    }
 }
 
 /// Completes on SIGINT (Ctrl-C) or, on Unix, SIGTERM.

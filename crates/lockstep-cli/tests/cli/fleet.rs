@@ -53,9 +53,14 @@ fn until(what: &str, mut check: impl FnMut() -> bool) {
 /// A client of `relay` in `room`, driven until it plays 30 ticks or is
 /// refused; the refusal, if any.
 fn join(relay: &RelayProcess, room: &str) -> Option<CloseReason> {
+    join_at(relay.addr("udp"), room)
+}
+
+/// [`join`] at a relay's UDP address.
+fn join_at(udp: std::net::SocketAddr, room: &str) -> Option<CloseReason> {
     let clock = Clock::new();
     let mut t = UdpTransport::bind("127.0.0.1:0").expect("bind");
-    let server = t.add_peer(relay.addr("udp"));
+    let server = t.add_peer(udp);
     let mut c = ClientSession::<u8>::new(
         ClientConfig {
             room: room.into(),
@@ -121,4 +126,53 @@ fn two_relay_processes_share_a_directory_and_one_dies() {
         text.contains("relay-two") && text.contains("arena"),
         "{text}"
     );
+}
+
+/// `--relays 2`: one process runs two relays (each on its own thread and
+/// core) behind one directory; each serves a match; SIGTERM takes both out
+/// of the directory at once.
+#[test]
+fn one_process_runs_a_relay_per_core() {
+    let redis = LocalRedis::start().expect("a redis-server (scripts/test-deps installs it)");
+    let url = redis.url();
+    let mut args: Vec<&str> = UDP_ONLY.to_vec();
+    args.extend(["--directory", &url, "--relay-id", "box", "--relays", "2"]);
+    let mut process = RelayProcess::start(&args);
+    until("two relays in the directory", || {
+        ids(&status(&redis), "relays", "id") == ["box-0", "box-1"]
+    });
+    let s = status(&redis);
+    let ports: Vec<std::net::SocketAddr> = s["relays"]
+        .as_array()
+        .expect("relays")
+        .iter()
+        .filter_map(|r| r["udp"].as_str().and_then(|a| a.parse().ok()))
+        .collect();
+    assert_eq!(ports.len(), 2);
+    assert_ne!(ports[0], ports[1], "a port each");
+    for (k, udp) in ports.iter().enumerate() {
+        assert_eq!(
+            join_at(*udp, &format!("room-{k}")),
+            None,
+            "relay {k} serves a match"
+        );
+    }
+    let s = status(&redis);
+    assert_eq!(ids(&s, "rooms", "relay"), ["box-0", "box-1"]);
+    let status_code = Command::new("kill")
+        .args(["-TERM", &process.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status_code.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(exit) = process.child.try_wait().expect("wait") {
+            assert!(exit.success(), "{exit}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the relays did not exit");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let s = status(&redis);
+    assert!(ids(&s, "relays", "id").is_empty(), "{s}");
 }
