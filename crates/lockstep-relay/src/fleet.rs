@@ -69,7 +69,7 @@ pub(crate) enum FleetNews {
 /// side of `ops` is gone, then takes the relay's entry out.
 pub(crate) type FleetTask = Box<
     dyn FnOnce(
-            mpsc::Receiver<FleetOp>,
+            mpsc::UnboundedReceiver<FleetOp>,
             mpsc::Sender<FleetNews>,
             Arc<Metrics>,
         ) -> Pin<Box<dyn Future<Output = ()> + Send>>
@@ -84,7 +84,7 @@ impl<D: Directory> Fleet<D> {
 
 async fn run<D: Directory>(
     fleet: Fleet<D>,
-    mut ops: mpsc::Receiver<FleetOp>,
+    mut ops: mpsc::UnboundedReceiver<FleetOp>,
     news: mpsc::Sender<FleetNews>,
     metrics: Arc<Metrics>,
 ) {

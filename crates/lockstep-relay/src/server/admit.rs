@@ -404,6 +404,7 @@ impl Core {
                 }
                 Err(e) => {
                     warn!(room = %room, "room refused its configuration: {e}");
+                    self.fleet_release(&room);
                     {
                         self.reply_reject(key, RejectReason::Other("room misconfigured"));
                         return None;

@@ -37,12 +37,12 @@ enum ClaimState {
 /// The loop's link to the fleet task.
 #[derive(Debug)]
 pub(super) struct FleetLink {
-    ops: mpsc::Sender<FleetOp>,
+    ops: mpsc::UnboundedSender<FleetOp>,
     claims: HashMap<RoomName, (ClaimState, Instant)>,
 }
 
 impl FleetLink {
-    pub(super) fn new(ops: mpsc::Sender<FleetOp>) -> Self {
+    pub(super) fn new(ops: mpsc::UnboundedSender<FleetOp>) -> Self {
         Self {
             ops,
             claims: HashMap::new(),
@@ -94,13 +94,17 @@ impl Core {
                 Door::Closed
             }
             None => {
-                if f.ops.try_send(FleetOp::Claim(room.clone())).is_ok() {
+                let waiting = f
+                    .claims
+                    .values()
+                    .filter(|(s, _)| matches!(s, ClaimState::Asked))
+                    .count();
+                if waiting < MAX_CLAIMS && f.ops.send(FleetOp::Claim(room.clone())).is_ok() {
                     f.claims.insert(room.clone(), (ClaimState::Asked, now));
-                    Door::Closed
                 } else {
                     self.reply_reject(key, RejectReason::ServerFull);
-                    Door::Closed
                 }
+                Door::Closed
             }
         }
     }
@@ -108,7 +112,7 @@ impl Core {
     /// The room closed here: the directory is told.
     pub(super) fn fleet_release(&mut self, room: &RoomName) {
         if let Some(f) = &mut self.fleet {
-            let _ = f.ops.try_send(FleetOp::Release(room.clone()));
+            let _ = f.ops.send(FleetOp::Release(room.clone()));
         }
     }
 

@@ -236,7 +236,9 @@ pub(crate) async fn serve(
     let (news_tx, mut news_rx) = mpsc::channel::<crate::fleet::FleetNews>(256);
     let mut fleet_task = None;
     if let Some(task) = fleet {
-        let (ops_tx, ops_rx) = mpsc::channel(fleet::MAX_CLAIMS);
+        // Unbounded, but the loop keeps at most MAX_CLAIMS claims
+        // waiting, and releases are one per room that closes.
+        let (ops_tx, ops_rx) = mpsc::unbounded_channel();
         fleet_task = Some(tokio::spawn(task(
             ops_rx,
             news_tx.clone(),
