@@ -161,7 +161,10 @@ proptest! {
     #![proptest_config(cases(40))]
 
     /// Under `Deadline`, a client 300 ms further away than the rest never
-    /// slows them: they run at the tick rate to within 2%.
+    /// slows them: they run at least 98% of the tick rate's frames (and
+    /// at most 105%: a client whose lead shrank in the window runs the
+    /// frames it gained, up to 13 of 600 seen under 10% loss with
+    /// duplicates, which is catching up, not being slowed).
     #[test]
     fn a_distant_client_does_not_slow_a_deadline_room(sc in scenario(true)) {
         prop_assume!(sc.players >= 2);
@@ -186,7 +189,7 @@ proptest! {
         let nominal = 20.0 * f64::from(sc.server.tick_rate);
         for (k, id) in near.iter().enumerate() {
             let ran = (h.client(*id).stats().frames - start[k]) as f64;
-            prop_assert!((ran - nominal).abs() <= nominal * 0.02,
+            prop_assert!(ran >= nominal * 0.98 && ran <= nominal * 1.05,
                 "{} ran {} frames in 20 s, nominal {}", id, ran, nominal);
         }
         h.assert_streams_agree(&sc.client_ids());
