@@ -16,6 +16,7 @@
 use super::{Claim, Directory, DirectoryError, RelayEntry, RoomOwner, check_relay_id};
 use redis::AsyncCommands;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Claims a room: ours again if we hold it (lease renewed), someone else's
@@ -61,7 +62,11 @@ return 0
 /// response timeout, and works again once it is back.
 #[derive(Clone)]
 pub struct RedisDirectory {
-    redis: ConnectionManager,
+    client: redis::Client,
+    config: ConnectionManagerConfig,
+    /// Made in the runtime of the first call (the relay's), not the
+    /// caller's of `open`.
+    redis: Arc<tokio::sync::OnceCell<ConnectionManager>>,
     prefix: String,
     claim: redis::Script,
     renew: redis::Script,
@@ -86,23 +91,34 @@ impl RedisDirectory {
 
     /// A directory in the Redis at `url` (`redis://host:port/db`), its keys
     /// under `prefix` (`lockstep:` for a fleet's own Redis). It connects
-    /// when first used, so a relay starts while Redis is down. Must be
-    /// called within a Tokio runtime.
+    /// when first used, in the Tokio runtime that uses it, so a relay
+    /// starts while Redis is down.
     pub fn open(url: &str, prefix: &str) -> Result<Self, DirectoryError> {
         let client = redis::Client::open(url).map_err(|e| unavailable(&e))?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Self::TIMEOUT))
             .set_response_timeout(Some(Self::TIMEOUT))
             .set_number_of_retries(1);
-        let redis =
-            ConnectionManager::new_lazy_with_config(client, config).map_err(|e| unavailable(&e))?;
         Ok(Self {
-            redis,
+            client,
+            config,
+            redis: Arc::default(),
             prefix: prefix.to_owned(),
             claim: redis::Script::new(CLAIM),
             renew: redis::Script::new(RENEW),
             release: redis::Script::new(RELEASE),
         })
+    }
+
+    /// The connection (made on first use).
+    async fn conn(&self) -> Result<ConnectionManager, DirectoryError> {
+        self.redis
+            .get_or_try_init(|| async {
+                ConnectionManager::new_lazy_with_config(self.client.clone(), self.config.clone())
+                    .map_err(|e| unavailable(&e))
+            })
+            .await
+            .cloned()
     }
 
     fn relay_key(&self, id: &str) -> String {
@@ -142,7 +158,7 @@ impl Directory for RedisDirectory {
         check_relay_id(&entry.id)?;
         let json =
             serde_json::to_string(entry).map_err(|e| DirectoryError::Corrupt(e.to_string()))?;
-        let mut r = self.redis.clone();
+        let mut r = self.conn().await?;
         redis::pipe()
             .atomic()
             .cmd("SET")
@@ -159,7 +175,7 @@ impl Directory for RedisDirectory {
     }
 
     async fn deregister(&self, relay: &str) -> Result<(), DirectoryError> {
-        let mut r = self.redis.clone();
+        let mut r = self.conn().await?;
         redis::pipe()
             .atomic()
             .del(self.relay_key(relay))
@@ -172,7 +188,7 @@ impl Directory for RedisDirectory {
     }
 
     async fn relays(&self) -> Result<Vec<RelayEntry>, DirectoryError> {
-        let mut r = self.redis.clone();
+        let mut r = self.conn().await?;
         let mut ids: Vec<String> = r
             .smembers(self.relays_key())
             .await
@@ -204,7 +220,7 @@ impl Directory for RedisDirectory {
 
     async fn claim(&self, room: &str, relay: &str, ttl: Duration) -> Result<Claim, DirectoryError> {
         check_relay_id(relay)?;
-        let mut r = self.redis.clone();
+        let mut r = self.conn().await?;
         let (ours, epoch, owner): (u8, String, String) = self
             .claim
             .key(self.room_key(room))
@@ -229,7 +245,7 @@ impl Directory for RedisDirectory {
         epoch: u64,
         ttl: Duration,
     ) -> Result<bool, DirectoryError> {
-        let mut r = self.redis.clone();
+        let mut r = self.conn().await?;
         let done: u8 = self
             .renew
             .key(self.room_key(room))
@@ -242,7 +258,7 @@ impl Directory for RedisDirectory {
     }
 
     async fn release(&self, room: &str, relay: &str, epoch: u64) -> Result<bool, DirectoryError> {
-        let mut r = self.redis.clone();
+        let mut r = self.conn().await?;
         let done: u8 = self
             .release
             .key(self.room_key(room))
@@ -254,7 +270,7 @@ impl Directory for RedisDirectory {
     }
 
     async fn owner(&self, room: &str) -> Result<Option<RoomOwner>, DirectoryError> {
-        let mut r = self.redis.clone();
+        let mut r = self.conn().await?;
         let v: Option<String> = r
             .get(self.room_key(room))
             .await
@@ -263,7 +279,7 @@ impl Directory for RedisDirectory {
     }
 
     async fn rooms(&self) -> Result<Vec<(String, RoomOwner)>, DirectoryError> {
-        let mut r = self.redis.clone();
+        let mut r = self.conn().await?;
         let pattern = format!("{}room:*", self.prefix);
         let mut keys: Vec<String> = Vec::new();
         let mut cursor: u64 = 0;

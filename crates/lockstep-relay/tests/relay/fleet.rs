@@ -228,3 +228,53 @@ fn a_draining_relay_takes_no_room_and_stops_when_its_last_match_ends() {
     assert!(took < Duration::from_secs(10), "{took:?}");
     assert_eq!(report.said_goodbye, 0, "nobody was left to tell goodbye");
 }
+
+/// The directory in a real Redis, which stops mid-match and comes back
+/// empty (no persistence): the running match is untouched, a new room is
+/// refused by name meanwhile, and once Redis is back the relay's entry and
+/// its room are in it again and new rooms open.
+#[test]
+fn a_match_outlives_its_directorys_restart() {
+    use lockstep_relay::directory::{LocalRedis, RedisDirectory};
+    let redis = LocalRedis::start().expect("a redis-server (scripts/test-deps installs it)");
+    let port = redis.port();
+    let url = redis.url();
+    let fleet = Fleet {
+        directory: RedisDirectory::open(&url, "restart:").expect("a client"),
+        id: "relay-r".into(),
+        udp: None,
+        ws: None,
+        lease: LEASE,
+    };
+    let a = TestRelay::start_in_fleet(RelayConfig::default(), fleet);
+    let watch = || RedisDirectory::open(&url, "restart:").expect("a client");
+    let rooms = || -> Vec<String> {
+        ask(watch().rooms())
+            .map(|r| r.into_iter().map(|(name, _)| name).collect())
+            .unwrap_or_default()
+    };
+    let clock = Clock::new();
+    let mut arena = pair(&a, "arena", 80, &clock);
+    play_on(&mut arena, &clock, 30, || {});
+    assert_eq!(rooms(), ["arena"]);
+
+    drop(redis);
+    let mut lagoon = pair(&a, "lagoon", 90, &clock);
+    lagoon.truncate(1);
+    play_until(&mut lagoon, &clock, Duration::from_secs(10), |p| {
+        p.session.closed().is_some()
+    });
+    let why = format!("{:?}", lagoon[0].session.closed());
+    assert!(why.contains("directory is unavailable"), "{why}");
+    play_on(&mut arena, &clock, 60, || {});
+    assert!(arena.iter().all(|p| p.session.closed().is_none()));
+
+    let _redis = LocalRedis::start_on(port).expect("redis again");
+    until("the relay and its room are back in the directory", || {
+        rooms() == ["arena"] && ask(watch().relays()).is_ok_and(|r| r.len() == 1)
+    });
+    let mut lagoon = pair(&a, "lagoon", 100, &clock);
+    play_on(&mut lagoon, &clock, 30, || {});
+    play_on(&mut arena, &clock, 30, || {});
+    assert_eq!(rooms(), ["arena", "lagoon"]);
+}
