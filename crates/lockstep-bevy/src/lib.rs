@@ -316,12 +316,11 @@ pub fn state_hash(world: &World) -> Option<u64> {
 /// cannot be saved (a component pointing at an entity not simulated, two
 /// entities with one id).
 pub fn state_bytes(world: &World) -> Result<Vec<u8>, SnapshotError> {
-    world
-        .get_resource::<snapshot::Registry>()
-        .cloned()
-        .unwrap_or_default()
-        .save(world)
-        .map_err(SnapshotError::Unsavable)
+    let saved = match world.get_resource::<snapshot::Registry>() {
+        Some(registry) => registry.save(world),
+        None => snapshot::Registry::default().save(world),
+    };
+    saved.map_err(SnapshotError::Unsavable)
 }
 
 /// Puts the simulation's state `bytes` hold (from [`state_bytes`], a
@@ -346,8 +345,9 @@ pub trait LockstepAppExt {
 
     /// Component `T`, which points at other [`Simulated`] entities, is
     /// state: its references are saved as the entities' simulation ids
-    /// and mapped back when restored. One that points at an entity not
-    /// simulated cannot be saved.
+    /// and mapped back when restored. One that points at a live entity not
+    /// simulated cannot be saved; one that points at a despawned entity is
+    /// saved as none (`Entity::PLACEHOLDER`).
     fn lockstep_mapped_component<T>(&mut self) -> &mut Self
     where
         T: Component<Mutability = bevy::ecs::component::Mutable>
@@ -380,6 +380,11 @@ pub trait LockstepAppExt {
         T: Resource + Reflect + FromReflect + TypePath + bevy::reflect::GetTypeRegistration;
 }
 
+/// What the app registered as state so far.
+fn registry(app: &mut App) -> Mut<'_, snapshot::Registry> {
+    app.world_mut().get_resource_or_init::<snapshot::Registry>()
+}
+
 /// Registers `T` in the app's type registry, and returns the registry.
 fn reflected<T: bevy::reflect::GetTypeRegistration>(app: &mut App) -> AppTypeRegistry {
     app.register_type::<T>();
@@ -393,9 +398,7 @@ impl LockstepAppExt for App {
     where
         T: Component<Mutability = bevy::ecs::component::Mutable> + Serialize + DeserializeOwned,
     {
-        self.world_mut()
-            .get_resource_or_init::<snapshot::Registry>()
-            .component::<T>();
+        registry(self).component::<T>();
         self
     }
 
@@ -407,9 +410,7 @@ impl LockstepAppExt for App {
             + MapEntities
             + Clone,
     {
-        self.world_mut()
-            .get_resource_or_init::<snapshot::Registry>()
-            .mapped_component::<T>();
+        registry(self).mapped_component::<T>();
         self
     }
 
@@ -417,9 +418,7 @@ impl LockstepAppExt for App {
     where
         T: Resource + Serialize + DeserializeOwned,
     {
-        self.world_mut()
-            .get_resource_or_init::<snapshot::Registry>()
-            .resource::<T>();
+        registry(self).resource::<T>();
         self
     }
 
@@ -432,9 +431,7 @@ impl LockstepAppExt for App {
             + bevy::reflect::GetTypeRegistration,
     {
         let types = reflected::<T>(self);
-        self.world_mut()
-            .get_resource_or_init::<snapshot::Registry>()
-            .reflect_component::<T>(types);
+        registry(self).reflect_component::<T>(types);
         self
     }
 
@@ -443,9 +440,7 @@ impl LockstepAppExt for App {
         T: Resource + Reflect + FromReflect + TypePath + bevy::reflect::GetTypeRegistration,
     {
         let types = reflected::<T>(self);
-        self.world_mut()
-            .get_resource_or_init::<snapshot::Registry>()
-            .reflect_resource::<T>(types);
+        registry(self).reflect_resource::<T>(types);
         self
     }
 }
