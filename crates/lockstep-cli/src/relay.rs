@@ -121,7 +121,7 @@ pub(crate) struct RelayArgs {
     /// How long this relay's entry and room claims outlive it, in
     /// seconds, unless renewed (a killed relay's rooms stay claimed this
     /// long).
-    #[arg(long, value_name = "SECS", default_value_t = 6, value_parser = clap::value_parser!(u64).range(1..=300), requires = "directory")]
+    #[arg(long, value_name = "SECS", default_value_t = lockstep_relay::fleet::LEASE.as_secs(), value_parser = clap::value_parser!(u64).range(1..=300), requires = "directory")]
     lease: u64,
     /// Run this many relays in this process, one per core, each on its own
     /// thread (ids ID-0, ID-1, ...; each port given one higher than the

@@ -78,8 +78,7 @@ impl BackgroundRelay {
         bind: Bind,
         fleet: crate::fleet::Fleet<D>,
     ) -> Result<Self, RelayError> {
-        crate::directory::check_relay_id(&fleet.id)
-            .map_err(|e| RelayError::Fleet(e.to_string()))?;
+        fleet.check()?;
         let mut fleet = fleet;
         Self::start_with(
             config,

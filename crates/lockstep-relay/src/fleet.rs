@@ -34,13 +34,32 @@ pub struct Fleet<D> {
     pub ws: Option<SocketAddr>,
     /// How long its entry and its rooms' claims last unless renewed
     /// (renewed every third of it): how long a killed relay's rooms stay
-    /// claimed.
+    /// claimed. [`LEASE`] unless told otherwise; at least [`MIN_LEASE`].
     pub lease: Duration,
 }
 
+/// The lease a relay keeps unless told otherwise (`lockstep relay
+/// --lease`).
+pub const LEASE: Duration = Duration::from_secs(6);
+
+/// The shortest lease a relay keeps: renewed every third of it, a shorter
+/// one would lapse between renewals of a relay that is only busy.
+pub const MIN_LEASE: Duration = Duration::from_millis(300);
+
 impl<D> Fleet<D> {
-    /// The lease a relay keeps unless told otherwise.
-    pub const LEASE: Duration = Duration::from_secs(6);
+    /// Refuses what would not run: a bad relay id, a lease under
+    /// [`MIN_LEASE`].
+    pub(crate) fn check(&self) -> Result<(), crate::RelayError> {
+        crate::directory::check_relay_id(&self.id)
+            .map_err(|e| crate::RelayError::Fleet(e.to_string()))?;
+        if self.lease < MIN_LEASE {
+            return Err(crate::RelayError::Fleet(format!(
+                "a lease of {:?} is under the shortest, {MIN_LEASE:?}",
+                self.lease
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// What the relay's loop asks of the fleet task.

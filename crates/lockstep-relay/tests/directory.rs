@@ -160,7 +160,12 @@ async fn redis_down_then_up() {
         d.claim("room", "r1", Duration::from_secs(5)).await,
         Err(DirectoryError::Unavailable(_))
     ));
+    println!("a call with Redis down failed in {:?}", t.elapsed());
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    assert!(matches!(
+        RedisDirectory::open("http://nowhere/", "test:"),
+        Err(DirectoryError::BadUrl(_))
+    ));
     let _redis = LocalRedis::start_on(port).expect("a redis-server");
     until("the directory works once Redis is up", || async {
         matches!(

@@ -95,6 +95,9 @@ pub enum DirectoryError {
     /// It holds something this build cannot read.
     #[error("the room directory holds something unreadable: {0}")]
     Corrupt(String),
+    /// Not a Redis URL (`redis://host:port/db`).
+    #[error("bad directory URL: {0}")]
+    BadUrl(String),
     /// A relay id that is empty, too long, or has other than ASCII
     /// letters, digits, `-`, `_` and `.`.
     #[error("bad relay id {0:?}: 1 to 64 of A-Z a-z 0-9 - _ .")]

@@ -94,7 +94,8 @@ impl RedisDirectory {
     /// when first used, in the Tokio runtime that uses it, so a relay
     /// starts while Redis is down.
     pub fn open(url: &str, prefix: &str) -> Result<Self, DirectoryError> {
-        let client = redis::Client::open(url).map_err(|e| unavailable(&e))?;
+        let client =
+            redis::Client::open(url).map_err(|e| DirectoryError::BadUrl(format!("{url}: {e}")))?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Self::TIMEOUT))
             .set_response_timeout(Some(Self::TIMEOUT))

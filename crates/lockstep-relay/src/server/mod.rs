@@ -190,7 +190,7 @@ pub async fn run_in_fleet<D: crate::directory::Directory>(
     fleet: crate::fleet::Fleet<D>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<RelayReport, RelayError> {
-    crate::directory::check_relay_id(&fleet.id).map_err(|e| RelayError::Fleet(e.to_string()))?;
+    fleet.check()?;
     serve(config, listeners, metrics, Some(fleet.task()), async {
         shutdown.await;
         true

@@ -31,6 +31,12 @@ fn ask<T>(f: impl Future<Output = T>) -> T {
         .block_on(f)
 }
 
+/// Asserts the honest players of a match ran one stream.
+fn one_stream(players: &[Player<lockstep_core::PlayerInputs>]) {
+    let hashes: Vec<u64> = players.iter().map(|p| p.hash.value()).collect();
+    assert!(hashes.windows(2).all(|w| w[0] == w[1]), "{hashes:x?}");
+}
+
 /// Polls `check` for a few seconds at most.
 fn until(what: &str, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -88,6 +94,7 @@ fn a_room_opens_on_one_relay_and_moves_when_its_relay_dies() {
     let why = format!("{:?}", stray[0].session.closed());
     assert!(why.contains("another relay"), "{why}");
     play_on(&mut arena, &clock, 30, || {});
+    one_stream(&arena);
 
     // Relay a dies: its entry and its claim lapse within the lease, and
     // "arena" opens on relay b for a new match.
@@ -154,6 +161,7 @@ fn rooms_claimed_for_clients_that_never_come_back_are_given_back() {
         given_back |= rooms() == ["arena"];
     });
     until("every unused claim is given back", || rooms() == ["arena"]);
+    one_stream(&arena);
     println!(
         "{claimed} rooms claimed for the attacker, all given back; given back during play: {given_back}"
     );
@@ -201,6 +209,7 @@ fn a_draining_relay_takes_no_room_and_stops_when_its_last_match_ends() {
         arena.iter().all(|p| p.session.closed().is_none()),
         "nobody dropped"
     );
+    one_stream(&arena);
     play_until(&mut late, &clock, Duration::from_secs(10), |p| {
         p.session.closed().is_some()
     });
@@ -277,4 +286,70 @@ fn a_match_outlives_its_directorys_restart() {
     play_on(&mut lagoon, &clock, 30, || {});
     play_on(&mut arena, &clock, 30, || {});
     assert_eq!(rooms(), ["arena", "lagoon"]);
+    one_stream(&arena);
+    one_stream(&lagoon);
+}
+
+/// Hellos from forged source addresses, each naming a new room: none
+/// echoes its challenge's cookie (the forger never sees it), so none makes
+/// the relay claim a room, and the reply to each is no larger than it;
+/// an honest match plays on to one stream.
+#[test]
+fn forged_hellos_claim_nothing() {
+    use crate::common::{Raw, padded};
+    use lockstep_core::wire::{Hello, InputCodec, Message};
+    let dir = MemoryDirectory::new();
+    let a = TestRelay::start_in_fleet(RelayConfig::default(), member(&dir, "relay-a"));
+    let clock = Clock::new();
+    let mut arena = pair(&a, "arena", 110, &clock);
+    play_on(&mut arena, &clock, 30, || {});
+    let forger = Raw::new(&a);
+    let names: Vec<String> = (0..200).map(|k| format!("forged-{k}")).collect();
+    let mut k = 0;
+    play_on(&mut arena, &clock, 90, || {
+        if let Some(room) = names.get(k) {
+            let hello = padded(&[Message::Hello(Hello {
+                fingerprint: 0xF00D,
+                room,
+                name: "mallory",
+                codec: InputCodec::PlayerInputs,
+                key: Some([7; 32]),
+                ..Hello::default()
+            })]);
+            forger.send_plain(&hello);
+            while let Some(reply) = forger.recv_within(Duration::from_millis(1)) {
+                assert!(
+                    reply.len() <= hello.len(),
+                    "{} > {}",
+                    reply.len(),
+                    hello.len()
+                );
+            }
+            k += 1;
+        }
+    });
+    let rooms: Vec<String> = ask(dir.rooms())
+        .expect("reads")
+        .into_iter()
+        .map(|(r, _)| r)
+        .collect();
+    assert_eq!(rooms, ["arena"]);
+    one_stream(&arena);
+}
+
+/// A fleet that could not run is refused when the relay starts, by name:
+/// a lease under the shortest (its renewals could not keep up), a bad id.
+#[test]
+fn a_fleet_that_cannot_run_is_refused_at_start() {
+    use lockstep_relay::{BackgroundRelay, Bind};
+    let dir = MemoryDirectory::new();
+    let mut short = member(&dir, "relay-a");
+    short.lease = Duration::ZERO;
+    let err = BackgroundRelay::start_in_fleet(RelayConfig::default(), Bind::loopback(), short)
+        .expect_err("a zero lease");
+    assert!(err.to_string().contains("lease"), "{err}");
+    let bad = member(&dir, "two words");
+    let err = BackgroundRelay::start_in_fleet(RelayConfig::default(), Bind::loopback(), bad)
+        .expect_err("a bad id");
+    assert!(err.to_string().contains("relay id"), "{err}");
 }
