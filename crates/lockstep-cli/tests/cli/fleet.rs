@@ -3,9 +3,8 @@
 //! processes share the directory, a room opens on one of them only, and a
 //! relay killed with SIGKILL drops out of the directory within its lease.
 
-use crate::common::{RelayProcess, UDP_ONLY};
-use lockstep_core::sequenced::{ClientConfig, ClientSession, CloseReason};
-use lockstep_net::{Clock, UdpTransport, drive};
+use crate::common::{RelayProcess, UDP_ONLY, UdpClient};
+use lockstep_core::sequenced::CloseReason;
 use lockstep_relay::directory::LocalRedis;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -58,29 +57,11 @@ fn join(relay: &RelayProcess, room: &str) -> Option<CloseReason> {
 
 /// [`join`] at a relay's UDP address.
 fn join_at(udp: std::net::SocketAddr, room: &str) -> Option<CloseReason> {
-    let clock = Clock::new();
-    let mut t = UdpTransport::bind("127.0.0.1:0").expect("bind");
-    let server = t.add_peer(udp);
-    let mut c = ClientSession::<u8>::new(
-        ClientConfig {
-            room: room.into(),
-            secret: Some(lockstep_net::session_secret().expect("randomness")),
-            ..ClientConfig::default()
-        },
-        server,
-        clock.now(),
-    )
-    .expect("config");
-    let mut scratch = lockstep_net::Buffers::default();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while c.frame().get() < 30 && c.closed().is_none() {
-        assert!(Instant::now() < deadline, "no progress");
-        drive(&mut c, &mut t, clock.now(), &mut scratch).expect("drive");
-        let _ = c.commit_local(1);
-        while c.advance().is_some() {}
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    c.closed().cloned()
+    let mut client = UdpClient::new(udp, room);
+    client.until("no progress", |c| {
+        c.frame().get() >= 30 || c.closed().is_some()
+    });
+    client.session.closed().cloned()
 }
 
 #[test]
@@ -159,20 +140,7 @@ fn one_process_runs_a_relay_per_core() {
     }
     let s = status(&redis);
     assert_eq!(ids(&s, "rooms", "relay"), ["box-0", "box-1"]);
-    let status_code = Command::new("kill")
-        .args(["-TERM", &process.child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status_code.success());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(exit) = process.child.try_wait().expect("wait") {
-            assert!(exit.success(), "{exit}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "the relays did not exit");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    process.terminate();
     let s = status(&redis);
     assert!(ids(&s, "relays", "id").is_empty(), "{s}");
 }

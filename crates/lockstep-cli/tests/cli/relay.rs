@@ -2,14 +2,14 @@
 //! reports metrics, and on SIGTERM says goodbye and exits cleanly.
 
 use crate::common;
-use lockstep_core::sequenced::{ClientConfig, ClientSession, CloseReason};
+use lockstep_core::sequenced::CloseReason;
 use lockstep_core::wire::ByeReason;
-use lockstep_net::{Clock, UdpTransport, WsClientTransport, drive};
+use lockstep_net::WsClientTransport;
 
-use common::RelayProcess;
+use common::{RelayProcess, UdpClient};
 use std::io::{Read, Write};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[test]
 fn the_relay_binary_serves_and_shuts_down_gracefully() {
@@ -24,29 +24,9 @@ fn the_relay_binary_serves_and_shuts_down_gracefully() {
     let (udp, http) = (relay.addr("udp"), relay.addr("http"));
 
     // A client plays a few ticks.
-    let clock = Clock::new();
-    let mut t = UdpTransport::bind("127.0.0.1:0").expect("bind");
-    let server = t.add_peer(udp);
-    assert_eq!(server, WsClientTransport::SERVER);
-    let mut c = ClientSession::<u8>::new(
-        ClientConfig {
-            room: "cli".into(),
-            secret: Some(lockstep_net::session_secret().expect("randomness")),
-            ..ClientConfig::default()
-        },
-        server,
-        clock.now(),
-    )
-    .expect("config");
-    let mut scratch = lockstep_net::Buffers::default();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while c.frame().get() < 30 {
-        assert!(Instant::now() < deadline, "no progress");
-        drive(&mut c, &mut t, clock.now(), &mut scratch).expect("drive");
-        let _ = c.commit_local(1);
-        while c.advance().is_some() {}
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    let mut client = UdpClient::new(udp, "cli");
+    assert_eq!(client.server, WsClientTransport::SERVER);
+    client.until("no progress", |c| c.frame().get() >= 30);
 
     // Metrics count it.
     let mut s = std::net::TcpStream::connect(http).expect("http");
@@ -61,26 +41,16 @@ fn the_relay_binary_serves_and_shuts_down_gracefully() {
         .status()
         .expect("kill");
     assert!(status.success());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while c.closed().is_none() {
-        assert!(Instant::now() < deadline, "no goodbye");
-        drive(&mut c, &mut t, clock.now(), &mut scratch).expect("drive");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    client.until("no goodbye", |c| c.closed().is_some());
     assert!(
-        matches!(c.closed(), Some(CloseReason::Bye(ByeReason::Shutdown, _))),
+        matches!(
+            client.session.closed(),
+            Some(CloseReason::Bye(ByeReason::Shutdown, _))
+        ),
         "{:?}",
-        c.closed()
+        client.session.closed()
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(status) = relay.child.try_wait().expect("wait") {
-            assert!(status.success(), "exit status {status}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "the relay did not exit");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    relay.terminate();
 }
 
 #[test]

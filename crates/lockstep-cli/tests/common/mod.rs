@@ -53,3 +53,86 @@ impl Drop for RelayProcess {
         let _ = self.child.wait();
     }
 }
+
+impl RelayProcess {
+    /// Sends SIGTERM and waits (10 s at most) for a clean exit.
+    pub(crate) fn terminate(&mut self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            if let Some(exit) = self.child.try_wait().expect("wait") {
+                assert!(exit.success(), "exit status {exit}");
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the relay did not exit"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+}
+
+/// A sealed UDP client of a relay, driven by hand, committing input 1
+/// every turn.
+pub(crate) struct UdpClient {
+    pub(crate) session: lockstep_core::sequenced::ClientSession<u8>,
+    /// The relay's id on the transport.
+    pub(crate) server: lockstep_core::PeerId,
+    clock: lockstep_net::Clock,
+    transport: lockstep_net::UdpTransport,
+    scratch: lockstep_net::Buffers,
+}
+
+impl UdpClient {
+    /// A client of the relay at `udp`, for `room`.
+    pub(crate) fn new(udp: SocketAddr, room: &str) -> Self {
+        let clock = lockstep_net::Clock::new();
+        let mut transport = lockstep_net::UdpTransport::bind("127.0.0.1:0").expect("bind");
+        let server = transport.add_peer(udp);
+        let session = lockstep_core::sequenced::ClientSession::new(
+            lockstep_core::sequenced::ClientConfig {
+                room: room.into(),
+                secret: Some(lockstep_net::session_secret().expect("randomness")),
+                ..lockstep_core::sequenced::ClientConfig::default()
+            },
+            server,
+            clock.now(),
+        )
+        .expect("config");
+        Self {
+            session,
+            server,
+            clock,
+            transport,
+            scratch: lockstep_net::Buffers::default(),
+        }
+    }
+
+    /// Drives the client until `done` holds (10 s at most, then `what`
+    /// fails the test).
+    pub(crate) fn until(
+        &mut self,
+        what: &str,
+        mut done: impl FnMut(&lockstep_core::sequenced::ClientSession<u8>) -> bool,
+    ) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !done(&self.session) {
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            lockstep_net::drive(
+                &mut self.session,
+                &mut self.transport,
+                self.clock.now(),
+                &mut self.scratch,
+            )
+            .expect("drive");
+            let _ = self.session.commit_local(1);
+            while self.session.advance().is_some() {}
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+}
