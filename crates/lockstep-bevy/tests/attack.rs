@@ -202,9 +202,8 @@ enum Expr {
 }
 
 fn script_app() -> App {
-    let mut app = App::new();
-    app.add_plugins((MinimalPlugins, LockstepPlugin::<u8>::default()))
-        .lockstep_component::<Script>();
+    let mut app = common::bare();
+    app.lockstep_component::<Script>();
     app
 }
 

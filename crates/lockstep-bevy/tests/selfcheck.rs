@@ -38,9 +38,8 @@ fn drift(frame: Res<FrameInputs<u8>>, mut q: Query<&mut Drifter>) {
 }
 
 fn drifter_app() -> App {
-    let mut app = App::new();
-    app.add_plugins((MinimalPlugins, LockstepPlugin::<u8>::default()))
-        .lockstep_component::<Drifter>()
+    let mut app = common::bare();
+    app.lockstep_component::<Drifter>()
         .add_systems(LockstepSchedule, drift)
         .add_systems(Startup, |mut commands: Commands| {
             commands.spawn(Drifter::default());
@@ -81,9 +80,8 @@ fn hidden(frame: Res<FrameInputs<u8>>, mut q: Query<(&mut Hidden, &mut Shown)>) 
 #[test]
 fn a_component_never_registered_is_caught() {
     let make = || {
-        let mut app = App::new();
-        app.add_plugins((MinimalPlugins, LockstepPlugin::<u8>::default()))
-            .lockstep_component::<Shown>()
+        let mut app = common::bare();
+        app.lockstep_component::<Shown>()
             .add_systems(LockstepSchedule, hidden)
             .add_systems(Startup, |mut commands: Commands| {
                 commands.spawn((Hidden(0), Shown(0)));
@@ -109,9 +107,8 @@ fn unordered(mut o: ResMut<Order>) {
 #[test]
 fn a_step_that_is_not_deterministic_is_caught() {
     let make = || {
-        let mut app = App::new();
-        app.add_plugins((MinimalPlugins, LockstepPlugin::<u8>::default()))
-            .init_resource::<Order>()
+        let mut app = common::bare();
+        app.init_resource::<Order>()
             .lockstep_resource::<Order>()
             .add_systems(LockstepSchedule, unordered);
         app
@@ -130,9 +127,8 @@ fn registered_state_on_an_entity_not_simulated_is_refused() {
     #[derive(Component, Debug, Default, Serialize, Deserialize)]
     struct Loose(i64);
     let make = || {
-        let mut app = App::new();
-        app.add_plugins((MinimalPlugins, LockstepPlugin::<u8>::default()))
-            .lockstep_component::<Loose>()
+        let mut app = common::bare();
+        app.lockstep_component::<Loose>()
             .add_systems(Startup, |mut commands: Commands| {
                 commands.spawn(Loose(1));
             });
@@ -176,9 +172,8 @@ fn glide(frame: Res<FrameInputs<u8>>, mut wind: ResMut<Wind>, mut q: Query<&mut 
 }
 
 fn glider_app() -> App {
-    let mut app = App::new();
-    app.add_plugins((MinimalPlugins, LockstepPlugin::<u8>::default()))
-        .init_resource::<Wind>()
+    let mut app = common::bare();
+    app.init_resource::<Wind>()
         .lockstep_component_reflect::<Glider>()
         .lockstep_resource_reflect::<Wind>()
         .add_systems(LockstepSchedule, glide)
@@ -209,9 +204,8 @@ struct Drifting {
 #[test]
 fn a_field_the_reflection_ignores_is_named() {
     let make = || {
-        let mut app = App::new();
-        app.add_plugins((MinimalPlugins, LockstepPlugin::<u8>::default()))
-            .lockstep_component_reflect::<Drifting>()
+        let mut app = common::bare();
+        app.lockstep_component_reflect::<Drifting>()
             .add_systems(
                 LockstepSchedule,
                 |frame: Res<FrameInputs<u8>>, mut q: Query<&mut Drifting>| {
@@ -249,9 +243,8 @@ impl MapEntities for Follows {
 }
 
 fn follower_app() -> App {
-    let mut app = App::new();
-    app.add_plugins((MinimalPlugins, LockstepPlugin::<u8>::default()))
-        .lockstep_mapped_component::<Follows>();
+    let mut app = common::bare();
+    app.lockstep_mapped_component::<Follows>();
     app
 }
 
@@ -317,9 +310,8 @@ fn a_simulation_reading_bevys_clock_is_caught() {
         }
     }
     let err = SelfCheck::<u8>::new(|| {
-        let mut app = App::new();
-        app.add_plugins((MinimalPlugins, LockstepPlugin::<u8>::default()))
-            .lockstep_component::<Shown>()
+        let mut app = common::bare();
+        app.lockstep_component::<Shown>()
             .add_systems(LockstepSchedule, clocked)
             .add_systems(Startup, |mut commands: Commands| {
                 commands.spawn(Shown(0));
@@ -336,18 +328,16 @@ fn a_simulation_reading_bevys_clock_is_caught() {
 #[test]
 fn state_outside_the_simulation_is_named() {
     let err = SelfCheck::<u8>::new(|| {
-        let mut app = App::new();
-        app.add_plugins((MinimalPlugins, LockstepPlugin::<u8>::default()))
-            .lockstep_component::<Shown>()
-            .add_systems(
-                LockstepSchedule,
-                |frame: Res<FrameInputs<u8>>, mut commands: Commands| {
-                    if frame.tick.get() == 5 {
-                        let e = commands.spawn(Shown(1)).id();
-                        commands.entity(e).remove::<Simulated>();
-                    }
-                },
-            );
+        let mut app = common::bare();
+        app.lockstep_component::<Shown>().add_systems(
+            LockstepSchedule,
+            |frame: Res<FrameInputs<u8>>, mut commands: Commands| {
+                if frame.tick.get() == 5 {
+                    let e = commands.spawn(Shown(1)).id();
+                    commands.entity(e).remove::<Simulated>();
+                }
+            },
+        );
         app
     })
     .run()
@@ -398,9 +388,8 @@ fn a_reference_to_a_despawned_entity_saves_as_none() {
         }
     }
     let passed = SelfCheck::<u8>::new(|| {
-        let mut app = App::new();
-        app.add_plugins((MinimalPlugins, LockstepPlugin::<u8>::default()))
-            .lockstep_component::<Shown>()
+        let mut app = common::bare();
+        app.lockstep_component::<Shown>()
             .lockstep_mapped_component::<Hunts>()
             .add_systems(LockstepSchedule, hunt);
         app

@@ -193,6 +193,13 @@ pub fn read_controls(mut c: ResMut<Controls>, mut input: ResMut<LocalInput<u8>>)
     input.0 = k as u8;
 }
 
+/// A headless app with the plugin and nothing of a game.
+pub fn bare() -> App {
+    let mut app = App::new();
+    app.add_plugins((MinimalPlugins, LockstepPlugin::<u8>::default()));
+    app
+}
+
 /// A headless app of the game, its time stepped by hand a frame at a
 /// time.
 pub fn app(seed: u64) -> App {
