@@ -364,7 +364,7 @@ impl Core {
             if draining && !matches!(key, ConnKey::Ws(_)) {
                 return None;
             }
-            self.close_room(&room);
+            self.close_room(&room, "the match is over");
         }
         if !self.rooms.contains_key(&room) {
             // Rooms, declared ones too, open with their first client, in the

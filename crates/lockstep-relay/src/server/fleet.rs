@@ -133,12 +133,8 @@ impl Core {
                 f.claims.insert(room, (state, now));
             }
             FleetNews::Lost { room, owner } => {
-                warn!(room = %room, owner = %owner.relay, "another relay holds this room now: closing it here");
-                if let Some(r) = self.rooms.get_mut(&room) {
-                    r.engine.shutdown("the room moved to another relay");
-                }
-                self.flush(&room, now);
-                self.forget_room(&room);
+                warn!(room = %room, owner = %owner.relay, "another relay holds this room now");
+                self.close_room(&room, "the room moved to another relay");
             }
         }
     }

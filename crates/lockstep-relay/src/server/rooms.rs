@@ -275,7 +275,7 @@ impl Core {
             }
         }
         for name in over {
-            self.close_room(&name);
+            self.close_room(&name, "the match is over");
         }
         for name in remove {
             info!(room = %name, "empty room closed");
@@ -318,14 +318,14 @@ impl Core {
         );
     }
 
-    /// Closes room `name` now: whoever is still connected (spectators of a
-    /// match that is over) is told so.
-    pub(super) fn close_room(&mut self, name: &RoomName) {
+    /// Closes room `name` now, telling whoever is still connected `why`
+    /// (spectators of a match that is over, players of a room that moved).
+    pub(super) fn close_room(&mut self, name: &RoomName, why: &str) {
         if let Some(r) = self.rooms.get_mut(name) {
-            r.engine.shutdown("the match is over");
+            r.engine.shutdown(why);
         }
         self.flush(name, std::time::Instant::now());
-        info!(room = %name, "room closed: its match is over");
+        info!(room = %name, "room closed: {why}");
         self.forget_room(name);
     }
 
