@@ -105,6 +105,14 @@ pub enum Event {
         /// tick plus the delay).
         tick: Tick,
     },
+    /// The relay said our room is served by another relay, at `to`: the
+    /// session waits for its caller to open a transport there and call
+    /// [`ClientSession::follow_redirect`](crate::sequenced::ClientSession::follow_redirect)
+    /// (`RelayClient` does it by itself).
+    Redirected {
+        /// The other relay's address, for the transport the Hello went on.
+        to: std::net::SocketAddr,
+    },
     /// The sequencer refused us; the session is over.
     Rejected {
         /// Why, in words a player can read.

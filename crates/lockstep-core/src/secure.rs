@@ -56,7 +56,7 @@ use chacha20poly1305::aead::{AeadInOut, KeyInit};
 use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce, Tag};
 use hkdf::Hkdf;
 use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use sha2::{Digest, Sha256};
 use x25519_dalek::{PublicKey, StaticSecret};
 
 /// The first two bytes of a sealed datagram.
@@ -224,6 +224,36 @@ impl SecureChannel {
     pub fn seal(&mut self, plaintext: &[u8], out: &mut Vec<u8>) {
         let seq = self.next_send;
         self.next_send = self.next_send.wrapping_add(1);
+        self.seal_at(seq, plaintext, out);
+    }
+
+    /// Appends `plaintext`, sealed as a one-off reply, to `out`: for a
+    /// server that answers a handshake it keeps no state for (a redirect),
+    /// so its counter starts at 0 at every Hello. The sequence number is
+    /// derived from the plaintext instead (SHA-256, top bit set): the same
+    /// keys never seal two different replies under one nonce, nor one the
+    /// connection's own counter could reach.
+    ///
+    /// ```
+    /// use lockstep_core::secure::{SecureChannel, client_public, server_handshake};
+    ///
+    /// let (server_pub, server) = server_handshake(&[2; 32], &[9; 20], &client_public(&[1; 32]))
+    ///     .expect("a real key");
+    /// let mut client = SecureChannel::client(&[1; 32], &server_pub, &[9; 20]).expect("a real key");
+    /// let (mut a, mut b) = (Vec::new(), Vec::new());
+    /// server.seal_reply(b"LK moved", &mut a);
+    /// server.seal_reply(b"LK moved", &mut b);
+    /// assert_eq!(a, b, "the same reply, the same bytes");
+    /// assert_eq!(client.open(&mut a), Ok(&b"LK moved"[..]));
+    /// ```
+    pub fn seal_reply(&self, plaintext: &[u8], out: &mut Vec<u8>) {
+        let digest = Sha256::digest(plaintext);
+        let mut seq = [0u8; 8];
+        seq.copy_from_slice(&digest[..8]);
+        self.seal_at(u64::from_le_bytes(seq) | 1 << 63, plaintext, out);
+    }
+
+    fn seal_at(&self, seq: u64, plaintext: &[u8], out: &mut Vec<u8>) {
         let start = out.len();
         out.extend_from_slice(&SEALED_MAGIC);
         out.push(VERSION);

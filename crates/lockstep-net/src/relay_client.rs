@@ -41,6 +41,11 @@ pub enum ConnectError {
 /// The connection is sealed: a relay takes UDP clients only with a key,
 /// and a fresh one is made for each connection.
 ///
+/// A relay of a fleet that does not serve the room names the one that
+/// does (a sealed redirect): the client goes there by itself, at most
+/// [`MAX_REDIRECTS`](lockstep_core::sequenced::MAX_REDIRECTS) times, and
+/// takes its seat back there if the connection is lost later.
+///
 /// ```no_run
 /// use lockstep_core::runner::RunnerConfig;
 /// use lockstep_core::sequenced::ClientConfig;
@@ -113,6 +118,7 @@ impl<G: Game> RelayClient<G> {
         let now = self.clock.now();
         self.reconnect_if_lost(now);
         let inbound = drive(&mut self.runner, &mut self.udp, now, &mut self.buffers);
+        self.follow_redirect(now);
         let done = self.runner.update(now, input)?;
         let outbound = drive(&mut self.runner, &mut self.udp, now, &mut self.buffers);
         if inbound.is_ok() || outbound.is_ok() {
@@ -213,6 +219,26 @@ impl<G: Game> RelayClient<G> {
     /// socket of its own after [`RECONNECT_AFTER`](crate::RECONNECT_AFTER).
     pub fn transport_mut(&mut self) -> &mut UdpTransport {
         &mut self.udp
+    }
+
+    /// The relay said the room is served by another relay of its fleet:
+    /// a socket for that one (its address family may differ), where the
+    /// handshake starts again, and where a lost connection is retaken
+    /// from now on. No socket now: tried again next turn (the session
+    /// waits, and closes naming the other relay if it never can).
+    fn follow_redirect(&mut self, now: Instant) {
+        let Some(to) = self.runner.session().redirect() else {
+            return;
+        };
+        let Ok((udp, id)) = open(to) else {
+            return;
+        };
+        self.runner.session_mut().follow_redirect(id, now);
+        self.udp = udp;
+        self.relay = to;
+        self.buffers = Buffers::default();
+        self.failing_since = None;
+        self.broken = false;
     }
 
     /// A new socket and a reconnect, when the relay has been silent for

@@ -78,6 +78,9 @@ pub(crate) enum FleetNews {
     Claimed {
         room: RoomName,
         result: Result<Claim, DirectoryError>,
+        /// For a room another relay holds, that relay's entry (where its
+        /// clients are redirected), if it is registered.
+        owner: Option<RelayEntry>,
     },
     /// Another relay holds a room this one runs (its lease lapsed while
     /// it could not renew it): it must stop serving it.
@@ -172,10 +175,19 @@ async fn run<D: Directory>(
                 None => break,
                 Some(FleetOp::Claim(room)) => {
                     let result = dir.claim(&room, &id, lease).await;
-                    if let Ok(Claim::Ours { epoch }) = &result {
-                        owned.insert(room.clone(), *epoch);
+                    let mut owner = None;
+                    match &result {
+                        Ok(Claim::Ours { epoch }) => {
+                            owned.insert(room.clone(), *epoch);
+                        }
+                        Ok(Claim::Taken(o)) => {
+                            owner = dir.relays().await.ok().and_then(|relays| {
+                                relays.into_iter().find(|r| r.id == o.relay)
+                            });
+                        }
+                        Err(_) => {}
                     }
-                    let _ = news.send(FleetNews::Claimed { room, result }).await;
+                    let _ = news.send(FleetNews::Claimed { room, result, owner }).await;
                 }
                 Some(FleetOp::Release(room)) => {
                     if let Some(epoch) = owned.remove(&room) {

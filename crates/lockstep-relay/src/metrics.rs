@@ -37,6 +37,8 @@ pub struct Metrics {
     pub stalls: AtomicU64,
     /// Connections refused.
     pub rejects: AtomicU64,
+    /// Clients sent to the relay of the fleet that serves their room.
+    pub redirects: AtomicU64,
     /// Connections dropped for breaking a rule.
     pub violations: AtomicU64,
     /// Checksum mismatches reported by clients.
@@ -135,7 +137,7 @@ impl Metrics {
 
     /// Every plain series: its name (after `lockstep_`), kind, help and
     /// value, in the order they are rendered.
-    fn series(&self) -> [(&'static str, &'static str, &'static str, &AtomicU64); 29] {
+    fn series(&self) -> [(&'static str, &'static str, &'static str, &AtomicU64); 30] {
         [
             ("rooms", "gauge", "Rooms open.", &self.rooms),
             (
@@ -204,6 +206,12 @@ impl Metrics {
                 "counter",
                 "Connections refused.",
                 &self.rejects,
+            ),
+            (
+                "redirects_total",
+                "counter",
+                "Clients sent to the relay of the fleet that serves their room.",
+                &self.redirects,
             ),
             (
                 "violations_total",

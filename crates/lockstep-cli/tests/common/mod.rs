@@ -86,6 +86,8 @@ pub(crate) struct UdpClient {
     clock: lockstep_net::Clock,
     transport: lockstep_net::UdpTransport,
     scratch: lockstep_net::Buffers,
+    /// Where relays of a fleet sent it, in order.
+    pub(crate) redirected: Vec<SocketAddr>,
 }
 
 impl UdpClient {
@@ -110,6 +112,7 @@ impl UdpClient {
             clock,
             transport,
             scratch: lockstep_net::Buffers::default(),
+            redirected: Vec::new(),
         }
     }
 
@@ -130,6 +133,11 @@ impl UdpClient {
                 &mut self.scratch,
             )
             .expect("drive");
+            if let Some(to) = self.session.redirect() {
+                self.server = self.transport.add_peer(to);
+                self.session.follow_redirect(self.server, self.clock.now());
+                self.redirected.push(to);
+            }
             let _ = self.session.commit_local(1);
             while self.session.advance().is_some() {}
             std::thread::sleep(std::time::Duration::from_millis(2));

@@ -30,7 +30,9 @@ mod hosted;
 mod sequencer;
 
 pub use crate::wire::Start;
-pub use client::{ClientConfig, ClientSession, ClientStats, GOODBYES, Lobby, SeatInfo};
+pub use client::{
+    ClientConfig, ClientSession, ClientStats, GOODBYES, Lobby, MAX_REDIRECTS, SeatInfo,
+};
 pub use host::{HOST_PEER, HostSession};
 pub use hosted::{HostedConfig, HostedSession, Ignored};
 pub use sequencer::{
@@ -103,6 +105,10 @@ pub enum Rejection {
     BadToken,
     /// The resume token's seat is still played by a live connection.
     SeatBusy,
+    /// The room is served by another relay, at this address; a client
+    /// closes with it only when it could not follow it (see
+    /// [`ClientSession::redirect`](crate::sequenced::ClientSession::redirect)).
+    Moved(std::net::SocketAddr),
     /// Anything else.
     Other(String),
 }
@@ -120,6 +126,7 @@ impl From<RejectReason<'_>> for Rejection {
             RejectReason::NoSuchRoom => Self::NoSuchRoom,
             RejectReason::BadToken => Self::BadToken,
             RejectReason::SeatBusy => Self::SeatBusy,
+            RejectReason::Moved(at) => Self::Moved(at),
             RejectReason::Other(s) => Self::Other(s.to_owned()),
         }
     }
@@ -143,6 +150,7 @@ impl Rejection {
             Self::NoSuchRoom => RejectReason::NoSuchRoom,
             Self::BadToken => RejectReason::BadToken,
             Self::SeatBusy => RejectReason::SeatBusy,
+            Self::Moved(at) => RejectReason::Moved(*at),
             Self::Other(s) => RejectReason::Other(s),
         }
     }

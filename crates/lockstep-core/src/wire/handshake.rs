@@ -7,6 +7,7 @@ use super::message::{MAX_COOKIE, MAX_NAME, MAX_ROOM, MAX_TEXT, MAX_TICKET, Messa
 use super::{MAX_DATAGRAM_LEN, MAX_SEATS, WireError};
 use crate::{PlayerId, Tick};
 use core::fmt;
+use std::net::{IpAddr, SocketAddr};
 
 /// A connection's opening message: who it is and what it runs.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -144,6 +145,11 @@ pub enum RejectReason<'a> {
     /// the last `resume_after_silence`: try again (a reconnecting client
     /// repeats its Hello until the old connection has gone quiet).
     SeatBusy,
+    /// The room is served by another relay of the fleet, at this address
+    /// (for the transport the Hello came on: UDP or WebSocket): connect
+    /// there instead. A client that asked for sealing takes it only sealed
+    /// under its handshake's keys, so nobody else can send it elsewhere.
+    Moved(SocketAddr),
     /// Anything else.
     Other(&'a str),
 }
@@ -166,6 +172,7 @@ impl fmt::Display for RejectReason<'_> {
                 f.write_str("no seat is held for that resume token (expired or already used)")
             }
             Self::SeatBusy => f.write_str("that seat's connection is still alive"),
+            Self::Moved(at) => write!(f, "the room is on another relay, at {at}"),
             Self::Other(s) => f.write_str(s),
         }
     }
@@ -397,6 +404,20 @@ pub(super) fn put_reject(out: &mut Vec<u8>, r: &RejectReason<'_>) {
         RejectReason::NoSuchRoom => out.push(6),
         RejectReason::BadToken => out.push(7),
         RejectReason::SeatBusy => out.push(8),
+        RejectReason::Moved(at) => {
+            out.push(9);
+            match at.ip() {
+                IpAddr::V4(ip) => {
+                    out.push(4);
+                    out.extend(ip.octets());
+                }
+                IpAddr::V6(ip) => {
+                    out.push(6);
+                    out.extend(ip.octets());
+                }
+            }
+            out.extend(at.port().to_le_bytes());
+        }
         RejectReason::Other(text) => {
             out.push(0xFF);
             put_str(out, text);
@@ -420,6 +441,22 @@ pub(super) fn read_reject<'a>(r: &mut Reader<'a>) -> Result<Message<'a>, WireErr
         6 => RejectReason::NoSuchRoom,
         7 => RejectReason::BadToken,
         8 => RejectReason::SeatBusy,
+        9 => {
+            let ip = match r.u8()? {
+                4 => {
+                    let mut a = [0u8; 4];
+                    a.copy_from_slice(r.bytes(4)?);
+                    IpAddr::from(a)
+                }
+                6 => {
+                    let mut a = [0u8; 16];
+                    a.copy_from_slice(r.bytes(16)?);
+                    IpAddr::from(a)
+                }
+                _ => return Err(WireError::Invalid("unknown address family")),
+            };
+            RejectReason::Moved(SocketAddr::new(ip, r.u16_le()?))
+        }
         0xFF => RejectReason::Other(r.str("reject text", MAX_TEXT)?),
         _ => return Err(WireError::Invalid("unknown reject reason")),
     }))

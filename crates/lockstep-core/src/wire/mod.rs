@@ -62,7 +62,7 @@ use crate::input::InputDecodeError;
 pub const MAGIC: [u8; 2] = *b"LK";
 
 /// The protocol version this build speaks.
-pub const VERSION: u8 = 10;
+pub const VERSION: u8 = 11;
 
 /// The most seats a session may have in this protocol version.
 pub const MAX_SEATS: usize = 256;

@@ -1098,6 +1098,136 @@ fn a_client_that_asked_for_sealing_takes_no_plain_welcome_or_frames() {
     );
 }
 
+/// The key a client's next Hello offers, if it sends one now.
+fn hello_key(c: &mut ClientSession<u16>) -> Option<(PeerId, [u8; 32])> {
+    let mut buf = Vec::new();
+    let t = c.poll_transmit(&mut buf)?;
+    let d = Datagram::decode(&buf[..t.len], Tick::ZERO).ok()?;
+    d.messages.iter().find_map(|m| match m {
+        Message::Hello(h) => h.key.map(|k| (t.destination, k)),
+        _ => None,
+    })
+}
+
+/// A redirect (a relay of a fleet naming the one that serves the room) is
+/// taken only sealed under the handshake's keys: a plain one, which anyone
+/// could forge "from" the relay, changes nothing. Taken, the session sends
+/// nothing until its caller follows it, then starts a new handshake (a new
+/// key) at the new relay; a redirect past `MAX_REDIRECTS`, or one never
+/// followed, ends the session naming where the room is.
+#[test]
+fn a_client_takes_only_a_sealed_redirect_and_waits_to_be_moved() {
+    use lockstep_core::secure;
+    use lockstep_core::sequenced::MAX_REDIRECTS;
+    let secret = [9; 32];
+    let config = ClientConfig {
+        secret: Some(secret),
+        ..ClientConfig::default()
+    };
+    let mut c = ClientSession::<u16>::new(config, SERVER, Instant::ZERO).unwrap();
+    let (_, first_key) = hello_key(&mut c).expect("a hello");
+    let cookie = [4u8; 20];
+    let (server_pub, server) =
+        secure::server_handshake(&[2; 32], &cookie, &first_key).expect("a real key");
+    let challenge = raw(
+        Tick::ZERO,
+        false,
+        &[Message::Challenge {
+            cookie: &cookie,
+            key: Some(server_pub),
+        }],
+    );
+    c.handle_datagram(SERVER, &challenge, Instant::ZERO)
+        .unwrap();
+    let elsewhere: std::net::SocketAddr = "192.0.2.7:4000".parse().unwrap();
+    let moved = raw(
+        Tick::ZERO,
+        false,
+        &[Message::Reject(wire::RejectReason::Moved(elsewhere))],
+    );
+
+    // Forged: plain.
+    let r = c.handle_datagram(SERVER, &moved, Instant::ZERO);
+    assert!(
+        matches!(r, Err(lockstep_core::DatagramError::Unauthenticated(_))),
+        "{r:?}"
+    );
+    assert_eq!(c.redirect(), None);
+    assert!(c.closed().is_none());
+
+    // Sealed under the handshake's keys: taken.
+    let mut sealed = Vec::new();
+    server.seal_reply(&moved, &mut sealed);
+    c.handle_datagram(SERVER, &sealed, Instant::ZERO).unwrap();
+    assert_eq!(c.redirect(), Some(elsewhere));
+    assert!(c.closed().is_none());
+    let events: Vec<Event> = std::iter::from_fn(|| c.poll_event()).collect();
+    assert!(
+        events.contains(&Event::Redirected { to: elsewhere }),
+        "{events:?}"
+    );
+    // Nothing goes out, and nothing is due, until it is followed.
+    let later = Instant::ZERO + Duration::from_secs(1);
+    c.handle_timeout(later);
+    assert!(hello_key(&mut c).is_none());
+    assert!(
+        c.poll_timeout().is_some_and(|t| t > later),
+        "only the timeout is due"
+    );
+
+    // Followed: a new handshake, with a new key, to the new relay's id.
+    c.follow_redirect(PeerId(7), later);
+    let (to, second_key) = hello_key(&mut c).expect("a hello to the new relay");
+    assert_eq!(to, PeerId(7));
+    assert_ne!(second_key, first_key);
+
+    // Relays that keep sending it on: past MAX_REDIRECTS it gives up.
+    let mut key = second_key;
+    for taken in 1..=MAX_REDIRECTS {
+        let (server_pub, server) =
+            secure::server_handshake(&[2; 32], &cookie, &key).expect("a real key");
+        let challenge = raw(
+            Tick::ZERO,
+            false,
+            &[Message::Challenge {
+                cookie: &cookie,
+                key: Some(server_pub),
+            }],
+        );
+        c.handle_datagram(PeerId(7), &challenge, later).unwrap();
+        let mut sealed = Vec::new();
+        server.seal_reply(&moved, &mut sealed);
+        c.handle_datagram(PeerId(7), &sealed, later).unwrap();
+        if taken < MAX_REDIRECTS {
+            assert_eq!(c.redirect(), Some(elsewhere));
+            c.follow_redirect(PeerId(7), later);
+            key = hello_key(&mut c).expect("a hello").1;
+        }
+    }
+    assert_eq!(
+        c.closed(),
+        Some(&CloseReason::Rejected(Rejection::Moved(elsewhere)))
+    );
+
+    // One never followed: the session ends at its timeout, naming where.
+    let config = ClientConfig {
+        secret: Some(secret),
+        ..ClientConfig::default()
+    };
+    let timeout = config.timeout;
+    let mut c = ClientSession::<u16>::new(config, SERVER, Instant::ZERO).unwrap();
+    c.handle_datagram(SERVER, &challenge, Instant::ZERO)
+        .unwrap();
+    let mut sealed = Vec::new();
+    server.seal_reply(&moved, &mut sealed);
+    c.handle_datagram(SERVER, &sealed, Instant::ZERO).unwrap();
+    c.handle_timeout(Instant::ZERO + timeout);
+    assert_eq!(
+        c.closed(),
+        Some(&CloseReason::Rejected(Rejection::Moved(elsewhere)))
+    );
+}
+
 /// A Hello as a resuming client sends it, proving `token` for `cookie` and
 /// `key`.
 fn resume_hello(token: wire::ResumeToken, cookie: &[u8], key: [u8; 32]) -> Vec<u8> {

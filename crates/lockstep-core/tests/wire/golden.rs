@@ -149,6 +149,18 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
         "reject_other",
         datagram(&[Message::Reject(RejectReason::Other("closed"))]),
     ));
+    v.push((
+        "reject_moved",
+        datagram(&[Message::Reject(RejectReason::Moved(
+            "203.0.113.5:7777".parse().expect("an address"),
+        ))]),
+    ));
+    v.push((
+        "reject_moved_v6",
+        datagram(&[Message::Reject(RejectReason::Moved(
+            "[2001:db8::5]:7777".parse().expect("an address"),
+        ))]),
+    ));
 
     let opaque = chain::<u16>(&[5, 5, 7]);
     v.push((

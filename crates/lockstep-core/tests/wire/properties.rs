@@ -226,7 +226,7 @@ proptest! {
         checks in proptest::collection::vec(any::<u64>(), 0..10),
         chunk in proptest::collection::vec(any::<u8>(), 0..300),
         inputs in proptest::collection::vec(any::<u16>(), 1..30),
-        codes in (0usize..6, 0usize..4, 0usize..7),
+        codes in (0usize..6, 0usize..4, 0usize..11),
     ) {
         let base_t = Tick::new(base);
         let reference = Tick::new((i64::from(base) + drift).clamp(0, i64::from(u32::MAX)) as u32);
@@ -245,6 +245,8 @@ proptest! {
             RejectReason::GameMismatch { server: nums.4, client: fingerprint },
             RejectReason::RoomFull, RejectReason::ServerFull, RejectReason::BadTicket,
             RejectReason::NoSuchRoom, RejectReason::BadToken, RejectReason::SeatBusy, RejectReason::Other(&name),
+            RejectReason::Moved(std::net::SocketAddr::from((nums.4.to_le_bytes()[..4].try_into().unwrap_or([0; 4]), nums.1))),
+            RejectReason::Moved(std::net::SocketAddr::from((u128::from(nums.4).to_le_bytes(), nums.1))),
         ];
         let errors = [ErrorCode::Malformed, ErrorCode::Violation, ErrorCode::RateLimited,
             ErrorCode::TooLarge, ErrorCode::Unauthorized, ErrorCode::Internal];

@@ -124,7 +124,11 @@ impl Core {
         if self.conns.len() + self.sealed.len() >= self.config.limits.max_connections {
             return self.reply_reject(key, RejectReason::ServerFull);
         }
-        let Some(room) = self.room_for(key, &hello, existing, now) else {
+        let at = fleet::HelloAt {
+            len: n,
+            channel: channel.as_ref(),
+        };
+        let Some(room) = self.room_for(key, &hello, at, existing, now) else {
             return;
         };
         let issued = sealed::cookie_issued(hello.cookie.unwrap_or_default());
@@ -348,6 +352,7 @@ impl Core {
         &mut self,
         key: ConnKey,
         hello: &Hello<'_>,
+        at: fleet::HelloAt<'_>,
         existing: Option<RoomName>,
         now: CoreInstant,
     ) -> Option<RoomName> {
@@ -389,7 +394,7 @@ impl Core {
                 );
                 return None;
             }
-            if let fleet::Door::Closed = self.fleet_door(key, &room) {
+            if let fleet::Door::Closed = self.fleet_door(key, at, &room) {
                 return None;
             }
             let mut secret = [0u8; 32];

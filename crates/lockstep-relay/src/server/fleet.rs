@@ -3,11 +3,17 @@
 //! it over.
 
 use super::Core;
-use crate::directory::{Claim, RoomOwner};
+use crate::directory::{Claim, RelayEntry, RoomOwner};
 use crate::fleet::{FleetNews, FleetOp};
 use crate::room::RoomName;
+use lockstep_core::Tick;
+use lockstep_core::secure;
+use lockstep_core::secure::SecureChannel;
 use lockstep_core::wire::RejectReason;
+use lockstep_core::wire::{DatagramWriter, Message};
 use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tracing::{info, warn};
@@ -28,8 +34,8 @@ enum ClaimState {
     Asked,
     /// Ours: the room may open.
     Ours,
-    /// Another relay's.
-    Taken(RoomOwner),
+    /// Another relay's, and where that relay is (if registered).
+    Taken(RoomOwner, Option<RelayEntry>),
     /// The directory could not be reached.
     Unavailable,
 }
@@ -50,6 +56,16 @@ impl FleetLink {
     }
 }
 
+/// The Hello a reply answers: its size, and the keys its handshake
+/// derived (UDP with a key).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct HelloAt<'a> {
+    /// The Hello datagram's length.
+    pub(super) len: usize,
+    /// The sealed connection's keys, for a Hello that offered one.
+    pub(super) channel: Option<&'a SecureChannel>,
+}
+
 /// What the Hello for a room the relay does not run gets.
 pub(super) enum Door {
     /// The room is ours: open it.
@@ -63,7 +79,12 @@ impl Core {
     /// In a fleet, whether room `room` may open here for the client at
     /// `key`: claimed first, the client refused if another relay holds it
     /// or the directory cannot be reached.
-    pub(super) fn fleet_door(&mut self, key: super::ConnKey, room: &RoomName) -> Door {
+    pub(super) fn fleet_door(
+        &mut self,
+        key: super::ConnKey,
+        hello: HelloAt<'_>,
+        room: &RoomName,
+    ) -> Door {
         let Some(f) = &mut self.fleet else {
             return Door::Open;
         };
@@ -79,10 +100,20 @@ impl Core {
                 Door::Open
             }
             Some(ClaimState::Asked) => Door::Closed,
-            Some(ClaimState::Taken(owner)) => {
-                info!(room = %room, owner = %owner.relay, "room is another relay's");
+            Some(ClaimState::Taken(owner, entry)) => {
+                // Where the owner takes clients of this one's transport.
+                let at = entry.as_ref().and_then(|e| match key {
+                    super::ConnKey::Ws(_) => e.ws,
+                    _ => e.udp,
+                });
+                info!(room = %room, owner = %owner.relay, ?at, "room is another relay's");
                 f.claims.remove(room);
-                self.reply_reject(key, RejectReason::Other("the room is on another relay"));
+                match at {
+                    Some(at) => self.reply_moved(key, hello, at),
+                    None => {
+                        self.reply_reject(key, RejectReason::Other("the room is on another relay"));
+                    }
+                }
                 Door::Closed
             }
             Some(ClaimState::Unavailable) => {
@@ -109,6 +140,34 @@ impl Core {
         }
     }
 
+    /// Sends the client at `key` to the relay at `to`: sealed under the
+    /// keys its Hello's handshake derived (a client that asked for sealing
+    /// takes a redirect no other way), plain over WebSocket or to a plain
+    /// UDP client. Never larger than the Hello it answers.
+    pub(super) fn reply_moved(&mut self, key: super::ConnKey, hello: HelloAt<'_>, to: SocketAddr) {
+        let mut plain = Vec::new();
+        let mut w = DatagramWriter::new(&mut plain, Tick::ZERO, self.config.limits.max_message);
+        w.put(Message::Reject(RejectReason::Moved(to)));
+        let len = w.finish();
+        plain.truncate(len);
+        let reply = match hello.channel {
+            Some(c) => {
+                let mut sealed = Vec::with_capacity(len + secure::SEALED_OVERHEAD);
+                c.seal_reply(&plain, &mut sealed);
+                sealed
+            }
+            None => plain,
+        };
+        if matches!(key, super::ConnKey::Udp(_)) && reply.len() > hello.len {
+            // Never an answer larger than the question (a Hello padded as
+            // clients pad it always has room).
+            self.ignore();
+            return;
+        }
+        self.metrics.redirects.fetch_add(1, Ordering::Relaxed);
+        self.send_answer(key, &reply);
+    }
+
     /// The room closed here: the directory is told.
     pub(super) fn fleet_release(&mut self, room: &RoomName) {
         if let Some(f) = &mut self.fleet {
@@ -120,11 +179,15 @@ impl Core {
     pub(crate) fn fleet_news(&mut self, news: FleetNews) {
         let now = Instant::now();
         match news {
-            FleetNews::Claimed { room, result } => {
+            FleetNews::Claimed {
+                room,
+                result,
+                owner: entry,
+            } => {
                 let Some(f) = &mut self.fleet else { return };
                 let state = match result {
                     Ok(Claim::Ours { .. }) => ClaimState::Ours,
-                    Ok(Claim::Taken(owner)) => ClaimState::Taken(owner),
+                    Ok(Claim::Taken(owner)) => ClaimState::Taken(owner, entry),
                     Err(e) => {
                         warn!(room = %room, "{e}");
                         ClaimState::Unavailable

@@ -1,10 +1,15 @@
 //! Relays in a fleet, sharing a room directory (in memory here): a room
-//! opens on one relay only, and a client asking another is told so; a
+//! opens on one relay only, and a client asking another is sent there; a
 //! relay killed leaves its claims to lapse, and another relay takes its
 //! rooms' names; one stopped cleanly gives them up at once.
 
+use crate::common::fold::Fold;
 use crate::common::{Kind, Player, TestRelay, client_config, play_on, play_until};
+use lockstep_core::runner::{RunnerConfig, Status};
+use lockstep_core::sequenced::ClientConfig;
+use lockstep_core::{Event, Tick};
 use lockstep_net::Clock;
+use lockstep_net::RelayClient;
 use lockstep_relay::RelayConfig;
 use lockstep_relay::directory::{Directory, MemoryDirectory};
 use lockstep_relay::fleet::Fleet;
@@ -85,14 +90,13 @@ fn a_room_opens_on_one_relay_and_moves_when_its_relay_dies() {
     assert_eq!(owner("arena").as_deref(), Some("relay-a"));
     assert_eq!(owner("lagoon").as_deref(), Some("relay-b"));
 
-    // Asking relay b for "arena" is refused, saying why; arena plays on.
+    // Asking relay b for "arena" is told to go to relay a; arena plays on.
     let mut stray = pair(&b, "arena", 30, &clock);
     stray.truncate(1);
     play_until(&mut stray, &clock, Duration::from_secs(10), |p| {
-        p.session.closed().is_some()
+        p.session.redirect().is_some()
     });
-    let why = format!("{:?}", stray[0].session.closed());
-    assert!(why.contains("another relay"), "{why}");
+    assert_eq!(stray[0].session.redirect(), Some(a.udp));
     play_on(&mut arena, &clock, 30, || {});
     one_stream(&arena);
 
@@ -117,6 +121,84 @@ fn a_room_opens_on_one_relay_and_moves_when_its_relay_dies() {
     b.stop();
     assert_eq!(ask(dir.rooms()).expect("reads"), []);
     assert_eq!(ask(dir.relays()).expect("reads"), []);
+}
+
+fn fold_client(relay: &TestRelay, room: &str, name: &str) -> RelayClient<Fold> {
+    let config = ClientConfig {
+        room: room.into(),
+        name: name.into(),
+        ..ClientConfig::default()
+    };
+    RelayClient::connect(relay.udp, config, Fold::default(), RunnerConfig::default())
+        .expect("a client")
+}
+
+/// Turns every client, each playing its own input, until `done`.
+fn turn_until(
+    clients: &mut [(RelayClient<Fold>, u16)],
+    what: &str,
+    mut done: impl FnMut(&mut [(RelayClient<Fold>, u16)]) -> bool,
+) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done(clients) {
+        assert!(Instant::now() < deadline, "{what}: not in time");
+        for (c, input) in clients.iter_mut() {
+            c.turn(|_| *input).expect("the turn goes on");
+        }
+        if let Some((c, _)) = clients.first_mut() {
+            c.wait(Duration::from_millis(2)).expect("waits");
+        }
+    }
+}
+
+/// A client that asks a relay for a room another relay of the fleet
+/// serves is sent there by a sealed redirect, no larger than its Hello,
+/// and plays in the same match as the player who came straight: one
+/// stream, both seats in it.
+#[test]
+fn a_client_sent_to_the_wrong_relay_is_redirected_and_plays() {
+    let dir = MemoryDirectory::new();
+    let a = TestRelay::start_in_fleet(RelayConfig::default(), member(&dir, "relay-a"));
+    let b = TestRelay::start_in_fleet(RelayConfig::default(), member(&dir, "relay-b"));
+    until("both relays registered", || {
+        ask(dir.relays()).map(|r| r.len()).unwrap_or(0) == 2
+    });
+    let mut clients = vec![(fold_client(&a, "arena", "ann"), 3)];
+    turn_until(&mut clients, "ann seated on relay a", |c| {
+        c[0].0.session().connected()
+    });
+    // Bob asks relay b.
+    clients.push((fold_client(&b, "arena", "bob"), 5));
+    let last = Tick::new(99);
+    for (c, _) in &mut clients {
+        c.set_last_tick(Some(last));
+    }
+    let mut redirected = Vec::new();
+    turn_until(&mut clients, "both finish", |c| {
+        while let Some(e) = c[1].0.poll_event() {
+            if let Event::Redirected { to } = e {
+                redirected.push(to);
+            }
+        }
+        c.iter().all(|(c, _)| c.status() == Status::Finished)
+    });
+    assert_eq!(redirected, [a.udp], "bob was sent to relay a, once");
+    let (ann, bob) = (clients[0].0.game(), clients[1].0.game());
+    assert_eq!((ann.next, ann.acc), (bob.next, bob.acc), "one stream");
+    assert_eq!(
+        clients[1].0.session().roster().count(),
+        2,
+        "bob plays beside ann"
+    );
+    let metrics = b.http_get("/metrics");
+    assert!(metrics.contains("lockstep_redirects_total 1"), "{metrics}");
+    assert_eq!(
+        ask(dir.owner("arena"))
+            .expect("reads")
+            .map(|o| o.relay)
+            .as_deref(),
+        Some("relay-a")
+    );
 }
 
 /// An attacker names new rooms, one Hello each (past the address check),

@@ -37,6 +37,9 @@ mod timers;
 pub use config::{ClientConfig, ClientStats, SeatInfo};
 use join::{Donation, Joining};
 
+/// Redirects a client follows before it takes the next as a refusal
+/// (relays that keep sending it on disagree about where the room is).
+pub const MAX_REDIRECTS: u32 = 4;
 /// Most events held for the game before the oldest are dropped.
 const EVENT_QUEUE_CAP: usize = 1024;
 /// How long a resync waits for its snapshot to start before it is given up
@@ -204,6 +207,10 @@ pub struct ClientSession<I: Input> {
     lobby_rule: Start,
     /// Whether we said we are ready ([`set_ready`](Self::set_ready)).
     ready: bool,
+    /// Where the relay sent us, until the caller follows it.
+    redirect: Option<std::net::SocketAddr>,
+    /// Redirects taken so far.
+    redirects: u32,
 }
 
 /// A room's lobby, as a client sees it before the match starts (see
@@ -281,6 +288,8 @@ impl<I: Input> ClientSession<I> {
             sent: VecDeque::new(),
             lobby_rule: Start::AtOnce,
             ready: false,
+            redirect: None,
+            redirects: 0,
         })
     }
 

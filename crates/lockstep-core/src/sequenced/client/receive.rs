@@ -45,13 +45,15 @@ impl<I: Input> ClientSession<I> {
             // Welcome or Frames must never reach the game).
             let handshake_only = |d: &Datagram<'_>| {
                 d.messages.iter().all(|m| {
+                    // A redirect only ever comes sealed: a forged one
+                    // would send us to the forger.
                     matches!(
                         m,
                         Message::Challenge { .. }
                             | Message::Reject(_)
                             | Message::Error { .. }
                             | Message::Padding { .. }
-                    )
+                    ) && !matches!(m, Message::Reject(wire::RejectReason::Moved(_)))
                 })
             };
             if self.channel.is_some() {
@@ -175,6 +177,10 @@ impl<I: Input> ClientSession<I> {
                 // server forgets a refused sealed connection for good).
                 Message::Reject(wire::RejectReason::SeatBusy) if self.reconnecting => {
                     self.start_handshake_over();
+                }
+                Message::Reject(wire::RejectReason::Moved(to)) if !self.connected() => {
+                    self.redirected(to);
+                    return Ok(());
                 }
                 Message::Reject(r) => {
                     self.close(CloseReason::Rejected(r.into()));

@@ -98,6 +98,64 @@ impl<I: Input> ClientSession<I> {
         self.token.ok_or(ReconnectError::NoSeat)
     }
 
+    /// Where the relay said our room is, until
+    /// [`follow_redirect`](Self::follow_redirect): a relay of a fleet that
+    /// does not serve our room names the one that does. The session sends
+    /// nothing meanwhile; the caller opens a transport to this address
+    /// (the same kind: a UDP client gets a UDP address, a WebSocket one a
+    /// WebSocket server's) and follows. Unfollowed for the session's
+    /// `timeout`, it closes with [`Rejection::Moved`].
+    /// [`RelayClient`](../../lockstep_net/struct.RelayClient.html) does
+    /// all this by itself.
+    ///
+    /// A client with a secret takes a redirect only sealed under its
+    /// handshake's keys: nobody else can send it elsewhere.
+    pub fn redirect(&self) -> Option<std::net::SocketAddr> {
+        self.redirect
+    }
+
+    /// Goes on at the relay [`redirect`](Self::redirect) named, whose id in
+    /// the caller's transport is `server`: the handshake starts again
+    /// there, with a new key. Does nothing without a redirect.
+    ///
+    /// ```
+    /// use lockstep_core::sequenced::{ClientConfig, ClientSession};
+    /// use lockstep_core::{Instant, PeerId};
+    ///
+    /// let mut s = ClientSession::<u8>::new(ClientConfig::default(), PeerId(0), Instant::ZERO)?;
+    /// // Each turn, after handing it the datagrams:
+    /// if let Some(_address) = s.redirect() {
+    ///     // open a transport there; its id for the new relay, say PeerId(1):
+    ///     s.follow_redirect(PeerId(1), Instant::ZERO);
+    /// }
+    /// # Ok::<(), lockstep_core::ConfigError>(())
+    /// ```
+    pub fn follow_redirect(&mut self, server: PeerId, now: Instant) {
+        if self.redirect.take().is_none() {
+            return;
+        }
+        self.now = self.now.max(now);
+        self.server = server;
+        self.started = self.now;
+        self.link.restart(self.now);
+        self.link.flush = true;
+    }
+
+    /// A redirect to `to` came: the session waits to be moved there, or,
+    /// past [`MAX_REDIRECTS`], takes it as a refusal.
+    pub(super) fn redirected(&mut self, to: std::net::SocketAddr) {
+        if self.redirects >= MAX_REDIRECTS {
+            self.close(CloseReason::Rejected(Rejection::Moved(to)));
+            return;
+        }
+        self.redirects += 1;
+        self.redirect = Some(to);
+        // The next relay knows nothing of this handshake.
+        self.start_handshake_over();
+        self.link.flush = false;
+        self.push_event(Event::Redirected { to });
+    }
+
     /// Forgets the handshake under way (cookie and keys) so the next Hello
     /// starts a new one, with a new key: a server forgets a refused sealed
     /// connection for good.

@@ -5,7 +5,10 @@ use super::*;
 impl<I: Input> ClientSession<I> {
     /// Writes the next datagram for the sequencer into `buf`.
     pub fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Option<Transmit> {
-        if !self.link.flush || self.closed().is_some_and(|r| *r != CloseReason::Left) {
+        if !self.link.flush
+            || self.redirect.is_some()
+            || self.closed().is_some_and(|r| *r != CloseReason::Left)
+        {
             return None;
         }
         buf.clear();

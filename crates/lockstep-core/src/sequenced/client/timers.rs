@@ -41,7 +41,11 @@ impl<I: Input> ClientSession<I> {
             return;
         }
         if self.link.silent_for(now) >= self.config.timeout {
-            self.close(CloseReason::TimedOut);
+            // A redirect nobody followed is what kept us from the room.
+            self.close(match self.redirect {
+                Some(to) => CloseReason::Rejected(Rejection::Moved(to)),
+                None => CloseReason::TimedOut,
+            });
             return;
         }
         if let Some(silent) = self.link.interrupt(now, self.config.interrupt_after, false) {
@@ -96,7 +100,9 @@ impl<I: Input> TimerTable for ClientSession<I> {
             }
             return;
         }
-        timer(Timer::Send, self.send_due());
+        if self.redirect.is_none() {
+            timer(Timer::Send, self.send_due());
+        }
         timer(
             Timer::Silence,
             self.link.heard_or_since() + self.config.timeout,
