@@ -26,6 +26,18 @@ pub(crate) struct TicketArgs {
     /// Seconds the ticket stays valid.
     #[arg(long, default_value_t = 3600)]
     valid_for: u64,
+    /// The relay of a fleet (its `--relay-id`) that should serve the room:
+    /// another relay of the fleet sends the player there while the room is
+    /// new.
+    #[arg(long, value_parser = relay_id)]
+    relay: Option<String>,
+}
+
+/// A relay id the directory takes (a clap value parser).
+fn relay_id(s: &str) -> Result<String, String> {
+    lockstep_relay::directory::check_relay_id(s)
+        .map(|()| s.to_owned())
+        .map_err(|e| e.to_string())
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +63,7 @@ pub(crate) fn main(a: TicketArgs) -> Result<(), TicketCliError> {
             Role::Player
         },
         expiry: now.saturating_add(a.valid_for),
+        relay: a.relay.as_deref(),
     };
     let t = ticket::issue_random(&key, &claims).map_err(TicketCliError::Entropy)?;
     println!("{}", to_hex(&t));

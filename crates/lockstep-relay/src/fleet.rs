@@ -6,7 +6,9 @@
 //! on (the client's Hello, repeated every 250 ms, finds the answer), and
 //! hears back when a claim is settled or a room it runs was lost.
 
-use crate::directory::{Claim, Directory, DirectoryError, RelayEntry, RelayState, RoomOwner};
+use crate::directory::{
+    Claim, Directory, DirectoryError, RelayEntry, RelayState, RoomOwner, least_loaded,
+};
 use crate::metrics::Metrics;
 use crate::room::RoomName;
 use std::collections::BTreeMap;
@@ -65,8 +67,14 @@ impl<D> Fleet<D> {
 /// What the relay's loop asks of the fleet task.
 #[derive(Debug)]
 pub(crate) enum FleetOp {
-    /// Claim this room (its first client is at the door).
-    Claim(RoomName),
+    /// Place this room, new here (its first client is at the door): on
+    /// the relay its ticket names, else the least loaded; claimed for that
+    /// relay. A draining relay places it elsewhere or nowhere.
+    Claim {
+        room: RoomName,
+        named: Option<String>,
+        draining: bool,
+    },
     /// The room closed: give it up.
     Release(RoomName),
 }
@@ -74,17 +82,80 @@ pub(crate) enum FleetOp {
 /// What the fleet task tells the relay's loop.
 #[derive(Debug)]
 pub(crate) enum FleetNews {
-    /// A claim settled.
+    /// A room was placed.
     Claimed {
         room: RoomName,
-        result: Result<Claim, DirectoryError>,
-        /// For a room another relay holds, that relay's entry (where its
-        /// clients are redirected), if it is registered.
-        owner: Option<RelayEntry>,
+        result: Result<Placed, DirectoryError>,
     },
     /// Another relay holds a room this one runs (its lease lapsed while
     /// it could not renew it): it must stop serving it.
     Lost { room: RoomName, owner: RoomOwner },
+}
+
+/// Where a new room goes.
+#[derive(Debug)]
+pub(crate) enum Placed {
+    /// Here: claimed for this relay, under this epoch.
+    Here(u64),
+    /// On another relay (claimed for it, by it or by us), registered with
+    /// this entry if it is.
+    There(RoomOwner, Option<RelayEntry>),
+    /// Nowhere: this relay drains, and no other takes rooms.
+    Nowhere,
+}
+
+/// Places `room`, new at relay `id`: a room another relay already holds
+/// is that relay's; else it is claimed for the relay its ticket `named`
+/// (if registered and ready), or the least loaded ready relay, or this
+/// one; a draining relay never places one on itself.
+async fn place<D: Directory>(
+    dir: &D,
+    id: &str,
+    room: &str,
+    named: Option<&str>,
+    draining: bool,
+    lease: Duration,
+) -> Result<Placed, DirectoryError> {
+    let relays = dir.relays().await?;
+    let entry = |relay: &str| relays.iter().find(|r| r.id == relay).cloned();
+    let there = |owner: RoomOwner| {
+        let at = entry(&owner.relay);
+        Placed::There(owner, at)
+    };
+    let here = async || match dir.claim(room, id, lease).await? {
+        Claim::Ours { epoch } => Ok(Placed::Here(epoch)),
+        Claim::Taken(owner) => Ok(there(owner)),
+    };
+    match dir.owner(room).await? {
+        Some(owner) if owner.relay != id => return Ok(there(owner)),
+        // Placed here by another relay, the client sent on to us.
+        Some(_) => return here().await,
+        None => {}
+    }
+    let ready = |r: &&RelayEntry| r.state == RelayState::Ready && !(draining && r.id == id);
+    let candidates: Vec<RelayEntry> = relays.iter().filter(ready).cloned().collect();
+    let target = named
+        .and_then(|n| candidates.iter().find(|r| r.id == n))
+        .or_else(|| least_loaded(&candidates))
+        .map(|r| r.id.clone());
+    let target = match target {
+        Some(t) => t,
+        None if draining => return Ok(Placed::Nowhere),
+        // Not registered yet (or the directory just lost its entries).
+        None => id.to_owned(),
+    };
+    if target == id {
+        return here().await;
+    }
+    Ok(match dir.claim(room, &target, lease).await? {
+        Claim::Ours { epoch } => there(RoomOwner {
+            relay: target,
+            epoch,
+        }),
+        // Claimed meanwhile, maybe for us by another relay.
+        Claim::Taken(owner) if owner.relay == id => here().await?,
+        Claim::Taken(owner) => there(owner),
+    })
 }
 
 /// The fleet task, its directory's type erased: it runs until the loop's
@@ -173,21 +244,12 @@ async fn run<D: Directory>(
             }
             op = ops.recv() => match op {
                 None => break,
-                Some(FleetOp::Claim(room)) => {
-                    let result = dir.claim(&room, &id, lease).await;
-                    let mut owner = None;
-                    match &result {
-                        Ok(Claim::Ours { epoch }) => {
-                            owned.insert(room.clone(), *epoch);
-                        }
-                        Ok(Claim::Taken(o)) => {
-                            owner = dir.relays().await.ok().and_then(|relays| {
-                                relays.into_iter().find(|r| r.id == o.relay)
-                            });
-                        }
-                        Err(_) => {}
+                Some(FleetOp::Claim { room, named, draining }) => {
+                    let result = place(&dir, &id, &room, named.as_deref(), draining, lease).await;
+                    if let Ok(Placed::Here(epoch)) = result {
+                        owned.insert(room.clone(), epoch);
                     }
-                    let _ = news.send(FleetNews::Claimed { room, result, owner }).await;
+                    let _ = news.send(FleetNews::Claimed { room, result }).await;
                 }
                 Some(FleetOp::Release(room)) => {
                     if let Some(epoch) = owned.remove(&room) {

@@ -8,10 +8,14 @@
 //! retired once its tickets have expired (rotation without a flag day):
 //!
 //! ```text
-//! ticket := 0x02 key_id:u8 expiry:u64le (unix seconds) role:u8 (0 player, 1 spectator)
-//!           nonce:16 room_len:u8 room name_len:u8 name mac:32
+//! ticket := version:u8 key_id:u8 expiry:u64le (unix seconds) role:u8 (0 player, 1 spectator)
+//!           nonce:16 room_len:u8 room name_len:u8 name [relay_len:u8 relay] mac:32
 //! mac    := HMAC-SHA256(secret, every byte before it)
 //! ```
+//!
+//! Version 2 has no relay; version 3 names the relay of a fleet that
+//! should serve the room (a matchmaker's placement): a relay of the fleet
+//! the Hello reaches first sends the client there when the room is new.
 //!
 //! With keys configured, the relay refuses any Hello whose ticket is
 //! missing, forged, expired, signed by an unknown key, for another room,
@@ -22,7 +26,7 @@
 //! ```
 //! use lockstep_relay::ticket::{self, Claims, Role, TicketError, TicketKey};
 //! let key = TicketKey::new(1, "a secret of at least sixteen bytes")?;
-//! let claims = Claims { room: "arena", name: "alice", role: Role::Player, expiry: 2_000_000_000 };
+//! let claims = Claims { room: "arena", name: "alice", role: Role::Player, expiry: 2_000_000_000, relay: None };
 //! let t = ticket::issue(&key, &claims, [9; 16]);
 //! let keys = [key];
 //! let ok = ticket::verify(&keys, &t, "arena", "alice", Role::Player, 1_900_000_000)?;
@@ -39,7 +43,10 @@ use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 use std::collections::HashMap;
 
+/// A ticket that names no relay.
 const VERSION: u8 = 2;
+/// A ticket that names the relay of a fleet to serve the room.
+const VERSION_WITH_RELAY: u8 = 3;
 const MAC_LEN: usize = 32;
 /// Bytes of a ticket besides its room, name and MAC.
 const FIXED: usize = 1 + 1 + 8 + 1 + 16 + 1 + 1;
@@ -160,15 +167,22 @@ pub struct Claims<'a> {
     pub role: Role,
     /// Unix seconds after which it is refused.
     pub expiry: u64,
+    /// The relay of a fleet (its id) that should serve the room, if the
+    /// matchmaker placed it: a relay the client reaches first sends it
+    /// there while the room is new. At most 64 bytes
+    /// ([`MAX_RELAY_ID`](crate::directory::MAX_RELAY_ID)).
+    pub relay: Option<&'a str>,
 }
 
 /// A ticket that passed [`verify`]: what the relay must remember of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified {
     /// Its nonce, counted against its use limit.
     pub nonce: [u8; 16],
     /// Its expiry: how long the nonce must be remembered.
     pub expiry: u64,
+    /// The relay it names, if any.
+    pub relay: Option<String>,
 }
 
 /// A ticket for `claims`, signed with `key`. `nonce` must be unpredictable
@@ -180,8 +194,15 @@ pub struct Verified {
 pub fn issue(key: &TicketKey, claims: &Claims<'_>, nonce: [u8; 16]) -> Vec<u8> {
     let room = claims.room.as_bytes();
     let name = claims.name.as_bytes();
-    let mut t = Vec::with_capacity(FIXED + room.len() + name.len() + MAC_LEN);
-    t.push(VERSION);
+    let relay = claims.relay.map(str::as_bytes);
+    let mut t = Vec::with_capacity(
+        FIXED + room.len() + name.len() + relay.map_or(0, |r| 1 + r.len()) + MAC_LEN,
+    );
+    t.push(if relay.is_some() {
+        VERSION_WITH_RELAY
+    } else {
+        VERSION
+    });
     t.push(key.id);
     t.extend_from_slice(&claims.expiry.to_le_bytes());
     t.push(match claims.role {
@@ -193,6 +214,10 @@ pub fn issue(key: &TicketKey, claims: &Claims<'_>, nonce: [u8; 16]) -> Vec<u8> {
     t.extend_from_slice(&room[..room.len().min(255)]);
     t.push(name.len().min(255) as u8);
     t.extend_from_slice(&name[..name.len().min(255)]);
+    if let Some(relay) = relay {
+        t.push(relay.len().min(255) as u8);
+        t.extend_from_slice(&relay[..relay.len().min(255)]);
+    }
     let mut m = key.mac();
     m.update(&t);
     t.extend_from_slice(&m.finalize().into_bytes());
@@ -220,7 +245,7 @@ pub fn verify(
     if ticket.is_empty() {
         return Err(TicketError::Missing);
     }
-    if ticket.len() < FIXED + MAC_LEN || ticket[0] != VERSION {
+    if ticket.len() < FIXED + MAC_LEN || !matches!(ticket[0], VERSION | VERSION_WITH_RELAY) {
         return Err(TicketError::Malformed);
     }
     let key = keys
@@ -250,7 +275,20 @@ pub fn verify(
     let t_name = signed
         .get(name_at + 1..name_at + 1 + name_len)
         .ok_or(TicketError::Malformed)?;
-    if signed.len() != name_at + 1 + name_len {
+    let relay_at = name_at + 1 + name_len;
+    let relay = if signed[0] == VERSION_WITH_RELAY {
+        let len = usize::from(*signed.get(relay_at).ok_or(TicketError::Malformed)?);
+        let r = signed
+            .get(relay_at + 1..relay_at + 1 + len)
+            .ok_or(TicketError::Malformed)?;
+        let r = core::str::from_utf8(r).map_err(|_| TicketError::Malformed)?;
+        crate::directory::check_relay_id(r).map_err(|_| TicketError::Malformed)?;
+        Some(r)
+    } else {
+        None
+    };
+    let end = relay_at + relay.map_or(0, |r| 1 + r.len());
+    if signed.len() != end {
         return Err(TicketError::Malformed);
     }
     if now > expiry {
@@ -265,7 +303,11 @@ pub fn verify(
     if t_role != role {
         return Err(TicketError::WrongRole);
     }
-    Ok(Verified { nonce, expiry })
+    Ok(Verified {
+        nonce,
+        expiry,
+        relay: relay.map(str::to_owned),
+    })
 }
 
 /// The relay's memory of spent tickets: how often each nonce was used, until
@@ -275,7 +317,7 @@ pub fn verify(
 /// ```
 /// use lockstep_relay::ticket::{Ledger, TicketError, Verified};
 /// let mut ledger = Ledger::new(1, 3600, 1000);
-/// let t = Verified { nonce: [1; 16], expiry: 1_000 };
+/// let t = Verified { nonce: [1; 16], expiry: 1_000, relay: None };
 /// assert_eq!(ledger.check(&t, 500), Ok(()));
 /// ledger.spend(&t);
 /// assert_eq!(ledger.check(&t, 500), Err(TicketError::Spent));
@@ -353,6 +395,7 @@ mod tests {
             name: "n",
             role: Role::Player,
             expiry: 100,
+            relay: None,
         }
     }
 
@@ -384,12 +427,50 @@ mod tests {
     #[test]
     fn every_byte_is_signed() {
         let k = key(1);
-        let t = issue(&k, &claims(), [5; 16]);
-        for i in 0..t.len() {
-            let mut bad = t.clone();
-            bad[i] ^= 0x40;
-            assert!(verify(std::slice::from_ref(&k), &bad, "r", "n", Role::Player, 50).is_err());
+        let placed = Claims {
+            relay: Some("eu-2"),
+            ..claims()
+        };
+        for c in [claims(), placed] {
+            let t = issue(&k, &c, [5; 16]);
+            for i in 0..t.len() {
+                let mut bad = t.clone();
+                bad[i] ^= 0x40;
+                assert!(
+                    verify(std::slice::from_ref(&k), &bad, "r", "n", Role::Player, 50).is_err()
+                );
+            }
         }
+    }
+
+    /// A ticket that names a relay carries it, signed; one without reads
+    /// as before (version 2, byte for byte); a bad relay id is refused.
+    #[test]
+    fn a_ticket_may_name_its_relay() {
+        let k = key(1);
+        let keys = std::slice::from_ref(&k);
+        let plain = issue(&k, &claims(), [5; 16]);
+        assert_eq!(plain[0], 2);
+        let ok = verify(keys, &plain, "r", "n", Role::Player, 50).unwrap();
+        assert_eq!(ok.relay, None);
+        let placed = Claims {
+            relay: Some("eu-2"),
+            ..claims()
+        };
+        let t = issue(&k, &placed, [5; 16]);
+        assert_eq!(t[0], 3);
+        assert_eq!(t.len(), plain.len() + 5);
+        let ok = verify(keys, &t, "r", "n", Role::Player, 50).unwrap();
+        assert_eq!(ok.relay.as_deref(), Some("eu-2"));
+        let bad = Claims {
+            relay: Some("two words"),
+            ..claims()
+        };
+        let t = issue(&k, &bad, [5; 16]);
+        assert_eq!(
+            verify(keys, &t, "r", "n", Role::Player, 50),
+            Err(TicketError::Malformed)
+        );
     }
 
     #[test]
@@ -398,12 +479,14 @@ mod tests {
         let t = |n: u8| Verified {
             nonce: [n; 16],
             expiry: 20,
+            relay: None,
         };
         assert_eq!(
             l.check(
                 &Verified {
                     nonce: [0; 16],
-                    expiry: 21
+                    expiry: 21,
+                    relay: None,
                 },
                 10
             ),

@@ -112,14 +112,23 @@ fn two_relay_processes_share_a_directory_and_one_dies() {
 }
 
 /// `--relays 2`: one process runs two relays (each on its own thread and
-/// core) behind one directory; each serves a match; SIGTERM takes both out
-/// of the directory at once.
+/// core) behind one directory; new rooms spread over both; SIGTERM takes
+/// both out of the directory at once.
 #[test]
 fn one_process_runs_a_relay_per_core() {
     let redis = LocalRedis::start().expect("a redis-server (scripts/test-deps installs it)");
     let url = redis.url();
     let mut args: Vec<&str> = UDP_ONLY.to_vec();
-    args.extend(["--directory", &url, "--relay-id", "box", "--relays", "2"]);
+    args.extend([
+        "--directory",
+        &url,
+        "--relay-id",
+        "box",
+        "--relays",
+        "2",
+        "--lease",
+        "1",
+    ]);
     let mut process = RelayProcess::start(&args);
     until("two relays in the directory", || {
         ids(&status(&redis), "relays", "id") == ["box-0", "box-1"]
@@ -133,13 +142,15 @@ fn one_process_runs_a_relay_per_core() {
         .collect();
     assert_eq!(ports.len(), 2);
     assert_ne!(ports[0], ports[1], "a port each");
-    for (k, udp) in ports.iter().enumerate() {
-        assert_eq!(
-            join_at(*udp, &format!("room-{k}")).0,
-            None,
-            "relay {k} serves a match"
-        );
-    }
+    // Both rooms asked of box-0: the second goes to box-1, the least
+    // loaded once box-0's first room shows in the directory.
+    assert_eq!(join_at(ports[0], "room-0"), (None, vec![]));
+    until("box-0's room in the directory", || {
+        status(&redis)["relays"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|e| e["id"] == "box-0" && e["rooms"] == 1))
+    });
+    assert_eq!(join_at(ports[0], "room-1"), (None, vec![ports[1]]));
     let s = status(&redis);
     assert_eq!(ids(&s, "rooms", "relay"), ["box-0", "box-1"]);
     process.terminate();

@@ -127,6 +127,7 @@ impl Core {
         let at = fleet::HelloAt {
             len: n,
             channel: channel.as_ref(),
+            relay: to_spend.as_ref().and_then(|t| t.relay.as_deref()),
         };
         let Some(room) = self.room_for(key, &hello, at, existing, now) else {
             return;
@@ -387,7 +388,8 @@ impl Core {
                     return None;
                 }
             }
-            if self.draining.is_some() {
+            // A draining relay of a fleet sends the client to another.
+            if self.draining.is_some() && self.fleet.is_none() {
                 self.reply_reject(
                     key,
                     RejectReason::Other("the relay is draining for a restart: try another"),

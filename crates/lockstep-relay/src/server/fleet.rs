@@ -3,8 +3,8 @@
 //! it over.
 
 use super::Core;
-use crate::directory::{Claim, RelayEntry, RoomOwner};
-use crate::fleet::{FleetNews, FleetOp};
+use crate::directory::{RelayEntry, RoomOwner};
+use crate::fleet::{FleetNews, FleetOp, Placed};
 use crate::room::RoomName;
 use lockstep_core::Tick;
 use lockstep_core::secure;
@@ -36,6 +36,8 @@ enum ClaimState {
     Ours,
     /// Another relay's, and where that relay is (if registered).
     Taken(RoomOwner, Option<RelayEntry>),
+    /// Nowhere: this relay drains and no other relay takes rooms.
+    Nowhere,
     /// The directory could not be reached.
     Unavailable,
 }
@@ -64,6 +66,8 @@ pub(super) struct HelloAt<'a> {
     pub(super) len: usize,
     /// The sealed connection's keys, for a Hello that offered one.
     pub(super) channel: Option<&'a SecureChannel>,
+    /// The relay of the fleet its ticket names, if any.
+    pub(super) relay: Option<&'a str>,
 }
 
 /// What the Hello for a room the relay does not run gets.
@@ -116,6 +120,14 @@ impl Core {
                 }
                 Door::Closed
             }
+            Some(ClaimState::Nowhere) => {
+                f.claims.remove(room);
+                self.reply_reject(
+                    key,
+                    RejectReason::Other("the relay is draining for a restart: try another"),
+                );
+                Door::Closed
+            }
             Some(ClaimState::Unavailable) => {
                 f.claims.remove(room);
                 self.reply_reject(
@@ -130,7 +142,12 @@ impl Core {
                     .values()
                     .filter(|(s, _)| matches!(s, ClaimState::Asked))
                     .count();
-                if waiting < MAX_CLAIMS && f.ops.send(FleetOp::Claim(room.clone())).is_ok() {
+                let op = FleetOp::Claim {
+                    room: room.clone(),
+                    named: hello.relay.map(str::to_owned),
+                    draining: self.draining.is_some(),
+                };
+                if waiting < MAX_CLAIMS && f.ops.send(op).is_ok() {
                     f.claims.insert(room.clone(), (ClaimState::Asked, now));
                 } else {
                     self.reply_reject(key, RejectReason::ServerFull);
@@ -179,15 +196,12 @@ impl Core {
     pub(crate) fn fleet_news(&mut self, news: FleetNews) {
         let now = Instant::now();
         match news {
-            FleetNews::Claimed {
-                room,
-                result,
-                owner: entry,
-            } => {
+            FleetNews::Claimed { room, result } => {
                 let Some(f) = &mut self.fleet else { return };
                 let state = match result {
-                    Ok(Claim::Ours { .. }) => ClaimState::Ours,
-                    Ok(Claim::Taken(owner)) => ClaimState::Taken(owner, entry),
+                    Ok(Placed::Here(_)) => ClaimState::Ours,
+                    Ok(Placed::There(owner, entry)) => ClaimState::Taken(owner, entry),
+                    Ok(Placed::Nowhere) => ClaimState::Nowhere,
                     Err(e) => {
                         warn!(room = %room, "{e}");
                         ClaimState::Unavailable

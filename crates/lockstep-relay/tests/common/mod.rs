@@ -94,6 +94,10 @@ pub struct Player<I: Input> {
     pub lie_about_checksums: bool,
     /// Membership changes seen in the frames: tick, event, when it ran.
     pub system: Vec<(Tick, SystemEvent, Instant)>,
+    /// Its transport's kind, for a relay it is redirected to.
+    kind: Kind,
+    /// Where relays of a fleet sent it, in order.
+    pub redirected: Vec<SocketAddr>,
 }
 
 pub fn transport(
@@ -102,10 +106,25 @@ pub fn transport(
     faults: Option<Faults>,
     seed: u64,
 ) -> Box<dyn Transport> {
-    let inner: Box<dyn Transport> = match kind {
+    let inner = open(
+        kind,
+        match kind {
+            Kind::Udp => relay.udp,
+            Kind::Ws => relay.ws,
+        },
+    );
+    match faults {
+        Some(f) => Box::new(FaultyTransport::new(inner, f, seed)),
+        None => inner,
+    }
+}
+
+/// A transport of `kind` to the relay at `at`, the relay its peer 0.
+fn open(kind: Kind, at: SocketAddr) -> Box<dyn Transport> {
+    match kind {
         Kind::Udp => {
             let mut t = UdpTransport::bind("127.0.0.1:0").expect("bind");
-            let id = t.add_peer(relay.udp);
+            let id = t.add_peer(at);
             assert_eq!(
                 id,
                 WsClientTransport::SERVER,
@@ -114,17 +133,9 @@ pub fn transport(
             Box::new(t)
         }
         Kind::Ws => Box::new(
-            WsClientTransport::connect(
-                &format!("ws://{}/", relay.ws),
-                relay.ws,
-                Duration::from_secs(5),
-            )
-            .expect("websocket connect"),
+            WsClientTransport::connect(&format!("ws://{at}/"), at, Duration::from_secs(5))
+                .expect("websocket connect"),
         ),
-    };
-    match faults {
-        Some(f) => Box::new(FaultyTransport::new(inner, f, seed)),
-        None => inner,
     }
 }
 
@@ -181,6 +192,8 @@ impl Player<PlayerInputs> {
             next_commit_at: None,
             lie_about_checksums: false,
             system: Vec::new(),
+            kind,
+            redirected: Vec::new(),
         }
     }
 
@@ -192,6 +205,14 @@ impl Player<PlayerInputs> {
             clock.now(),
             &mut self.scratch,
         );
+        if let Some(to) = self.session.redirect() {
+            // A relay of a fleet named the room's: a transport there (the
+            // server is peer 0 on it too).
+            self.transport = open(self.kind, to);
+            self.session
+                .follow_redirect(WsClientTransport::SERVER, clock.now());
+            self.redirected.push(to);
+        }
         // A game commits once per tick of its clock, like a real loop.
         let rate = self.session.welcome().map_or(0, |w| w.tick_rate);
         let due = *self.next_commit_at.get_or_insert_with(Instant::now);

@@ -437,6 +437,7 @@ fn a_ticket_opens_one_connection_in_its_own_role() {
         name: "alice",
         role: Role::Player,
         expiry: unix_in(60),
+        relay: None,
     };
     let t = ticket::issue_random(&key, &claims).expect("randomness");
     let mut alice = client_config("vip", "alice");

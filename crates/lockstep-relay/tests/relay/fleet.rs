@@ -81,24 +81,35 @@ fn a_room_opens_on_one_relay_and_moves_when_its_relay_dies() {
     });
     let clock = Clock::new();
 
-    // A match in "arena" on relay a, another in "lagoon" on relay b.
+    // A match in "arena" on relay a. Once the directory shows its load,
+    // a new room asked of relay a goes to relay b, the least loaded: its
+    // players are sent there.
     let mut arena = pair(&a, "arena", 10, &clock);
     play_on(&mut arena, &clock, 60, || {});
-    let mut lagoon = pair(&b, "lagoon", 20, &clock);
+    until("relay a's load in the directory", || {
+        ask(dir.relays()).is_ok_and(|r| r.iter().any(|e| e.id == "relay-a" && e.clients == 2))
+    });
+    let mut lagoon = pair(&a, "lagoon", 20, &clock);
     play_on(&mut lagoon, &clock, 60, || {});
     let owner = |room: &str| ask(dir.owner(room)).expect("reads").map(|o| o.relay);
     assert_eq!(owner("arena").as_deref(), Some("relay-a"));
     assert_eq!(owner("lagoon").as_deref(), Some("relay-b"));
+    for p in &lagoon {
+        assert_eq!(p.redirected, [b.udp], "{} was sent to relay b", p.name);
+    }
+    assert!(arena.iter().all(|p| p.redirected.is_empty()));
 
     // Asking relay b for "arena" is told to go to relay a; arena plays on.
     let mut stray = pair(&b, "arena", 30, &clock);
     stray.truncate(1);
     play_until(&mut stray, &clock, Duration::from_secs(10), |p| {
-        p.session.redirect().is_some()
+        !p.redirected.is_empty()
     });
-    assert_eq!(stray[0].session.redirect(), Some(a.udp));
+    assert_eq!(stray[0].redirected, [a.udp]);
+    drop(stray);
     play_on(&mut arena, &clock, 30, || {});
     one_stream(&arena);
+    one_stream(&lagoon);
 
     // Relay a dies: its entry and its claim lapse within the lease, and
     // "arena" opens on relay b for a new match.
@@ -201,6 +212,60 @@ fn a_client_sent_to_the_wrong_relay_is_redirected_and_plays() {
     );
 }
 
+/// A matchmaker's ticket may name the relay of the fleet to serve the
+/// room: a client that asks another relay first is sent there, its
+/// ticket spent only where it plays.
+#[test]
+fn a_ticket_names_the_relay_of_its_room() {
+    use lockstep_relay::ticket::{self, Claims, Role, TicketKey};
+    const SECRET: &str = "a ticket secret of the fleet's";
+    let dir = MemoryDirectory::new();
+    let config = || {
+        let mut c = RelayConfig::default();
+        c.tickets.secret = Some(SECRET.into());
+        c
+    };
+    let a = TestRelay::start_in_fleet(config(), member(&dir, "relay-a"));
+    let b = TestRelay::start_in_fleet(config(), member(&dir, "relay-b"));
+    until("both relays registered", || {
+        ask(dir.relays()).map(|r| r.len()).unwrap_or(0) == 2
+    });
+    let key = TicketKey::new(0, SECRET).expect("long enough");
+    let clock = Clock::new();
+    let expiry = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs()
+        + 60;
+    let mut players: Vec<_> = (0..2)
+        .map(|k| {
+            let name = format!("vip-{k}");
+            let claims = Claims {
+                room: "vip",
+                name: &name,
+                role: Role::Player,
+                expiry,
+                relay: Some("relay-b"),
+            };
+            let mut config = client_config("vip", &name);
+            config.ticket = ticket::issue_random(&key, &claims).expect("randomness");
+            Player::new(&a, Kind::Udp, config, None, 90 + k, &clock)
+        })
+        .collect();
+    play_on(&mut players, &clock, 60, || {});
+    for p in &players {
+        assert_eq!(p.redirected, [b.udp], "{} was sent to relay b", p.name);
+    }
+    one_stream(&players);
+    assert_eq!(
+        ask(dir.owner("vip"))
+            .expect("reads")
+            .map(|o| o.relay)
+            .as_deref(),
+        Some("relay-b")
+    );
+}
+
 /// An attacker names new rooms, one Hello each (past the address check),
 /// and never comes back: each room it made the relay claim is given back
 /// within seconds, so the directory holds only rooms that run; an honest
@@ -251,7 +316,8 @@ fn rooms_claimed_for_clients_that_never_come_back_are_given_back() {
 }
 
 /// A relay in a fleet told to stop (SIGTERM: here `stop`) while a match
-/// plays, with `drain_secs`: it takes no new room, fails `/readyz`, says
+/// plays, with `drain_secs`: it takes no new room (refused while it is
+/// the only relay, sent to another once one runs), fails `/readyz`, says
 /// `draining` in the directory, and lets the match play to its end; it
 /// stops once its last room closes, long before the deadline, having
 /// dropped nobody.
@@ -274,6 +340,8 @@ fn a_draining_relay_takes_no_room_and_stops_when_its_last_match_ends() {
     // A player for a new room, ready to knock once the relay drains.
     let mut late = pair(&a, "lagoon", 70, &clock);
     late.truncate(1);
+    // And two for another, to knock once another relay runs.
+    let mut cove = pair(&a, "cove", 80, &clock);
     let stopping = Instant::now();
     let b_side = std::thread::spawn(move || a.stop());
     until("the relay says it drains", || {
@@ -297,6 +365,18 @@ fn a_draining_relay_takes_no_room_and_stops_when_its_last_match_ends() {
     });
     let why = format!("{:?}", late[0].session.closed());
     assert!(why.contains("draining"), "{why}");
+
+    // With another relay in the fleet, a new room asked of the draining
+    // one is sent there, and plays.
+    let b = TestRelay::start_in_fleet(RelayConfig::default(), member(&dir, "relay-b"));
+    until("relay b registered", || {
+        ask(dir.relays()).is_ok_and(|r| r.iter().any(|e| e.id == "relay-b"))
+    });
+    play_on(&mut cove, &clock, 30, || {});
+    for p in &cove {
+        assert_eq!(p.redirected, [b.udp], "{} was sent to relay b", p.name);
+    }
+    one_stream(&cove);
 
     // The players leave: the room closes, and the relay stops.
     for p in &mut arena {

@@ -209,6 +209,7 @@ fn tickets_are_required_when_a_secret_is_set() {
         name: "alice",
         role: Role::Player,
         expiry,
+        relay: None,
     };
     config.ticket = ticket::issue_random(&key, &claims).expect("randomness");
     let mut alice = Player::new(&relay, Kind::Ws, config, None, 10, &clock);
