@@ -285,7 +285,8 @@ pub fn drive_hosted<I: lockstep_core::Input, T: Transport + Addresses>(
 /// What [`drive_hosted`] does before it drives: hosting, each connection's
 /// contact (the address it is seen at, as text) goes into the roster;
 /// taking part in a takeover, the contacts of the players to reach become
-/// peers of the transport. For a loop that moves datagrams its own way (an
+/// peers of the transport; redirected by a relay of a fleet, the relay it
+/// names becomes the session's server. For a loop that moves datagrams its own way (an
 /// engine plugin's receive and send steps).
 pub fn share_contacts<I: lockstep_core::Input, T: Addresses>(
     session: &mut lockstep_core::sequenced::HostedSession<I>,
@@ -312,6 +313,11 @@ pub fn share_contacts<I: lockstep_core::Input, T: Addresses>(
         };
         let peer = udp.add_peer(addr);
         session.resolved(&contact, peer);
+    }
+    // A relay of a fleet named the room's relay: it is a peer too.
+    if let Some(to) = session.redirect() {
+        let peer = udp.add_peer(to);
+        session.follow_redirect(peer);
     }
 }
 

@@ -333,6 +333,23 @@ impl<I: Input> HostedSession<I> {
         }
     }
 
+    /// Where a relay of a fleet said the room is, until
+    /// [`follow_redirect`](Self::follow_redirect) (see
+    /// [`ClientSession::redirect`]); `drive_hosted` in `lockstep-net`
+    /// follows it by itself.
+    pub fn redirect(&self) -> Option<std::net::SocketAddr> {
+        self.client().redirect()
+    }
+
+    /// Goes on at the relay [`redirect`](Self::redirect) named, whose id in
+    /// the caller's transport is `server`, from the session's latest time
+    /// (see [`ClientSession::follow_redirect`]). Does nothing without a
+    /// redirect.
+    pub fn follow_redirect(&mut self, server: PeerId) {
+        let now = self.now;
+        self.client_mut().follow_redirect(server, now);
+    }
+
     fn client_mut(&mut self) -> &mut ClientSession<I> {
         match &mut self.role {
             Role::Host(h) => h.client_mut(),
