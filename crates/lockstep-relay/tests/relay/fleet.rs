@@ -499,6 +499,98 @@ fn forged_hellos_claim_nothing() {
     one_stream(&arena);
 }
 
+/// What a stranger learns of a room another relay serves: to a Hello
+/// without a cookie, only the challenge (no address leaves the relay
+/// before the address check); with the cookie, the redirect, sealed under
+/// the handshake's keys (plain bytes would let anyone forge one) and no
+/// larger than the Hello, even an unpadded one; repeated Hellos get the
+/// same bytes (one nonce, one reply). The honest match plays on.
+#[test]
+fn a_redirect_goes_only_to_a_proven_address_sealed_and_small() {
+    use crate::common::{datagram, padded, secret};
+    use lockstep_core::secure::{self, SecureChannel};
+    use lockstep_core::wire::{Datagram, Hello, InputCodec, Message, RejectReason};
+    let dir = MemoryDirectory::new();
+    let a = TestRelay::start_in_fleet(RelayConfig::default(), member(&dir, "relay-a"));
+    let b = TestRelay::start_in_fleet(RelayConfig::default(), member(&dir, "relay-b"));
+    let clock = Clock::new();
+    let mut arena = pair(&a, "arena", 120, &clock);
+    play_on(&mut arena, &clock, 30, || {});
+    let (b_udp, a_udp) = (b.udp, a.udp);
+    let stranger = std::thread::spawn(move || {
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        sock.connect(b_udp).expect("connect");
+        sock.set_read_timeout(Some(Duration::from_millis(100)))
+            .expect("timeout");
+        let secret = secret();
+        let key = secure::client_public(&secret);
+        fn hello(key: [u8; 32], cookie: Option<&[u8]>) -> Hello<'_> {
+            Hello {
+                fingerprint: 0xF00D,
+                room: "arena",
+                name: "mallory",
+                codec: InputCodec::PlayerInputs,
+                key: Some(key),
+                cookie,
+                ..Hello::default()
+            }
+        }
+        let mut buf = vec![0u8; 2048];
+        sock.send(&padded(&[Message::Hello(hello(key, None))]))
+            .expect("send");
+        let n = sock.recv(&mut buf).expect("a challenge");
+        let d = Datagram::decode(&buf[..n], Tick::ZERO).expect("decodes");
+        let Some(Message::Challenge {
+            cookie,
+            key: Some(server),
+        }) = d.messages.first().cloned()
+        else {
+            panic!(
+                "only a challenge before the address check: {:?}",
+                d.messages
+            )
+        };
+        let cookie = cookie.to_vec();
+        let mut channel = SecureChannel::client(&secret, &server, &cookie).expect("a key");
+        // Unpadded, repeated until the claim is settled and answered.
+        let proven = datagram(Tick::ZERO, &[Message::Hello(hello(key, Some(&cookie)))]);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut replies: Vec<Vec<u8>> = Vec::new();
+        while replies.len() < 2 {
+            assert!(Instant::now() < deadline, "no redirect");
+            sock.send(&proven).expect("send");
+            if let Ok(n) = sock.recv(&mut buf) {
+                replies.push(buf[..n].to_vec());
+            }
+        }
+        assert_eq!(replies[0], replies[1], "the same reply, the same bytes");
+        let reply = replies.swap_remove(0);
+        assert!(secure::is_sealed(&reply), "a redirect goes sealed");
+        assert!(
+            reply.len() <= proven.len(),
+            "{} > {}",
+            reply.len(),
+            proven.len()
+        );
+        let mut open = reply.clone();
+        let plain = channel.open(&mut open).expect("opens").to_vec();
+        let d = Datagram::decode(&plain, Tick::ZERO).expect("decodes");
+        assert_eq!(
+            d.messages,
+            [Message::Reject(RejectReason::Moved(a_udp))],
+            "sent to relay a"
+        );
+        (reply.len(), proven.len())
+    });
+    play_until(&mut arena, &clock, Duration::from_secs(10), |_| {
+        stranger.is_finished()
+    });
+    let (reply, hello) = stranger.join().expect("the stranger's checks passed");
+    println!("redirect {reply} bytes sealed, for an unpadded Hello of {hello}");
+    play_on(&mut arena, &clock, 30, || {});
+    one_stream(&arena);
+}
+
 /// A fleet that could not run is refused when the relay starts, by name:
 /// a lease under the shortest (its renewals could not keep up), a bad id.
 #[test]
