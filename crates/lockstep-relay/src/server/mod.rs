@@ -29,6 +29,7 @@ mod fleet;
 mod http;
 mod rooms;
 mod sealed;
+mod timer;
 mod ws;
 
 use admit::{Budget, limit_key, unix_now};
@@ -256,8 +257,12 @@ pub(crate) async fn serve(
     // once, every time, and the loop would spin a core).
     let mut ws_open = true;
     let goodbye;
+    let timer = timer::Timer::start();
     loop {
         let wake = core.next_wakeup();
+        if let Some(t) = &timer {
+            t.set(wake.into_std());
+        }
         core.metrics
             .loop_at_ms
             .store(millis(core.start.elapsed()), Ordering::Relaxed);
@@ -299,7 +304,7 @@ pub(crate) async fn serve(
                 Some(n) => core.fleet_news(n),
                 None => fleet_open = false,
             },
-            () = tokio::time::sleep_until(wake) => {}
+            () = wait(timer.as_ref(), wake) => {}
         }
         core.timers();
         if let Some(deadline) = core.draining {
@@ -465,5 +470,14 @@ impl Core {
             Some((peer, room)) => self.deliver(peer, &room, bytes),
             None => self.stranger(key, bytes),
         }
+    }
+}
+
+/// Until `wake`: on the fine timer when there is one (see [`timer`]), else
+/// on the runtime's.
+async fn wait(timer: Option<&timer::Timer>, wake: tokio::time::Instant) {
+    match timer {
+        Some(t) => t.wait().await,
+        None => tokio::time::sleep_until(wake).await,
     }
 }
