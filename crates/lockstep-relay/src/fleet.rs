@@ -104,16 +104,22 @@ pub(crate) enum Placed {
     Nowhere,
 }
 
+/// Rooms this relay placed on each relay since the last heartbeat, which
+/// the directory's figures do not show yet: counted as a client and a room
+/// each, so a burst of new rooms spreads instead of all going to the relay
+/// that looked least loaded.
+type Recent = BTreeMap<String, u32>;
+
 /// Places `room`, new at relay `id`: a room another relay already holds
 /// is that relay's; else it is claimed for the relay its ticket `named`
-/// (if registered and ready), or the least loaded ready relay, or this
-/// one; a draining relay never places one on itself.
+/// (if registered and ready), or the least loaded ready relay (this one
+/// on a tie), or this one; a draining relay never places one on itself.
 async fn place<D: Directory>(
     dir: &D,
     id: &str,
     room: &str,
-    named: Option<&str>,
-    draining: bool,
+    (named, draining): (Option<&str>, bool),
+    recent: &mut Recent,
     lease: Duration,
 ) -> Result<Placed, DirectoryError> {
     let relays = dir.relays().await?;
@@ -133,11 +139,25 @@ async fn place<D: Directory>(
         None => {}
     }
     let ready = |r: &&RelayEntry| r.state == RelayState::Ready && !(draining && r.id == id);
-    let candidates: Vec<RelayEntry> = relays.iter().filter(ready).cloned().collect();
+    let candidates: Vec<RelayEntry> = relays
+        .iter()
+        .filter(ready)
+        .map(|r| {
+            let placed = recent.get(&r.id).copied().unwrap_or(0);
+            RelayEntry {
+                clients: r.clients.saturating_add(placed),
+                rooms: r.rooms.saturating_add(placed),
+                ..r.clone()
+            }
+        })
+        .collect();
     let target = named
         .and_then(|n| candidates.iter().find(|r| r.id == n))
-        .or_else(|| least_loaded(&candidates))
+        .or_else(|| least_loaded(&candidates, Some(id)))
         .map(|r| r.id.clone());
+    if let Some(t) = &target {
+        *recent.entry(t.clone()).or_default() += 1;
+    }
     let target = match target {
         Some(t) => t,
         None if draining => return Ok(Placed::Nowhere),
@@ -192,9 +212,12 @@ async fn run<D: Directory>(
     let mut beat = tokio::time::interval(lease / 3);
     beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut said_unavailable = false;
+    let mut recent = Recent::new();
     loop {
         tokio::select! {
             _ = beat.tick() => {
+                // Every relay's figures are at most a heartbeat old now.
+                recent.clear();
                 let entry = RelayEntry {
                     id: id.clone(),
                     udp,
@@ -245,7 +268,8 @@ async fn run<D: Directory>(
             op = ops.recv() => match op {
                 None => break,
                 Some(FleetOp::Claim { room, named, draining }) => {
-                    let result = place(&dir, &id, &room, named.as_deref(), draining, lease).await;
+                    let asked = (named.as_deref(), draining);
+                    let result = place(&dir, &id, &room, asked, &mut recent, lease).await;
                     if let Ok(Placed::Here(epoch)) = result {
                         owned.insert(room.clone(), epoch);
                     }

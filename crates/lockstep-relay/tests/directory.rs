@@ -54,7 +54,7 @@ async fn contract<D: Directory>(d: &D, ttl: Duration, lapse: impl Fn()) {
     let relays = d.relays().await.expect("lists");
     assert_eq!(relays.len(), 3);
     assert_eq!(
-        least_loaded(&relays).map(|r| r.id.as_str()),
+        least_loaded(&relays, None).map(|r| r.id.as_str()),
         Some("r2"),
         "the least loaded relay taking rooms"
     );

@@ -126,8 +126,8 @@ pub fn check_relay_id(id: &str) -> Result<(), DirectoryError> {
 }
 
 /// Where a new room should go: the live relay taking rooms with the fewest
-/// clients (then rooms, then the smallest id, so every relay asking picks
-/// the same one).
+/// clients, then rooms; on a tie the relay `asking` (the client is there
+/// already: no redirect), then the smallest id.
 ///
 /// ```
 /// use lockstep_relay::directory::{least_loaded, RelayEntry, RelayState};
@@ -138,14 +138,16 @@ pub fn check_relay_id(id: &str) -> Result<(), DirectoryError> {
 ///     relay("a", 10, RelayState::Ready),
 ///     relay("b", 2, RelayState::Draining),
 ///     relay("c", 4, RelayState::Ready),
+///     relay("d", 4, RelayState::Ready),
 /// ];
-/// assert_eq!(least_loaded(&relays).map(|r| r.id.as_str()), Some("c"));
+/// assert_eq!(least_loaded(&relays, None).map(|r| r.id.as_str()), Some("c"));
+/// assert_eq!(least_loaded(&relays, Some("d")).map(|r| r.id.as_str()), Some("d"));
 /// ```
-pub fn least_loaded(relays: &[RelayEntry]) -> Option<&RelayEntry> {
+pub fn least_loaded<'a>(relays: &'a [RelayEntry], asking: Option<&str>) -> Option<&'a RelayEntry> {
     relays
         .iter()
         .filter(|r| r.state == RelayState::Ready)
-        .min_by(|a, b| (a.clients, a.rooms, &a.id).cmp(&(b.clients, b.rooms, &b.id)))
+        .min_by_key(|r| (r.clients, r.rooms, Some(r.id.as_str()) != asking, &r.id))
 }
 
 /// The directory a fleet of relays shares (see the [module](self) docs).
