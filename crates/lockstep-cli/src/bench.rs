@@ -1,22 +1,29 @@
-//! `lockstep bench relay`: how many clients this machine's relay serves in
-//! time.
+//! `lockstep bench relay`: how many clients relays on this machine serve
+//! with frames reaching their players in time, measured at the players.
 //!
-//! The relay runs in this process; the clients run in a second process (this
-//! same binary, `bench relay-clients`), each on its own loopback UDP socket,
-//! in rooms of `room_size` at `tick_rate`. The load doubles step by step
-//! while the p99 time from sealing a tick to its last send stays under the
-//! target.
+//! The relays run as a `lockstep relay` process of their own (one relay,
+//! or `--relays N` behind a room directory in a Redis this benchmark
+//! starts); the players run in this process, on as many threads as the
+//! machine has cores, each a real `ClientSession` on its own loopback UDP
+//! socket, woken by the operating system when a datagram arrives. Rooms of
+//! `room_size` run `Deadline` at `tick_rate`: a room seals tick `T` at a
+//! fixed moment, its clock's start plus `T` periods. A player times each
+//! frame from that moment to the frame's arrival: the start is inferred
+//! as the earliest arrival over the measured window (taken as on time)
+//! less the way from relay to player, half the quickest loopback round
+//! trip. The load doubles
+//! step by step while the p99 of that time stays under the target; the
+//! relay's CPU time per client-tick comes from the operating system.
 
 use clap::{Args, Subcommand};
-use lockstep_core::PlayerInputs;
 use lockstep_core::sequenced::{ClientConfig, ClientSession};
 use lockstep_core::wire::InputCodec;
-use lockstep_net::{Clock, UdpTransport, drive};
-use lockstep_relay::{BackgroundRelay, Bind, Metrics, PolicyName, RelayConfig};
+use lockstep_core::{PeerId, PlayerInputs};
+use lockstep_relay::directory::{Directory, LocalRedis, RedisDirectory};
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
-use std::sync::atomic::Ordering;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Args)]
@@ -27,12 +34,10 @@ pub(crate) struct BenchArgs {
 
 #[derive(Debug, Subcommand)]
 enum What {
-    /// Find the most clients the relay serves with p99 seal-to-send under
-    /// the target.
+    /// Find the most clients relays serve with p99 end-to-end latency at
+    /// the players under the target, for one relay and for several behind
+    /// a room directory.
     Relay(RelayBench),
-    /// (internal) Drive clients against a relay for the benchmark.
-    #[command(hide = true)]
-    RelayClients(Clients),
 }
 
 #[derive(Debug, Args)]
@@ -44,20 +49,28 @@ struct RelayBench {
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=1000))]
     tick_rate: u32,
     /// Clients in the first step (doubled each step).
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 64)]
     start: usize,
     /// Stop after this many clients.
     #[arg(long, default_value_t = 4096)]
     max_clients: usize,
-    /// Seconds measured per step (after a second of joining).
+    /// Seconds measured per step (after the players joined).
     #[arg(long, default_value_t = 5)]
     step_secs: u64,
-    /// The p99 seal-to-last-send target, in microseconds.
+    /// The p99 end-to-end target at the players, in microseconds.
     #[arg(long, default_value_t = 2000)]
     target_p99_us: u64,
     /// Plain UDP datagrams instead of sealed ones (to compare their cost).
     #[arg(long)]
     plain: bool,
+    /// How many relays to measure, in one run, comma-separated: 1 is a
+    /// relay alone; more are one process of that many relays (one per
+    /// core) behind a room directory in Redis.
+    #[arg(long, value_delimiter = ',', default_value = "1,2", value_parser = clap::value_parser!(u16).range(1..=64))]
+    relays: Vec<u16>,
+    /// Player threads (one per core unless told).
+    #[arg(long)]
+    threads: Option<usize>,
 }
 
 fn seats(s: &str) -> Result<usize, String> {
@@ -67,82 +80,48 @@ fn seats(s: &str) -> Result<usize, String> {
     }
 }
 
-#[derive(Debug, Args)]
-struct Clients {
-    #[arg(long)]
-    addr: SocketAddr,
-    #[arg(long)]
-    clients: usize,
-    #[arg(long)]
-    room_size: usize,
-    #[arg(long)]
-    tick_rate: u32,
-    #[arg(long)]
-    secs: u64,
-    /// Room names start after this step number, so steps never share rooms.
-    #[arg(long)]
-    step: usize,
-    /// Plain datagrams instead of sealed ones.
-    #[arg(long)]
-    plain: bool,
-}
-
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum BenchError {
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
     #[error("the relay failed: {0}")]
     Relay(String),
-    #[error("the client process failed: {0}")]
+    #[error("the players failed: {0}")]
     Clients(String),
 }
 
 pub(crate) fn main(args: BenchArgs) -> Result<(), BenchError> {
     match args.what {
-        What::Relay(a) => relay(a),
-        What::RelayClients(c) => clients(c),
+        What::Relay(a) => relay(&a),
     }
 }
 
 /// One step's figures.
 struct Step {
     clients: usize,
-    p50: Option<u64>,
-    p99: Option<u64>,
-    ticks_per_sec: f64,
-    in_per_sec: f64,
-    out_per_sec: f64,
+    /// End-to-end at the players, microseconds.
+    p50: Option<u32>,
+    p99: Option<u32>,
+    /// The relays' CPU time per client-tick (one frame reaching one
+    /// player), nanoseconds.
+    cpu_per_client_tick: Option<f64>,
+    /// The relays' CPU, in cores busy.
+    cores: Option<f64>,
+    /// The share of expected frames the players ran in the window.
     on_time: f64,
-    /// The share of ticks the client process managed to commit input for.
+    /// The share of ticks the players committed input for.
     commits: f64,
+    /// Rooms on each relay, as the directory says (a fleet only).
+    spread: Vec<u32>,
 }
 
-fn relay(a: RelayBench) -> Result<(), BenchError> {
-    let mut config = RelayConfig::default();
-    config.room_defaults.policy = PolicyName::Deadline;
-    config.room_defaults.tick_rate = a.tick_rate;
-    config.room_defaults.max_seats = a.room_size.min(256) as u16;
-    config.limits.max_connections = a.max_clients * 2;
-    config.limits.max_rooms = a.max_clients;
-    // Every client comes from one loopback address.
-    config.limits.max_udp_per_addr = a.max_clients * 2;
-    config.limits.handshakes_per_addr = u32::MAX;
-    config.limits.handshakes_per_sec = u32::MAX;
-    config.limits.stranger_replies_per_addr = u32::MAX;
-    config.limits.stranger_replies_per_sec = u32::MAX;
-    config.plain_udp = a.plain;
-    let bind = Bind {
-        udp: Bind::loopback().udp,
-        ..Bind::default()
-    };
-    let relay =
-        BackgroundRelay::start(config, bind).map_err(|e| BenchError::Relay(e.to_string()))?;
-    let addr = relay
-        .udp
-        .ok_or_else(|| BenchError::Relay("no UDP listener".into()))?;
-    let metrics = relay.metrics().clone();
+fn relay(a: &RelayBench) -> Result<(), BenchError> {
+    let threads = a
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from))
+        .max(1);
     println!(
-        "relay capacity: rooms of {} at {} Hz, clients in a separate process over loopback UDP ({}); target p99 seal-to-last-send < {} us",
+        "relay capacity: rooms of {} at {} Hz ({}), players on {threads} threads of this process over loopback UDP; target p99 end to end at the players < {} us",
         a.room_size,
         a.tick_rate,
         if a.plain {
@@ -152,50 +131,99 @@ fn relay(a: RelayBench) -> Result<(), BenchError> {
         },
         a.target_p99_us
     );
+    let redis = if a.relays.iter().any(|n| *n > 1) {
+        match LocalRedis::start() {
+            Ok(r) => Some(r),
+            Err(e) => {
+                println!("no redis-server ({e}; scripts/test-deps installs it): one relay only");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let mut found = Vec::new();
+    for &n in &a.relays {
+        if n > 1 && redis.is_none() {
+            continue;
+        }
+        println!();
+        if n == 1 {
+            println!("### One relay");
+        } else {
+            println!("### {n} relays (one process, a thread each) behind the room directory");
+        }
+        println!();
+        println!(
+            "| clients | rooms | p50 | p99 | relay CPU per client-tick | relay cores busy | frames on time | rooms per relay |"
+        );
+        println!("|---:|---:|---:|---:|---:|---:|---:|---|");
+        let best = search(a, n, threads, redis.as_ref())?;
+        found.push((n, best));
+    }
     println!();
-    println!(
-        "| clients | rooms | p50 | p99 | ticks/s | datagrams in/s | datagrams out/s | clients on time |"
-    );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let exe = std::env::current_exe()?;
+    let base = found.iter().find(|(n, _)| *n == 1).and_then(|(_, b)| *b);
+    for (n, best) in &found {
+        let ratio = match (best, base) {
+            (Some(b), Some(base)) if base > 0 => {
+                format!(" ({:.2}x one relay)", *b as f64 / base as f64)
+            }
+            _ => String::new(),
+        };
+        match best {
+            Some(b) => println!(
+                "{n} relay(s): {b} clients at p99 end to end under {} us{ratio}",
+                a.target_p99_us
+            ),
+            None => println!("{n} relay(s): no step passed"),
+        }
+    }
+    Ok(())
+}
+
+/// Doubles the load until a step fails, then bisects (in whole rooms)
+/// between the last good load and the first bad one; the best load.
+fn search(
+    a: &RelayBench,
+    relays: u16,
+    threads: usize,
+    redis: Option<&LocalRedis>,
+) -> Result<Option<usize>, BenchError> {
     let mut best: Option<usize> = None;
     let mut failed: Option<usize> = None;
     let mut n = a.start.max(a.room_size);
-    let mut step = 0;
-    // Double until a step fails, then bisect (in whole rooms) between the
-    // last good load and the first bad one.
     while n <= a.max_clients {
-        let s = run_step(&exe, addr, &a, n, step, &metrics)?;
-        step += 1;
-        let show = |q: Option<u64>| q.map_or("> 10 ms".into(), |us| format!("<= {us} us"));
+        let s = run_step(a, relays, threads, redis, n)?;
+        let us = |q: Option<u32>| q.map_or("n/a".into(), |us| format!("{us} us"));
         println!(
-            "| {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.1}% |",
+            "| {} | {} | {} | {} | {} | {} | {:.1}% | {} |",
             s.clients,
             s.clients.div_ceil(a.room_size),
-            show(s.p50),
-            show(s.p99),
-            s.ticks_per_sec,
-            s.in_per_sec,
-            s.out_per_sec,
-            s.on_time * 100.0
+            us(s.p50),
+            us(s.p99),
+            s.cpu_per_client_tick
+                .map_or("n/a".into(), |ns| format!("{:.1} us", ns / 1000.0)),
+            s.cores.map_or("n/a".into(), |c| format!("{c:.2}")),
+            s.on_time * 100.0,
+            if s.spread.is_empty() {
+                "-".to_owned()
+            } else {
+                s.spread
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            },
         );
-        // Every committed input is one datagram: fewer arriving means the
-        // relay is dropping input, however fast it sends.
-        let expected_in = s.clients as f64 * f64::from(a.tick_rate) * s.commits;
         let verdict = if s.commits < 0.95 {
             Some(format!(
-                "the client process committed only {:.0}% of its inputs: the load generator is the limit",
+                "the players committed only {:.0}% of their inputs: the load generator is the limit",
                 s.commits * 100.0
             ))
-        } else if s.in_per_sec < expected_in * 0.95 {
-            Some(format!(
-                "the relay took {:.0} of {:.0} input datagrams per second: it is dropping input",
-                s.in_per_sec, expected_in
-            ))
-        } else if s.p99.is_none_or(|p| p >= a.target_p99_us) {
+        } else if s.p99.is_none_or(|p| u64::from(p) >= a.target_p99_us) {
             Some("p99 over the target".to_owned())
         } else if s.on_time < 0.95 {
-            Some("clients fell behind the tick rate".to_owned())
+            Some("players fell behind the tick rate".to_owned())
         } else {
             None
         };
@@ -216,164 +244,400 @@ fn relay(a: RelayBench) -> Result<(), BenchError> {
             (None, None) => break,
         };
     }
-    relay.stop().map_err(|e| BenchError::Relay(e.to_string()))?;
-    Ok(())
+    Ok(best)
+}
+
+/// The relays under test: a `lockstep relay` process.
+struct Relays {
+    child: Child,
+    udp: Vec<SocketAddr>,
+    file: PathBuf,
+}
+
+impl Relays {
+    /// `relays` relays for up to `clients` players (in a fleet on `redis`
+    /// when more than one).
+    fn start(
+        a: &RelayBench,
+        relays: u16,
+        clients: usize,
+        redis: Option<&LocalRedis>,
+    ) -> Result<Self, BenchError> {
+        // Every player comes from one loopback address: no per-address caps.
+        let file = std::env::temp_dir().join(format!(
+            "lockstep-bench-relay-{}-{clients}.toml",
+            std::process::id()
+        ));
+        let config = format!(
+            "plain_udp = {plain}\n\
+             [limits]\n\
+             max_rooms = {rooms}\n\
+             max_connections = {conns}\n\
+             max_udp_per_addr = {conns}\n\
+             handshakes_per_addr = {max}\n\
+             handshakes_per_sec = {max}\n\
+             stranger_replies_per_addr = {max}\n\
+             stranger_replies_per_sec = {max}\n\
+             [room_defaults]\n\
+             policy = \"deadline\"\n\
+             tick_rate = {rate}\n\
+             max_seats = {seats}\n",
+            plain = a.plain,
+            rooms = clients.max(1),
+            conns = clients * 2 + 16,
+            max = u32::MAX,
+            rate = a.tick_rate,
+            seats = a.room_size,
+        );
+        std::fs::write(&file, config)?;
+        let exe = std::env::current_exe()?;
+        let mut cmd = Command::new(exe);
+        cmd.args([
+            "relay",
+            "--udp",
+            "127.0.0.1:0",
+            "--ws",
+            "off",
+            "--http",
+            "off",
+        ])
+        .arg("--config")
+        .arg(&file);
+        let url = redis.map(LocalRedis::url);
+        if let Some(url) = &url {
+            let n = relays.to_string();
+            cmd.args(["--directory", url, "--relay-id", "bench", "--relays", &n])
+                .args(["--lease", "1"]);
+        }
+        let mut child = cmd
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let mut out = BufReader::new(
+            child
+                .stdout
+                .take()
+                .ok_or_else(|| BenchError::Relay("no stdout".into()))?,
+        );
+        let mut udp = Vec::new();
+        for _ in 0..relays {
+            let mut line = String::new();
+            out.read_line(&mut line)?;
+            let addr = line
+                .split_whitespace()
+                .find_map(|f| f.strip_prefix("udp="))
+                .and_then(|a| a.parse().ok())
+                .ok_or_else(|| BenchError::Relay(format!("no UDP address in {line:?}")))?;
+            udp.push(addr);
+        }
+        Ok(Self { child, udp, file })
+    }
+
+    /// CPU time the relay process has used, in nanoseconds: the sum of
+    /// its threads' time on a CPU (Linux's schedstat); `None` elsewhere.
+    fn cpu_ns(&self) -> Option<u64> {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", self.child.id())).ok()?;
+        let mut sum = 0u64;
+        for t in tasks.flatten() {
+            let stat = std::fs::read_to_string(t.path().join("schedstat")).ok()?;
+            sum += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+        }
+        Some(sum)
+    }
+}
+
+impl Drop for Relays {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.file);
+    }
 }
 
 fn run_step(
-    exe: &std::path::Path,
-    addr: SocketAddr,
     a: &RelayBench,
+    relays: u16,
+    threads: usize,
+    redis: Option<&LocalRedis>,
     n: usize,
-    step: usize,
-    metrics: &Metrics,
 ) -> Result<Step, BenchError> {
-    // Start from an empty relay: the last step's rooms must be gone.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while (metrics.players.load(Ordering::Relaxed) > 0
-        || metrics.spectators.load(Ordering::Relaxed) > 0)
-        && Instant::now() < deadline
-    {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let mut child = Command::new(exe)
-        .args(["bench", "relay-clients", "--addr", &addr.to_string()])
-        .args([
-            "--clients",
-            &n.to_string(),
-            "--room-size",
-            &a.room_size.to_string(),
-        ])
-        .args([
-            "--tick-rate",
-            &a.tick_rate.to_string(),
-            "--secs",
-            &(a.step_secs + 2).to_string(),
-        ])
-        .args(["--step", &step.to_string()])
-        .args(a.plain.then_some("--plain"))
-        .stdout(Stdio::piped())
-        .spawn()?;
-    // Let everyone join and settle, then measure.
-    std::thread::sleep(Duration::from_millis(1500));
-    let lat0 = metrics.latency_snapshot();
-    let ticks0 = metrics.ticks.load(Ordering::Relaxed);
-    let in0 = metrics.datagrams_in.load(Ordering::Relaxed);
-    let out0 = metrics.datagrams_out.load(Ordering::Relaxed);
+    // Fresh relays and a fresh directory each step: no room outlives it.
+    let prefix = format!("bench-{n}-");
+    let under_test = Relays::start(a, relays, n, redis)?;
+    // Joining takes a second, and in a fleet a claim and a redirect more.
+    let join = Duration::from_millis(if relays > 1 { 2500 } else { 1500 });
+    let window = Duration::from_secs(a.step_secs);
     let t0 = Instant::now();
-    std::thread::sleep(Duration::from_secs(a.step_secs));
-    let secs = t0.elapsed().as_secs_f64();
-    let lat: Vec<u64> = metrics
-        .latency_snapshot()
-        .iter()
-        .zip(&lat0)
-        .map(|(b, a)| b - a)
-        .collect();
-    let ticks = metrics.ticks.load(Ordering::Relaxed) - ticks0;
-    let din = metrics.datagrams_in.load(Ordering::Relaxed) - in0;
-    let dout = metrics.datagrams_out.load(Ordering::Relaxed) - out0;
-    let mut line = String::new();
-    if let Some(out) = child.stdout.take() {
-        BufReader::new(out).read_line(&mut line)?;
-    }
-    let status = child.wait()?;
-    if !status.success() {
-        return Err(BenchError::Clients(format!("exit status {status}")));
-    }
-    let field = |name: &str| {
-        line.split_whitespace()
-            .find_map(|f| f.strip_prefix(name))
-            .and_then(|v| v.parse::<f64>().ok())
-            .ok_or_else(|| BenchError::Clients(format!("unexpected output {line:?}")))
+    let plan = Plan {
+        relays: under_test.udp.clone(),
+        clients: n,
+        room_size: a.room_size,
+        period: Duration::from_secs(1) / a.tick_rate,
+        plain: a.plain,
+        prefix,
+        start: t0,
+        way: loopback_way()?,
+        window_start: t0 + join,
+        end: t0 + join + window,
     };
-    let on_time = field("on_time=")?;
-    let commits = field("commits=")?;
+    let players: Vec<_> = (0..threads)
+        .map(|k| {
+            let plan = plan.clone();
+            std::thread::spawn(move || players(&plan, k, threads))
+        })
+        .collect();
+    std::thread::sleep(plan.window_start.saturating_duration_since(Instant::now()));
+    let cpu0 = under_test.cpu_ns();
+    std::thread::sleep(plan.end.saturating_duration_since(Instant::now()));
+    let cpu1 = under_test.cpu_ns();
+    let spread = match redis {
+        Some(r) if relays > 1 => spread(r).unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    let mut all = Outcome::default();
+    for t in players {
+        let o = t
+            .join()
+            .map_err(|_| BenchError::Clients("a player thread panicked".into()))??;
+        all.merge(o);
+    }
+    drop(under_test);
+    all.e2e_us.sort_unstable();
+    let q = |p: f64| {
+        (!all.e2e_us.is_empty()).then(|| all.e2e_us[((all.e2e_us.len() - 1) as f64 * p) as usize])
+    };
+    let secs = window.as_secs_f64();
+    let expected = n as f64 * secs / plan.period.as_secs_f64();
+    let cpu = cpu0.zip(cpu1).map(|(a, b)| b.saturating_sub(a));
     Ok(Step {
         clients: n,
-        p50: Metrics::quantile_of(&lat, 0.50),
-        p99: Metrics::quantile_of(&lat, 0.99),
-        ticks_per_sec: ticks as f64 / secs,
-        in_per_sec: din as f64 / secs,
-        out_per_sec: dout as f64 / secs,
-        on_time,
-        commits,
+        p50: q(0.50),
+        p99: q(0.99),
+        cpu_per_client_tick: cpu
+            .filter(|_| all.frames > 0)
+            .map(|ns| ns as f64 / all.frames as f64),
+        cores: cpu.map(|ns| ns as f64 / 1e9 / secs),
+        on_time: (all.frames as f64 / expected).min(1.0),
+        commits: if all.wanted == 0 {
+            0.0
+        } else {
+            (all.committed as f64 / all.wanted as f64).min(1.0)
+        },
+        spread,
     })
 }
 
-/// The client process: `clients` players, paced at the tick rate, for
-/// `secs` seconds; prints the share of expected frames they ran.
-fn clients(c: Clients) -> Result<(), BenchError> {
-    let clock = Clock::new();
-    let mut players = Vec::with_capacity(c.clients);
-    for i in 0..c.clients {
-        let mut t = UdpTransport::bind("127.0.0.1:0")?;
-        let server = t.add_peer(c.addr);
-        let config = ClientConfig {
-            room: format!("bench-{}-{}", c.step, i / c.room_size.max(1)),
-            name: format!("bot{i}"),
-            codec: InputCodec::PlayerInputs,
-            secret: if c.plain {
-                None
-            } else {
-                Some(
-                    lockstep_net::session_secret()
-                        .map_err(|e| BenchError::Clients(e.to_string()))?,
-                )
-            },
-            ..ClientConfig::default()
-        };
-        let s = ClientSession::<PlayerInputs>::new(config, server, clock.now())
-            .map_err(|e| BenchError::Clients(e.to_string()))?;
-        players.push((t, s, 0u64));
+/// Half the quickest of 200 round trips between two loopback UDP
+/// sockets: what the kernel's path from the relay to a player costs at
+/// least. (A session's own round trip counts both ends' loops, hundreds of
+/// microseconds more.)
+fn loopback_way() -> Result<Duration, BenchError> {
+    let a = std::net::UdpSocket::bind("127.0.0.1:0")?;
+    let b = std::net::UdpSocket::bind("127.0.0.1:0")?;
+    a.connect(b.local_addr()?)?;
+    b.connect(a.local_addr()?)?;
+    for s in [&a, &b] {
+        s.set_read_timeout(Some(Duration::from_secs(1)))?;
     }
-    let period = Duration::from_secs(1) / c.tick_rate.max(1);
-    let start = Instant::now();
-    let end = start + Duration::from_secs(c.secs);
-    let mut scratch = lockstep_net::Buffers::default();
+    let mut buf = [0u8; 64];
+    let mut best = Duration::MAX;
+    for _ in 0..200 {
+        let t = Instant::now();
+        a.send(&[1; 60])?;
+        let n = b.recv(&mut buf)?;
+        b.send(&buf[..n])?;
+        a.recv(&mut buf)?;
+        best = best.min(t.elapsed());
+    }
+    Ok(best / 2)
+}
+
+/// Rooms on each relay, as the directory says.
+fn spread(redis: &LocalRedis) -> Option<Vec<u32>> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    rt.block_on(async {
+        let dir = RedisDirectory::open(&redis.url(), "lockstep:").ok()?;
+        let relays = dir.relays().await.ok()?;
+        Some(relays.iter().map(|r| r.rooms).collect())
+    })
+}
+
+/// How long after its first frame a player's frames are timed.
+const SETTLE: Duration = Duration::from_millis(500);
+
+/// What every player thread is told.
+#[derive(Debug, Clone)]
+struct Plan {
+    relays: Vec<SocketAddr>,
+    clients: usize,
+    room_size: usize,
+    period: Duration,
+    plain: bool,
+    prefix: String,
+    start: Instant,
+    /// The way from the relay to a player: half the quickest loopback
+    /// round trip (see [`loopback_way`]).
+    way: Duration,
+    /// Frames arriving from here to `end` are measured.
+    window_start: Instant,
+    end: Instant,
+}
+
+/// What the players of a thread measured.
+#[derive(Debug, Default)]
+struct Outcome {
+    /// Each measured frame's time from its tick's seal to its arrival.
+    e2e_us: Vec<u32>,
+    /// Frames run in the window.
+    frames: u64,
+    committed: u64,
+    wanted: u64,
+}
+
+impl Outcome {
+    fn merge(&mut self, o: Self) {
+        self.e2e_us.extend(o.e2e_us);
+        self.frames += o.frames;
+        self.committed += o.committed;
+        self.wanted += o.wanted;
+    }
+}
+
+/// The players of thread `k` of `threads`: every `threads`-th client,
+/// each a task on this thread's runtime, woken when its socket is
+/// readable.
+fn players(plan: &Plan, k: usize, threads: usize) -> Result<Outcome, BenchError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async {
+        let tasks: Vec<_> = (k..plan.clients)
+            .step_by(threads)
+            .map(|i| tokio::task::spawn_local(player(plan.clone(), i)))
+            .collect();
+        let mut all = Outcome::default();
+        for t in tasks {
+            let o = t.await.map_err(|e| BenchError::Clients(e.to_string()))??;
+            all.merge(o);
+        }
+        Ok(all)
+    })
+}
+
+/// Player `i`: joins its room (players join spread over the first second,
+/// as a crowd would), commits an input every tick, and times each frame
+/// that arrives in the window from its tick's seal (see the module docs).
+async fn player(plan: Plan, i: usize) -> Result<Outcome, BenchError> {
+    let join_at =
+        plan.start + Duration::from_secs(1).mul_f64(i as f64 / plan.clients.max(1) as f64);
+    tokio::time::sleep_until(join_at.into()).await;
+    let room = i / plan.room_size;
+    let relay = plan.relays[room % plan.relays.len()];
+    let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await?;
+    sock.connect(relay).await?;
+    let secret = if plan.plain {
+        None
+    } else {
+        Some(lockstep_net::session_secret().map_err(|e| BenchError::Clients(e.to_string()))?)
+    };
+    let config = ClientConfig {
+        room: format!("{}{room}", plan.prefix),
+        name: format!("bot{i}"),
+        codec: InputCodec::PlayerInputs,
+        secret,
+        ..ClientConfig::default()
+    };
+    let core = |at: Instant| {
+        lockstep_core::Instant::from_duration(at.saturating_duration_since(plan.start))
+    };
+    let mut session = ClientSession::<PlayerInputs>::new(config, PeerId(0), core(join_at))
+        .map_err(|e| BenchError::Clients(e.to_string()))?;
+    let mut out = Outcome::default();
+    let mut seen: Vec<(u32, Instant)> = Vec::new();
+    let mut first_frame: Option<Instant> = None;
+    let (mut buf, mut tx) = (vec![0u8; 2048], Vec::new());
+    let mut next_commit = join_at;
     let mut tick = 0u64;
-    let mut next = start;
-    let mut sent = 0u64;
-    while Instant::now() < end {
-        let now = clock.now();
-        let due = Instant::now() >= next;
-        for (k, (t, s, frames)) in players.iter_mut().enumerate() {
-            let _ = drive(s, t, now, &mut scratch);
-            if due {
-                let input = PlayerInputs::default()
-                    .with_movement(((tick + k as u64) % 7) as f32 / 7.0, 0.0);
-                if s.commit_local(input).is_ok() {
-                    sent += 1;
+    loop {
+        while let Some(t) = session.poll_transmit(&mut tx) {
+            let _ = sock.try_send(&tx[..t.len]);
+        }
+        // A redirect from a relay of the fleet: the room's relay instead.
+        if let Some(to) = session.redirect() {
+            sock.connect(to).await?;
+            session.follow_redirect(PeerId(0), core(Instant::now()));
+            continue;
+        }
+        let wake = session
+            .poll_timeout()
+            .map_or(plan.end, |t| {
+                plan.start + (t - lockstep_core::Instant::ZERO)
+            })
+            .min(next_commit)
+            .min(plan.end);
+        tokio::select! {
+            r = sock.recv(&mut buf) => {
+                let at = Instant::now();
+                let Ok(n) = r else { continue };
+                let _ = session.handle_datagram(PeerId(0), &buf[..n], core(at));
+                while let Some(f) = session.advance() {
+                    // Frames that catch a joiner up come in a burst, late
+                    // by design: timed from half a second after the first.
+                    let settled = *first_frame.get_or_insert(at) + SETTLE;
+                    if at >= plan.window_start && at < plan.end {
+                        out.frames += 1;
+                        if at >= settled {
+                            seen.push((f.tick.get(), at));
+                        }
+                    }
                 }
             }
-            while s.advance().is_some() {
-                *frames += 1;
+            () = tokio::time::sleep_until(wake.into()) => {
+                let now = Instant::now();
+                if now >= plan.end {
+                    break;
+                }
+                session.handle_timeout(core(now));
+                if now >= next_commit {
+                    if session.seat().is_some() {
+                        let input = PlayerInputs::default()
+                            .with_movement(((tick + i as u64) % 7) as f32 / 7.0, 0.0);
+                        if now >= plan.window_start {
+                            out.wanted += 1;
+                        }
+                        if session.commit_local(input).is_ok() && now >= plan.window_start {
+                            out.committed += 1;
+                        }
+                        tick += 1;
+                    }
+                    next_commit += plan.period;
+                }
             }
-            let _ = drive(s, t, now, &mut scratch);
         }
-        if due {
-            tick += 1;
-            next += period;
-        }
-        std::thread::sleep(Duration::from_micros(300));
     }
-    let elapsed = start.elapsed().as_secs_f64();
-    // Say goodbye (thrice, against loss) so the relay frees the rooms at
-    // once instead of sealing for nobody until they time out.
-    for _ in 0..3 {
-        for (t, s, _) in &mut players {
-            s.leave();
-            let _ = drive(s, t, clock.now(), &mut scratch);
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    // No goodbye: the step's relays are stopped with it.
+    // The seal of tick T is its room's clock start plus T periods: the
+    // start, on our clock, is where the earliest frame arrived (taken as
+    // on time) less the way here.
+    let way = plan.way;
+    let offset = |(t, at): &(u32, Instant)| {
+        at.saturating_duration_since(plan.start)
+            .as_nanos()
+            .saturating_sub(plan.period.as_nanos() * u128::from(*t))
+    };
+    if let Some(earliest) = seen.iter().map(offset).min() {
+        out.e2e_us = seen
+            .iter()
+            .map(|s| {
+                let late = Duration::from_nanos((offset(s) - earliest) as u64) + way;
+                u32::try_from(late.as_micros()).unwrap_or(u32::MAX)
+            })
+            .collect();
     }
-    // Frames a client joined within the first second should have run.
-    let expected = (elapsed - 1.0).max(0.1) * f64::from(c.tick_rate) * players.len() as f64;
-    let ran: u64 = players.iter().map(|(_, _, f)| *f).sum();
-    let wanted = elapsed * f64::from(c.tick_rate) * players.len() as f64;
-    println!(
-        "on_time={:.4} commits={:.4}",
-        (ran as f64 / expected).min(1.0),
-        (sent as f64 / wanted).min(1.0)
-    );
-    Ok(())
+    Ok(out)
 }
