@@ -128,6 +128,16 @@ pub(crate) struct RelayArgs {
     /// last relay's, port 0 picking its own), behind the one directory.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256), requires = "directory")]
     relays: u16,
+    /// Be an Agones game server: Ready once listening, health from the
+    /// loop, rooms and players as Counters, the `lockstep-draining` label
+    /// while draining, Shutdown once stopped. Needs a build with the
+    /// `agones` feature.
+    #[arg(long, conflicts_with = "relays")]
+    agones: bool,
+    /// The Agones SDK server's gRPC port (the `AGONES_SDK_GRPC_PORT` Agones
+    /// sets, else 9357, unless given).
+    #[arg(long, value_name = "PORT", requires = "agones")]
+    agones_port: Option<u16>,
     /// Log as JSON lines instead of text.
     #[arg(long)]
     json_logs: bool,
@@ -231,6 +241,8 @@ pub(crate) enum RelayCliError {
     Runtime(std::io::Error),
     #[error(transparent)]
     Directory(#[from] lockstep_relay::directory::DirectoryError),
+    #[error("Agones: {0}")]
+    Agones(String),
 }
 
 /// `host:port` (a name is looked up) or `off`.
@@ -317,6 +329,10 @@ pub(crate) fn main(args: RelayArgs) -> Result<(), RelayCliError> {
         let _ = subscriber.json().try_init();
     } else {
         let _ = subscriber.try_init();
+    }
+    if args.agones && !cfg!(feature = "agones") {
+        // Before listening: a relay Agones never hears from is never used.
+        return agones_missing();
     }
     let config = config(&args)?;
     let (udp, ws, http) = (addr(&args.udp)?, addr(&args.ws)?, addr(&args.http)?);
@@ -469,7 +485,8 @@ async fn serve_one(
                  speak for it (fine on a LAN you trust)"
             );
         }
-        let report = match (&args.directory, &relay_id) {
+        let metrics = std::sync::Arc::new(lockstep_relay::Metrics::default());
+        let relay: std::pin::Pin<Box<dyn Future<Output = _>>> = match (&args.directory, &relay_id) {
             (Some(url), Some(id)) => {
                 lockstep_relay::directory::check_relay_id(id)?;
                 let directory =
@@ -489,16 +506,25 @@ async fn serve_one(
                     lease: std::time::Duration::from_secs(args.lease),
                 };
                 tracing::info!(relay = %id, "in the fleet of {url}");
-                lockstep_relay::run_in_fleet(
+                Box::pin(lockstep_relay::run_in_fleet(
                     config,
                     listeners,
-                    std::sync::Arc::new(lockstep_relay::Metrics::default()),
+                    metrics.clone(),
                     fleet,
                     shutdown,
-                )
-                .await?
+                ))
             }
-            _ => lockstep_relay::run(config, listeners, shutdown).await?,
+            _ => Box::pin(lockstep_relay::run_with_metrics(
+                config,
+                listeners,
+                metrics.clone(),
+                shutdown,
+            )),
+        };
+        let report = if args.agones {
+            agones(args.agones_port, metrics, relay).await??
+        } else {
+            relay.await?
         };
         tracing::info!(
             ticks = report.ticks,
@@ -509,6 +535,44 @@ async fn serve_one(
         );
         Ok(())
     }
+}
+
+/// Runs `relay` as an Agones game server (see `lockstep_agones`).
+#[cfg(feature = "agones")]
+async fn agones<R>(
+    port: Option<u16>,
+    metrics: std::sync::Arc<lockstep_relay::Metrics>,
+    relay: impl Future<Output = R>,
+) -> Result<R, RelayCliError> {
+    let mut config = lockstep_agones::AgonesConfig::default();
+    config.port = port;
+    let server = lockstep_agones::GameServer::connect(config)
+        .await
+        .map_err(|e| RelayCliError::Agones(e.to_string()))?;
+    tracing::info!("an Agones game server");
+    server
+        .serve(metrics, relay)
+        .await
+        .map_err(|e| RelayCliError::Agones(e.to_string()))
+}
+
+/// Without the `agones` feature: refused by name.
+#[cfg(not(feature = "agones"))]
+async fn agones<R>(
+    _port: Option<u16>,
+    _metrics: std::sync::Arc<lockstep_relay::Metrics>,
+    _relay: impl Future<Output = R>,
+) -> Result<R, RelayCliError> {
+    agones_missing()
+}
+
+/// `--agones` on a build without the feature.
+fn agones_missing<R>() -> Result<R, RelayCliError> {
+    Err(RelayCliError::Agones(
+        "this lockstep was built without Agones: build it with `--features agones` \
+         (cargo install --path crates/lockstep-cli --features agones; the SDK's build needs protoc)"
+            .into(),
+    ))
 }
 
 /// Completes on SIGINT (Ctrl-C) or, on Unix, SIGTERM.

@@ -74,6 +74,20 @@ fn out_of_range_numbers_are_refused_in_words() {
         "room size from 1 to 256",
     );
     refused(&["relay", "--tick-rate", "0"], "tick-rate");
+    // The workspace's build has no Agones (its SDK's build needs protoc).
+    refused(
+        &[
+            "relay",
+            "--agones",
+            "--udp",
+            "127.0.0.1:0",
+            "--ws",
+            "off",
+            "--http",
+            "off",
+        ],
+        "built without Agones",
+    );
     refused(&["play", "--ticket", "not hex"], "hex digits");
     refused(
         &["play", "--relay", "http://127.0.0.1:7777"],
