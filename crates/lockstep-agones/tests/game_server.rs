@@ -13,11 +13,12 @@ use lockstep_net::RelayClient;
 use lockstep_relay::{Listeners, Metrics, RelayConfig, SOCKET_BUFFER, bind_udp, run_with_metrics};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// A fold of every input.
+/// A fold of every input, with its value after each tick (not state).
 #[derive(Debug, Default)]
-struct Sum(u64);
+struct Sum(u64, Vec<u64>);
 
 impl Game for Sum {
     type Input = u16;
@@ -25,6 +26,7 @@ impl Game for Sum {
         for i in &frame.inputs {
             self.0 = (self.0 ^ u64::from(i.unwrap_or(0))).wrapping_mul(0x100_0000_01B3);
         }
+        self.1.push(self.0);
     }
     fn hash(&self) -> u64 {
         self.0
@@ -33,9 +35,8 @@ impl Game for Sum {
         self.0.to_le_bytes().to_vec()
     }
     fn restore(b: &[u8]) -> Result<Self, String> {
-        Ok(Self(u64::from_le_bytes(
-            b.try_into().map_err(|_| "eight bytes")?,
-        )))
+        let v = u64::from_le_bytes(b.try_into().map_err(|_| "eight bytes")?);
+        Ok(Self(v, Vec::new()))
     }
 }
 
@@ -57,10 +58,11 @@ fn told(state: &fake_sdk::Shared) -> fake_sdk::Told {
 fn players(
     relay: SocketAddr,
     leave: Arc<std::sync::atomic::AtomicBool>,
-) -> Vec<std::thread::JoinHandle<u64>> {
+    ran: Arc<[AtomicUsize; 2]>,
+) -> Vec<std::thread::JoinHandle<Vec<u64>>> {
     (0..2u16)
         .map(|k| {
-            let leave = leave.clone();
+            let (leave, ran) = (leave.clone(), ran.clone());
             std::thread::spawn(move || {
                 let config = ClientConfig {
                     room: "arena".into(),
@@ -73,19 +75,61 @@ fn players(
                 c.set_last_tick(Some(Tick::new(300)));
                 let deadline = Instant::now() + Duration::from_secs(30);
                 while c.status() != Status::Finished && Instant::now() < deadline {
-                    if leave.load(std::sync::atomic::Ordering::Relaxed) {
+                    if leave.load(Ordering::Relaxed) {
                         break;
                     }
                     c.turn(|_| k + 1).expect("the turn goes on");
+                    ran[usize::from(k)].store(c.game().1.len(), Ordering::Relaxed);
                     c.wait(Duration::from_millis(5)).expect("waits");
                 }
                 c.leave();
-                let hash = c.game().hash();
+                let hashes = c.game().1.clone();
                 drop(c);
-                hash
+                hashes
             })
         })
         .collect()
+}
+
+/// A relay serving under the fake SDK server.
+struct Started {
+    state: fake_sdk::Shared,
+    relay: SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    serving: tokio::task::JoinHandle<
+        Result<
+            Result<lockstep_relay::RelayReport, lockstep_relay::RelayError>,
+            lockstep_agones::AgonesError,
+        >,
+    >,
+}
+
+/// A fake SDK server (declaring the counters or not) and a relay on
+/// loopback UDP under it, reporting every `health_every`.
+async fn start(counters_declared: bool, config: RelayConfig, health_every: Duration) -> Started {
+    let (sdk, state) = fake_sdk::start(counters_declared).await;
+    let udp = bind_udp("127.0.0.1:0".parse().expect("an address"), SOCKET_BUFFER).expect("bind");
+    let relay = udp.local_addr().expect("an address");
+    let listeners = Listeners {
+        udp: Some(udp),
+        ..Listeners::default()
+    };
+    let metrics = Arc::new(Metrics::default());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut agones = AgonesConfig::default();
+    agones.port = Some(sdk.port());
+    agones.health_every = health_every;
+    let server = GameServer::connect(agones).await.expect("the SDK answers");
+    let run = run_with_metrics(config, listeners, metrics.clone(), async {
+        let _ = stopped.await;
+    });
+    let serving = tokio::spawn(server.serve(metrics, run));
+    Started {
+        state,
+        relay,
+        stop,
+        serving,
+    }
 }
 
 #[test]
@@ -96,35 +140,30 @@ fn a_relay_is_an_agones_game_server() {
         .build()
         .expect("a runtime");
     rt.block_on(async {
-        let (sdk, state) = fake_sdk::start(true).await;
-        let udp =
-            bind_udp("127.0.0.1:0".parse().expect("an address"), SOCKET_BUFFER).expect("bind");
-        let relay_addr = udp.local_addr().expect("an address");
-        let listeners = Listeners {
-            udp: Some(udp),
-            ..Listeners::default()
-        };
-        let metrics = Arc::new(Metrics::default());
         let config = RelayConfig {
             drain_secs: 30,
             ..RelayConfig::default()
         };
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let mut agones = AgonesConfig::default();
-        agones.port = Some(sdk.port());
-        agones.health_every = Duration::from_millis(100);
-        let server = GameServer::connect(agones).await.expect("the SDK answers");
-        let relay = run_with_metrics(config, listeners, metrics.clone(), async {
-            let _ = stopped.await;
-        });
-        let serving = tokio::spawn(server.serve(metrics, relay));
+        let Started {
+            state,
+            relay: relay_addr,
+            stop,
+            serving,
+        } = start(true, config, Duration::from_millis(100)).await;
 
         until("ready", || told(&state).ready == 1).await;
         until("health while the loop runs", || told(&state).health >= 3).await;
 
         // A match: the counters follow it.
         let leave = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let match_ = players(relay_addr, leave.clone());
+        let ran = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+        let least = || {
+            ran.iter()
+                .map(|r| r.load(Ordering::Relaxed))
+                .min()
+                .unwrap_or(0)
+        };
+        let match_ = players(relay_addr, leave.clone(), ran.clone());
         until("rooms and players counted", || {
             let t = told(&state);
             t.counters.get(ROOMS_COUNTER) == Some(&1) && t.counters.get(PLAYERS_COUNTER) == Some(&2)
@@ -138,14 +177,20 @@ fn a_relay_is_an_agones_game_server() {
         })
         .await;
         assert_eq!(told(&state).shutdown, 0, "no shutdown while a match plays");
+        // The match plays on through the drain.
+        let at = least();
+        until("the match plays on", || least() >= at + 30).await;
 
         // The players leave: the relay stops, and Agones is told to shut down.
-        leave.store(true, std::sync::atomic::Ordering::Relaxed);
-        let hashes: Vec<u64> = match_
+        leave.store(true, Ordering::Relaxed);
+        let runs: Vec<Vec<u64>> = match_
             .into_iter()
             .map(|t| t.join().expect("a player"))
             .collect();
-        assert_eq!(hashes[0], hashes[1], "one stream");
+        // Each left at its own tick: the ticks both ran are one stream.
+        let both = runs[0].len().min(runs[1].len());
+        assert!(both >= at + 30, "{both} ticks");
+        assert_eq!(runs[0][..both], runs[1][..both], "one stream");
         let report = tokio::time::timeout(Duration::from_secs(10), serving)
             .await
             .expect("the relay stops once drained")
@@ -173,23 +218,12 @@ fn counters_missing_from_the_spec_are_not_fatal() {
         .build()
         .expect("a runtime");
     rt.block_on(async {
-        let (sdk, state) = fake_sdk::start(false).await;
-        let udp =
-            bind_udp("127.0.0.1:0".parse().expect("an address"), SOCKET_BUFFER).expect("bind");
-        let listeners = Listeners {
-            udp: Some(udp),
-            ..Listeners::default()
-        };
-        let metrics = Arc::new(Metrics::default());
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let mut agones = AgonesConfig::default();
-        agones.port = Some(sdk.port());
-        agones.health_every = Duration::from_millis(50);
-        let server = GameServer::connect(agones).await.expect("the SDK answers");
-        let relay = run_with_metrics(RelayConfig::default(), listeners, metrics.clone(), async {
-            let _ = stopped.await;
-        });
-        let serving = tokio::spawn(server.serve(metrics, relay));
+        let Started {
+            state,
+            stop,
+            serving,
+            ..
+        } = start(false, RelayConfig::default(), Duration::from_millis(50)).await;
         until("health goes on", || told(&state).health >= 5).await;
         assert_eq!(told(&state).counters_refused, 1, "tried once");
         let _ = stop.send(());

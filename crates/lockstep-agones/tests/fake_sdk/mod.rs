@@ -95,7 +95,8 @@ pub(crate) async fn start(counters_declared: bool) -> (SocketAddr, Shared) {
         counters_declared,
         ..State::default()
     }));
-    let (sdk, beta) = (Sdk(state.clone()), Beta(state.clone()));
+    let sdk = Service::<Sdk>(state.clone(), std::marker::PhantomData);
+    let beta = Service::<Beta>(state.clone(), std::marker::PhantomData);
     tokio::spawn(async move {
         let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
         let _ = tonic::transport::Server::builder()
@@ -178,15 +179,32 @@ where
     })
 }
 
-/// `agones.dev.sdk.SDK`.
-#[derive(Clone)]
-struct Sdk(Shared);
-
-impl NamedService for Sdk {
-    const NAME: &'static str = "agones.dev.sdk.SDK";
+/// The methods of one gRPC service, by path.
+trait Methods: Send + Sync + 'static {
+    const NAME: &'static str;
+    fn route<B>(
+        state: Shared,
+        req: http::Request<B>,
+    ) -> BoxFuture<http::Response<tonic::body::BoxBody>, Infallible>
+    where
+        B: Body + Send + 'static,
+        B::Error: Into<StdError> + Send + 'static;
 }
 
-impl<B> tonic::codegen::Service<http::Request<B>> for Sdk
+/// A gRPC service answering with `M`'s methods.
+struct Service<M>(Shared, std::marker::PhantomData<M>);
+
+impl<M> Clone for Service<M> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone(), std::marker::PhantomData)
+    }
+}
+
+impl<M: Methods> NamedService for Service<M> {
+    const NAME: &'static str = M::NAME;
+}
+
+impl<M: Methods, B> tonic::codegen::Service<http::Request<B>> for Service<M>
 where
     B: Body + Send + 'static,
     B::Error: Into<StdError> + Send + 'static,
@@ -200,7 +218,24 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        let state = self.0.clone();
+        M::route(self.0.clone(), req)
+    }
+}
+
+/// `agones.dev.sdk.SDK`.
+struct Sdk;
+
+impl Methods for Sdk {
+    const NAME: &'static str = "agones.dev.sdk.SDK";
+
+    fn route<B>(
+        state: Shared,
+        req: http::Request<B>,
+    ) -> BoxFuture<http::Response<tonic::body::BoxBody>, Infallible>
+    where
+        B: Body + Send + 'static,
+        B::Error: Into<StdError> + Send + 'static,
+    {
         match req.uri().path() {
             "/agones.dev.sdk.SDK/GetGameServer" => unary(req, |_: Empty| Ok(GameServer {})),
             "/agones.dev.sdk.SDK/Ready" => unary(req, move |_: Empty| {
@@ -233,28 +268,19 @@ where
 }
 
 /// `agones.dev.sdk.beta.SDK`: Counters.
-#[derive(Clone)]
-struct Beta(Shared);
+struct Beta;
 
-impl NamedService for Beta {
+impl Methods for Beta {
     const NAME: &'static str = "agones.dev.sdk.beta.SDK";
-}
 
-impl<B> tonic::codegen::Service<http::Request<B>> for Beta
-where
-    B: Body + Send + 'static,
-    B::Error: Into<StdError> + Send + 'static,
-{
-    type Response = http::Response<tonic::body::BoxBody>;
-    type Error = Infallible;
-    type Future = BoxFuture<Self::Response, Self::Error>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        let state = self.0.clone();
+    fn route<B>(
+        state: Shared,
+        req: http::Request<B>,
+    ) -> BoxFuture<http::Response<tonic::body::BoxBody>, Infallible>
+    where
+        B: Body + Send + 'static,
+        B::Error: Into<StdError> + Send + 'static,
+    {
         match req.uri().path() {
             "/agones.dev.sdk.beta.SDK/UpdateCounter" => {
                 unary(req, move |r: UpdateCounterRequest| {

@@ -1109,26 +1109,12 @@ fn hello_key(c: &mut ClientSession<u16>) -> Option<(PeerId, [u8; 32])> {
     })
 }
 
-/// A redirect (a relay of a fleet naming the one that serves the room) is
-/// taken only sealed under the handshake's keys: a plain one, which anyone
-/// could forge "from" the relay, changes nothing. Taken, the session sends
-/// nothing until its caller follows it, then starts a new handshake (a new
-/// key) at the new relay; a redirect past `MAX_REDIRECTS`, or one never
-/// followed, ends the session naming where the room is.
-#[test]
-fn a_client_takes_only_a_sealed_redirect_and_waits_to_be_moved() {
-    use lockstep_core::secure;
-    use lockstep_core::sequenced::MAX_REDIRECTS;
-    let secret = [9; 32];
-    let config = ClientConfig {
-        secret: Some(secret),
-        ..ClientConfig::default()
-    };
-    let mut c = ClientSession::<u16>::new(config, SERVER, Instant::ZERO).unwrap();
-    let (_, first_key) = hello_key(&mut c).expect("a hello");
+/// A server's challenge to a Hello offering `key`, and the channel the
+/// server derives for it.
+fn answer(key: [u8; 32]) -> (Vec<u8>, lockstep_core::secure::SecureChannel) {
     let cookie = [4u8; 20];
     let (server_pub, server) =
-        secure::server_handshake(&[2; 32], &cookie, &first_key).expect("a real key");
+        lockstep_core::secure::server_handshake(&[2; 32], &cookie, &key).expect("a real key");
     let challenge = raw(
         Tick::ZERO,
         false,
@@ -1137,6 +1123,26 @@ fn a_client_takes_only_a_sealed_redirect_and_waits_to_be_moved() {
             key: Some(server_pub),
         }],
     );
+    (challenge, server)
+}
+
+/// A redirect (a relay of a fleet naming the one that serves the room) is
+/// taken only sealed under the handshake's keys: a plain one, which anyone
+/// could forge "from" the relay, changes nothing. Taken, the session sends
+/// nothing until its caller follows it, then starts a new handshake (a new
+/// key) at the new relay; a redirect past `MAX_REDIRECTS`, or one never
+/// followed, ends the session naming where the room is.
+#[test]
+fn a_client_takes_only_a_sealed_redirect_and_waits_to_be_moved() {
+    use lockstep_core::sequenced::MAX_REDIRECTS;
+    let secret = [9; 32];
+    let config = ClientConfig {
+        secret: Some(secret),
+        ..ClientConfig::default()
+    };
+    let mut c = ClientSession::<u16>::new(config, SERVER, Instant::ZERO).unwrap();
+    let (_, first_key) = hello_key(&mut c).expect("a hello");
+    let (challenge, server) = answer(first_key);
     c.handle_datagram(SERVER, &challenge, Instant::ZERO)
         .unwrap();
     let elsewhere: std::net::SocketAddr = "192.0.2.7:4000".parse().unwrap();
@@ -1184,16 +1190,7 @@ fn a_client_takes_only_a_sealed_redirect_and_waits_to_be_moved() {
     // Relays that keep sending it on: past MAX_REDIRECTS it gives up.
     let mut key = second_key;
     for taken in 1..=MAX_REDIRECTS {
-        let (server_pub, server) =
-            secure::server_handshake(&[2; 32], &cookie, &key).expect("a real key");
-        let challenge = raw(
-            Tick::ZERO,
-            false,
-            &[Message::Challenge {
-                cookie: &cookie,
-                key: Some(server_pub),
-            }],
-        );
+        let (challenge, server) = answer(key);
         c.handle_datagram(PeerId(7), &challenge, later).unwrap();
         let mut sealed = Vec::new();
         server.seal_reply(&moved, &mut sealed);

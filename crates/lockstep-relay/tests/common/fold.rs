@@ -1,6 +1,11 @@
-//! A small game and a writer the replay and spectator tests share.
+//! A small game, a client playing it, and a writer the replay, spectator
+//! and fleet tests share.
 
+use super::TestRelay;
+use lockstep_core::runner::RunnerConfig;
+use lockstep_core::sequenced::ClientConfig;
 use lockstep_core::{Frame, Game};
+use lockstep_net::RelayClient;
 
 /// A fold of every input, and the next tick it runs.
 #[derive(Debug, Default)]
@@ -30,6 +35,17 @@ impl Game for Fold {
             acc: u64::from_le_bytes(a.try_into().map_err(|_| "acc")?),
         })
     }
+}
+
+/// A `RelayClient` of `relay` playing the fold, as `name`, in `room`.
+pub fn client(relay: &TestRelay, room: &str, name: &str) -> RelayClient<Fold> {
+    let config = ClientConfig {
+        room: room.into(),
+        name: name.into(),
+        ..ClientConfig::default()
+    };
+    RelayClient::connect(relay.udp, config, Fold::default(), RunnerConfig::default())
+        .expect("a client")
 }
 
 /// A writer whose bytes the test reads while a runner holds it.

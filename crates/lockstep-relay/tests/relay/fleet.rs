@@ -3,10 +3,9 @@
 //! relay killed leaves its claims to lapse, and another relay takes its
 //! rooms' names; one stopped cleanly gives them up at once.
 
-use crate::common::fold::Fold;
+use crate::common::fold::{self, Fold};
 use crate::common::{Kind, Player, TestRelay, client_config, play_on, play_until};
-use lockstep_core::runner::{RunnerConfig, Status};
-use lockstep_core::sequenced::ClientConfig;
+use lockstep_core::runner::Status;
 use lockstep_core::{Event, Tick};
 use lockstep_net::Clock;
 use lockstep_net::RelayClient;
@@ -134,16 +133,6 @@ fn a_room_opens_on_one_relay_and_moves_when_its_relay_dies() {
     assert_eq!(ask(dir.relays()).expect("reads"), []);
 }
 
-fn fold_client(relay: &TestRelay, room: &str, name: &str) -> RelayClient<Fold> {
-    let config = ClientConfig {
-        room: room.into(),
-        name: name.into(),
-        ..ClientConfig::default()
-    };
-    RelayClient::connect(relay.udp, config, Fold::default(), RunnerConfig::default())
-        .expect("a client")
-}
-
 /// Turns every client, each playing its own input, until `done`.
 fn turn_until(
     clients: &mut [(RelayClient<Fold>, u16)],
@@ -174,12 +163,12 @@ fn a_client_sent_to_the_wrong_relay_is_redirected_and_plays() {
     until("both relays registered", || {
         ask(dir.relays()).map(|r| r.len()).unwrap_or(0) == 2
     });
-    let mut clients = vec![(fold_client(&a, "arena", "ann"), 3)];
+    let mut clients = vec![(fold::client(&a, "arena", "ann"), 3)];
     turn_until(&mut clients, "ann seated on relay a", |c| {
         c[0].0.session().connected()
     });
     // Bob asks relay b.
-    clients.push((fold_client(&b, "arena", "bob"), 5));
+    clients.push((fold::client(&b, "arena", "bob"), 5));
     let last = Tick::new(99);
     for (c, _) in &mut clients {
         c.set_last_tick(Some(last));

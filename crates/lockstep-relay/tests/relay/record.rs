@@ -3,26 +3,15 @@
 //! recording, never the room.
 
 use crate::common::TestRelay;
-use crate::common::fold::{Fold, Shared};
+use crate::common::fold::{Fold, Shared, client};
 use lockstep_core::Game;
 use lockstep_core::replay::{Header, Replay, Topology};
-use lockstep_core::runner::{RunnerConfig, Status};
-use lockstep_core::sequenced::ClientConfig;
+use lockstep_core::runner::Status;
 use lockstep_net::RelayClient;
 use lockstep_relay::{RecordSink, RelayConfig};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-fn client(relay: &TestRelay, room: &str, name: &str) -> RelayClient<Fold> {
-    let config = ClientConfig {
-        room: room.into(),
-        name: name.into(),
-        ..ClientConfig::default()
-    };
-    RelayClient::connect(relay.udp, config, Fold::default(), RunnerConfig::default())
-        .expect("a client")
-}
 
 fn run_until(
     clients: &mut [RelayClient<Fold>],
