@@ -77,6 +77,8 @@ pub(crate) enum FleetOp {
     },
     /// The room closed: give it up.
     Release(RoomName),
+    /// Register the relay's entry again now (it began to drain).
+    Refresh,
 }
 
 /// What the fleet task tells the relay's loop.
@@ -134,6 +136,11 @@ async fn place<D: Directory>(
     };
     match dir.owner(room).await? {
         Some(owner) if owner.relay != id => return Ok(there(owner)),
+        // Placed here by another relay (the client sent on to us) before
+        // it knew we drain: given back, and placed elsewhere.
+        Some(owner) if draining => {
+            dir.release(room, id, owner.epoch).await?;
+        }
         // Placed here by another relay, the client sent on to us.
         Some(_) => return here().await,
         None => {}
@@ -280,6 +287,8 @@ async fn run<D: Directory>(
                         let _ = dir.release(&room, &id, epoch).await;
                     }
                 }
+                // The heartbeat, at once.
+                Some(FleetOp::Refresh) => beat.reset_immediately(),
             }
         }
     }

@@ -185,6 +185,13 @@ impl Core {
         self.send_answer(key, &reply);
     }
 
+    /// This relay's entry is registered again now (its state changed).
+    pub(super) fn fleet_refresh(&mut self) {
+        if let Some(f) = &mut self.fleet {
+            let _ = f.ops.send(FleetOp::Refresh);
+        }
+    }
+
     /// The room closed here: the directory is told.
     pub(super) fn fleet_release(&mut self, room: &RoomName) {
         if let Some(f) = &mut self.fleet {

@@ -311,6 +311,9 @@ impl Core {
     pub(super) fn begin_drain(&mut self, deadline_in: Duration) {
         self.draining = Some(std::time::Instant::now() + deadline_in);
         self.metrics.draining.store(1, Ordering::Relaxed);
+        // The fleet hears of it now, not at the next heartbeat: other
+        // relays stop placing rooms here.
+        self.fleet_refresh();
         info!(
             rooms = self.rooms.len(),
             secs = deadline_in.as_secs(),

@@ -389,6 +389,74 @@ fn a_draining_relay_takes_no_room_and_stops_when_its_last_match_ends() {
     assert_eq!(report.said_goodbye, 0, "nobody was left to tell goodbye");
 }
 
+/// A room another relay placed on this one before it began to drain (the
+/// client sent on with a redirect): the draining relay gives the claim
+/// back and sends the client to a relay that takes rooms, rather than open
+/// a room it will cut off at its deadline. The fleet hears of the drain at
+/// once, not at the next heartbeat.
+#[test]
+fn a_draining_relay_hands_on_a_room_placed_on_it_before() {
+    use lockstep_relay::directory::{Claim, RelayState};
+    let dir = MemoryDirectory::new();
+    let config = RelayConfig {
+        drain_secs: 30,
+        ..RelayConfig::default()
+    };
+    let a = TestRelay::start_in_fleet(config, member(&dir, "relay-a"));
+    let b = TestRelay::start_in_fleet(RelayConfig::default(), member(&dir, "relay-b"));
+    until("both relays registered", || {
+        ask(dir.relays()).map(|r| r.len()).unwrap_or(0) == 2
+    });
+    let clock = Clock::new();
+    let mut arena = pair(&a, "arena", 130, &clock);
+    play_on(&mut arena, &clock, 30, || {});
+    // Relay b placed "late" on relay a, and sent its client there.
+    assert!(matches!(
+        ask(dir.claim("late", "relay-a", Duration::from_secs(30))),
+        Ok(Claim::Ours { .. })
+    ));
+    let mut late = pair(&a, "late", 140, &clock);
+    let http = a.http;
+    let b_udp = b.udp;
+    let draining = std::thread::spawn(move || a.stop());
+    let asked = Instant::now();
+    until("the fleet hears of the drain", || {
+        ask(dir.relays()).is_ok_and(|r| {
+            r.iter()
+                .any(|e| e.id == "relay-a" && e.state == RelayState::Draining)
+        })
+    });
+    println!(
+        "the drain reached the directory {:?} after the stop",
+        asked.elapsed()
+    );
+    assert!(crate::common::http_get(http, "/readyz").contains("503"));
+    play_on(&mut late, &clock, 30, || {});
+    for p in &late {
+        assert_eq!(p.redirected, [b_udp], "{} was sent to relay b", p.name);
+    }
+    one_stream(&late);
+    assert_eq!(
+        ask(dir.owner("late"))
+            .expect("reads")
+            .map(|o| o.relay)
+            .as_deref(),
+        Some("relay-b")
+    );
+    for p in &mut arena {
+        p.session.leave();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !draining.is_finished() {
+        assert!(Instant::now() < deadline, "relay a did not stop");
+        for p in &mut arena {
+            p.step(&clock);
+        }
+        std::thread::yield_now();
+    }
+    let _ = draining.join();
+}
+
 /// The directory in a real Redis, which stops mid-match and comes back
 /// empty (no persistence): the running match is untouched, a new room is
 /// refused by name meanwhile, and once Redis is back the relay's entry and
