@@ -175,3 +175,27 @@ async fn redis_down_then_up() {
     })
     .await;
 }
+
+/// Relays on runtimes of their own sharing one directory by cloning it:
+/// the first relay's runtime ends (the relay stopped), and the other's
+/// clone still answers, on a connection of its own.
+#[test]
+fn a_clone_outlives_the_runtime_of_the_first() {
+    let redis = LocalRedis::start().expect("a redis-server");
+    let d = RedisDirectory::open(&redis.url(), "test:").expect("a client");
+    let runtime = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime")
+    };
+    let other = d.clone();
+    runtime().block_on(async {
+        d.register(&relay("r1", 0), Duration::from_secs(5))
+            .await
+            .expect("registers");
+    });
+    // That runtime is gone; the clone is used in another.
+    let relays = runtime().block_on(async { other.relays().await });
+    assert_eq!(relays.expect("answers").len(), 1);
+}

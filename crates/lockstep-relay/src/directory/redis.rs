@@ -56,11 +56,14 @@ end
 return 0
 ";
 
-/// The directory in Redis (see the module docs for its keys). Cloning it
-/// shares its connection, which reconnects by itself: while Redis is
-/// down every call fails with [`DirectoryError::Unavailable`] within the
-/// response timeout, and works again once it is back.
-#[derive(Clone)]
+/// The directory in Redis (see the module docs for its keys). Its
+/// connection reconnects by itself: while Redis is down every call fails
+/// with [`DirectoryError::Unavailable`] within the response timeout, and
+/// works again once it is back. The connection is made on the first call,
+/// in that call's Tokio runtime, and lives there: a clone gets a
+/// connection of its own, so relays on runtimes of their own (one per
+/// core) may share one `RedisDirectory` by cloning it, and one stopping
+/// does not take the others' connection with its runtime.
 pub struct RedisDirectory {
     client: redis::Client,
     config: ConnectionManagerConfig,
@@ -71,6 +74,22 @@ pub struct RedisDirectory {
     claim: redis::Script,
     renew: redis::Script,
     release: redis::Script,
+}
+
+impl Clone for RedisDirectory {
+    /// The same Redis and keys, with a connection of its own (made on its
+    /// first call, in that call's runtime).
+    fn clone(&self) -> Self {
+        Self {
+            client: self.client.clone(),
+            config: self.config.clone(),
+            redis: Arc::default(),
+            prefix: self.prefix.clone(),
+            claim: self.claim.clone(),
+            renew: self.renew.clone(),
+            release: self.release.clone(),
+        }
+    }
 }
 
 impl core::fmt::Debug for RedisDirectory {
