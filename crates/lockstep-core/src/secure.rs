@@ -65,6 +65,10 @@ pub const SEALED_MAGIC: [u8; 2] = *b"LS";
 pub const SEALED_HEADER_LEN: usize = 2 + 1 + 8 + 8;
 /// Bytes a sealed datagram adds to the datagram inside it.
 pub const SEALED_OVERHEAD: usize = SEALED_HEADER_LEN + 16;
+/// The lowest sequence number of a one-off reply (see
+/// [`SecureChannel::seal_reply`]): the top bit set.
+const REPLY_SEQ: u64 = 1 << 63;
+
 /// How far behind the newest sequence number a datagram may arrive and
 /// still be taken (once).
 pub const REPLAY_WINDOW: u64 = 256;
@@ -250,7 +254,7 @@ impl SecureChannel {
         let digest = Sha256::digest(plaintext);
         let mut seq = [0u8; 8];
         seq.copy_from_slice(&digest[..8]);
-        self.seal_at(u64::from_le_bytes(seq) | 1 << 63, plaintext, out);
+        self.seal_at(u64::from_le_bytes(seq) | REPLY_SEQ, plaintext, out);
     }
 
     fn seal_at(&self, seq: u64, plaintext: &[u8], out: &mut Vec<u8>) {
@@ -290,7 +294,12 @@ impl SecureChannel {
         self.recv
             .decrypt_inout_detached(&nonce(seq), head, (&mut *body).into(), &tag)
             .map_err(|_| SealError::Forged)?;
-        self.mark_seen(seq);
+        // A one-off reply (see `seal_reply`) stays out of the window: its
+        // number, 2^63 or more, would slide it past every number the
+        // connection's own counter will use.
+        if seq < REPLY_SEQ {
+            self.mark_seen(seq);
+        }
         Ok(body)
     }
 

@@ -1225,6 +1225,56 @@ fn a_client_takes_only_a_sealed_redirect_and_waits_to_be_moved() {
     );
 }
 
+/// A redirect the relay sealed for a handshake, delayed or replayed on the
+/// path until after that connection's Welcome (the relay keeps no state
+/// for a redirect, so a later Hello with the same cookie and key may be
+/// welcomed under the same keys): the connected session ignores it, and
+/// the connection's own datagrams still open (a one-off reply's sequence
+/// number stays out of the replay window).
+#[test]
+fn a_sealed_redirect_after_the_welcome_changes_nothing() {
+    let config = ClientConfig {
+        secret: Some([9; 32]),
+        ..ClientConfig::default()
+    };
+    let mut c = ClientSession::<u16>::new(config, SERVER, Instant::ZERO).unwrap();
+    let (_, key) = hello_key(&mut c).expect("a hello");
+    let (challenge, mut server) = answer(key);
+    c.handle_datagram(SERVER, &challenge, Instant::ZERO)
+        .unwrap();
+    let elsewhere: std::net::SocketAddr = "192.0.2.7:4000".parse().unwrap();
+    let moved = raw(
+        Tick::ZERO,
+        false,
+        &[Message::Reject(wire::RejectReason::Moved(elsewhere))],
+    );
+    let mut held = Vec::new();
+    server.seal_reply(&moved, &mut held);
+    let welcome = raw(
+        Tick::ZERO,
+        false,
+        &[Message::Welcome(wire::Welcome {
+            seat: Some(PlayerId(0)),
+            ..wire::Welcome::default()
+        })],
+    );
+    let mut sealed = Vec::new();
+    server.seal(&welcome, &mut sealed);
+    c.handle_datagram(SERVER, &sealed, Instant::ZERO).unwrap();
+    assert!(c.connected(), "welcomed");
+    let r = c.handle_datagram(SERVER, &held, Instant::ZERO);
+    assert!(r.is_ok(), "{r:?}");
+    assert_eq!(c.closed(), None, "a late redirect closes nothing");
+    assert_eq!(c.redirect(), None);
+    let mut next = Vec::new();
+    server.seal(
+        &raw(Tick::ZERO, false, &[Message::Ping { stamp: 1 }]),
+        &mut next,
+    );
+    let r = c.handle_datagram(SERVER, &next, Instant::ZERO);
+    assert!(r.is_ok(), "the connection's next datagram: {r:?}");
+}
+
 /// A Hello as a resuming client sends it, proving `token` for `cookie` and
 /// `key`.
 fn resume_hello(token: wire::ResumeToken, cookie: &[u8], key: [u8; 32]) -> Vec<u8> {

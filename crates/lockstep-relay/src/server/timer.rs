@@ -9,7 +9,7 @@
 //! with the operating system's timer (tens of microseconds late) and
 //! wakes the loop.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -21,6 +21,8 @@ struct Shared {
     deadline: Mutex<Option<Instant>>,
     fired: Notify,
     stop: AtomicBool,
+    /// Times the thread was woken for a new deadline.
+    unparked: AtomicU64,
 }
 
 /// A deadline the loop sets each pass and awaits with everything else.
@@ -46,18 +48,21 @@ impl Timer {
         })
     }
 
-    /// Wakes the loop at `at` (replacing the deadline set before).
+    /// Wakes the loop at `at` (replacing the deadline set before). The
+    /// thread is woken only for an earlier deadline: a later one it finds
+    /// when its sleep ends (an idle loop sets a new one at every pass).
     pub(super) fn set(&self, at: Instant) {
         let mut d = self
             .shared
             .deadline
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if *d != Some(at) {
-            *d = Some(at);
-            if let Some(t) = &self.thread {
-                t.thread().unpark();
-            }
+        let earlier = d.is_none_or(|was| at < was);
+        *d = Some(at);
+        drop(d);
+        if earlier && let Some(t) = &self.thread {
+            self.shared.unparked.fetch_add(1, Ordering::Relaxed);
+            t.thread().unpark();
         }
     }
 
@@ -135,5 +140,21 @@ mod tests {
             let limit = tokio::time::timeout(Duration::from_secs(5), timer.wait()).await;
             assert!(limit.is_ok(), "the earlier deadline woke the loop");
         });
+    }
+
+    /// An idle loop sets a later deadline at every pass (a stranger's
+    /// datagram, say): the thread is not woken for those.
+    #[test]
+    fn a_later_deadline_wakes_nothing() {
+        let timer = Timer::start().expect("a thread");
+        let now = Instant::now();
+        timer.set(now + Duration::from_secs(60));
+        let before = timer.shared.unparked.load(Ordering::Relaxed);
+        for k in 1..=1000u64 {
+            timer.set(now + Duration::from_secs(60) + Duration::from_micros(k));
+        }
+        assert_eq!(timer.shared.unparked.load(Ordering::Relaxed), before);
+        timer.set(now + Duration::from_secs(1));
+        assert_eq!(timer.shared.unparked.load(Ordering::Relaxed), before + 1);
     }
 }

@@ -178,9 +178,13 @@ impl<I: Input> ClientSession<I> {
                 Message::Reject(wire::RejectReason::SeatBusy) if self.reconnecting => {
                     self.start_handshake_over();
                 }
-                Message::Reject(wire::RejectReason::Moved(to)) if !self.connected() => {
-                    self.redirected(to);
-                    return Ok(());
+                // A redirect answers a Hello: once welcomed, a late or
+                // replayed copy changes nothing.
+                Message::Reject(wire::RejectReason::Moved(to)) => {
+                    if !self.connected() {
+                        self.redirected(to);
+                        return Ok(());
+                    }
                 }
                 Message::Reject(r) => {
                     self.close(CloseReason::Rejected(r.into()));
