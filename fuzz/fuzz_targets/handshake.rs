@@ -21,6 +21,8 @@ struct Input {
     client_secret: [u8; 32],
     peer_key: [u8; 32],
     token: [u8; 16],
+    /// A Hello's binding.
+    hello: [u8; 32],
 }
 
 fuzz_target!(|i: Input| {
@@ -35,12 +37,13 @@ fuzz_target!(|i: Input| {
     }
     assert!(v.check(&i.addr, &real, minted));
     // An arbitrary client key (a low-order point, say) fails cleanly.
-    let _ = server_handshake(&i.server_key, &i.cookie, &i.peer_key);
-    let _ = SecureChannel::client(&i.client_secret, &i.peer_key, &i.cookie);
+    let _ = server_handshake(&i.server_key, &i.cookie, &i.peer_key, &i.hello);
+    let _ = SecureChannel::client(&i.client_secret, &i.peer_key, &i.cookie, &i.hello);
     // A real client key agrees.
     let public = client_public(&i.client_secret);
-    if let Ok((server_pub, mut server)) = v.handshake(&real, &public) {
-        let mut client = SecureChannel::client(&i.client_secret, &server_pub, &real).expect("agrees");
+    if let Ok((server_pub, mut server)) = v.handshake(&real, &public, &i.hello) {
+        let mut client = SecureChannel::client(&i.client_secret, &server_pub, &real, &i.hello)
+            .expect("agrees");
         assert_eq!(client.id(), server.id());
         let mut sealed = Vec::new();
         client.seal(&i.cookie, &mut sealed);

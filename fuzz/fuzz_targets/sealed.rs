@@ -21,11 +21,11 @@ enum Op {
 fuzz_target!(|input: ([u8; 32], [u8; 32], Vec<u8>, Vec<Op>)| {
     let (server_key, client_secret, cookie, ops) = input;
     let Ok((server_pub, mut server)) =
-        server_handshake(&server_key, &cookie, &client_public(&client_secret))
+        server_handshake(&server_key, &cookie, &client_public(&client_secret), &[7; 32])
     else {
         return;
     };
-    let Ok(mut client) = SecureChannel::client(&client_secret, &server_pub, &cookie) else {
+    let Ok(mut client) = SecureChannel::client(&client_secret, &server_pub, &cookie, &[7; 32]) else {
         return;
     };
     let mut sealed: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();

@@ -27,8 +27,9 @@ fn pair() -> (SecureChannel, SecureChannel) {
     let secret = [7; 32];
     let cookie = [3; 20];
     let (server_pub, server) =
-        server_handshake(&[9; 32], &cookie, &client_public(&secret)).expect("a real key");
-    let client = SecureChannel::client(&secret, &server_pub, &cookie).expect("a real key");
+        server_handshake(&[9; 32], &cookie, &client_public(&secret), &[3; 32]).expect("a real key");
+    let client =
+        SecureChannel::client(&secret, &server_pub, &cookie, &[3; 32]).expect("a real key");
     (client, server)
 }
 

@@ -36,13 +36,18 @@
 //! or replaying a single datagram.
 //!
 //! ```
-//! use lockstep_core::secure::{SecureChannel, client_public, server_handshake};
+//! use lockstep_core::secure::{SecureChannel, client_public, hello_binding, server_handshake};
+//! use lockstep_core::wire::Hello;
 //!
 //! let client_secret = [1; 32];
 //! let cookie = [9; 20];
-//! let (server_pub, mut server) = server_handshake(&[2; 32], &cookie, &client_public(&client_secret))
+//! // What the Hello asks for: keys for another Hello do not fit this one.
+//! let hello = hello_binding(&Hello { room: "arena", ..Hello::default() });
+//! let (server_pub, mut server) =
+//!     server_handshake(&[2; 32], &cookie, &client_public(&client_secret), &hello)
+//!         .expect("a real key");
+//! let mut client = SecureChannel::client(&client_secret, &server_pub, &cookie, &hello)
 //!     .expect("a real key");
-//! let mut client = SecureChannel::client(&client_secret, &server_pub, &cookie).expect("a real key");
 //! assert_eq!(client.id(), server.id());
 //! let mut sealed = Vec::new();
 //! client.seal(b"LK hello", &mut sealed);
@@ -133,15 +138,54 @@ pub fn client_public(secret: &[u8; 32]) -> [u8; 32] {
     PublicKey::from(&StaticSecret::from(*secret)).to_bytes()
 }
 
+/// What a Hello asks for, as its handshake's keys are bound to it: SHA-256
+/// over `"lockstep hello"`, the fingerprint (`u64le`), the spectator flag
+/// (0 or 1) and the codec (0 opaque, 1 `PlayerInputs`), then the room, the
+/// name (each a length byte and its bytes) and the ticket (a `u16le`
+/// length and its bytes).
+/// Keys derived for one Hello do not open what is sealed for another, so
+/// whoever copies a client's cookie and key into a Hello of their own
+/// (another room, another name) gets a connection the client has no keys
+/// for: nothing the server says to it reaches the client.
+///
+/// ```
+/// use lockstep_core::secure::hello_binding;
+/// use lockstep_core::wire::Hello;
+/// let mine = Hello { room: "arena", name: "ann", ..Hello::default() };
+/// let copied = Hello { room: "lagoon", ..mine.clone() };
+/// assert_ne!(hello_binding(&mine), hello_binding(&copied));
+/// ```
+pub fn hello_binding(hello: &crate::wire::Hello<'_>) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(b"lockstep hello");
+    h.update(hello.fingerprint.to_le_bytes());
+    let codec = match hello.codec {
+        crate::wire::InputCodec::Opaque => 0,
+        crate::wire::InputCodec::PlayerInputs => 1,
+    };
+    h.update([u8::from(hello.spectator), codec]);
+    for field in [hello.room, hello.name] {
+        let b = &field.as_bytes()[..field.len().min(255)];
+        h.update([b.len() as u8]);
+        h.update(b);
+    }
+    let ticket = &hello.ticket[..hello.ticket.len().min(usize::from(u16::MAX))];
+    h.update((ticket.len() as u16).to_le_bytes());
+    h.update(ticket);
+    h.finalize().into()
+}
+
 /// The server's side of a handshake: its public key for the Challenge and
 /// the channel, from its `key` (the address-validation key), the `cookie`
-/// it minted and the client's public key. The same inputs give the same
-/// result, which is what lets the server keep no state until the cookie
-/// comes back.
+/// it minted, the client's public key and the [`hello_binding`] of the
+/// Hello it answers. The same inputs give the same result, which is what
+/// lets the server keep no state until the cookie comes back. (The public
+/// key does not depend on the Hello; the channel's keys do.)
 pub fn server_handshake(
     key: &[u8; 32],
     cookie: &[u8],
     client_pub: &[u8; 32],
+    hello: &[u8; 32],
 ) -> Result<([u8; 32], SecureChannel), SealError> {
     let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(key)
         .unwrap_or_else(|_| <Hmac<Sha256> as KeyInit>::new(&Default::default()));
@@ -157,7 +201,7 @@ pub fn server_handshake(
     }
     Ok((
         public,
-        SecureChannel::derive(shared.as_bytes(), cookie, false),
+        SecureChannel::derive(shared.as_bytes(), cookie, hello, false),
     ))
 }
 
@@ -186,21 +230,27 @@ impl core::fmt::Debug for SecureChannel {
 }
 
 impl SecureChannel {
-    /// The client's side, once the Challenge brought the server's key.
+    /// The client's side, once the Challenge brought the server's key:
+    /// `hello` is the [`hello_binding`] of the Hello it answered.
     pub fn client(
         secret: &[u8; 32],
         server_pub: &[u8; 32],
         cookie: &[u8],
+        hello: &[u8; 32],
     ) -> Result<Self, SealError> {
         let shared = StaticSecret::from(*secret).diffie_hellman(&PublicKey::from(*server_pub));
         if !shared.was_contributory() {
             return Err(SealError::WeakKey);
         }
-        Ok(Self::derive(shared.as_bytes(), cookie, true))
+        Ok(Self::derive(shared.as_bytes(), cookie, hello, true))
     }
 
-    fn derive(shared: &[u8; 32], cookie: &[u8], client: bool) -> Self {
-        let hk = Hkdf::<Sha256>::new(Some(cookie), shared);
+    fn derive(shared: &[u8; 32], cookie: &[u8], hello: &[u8; 32], client: bool) -> Self {
+        // The salt: the cookie, then what the Hello asked for.
+        let mut salt = Vec::with_capacity(cookie.len() + hello.len());
+        salt.extend_from_slice(cookie);
+        salt.extend_from_slice(hello);
+        let hk = Hkdf::<Sha256>::new(Some(&salt), shared);
         let mut c2s = [0u8; 32];
         let mut s2c = [0u8; 32];
         let mut id = [0u8; 8];
@@ -241,9 +291,11 @@ impl SecureChannel {
     /// ```
     /// use lockstep_core::secure::{SecureChannel, client_public, server_handshake};
     ///
-    /// let (server_pub, server) = server_handshake(&[2; 32], &[9; 20], &client_public(&[1; 32]))
-    ///     .expect("a real key");
-    /// let mut client = SecureChannel::client(&[1; 32], &server_pub, &[9; 20]).expect("a real key");
+    /// let (server_pub, server) =
+    ///     server_handshake(&[2; 32], &[9; 20], &client_public(&[1; 32]), &[3; 32])
+    ///         .expect("a real key");
+    /// let mut client =
+    ///     SecureChannel::client(&[1; 32], &server_pub, &[9; 20], &[3; 32]).expect("a real key");
     /// let (mut a, mut b) = (Vec::new(), Vec::new());
     /// server.seal_reply(b"LK moved", &mut a);
     /// server.seal_reply(b"LK moved", &mut b);
@@ -344,12 +396,36 @@ fn nonce(seq: u64) -> Nonce {
 mod tests {
     use super::*;
 
+    /// A copy of a client's cookie and key in a Hello asking for something
+    /// else gets keys the client does not have: what the server seals for
+    /// the copy does not open at the client.
+    #[test]
+    fn keys_are_bound_to_the_hello() {
+        let secret = [5; 32];
+        let cookie = [1; 20];
+        let mine = hello_binding(&crate::wire::Hello {
+            room: "arena",
+            ..crate::wire::Hello::default()
+        });
+        let copied = hello_binding(&crate::wire::Hello {
+            room: "lagoon",
+            ..crate::wire::Hello::default()
+        });
+        let (server_pub, mut for_copy) =
+            server_handshake(&[6; 32], &cookie, &client_public(&secret), &copied).unwrap();
+        let mut client = SecureChannel::client(&secret, &server_pub, &cookie, &mine).unwrap();
+        assert_ne!(client.id(), for_copy.id());
+        let mut sealed = Vec::new();
+        for_copy.seal(b"LK welcome", &mut sealed);
+        assert!(client.open(&mut sealed).is_err());
+    }
+
     fn pair() -> (SecureChannel, SecureChannel) {
         let secret = [5; 32];
         let cookie = [1; 20];
         let (server_pub, server) =
-            server_handshake(&[6; 32], &cookie, &client_public(&secret)).unwrap();
-        let client = SecureChannel::client(&secret, &server_pub, &cookie).unwrap();
+            server_handshake(&[6; 32], &cookie, &client_public(&secret), &[3; 32]).unwrap();
+        let client = SecureChannel::client(&secret, &server_pub, &cookie, &[3; 32]).unwrap();
         (client, server)
     }
 
@@ -377,7 +453,7 @@ mod tests {
     fn another_handshake_is_another_channel() {
         let (mut c, _) = pair();
         let (_, mut other) =
-            server_handshake(&[6; 32], &[2; 20], &client_public(&[5; 32])).unwrap();
+            server_handshake(&[6; 32], &[2; 20], &client_public(&[5; 32]), &[3; 32]).unwrap();
         let mut a = Vec::new();
         c.seal(b"x", &mut a);
         assert_eq!(other.open(&mut a), Err(SealError::WrongConnection));
@@ -415,11 +491,11 @@ mod tests {
     #[test]
     fn a_low_order_key_is_refused() {
         assert_eq!(
-            server_handshake(&[6; 32], &[1; 20], &[0; 32]).err(),
+            server_handshake(&[6; 32], &[1; 20], &[0; 32], &[3; 32]).err(),
             Some(SealError::WeakKey)
         );
         assert_eq!(
-            SecureChannel::client(&[5; 32], &[0; 32], &[1; 20]).err(),
+            SecureChannel::client(&[5; 32], &[0; 32], &[1; 20], &[3; 32]).err(),
             Some(SealError::WeakKey)
         );
     }

@@ -91,14 +91,16 @@ impl AddressValidator {
     }
 
     /// The server's side of a sealed handshake for a `cookie` this
-    /// validator minted (see [`secure`](crate::secure)): its public key for
-    /// the Challenge, and the channel.
+    /// validator minted (see [`secure`](crate::secure)) and the `hello` it
+    /// answers ([`hello_binding`](crate::secure::hello_binding)): its
+    /// public key for the Challenge, and the channel.
     pub fn handshake(
         &self,
         cookie: &[u8],
         client_pub: &[u8; 32],
+        hello: &[u8; 32],
     ) -> Result<([u8; 32], crate::secure::SecureChannel), crate::secure::SealError> {
-        crate::secure::server_handshake(&self.key, cookie, client_pub)
+        crate::secure::server_handshake(&self.key, cookie, client_pub, hello)
     }
 
     fn mac(&self, addr: &[u8], issued: u32) -> [u8; 16] {

@@ -1113,8 +1113,11 @@ fn hello_key(c: &mut ClientSession<u16>) -> Option<(PeerId, [u8; 32])> {
 /// server derives for it.
 fn answer(key: [u8; 32]) -> (Vec<u8>, lockstep_core::secure::SecureChannel) {
     let cookie = [4u8; 20];
+    // The sessions these tests make ask for the default room, as nobody.
+    let binding = lockstep_core::secure::hello_binding(&Hello::default());
     let (server_pub, server) =
-        lockstep_core::secure::server_handshake(&[2; 32], &cookie, &key).expect("a real key");
+        lockstep_core::secure::server_handshake(&[2; 32], &cookie, &key, &binding)
+            .expect("a real key");
     let challenge = raw(
         Tick::ZERO,
         false,

@@ -10,7 +10,7 @@
 //! version): the diff is the change.
 
 use lockstep_core::admission::{resume_proof, token_commitment};
-use lockstep_core::secure::{SecureChannel, client_public, server_handshake};
+use lockstep_core::secure::{SecureChannel, client_public, hello_binding, server_handshake};
 use lockstep_core::wire::{
     self, Abandon, ByeReason, ChainWriter, Checkpoint, DatagramWriter, Endorsement, ErrorCode,
     Frames, Hello, Holder, InputCodec, InputRun, Inputs, List, Member, Message, RejectReason,
@@ -465,10 +465,21 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
 
     // The sealed envelope: a client's first sealed datagram (sequence 0)
     // carrying the `ping` datagram, with the keys of a fixed handshake.
-    let (server_pub, _) =
-        server_handshake(&SERVER_KEY, &COOKIE, &client_public(&CLIENT_SECRET)).expect("a real key");
-    let mut client =
-        SecureChannel::client(&CLIENT_SECRET, &server_pub, &COOKIE).expect("a real key");
+    let (server_pub, _) = server_handshake(
+        &SERVER_KEY,
+        &COOKIE,
+        &client_public(&CLIENT_SECRET),
+        &hello_binding(&binding_hello()),
+    )
+    .expect("a real key");
+    let mut client = SecureChannel::client(
+        &CLIENT_SECRET,
+        &server_pub,
+        &COOKIE,
+        &hello_binding(&binding_hello()),
+    )
+    .expect("a real key");
+    v.push(("hello_binding", hello_binding(&binding_hello()).to_vec()));
     let mut sealed = Vec::new();
     client.seal(&datagram(&[Message::Ping { stamp: 1234 }]), &mut sealed);
     v.push((
@@ -500,6 +511,17 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
 }
 
 /// The fixed handshake of the `sealed` example.
+/// The Hello the sealed example's handshake answers.
+fn binding_hello() -> Hello<'static> {
+    Hello {
+        fingerprint: 0x0102_0304_0506_0708,
+        room: "arena",
+        name: "ann",
+        codec: InputCodec::PlayerInputs,
+        ..Hello::default()
+    }
+}
+
 const CLIENT_SECRET: [u8; 32] = [1; 32];
 const SERVER_KEY: [u8; 32] = [2; 32];
 const COOKIE: [u8; 20] = [9; 20];
@@ -666,9 +688,19 @@ fn the_documented_key_derivation_gives_the_same_channel() {
     let server_secret: [u8; 32] = m.finalize().into_bytes().into();
     let server_pub = PublicKey::from(&StaticSecret::from(server_secret)).to_bytes();
     let shared = StaticSecret::from(CLIENT_SECRET).diffie_hellman(&PublicKey::from(server_pub));
-    // One HKDF-Extract (salt: the cookie; input: the shared secret), then
-    // three HKDF-Expands of its output.
-    let hk = Hkdf::<Sha256>::new(Some(&COOKIE), shared.as_bytes());
+    // The Hello's binding: SHA-256("lockstep hello" || fingerprint:u64le
+    // || spectator:u8 || codec:u8 || room_len:u8 room || name_len:u8 name
+    // || ticket_len:u16le ticket).
+    let mut h = <Sha256 as sha2::Digest>::new();
+    sha2::Digest::update(&mut h, b"lockstep hello");
+    sha2::Digest::update(&mut h, 0x0102_0304_0506_0708u64.to_le_bytes());
+    sha2::Digest::update(&mut h, [0u8, 1]);
+    sha2::Digest::update(&mut h, b"\x05arena\x03ann\x00\x00");
+    let binding: [u8; 32] = sha2::Digest::finalize(h).into();
+    // One HKDF-Extract (salt: the cookie, then the binding; input: the
+    // shared secret), then three HKDF-Expands of its output.
+    let salt = [COOKIE.as_slice(), &binding].concat();
+    let hk = Hkdf::<Sha256>::new(Some(&salt), shared.as_bytes());
     let mut c2s = [0u8; 32];
     let mut id = [0u8; 8];
     hk.expand(b"lockstep v2 client to server", &mut c2s)
@@ -694,6 +726,8 @@ fn the_documented_key_derivation_gives_the_same_channel() {
     assert_eq!(hex(&out), hex(&cases["sealed"]));
     assert_eq!(hex(&server_pub), hex(&cases["handshake_server_key"]));
     // The channel's id is the same eight bytes.
-    let channel = SecureChannel::client(&CLIENT_SECRET, &server_pub, &COOKIE).expect("real key");
+    assert_eq!(hex(&binding), hex(&cases["hello_binding"]));
+    let channel =
+        SecureChannel::client(&CLIENT_SECRET, &server_pub, &COOKIE, &binding).expect("real key");
     assert_eq!(channel.id(), u64::from_le_bytes(id));
 }

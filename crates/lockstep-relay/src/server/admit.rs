@@ -39,6 +39,9 @@ impl Budget {
 
 pub(super) type IpLimiter = RateLimiter<IpAddr, DefaultKeyedStateStore<IpAddr>, DefaultClock>;
 
+/// A sealed Hello's client key and binding (what it asked for).
+type HelloKeys = ([u8; 32], [u8; 32]);
+
 /// Ended sealed connections remembered at once; past it, new sealed
 /// connections wait until housekeeping forgets old ones.
 pub(super) const RETIRED_IDS: usize = 100_000;
@@ -133,7 +136,10 @@ impl Core {
             return;
         };
         let issued = sealed::cookie_issued(hello.cookie.unwrap_or_default());
-        let channel = channel.map(|c| (c, hello.key.unwrap_or_default(), issued));
+        let channel = channel.map(|c| {
+            let hello = (hello.key.unwrap_or_default(), secure::hello_binding(&hello));
+            (c, hello, issued)
+        });
         self.open_connection(key, bytes, room, channel, to_spend, now);
     }
 
@@ -165,7 +171,9 @@ impl Core {
             let cookie = self.validator.cookie(&a[..len], now);
             let server_key = hello.key.and_then(|k| {
                 self.metrics.handshakes.fetch_add(1, Ordering::Relaxed);
-                self.validator.handshake(&cookie, &k).ok()
+                self.validator
+                    .handshake(&cookie, &k, &secure::hello_binding(hello))
+                    .ok()
             });
             let server_key = server_key.map(|(public, _)| public);
             self.metrics.challenges.fetch_add(1, Ordering::Relaxed);
@@ -187,7 +195,11 @@ impl Core {
             }
             self.metrics.handshakes.fetch_add(1, Ordering::Relaxed);
         }
-        match hello.key.map(|k| self.validator.handshake(cookie, &k)) {
+        let binding = secure::hello_binding(hello);
+        match hello
+            .key
+            .map(|k| self.validator.handshake(cookie, &k, &binding))
+        {
             Some(Ok((_, c))) => {
                 // The client resends its Hello until the Welcome comes:
                 // the same cookie and key name the same connection. The
@@ -210,7 +222,9 @@ impl Core {
                         return None;
                     }
                 }
-                if let Some((old, issued)) = hello.key.and_then(|k| self.unconfirmed(addr, k)) {
+                if let Some((old, issued)) =
+                    hello.key.and_then(|k| self.unconfirmed(addr, k, &binding))
+                {
                     // Keys from an older cookie than the connection's are
                     // a late Hello: the client moved on from them.
                     if sealed::cookie_issued(cookie) > issued {
@@ -310,7 +324,8 @@ impl Core {
     }
 
     /// The unconfirmed sealed connection from `addr` made with client key
-    /// `key`, if any. A handshake from there with that key under another
+    /// `key` for a Hello asking for `hello`, if any. A handshake from there
+    /// with that key and Hello under another
     /// cookie is the same client, which answered a later challenge (its
     /// first Hellos went unanswered long enough for the cookie's second to
     /// change, and both challenges came back) and has forgotten the first
@@ -319,10 +334,12 @@ impl Core {
     /// one nobody plays. Only until the client seals a datagram: a
     /// confirmed connection never changes keys.
     /// Returns its id and when its cookie was minted.
-    fn unconfirmed(&self, addr: SocketAddr, key: [u8; 32]) -> Option<(u64, u32)> {
+    fn unconfirmed(&self, addr: SocketAddr, key: [u8; 32], hello: &[u8; 32]) -> Option<(u64, u32)> {
         self.sealed
             .iter()
-            .find(|(_, c)| !c.confirmed && c.addr == addr && c.client_key == key)
+            .find(|(_, c)| {
+                !c.confirmed && c.addr == addr && c.client_key == key && c.hello == *hello
+            })
             .map(|(id, c)| (*id, c.cookie_issued))
     }
 
@@ -424,14 +441,15 @@ impl Core {
 
     /// Hands the Hello to `room` as a new connection, mapped from `key`
     /// (sealed under `channel` if it has one, made with the client's
-    /// handshake key and a cookie minted when the third field says), and
+    /// handshake key for a Hello asking for what the second field's
+    /// binding says, and a cookie minted when the third field says), and
     /// spends its ticket if the room let it in.
     fn open_connection(
         &mut self,
         key: ConnKey,
         bytes: &[u8],
         room: RoomName,
-        channel: Option<(SecureChannel, [u8; 32], u32)>,
+        channel: Option<(SecureChannel, HelloKeys, u32)>,
         to_spend: Option<Verified>,
         now: CoreInstant,
     ) {
@@ -444,7 +462,7 @@ impl Core {
         let connected = r.engine.is_connected(peer);
         // Mapped even if refused: the refusal goes out through the mapping.
         let conn_key = match (channel, key) {
-            (Some((channel, hello_key, hello_cookie)), ConnKey::Udp(addr)) => {
+            (Some((channel, (hello_key, hello), hello_cookie)), ConnKey::Udp(addr)) => {
                 let id = channel.id();
                 let room = room.clone();
                 self.sealed.insert(
@@ -458,6 +476,7 @@ impl Core {
                         probe: None,
                         counted: limit_key(addr.ip()),
                         client_key: hello_key,
+                        hello,
                         cookie_issued: hello_cookie,
                     },
                 );

@@ -24,6 +24,10 @@ pub(super) struct SealedConn {
     /// under a newer cookie (it answered a later challenge) names the same
     /// connection until it is confirmed.
     pub(super) client_key: [u8; 32],
+    /// What its Hello asked for ([`hello_binding`](lockstep_core::secure::hello_binding)):
+    /// a Hello with the same key asking for something else (a copy made
+    /// by whoever watched the path) is not the same client.
+    pub(super) hello: [u8; 32],
     /// When the cookie its keys came from was minted (its first four
     /// bytes, seconds): it takes keys from a newer one only.
     pub(super) cookie_issued: u32,

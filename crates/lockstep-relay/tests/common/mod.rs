@@ -433,8 +433,9 @@ impl Raw {
             })
             .expect("a challenge from the relay");
         if let Some(k) = key {
+            let binding = secure::hello_binding(&hello);
             *self.pending.borrow_mut() =
-                Some(SecureChannel::client(&self.secret, &k, &cookie).expect("key"));
+                Some(SecureChannel::client(&self.secret, &k, &cookie, &binding).expect("key"));
         }
         let hello = Hello {
             cookie: Some(&cookie),

@@ -262,7 +262,8 @@ fn handshake(
     }) else {
         panic!("no challenge with a key");
     };
-    let mut channel = SecureChannel::client(&secret, &server_key, &cookie).expect("key");
+    let binding = secure::hello_binding(&hello);
+    let mut channel = SecureChannel::client(&secret, &server_key, &cookie, &binding).expect("key");
     let hello = Hello {
         cookie: Some(&cookie),
         resume: resume.map(|t| admission::resume_proof(&t, &cookie, Some(&key))),

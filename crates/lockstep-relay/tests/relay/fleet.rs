@@ -608,7 +608,9 @@ fn a_redirect_goes_only_to_a_proven_address_sealed_and_small() {
             )
         };
         let cookie = cookie.to_vec();
-        let mut channel = SecureChannel::client(&secret, &server, &cookie).expect("a key");
+        let binding = secure::hello_binding(&hello(key, None));
+        let mut channel =
+            SecureChannel::client(&secret, &server, &cookie, &binding).expect("a key");
         // Unpadded, repeated until the claim is settled and answered.
         let proven = datagram(Tick::ZERO, &[Message::Hello(hello(key, Some(&cookie)))]);
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -646,6 +648,193 @@ fn a_redirect_goes_only_to_a_proven_address_sealed_and_small() {
     println!("redirect {reply} bytes sealed, for an unpadded Hello of {hello}");
     play_on(&mut arena, &clock, 30, || {});
     one_stream(&arena);
+}
+
+/// The forger's copy of a Hello the victim sent (plain, with its cookie
+/// and key), naming `room` instead: what someone who watches the victim's
+/// path and can send "from" its address (see `sealed.rs`) makes of it.
+fn forged_hello(seen: &[Vec<u8>], room: &str) -> Option<Vec<u8>> {
+    use crate::common::padded;
+    use lockstep_core::secure;
+    use lockstep_core::wire::{Datagram, Hello, Message};
+    seen.iter().rev().find_map(|d| {
+        if secure::is_sealed(d) {
+            return None;
+        }
+        let dg = Datagram::decode(d, Tick::ZERO).ok()?;
+        dg.messages.iter().find_map(|m| match m {
+            Message::Hello(h) if h.cookie.is_some() => {
+                Some(padded(&[Message::Hello(Hello { room, ..h.clone() })]))
+            }
+            _ => None,
+        })
+    })
+}
+
+/// A player, a clone of its socket (to send "from" its address) and what
+/// it sent.
+type Tapped = (
+    Player<lockstep_core::PlayerInputs>,
+    std::net::UdpSocket,
+    std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+);
+
+/// A sealed player opening a new room on relay a, on a socket the test
+/// keeps a clone of (the forger's "from its address"), its datagrams
+/// tapped (the watcher's view of its path).
+fn tapped_victim(relay: &TestRelay, room: &str, clock: &Clock) -> Tapped {
+    use crate::common::{Tap, secret};
+    use lockstep_net::{UdpTransport, WsClientTransport};
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    socket.connect(relay.udp).expect("connect");
+    let forger = socket.try_clone().expect("clone");
+    let mut inner = UdpTransport::from_socket(socket).expect("socket");
+    inner.add_peer(relay.udp);
+    let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let config = lockstep_core::sequenced::ClientConfig {
+        secret: Some(secret()),
+        ..client_config(room, "victim")
+    };
+    let mut p = Player::new(relay, Kind::Udp, config.clone(), None, 140, clock);
+    p.transport = Box::new(Tap {
+        inner,
+        sent: sent.clone(),
+    });
+    p.session = lockstep_core::sequenced::ClientSession::new(
+        config,
+        WsClientTransport::SERVER,
+        clock.now(),
+    )
+    .expect("config");
+    (p, forger, sent)
+}
+
+/// Steps `victim` (and `others`, who play on) until it is seated, the
+/// forger copying its latest Hello with a cookie, naming `decoy`, every
+/// 20 ms (10 times at most: the loopback address's handshake budget is
+/// shared with the honest players).
+fn forge_while_joining(
+    victim: &mut Player<lockstep_core::PlayerInputs>,
+    others: &mut [Player<lockstep_core::PlayerInputs>],
+    forger: &std::net::UdpSocket,
+    sent: &std::sync::Mutex<Vec<Vec<u8>>>,
+    decoy: &str,
+    clock: &Clock,
+) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (mut forged, mut last) = (0, None::<Instant>);
+    while victim.session.seat().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the victim was never seated: {:?}",
+            victim.session.closed()
+        );
+        if forged < 10 && last.is_none_or(|t| t.elapsed() >= Duration::from_millis(20)) {
+            let seen = sent.lock().expect("lock").clone();
+            if let Some(f) = forged_hello(&seen, decoy) {
+                forger.send(&f).expect("send");
+                forged += 1;
+                last = Some(Instant::now());
+            }
+        }
+        victim.step(clock);
+        for p in others.iter_mut() {
+            p.step(clock);
+        }
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    forged
+}
+
+/// Someone who watches a sealed client's path and can send "from" its
+/// address copies the client's Hello (its cookie and key) naming a room
+/// relay b serves, while the client's own room is being claimed on relay
+/// a. The handshake's keys are bound to what the Hello asks for, so relay
+/// a's redirect for the copy is sealed under keys the client does not
+/// have: the client is never redirected for a room it did not name, and
+/// plays one stream with its partner in its own room.
+#[test]
+fn a_watched_hello_copied_naming_another_room_does_not_redirect_its_client() {
+    let dir = MemoryDirectory::new();
+    let a = TestRelay::start_in_fleet(RelayConfig::default(), member(&dir, "relay-a"));
+    let b = TestRelay::start_in_fleet(RelayConfig::default(), member(&dir, "relay-b"));
+    until("both relays registered", || {
+        ask(dir.relays()).map(|r| r.len()).unwrap_or(0) == 2
+    });
+    let clock = Clock::new();
+    let owner = |room: &str| ask(dir.owner(room)).expect("reads").map(|o| o.relay);
+    let mut lagoon = pair(&b, "lagoon", 130, &clock);
+    play_on(&mut lagoon, &clock, 30, || {});
+    assert_eq!(owner("lagoon").as_deref(), Some("relay-b"));
+
+    let (mut victim, forger, sent) = tapped_victim(&a, "cove", &clock);
+    let forged = forge_while_joining(&mut victim, &mut lagoon, &forger, &sent, "lagoon", &clock);
+    let partner = Player::new(
+        &a,
+        Kind::Udp,
+        client_config("cove", "partner"),
+        None,
+        141,
+        &clock,
+    );
+    let mut cove = vec![victim, partner];
+    play_on(&mut cove, &clock, 60, || {});
+    play_on(&mut lagoon, &clock, 30, || {});
+    one_stream(&lagoon);
+    one_stream(&cove);
+    assert_eq!(owner("cove").as_deref(), Some("relay-a"));
+    println!(
+        "{forged} forged Hellos; the victim was sent to {:?} (relay a {}, relay b {})",
+        cove[0].redirected, a.udp, b.udp
+    );
+    assert!(
+        cove[0].redirected.is_empty(),
+        "the victim was redirected {:?} for a room it never named",
+        cove[0].redirected
+    );
+}
+
+/// The same copied Hello naming a room relay a itself runs ("arena"):
+/// the copy's Welcome is sealed under keys bound to "arena", which the
+/// client does not have, so the client is not seated there; it plays one
+/// stream with its partner in "cove", and arena's pair plays on.
+#[test]
+fn a_watched_hello_copied_naming_a_running_room_does_not_seat_its_client_there() {
+    let dir = MemoryDirectory::new();
+    let a = TestRelay::start_in_fleet(RelayConfig::default(), member(&dir, "relay-a"));
+    until("relay a registered", || {
+        ask(dir.relays()).map(|r| r.len()).unwrap_or(0) == 1
+    });
+    let clock = Clock::new();
+    let mut arena = pair(&a, "arena", 150, &clock);
+    play_on(&mut arena, &clock, 30, || {});
+
+    let (mut victim, forger, sent) = tapped_victim(&a, "cove", &clock);
+    let forged = forge_while_joining(&mut victim, &mut arena, &forger, &sent, "arena", &clock);
+    let partner = Player::new(
+        &a,
+        Kind::Udp,
+        client_config("cove", "partner"),
+        None,
+        151,
+        &clock,
+    );
+    // Everyone plays on together: arena's pair, then cove's.
+    let mut all = std::mem::take(&mut arena);
+    all.push(victim);
+    all.push(partner);
+    play_on(&mut all, &clock, 60, || {});
+    let names = |p: &Player<lockstep_core::PlayerInputs>| -> Vec<String> {
+        p.session.roster().map(|s| s.name.clone()).collect()
+    };
+    println!(
+        "{forged} forged Hellos; the victim's room holds {:?}, arena's {:?}, the partner's {:?}",
+        names(&all[2]),
+        names(&all[0]),
+        names(&all[3])
+    );
+    one_stream(&all[..2]);
+    one_stream(&all[2..]);
 }
 
 /// A fleet that could not run is refused when the relay starts, by name:

@@ -178,14 +178,13 @@ impl<I: Input> ClientSession<I> {
                 Message::Reject(wire::RejectReason::SeatBusy) if self.reconnecting => {
                     self.start_handshake_over();
                 }
+                Message::Reject(wire::RejectReason::Moved(to)) if !self.connected() => {
+                    self.redirected(to);
+                    return Ok(());
+                }
                 // A redirect answers a Hello: once welcomed, a late or
                 // replayed copy changes nothing.
-                Message::Reject(wire::RejectReason::Moved(to)) => {
-                    if !self.connected() {
-                        self.redirected(to);
-                        return Ok(());
-                    }
-                }
+                Message::Reject(wire::RejectReason::Moved(_)) => {}
                 Message::Reject(r) => {
                     self.close(CloseReason::Rejected(r.into()));
                     return Ok(());
@@ -380,8 +379,9 @@ impl<I: Input> ClientSession<I> {
         self.cookie.clear();
         self.cookie
             .extend_from_slice(&cookie[..cookie.len().min(MAX_COOKIE)]);
+        let hello = secure::hello_binding(&self.hello_asks());
         self.pending = match (&self.config.secret, key) {
-            (Some(secret), Some(key)) => SecureChannel::client(secret, &key, cookie)
+            (Some(secret), Some(key)) => SecureChannel::client(secret, &key, cookie, &hello)
                 .ok()
                 .map(Box::new),
             _ => None,

@@ -95,6 +95,22 @@ impl<I: Input> ClientSession<I> {
             .map_or(keepalive, |at| keepalive.min(at.max(resend())))
     }
 
+    /// What our Hello asks for (the room, as whom, with which build and
+    /// codec): the rest of it is the handshake's. The handshake's keys are
+    /// bound to it ([`secure::hello_binding`]).
+    pub(super) fn hello_asks(&self) -> Hello<'_> {
+        let config = &self.config;
+        Hello {
+            fingerprint: config.fingerprint,
+            spectator: config.spectator,
+            room: &config.room,
+            name: &config.name,
+            ticket: &config.ticket,
+            codec: config.codec,
+            ..Hello::default()
+        }
+    }
+
     /// The Hello, until the server answers it.
     fn put_hello(&self, w: &mut DatagramWriter<'_>, base: Tick) {
         if !matches!(self.state, State::Connecting) {
@@ -102,11 +118,6 @@ impl<I: Input> ClientSession<I> {
         }
         let config = &self.config;
         w.put(Message::Hello(Hello {
-            fingerprint: config.fingerprint,
-            spectator: config.spectator,
-            room: &config.room,
-            name: &config.name,
-            ticket: &config.ticket,
             // Never the token itself, which anyone watching could
             // replay: proof of it, bound to this handshake's cookie and
             // key. Not before a cookie when sealing (nothing to bind).
@@ -114,12 +125,12 @@ impl<I: Input> ClientSession<I> {
                 .resume
                 .filter(|_| self.public.is_none() || !self.cookie.is_empty())
                 .map(|t| admission::resume_proof(&t, &self.cookie, self.public.as_ref())),
-            codec: config.codec,
             cookie: (!self.cookie.is_empty()).then_some(self.cookie.as_slice()),
             key: self.public,
             // Where we are, when we kept our state across a lost
             // connection: the rest may come from the history.
             resume_from: (self.reconnecting && self.joining.is_none()).then_some(base),
+            ..self.hello_asks()
         }));
     }
 
