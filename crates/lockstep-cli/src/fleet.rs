@@ -73,6 +73,7 @@ pub(crate) fn main(args: FleetArgs) -> Result<(), FleetError> {
             let state = match r.state {
                 RelayState::Ready => "ready",
                 RelayState::Draining => "draining",
+                RelayState::Full => "full",
             };
             println!(
                 "{:<24} {:<22} {:<22} {:>8} {:>6}  {state}",

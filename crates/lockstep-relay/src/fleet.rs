@@ -69,11 +69,12 @@ impl<D> Fleet<D> {
 pub(crate) enum FleetOp {
     /// Place this room, new here (its first client is at the door): on
     /// the relay its ticket names, else the least loaded; claimed for that
-    /// relay. A draining relay places it elsewhere or nowhere.
+    /// relay. A relay that drains or is full places it elsewhere or
+    /// nowhere.
     Claim {
         room: RoomName,
         named: Option<String>,
-        draining: bool,
+        elsewhere: bool,
     },
     /// The room closed: give it up.
     Release(RoomName),
@@ -102,7 +103,8 @@ pub(crate) enum Placed {
     /// On another relay (claimed for it, by it or by us), registered with
     /// this entry if it is.
     There(RoomOwner, Option<RelayEntry>),
-    /// Nowhere: this relay drains, and no other takes rooms.
+    /// Nowhere: this relay takes no room now (it drains or is full), and
+    /// no other relay does.
     Nowhere,
 }
 
@@ -115,12 +117,13 @@ type Recent = BTreeMap<String, u32>;
 /// Places `room`, new at relay `id`: a room another relay already holds
 /// is that relay's; else it is claimed for the relay its ticket `named`
 /// (if registered and ready), or the least loaded ready relay (this one
-/// on a tie), or this one; a draining relay never places one on itself.
+/// on a tie), or this one; a relay that drains or is full (`elsewhere`)
+/// never places one on itself.
 async fn place<D: Directory>(
     dir: &D,
     id: &str,
     room: &str,
-    (named, draining): (Option<&str>, bool),
+    (named, elsewhere): (Option<&str>, bool),
     recent: &mut Recent,
     lease: Duration,
 ) -> Result<Placed, DirectoryError> {
@@ -137,15 +140,15 @@ async fn place<D: Directory>(
     match dir.owner(room).await? {
         Some(owner) if owner.relay != id => return Ok(there(owner)),
         // Placed here by another relay (the client sent on to us) before
-        // it knew we drain: given back, and placed elsewhere.
-        Some(owner) if draining => {
+        // it knew we drain or are full: given back, and placed elsewhere.
+        Some(owner) if elsewhere => {
             dir.release(room, id, owner.epoch).await?;
         }
         // Placed here by another relay, the client sent on to us.
         Some(_) => return here().await,
         None => {}
     }
-    let ready = |r: &&RelayEntry| r.state == RelayState::Ready && !(draining && r.id == id);
+    let ready = |r: &&RelayEntry| r.state == RelayState::Ready && !(elsewhere && r.id == id);
     let candidates: Vec<RelayEntry> = relays
         .iter()
         .filter(ready)
@@ -167,7 +170,7 @@ async fn place<D: Directory>(
     }
     let target = match target {
         Some(t) => t,
-        None if draining => return Ok(Placed::Nowhere),
+        None if elsewhere => return Ok(Placed::Nowhere),
         // Not registered yet (or the directory just lost its entries).
         None => id.to_owned(),
     };
@@ -231,10 +234,12 @@ async fn run<D: Directory>(
                     ws,
                     clients: u32::try_from(metrics.connections.load(Ordering::Relaxed)).unwrap_or(u32::MAX),
                     rooms: u32::try_from(metrics.rooms.load(Ordering::Relaxed)).unwrap_or(u32::MAX),
-                    state: if metrics.draining.load(Ordering::Relaxed) == 0 {
-                        RelayState::Ready
-                    } else {
+                    state: if metrics.draining.load(Ordering::Relaxed) != 0 {
                         RelayState::Draining
+                    } else if metrics.full.load(Ordering::Relaxed) != 0 {
+                        RelayState::Full
+                    } else {
+                        RelayState::Ready
                     },
                 };
                 match dir.register(&entry, lease).await {
@@ -274,8 +279,8 @@ async fn run<D: Directory>(
             }
             op = ops.recv() => match op {
                 None => break,
-                Some(FleetOp::Claim { room, named, draining }) => {
-                    let asked = (named.as_deref(), draining);
+                Some(FleetOp::Claim { room, named, elsewhere }) => {
+                    let asked = (named.as_deref(), elsewhere);
                     let result = place(&dir, &id, &room, asked, &mut recent, lease).await;
                     if let Ok(Placed::Here(epoch)) = result {
                         owned.insert(room.clone(), epoch);

@@ -63,6 +63,8 @@ pub struct Metrics {
     pub connections: AtomicU64,
     /// 1 while the relay drains for a shutdown (no new rooms), else 0.
     pub draining: AtomicU64,
+    /// 1 while the relay is at its `max_rooms` or `max_connections`.
+    pub full: AtomicU64,
     /// WebSocket connections refused by a limit or closed for breaking one.
     pub ws_refused: AtomicU64,
     /// Sealed datagrams that did not open (forged, replayed, unknown
@@ -137,7 +139,7 @@ impl Metrics {
 
     /// Every plain series: its name (after `lockstep_`), kind, help and
     /// value, in the order they are rendered.
-    fn series(&self) -> [(&'static str, &'static str, &'static str, &AtomicU64); 30] {
+    fn series(&self) -> [(&'static str, &'static str, &'static str, &AtomicU64); 31] {
         [
             ("rooms", "gauge", "Rooms open.", &self.rooms),
             (
@@ -308,6 +310,12 @@ impl Metrics {
                 "gauge",
                 "1 while the relay drains for a shutdown (no new rooms).",
                 &self.draining,
+            ),
+            (
+                "full",
+                "gauge",
+                "1 while the relay is at its max_rooms or max_connections.",
+                &self.full,
             ),
         ]
     }

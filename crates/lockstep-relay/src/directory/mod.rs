@@ -43,6 +43,9 @@ pub enum RelayState {
     /// It is draining for a restart: its rooms run to their end, it takes
     /// no new ones.
     Draining,
+    /// It is at its `max_rooms` or `max_connections`: it takes no new
+    /// rooms until some close.
+    Full,
 }
 
 /// A relay's entry in the directory.

@@ -124,7 +124,10 @@ impl Core {
         let Some(to_spend) = self.check_ticket(key, &hello, existing.as_ref(), now) else {
             return;
         };
-        if self.conns.len() + self.sealed.len() >= self.config.limits.max_connections {
+        // Full, a relay of a fleet still places a new room elsewhere.
+        let placeable = self.fleet.is_some() && existing.is_none();
+        if self.conns.len() + self.sealed.len() >= self.config.limits.max_connections && !placeable
+        {
             return self.reply_reject(key, RejectReason::ServerFull);
         }
         let at = fleet::HelloAt {
@@ -399,13 +402,12 @@ impl Core {
                     return None;
                 }
             }
-            if self.rooms.len() >= self.config.limits.max_rooms {
-                {
-                    self.reply_reject(key, RejectReason::ServerFull);
-                    return None;
-                }
+            // A relay of a fleet that is full or drains sends the client
+            // to another (see `fleet_door`).
+            if self.rooms.len() >= self.config.limits.max_rooms && self.fleet.is_none() {
+                self.reply_reject(key, RejectReason::ServerFull);
+                return None;
             }
-            // A draining relay of a fleet sends the client to another.
             if self.draining.is_some() && self.fleet.is_none() {
                 self.reply_reject(
                     key,
@@ -414,6 +416,12 @@ impl Core {
                 return None;
             }
             if let fleet::Door::Closed = self.fleet_door(key, at, &room) {
+                return None;
+            }
+            if self.full() {
+                // Placed here before it filled up (a claim settled then).
+                self.fleet_release(&room);
+                self.reply_reject(key, RejectReason::ServerFull);
                 return None;
             }
             let mut secret = [0u8; 32];
@@ -425,6 +433,7 @@ impl Core {
                     info!(room = %room, "room created");
                     let r = Room::new(room.clone(), engine);
                     self.rooms.insert(room.clone(), r);
+                    self.note_full();
                 }
                 Err(e) => {
                     warn!(room = %room, "room refused its configuration: {e}");

@@ -89,6 +89,7 @@ impl Core {
         hello: HelloAt<'_>,
         room: &RoomName,
     ) -> Door {
+        let elsewhere = self.draining.is_some() || self.full();
         let Some(f) = &mut self.fleet else {
             return Door::Open;
         };
@@ -122,10 +123,12 @@ impl Core {
             }
             Some(ClaimState::Nowhere) => {
                 f.claims.remove(room);
-                self.reply_reject(
-                    key,
-                    RejectReason::Other("the relay is draining for a restart: try another"),
-                );
+                let why = if self.draining.is_some() {
+                    RejectReason::Other("the relay is draining for a restart: try another")
+                } else {
+                    RejectReason::ServerFull
+                };
+                self.reply_reject(key, why);
                 Door::Closed
             }
             Some(ClaimState::Unavailable) => {
@@ -145,7 +148,7 @@ impl Core {
                 let op = FleetOp::Claim {
                     room: room.clone(),
                     named: hello.relay.map(str::to_owned),
-                    draining: self.draining.is_some(),
+                    elsewhere,
                 };
                 if waiting < MAX_CLAIMS && f.ops.send(op).is_ok() {
                     f.claims.insert(room.clone(), (ClaimState::Asked, now));
@@ -183,6 +186,23 @@ impl Core {
         }
         self.metrics.redirects.fetch_add(1, Ordering::Relaxed);
         self.send_answer(key, &reply);
+    }
+
+    /// Whether the relay is at its `max_rooms` or `max_connections`.
+    pub(super) fn full(&self) -> bool {
+        let limits = &self.config.limits;
+        self.rooms.len() >= limits.max_rooms
+            || self.conns.len() + self.sealed.len() >= limits.max_connections
+    }
+
+    /// Keeps the `full` gauge, and a fleet's entry, up to date: a relay
+    /// that fills up registers as full at once, so other relays stop
+    /// placing rooms on it.
+    pub(super) fn note_full(&mut self) {
+        let full = u64::from(self.full());
+        if self.metrics.full.swap(full, Ordering::Relaxed) != full {
+            self.fleet_refresh();
+        }
     }
 
     /// This relay's entry is registered again now (its state changed).

@@ -213,6 +213,7 @@ impl Core {
     }
 
     pub(super) fn housekeeping(&mut self) {
+        self.note_full();
         self.last_housekeeping = std::time::Instant::now();
         self.fleet_housekeeping();
         self.ledger.forget_expired(unix_now());

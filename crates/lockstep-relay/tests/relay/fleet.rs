@@ -837,6 +837,52 @@ fn a_watched_hello_copied_naming_a_running_room_does_not_seat_its_client_there()
     one_stream(&all[2..]);
 }
 
+/// A relay at its `max_rooms` registers as full at once: a new room asked
+/// of another relay is not placed on it (a relay full of an attacker's
+/// one-player rooms looked least loaded), and one asked of the full relay
+/// itself is sent on rather than refused. Both play one stream.
+#[test]
+fn a_new_room_is_not_placed_on_a_full_relay() {
+    use lockstep_relay::directory::RelayState;
+    let dir = MemoryDirectory::new();
+    let mut small = RelayConfig::default();
+    small.limits.max_rooms = 1;
+    let a = TestRelay::start_in_fleet(small, member(&dir, "relay-a"));
+    let b = TestRelay::start_in_fleet(RelayConfig::default(), member(&dir, "relay-b"));
+    until("both relays registered", || {
+        ask(dir.relays()).map(|r| r.len()).unwrap_or(0) == 2
+    });
+    let clock = Clock::new();
+    // Relay a is full: one room of one player. Relay b runs a pair.
+    let mut solo = pair(&a, "solo", 160, &clock);
+    solo.truncate(1);
+    let mut arena = pair(&b, "arena", 170, &clock);
+    let mut all: Vec<_> = solo.drain(..).chain(arena.drain(..)).collect();
+    play_on(&mut all, &clock, 30, || {});
+    until("relay a full in the directory", || {
+        ask(dir.relays()).is_ok_and(|r| {
+            r.iter()
+                .any(|e| e.id == "relay-a" && e.state == RelayState::Full)
+        })
+    });
+    // A new room asked of relay b, and another asked of full relay a.
+    let mut cove = pair(&b, "cove", 180, &clock);
+    let mut reef = pair(&a, "reef", 190, &clock);
+    let mut both: Vec<_> = cove.drain(..).chain(reef.drain(..)).collect();
+    play_on(&mut both, &clock, 60, || {});
+    assert!(
+        both[..2].iter().all(|p| p.redirected.is_empty()),
+        "cove stays on b"
+    );
+    for p in &both[2..] {
+        assert_eq!(p.redirected, [b.udp], "{} was sent on to relay b", p.name);
+    }
+    one_stream(&both[..2]);
+    one_stream(&both[2..]);
+    play_on(&mut all, &clock, 30, || {});
+    one_stream(&all[1..]);
+}
+
 /// A fleet that could not run is refused when the relay starts, by name:
 /// a lease under the shortest (its renewals could not keep up), a bad id.
 #[test]
