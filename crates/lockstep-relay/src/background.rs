@@ -80,6 +80,9 @@ impl BackgroundRelay {
     ) -> Result<Self, RelayError> {
         fleet.check()?;
         let mut fleet = fleet;
+        // Refused now, by the addresses asked for (their ports are known
+        // once bound).
+        fleet.check_reachable(bind.udp, bind.ws)?;
         Self::start_with(
             config,
             bind,

@@ -30,9 +30,11 @@ pub struct Fleet<D> {
     /// This relay's id, unique in the fleet
     /// ([`check_relay_id`](crate::directory::check_relay_id)).
     pub id: String,
-    /// Where clients reach it over UDP (its public address).
+    /// Where clients reach it over UDP (its public address): where other
+    /// relays send its rooms' clients. `None`: the address it listens on,
+    /// refused at start if that is unspecified (`0.0.0.0`).
     pub udp: Option<SocketAddr>,
-    /// Where clients reach it over WebSocket.
+    /// Where clients reach it over WebSocket (as `udp`).
     pub ws: Option<SocketAddr>,
     /// How long its entry and its rooms' claims last unless renewed
     /// (renewed every third of it): how long a killed relay's rooms stay
@@ -49,6 +51,43 @@ pub const LEASE: Duration = Duration::from_secs(6);
 pub const MIN_LEASE: Duration = Duration::from_millis(300);
 
 impl<D> Fleet<D> {
+    /// Fills an address left `None` with the one the relay listens on (as
+    /// given to `bind`), and refuses an address clients cannot be sent to:
+    /// an unspecified one (`0.0.0.0`, `::`), which a relay listening on
+    /// every interface would otherwise register.
+    pub(crate) fn reachable_at(
+        &mut self,
+        udp: Option<SocketAddr>,
+        ws: Option<SocketAddr>,
+    ) -> Result<(), crate::RelayError> {
+        self.udp = self.udp.or(udp);
+        self.ws = self.ws.or(ws);
+        self.check_reachable(None, None)
+    }
+
+    /// Refuses the addresses [`reachable_at`](Self::reachable_at) would
+    /// register (with `udp` and `ws` filling those left `None`), without
+    /// keeping them.
+    pub(crate) fn check_reachable(
+        &self,
+        udp: Option<SocketAddr>,
+        ws: Option<SocketAddr>,
+    ) -> Result<(), crate::RelayError> {
+        let named = [
+            ("UDP", "udp", self.udp.or(udp)),
+            ("WebSocket", "ws", self.ws.or(ws)),
+        ];
+        for (what, flag, at) in named {
+            if let Some(at) = at.filter(|a| a.ip().is_unspecified()) {
+                return Err(crate::RelayError::Fleet(format!(
+                    "the relay listens for {what} on {at}, an address no client can be sent \
+                     to: give its public address (Fleet::{flag}, lockstep relay --public-{flag})"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Refuses what would not run: a bad relay id, a lease under
     /// [`MIN_LEASE`].
     pub(crate) fn check(&self) -> Result<(), crate::RelayError> {

@@ -192,6 +192,11 @@ pub async fn run_in_fleet<D: crate::directory::Directory>(
     shutdown: impl Future<Output = ()>,
 ) -> Result<RelayReport, RelayError> {
     fleet.check()?;
+    let mut fleet = fleet;
+    fleet.reachable_at(
+        listeners.udp.as_ref().and_then(|s| s.local_addr().ok()),
+        listeners.ws.as_ref().and_then(|s| s.local_addr().ok()),
+    )?;
     serve(config, listeners, metrics, Some(fleet.task()), async {
         shutdown.await;
         true

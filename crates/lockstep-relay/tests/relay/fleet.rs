@@ -884,7 +884,8 @@ fn a_new_room_is_not_placed_on_a_full_relay() {
 }
 
 /// A fleet that could not run is refused when the relay starts, by name:
-/// a lease under the shortest (its renewals could not keep up), a bad id.
+/// a lease under the shortest (its renewals could not keep up), a bad id,
+/// an address no client can be sent to.
 #[test]
 fn a_fleet_that_cannot_run_is_refused_at_start() {
     use lockstep_relay::{BackgroundRelay, Bind};
@@ -898,4 +899,17 @@ fn a_fleet_that_cannot_run_is_refused_at_start() {
     let err = BackgroundRelay::start_in_fleet(RelayConfig::default(), Bind::loopback(), bad)
         .expect_err("a bad id");
     assert!(err.to_string().contains("relay id"), "{err}");
+    // Listening on every interface with no public address: other relays
+    // would send clients to 0.0.0.0.
+    let everywhere = Bind {
+        udp: Some("0.0.0.0:0".parse().expect("an address")),
+        ..Bind::default()
+    };
+    let err = BackgroundRelay::start_in_fleet(
+        RelayConfig::default(),
+        everywhere,
+        member(&dir, "relay-a"),
+    )
+    .expect_err("no public address");
+    assert!(err.to_string().contains("public address"), "{err}");
 }
