@@ -48,6 +48,11 @@ pub enum TurnError {
 /// loop {
 ///     let now = clock.now();
 ///     turn(&mut runner, &mut udp, now, &mut buffers, |_game| 0)?;
+///     // A relay of a fleet named the room's relay: go there.
+///     if let Some(to) = runner.session().redirect() {
+///         let relay = udp.add_peer(to);
+///         runner.session_mut().follow_redirect(relay, now);
+///     }
 ///     // draw(runner.game(), runner.status());
 ///     wait(&runner, &mut udp, &clock, now + frame)?;
 /// }

@@ -149,6 +149,10 @@ impl BackgroundRelay {
     }
 
     /// Tells every client goodbye, stops, and returns what the relay did.
+    /// With [`drain_secs`](RelayConfig::drain_secs) and rooms open, the
+    /// relay drains first, and this call blocks until it stops: call it
+    /// from a thread of its own while the players' loops run on, or their
+    /// matches cannot end and the drain runs to its deadline.
     pub fn stop(self) -> Result<RelayReport, RelayError> {
         self.end(true)
     }

@@ -200,8 +200,11 @@ async fn place<D: Directory>(
             }
         })
         .collect();
-    let target = named
-        .and_then(|n| candidates.iter().find(|r| r.id == n))
+    let chosen = named.and_then(|n| candidates.iter().find(|r| r.id == n));
+    if let (Some(n), None) = (named, chosen) {
+        warn!(room = %room, relay = %n, "the ticket names a relay that is not ready: placed by load");
+    }
+    let target = chosen
         .or_else(|| least_loaded(&candidates, Some(id)))
         .map(|r| r.id.clone());
     if let Some(t) = &target {

@@ -169,8 +169,10 @@ pub struct Claims<'a> {
     pub expiry: u64,
     /// The relay of a fleet (its id) that should serve the room, if the
     /// matchmaker placed it: a relay the client reaches first sends it
-    /// there while the room is new. At most 64 bytes
-    /// ([`MAX_RELAY_ID`](crate::directory::MAX_RELAY_ID)).
+    /// there while the room is new (if that relay is registered and ready;
+    /// else the room is placed as any other, and the relay logs it). An id
+    /// [`check_relay_id`](crate::directory::check_relay_id) refuses gives a
+    /// ticket every relay refuses as malformed: check ids first.
     pub relay: Option<&'a str>,
 }
 
