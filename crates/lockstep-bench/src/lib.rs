@@ -159,7 +159,7 @@ pub struct LockstepCodec {
 
 impl Codec for LockstepCodec {
     fn name(&self) -> &'static str {
-        "lockstep v10 (delta chains)"
+        "lockstep v11 (delta chains)"
     }
 
     fn encode(
