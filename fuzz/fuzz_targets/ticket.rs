@@ -16,6 +16,8 @@ struct Input {
     expiry: u64,
     nonce: [u8; 16],
     flip: Option<(u16, u8)>,
+    /// A relay the ticket names (version 3).
+    relay: Option<String>,
 }
 
 fuzz_target!(|i: Input| {
@@ -34,7 +36,12 @@ fuzz_target!(|i: Input| {
     if i.room.len() > 255 || i.name.len() > 255 {
         return;
     }
-    let claims = Claims { room: &i.room, name: &i.name, role, expiry: i.expiry };
+    // A relay id the directory refuses gives a ticket every relay refuses.
+    let relay = i
+        .relay
+        .as_deref()
+        .filter(|r| lockstep_relay::directory::check_relay_id(r).is_ok());
+    let claims = Claims { room: &i.room, name: &i.name, role, expiry: i.expiry, relay };
     let mut t = ticket::issue(&key, &claims, i.nonce);
     let flipped = match i.flip {
         Some((at, x)) if x != 0 => {
@@ -48,6 +55,6 @@ fuzz_target!(|i: Input| {
     if flipped {
         assert!(r.is_err(), "an altered ticket verified");
     } else if i.now <= i.expiry {
-        assert!(r.is_ok(), "{r:?}");
+        assert_eq!(r.map(|v| v.relay), Ok(relay.map(str::to_owned)));
     }
 });
