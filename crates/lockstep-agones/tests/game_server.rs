@@ -91,6 +91,15 @@ fn players(
         .collect()
 }
 
+/// A runtime of two workers: the relay's loop, the SDK's calls.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
 /// A relay serving under the fake SDK server.
 struct Started {
     state: fake_sdk::Shared,
@@ -134,11 +143,7 @@ async fn start(counters_declared: bool, config: RelayConfig, health_every: Durat
 
 #[test]
 fn a_relay_is_an_agones_game_server() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
+    let rt = runtime();
     rt.block_on(async {
         let config = RelayConfig {
             drain_secs: 30,
@@ -212,11 +217,7 @@ fn a_relay_is_an_agones_game_server() {
 /// not tried again, and the relay serves on.
 #[test]
 fn counters_missing_from_the_spec_are_not_fatal() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
+    let rt = runtime();
     rt.block_on(async {
         let Started {
             state,

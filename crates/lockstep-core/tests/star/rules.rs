@@ -1129,6 +1129,39 @@ fn answer(key: [u8; 32]) -> (Vec<u8>, lockstep_core::secure::SecureChannel) {
     (challenge, server)
 }
 
+/// A client with `secret` that took its server's challenge, its key, the
+/// challenge, and the server's side of the handshake.
+fn challenged(
+    secret: [u8; 32],
+) -> (
+    ClientSession<u16>,
+    [u8; 32],
+    Vec<u8>,
+    lockstep_core::secure::SecureChannel,
+) {
+    let config = ClientConfig {
+        secret: Some(secret),
+        ..ClientConfig::default()
+    };
+    let mut c = ClientSession::<u16>::new(config, SERVER, Instant::ZERO).unwrap();
+    let (_, key) = hello_key(&mut c).expect("a hello");
+    let (challenge, server) = answer(key);
+    c.handle_datagram(SERVER, &challenge, Instant::ZERO)
+        .unwrap();
+    (c, key, challenge, server)
+}
+
+/// A redirect to 192.0.2.7:4000, plain, and that address.
+fn moved() -> (std::net::SocketAddr, Vec<u8>) {
+    let elsewhere: std::net::SocketAddr = "192.0.2.7:4000".parse().unwrap();
+    let moved = raw(
+        Tick::ZERO,
+        false,
+        &[Message::Reject(wire::RejectReason::Moved(elsewhere))],
+    );
+    (elsewhere, moved)
+}
+
 /// A redirect (a relay of a fleet naming the one that serves the room) is
 /// taken only sealed under the handshake's keys: a plain one, which anyone
 /// could forge "from" the relay, changes nothing. Taken, the session sends
@@ -1139,21 +1172,8 @@ fn answer(key: [u8; 32]) -> (Vec<u8>, lockstep_core::secure::SecureChannel) {
 fn a_client_takes_only_a_sealed_redirect_and_waits_to_be_moved() {
     use lockstep_core::sequenced::MAX_REDIRECTS;
     let secret = [9; 32];
-    let config = ClientConfig {
-        secret: Some(secret),
-        ..ClientConfig::default()
-    };
-    let mut c = ClientSession::<u16>::new(config, SERVER, Instant::ZERO).unwrap();
-    let (_, first_key) = hello_key(&mut c).expect("a hello");
-    let (challenge, server) = answer(first_key);
-    c.handle_datagram(SERVER, &challenge, Instant::ZERO)
-        .unwrap();
-    let elsewhere: std::net::SocketAddr = "192.0.2.7:4000".parse().unwrap();
-    let moved = raw(
-        Tick::ZERO,
-        false,
-        &[Message::Reject(wire::RejectReason::Moved(elsewhere))],
-    );
+    let (mut c, first_key, _, server) = challenged(secret);
+    let (elsewhere, moved) = moved();
 
     // Forged: plain.
     let r = c.handle_datagram(SERVER, &moved, Instant::ZERO);
@@ -1210,14 +1230,8 @@ fn a_client_takes_only_a_sealed_redirect_and_waits_to_be_moved() {
     );
 
     // One never followed: the session ends at its timeout, naming where.
-    let config = ClientConfig {
-        secret: Some(secret),
-        ..ClientConfig::default()
-    };
-    let timeout = config.timeout;
-    let mut c = ClientSession::<u16>::new(config, SERVER, Instant::ZERO).unwrap();
-    c.handle_datagram(SERVER, &challenge, Instant::ZERO)
-        .unwrap();
+    let timeout = ClientConfig::default().timeout;
+    let (mut c, _, _, server) = challenged(secret);
     let mut sealed = Vec::new();
     server.seal_reply(&moved, &mut sealed);
     c.handle_datagram(SERVER, &sealed, Instant::ZERO).unwrap();
@@ -1236,21 +1250,8 @@ fn a_client_takes_only_a_sealed_redirect_and_waits_to_be_moved() {
 /// number stays out of the replay window).
 #[test]
 fn a_sealed_redirect_after_the_welcome_changes_nothing() {
-    let config = ClientConfig {
-        secret: Some([9; 32]),
-        ..ClientConfig::default()
-    };
-    let mut c = ClientSession::<u16>::new(config, SERVER, Instant::ZERO).unwrap();
-    let (_, key) = hello_key(&mut c).expect("a hello");
-    let (challenge, mut server) = answer(key);
-    c.handle_datagram(SERVER, &challenge, Instant::ZERO)
-        .unwrap();
-    let elsewhere: std::net::SocketAddr = "192.0.2.7:4000".parse().unwrap();
-    let moved = raw(
-        Tick::ZERO,
-        false,
-        &[Message::Reject(wire::RejectReason::Moved(elsewhere))],
-    );
+    let (mut c, _, _, mut server) = challenged([9; 32]);
+    let (_, moved) = moved();
     let mut held = Vec::new();
     server.seal_reply(&moved, &mut held);
     let welcome = raw(

@@ -35,6 +35,22 @@ fn ask<T>(f: impl Future<Output = T>) -> T {
         .block_on(f)
 }
 
+/// Relays a and b in `dir`'s fleet, with these configurations, both
+/// registered.
+fn two(dir: &MemoryDirectory, a: RelayConfig, b: RelayConfig) -> (TestRelay, TestRelay) {
+    let a = TestRelay::start_in_fleet(a, member(dir, "relay-a"));
+    let b = TestRelay::start_in_fleet(b, member(dir, "relay-b"));
+    until("both relays registered", || {
+        ask(dir.relays()).map(|r| r.len()).unwrap_or(0) == 2
+    });
+    (a, b)
+}
+
+/// The relay holding `room` in `dir`, if any.
+fn owner_of(dir: &MemoryDirectory, room: &str) -> Option<String> {
+    ask(dir.owner(room)).expect("reads").map(|o| o.relay)
+}
+
 /// Asserts the honest players of a match ran one stream.
 fn one_stream(players: &[Player<lockstep_core::PlayerInputs>]) {
     let hashes: Vec<u64> = players.iter().map(|p| p.hash.value()).collect();
@@ -73,11 +89,7 @@ fn pair(
 #[test]
 fn a_room_opens_on_one_relay_and_moves_when_its_relay_dies() {
     let dir = MemoryDirectory::new();
-    let a = TestRelay::start_in_fleet(RelayConfig::default(), member(&dir, "relay-a"));
-    let b = TestRelay::start_in_fleet(RelayConfig::default(), member(&dir, "relay-b"));
-    until("both relays registered", || {
-        ask(dir.relays()).map(|r| r.len()).unwrap_or(0) == 2
-    });
+    let (a, b) = two(&dir, RelayConfig::default(), RelayConfig::default());
     let clock = Clock::new();
 
     // A match in "arena" on relay a. Once the directory shows its load,
@@ -90,7 +102,7 @@ fn a_room_opens_on_one_relay_and_moves_when_its_relay_dies() {
     });
     let mut lagoon = pair(&a, "lagoon", 20, &clock);
     play_on(&mut lagoon, &clock, 60, || {});
-    let owner = |room: &str| ask(dir.owner(room)).expect("reads").map(|o| o.relay);
+    let owner = |room: &str| owner_of(&dir, room);
     assert_eq!(owner("arena").as_deref(), Some("relay-a"));
     assert_eq!(owner("lagoon").as_deref(), Some("relay-b"));
     for p in &lagoon {
@@ -158,11 +170,7 @@ fn turn_until(
 #[test]
 fn a_client_sent_to_the_wrong_relay_is_redirected_and_plays() {
     let dir = MemoryDirectory::new();
-    let a = TestRelay::start_in_fleet(RelayConfig::default(), member(&dir, "relay-a"));
-    let b = TestRelay::start_in_fleet(RelayConfig::default(), member(&dir, "relay-b"));
-    until("both relays registered", || {
-        ask(dir.relays()).map(|r| r.len()).unwrap_or(0) == 2
-    });
+    let (a, b) = two(&dir, RelayConfig::default(), RelayConfig::default());
     let mut clients = vec![(fold::client(&a, "arena", "ann"), 3)];
     turn_until(&mut clients, "ann seated on relay a", |c| {
         c[0].0.session().connected()
@@ -192,13 +200,7 @@ fn a_client_sent_to_the_wrong_relay_is_redirected_and_plays() {
     );
     let metrics = b.http_get("/metrics");
     assert!(metrics.contains("lockstep_redirects_total 1"), "{metrics}");
-    assert_eq!(
-        ask(dir.owner("arena"))
-            .expect("reads")
-            .map(|o| o.relay)
-            .as_deref(),
-        Some("relay-a")
-    );
+    assert_eq!(owner_of(&dir, "arena").as_deref(), Some("relay-a"));
 }
 
 /// A matchmaker's ticket may name the relay of the fleet to serve the
@@ -214,11 +216,7 @@ fn a_ticket_names_the_relay_of_its_room() {
         c.tickets.secret = Some(SECRET.into());
         c
     };
-    let a = TestRelay::start_in_fleet(config(), member(&dir, "relay-a"));
-    let b = TestRelay::start_in_fleet(config(), member(&dir, "relay-b"));
-    until("both relays registered", || {
-        ask(dir.relays()).map(|r| r.len()).unwrap_or(0) == 2
-    });
+    let (a, b) = two(&dir, config(), config());
     let key = TicketKey::new(0, SECRET).expect("long enough");
     let clock = Clock::new();
     let expiry = std::time::SystemTime::now()
@@ -246,13 +244,7 @@ fn a_ticket_names_the_relay_of_its_room() {
         assert_eq!(p.redirected, [b.udp], "{} was sent to relay b", p.name);
     }
     one_stream(&players);
-    assert_eq!(
-        ask(dir.owner("vip"))
-            .expect("reads")
-            .map(|o| o.relay)
-            .as_deref(),
-        Some("relay-b")
-    );
+    assert_eq!(owner_of(&dir, "vip").as_deref(), Some("relay-b"));
 }
 
 /// An attacker names new rooms, one Hello each (past the address check),
@@ -402,11 +394,7 @@ fn a_draining_relay_hands_on_a_room_placed_on_it_before() {
         drain_secs: 30,
         ..RelayConfig::default()
     };
-    let a = TestRelay::start_in_fleet(config, member(&dir, "relay-a"));
-    let b = TestRelay::start_in_fleet(RelayConfig::default(), member(&dir, "relay-b"));
-    until("both relays registered", || {
-        ask(dir.relays()).map(|r| r.len()).unwrap_or(0) == 2
-    });
+    let (a, b) = two(&dir, config, RelayConfig::default());
     let clock = Clock::new();
     let mut arena = pair(&a, "arena", 130, &clock);
     play_on(&mut arena, &clock, 30, || {});
@@ -436,13 +424,7 @@ fn a_draining_relay_hands_on_a_room_placed_on_it_before() {
         assert_eq!(p.redirected, [b_udp], "{} was sent to relay b", p.name);
     }
     one_stream(&late);
-    assert_eq!(
-        ask(dir.owner("late"))
-            .expect("reads")
-            .map(|o| o.relay)
-            .as_deref(),
-        Some("relay-b")
-    );
+    assert_eq!(owner_of(&dir, "late").as_deref(), Some("relay-b"));
     for p in &mut arena {
         p.session.leave();
     }
@@ -568,8 +550,7 @@ fn a_redirect_goes_only_to_a_proven_address_sealed_and_small() {
     use lockstep_core::secure::{self, SecureChannel};
     use lockstep_core::wire::{Datagram, Hello, InputCodec, Message, RejectReason};
     let dir = MemoryDirectory::new();
-    let a = TestRelay::start_in_fleet(RelayConfig::default(), member(&dir, "relay-a"));
-    let b = TestRelay::start_in_fleet(RelayConfig::default(), member(&dir, "relay-b"));
+    let (a, b) = two(&dir, RelayConfig::default(), RelayConfig::default());
     let clock = Clock::new();
     let mut arena = pair(&a, "arena", 120, &clock);
     play_on(&mut arena, &clock, 30, || {});
@@ -756,13 +737,9 @@ fn forge_while_joining(
 #[test]
 fn a_watched_hello_copied_naming_another_room_does_not_redirect_its_client() {
     let dir = MemoryDirectory::new();
-    let a = TestRelay::start_in_fleet(RelayConfig::default(), member(&dir, "relay-a"));
-    let b = TestRelay::start_in_fleet(RelayConfig::default(), member(&dir, "relay-b"));
-    until("both relays registered", || {
-        ask(dir.relays()).map(|r| r.len()).unwrap_or(0) == 2
-    });
+    let (a, b) = two(&dir, RelayConfig::default(), RelayConfig::default());
     let clock = Clock::new();
-    let owner = |room: &str| ask(dir.owner(room)).expect("reads").map(|o| o.relay);
+    let owner = |room: &str| owner_of(&dir, room);
     let mut lagoon = pair(&b, "lagoon", 130, &clock);
     play_on(&mut lagoon, &clock, 30, || {});
     assert_eq!(owner("lagoon").as_deref(), Some("relay-b"));
@@ -847,11 +824,7 @@ fn a_new_room_is_not_placed_on_a_full_relay() {
     let dir = MemoryDirectory::new();
     let mut small = RelayConfig::default();
     small.limits.max_rooms = 1;
-    let a = TestRelay::start_in_fleet(small, member(&dir, "relay-a"));
-    let b = TestRelay::start_in_fleet(RelayConfig::default(), member(&dir, "relay-b"));
-    until("both relays registered", || {
-        ask(dir.relays()).map(|r| r.len()).unwrap_or(0) == 2
-    });
+    let (a, b) = two(&dir, small, RelayConfig::default());
     let clock = Clock::new();
     // Relay a is full: one room of one player. Relay b runs a pair.
     let mut solo = pair(&a, "solo", 160, &clock);
