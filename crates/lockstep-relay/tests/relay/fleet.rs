@@ -51,6 +51,27 @@ fn owner_of(dir: &MemoryDirectory, room: &str) -> Option<String> {
     ask(dir.owner(room)).expect("reads").map(|o| o.relay)
 }
 
+/// `players` leave, and play on until the draining relay (stopping on
+/// `stopping`) has stopped (10 s at most); what it reported.
+fn leave_until_stopped(
+    players: &mut [Player<lockstep_core::PlayerInputs>],
+    stopping: std::thread::JoinHandle<lockstep_relay::RelayReport>,
+    clock: &Clock,
+) -> lockstep_relay::RelayReport {
+    for p in players.iter_mut() {
+        p.session.leave();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !stopping.is_finished() {
+        assert!(Instant::now() < deadline, "the relay did not stop");
+        for p in players.iter_mut() {
+            p.step(clock);
+        }
+        std::thread::yield_now();
+    }
+    stopping.join().expect("joins")
+}
+
 /// Asserts the honest players of a match ran one stream.
 fn one_stream(players: &[Player<lockstep_core::PlayerInputs>]) {
     let hashes: Vec<u64> = players.iter().map(|p| p.hash.value()).collect();
@@ -360,18 +381,7 @@ fn a_draining_relay_takes_no_room_and_stops_when_its_last_match_ends() {
     one_stream(&cove);
 
     // The players leave: the room closes, and the relay stops.
-    for p in &mut arena {
-        p.session.leave();
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !b_side.is_finished() {
-        assert!(Instant::now() < deadline, "the relay did not stop");
-        for p in &mut arena {
-            p.step(&clock);
-        }
-        std::thread::yield_now();
-    }
-    let report = b_side.join().expect("joins");
+    let report = leave_until_stopped(&mut arena, b_side, &clock);
     let took = stopping.elapsed();
     println!(
         "drained in {took:?} (deadline 30 s); {} goodbyes",
@@ -425,18 +435,7 @@ fn a_draining_relay_hands_on_a_room_placed_on_it_before() {
     }
     one_stream(&late);
     assert_eq!(owner_of(&dir, "late").as_deref(), Some("relay-b"));
-    for p in &mut arena {
-        p.session.leave();
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !draining.is_finished() {
-        assert!(Instant::now() < deadline, "relay a did not stop");
-        for p in &mut arena {
-            p.step(&clock);
-        }
-        std::thread::yield_now();
-    }
-    let _ = draining.join();
+    leave_until_stopped(&mut arena, draining, &clock);
 }
 
 /// The directory in a real Redis, which stops mid-match and comes back
