@@ -114,6 +114,9 @@ pub(crate) enum FleetOp {
         room: RoomName,
         named: Option<String>,
         elsewhere: bool,
+        /// The client came over WebSocket (else UDP): only a relay with an
+        /// address for it can take the room.
+        ws: bool,
     },
     /// The room closed: give it up.
     Release(RoomName),
@@ -156,13 +159,14 @@ type Recent = BTreeMap<String, u32>;
 /// Places `room`, new at relay `id`: a room another relay already holds
 /// is that relay's; else it is claimed for the relay its ticket `named`
 /// (if registered and ready), or the least loaded ready relay (this one
-/// on a tie), or this one; a relay that drains or is full (`elsewhere`)
-/// never places one on itself.
+/// on a tie), or this one; only relays with an address for the client's
+/// transport (`ws`: WebSocket, else UDP), and a relay that drains or is
+/// full (`elsewhere`) never places one on itself.
 async fn place<D: Directory>(
     dir: &D,
     id: &str,
     room: &str,
-    (named, elsewhere): (Option<&str>, bool),
+    (named, elsewhere, ws): (Option<&str>, bool, bool),
     recent: &mut Recent,
     lease: Duration,
 ) -> Result<Placed, DirectoryError> {
@@ -187,7 +191,13 @@ async fn place<D: Directory>(
         Some(_) => return here().await,
         None => {}
     }
-    let ready = |r: &&RelayEntry| r.state == RelayState::Ready && !(elsewhere && r.id == id);
+    // Ready, reachable over the client's transport, and not this relay if
+    // it takes no room now.
+    let ready = |r: &&RelayEntry| {
+        r.state == RelayState::Ready
+            && !(elsewhere && r.id == id)
+            && if ws { r.ws.is_some() } else { r.udp.is_some() }
+    };
     let candidates: Vec<RelayEntry> = relays
         .iter()
         .filter(ready)
@@ -321,8 +331,8 @@ async fn run<D: Directory>(
             }
             op = ops.recv() => match op {
                 None => break,
-                Some(FleetOp::Claim { room, named, elsewhere }) => {
-                    let asked = (named.as_deref(), elsewhere);
+                Some(FleetOp::Claim { room, named, elsewhere, ws }) => {
+                    let asked = (named.as_deref(), elsewhere, ws);
                     let result = place(&dir, &id, &room, asked, &mut recent, lease).await;
                     if let Ok(Placed::Here(epoch)) = result {
                         owned.insert(room.clone(), epoch);

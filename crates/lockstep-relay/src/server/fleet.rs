@@ -149,6 +149,7 @@ impl Core {
                     room: room.clone(),
                     named: hello.relay.map(str::to_owned),
                     elsewhere,
+                    ws: matches!(key, super::ConnKey::Ws(_)),
                 };
                 if waiting < MAX_CLAIMS && f.ops.send(op).is_ok() {
                     f.claims.insert(room.clone(), (ClaimState::Asked, now));

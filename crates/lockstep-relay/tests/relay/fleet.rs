@@ -855,6 +855,42 @@ fn a_new_room_is_not_placed_on_a_full_relay() {
     one_stream(&all[1..]);
 }
 
+/// Placement looks at the client's transport: a UDP client's new room is
+/// not placed on a relay that takes WebSocket clients only (the client
+/// would be refused there), however lightly loaded; it stays on a relay
+/// with a UDP address, and plays.
+#[test]
+fn a_room_goes_to_a_relay_the_client_can_reach() {
+    use lockstep_relay::{BackgroundRelay, Bind};
+    let dir = MemoryDirectory::new();
+    let a = TestRelay::start_in_fleet(RelayConfig::default(), member(&dir, "relay-a"));
+    let ws_only = Bind {
+        ws: Bind::loopback().ws,
+        ..Bind::default()
+    };
+    let b =
+        BackgroundRelay::start_in_fleet(RelayConfig::default(), ws_only, member(&dir, "relay-b"))
+            .expect("starts");
+    until("both relays registered", || {
+        ask(dir.relays()).map(|r| r.len()).unwrap_or(0) == 2
+    });
+    let clock = Clock::new();
+    let mut arena = pair(&a, "arena", 200, &clock);
+    play_on(&mut arena, &clock, 30, || {});
+    until("relay a's load in the directory", || {
+        ask(dir.relays()).is_ok_and(|r| r.iter().any(|e| e.id == "relay-a" && e.clients == 2))
+    });
+    let mut cove = pair(&a, "cove", 210, &clock);
+    play_on(&mut cove, &clock, 60, || {});
+    assert!(
+        cove.iter().all(|p| p.redirected.is_empty()),
+        "cove stays on relay a"
+    );
+    assert_eq!(owner_of(&dir, "cove").as_deref(), Some("relay-a"));
+    one_stream(&cove);
+    drop(b);
+}
+
 /// A fleet that could not run is refused when the relay starts, by name:
 /// a lease under the shortest (its renewals could not keep up), a bad id,
 /// an address no client can be sent to.
