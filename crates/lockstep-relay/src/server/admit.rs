@@ -132,17 +132,15 @@ impl Core {
         }
         let at = fleet::HelloAt {
             len: n,
-            channel: channel.as_ref(),
+            channel: channel.as_ref().map(|(c, _)| c),
             relay: to_spend.as_ref().and_then(|t| t.relay.as_deref()),
         };
         let Some(room) = self.room_for(key, &hello, at, existing, now) else {
             return;
         };
         let issued = sealed::cookie_issued(hello.cookie.unwrap_or_default());
-        let channel = channel.map(|c| {
-            let hello = (hello.key.unwrap_or_default(), secure::hello_binding(&hello));
-            (c, hello, issued)
-        });
+        let channel =
+            channel.map(|(c, binding)| (c, (hello.key.unwrap_or_default(), binding), issued));
         self.open_connection(key, bytes, room, channel, to_spend, now);
     }
 
@@ -150,7 +148,8 @@ impl Core {
     /// it is challenged (and nothing kept); with one, and a key, its sealed
     /// connection's keys, within the handshake budget and the per-address
     /// cap. `None`: it was answered, refused or ignored here; `Some(None)`:
-    /// it goes on plain.
+    /// it goes on plain; `Some(Some(..))`: sealed, with the keys and what
+    /// the Hello asked for (the keys' binding).
     fn prove_udp(
         &mut self,
         key: ConnKey,
@@ -158,7 +157,10 @@ impl Core {
         hello: &Hello<'_>,
         n: usize,
         now: CoreInstant,
-    ) -> Option<Option<SecureChannel>> {
+    ) -> Option<Option<(SecureChannel, [u8; 32])>> {
+        // What a keyed Hello asks for: its keys are bound to it (worked
+        // out on the path that needs it, once).
+        let binding = || secure::hello_binding(hello);
         let (a, len) = addr_bytes(addr);
         let proven = hello
             .cookie
@@ -174,9 +176,7 @@ impl Core {
             let cookie = self.validator.cookie(&a[..len], now);
             let server_key = hello.key.and_then(|k| {
                 self.metrics.handshakes.fetch_add(1, Ordering::Relaxed);
-                self.validator
-                    .handshake(&cookie, &k, &secure::hello_binding(hello))
-                    .ok()
+                self.validator.handshake(&cookie, &k, &binding()).ok()
             });
             let server_key = server_key.map(|(public, _)| public);
             self.metrics.challenges.fetch_add(1, Ordering::Relaxed);
@@ -198,7 +198,7 @@ impl Core {
             }
             self.metrics.handshakes.fetch_add(1, Ordering::Relaxed);
         }
-        let binding = secure::hello_binding(hello);
+        let binding = binding();
         match hello
             .key
             .map(|k| self.validator.handshake(cookie, &k, &binding))
@@ -255,7 +255,7 @@ impl Core {
                         return None;
                     }
                 }
-                return Some(Some(c));
+                return Some(Some((c, binding)));
             }
             Some(Err(_)) => {
                 self.ignore();
@@ -581,13 +581,17 @@ impl Core {
     /// Refuses a proven address (UDP) or a WebSocket.
     pub(super) fn reply_reject(&mut self, key: ConnKey, reason: RejectReason<'_>) {
         self.metrics.rejects.fetch_add(1, Ordering::Relaxed);
+        let reply = self.reject_datagram(reason);
+        self.send_answer(key, &reply);
+    }
+
+    /// A datagram of one `Reject`, plain.
+    pub(super) fn reject_datagram(&self, reason: RejectReason<'_>) -> Vec<u8> {
         let mut buf = Vec::new();
         let mut w = DatagramWriter::new(&mut buf, Tick::ZERO, self.config.limits.max_message);
         w.put(Message::Reject(reason));
         let len = w.finish();
-        self.send(key, &buf[..len]);
-        if let ConnKey::Ws(id) = key {
-            self.ws_out.remove(&id);
-        }
+        buf.truncate(len);
+        buf
     }
 }

@@ -6,11 +6,9 @@ use super::Core;
 use crate::directory::{RelayEntry, RoomOwner};
 use crate::fleet::{FleetNews, FleetOp, Placed};
 use crate::room::RoomName;
-use lockstep_core::Tick;
 use lockstep_core::secure;
 use lockstep_core::secure::SecureChannel;
 use lockstep_core::wire::RejectReason;
-use lockstep_core::wire::{DatagramWriter, Message};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -166,14 +164,10 @@ impl Core {
     /// takes a redirect no other way), plain over WebSocket or to a plain
     /// UDP client. Never larger than the Hello it answers.
     pub(super) fn reply_moved(&mut self, key: super::ConnKey, hello: HelloAt<'_>, to: SocketAddr) {
-        let mut plain = Vec::new();
-        let mut w = DatagramWriter::new(&mut plain, Tick::ZERO, self.config.limits.max_message);
-        w.put(Message::Reject(RejectReason::Moved(to)));
-        let len = w.finish();
-        plain.truncate(len);
+        let plain = self.reject_datagram(RejectReason::Moved(to));
         let reply = match hello.channel {
             Some(c) => {
-                let mut sealed = Vec::with_capacity(len + secure::SEALED_OVERHEAD);
+                let mut sealed = Vec::with_capacity(plain.len() + secure::SEALED_OVERHEAD);
                 c.seal_reply(&plain, &mut sealed);
                 sealed
             }
