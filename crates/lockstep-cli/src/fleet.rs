@@ -74,6 +74,7 @@ pub(crate) fn main(args: FleetArgs) -> Result<(), FleetError> {
                 RelayState::Ready => "ready",
                 RelayState::Draining => "draining",
                 RelayState::Full => "full",
+                RelayState::Unknown => "unknown",
             };
             println!(
                 "{:<24} {:<22} {:<22} {:>8} {:>6}  {state}",

@@ -46,6 +46,17 @@ pub enum RelayState {
     /// It is at its `max_rooms` or `max_connections`: it takes no new
     /// rooms until some close.
     Full,
+    /// A state this relay does not know (a newer relay's, during a rolling
+    /// upgrade): taken as taking no new rooms, rather than making the
+    /// whole directory unreadable.
+    ///
+    /// ```
+    /// use lockstep_relay::directory::RelayState;
+    /// let s: RelayState = serde_json::from_str("\"resting\"").expect("reads");
+    /// assert_eq!(s, RelayState::Unknown);
+    /// ```
+    #[serde(other)]
+    Unknown,
 }
 
 /// A relay's entry in the directory.
