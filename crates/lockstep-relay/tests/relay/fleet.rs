@@ -46,6 +46,18 @@ fn two(dir: &MemoryDirectory, a: RelayConfig, b: RelayConfig) -> (TestRelay, Tes
     (a, b)
 }
 
+/// Polls until `dir` holds relay `id`'s entry and `check` holds for it.
+fn until_entry(
+    dir: &MemoryDirectory,
+    id: &str,
+    what: &str,
+    check: impl Fn(&lockstep_relay::directory::RelayEntry) -> bool,
+) {
+    until(&format!("{id} {what} in the directory"), || {
+        ask(dir.relays()).is_ok_and(|r| r.iter().any(|e| e.id == id && check(e)))
+    });
+}
+
 /// The relay holding `room` in `dir`, if any.
 fn owner_of(dir: &MemoryDirectory, room: &str) -> Option<String> {
     ask(dir.owner(room)).expect("reads").map(|o| o.relay)
@@ -118,9 +130,7 @@ fn a_room_opens_on_one_relay_and_moves_when_its_relay_dies() {
     // players are sent there.
     let mut arena = pair(&a, "arena", 10, &clock);
     play_on(&mut arena, &clock, 60, || {});
-    until("relay a's load in the directory", || {
-        ask(dir.relays()).is_ok_and(|r| r.iter().any(|e| e.id == "relay-a" && e.clients == 2))
-    });
+    until_entry(&dir, "relay-a", "its load", |e| e.clients == 2);
     let mut lagoon = pair(&a, "lagoon", 20, &clock);
     play_on(&mut lagoon, &clock, 60, || {});
     let owner = |room: &str| owner_of(&dir, room);
@@ -371,9 +381,7 @@ fn a_draining_relay_takes_no_room_and_stops_when_its_last_match_ends() {
     // With another relay in the fleet, a new room asked of the draining
     // one is sent there, and plays.
     let b = TestRelay::start_in_fleet(RelayConfig::default(), member(&dir, "relay-b"));
-    until("relay b registered", || {
-        ask(dir.relays()).is_ok_and(|r| r.iter().any(|e| e.id == "relay-b"))
-    });
+    until_entry(&dir, "relay-b", "registered", |_| true);
     play_on(&mut cove, &clock, 30, || {});
     for p in &cove {
         assert_eq!(p.redirected, [b.udp], "{} was sent to relay b", p.name);
@@ -418,11 +426,8 @@ fn a_draining_relay_hands_on_a_room_placed_on_it_before() {
     let b_udp = b.udp;
     let draining = std::thread::spawn(move || a.stop());
     let asked = Instant::now();
-    until("the fleet hears of the drain", || {
-        ask(dir.relays()).is_ok_and(|r| {
-            r.iter()
-                .any(|e| e.id == "relay-a" && e.state == RelayState::Draining)
-        })
+    until_entry(&dir, "relay-a", "draining", |e| {
+        e.state == RelayState::Draining
     });
     println!(
         "the drain reached the directory {:?} after the stop",
@@ -831,12 +836,7 @@ fn a_new_room_is_not_placed_on_a_full_relay() {
     let mut arena = pair(&b, "arena", 170, &clock);
     let mut all: Vec<_> = solo.drain(..).chain(arena.drain(..)).collect();
     play_on(&mut all, &clock, 30, || {});
-    until("relay a full in the directory", || {
-        ask(dir.relays()).is_ok_and(|r| {
-            r.iter()
-                .any(|e| e.id == "relay-a" && e.state == RelayState::Full)
-        })
-    });
+    until_entry(&dir, "relay-a", "full", |e| e.state == RelayState::Full);
     // A new room asked of relay b, and another asked of full relay a.
     let mut cove = pair(&b, "cove", 180, &clock);
     let mut reef = pair(&a, "reef", 190, &clock);
@@ -877,9 +877,7 @@ fn a_room_goes_to_a_relay_the_client_can_reach() {
     let clock = Clock::new();
     let mut arena = pair(&a, "arena", 200, &clock);
     play_on(&mut arena, &clock, 30, || {});
-    until("relay a's load in the directory", || {
-        ask(dir.relays()).is_ok_and(|r| r.iter().any(|e| e.id == "relay-a" && e.clients == 2))
-    });
+    until_entry(&dir, "relay-a", "its load", |e| e.clients == 2);
     let mut cove = pair(&a, "cove", 210, &clock);
     play_on(&mut cove, &clock, 60, || {});
     assert!(
