@@ -491,8 +491,6 @@ async fn serve_one(
                 lockstep_relay::directory::check_relay_id(id)?;
                 let directory =
                     lockstep_relay::directory::RedisDirectory::open(url, &args.directory_prefix)?;
-                let bound_udp = listeners.udp.as_ref().and_then(|s| s.local_addr().ok());
-                let bound_ws = listeners.ws.as_ref().and_then(|s| s.local_addr().ok());
                 let k = id
                     .rsplit_once('-')
                     .and_then(|(_, k)| k.parse::<u16>().ok())
@@ -501,8 +499,9 @@ async fn serve_one(
                 let fleet = lockstep_relay::fleet::Fleet {
                     directory,
                     id: id.clone(),
-                    udp: nth(args.public_udp, k)?.or(bound_udp),
-                    ws: nth(args.public_ws, k)?.or(bound_ws),
+                    // Unset: the bound address (run_in_fleet fills it).
+                    udp: nth(args.public_udp, k)?,
+                    ws: nth(args.public_ws, k)?,
                     lease: std::time::Duration::from_secs(args.lease),
                 };
                 tracing::info!(relay = %id, "in the fleet of {url}");
