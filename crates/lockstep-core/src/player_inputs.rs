@@ -38,7 +38,7 @@ const ALL: u8 = MOVEMENT | AIM | POINTER | BUTTONS | EXTRA;
 /// assert!(delta.movement.is_none() && delta.aim.is_some());
 /// assert_eq!(held.apply(&delta), aiming);
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Debug, Default, Eq)]
 pub struct PlayerInputs {
     /// Movement (left) stick, x then y, each in `-127..=127`.
     pub movement: [i8; 2],
@@ -50,6 +50,58 @@ pub struct PlayerInputs {
     pub buttons: u32,
     /// Game-specific bytes, at most [`MAX_EXTRA`].
     pub extra: Vec<u8>,
+}
+
+/// Field by field, as derived, but without a library call for the extra
+/// bytes when there are none (the usual case): every input of every chain
+/// is compared with the one before it.
+impl PartialEq for PlayerInputs {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        self.movement == other.movement
+            && self.aim == other.aim
+            && self.pointer == other.pointer
+            && self.buttons == other.buttons
+            && same_bytes(&self.extra, &other.extra)
+    }
+}
+
+/// Field by field, as derived, but without a library call for the extra
+/// bytes when there are none: chains clone every input they read.
+impl Clone for PlayerInputs {
+    #[inline]
+    fn clone(&self) -> Self {
+        Self {
+            movement: self.movement,
+            aim: self.aim,
+            pointer: self.pointer,
+            buttons: self.buttons,
+            extra: clone_bytes(&self.extra),
+        }
+    }
+}
+
+/// Field by field, as derived: consistent with the equality above.
+impl core::hash::Hash for PlayerInputs {
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        self.movement.hash(state);
+        self.aim.hash(state);
+        self.pointer.hash(state);
+        self.buttons.hash(state);
+        self.extra.hash(state);
+    }
+}
+
+/// `a.to_vec()`, with the empty case in line.
+#[inline]
+fn clone_bytes(a: &[u8]) -> Vec<u8> {
+    if a.is_empty() { Vec::new() } else { a.to_vec() }
+}
+
+/// `a == b`, with the empty case in line.
+#[inline]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && (a.is_empty() || a == b)
 }
 
 /// The fields of a [`PlayerInputs`] that changed; `None` means unchanged.
@@ -159,38 +211,46 @@ impl PlayerInputs {
         }
     }
 
-    /// Appends the fields in `mask`. The fixed fields are gathered on the
-    /// stack and appended at once: this runs for every input of every
-    /// chain and every reference check.
+    /// Appends the fields in `mask`. The fixed fields are gathered in one
+    /// 128-bit word, appended as one fixed-size copy and cut to their
+    /// length: a copy of a length known only at run time is a library
+    /// call, and bytes gathered one by one in memory and then copied as
+    /// words stall the copy until every byte store has landed. This runs
+    /// for every input of every chain and every reference check.
+    #[inline]
     fn put_fields(&self, mask: u8, out: &mut Vec<u8>) {
-        // mask, two sticks, the pointer, buttons as a varint of at most 5.
-        let mut buf = [0u8; 1 + 2 + 2 + 4 + 5];
-        buf[0] = mask;
-        let mut n = 1;
+        // The mask, two sticks, the pointer, buttons as a varint of at
+        // most 5 bytes: 14 bytes, little-endian in `word`.
+        let mut word = u128::from(mask);
+        let mut bits = 8;
+        let mut put = |value: u64, width: u32| {
+            word |= u128::from(value) << bits;
+            bits += width;
+        };
         if mask & MOVEMENT != 0 {
-            buf[n..n + 2].copy_from_slice(&self.movement.map(|v| v as u8));
-            n += 2;
+            put(
+                u64::from(u16::from_le_bytes(self.movement.map(|v| v as u8))),
+                16,
+            );
         }
         if mask & AIM != 0 {
-            buf[n..n + 2].copy_from_slice(&self.aim.map(|v| v as u8));
-            n += 2;
+            put(u64::from(u16::from_le_bytes(self.aim.map(|v| v as u8))), 16);
         }
         if mask & POINTER != 0 {
-            buf[n..n + 2].copy_from_slice(&self.pointer[0].to_le_bytes());
-            buf[n + 2..n + 4].copy_from_slice(&self.pointer[1].to_le_bytes());
-            n += 4;
+            let [x, y] = self.pointer.map(u64::from);
+            put(x | y << 16, 32);
         }
         if mask & BUTTONS != 0 {
-            let mut v = self.buttons;
+            let mut v = u64::from(self.buttons);
             while v >= 0x80 {
-                buf[n] = (v as u8) | 0x80;
+                put((v & 0x7F) | 0x80, 8);
                 v >>= 7;
-                n += 1;
             }
-            buf[n] = v as u8;
-            n += 1;
+            put(v, 8);
         }
-        out.extend_from_slice(&buf[..n]);
+        let at = out.len();
+        out.extend_from_slice(&word.to_le_bytes());
+        out.truncate(at + bits as usize / 8);
         if mask & EXTRA != 0 {
             put_varint(out, self.extra.len() as u64);
             out.extend_from_slice(&self.extra);
@@ -199,6 +259,7 @@ impl PlayerInputs {
 
     /// Reads fields named by the mask over `base`; each present field must
     /// differ from `base`'s (the encoding is canonical).
+    #[inline]
     fn read_fields(base: &Self, r: &mut Reader<'_>) -> Result<Self, InputDecodeError> {
         let bad = |_| InputDecodeError::Invalid("truncated player input");
         let unchanged = || InputDecodeError::Invalid("field marked changed is unchanged");
@@ -255,7 +316,7 @@ impl PlayerInputs {
             }
             e.to_vec()
         } else {
-            base.extra.clone()
+            clone_bytes(&base.extra)
         };
         Ok(Self {
             movement,
@@ -266,6 +327,7 @@ impl PlayerInputs {
         })
     }
 
+    #[inline]
     fn mask_against(&self, other: &Self) -> u8 {
         let mut m = 0;
         if self.movement != other.movement {
@@ -280,7 +342,7 @@ impl PlayerInputs {
         if self.buttons != other.buttons {
             m |= BUTTONS;
         }
-        if self.extra != other.extra {
+        if !same_bytes(&self.extra, &other.extra) {
             m |= EXTRA;
         }
         m
@@ -290,6 +352,7 @@ impl PlayerInputs {
 /// `mask` then the fields that differ from the neutral input; the delta is
 /// the same against the previous input.
 impl Input for PlayerInputs {
+    #[inline(always)]
     fn encode(&self, out: &mut Vec<u8>) {
         self.put_fields(self.mask_against(&Self::default()), out);
     }
@@ -308,10 +371,12 @@ impl Input for PlayerInputs {
         Ok(v)
     }
 
+    #[inline]
     fn encode_delta(&self, prev: &Self, out: &mut Vec<u8>) {
         self.put_fields(self.mask_against(prev), out);
     }
 
+    #[inline]
     fn decode_delta(prev: &Self, input: &mut &[u8]) -> Result<Self, InputDecodeError> {
         if input.first() == Some(&0) {
             return Err(InputDecodeError::Invalid("a delta that changes nothing"));
@@ -353,6 +418,34 @@ mod tests {
         out.clear();
         b.encode_delta(&a, &mut out);
         assert_eq!(out.len(), 2, "a button change: mask and buttons");
+    }
+
+    #[test]
+    fn equality_clone_and_hash_are_field_by_field_as_derived() {
+        use core::hash::{Hash, Hasher};
+        use std::collections::hash_map::DefaultHasher;
+        let hash = |v: &dyn Fn(&mut DefaultHasher)| {
+            let mut h = DefaultHasher::new();
+            v(&mut h);
+            h.finish()
+        };
+        let a = PlayerInputs::default()
+            .with_movement(0.5, -1.0)
+            .with_pointer(0.25, 2.0)
+            .with_button(7, true);
+        let mut b = a.clone();
+        b.extra = vec![1, 2, 3];
+        for p in [&a, &b, &PlayerInputs::default()] {
+            let fields = (p.movement, p.aim, p.pointer, p.buttons, &p.extra);
+            assert_eq!(hash(&|h| p.hash(h)), hash(&|h| fields.hash(h)));
+            assert_eq!(p.clone(), *p);
+        }
+        assert_ne!(a, b);
+        let mut c = b.clone();
+        c.extra = vec![1, 2, 4];
+        assert_ne!(b, c);
+        c.extra = vec![1, 2, 3];
+        assert_eq!(b, c);
     }
 
     #[test]
