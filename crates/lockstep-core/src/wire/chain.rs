@@ -140,7 +140,7 @@ pub fn decode_chain_after<I: Input>(
     prev: I,
 ) -> Result<Vec<I>, WireError> {
     let mut out = Vec::new();
-    decode_chain_into(bytes, count, prev, &mut out)?;
+    decode_chain_into(bytes, count, &prev, &mut out)?;
     Ok(out)
 }
 
@@ -150,7 +150,7 @@ pub fn decode_chain_after<I: Input>(
 pub fn decode_chain_into<I: Input>(
     bytes: &[u8],
     count: usize,
-    prev: I,
+    prev: &I,
     out: &mut Vec<I>,
 ) -> Result<(), WireError> {
     let at = out.len();
@@ -161,10 +161,13 @@ pub fn decode_chain_into<I: Input>(
     decoded
 }
 
+/// Each input is read against the one before it where `out` holds it: no
+/// input is copied but into `out`, once.
+#[inline]
 fn decode_chain_onto<I: Input>(
     bytes: &[u8],
     count: usize,
-    prev: I,
+    first_prev: &I,
     out: &mut Vec<I>,
 ) -> Result<(), WireError> {
     let nbits = count.div_ceil(8);
@@ -177,18 +180,24 @@ fn decode_chain_onto<I: Input>(
     // Every input costs at least a bit of the bitmap, which is there: no
     // more is reserved than the bytes allow.
     out.reserve(count);
-    let mut prev = prev;
+    let at = out.len();
     for i in 0..count {
-        if bits[i / 8] & (1 << (i % 8)) != 0 {
-            let next = I::decode_delta(&prev, &mut rest)?;
-            if next == prev {
+        let prev = match i {
+            0 => first_prev,
+            _ => &out[at + i - 1],
+        };
+        let next = if bits[i / 8] & (1 << (i % 8)) != 0 {
+            let next = I::decode_delta(prev, &mut rest)?;
+            if next == *prev {
                 return Err(WireError::Invalid(
                     "chain marks an unchanged input as changed",
                 ));
             }
-            prev = next;
-        }
-        out.push(prev.clone());
+            next
+        } else {
+            prev.clone()
+        };
+        out.push(next);
     }
     if !rest.is_empty() {
         return Err(WireError::TrailingBytes(rest.len()));

@@ -40,6 +40,7 @@ impl<'a> Datagram<'a> {
 
     /// [`decode`](Self::decode), its messages in `messages` (emptied
     /// first): see [`Decoder`], which lends one.
+    #[inline]
     fn decode_into(
         bytes: &'a [u8],
         reference: Tick,
@@ -106,6 +107,7 @@ pub struct Decoder {
 impl Decoder {
     /// [`Datagram::decode`], into the storage of the last datagram
     /// recycled.
+    #[inline]
     pub fn decode<'a>(
         &mut self,
         bytes: &'a [u8],

@@ -466,6 +466,7 @@ impl Message<'_> {
 
 /// Reads one message (type byte and body) whose tick fields are distances
 /// from `base`.
+#[inline]
 pub(super) fn read_message<'a>(r: &mut Reader<'a>, base: Tick) -> Result<Message<'a>, WireError> {
     match r.u8()? {
         ty::HELLO => handshake::read_hello(r),
