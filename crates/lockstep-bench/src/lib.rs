@@ -144,7 +144,7 @@ pub trait Codec {
     fn decode(&mut self, bytes: &[u8], held: Option<&PlayerInputs>) -> usize;
 }
 
-/// lockstep's protocol v8: header, an `Inputs` message with an ack and a
+/// lockstep's protocol: header, an `Inputs` message with an ack and a
 /// delta chain coded against the input the recipient acknowledged. It keeps
 /// its chain writer, decoder and buffers from one datagram to the next, as
 /// a session does, so neither side allocates per datagram.
@@ -204,9 +204,10 @@ impl Codec for LockstepCodec {
             if let Message::Inputs(i) = m {
                 for r in i.runs {
                     self.decoded.clear();
-                    if r.decode_into(held, &mut self.decoded, &mut self.scratch)
-                        .is_ok()
-                    {
+                    // The recipient works out the check of the input it
+                    // holds once, when it takes it (here: this once).
+                    let held = held.map(|h| (h, wire::reference_check(h, &mut self.scratch)));
+                    if r.decode_into(held, &mut self.decoded).is_ok() {
                         n += self.decoded.len();
                     }
                 }

@@ -184,7 +184,7 @@ impl<I: Input> MeshSession<I> {
                         };
                         let mut decoded = core::mem::take(&mut self.run_inputs);
                         decoded.clear();
-                        run.decode_into(reference, &mut decoded, &mut self.scratch)?;
+                        run.decode_into(reference, &mut decoded)?;
                         for (k, input) in decoded.iter().enumerate() {
                             // An input the same as the one before it is
                             // the same size.

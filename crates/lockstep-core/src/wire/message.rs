@@ -119,7 +119,7 @@ pub mod message_type {
 }
 use message_type as ty;
 
-/// One message of protocol v9.
+/// One message of the protocol.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Message<'a> {

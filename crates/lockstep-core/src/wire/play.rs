@@ -104,19 +104,53 @@ impl InputRun<'_> {
     /// [`check`](Self::check) says it is not the input the sender coded
     /// against: see [`reads_against`](Self::reads_against)).
     pub fn decode<I: Input>(&self, reference: Option<&I>) -> Result<Vec<I>, WireError> {
+        let reference = reference.map(|r| (r, reference_check(r, &mut Vec::new())));
         let mut out = Vec::new();
-        self.decode_into(reference, &mut out, &mut Vec::new())?;
+        self.decode_into(reference, &mut out)?;
         Ok(out)
     }
 
-    /// [`decode`](Self::decode), appending to `out`, with `scratch` to
-    /// check the reference in: buffers the caller reuses, so nothing is
-    /// allocated once they have grown. `out` is left as it was on an error.
+    /// [`decode`](Self::decode), appending to `out` (a buffer the caller
+    /// reuses, so nothing is allocated once it has grown), the reference
+    /// given with its [`reference_check`] as the caller keeps it: a
+    /// recipient works out the check of each input once, when it takes
+    /// it, not for every run read against it. `out` is left as it was on
+    /// an error.
+    ///
+    /// ```
+    /// use lockstep_core::{PlayerId, Tick};
+    /// use lockstep_core::wire::{ChainWriter, InputRun, reference_check};
+    ///
+    /// // The sender holds 7 for tick 40, acknowledged: tick 41's run is
+    /// // coded against it.
+    /// let mut chain = ChainWriter::after(7u16);
+    /// chain.push(&9, usize::MAX);
+    /// let mut bytes = Vec::new();
+    /// chain.write(&mut bytes);
+    /// let mut scratch = Vec::new();
+    /// let run = InputRun {
+    ///     seat: PlayerId(0),
+    ///     start: Tick::new(41),
+    ///     count: 1,
+    ///     back: 1,
+    ///     check: reference_check(&7u16, &mut scratch),
+    ///     chain: &bytes,
+    /// };
+    /// // The recipient took 7 for tick 40 and kept its check then.
+    /// let held = (&7u16, reference_check(&7u16, &mut scratch));
+    /// let mut out = Vec::new();
+    /// run.decode_into(Some(held), &mut out)?;
+    /// assert_eq!(out, [9]);
+    /// // Another input for that tick (a forged one, say): refused.
+    /// let forged = (&8u16, reference_check(&8u16, &mut scratch));
+    /// assert!(run.decode_into(Some(forged), &mut out).is_err());
+    /// assert_eq!(out, [9]);
+    /// # Ok::<(), lockstep_core::wire::WireError>(())
+    /// ```
     pub fn decode_into<I: Input>(
         &self,
-        reference: Option<&I>,
+        reference: Option<(&I, u8)>,
         out: &mut Vec<I>,
-        scratch: &mut Vec<u8>,
     ) -> Result<(), WireError> {
         let neutral;
         let prev = match (self.back, reference) {
@@ -124,7 +158,7 @@ impl InputRun<'_> {
                 neutral = I::default();
                 &neutral
             }
-            (_, Some(r)) if self.reads_against(r, scratch) => r,
+            (_, Some((r, check))) if check == self.check => r,
             (_, Some(_)) => {
                 return Err(WireError::Invalid(
                     "an input run coded against another input than the one held",
