@@ -218,7 +218,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Length-prefixed bytes, at most `max`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn byte_string(
         &mut self,
         what: &'static str,
