@@ -449,6 +449,43 @@ mod tests {
     }
 
     #[test]
+    fn every_field_has_its_bytes() {
+        let full = PlayerInputs {
+            movement: [1, -1],
+            aim: [2, 3],
+            pointer: [0x1234, 0xABCD],
+            buttons: u32::MAX,
+            extra: vec![9, 8],
+        };
+        let mut out = vec![0xEE];
+        full.encode(&mut out);
+        assert_eq!(
+            out,
+            [
+                0xEE, // what was there before
+                0x1F, // every field
+                0x01, 0xFF, // movement
+                0x02, 0x03, // aim
+                0x34, 0x12, 0xCD, 0xAB, // pointer, x then y
+                0xFF, 0xFF, 0xFF, 0xFF, 0x0F, // buttons, a varint of 5 bytes
+                0x02, 0x09, 0x08, // extra: length, bytes
+            ]
+        );
+        assert_eq!(PlayerInputs::decode(&out[1..]), Ok(full.clone()));
+        // Against an input with other buttons only: the mask and buttons.
+        let prev = PlayerInputs {
+            buttons: 0x80,
+            ..full.clone()
+        };
+        out.clear();
+        full.encode_delta(&prev, &mut out);
+        assert_eq!(out, [BUTTONS, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F]);
+        let mut cursor = &out[..];
+        assert_eq!(PlayerInputs::decode_delta(&prev, &mut cursor), Ok(full));
+        assert!(cursor.is_empty());
+    }
+
+    #[test]
     fn non_canonical_bytes_are_refused() {
         assert!(PlayerInputs::decode(&[0x20]).is_err(), "unknown field");
         assert!(PlayerInputs::decode(&[MOVEMENT, 0x80, 0]).is_err(), "-128");

@@ -117,6 +117,12 @@ impl InputRun<'_> {
     /// it, not for every run read against it. `out` is left as it was on
     /// an error.
     ///
+    /// The check must be the one worked out from the held input
+    /// ([`reference_check`]), never the run's own [`check`](Self::check):
+    /// given that, any input held for the tick reads as the reference,
+    /// and a forged or lost one corrupts every input of the run instead of
+    /// the run being refused.
+    ///
     /// ```
     /// use lockstep_core::{PlayerId, Tick};
     /// use lockstep_core::wire::{ChainWriter, InputRun, reference_check};

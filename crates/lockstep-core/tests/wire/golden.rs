@@ -198,7 +198,8 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
                 start: tick(1003),
                 count: 3,
                 back: 1,
-                // xxh3-64 of 7's encoding (`07 00`), low 8 bits.
+                // xxh3-64 of 7's encoding with its trailing zero dropped
+                // (`07`), low 8 bits.
                 check: wire::reference_check(&7u16, &mut Vec::new()),
                 chain: &referenced,
             }])
