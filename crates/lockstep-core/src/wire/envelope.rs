@@ -124,14 +124,13 @@ impl Decoder {
     }
 }
 
-/// `v`'s allocation, emptied, for messages of another lifetime: collecting
-/// an iterator of nothing from it keeps its allocation (the standard
-/// library collects in place when the item layout is the same).
-#[expect(
-    clippy::unnecessary_filter_map,
-    reason = "the map changes the lifetime, which a filter cannot"
-)]
-fn reuse<'b>(mut v: Vec<Message<'_>>) -> Vec<Message<'b>> {
+/// `v`'s allocation, emptied, for items of another type of the same
+/// layout (the same items of another lifetime, say): collecting an
+/// iterator of nothing from it keeps its allocation (the standard library
+/// collects in place when the item layout is the same; another layout
+/// gets a new, empty vector). A buffer of borrowing items is kept this
+/// way from one datagram to the next.
+pub(crate) fn reuse<A, B>(mut v: Vec<A>) -> Vec<B> {
     v.clear();
     v.into_iter().filter_map(|_| None).collect()
 }

@@ -41,6 +41,7 @@ pub use chain::{
 pub use checks::Checkpoint;
 pub use codec::{MAX_TICK_DELTA, expand_tick};
 pub use control::{Abandon, Endorsement};
+pub(crate) use envelope::reuse;
 pub use envelope::{Datagram, DatagramWriter, Decoder, peek_anchor, peek_version};
 pub use frame::{FrameRef, decode_frames_body, encode_frame, encode_frames_body};
 pub use handshake::{ByeReason, ErrorCode, Hello, InputCodec, RejectReason, ResumeToken, Welcome};

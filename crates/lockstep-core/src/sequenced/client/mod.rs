@@ -175,6 +175,13 @@ pub struct ClientSession<I: Input> {
     crypt: Vec<u8>,
     /// Decodes datagrams in storage kept from one to the next.
     decoder: wire::Decoder,
+    /// Our inputs' runs, kept from one datagram to the next so that
+    /// sending allocates nothing once they have grown: a chain writer per
+    /// run with its start and reference, the chains' bytes, and the list
+    /// of runs lent to the datagram (empty between datagrams).
+    run_chains: Vec<(Tick, (u32, u8), ChainWriter<I>)>,
+    run_bytes: Vec<u8>,
+    run_list: Vec<InputRun<'static>>,
     /// Joining a game under way from a snapshot.
     joining: Option<Box<Joining>>,
     /// The id of the last resync the sequencer asked of us.
@@ -274,6 +281,9 @@ impl<I: Input> ClientSession<I> {
             channel: None,
             crypt: Vec::new(),
             decoder: wire::Decoder::default(),
+            run_chains: Vec::new(),
+            run_bytes: Vec::new(),
+            run_list: Vec::new(),
             joining: None,
             resynced: 0,
             resync_told: 0,

@@ -184,8 +184,10 @@ impl<I: Input> ClientSession<I> {
             .runs(u32::MAX);
         let mut left = w.remaining();
         // Each run: its start, reference, inputs; and what each range got
-        // to before the datagram was full.
-        let mut runs: Vec<(Tick, (u32, u8), ChainWriter<I>)> = Vec::new();
+        // to before the datagram was full. The chain writers, their bytes
+        // and the list of runs are kept from one datagram to the next.
+        let mut chains = core::mem::take(&mut self.run_chains);
+        let mut used = 0;
         let mut reached: [Option<(Tick, Tick)>; 2] = [None, None];
         'ranges: for (r, range) in ranges.into_iter().enumerate() {
             let Some((a, b)) = range else {
@@ -195,11 +197,11 @@ impl<I: Input> ClientSession<I> {
             let first = self.unacked.partition_point(|(t, _)| *t < a);
             for (tick, input) in self.unacked.range(first..).take_while(|(t, _)| *t < b) {
                 if expect != Some(*tick)
-                    || runs
+                    || chains[..used]
                         .last()
                         .is_none_or(|(_, _, c)| c.count() >= wire::MAX_RUN)
                 {
-                    if let Some((_, _, c)) = runs.last() {
+                    if let Some((_, _, c)) = chains[..used].last() {
                         left = left.saturating_sub(c.len() + 12);
                     }
                     if left < 32 {
@@ -212,12 +214,18 @@ impl<I: Input> ClientSession<I> {
                         self.now,
                         self.link.rtt(),
                     );
-                    let chain = r
-                        .input
-                        .map_or_else(ChainWriter::new, |a| ChainWriter::after(a.clone()));
-                    runs.push((*tick, (r.back, r.check), chain));
+                    let after = r.input.cloned().unwrap_or_default();
+                    match chains.get_mut(used) {
+                        Some(kept) => {
+                            kept.0 = *tick;
+                            kept.1 = (r.back, r.check);
+                            kept.2.restart(after);
+                        }
+                        None => chains.push((*tick, (r.back, r.check), ChainWriter::after(after))),
+                    }
+                    used += 1;
                 }
-                let Some((_, _, chain)) = runs.last_mut() else {
+                let Some((_, _, chain)) = chains[..used].last_mut() else {
                     break 'ranges;
                 };
                 if !chain.push(input, left.saturating_sub(24)) {
@@ -237,28 +245,32 @@ impl<I: Input> ClientSession<I> {
         } else {
             &[]
         };
-        let bytes: Vec<Vec<u8>> = runs
-            .iter()
-            .map(|(_, _, c)| {
-                let mut v = Vec::with_capacity(c.len());
-                c.write(&mut v);
-                v
-            })
-            .collect();
-        let runs: Vec<InputRun<'_>> = runs
-            .iter()
-            .zip(&bytes)
-            .filter(|((_, _, c), _)| !c.is_empty())
-            .map(|((start, (back, check), c), b)| InputRun {
-                seat,
-                start: *start,
-                count: c.count() as u32,
-                back: *back,
-                check: *check,
-                chain: b,
-            })
-            .collect();
+        let mut bytes = core::mem::take(&mut self.run_bytes);
+        bytes.clear();
+        for (_, _, c) in &chains[..used] {
+            c.write(&mut bytes);
+        }
+        let mut runs: Vec<InputRun<'_>> = wire::reuse(core::mem::take(&mut self.run_list));
+        let mut from = 0;
+        for (start, (back, check), c) in &chains[..used] {
+            // Each chain took its length in `bytes`, in order.
+            let end = from + c.len();
+            if !c.is_empty() {
+                runs.push(InputRun {
+                    seat,
+                    start: *start,
+                    count: c.count() as u32,
+                    back: *back,
+                    check: *check,
+                    chain: &bytes[from..end],
+                });
+            }
+            from = end;
+        }
         if runs.is_empty() && acks.is_empty() {
+            self.run_list = wire::reuse(runs);
+            self.run_bytes = bytes;
+            self.run_chains = chains;
             return false;
         }
         w.put(Message::Inputs(Inputs {
@@ -266,6 +278,9 @@ impl<I: Input> ClientSession<I> {
             runs: (&runs).into(),
         }));
         let went = !runs.is_empty();
+        self.run_list = wire::reuse(runs);
+        self.run_bytes = bytes;
+        self.run_chains = chains;
         for (a, b) in reached.into_iter().flatten() {
             self.inputs_sent.sent(a, b, self.now, red);
         }
