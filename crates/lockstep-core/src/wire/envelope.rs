@@ -125,10 +125,10 @@ impl Decoder {
 }
 
 /// `v`'s allocation, emptied, for items of another type of the same
-/// layout (the same items of another lifetime, say): collecting an
-/// iterator of nothing from it keeps its allocation (the standard library
-/// collects in place when the item layout is the same; another layout
-/// gets a new, empty vector). A buffer of borrowing items is kept this
+/// layout (the same items of another lifetime: the only use): collecting
+/// an iterator of nothing from it keeps its allocation, as the standard
+/// library collects in place (an optimisation it does not promise; the
+/// allocation tests hold it). A buffer of borrowing items is kept this
 /// way from one datagram to the next.
 pub(crate) fn reuse<A, B>(mut v: Vec<A>) -> Vec<B> {
     v.clear();
