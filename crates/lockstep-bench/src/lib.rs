@@ -206,7 +206,7 @@ impl Codec for LockstepCodec {
                     self.decoded.clear();
                     // The recipient works out the check of the input it
                     // holds once, when it takes it (here: this once).
-                    let held = held.map(|h| (h, wire::reference_check(h, &mut self.scratch)));
+                    let held = held.map(|h| wire::HeldInput::new(h, &mut self.scratch));
                     if r.decode_into(held, &mut self.decoded).is_ok() {
                         n += self.decoded.len();
                     }

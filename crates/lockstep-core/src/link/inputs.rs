@@ -12,7 +12,7 @@
 //! would leave it there for good): then runs go self-contained, coded
 //! against the neutral input, until it moves again ([`AckWatch`]).
 
-use crate::wire::{MAX_INPUT_BACK, reference_check};
+use crate::wire::{HeldInput, MAX_INPUT_BACK, reference_check};
 use crate::{Input, Instant, Tick};
 use core::time::Duration;
 use std::collections::VecDeque;
@@ -204,20 +204,20 @@ pub(crate) fn reference<'a, I: Input>(
 
 /// What a recipient reads a run against, from the inputs `recent` it took
 /// from the run's seat: `Some(None)` for the neutral input, `Some(Some)`
-/// for the held reference the run's check matches, with that check (for
-/// [`InputRun::decode_into`](crate::wire::InputRun::decode_into), which
-/// then works out no check of its own); `None` when it does not
+/// for the held reference the run's check matches, with the check kept
+/// for it (for [`InputRun::decode_into`](crate::wire::InputRun::decode_into),
+/// which then works out no check of its own); `None` when it does not
 /// hold the reference, or holds another input for that tick (the sender's
 /// acknowledged input never reached it, or a forgery did first): the run
 /// is skipped, and its inputs come again against another.
 pub(crate) fn readable<'a, I: Input>(
     run: &crate::wire::InputRun<'_>,
     recent: Option<&'a Recent<I>>,
-) -> Option<Option<(&'a I, u8)>> {
+) -> Option<Option<HeldInput<'a, I>>> {
     match run.reference() {
         None => Some(None),
         Some(t) => match recent?.get(t) {
-            Some((input, check)) if check == run.check => Some(Some((input, check))),
+            Some((input, check)) if check == run.check => Some(Some(HeldInput::kept(input, check))),
             _ => None,
         },
     }
@@ -318,7 +318,10 @@ mod tests {
             chain: &[],
         };
         let right = reference_check(&90u32, &mut Vec::new());
-        assert_eq!(readable(&run(right), Some(&held)), Some(Some((&90, right))));
+        assert_eq!(
+            readable(&run(right), Some(&held)),
+            Some(Some(HeldInput::kept(&90, right)))
+        );
         // Another input held for that tick (a forgery came first), or none.
         assert_eq!(readable(&run(right ^ 1), Some(&held)), None);
         assert_eq!(readable(&run(right), None::<&Recent<u32>>), None);

@@ -52,7 +52,8 @@ pub use message::{
     MIN_HELLO_DATAGRAM, Message, message_type,
 };
 pub use play::{
-    Frames, InputRun, Inputs, MAX_INPUT_BACK, MAX_REFERENCE_BACK, Status, reference_check,
+    Frames, HeldInput, InputRun, Inputs, MAX_INPUT_BACK, MAX_REFERENCE_BACK, Status,
+    reference_check,
 };
 pub use roster::{Holder, Member, Start};
 pub use transfer::{SnapshotAck, SnapshotChunk};

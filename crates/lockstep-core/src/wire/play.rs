@@ -81,6 +81,53 @@ pub fn reference_check<I: Input>(input: &I, scratch: &mut Vec<u8>) -> u8 {
     xxh3_64(&x[..end]) as u8
 }
 
+/// An input a recipient holds, with its [`reference_check`] worked out
+/// from it: what [`InputRun::decode_into`] reads a run against. Outside
+/// this crate it is only made by [`HeldInput::new`], which works the check
+/// out, so a run's own claim can never stand in for it. A recipient keeps
+/// one per input it takes (the check is the costly part), or makes one
+/// when it needs it.
+///
+/// ```
+/// use lockstep_core::wire::HeldInput;
+///
+/// let mut scratch = Vec::new();
+/// let held = HeldInput::new(&7u16, &mut scratch);
+/// assert_eq!(*held.input(), 7);
+/// assert_ne!(held.check(), HeldInput::new(&8u16, &mut scratch).check());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldInput<'a, I> {
+    input: &'a I,
+    check: u8,
+}
+
+impl<'a, I: Input> HeldInput<'a, I> {
+    /// `input` with its check, worked out in `scratch` (cleared first).
+    pub fn new(input: &'a I, scratch: &mut Vec<u8>) -> Self {
+        Self {
+            input,
+            check: reference_check(input, scratch),
+        }
+    }
+
+    /// `input` with the check worked out from it when it was taken and
+    /// kept since.
+    pub(crate) fn kept(input: &'a I, check: u8) -> Self {
+        Self { input, check }
+    }
+
+    /// The input.
+    pub fn input(&self) -> &'a I {
+        self.input
+    }
+
+    /// Its [`reference_check`].
+    pub fn check(&self) -> u8 {
+        self.check
+    }
+}
+
 /// How far before its first input an input run's reference may be.
 pub const MAX_INPUT_BACK: u32 = 64;
 
@@ -104,7 +151,7 @@ impl InputRun<'_> {
     /// [`check`](Self::check) says it is not the input the sender coded
     /// against: see [`reads_against`](Self::reads_against)).
     pub fn decode<I: Input>(&self, reference: Option<&I>) -> Result<Vec<I>, WireError> {
-        let reference = reference.map(|r| (r, reference_check(r, &mut Vec::new())));
+        let reference = reference.map(|r| HeldInput::new(r, &mut Vec::new()));
         let mut out = Vec::new();
         self.decode_into(reference, &mut out)?;
         Ok(out)
@@ -112,20 +159,13 @@ impl InputRun<'_> {
 
     /// [`decode`](Self::decode), appending to `out` (a buffer the caller
     /// reuses, so nothing is allocated once it has grown), the reference
-    /// given with its [`reference_check`] as the caller keeps it: a
-    /// recipient works out the check of each input once, when it takes
-    /// it, not for every run read against it. `out` is left as it was on
-    /// an error.
-    ///
-    /// The check must be the one worked out from the held input
-    /// ([`reference_check`]), never the run's own [`check`](Self::check):
-    /// given that, any input held for the tick reads as the reference,
-    /// and a forged or lost one corrupts every input of the run instead of
-    /// the run being refused.
+    /// given as a [`HeldInput`]: a recipient works out the check of each
+    /// input once, when it takes it, not for every run read against it.
+    /// `out` is left as it was on an error.
     ///
     /// ```
     /// use lockstep_core::{PlayerId, Tick};
-    /// use lockstep_core::wire::{ChainWriter, InputRun, reference_check};
+    /// use lockstep_core::wire::{ChainWriter, HeldInput, InputRun, reference_check};
     ///
     /// // The sender holds 7 for tick 40, acknowledged: tick 41's run is
     /// // coded against it.
@@ -142,20 +182,20 @@ impl InputRun<'_> {
     ///     check: reference_check(&7u16, &mut scratch),
     ///     chain: &bytes,
     /// };
-    /// // The recipient took 7 for tick 40 and kept its check then.
-    /// let held = (&7u16, reference_check(&7u16, &mut scratch));
+    /// // The recipient took 7 for tick 40 and kept it with its check.
+    /// let held = HeldInput::new(&7u16, &mut scratch);
     /// let mut out = Vec::new();
     /// run.decode_into(Some(held), &mut out)?;
     /// assert_eq!(out, [9]);
     /// // Another input for that tick (a forged one, say): refused.
-    /// let forged = (&8u16, reference_check(&8u16, &mut scratch));
+    /// let forged = HeldInput::new(&8u16, &mut scratch);
     /// assert!(run.decode_into(Some(forged), &mut out).is_err());
     /// assert_eq!(out, [9]);
     /// # Ok::<(), lockstep_core::wire::WireError>(())
     /// ```
     pub fn decode_into<I: Input>(
         &self,
-        reference: Option<(&I, u8)>,
+        reference: Option<HeldInput<'_, I>>,
         out: &mut Vec<I>,
     ) -> Result<(), WireError> {
         let neutral;
@@ -164,7 +204,7 @@ impl InputRun<'_> {
                 neutral = I::default();
                 &neutral
             }
-            (_, Some((r, check))) if check == self.check => r,
+            (_, Some(held)) if held.check == self.check => held.input,
             (_, Some(_)) => {
                 return Err(WireError::Invalid(
                     "an input run coded against another input than the one held",

@@ -101,7 +101,7 @@ impl<I: Input> Sequencer<I> {
                     let Some(reference) = crate::link::readable(&run, recent) else {
                         continue;
                     };
-                    let decoded = match run.decode::<I>(reference.map(|(input, _)| input)) {
+                    let decoded = match run.decode::<I>(reference.map(|held| held.input())) {
                         Ok(v) => v,
                         Err(e) => {
                             return Err(self.violation(i, ErrorCode::Malformed, e.to_string()));
