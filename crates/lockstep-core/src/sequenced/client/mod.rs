@@ -176,10 +176,10 @@ pub struct ClientSession<I: Input> {
     /// Decodes datagrams in storage kept from one to the next.
     decoder: wire::Decoder,
     /// Our inputs' runs, kept from one datagram to the next so that
-    /// sending allocates nothing once they have grown: a chain writer per
-    /// run with its start and reference, the chains' bytes, and the list
-    /// of runs lent to the datagram (empty between datagrams).
-    run_chains: Vec<(Tick, (u32, u8), ChainWriter<I>)>,
+    /// sending allocates nothing once they have grown: each run being
+    /// written, the chains' bytes, and the list of runs lent to the
+    /// datagram (empty between datagrams).
+    run_chains: Vec<send::RunOut<I>>,
     run_bytes: Vec<u8>,
     run_list: Vec<InputRun<'static>>,
     /// Joining a game under way from a snapshot.

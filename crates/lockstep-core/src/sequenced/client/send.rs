@@ -199,10 +199,10 @@ impl<I: Input> ClientSession<I> {
                 if expect != Some(*tick)
                     || chains[..used]
                         .last()
-                        .is_none_or(|(_, _, c)| c.count() >= wire::MAX_RUN)
+                        .is_none_or(|run| run.chain.count() >= wire::MAX_RUN)
                 {
-                    if let Some((_, _, c)) = chains[..used].last() {
-                        left = left.saturating_sub(c.len() + 12);
+                    if let Some(run) = chains[..used].last() {
+                        left = left.saturating_sub(run.chain.len() + 12);
                     }
                     if left < 32 {
                         break 'ranges;
@@ -217,18 +217,24 @@ impl<I: Input> ClientSession<I> {
                     let after = r.input.cloned().unwrap_or_default();
                     match chains.get_mut(used) {
                         Some(kept) => {
-                            kept.0 = *tick;
-                            kept.1 = (r.back, r.check);
-                            kept.2.restart(after);
+                            kept.start = *tick;
+                            kept.back = r.back;
+                            kept.check = r.check;
+                            kept.chain.restart(after);
                         }
-                        None => chains.push((*tick, (r.back, r.check), ChainWriter::after(after))),
+                        None => chains.push(RunOut {
+                            start: *tick,
+                            back: r.back,
+                            check: r.check,
+                            chain: ChainWriter::after(after),
+                        }),
                     }
                     used += 1;
                 }
-                let Some((_, _, chain)) = chains[..used].last_mut() else {
+                let Some(run) = chains[..used].last_mut() else {
                     break 'ranges;
                 };
-                if !chain.push(input, left.saturating_sub(24)) {
+                if !run.chain.push(input, left.saturating_sub(24)) {
                     break 'ranges;
                 }
                 expect = tick.next();
@@ -247,21 +253,21 @@ impl<I: Input> ClientSession<I> {
         };
         let mut bytes = core::mem::take(&mut self.run_bytes);
         bytes.clear();
-        for (_, _, c) in &chains[..used] {
-            c.write(&mut bytes);
+        for run in &chains[..used] {
+            run.chain.write(&mut bytes);
         }
         let mut runs: Vec<InputRun<'_>> = wire::reuse(core::mem::take(&mut self.run_list));
         let mut from = 0;
-        for (start, (back, check), c) in &chains[..used] {
+        for run in &chains[..used] {
             // Each chain took its length in `bytes`, in order.
-            let end = from + c.len();
-            if !c.is_empty() {
+            let end = from + run.chain.len();
+            if !run.chain.is_empty() {
                 runs.push(InputRun {
                     seat,
-                    start: *start,
-                    count: c.count() as u32,
-                    back: *back,
-                    check: *check,
+                    start: run.start,
+                    count: run.chain.count() as u32,
+                    back: run.back,
+                    check: run.check,
                     chain: &bytes[from..end],
                 });
             }
@@ -371,4 +377,15 @@ impl<I: Input> ClientSession<I> {
         }
         len
     }
+}
+
+/// One run of our inputs being written into a datagram: its first tick,
+/// its reference (see [`link::reference`]) and its chain. Kept from one
+/// datagram to the next, the chain restarted.
+#[derive(Debug)]
+pub(super) struct RunOut<I> {
+    start: Tick,
+    back: u32,
+    check: u8,
+    chain: ChainWriter<I>,
 }
