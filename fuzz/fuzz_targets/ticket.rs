@@ -4,6 +4,7 @@
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
+use lockstep_core::wire::{MAX_NAME, MAX_ROOM};
 use lockstep_relay::ticket::{self, Claims, Ledger, Role, TicketKey};
 
 #[derive(Arbitrary, Debug)]
@@ -32,17 +33,18 @@ fuzz_target!(|i: Input| {
         let _ = ledger.check(&v, i.now);
         ledger.spend(&v);
     }
-    // A signed ticket verifies for its own claims only.
-    if i.room.len() > 255 || i.name.len() > 255 {
-        return;
-    }
-    // A relay id the directory refuses gives a ticket every relay refuses.
-    let relay = i
-        .relay
-        .as_deref()
-        .filter(|r| lockstep_relay::directory::check_relay_id(r).is_ok());
+    // A signed ticket verifies for its own claims only; claims no relay
+    // takes are not signed at all.
+    let relay = i.relay.as_deref();
     let claims = Claims { room: &i.room, name: &i.name, role, expiry: i.expiry, relay };
-    let mut t = ticket::issue(&key, &claims, i.nonce);
+    let issuable = i.room.len() <= MAX_ROOM
+        && i.name.len() <= MAX_NAME
+        && relay.is_none_or(|r| lockstep_relay::directory::check_relay_id(r).is_ok());
+    let Ok(mut t) = ticket::issue(&key, &claims, i.nonce) else {
+        assert!(!issuable, "valid claims were refused");
+        return;
+    };
+    assert!(issuable, "claims no relay takes were signed");
     let flipped = match i.flip {
         Some((at, x)) if x != 0 => {
             let at = usize::from(at) % t.len();

@@ -44,8 +44,8 @@ fn relay_id(s: &str) -> Result<String, String> {
 pub(crate) enum TicketCliError {
     #[error(transparent)]
     Secret(#[from] ticket::ShortSecret),
-    #[error("no randomness from the operating system: {0}")]
-    Entropy(getrandom::Error),
+    #[error(transparent)]
+    Issue(#[from] ticket::IssueError),
 }
 
 /// Prints the ticket in hex, for `lockstep play --ticket`.
@@ -65,7 +65,7 @@ pub(crate) fn main(a: TicketArgs) -> Result<(), TicketCliError> {
         expiry: now.saturating_add(a.valid_for),
         relay: a.relay.as_deref(),
     };
-    let t = ticket::issue_random(&key, &claims).map_err(TicketCliError::Entropy)?;
+    let t = ticket::issue_random(&key, &claims)?;
     println!("{}", to_hex(&t));
     Ok(())
 }

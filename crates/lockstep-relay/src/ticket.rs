@@ -27,7 +27,7 @@
 //! use lockstep_relay::ticket::{self, Claims, Role, TicketError, TicketKey};
 //! let key = TicketKey::new(1, "a secret of at least sixteen bytes")?;
 //! let claims = Claims { room: "arena", name: "alice", role: Role::Player, expiry: 2_000_000_000, relay: None };
-//! let t = ticket::issue(&key, &claims, [9; 16]);
+//! let t = ticket::issue(&key, &claims, [9; 16])?;
 //! let keys = [key];
 //! let ok = ticket::verify(&keys, &t, "arena", "alice", Role::Player, 1_900_000_000)?;
 //! assert_eq!(ok.nonce, [9; 16]);
@@ -40,6 +40,7 @@
 //! ```
 
 use hmac::{Hmac, KeyInit, Mac};
+use lockstep_core::wire::{MAX_NAME, MAX_ROOM};
 use sha2::Sha256;
 use std::collections::HashMap;
 
@@ -171,8 +172,8 @@ pub struct Claims<'a> {
     /// matchmaker placed it: a relay the client reaches first sends it
     /// there while the room is new (if that relay is registered and ready;
     /// else the room is placed as any other, and the relay logs it). An id
-    /// [`check_relay_id`](crate::directory::check_relay_id) refuses gives a
-    /// ticket every relay refuses as malformed: check ids first.
+    /// [`check_relay_id`](crate::directory::check_relay_id) refuses is an
+    /// [`IssueError`].
     pub relay: Option<&'a str>,
 }
 
@@ -187,13 +188,50 @@ pub struct Verified {
     pub relay: Option<String>,
 }
 
+/// Why a ticket could not be issued: its claims could never be accepted,
+/// so it is refused here rather than by every relay later.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum IssueError {
+    /// The room name is longer than a Hello may carry.
+    #[error("room name of {0} bytes; the protocol allows at most {MAX_ROOM}")]
+    RoomTooLong(usize),
+    /// The player name is longer than a Hello may carry.
+    #[error("player name of {0} bytes; the protocol allows at most {MAX_NAME}")]
+    NameTooLong(usize),
+    /// The relay named is not an id a directory takes.
+    #[error(transparent)]
+    BadRelayId(#[from] crate::directory::DirectoryError),
+    /// The operating system gave no random bytes for the nonce.
+    #[error("no random bytes for the ticket's nonce: {0}")]
+    Entropy(getrandom::Error),
+}
+
 /// A ticket for `claims`, signed with `key`. `nonce` must be unpredictable
 /// and unique per ticket (16 bytes from a CSPRNG); [`issue_random`] takes
 /// one from the operating system.
 ///
-/// Room and name longer than 255 bytes cannot be signed and give a ticket
-/// nobody accepts; the protocol caps them at 64 and 32 anyway.
-pub fn issue(key: &TicketKey, claims: &Claims<'_>, nonce: [u8; 16]) -> Vec<u8> {
+/// Claims no relay would accept are an error, not a ticket: a room or name
+/// longer than a Hello carries ([`MAX_ROOM`], [`MAX_NAME`] bytes), or a
+/// relay id [`check_relay_id`](crate::directory::check_relay_id) refuses.
+///
+/// ```
+/// use lockstep_relay::ticket::{self, Claims, IssueError, Role, TicketKey};
+/// let key = TicketKey::new(1, "a secret of at least sixteen bytes")?;
+/// let claims = Claims { room: "arena", name: "alice", role: Role::Player, expiry: 2_000_000_000, relay: Some("eu 2") };
+/// assert!(matches!(ticket::issue(&key, &claims, [9; 16]), Err(IssueError::BadRelayId(_))));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn issue(key: &TicketKey, claims: &Claims<'_>, nonce: [u8; 16]) -> Result<Vec<u8>, IssueError> {
+    if claims.room.len() > MAX_ROOM {
+        return Err(IssueError::RoomTooLong(claims.room.len()));
+    }
+    if claims.name.len() > MAX_NAME {
+        return Err(IssueError::NameTooLong(claims.name.len()));
+    }
+    if let Some(relay) = claims.relay {
+        crate::directory::check_relay_id(relay)?;
+    }
     let room = claims.room.as_bytes();
     let name = claims.name.as_bytes();
     let relay = claims.relay.map(str::as_bytes);
@@ -212,25 +250,22 @@ pub fn issue(key: &TicketKey, claims: &Claims<'_>, nonce: [u8; 16]) -> Vec<u8> {
         Role::Spectator => 1,
     });
     t.extend_from_slice(&nonce);
-    t.push(room.len().min(255) as u8);
-    t.extend_from_slice(&room[..room.len().min(255)]);
-    t.push(name.len().min(255) as u8);
-    t.extend_from_slice(&name[..name.len().min(255)]);
-    if let Some(relay) = relay {
-        t.push(relay.len().min(255) as u8);
-        t.extend_from_slice(&relay[..relay.len().min(255)]);
+    // Every length was checked against a bound under 256 above.
+    for field in [Some(room), Some(name), relay].into_iter().flatten() {
+        t.push(field.len() as u8);
+        t.extend_from_slice(field);
     }
     let mut m = key.mac();
     m.update(&t);
     t.extend_from_slice(&m.finalize().into_bytes());
-    t
+    Ok(t)
 }
 
 /// [`issue`] with a nonce from the operating system's generator.
-pub fn issue_random(key: &TicketKey, claims: &Claims<'_>) -> Result<Vec<u8>, getrandom::Error> {
+pub fn issue_random(key: &TicketKey, claims: &Claims<'_>) -> Result<Vec<u8>, IssueError> {
     let mut nonce = [0u8; 16];
-    getrandom::fill(&mut nonce)?;
-    Ok(issue(key, claims, nonce))
+    getrandom::fill(&mut nonce).map_err(IssueError::Entropy)?;
+    issue(key, claims, nonce)
 }
 
 /// Checks `ticket` for `name` joining `room` as `role` at `now` (unix
@@ -416,10 +451,10 @@ mod tests {
         let (old, new) = (key(1), key(2));
         let keys = [old.clone(), new.clone()];
         for k in [&old, &new] {
-            let t = issue(k, &claims(), [0; 16]);
+            let t = issue(k, &claims(), [0; 16]).unwrap();
             assert!(verify(&keys, &t, "r", "n", Role::Player, 50).is_ok());
         }
-        let t = issue(&key(3), &claims(), [0; 16]);
+        let t = issue(&key(3), &claims(), [0; 16]).unwrap();
         assert_eq!(
             verify(&keys, &t, "r", "n", Role::Player, 50),
             Err(TicketError::UnknownKey)
@@ -434,7 +469,7 @@ mod tests {
             ..claims()
         };
         for c in [claims(), placed] {
-            let t = issue(&k, &c, [5; 16]);
+            let t = issue(&k, &c, [5; 16]).unwrap();
             for i in 0..t.len() {
                 let mut bad = t.clone();
                 bad[i] ^= 0x40;
@@ -451,7 +486,7 @@ mod tests {
     fn a_ticket_may_name_its_relay() {
         let k = key(1);
         let keys = std::slice::from_ref(&k);
-        let plain = issue(&k, &claims(), [5; 16]);
+        let plain = issue(&k, &claims(), [5; 16]).unwrap();
         assert_eq!(plain[0], 2);
         let ok = verify(keys, &plain, "r", "n", Role::Player, 50).unwrap();
         assert_eq!(ok.relay, None);
@@ -459,20 +494,69 @@ mod tests {
             relay: Some("eu-2"),
             ..claims()
         };
-        let t = issue(&k, &placed, [5; 16]);
+        let t = issue(&k, &placed, [5; 16]).unwrap();
         assert_eq!(t[0], 3);
         assert_eq!(t.len(), plain.len() + 5);
         let ok = verify(keys, &t, "r", "n", Role::Player, 50).unwrap();
         assert_eq!(ok.relay.as_deref(), Some("eu-2"));
-        let bad = Claims {
+        // A ticket signed for a bad relay id, as another issuer might make
+        // it: refused as malformed.
+        let mut forged = plain.clone();
+        forged.truncate(forged.len() - MAC_LEN);
+        forged[0] = VERSION_WITH_RELAY;
+        forged.push(9);
+        forged.extend_from_slice(b"two words");
+        let mut m = k.mac();
+        m.update(&forged);
+        forged.extend_from_slice(&m.finalize().into_bytes());
+        assert_eq!(
+            verify(keys, &forged, "r", "n", Role::Player, 50),
+            Err(TicketError::Malformed)
+        );
+    }
+
+    /// Claims no relay would take are refused when the ticket is issued,
+    /// not by every relay when it is used.
+    #[test]
+    fn claims_no_relay_takes_are_not_signed() {
+        let k = key(1);
+        let bad_relay = Claims {
             relay: Some("two words"),
             ..claims()
         };
-        let t = issue(&k, &bad, [5; 16]);
-        assert_eq!(
-            verify(keys, &t, "r", "n", Role::Player, 50),
-            Err(TicketError::Malformed)
-        );
+        assert!(matches!(
+            issue(&k, &bad_relay, [5; 16]),
+            Err(IssueError::BadRelayId(_))
+        ));
+        let room = "r".repeat(MAX_ROOM + 1);
+        let long_room = Claims {
+            room: &room,
+            ..claims()
+        };
+        assert!(matches!(
+            issue(&k, &long_room, [5; 16]),
+            Err(IssueError::RoomTooLong(65))
+        ));
+        let name = "n".repeat(MAX_NAME + 1);
+        let long_name = Claims {
+            name: &name,
+            ..claims()
+        };
+        assert!(matches!(
+            issue(&k, &long_name, [5; 16]),
+            Err(IssueError::NameTooLong(33))
+        ));
+        // At the bounds, tickets are issued and verify.
+        let (room, name) = ("r".repeat(MAX_ROOM), "n".repeat(MAX_NAME));
+        let widest = Claims {
+            room: &room,
+            name: &name,
+            relay: Some("relay-7.eu"),
+            ..claims()
+        };
+        let t = issue(&k, &widest, [5; 16]).unwrap();
+        let ok = verify(&[k], &t, &room, &name, Role::Player, 50).unwrap();
+        assert_eq!(ok.relay.as_deref(), Some("relay-7.eu"));
     }
 
     #[test]
