@@ -47,6 +47,9 @@ pub(crate) trait Extras {
         let _ = (server, secret, now);
         false
     }
+    /// Stops trying to take the seat back, saying why (a relay's or
+    /// host's client only).
+    fn give_up(&mut self) {}
 }
 
 impl<I: Input> Extras for ClientSession<I> {
@@ -67,6 +70,9 @@ impl<I: Input> Extras for ClientSession<I> {
     }
     fn leave(&mut self) {
         Self::leave(self);
+    }
+    fn give_up(&mut self) {
+        Self::give_up(self);
     }
 }
 
@@ -175,6 +181,11 @@ where
             self.buffers = Buffers::default();
             rule.reconnected();
         }
+        if let Some((rule, _)) = &self.reconnect
+            && rule.gave_up(self.runner.session().connected(), now)
+        {
+            Extras::give_up(self.runner.session_mut());
+        }
         // The session is fed every datagram; one it refuses (a stranger's,
         // a forged one) is dropped, as `lockstep_net::drive` does.
         let _ = lockstep_net::drive(
@@ -206,11 +217,7 @@ where
         self.runner.game_mut()
     }
     fn status(&self) -> Status {
-        let connected = self.runner.session().connected();
-        match &self.reconnect {
-            Some((rule, _)) if rule.gave_up(connected, self.now) => Status::Ended,
-            _ => self.runner.status(),
-        }
+        self.runner.status()
     }
     fn poll_event(&mut self) -> Option<Event> {
         self.runner.poll_event()

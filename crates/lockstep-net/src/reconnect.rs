@@ -37,7 +37,7 @@ pub enum Attempt {
 /// let mut rule = Reconnect::default();
 /// // Each turn, before the runner's: when rule.due(&runner, broken, now) is
 /// // Attempt::Now, open a transport, session.reconnect(..), and on success
-/// // rule.reconnected().
+/// // rule.reconnected(); once rule.gave_up(connected, now), session.give_up().
 /// assert_eq!(rule.reconnects(), 0);
 /// ```
 #[derive(Debug, Clone)]
@@ -48,6 +48,8 @@ pub struct Reconnect {
     outage: Option<Instant>,
     /// When a new connection was last tried.
     tried: Option<Instant>,
+    /// A new connection was tried and has not connected yet.
+    pending: bool,
     reconnects: u32,
 }
 
@@ -65,6 +67,7 @@ impl Reconnect {
             give_up,
             outage: None,
             tried: None,
+            pending: false,
             reconnects: 0,
         }
     }
@@ -96,6 +99,9 @@ impl Reconnect {
         if !lost {
             if session.connected() {
                 self.outage = None;
+                if core::mem::take(&mut self.pending) {
+                    self.reconnects += 1;
+                }
             }
             return Attempt::None;
         }
@@ -108,18 +114,21 @@ impl Reconnect {
         Attempt::Now
     }
 
-    /// A new connection was made: counted.
+    /// A new connection was tried (the session's `reconnect` took it): it
+    /// counts in [`reconnects`](Self::reconnects) once it connects.
     pub fn reconnected(&mut self) {
-        self.reconnects += 1;
+        self.pending = true;
     }
 
-    /// New connections made after one was lost.
+    /// Seats taken back on a new connection after one was lost (tries that
+    /// never connected do not count).
     pub fn reconnects(&self) -> u32 {
         self.reconnects
     }
 
     /// Whether the rule stopped trying: the connection has been lost for
-    /// `give_up`, and the session is not connected.
+    /// `give_up`, and the session is not connected. The loop then ends the
+    /// session with `ClientSession::give_up`, so that it says why.
     pub fn gave_up(&self, connected: bool, now: Instant) -> bool {
         !connected && self.outage.is_some_and(|t| now - t >= self.give_up)
     }

@@ -117,6 +117,13 @@ impl<G: Game> RelayClient<G> {
     pub fn turn(&mut self, input: impl FnMut(&G) -> G::Input) -> Result<Update, TurnError> {
         let now = self.clock.now();
         self.reconnect_if_lost(now);
+        if self
+            .reconnect
+            .gave_up(self.runner.session().connected(), now)
+        {
+            // Closed for good, saying why (a try under way is dropped).
+            self.runner.session_mut().give_up();
+        }
         let inbound = drive(&mut self.runner, &mut self.udp, now, &mut self.buffers);
         self.follow_redirect(now);
         let done = self.runner.update(now, input)?;
@@ -137,13 +144,10 @@ impl<G: Game> RelayClient<G> {
         crate::wait(&self.runner, &mut self.udp, &self.clock, until)
     }
 
-    /// Where the match stands: the runner's status, but `Ended` once the
-    /// client has stopped trying to take its seat back.
+    /// Where the match stands: the runner's status. Once the client has
+    /// stopped trying to take its seat back (at a turn), `Ended`, and
+    /// `session().closed()` is [`CloseReason::GaveUp`](lockstep_core::sequenced::CloseReason::GaveUp).
     pub fn status(&self) -> Status {
-        let connected = self.runner.session().connected();
-        if self.reconnect.gave_up(connected, self.clock.now()) {
-            return Status::Ended;
-        }
         self.runner.status()
     }
 
@@ -203,7 +207,7 @@ impl<G: Game> RelayClient<G> {
         &mut self.runner
     }
 
-    /// New connections made after one was lost.
+    /// Seats taken back on a new connection after one was lost.
     pub fn reconnects(&self) -> u32 {
         self.reconnect.reconnects()
     }

@@ -176,6 +176,9 @@ pub enum CloseReason {
     TimedOut,
     /// We left.
     Left,
+    /// The connection was lost and not taken back: the caller stopped
+    /// trying ([`ClientSession::give_up`](crate::sequenced::ClientSession::give_up)).
+    GaveUp,
 }
 
 impl fmt::Display for CloseReason {
@@ -187,6 +190,7 @@ impl fmt::Display for CloseReason {
             Self::Error(code, text) => write!(f, "dropped by the server ({code}): {text}"),
             Self::TimedOut => f.write_str("the server stopped answering"),
             Self::Left => f.write_str("left"),
+            Self::GaveUp => f.write_str("lost the connection, and gave up taking the seat back"),
         }
     }
 }

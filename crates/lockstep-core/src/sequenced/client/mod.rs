@@ -628,6 +628,40 @@ impl<I: Input> ClientSession<I> {
         }
     }
 
+    /// Stops trying to take the seat back: a session whose connection is
+    /// lost (it timed out, or a [`reconnect`](Self::reconnect) is under
+    /// way) closes with [`CloseReason::GaveUp`], with no goodbye (nobody
+    /// hears it), so that [`closed`](Self::closed) says why the match
+    /// ended and [`can_reconnect`](Self::can_reconnect) is false. For a
+    /// loop's reconnect rule that has run out of time
+    /// (`lockstep_net::RelayClient` calls it). Does nothing while
+    /// connected (to end a live match, [`leave`](Self::leave)) or once
+    /// closed for another reason.
+    ///
+    /// ```
+    /// use lockstep_core::sequenced::{ClientConfig, ClientSession, CloseReason};
+    /// use lockstep_core::{Instant, PeerId};
+    ///
+    /// let mut s = ClientSession::<u8>::new(ClientConfig::default(), PeerId(0), Instant::ZERO)?;
+    /// s.give_up();
+    /// assert_eq!(s.closed(), Some(&CloseReason::GaveUp));
+    /// assert!(!s.can_reconnect());
+    /// # Ok::<(), lockstep_core::ConfigError>(())
+    /// ```
+    pub fn give_up(&mut self) {
+        let lost = match &self.state {
+            State::Connected(_) => false,
+            State::Closed(_) => self.can_reconnect(),
+            _ => true,
+        };
+        if lost {
+            self.disconnect(State::Closed(CloseReason::GaveUp));
+            self.push_event(Event::Closed {
+                reason: CloseReason::GaveUp,
+            });
+        }
+    }
+
     /// Whether a goodbye is still to be repeated.
     fn saying_goodbye(&self) -> bool {
         let window = self.config.resend_interval * GOODBYES;
