@@ -151,7 +151,10 @@ impl InputRun<'_> {
     /// [`check`](Self::check) says it is not the input the sender coded
     /// against: see [`reads_against`](Self::reads_against)).
     pub fn decode<I: Input>(&self, reference: Option<&I>) -> Result<Vec<I>, WireError> {
-        let reference = reference.map(|r| HeldInput::new(r, &mut Vec::new()));
+        // Without a reference in the run, the input given is not read.
+        let reference = reference
+            .filter(|_| self.back > 0)
+            .map(|r| HeldInput::new(r, &mut Vec::new()));
         let mut out = Vec::new();
         self.decode_into(reference, &mut out)?;
         Ok(out)
