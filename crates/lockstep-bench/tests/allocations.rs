@@ -2,7 +2,8 @@
 //! keeps its chain writer and a receiver that keeps its decoder and
 //! buffers encode and decode every datagram in memory they already hold;
 //! nor does a relay's player sending its inputs (5.4 allocations a
-//! datagram before its runs' buffers were kept).
+//! datagram before its runs' buffers were kept); nor does a sequencer
+//! decode a player's runs past its input rate.
 //! Counted with a global allocator that counts (the only unsafe code here:
 //! the allocator interface is unsafe to implement).
 
@@ -176,4 +177,130 @@ fn client_sends(lose_every: Option<usize>) -> (u64, u64) {
     }
     assert!(clients.iter().all(|(_, c)| c.seat().is_some()), "both play");
     (sends, counted)
+}
+
+/// A seated player's datagram of long runs of unchanged inputs decodes to
+/// far more than its bytes: four chains of a 128-byte input and 1,023
+/// unchanged ones, about a kilobyte on the wire, are 4,096 inputs, half a
+/// megabyte in 4,096 copies. The sequencer weighs the runs' headers
+/// against the player's input rate (4,000 a second) before decoding any:
+/// it refuses the datagram and drops the player having copied nothing
+/// (it decoded every input first, then refused them), and the other
+/// player plays on.
+#[test]
+fn a_sequencer_decodes_no_more_inputs_than_the_rate_allows() {
+    use lockstep_core::sequenced::{
+        ClientConfig, ClientSession, Sequencer, SequencerConfig, SequencerError,
+    };
+    use lockstep_core::wire::{ChainWriter, DatagramWriter, ErrorCode, InputRun, Inputs, Message};
+    use lockstep_core::{Instant, PeerId, Tick};
+    use std::time::Duration;
+
+    let server_id = PeerId(0);
+    let mut server =
+        Sequencer::<Vec<u8>>::new(SequencerConfig::default(), Instant::ZERO).expect("a config");
+    let mut clients: Vec<(PeerId, ClientSession<Vec<u8>>)> = (1..=2)
+        .map(|k| {
+            let config = ClientConfig {
+                name: format!("p{k}"),
+                ..ClientConfig::default()
+            };
+            let c = ClientSession::new(config, server_id, Instant::ZERO).expect("a config");
+            (PeerId(k), c)
+        })
+        .collect();
+    let mut now = Instant::ZERO;
+    let mut step_buf = Vec::with_capacity(2048);
+    let mut step = |server: &mut Sequencer<Vec<u8>>,
+                    clients: &mut Vec<(PeerId, ClientSession<Vec<u8>>)>,
+                    now: Instant| {
+        for (id, c) in clients.iter_mut() {
+            if c.seat().is_some() {
+                let _ = c.commit_local(vec![id.0 as u8; 8]);
+            }
+            while c.advance().is_some() {}
+            while c.poll_event().is_some() {}
+            c.handle_timeout(now);
+            while let Some(t) = {
+                step_buf.clear();
+                c.poll_transmit(&mut step_buf)
+            } {
+                let _ = server.handle_datagram(*id, &step_buf[..t.len], now);
+            }
+        }
+        server.handle_timeout(now);
+        while let Some(t) = {
+            step_buf.clear();
+            server.poll_transmit(&mut step_buf)
+        } {
+            if let Some((_, c)) = clients.iter_mut().find(|(id, _)| *id == t.destination) {
+                let _ = c.handle_datagram(server_id, &step_buf[..t.len], now);
+            }
+        }
+    };
+    // Past tick 1,024, so that runs of 1,024 inputs end before the open
+    // tick, within the horizon.
+    while server.open_tick() < Tick::new(1_100) {
+        now += Duration::from_millis(33);
+        step(&mut server, &mut clients, now);
+    }
+    let seat = clients[1].1.seat().expect("seated");
+    let mut chain = ChainWriter::new();
+    let wide = vec![0x5a_u8; 128];
+    for _ in 0..1024 {
+        assert!(chain.push(&wide, usize::MAX));
+    }
+    let mut bytes = Vec::new();
+    chain.write(&mut bytes);
+    let mut buf = Vec::with_capacity(2048);
+    let start = Tick::new(server.open_tick().get() - 1_050);
+    let runs: Vec<InputRun<'_>> = (0..4)
+        .map(|_| InputRun {
+            seat,
+            start,
+            count: 1024,
+            back: 0,
+            check: 0,
+            chain: &bytes,
+        })
+        .collect();
+    buf.clear();
+    let mut w = DatagramWriter::new(&mut buf, server.open_tick(), 1200);
+    w.push(&Message::Inputs(Inputs {
+        acks: lockstep_core::wire::List::EMPTY,
+        runs: (&runs).into(),
+    }))
+    .expect("fits");
+    let len = w.finish();
+    assert!(len <= 1200, "{len} bytes");
+    COUNTING.with(|f| f.set(true));
+    let before = allocations();
+    let refused = server.handle_datagram(PeerId(2), &buf, now);
+    let counted = allocations() - before;
+    COUNTING.with(|f| f.set(false));
+    assert!(
+        matches!(
+            refused,
+            Err(SequencerError::Dropped {
+                code: ErrorCode::RateLimited,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert!(
+        counted < 64,
+        "{counted} allocations refusing a {len}-byte datagram of 4,096 inputs"
+    );
+    // The other player plays on.
+    clients.truncate(1);
+    let at = clients[0].1.frame();
+    for _ in 0..60 {
+        now += Duration::from_millis(33);
+        step(&mut server, &mut clients, now);
+    }
+    assert!(
+        clients[0].1.frame().since(at) >= 50,
+        "the other player plays on"
+    );
 }

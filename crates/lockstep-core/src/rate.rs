@@ -39,12 +39,7 @@ impl TokenBucket {
     /// Takes `n` tokens at `now`; if the bucket holds fewer, takes none and
     /// returns `false`.
     pub fn take(&mut self, n: u32, now: Instant) -> bool {
-        let cap = u64::from(self.per_sec) * SCALE;
-        let elapsed = now.saturating_duration_since(self.at).as_micros();
-        let refill = u64::try_from(elapsed)
-            .unwrap_or(u64::MAX)
-            .saturating_mul(u64::from(self.per_sec));
-        self.level = self.level.saturating_add(refill).min(cap);
+        self.level = self.level_at(now);
         self.at = self.at.max(now);
         let cost = u64::from(n) * SCALE;
         if self.level < cost {
@@ -52,6 +47,29 @@ impl TokenBucket {
         }
         self.level -= cost;
         true
+    }
+
+    /// Whether [`take`](Self::take) of `n` at `now` would succeed, taking
+    /// nothing: work that costs tokens is weighed before it is done.
+    ///
+    /// ```
+    /// use lockstep_core::{Instant, TokenBucket};
+    /// let b = TokenBucket::full(10, Instant::ZERO);
+    /// assert!(b.holds(10, Instant::ZERO));
+    /// assert!(!b.holds(11, Instant::ZERO));
+    /// ```
+    pub fn holds(&self, n: u32, now: Instant) -> bool {
+        self.level_at(now) >= u64::from(n) * SCALE
+    }
+
+    /// The level at `now`, refilled since the last take.
+    fn level_at(&self, now: Instant) -> u64 {
+        let cap = u64::from(self.per_sec) * SCALE;
+        let elapsed = now.saturating_duration_since(self.at).as_micros();
+        let refill = u64::try_from(elapsed)
+            .unwrap_or(u64::MAX)
+            .saturating_mul(u64::from(self.per_sec));
+        self.level.saturating_add(refill).min(cap)
     }
 }
 

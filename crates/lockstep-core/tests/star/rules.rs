@@ -652,6 +652,51 @@ fn an_input_flood_is_an_error_and_a_drop() {
     ));
 }
 
+/// Runs of unchanged inputs cost a bit each: a datagram of a hundred runs
+/// back over the whole match is thousands of inputs. Past the player's
+/// input rate the sequencer refuses the datagram from the runs' headers,
+/// before decoding any (the allocation tests count what it copies), and
+/// drops the player; the others play on and agree.
+#[test]
+fn runs_past_the_input_rate_are_an_error_and_a_drop() {
+    hostile(
+        |room| {
+            let open = room.server.open_tick();
+            let count = open.get() + 1;
+            let c = chain(&vec![0u16; count as usize]);
+            let run = InputRun {
+                seat: PlayerId(2),
+                start: Tick::ZERO,
+                count,
+                back: 0,
+                check: 0,
+                chain: &c,
+            };
+            let runs = vec![run; 100];
+            let d = raw(
+                open,
+                false,
+                &[Message::Inputs(Inputs {
+                    acks: List::EMPTY,
+                    runs: (&runs).into(),
+                })],
+            );
+            assert!(d.len() <= 1200, "{} bytes", d.len());
+            let per_datagram = 100 * count;
+            // Within the rate (4,000 a second) twice: taken.
+            let mut sent = 0;
+            while sent + per_datagram <= 4_000 {
+                let taken = room.server.handle_datagram(PeerId(3), &d, room.now);
+                assert!(taken.is_ok(), "{taken:?}");
+                sent += per_datagram;
+            }
+            assert!(sent >= 2 * per_datagram, "{sent} inputs taken");
+            d
+        },
+        ErrorCode::RateLimited,
+    );
+}
+
 #[test]
 fn an_oversized_datagram_is_an_error_and_a_drop() {
     hostile(|_| vec![0u8; 1500], ErrorCode::TooLarge);

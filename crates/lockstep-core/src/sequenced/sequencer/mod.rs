@@ -292,6 +292,8 @@ pub struct Sequencer<I: Input> {
     config: SequencerConfig,
     /// Decodes datagrams in storage kept from one to the next.
     decoder: wire::Decoder,
+    /// A run's inputs as decoded, kept from one run to the next.
+    decoded: Vec<I>,
     fingerprint: Option<u64>,
     /// A room taken over: the first tick it sealed itself. A survivor that
     /// comes back claiming frames past it ran the old host's frames the
@@ -397,6 +399,7 @@ impl<I: Input> Sequencer<I> {
         let match_id = admission::match_id(&config.secret);
         Ok(Self {
             decoder: wire::Decoder::default(),
+            decoded: Vec::new(),
             fingerprint: config.fingerprint,
             referee: Referee::new(config.checksum_window, false, config.keepalive_interval),
             resyncs: BTreeMap::new(),

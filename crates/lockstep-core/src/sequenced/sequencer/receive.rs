@@ -60,84 +60,136 @@ impl<I: Input> Sequencer<I> {
     }
 
     /// The inputs of connection `i`'s datagram, every one its own seat's,
-    /// within the input size limit and the horizon, by tick; and its
-    /// floor, if it named one (see [`Taken`]).
+    /// within the horizon, the input rate and the input size limit, by
+    /// tick; and its floor, if it named one (see [`Taken`]). The runs'
+    /// headers are checked before any chain is decoded: a chain of
+    /// unchanged inputs decodes to far more than its bytes (a kilobyte of
+    /// one seat's runs to thousands of inputs), so only as many as the
+    /// rate allows are ever decoded.
     fn checked_inputs(&mut self, i: usize, d: &Datagram<'_>) -> Result<Checked<I>, SequencerError> {
         let seat = self.conns[i].seat;
-        // Decode and check everything before acting on any of it.
-        let mut inputs: Vec<(Tick, I)> = Vec::new();
-        let mut floor = None;
-        let mut scratch = Vec::new();
-        for m in &d.messages {
-            if let Message::Inputs(msg) = m {
-                let Some(s) = seat else {
-                    return Err(self.violation(
-                        i,
-                        ErrorCode::Violation,
-                        "a spectator sent inputs".into(),
-                    ));
-                };
-                for (ack_seat, tick) in msg.acks.iter() {
-                    if ack_seat != s {
-                        return Err(self.violation(
-                            i,
-                            ErrorCode::Violation,
-                            format!("a floor for {ack_seat} from the connection playing {s}"),
-                        ));
-                    }
-                    floor = floor.max(Some(tick));
-                }
-                for run in msg.runs {
-                    if run.seat != s {
-                        return Err(self.violation(
-                            i,
-                            ErrorCode::Violation,
-                            format!("input for {} from the connection playing {}", run.seat, s),
-                        ));
-                    }
-                    // A run coded against an input we no longer hold is
-                    // skipped: its inputs come again against one we do.
-                    let recent = self.seats[s.index()].as_ref().map(|seat| &seat.recent);
-                    let Some(reference) = crate::link::readable(&run, recent) else {
-                        continue;
-                    };
-                    let decoded = match run.decode::<I>(reference.map(|held| held.input())) {
-                        Ok(v) => v,
-                        Err(e) => {
-                            return Err(self.violation(i, ErrorCode::Malformed, e.to_string()));
-                        }
-                    };
-                    for (k, input) in decoded.into_iter().enumerate() {
-                        scratch.clear();
-                        input.encode(&mut scratch);
-                        if scratch.len() > self.config.max_input_len {
-                            return Err(self.violation(
-                                i,
-                                ErrorCode::TooLarge,
-                                format!(
-                                    "input of {} bytes over the {}-byte limit",
-                                    scratch.len(),
-                                    self.config.max_input_len
-                                ),
-                            ));
-                        }
-                        inputs.push((run.start.saturating_add(k as u32), input));
-                    }
-                }
-            }
-        }
         let horizon = self
             .open
             .saturating_add(self.max_delay() + self.config.max_lead + 1);
-        if let Some((t, _)) = inputs.iter().find(|(t, _)| *t > horizon) {
-            let text = format!("input for tick {t}, beyond tick {horizon}");
-            return Err(self.violation(i, ErrorCode::Violation, text));
+        let mut floor = None;
+        let mut count: u32 = 0;
+        for m in &d.messages {
+            let Message::Inputs(msg) = m else {
+                continue;
+            };
+            let Some(s) = seat else {
+                return Err(self.violation(
+                    i,
+                    ErrorCode::Violation,
+                    "a spectator sent inputs".into(),
+                ));
+            };
+            for (ack_seat, tick) in msg.acks.iter() {
+                if ack_seat != s {
+                    return Err(self.violation(
+                        i,
+                        ErrorCode::Violation,
+                        format!("a floor for {ack_seat} from the connection playing {s}"),
+                    ));
+                }
+                floor = floor.max(Some(tick));
+            }
+            for run in msg.runs {
+                if run.seat != s {
+                    return Err(self.violation(
+                        i,
+                        ErrorCode::Violation,
+                        format!("input for {} from the connection playing {}", run.seat, s),
+                    ));
+                }
+                // A run coded against an input we no longer hold is
+                // skipped: its inputs come again against one we do.
+                let recent = self.seats[s.index()].as_ref().map(|seat| &seat.recent);
+                if crate::link::readable(&run, recent).is_none() {
+                    continue;
+                }
+                if run.start.saturating_add(run.count.saturating_sub(1)) > horizon {
+                    let t = run.start.max(horizon.saturating_add(1));
+                    let text = format!("input for tick {t}, beyond tick {horizon}");
+                    return Err(self.violation(i, ErrorCode::Violation, text));
+                }
+                count = count.saturating_add(run.count);
+            }
         }
         if let Some(f) = floor.filter(|f| *f > horizon.saturating_add(1)) {
             let text = format!("a floor at tick {f}, beyond tick {horizon}");
             return Err(self.violation(i, ErrorCode::Violation, text));
         }
-        Ok((inputs, floor))
+        if !self.conns[i].input_rate.holds(count, self.now) {
+            return Err(self.violation(
+                i,
+                ErrorCode::RateLimited,
+                "too many inputs per second".into(),
+            ));
+        }
+        let mut inputs: Vec<(Tick, I)> = Vec::with_capacity(count as usize);
+        let mut decoded = core::mem::take(&mut self.decoded);
+        let checked = self.decode_runs(i, d, &mut decoded, &mut inputs);
+        decoded.clear();
+        self.decoded = decoded;
+        checked.map(|()| (inputs, floor))
+    }
+
+    /// The readable runs of a datagram whose headers passed, decoded into
+    /// `inputs` (through `decoded`), each input within the size limit.
+    fn decode_runs(
+        &mut self,
+        i: usize,
+        d: &Datagram<'_>,
+        decoded: &mut Vec<I>,
+        inputs: &mut Vec<(Tick, I)>,
+    ) -> Result<(), SequencerError> {
+        let Some(s) = self.conns[i].seat else {
+            return Ok(());
+        };
+        let mut scratch = Vec::new();
+        for m in &d.messages {
+            let Message::Inputs(msg) = m else {
+                continue;
+            };
+            for run in msg.runs {
+                let recent = self.seats[s.index()].as_ref().map(|seat| &seat.recent);
+                let Some(reference) = crate::link::readable(&run, recent) else {
+                    continue;
+                };
+                decoded.clear();
+                if let Err(e) = run.decode_into(reference, decoded) {
+                    return Err(self.violation(i, ErrorCode::Malformed, e.to_string()));
+                }
+                for k in 0..decoded.len() {
+                    // An input the same as the one before it is as long.
+                    if k > 0 && decoded[k] == decoded[k - 1] {
+                        continue;
+                    }
+                    scratch.clear();
+                    decoded[k].encode(&mut scratch);
+                    if scratch.len() > self.config.max_input_len {
+                        return Err(self.violation(
+                            i,
+                            ErrorCode::TooLarge,
+                            format!(
+                                "input of {} bytes over the {}-byte limit",
+                                scratch.len(),
+                                self.config.max_input_len
+                            ),
+                        ));
+                    }
+                }
+                let start = run.start;
+                inputs.extend(
+                    decoded
+                        .drain(..)
+                        .enumerate()
+                        .map(|(k, input)| (start.saturating_add(k as u32), input)),
+                );
+            }
+        }
+        Ok(())
     }
 
     /// Connection `i` sent `inputs` inputs (within its input rate, or it is
