@@ -17,7 +17,6 @@
 
 use clap::{Args, Subcommand};
 use lockstep_core::sequenced::{ClientConfig, ClientSession};
-use lockstep_core::wire::InputCodec;
 use lockstep_core::{PeerId, PlayerInputs};
 use lockstep_relay::directory::{Directory, LocalRedis, RedisDirectory};
 use std::io::{BufRead, BufReader};
@@ -559,7 +558,6 @@ async fn player(plan: Plan, i: usize) -> Result<Outcome, BenchError> {
     let config = ClientConfig {
         room: format!("{}{room}", plan.prefix),
         name: format!("bot{i}"),
-        codec: InputCodec::PlayerInputs,
         secret,
         ..ClientConfig::default()
     };

@@ -9,7 +9,6 @@ use crossterm::{cursor, execute, terminal};
 use lockstep_core::admission::display_name;
 use lockstep_core::runner::{Runner, RunnerConfig, Status};
 use lockstep_core::sequenced::{ClientConfig, ClientSession, CloseReason, Start};
-use lockstep_core::wire::InputCodec;
 use lockstep_core::{Event, PlayerInputs};
 use lockstep_demo::render::{self, Hud};
 use lockstep_demo::{BOOST, FIRE, Game};
@@ -249,7 +248,6 @@ impl Play {
             name: a.name.clone(),
             spectator: a.watch,
             ticket: a.ticket.clone().map(|t| t.0).unwrap_or_default(),
-            codec: InputCodec::PlayerInputs,
             fingerprint: fingerprint(a.seed),
             // Sealed datagrams over UDP; a WebSocket rides on TCP.
             secret: if a.relay.starts_with("ws://") || a.relay.starts_with("wss://") {

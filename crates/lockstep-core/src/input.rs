@@ -60,6 +60,15 @@ pub trait Input: Clone + Eq + Default + fmt::Debug + 'static {
     /// Bytes come from the network: return an error, never panic.
     fn decode(bytes: &[u8]) -> Result<Self, InputDecodeError>;
 
+    /// How [`encode_delta`](Self::encode_delta) codes: what a client says
+    /// in its Hello, so that a relay, which holds inputs without knowing
+    /// the game's type, reads the room's deltas as they were written. The
+    /// default delta is [`InputCodec::Opaque`](crate::wire::InputCodec::Opaque);
+    /// [`PlayerInputs`](crate::PlayerInputs) says its own. A type with
+    /// deltas of its own plays through a relay only if they are one of
+    /// these (a mesh or a host of the same game reads any).
+    const CODEC: crate::wire::InputCodec = crate::wire::InputCodec::Opaque;
+
     /// Appends `self` coded as a change from `prev` (only called when they
     /// differ). Consecutive inputs travel this way, so a compact delta is
     /// where bandwidth is won.

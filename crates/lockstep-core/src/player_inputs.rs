@@ -1,6 +1,7 @@
 //! A ready-made input type for action games.
 
 use crate::input::{Input, InputDecodeError};
+use crate::wire::InputCodec;
 use crate::wire::codec::{Reader, put_varint};
 use half::f16;
 
@@ -352,6 +353,8 @@ impl PlayerInputs {
 /// `mask` then the fields that differ from the neutral input; the delta is
 /// the same against the previous input.
 impl Input for PlayerInputs {
+    const CODEC: InputCodec = InputCodec::PlayerInputs;
+
     #[inline(always)]
     fn encode(&self, out: &mut Vec<u8>) {
         self.put_fields(self.mask_against(&Self::default()), out);

@@ -3,7 +3,6 @@
 use crate::ticket::{ShortSecret, TicketKey};
 use lockstep_core::AdaptiveDelay;
 use lockstep_core::sequenced::{MissingInput, Policy, SequencerConfig, Start};
-use lockstep_core::wire::InputCodec;
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -508,7 +507,7 @@ impl RelayConfig {
         )?;
         let rooms = std::iter::once(String::new()).chain(self.rooms.iter().map(|r| r.name.clone()));
         for room in rooms {
-            let seq = self.sequencer(&room, InputCodec::Opaque, [0; 32]);
+            let seq = self.sequencer(&room, [0; 32]);
             lockstep_core::sequenced::Sequencer::<Vec<u8>>::new(seq, lockstep_core::Instant::ZERO)
                 .map_err(|error| RelayConfigError::Room { room, error })?;
         }
@@ -549,10 +548,9 @@ impl RelayConfig {
         s
     }
 
-    /// The sequencer configuration for room `name` with clients coding
-    /// inputs with `codec`.
+    /// The sequencer configuration for room `name`.
     /// `secret` keys the room's resume tokens (32 bytes from a CSPRNG).
-    pub fn sequencer(&self, name: &str, codec: InputCodec, secret: [u8; 32]) -> SequencerConfig {
+    pub fn sequencer(&self, name: &str, secret: [u8; 32]) -> SequencerConfig {
         let s = self.room(name);
         let l = &self.limits;
         SequencerConfig {
@@ -601,7 +599,6 @@ impl RelayConfig {
             max_inputs_per_sec: l.max_inputs_per_sec,
             timeout: Duration::from_secs(l.timeout_secs.max(1)),
             fingerprint: self.fingerprint,
-            codec,
             secret,
             resume_after_silence: Duration::from_secs(l.resume_after_silence_secs),
             seat_grace: Duration::from_secs(l.seat_grace_secs),

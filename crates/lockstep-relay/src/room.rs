@@ -24,12 +24,14 @@ macro_rules! each {
 }
 
 impl Engine {
+    /// A room whose clients code inputs with `codec`.
     pub(crate) fn new(
         config: SequencerConfig,
+        codec: InputCodec,
         now: Instant,
         game: Option<&crate::GameFactory>,
     ) -> Result<Self, ConfigError> {
-        Ok(match (config.codec, game) {
+        Ok(match (codec, game) {
             (InputCodec::PlayerInputs, Some(g)) => {
                 Self::Player(Sequencer::with_simulation(config, now, g.make())?)
             }

@@ -11,7 +11,6 @@ use lockstep_core::runner::Runner;
 use lockstep_core::sequenced::{
     ClientConfig, HostedConfig, HostedSession, MissingInput, Policy, SequencerConfig, Start,
 };
-use lockstep_core::wire::InputCodec;
 use lockstep_core::{PlayerInputs, Tick};
 use lockstep_demo::{Bot, Game};
 use lockstep_net::{Buffers, Clock, Faults, FaultyTransport, TurnError, UdpTransport, turn_hosted};
@@ -122,7 +121,6 @@ fn hosted_config(a: &DemoArgs, name: String) -> Result<HostedConfig, DemoError> 
             tick_rate: a.tick_rate,
             delay: a.delay,
             max_seats: a.players,
-            codec: InputCodec::PlayerInputs,
             fingerprint: Some(fingerprint),
             // Through the lobby: the match starts once every bot is
             // seated and ready.
@@ -134,7 +132,6 @@ fn hosted_config(a: &DemoArgs, name: String) -> Result<HostedConfig, DemoError> 
         client: ClientConfig {
             name,
             room: "demo".into(),
-            codec: InputCodec::PlayerInputs,
             fingerprint,
             ..HostedConfig::default().client
         },

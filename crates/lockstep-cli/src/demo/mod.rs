@@ -6,7 +6,6 @@ use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use lockstep_core::runner::{Runner, RunnerConfig};
 use lockstep_core::sequenced::{ClientConfig, ClientSession};
-use lockstep_core::wire::InputCodec;
 use lockstep_core::{PlayerInputs, Tick};
 use lockstep_demo::{Bot, Game, GameConfig};
 use lockstep_net::{
@@ -342,7 +341,6 @@ impl Lobby<'_> {
         let config = ClientConfig {
             room: "demo".into(),
             name: format!("bot{i}"),
-            codec: InputCodec::PlayerInputs,
             fingerprint: fingerprint(self.a),
             secret,
             ..ClientConfig::default()

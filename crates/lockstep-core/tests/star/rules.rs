@@ -1747,3 +1747,61 @@ fn a_pacer_loop_has_its_stalls_counted_and_shown() {
     );
     assert!(stalled_seen, "stalled() held while it lasted");
 }
+
+/// The Hello a client of input type `I` sends first, with the default
+/// config.
+fn first_hello_codec<I: lockstep_core::Input>() -> wire::InputCodec {
+    let mut c = ClientSession::<I>::new(ClientConfig::default(), SERVER, Instant::ZERO).unwrap();
+    let mut buf = Vec::new();
+    let t = c.poll_transmit(&mut buf).expect("a Hello");
+    let d = Datagram::decode(&buf[..t.len], Tick::ZERO).unwrap();
+    d.messages
+        .iter()
+        .find_map(|m| match m {
+            Message::Hello(h) => Some(h.codec),
+            _ => None,
+        })
+        .expect("a Hello")
+}
+
+/// A client's Hello names the codec of its input type, which no config
+/// can contradict: a `PlayerInputs` game with the default config said the
+/// opaque codec, and a relay read its field masks as XOR deltas and
+/// dropped it ("XOR mask past the input", found by a newcomer); a
+/// `Sequencer<PlayerInputs>` with the default config refused it.
+#[test]
+fn a_hello_names_the_codec_of_the_input_type() {
+    use lockstep_core::PlayerInputs;
+    assert_eq!(
+        first_hello_codec::<PlayerInputs>(),
+        wire::InputCodec::PlayerInputs
+    );
+    assert_eq!(first_hello_codec::<u16>(), wire::InputCodec::Opaque);
+    assert_eq!(first_hello_codec::<Vec<u8>>(), wire::InputCodec::Opaque);
+    // Defaults on both sides: the client plays.
+    let mut server =
+        Sequencer::<PlayerInputs>::new(SequencerConfig::default(), Instant::ZERO).unwrap();
+    let mut client =
+        ClientSession::<PlayerInputs>::new(ClientConfig::default(), SERVER, Instant::ZERO).unwrap();
+    let (id, mut now, mut buf, mut ran) = (PeerId(1), Instant::ZERO, Vec::new(), 0);
+    let stick = PlayerInputs::default().with_movement(0.5, -0.25);
+    for _ in 0..60 {
+        now += Duration::from_millis(33);
+        if client.seat().is_some() {
+            let _ = client.commit_local(stick.clone());
+        }
+        client.handle_timeout(now);
+        while let Some(t) = client.poll_transmit(&mut buf) {
+            server.handle_datagram(id, &buf[..t.len], now).unwrap();
+        }
+        server.handle_timeout(now);
+        while let Some(t) = server.poll_transmit(&mut buf) {
+            client.handle_datagram(SERVER, &buf[..t.len], now).unwrap();
+        }
+        while let Some(f) = client.advance() {
+            ran += usize::from(f.players().any(|(_, i)| *i == stick));
+        }
+    }
+    assert!(client.closed().is_none(), "{:?}", client.closed());
+    assert!(ran > 40, "{ran} frames ran with the stick");
+}

@@ -427,8 +427,8 @@ impl Core {
             let mut secret = [0u8; 32];
             secret[..16].copy_from_slice(&self.room_keys.next_secret());
             secret[16..].copy_from_slice(&self.room_keys.next_secret());
-            let seq = self.config.sequencer(&room, hello.codec, secret);
-            match Engine::new(seq, now, self.config.game.as_ref()) {
+            let seq = self.config.sequencer(&room, secret);
+            match Engine::new(seq, hello.codec, now, self.config.game.as_ref()) {
                 Ok(engine) => {
                     info!(room = %room, "room created");
                     let r = Room::new(room.clone(), engine);

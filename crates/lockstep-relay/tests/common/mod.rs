@@ -155,7 +155,6 @@ pub fn client_config(room: &str, name: &str) -> ClientConfig {
     ClientConfig {
         room: room.into(),
         name: name.into(),
-        codec: InputCodec::PlayerInputs,
         fingerprint: 0xF00D,
         ..ClientConfig::default()
     }

@@ -45,8 +45,6 @@ pub struct ClientConfig {
     /// A token from an earlier Welcome, to take that seat back (the Hello
     /// carries proof of it, never the token).
     pub resume: Option<ResumeToken>,
-    /// How inputs are delta-coded (must match the room).
-    pub codec: InputCodec,
     /// The largest datagram to send, seal included (what is inside is
     /// `max_datagram - SEALED_OVERHEAD`, sealed or not).
     pub max_datagram: usize,
@@ -121,7 +119,6 @@ impl Default for ClientConfig {
             ticket: Vec::new(),
             spectator: false,
             resume: None,
-            codec: InputCodec::Opaque,
             max_datagram: 1200,
             max_input_len: 256,
             max_lead: 8,

@@ -276,7 +276,7 @@ impl<I: Input> ClientSession<I> {
         };
         match f.decode::<I>(reference) {
             Ok(typed) => Ok(Some(typed)),
-            Err(e) if self.config.codec == InputCodec::Opaque => {
+            Err(e) if I::CODEC == InputCodec::Opaque => {
                 let bytes: Option<Vec<Option<Vec<u8>>>> = reference.map(|cells| {
                     cells
                         .iter()

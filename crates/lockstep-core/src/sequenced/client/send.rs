@@ -106,7 +106,7 @@ impl<I: Input> ClientSession<I> {
             room: &config.room,
             name: &config.name,
             ticket: &config.ticket,
-            codec: config.codec,
+            codec: I::CODEC,
             ..Hello::default()
         }
     }

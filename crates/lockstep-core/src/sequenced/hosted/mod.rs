@@ -220,8 +220,6 @@ impl<I: Input> HostedSession<I> {
 
     fn fix(mut config: HostedConfig) -> HostedConfig {
         config.sequencer.share_roster = true;
-        // A new host takes the inputs its players send.
-        config.sequencer.codec = config.client.codec;
         config.client.keep_frames = config.client.keep_frames.max(config.sequencer.history);
         config
     }

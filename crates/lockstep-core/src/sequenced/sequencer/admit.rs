@@ -82,7 +82,7 @@ impl<I: Input> Sequencer<I> {
             Some(_) => {}
             None => self.fingerprint = Some(hello.fingerprint),
         }
-        if hello.codec != self.config.codec {
+        if hello.codec != I::CODEC {
             return self.refuse(
                 peer,
                 Rejection::Other("the room uses another input codec".into()),

@@ -104,8 +104,6 @@ pub struct SequencerConfig {
     pub max_inputs_per_sec: u32,
     /// The game fingerprint required; `None` adopts the first client's.
     pub fingerprint: Option<u64>,
-    /// How inputs are delta-coded; clients naming another codec are refused.
-    pub codec: InputCodec,
     /// Silence after which a connection is dropped.
     pub timeout: Duration,
     /// How long after its last datagram a client is sent one again when it
@@ -211,7 +209,6 @@ impl Default for SequencerConfig {
             max_datagrams_per_sec: 400,
             max_inputs_per_sec: 4000,
             fingerprint: None,
-            codec: InputCodec::Opaque,
             timeout: Duration::from_secs(15),
             resend_interval: Duration::from_millis(40),
             keepalive_interval: Duration::from_millis(250),

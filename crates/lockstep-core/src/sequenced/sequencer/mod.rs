@@ -14,8 +14,8 @@ use crate::shared::{Events, Rate};
 use crate::snapshot::donor::{self, DonorClock};
 use crate::snapshot::{SnapshotError, SnapshotLimits, SnapshotReceiver, SnapshotSender};
 use crate::wire::{
-    self, ByeReason, Datagram, DatagramWriter, ErrorCode, Frames, Hello, Holder, InputCodec,
-    Inputs, Member, Message, Start, Status, Welcome, WireError,
+    self, ByeReason, Datagram, DatagramWriter, ErrorCode, Frames, Hello, Holder, Inputs, Member,
+    Message, Start, Status, Welcome, WireError,
 };
 use crate::wire::{Checkpoint, ResumeToken};
 use crate::{
