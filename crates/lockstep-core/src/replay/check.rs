@@ -24,6 +24,10 @@ pub struct Verification {
     /// state. The run goes on from it; a state from a dishonest donor would
     /// go unnoticed.
     pub unchecked: Vec<(StateKind, Tick)>,
+    /// Whether the file is whole: its end record read, and nothing in it
+    /// stopped the reading. A file cut short (its process killed, or a
+    /// recording still being written) verifies as far as it goes.
+    pub whole: bool,
 }
 
 impl Verification {
@@ -32,7 +36,10 @@ impl Verification {
     /// resync replaced it (the match itself ran on as recorded; that
     /// machine's divergence is still listed in [`parted`](Self::parted)).
     /// States taken across a gap are trusted: see
-    /// [`unchecked`](Self::unchecked).
+    /// [`unchecked`](Self::unchecked). It says nothing of what the file
+    /// lacks: see [`whole`](Self::whole), and
+    /// [`checkpoints`](Self::checkpoints) (none compared, nothing was
+    /// checked).
     pub fn matches(&self) -> bool {
         self.parted.iter().all(|p| p.resynced.is_some())
     }
@@ -220,6 +227,7 @@ pub fn verify<G: Game>(replay: &Replay<G::Input>, start: G) -> Result<Verificati
             states: 0,
             parted: Vec::new(),
             unchecked: Vec::new(),
+            whole: replay.end.is_some() && replay.stopped.is_none(),
         },
         open: None,
         last_agreed: None,

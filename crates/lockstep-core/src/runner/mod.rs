@@ -235,9 +235,47 @@ enum Recording<I: crate::Input> {
     Off,
     /// Asked for: it starts at the next frame run, from the state then.
     Asked(crate::replay::Header, Box<dyn std::io::Write + Send>),
-    On(Box<crate::replay::Recorder<I, Box<dyn std::io::Write + Send>>>),
+    On(Active<I>),
     /// The writer failed: the game plays on.
     Failed(crate::replay::ReplayError),
+}
+
+/// A recording under way. Dropped unfinished (with its runner, by a game
+/// that never called `stop_recording`), it is finished all the same, its
+/// last chunk and end written: the file is whole, not a header alone.
+#[derive(Debug)]
+struct Active<I: crate::Input>(Option<Box<crate::replay::Recorder<I, Writer>>>);
+
+/// Where a runner records.
+type Writer = Box<dyn std::io::Write + Send>;
+
+impl<I: crate::Input> Active<I> {
+    fn get(&self) -> Option<&crate::replay::Recorder<I, Writer>> {
+        self.0.as_deref()
+    }
+
+    fn get_mut(&mut self) -> Option<&mut crate::replay::Recorder<I, Writer>> {
+        self.0.as_deref_mut()
+    }
+
+    /// Writes the last chunk and the end; the writer back.
+    fn finish(mut self) -> Result<Writer, crate::replay::ReplayError> {
+        match self.0.take() {
+            Some(r) => r.finish(),
+            None => Err(crate::replay::ReplayError::Io(std::io::Error::other(
+                "the recording was finished before",
+            ))),
+        }
+    }
+}
+
+impl<I: crate::Input> Drop for Active<I> {
+    fn drop(&mut self) {
+        if let Some(r) = self.0.take() {
+            // Nobody is left to hear of a failure.
+            let _ = r.finish();
+        }
+    }
 }
 
 impl<I: crate::Input> core::fmt::Debug for Recording<I> {
@@ -555,7 +593,7 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
             .map(|before| (Tick::new(before), self.game.save()));
         self.recording =
             match crate::replay::Recorder::with_config(header, out, self.config.record.clone()) {
-                Ok(r) => Recording::On(Box::new(r)),
+                Ok(r) => Recording::On(Active(Some(Box::new(r)))),
                 Err(e) => {
                     self.note_recording_stopped(&e);
                     Recording::Failed(e)
@@ -564,13 +602,16 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
     }
 
     fn recording_wants_hash(&self, tick: Tick) -> bool {
-        matches!(&self.recording, Recording::On(r) if r.wants_hash(tick))
+        matches!(&self.recording, Recording::On(r) if r.get().is_some_and(|r| r.wants_hash(tick)))
     }
 
     /// Records a frame just run, with the game's hash after it where one
     /// was computed (every tick by default, for the checksums).
     fn record_frame(&mut self, frame: &crate::Frame<G::Input>, hash: Option<u64>) {
         let Recording::On(r) = &mut self.recording else {
+            return;
+        };
+        let Some(r) = r.get_mut() else {
             return;
         };
         if r.next_tick().is_none_or(|next| frame.tick < next) {
@@ -597,6 +638,14 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
         }
     }
 
+    /// The recording under way, if one is.
+    fn recorder(&mut self) -> Option<&mut crate::replay::Recorder<G::Input, Writer>> {
+        match &mut self.recording {
+            Recording::On(r) => r.get_mut(),
+            _ => None,
+        }
+    }
+
     /// Tells the game its recording stopped (`Event::RecordingStopped`).
     fn note_recording_stopped(&mut self, e: &crate::replay::ReplayError) {
         if self.events.len() >= EVENTS {
@@ -614,6 +663,9 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
     fn record_state(&mut self, tick: Tick, bytes: &[u8], old: Option<&G>) {
         use crate::replay::StateKind;
         let Recording::On(r) = &mut self.recording else {
+            return;
+        };
+        let Some(r) = r.get_mut() else {
             return;
         };
         let next = r.next_tick().map_or(1 << 32, |t| u64::from(t.get()));
@@ -722,7 +774,7 @@ impl<G: Game, S: Played<G::Input>> Runner<G, S> {
                 Event::Desync { .. } => {
                     // Every tick's hash held goes into the recording: its
                     // verification then names the tick the states parted.
-                    if let Recording::On(r) = &mut self.recording {
+                    if let Some(r) = self.recorder() {
                         r.keep_recent_hashes();
                     }
                 }

@@ -260,3 +260,38 @@ fn heal(seed: u64, link: LinkConditions, players: u32, part_at: u32) {
         );
     }
 }
+
+/// A runner dropped while it records (a game that never called
+/// `stop_recording`) finishes the recording: the file is whole, with
+/// every frame run (it held the header alone, which read as a replay of
+/// no frames that verified; found by a newcomer).
+#[test]
+fn a_runner_dropped_while_recording_leaves_a_whole_file() {
+    let roster = Roster::new().player(PeerId(0), PlayerId(0));
+    let session =
+        MeshSession::new(MeshConfig::default(), roster, PeerId(0), Instant::ZERO).unwrap();
+    let mut runner = Runner::new(session, Fold::default(), RunnerConfig::default()).unwrap();
+    let file = Shared::default();
+    runner
+        .record(header(1, Topology::Mesh), Box::new(file.clone()))
+        .unwrap();
+    let mut now = Instant::ZERO;
+    while runner.game().next < 100 {
+        now += Duration::from_micros(16_667);
+        assert!(now < Instant::from_millis(10_000), "a player alone plays");
+        runner.update(now, |_| 7).unwrap();
+    }
+    let ran = runner.game().next;
+    drop(runner);
+    let (replay, found) = verified(&file.bytes(), Fold::default(), "a dropped runner's");
+    assert_eq!(replay.frame_count() as u32, ran);
+    assert!(
+        found.matches() && found.whole && found.checkpoints > 0,
+        "{found:?}"
+    );
+    // Cut short, it verifies as far as it goes, and says it is not whole.
+    let bytes = file.bytes();
+    let cut = lockstep_core::replay::Replay::<u16>::read(&bytes[..bytes.len() - 20]);
+    let found = lockstep_core::replay::verify(&cut, Fold::default()).unwrap();
+    assert!(found.matches() && !found.whole, "{found:?}");
+}
