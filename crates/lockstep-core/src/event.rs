@@ -27,6 +27,21 @@ pub enum Event {
         /// Why, in words.
         reason: String,
     },
+    /// A seat's input in the room's frames does not decode as this game's
+    /// input type: it runs as the neutral input, as on every client of
+    /// this build, which stay in step. Another build of the game plays in
+    /// the room (give each build its own `ClientConfig::fingerprint`: the
+    /// room then refuses it), or a client sends bytes no build reads (a
+    /// relay knows no input type). Told once per seat; each such input is
+    /// counted in `ClientStats::inputs_undecodable`.
+    InputUndecodable {
+        /// Whose input.
+        player: PlayerId,
+        /// The first tick it did not decode at.
+        tick: Tick,
+        /// The decoder's words.
+        reason: String,
+    },
     /// Nothing has arrived from this peer for a while. Ended by
     /// [`Recovered`](Event::Recovered) when it is heard again, or, for a
     /// relay client that took its seat back on a new connection, by

@@ -1805,3 +1805,84 @@ fn a_hello_names_the_codec_of_the_input_type() {
     assert!(client.closed().is_none(), "{:?}", client.closed());
     assert!(ran > 40, "{ran} frames ran with the stick");
 }
+
+/// In a room of opaque inputs (a relay knows no input type), a player
+/// sends three-byte inputs the others' `u16` cannot read (another build,
+/// or on purpose). Each honest client runs them as the neutral input, as
+/// the other does, tells the game once, and plays on in step (it refused
+/// every datagram carrying them, and the room stalled for good at the
+/// first, with no word: found by a newcomer).
+#[test]
+fn inputs_another_build_cannot_read_run_as_neutral_and_are_told_once() {
+    let mut server = Sequencer::<Vec<u8>>::new(SequencerConfig::default(), Instant::ZERO).unwrap();
+    let mut honest: Vec<ClientSession<u16>> = (0..2)
+        .map(|_| ClientSession::new(ClientConfig::default(), SERVER, Instant::ZERO).unwrap())
+        .collect();
+    let mut odd =
+        ClientSession::<Vec<u8>>::new(ClientConfig::default(), SERVER, Instant::ZERO).unwrap();
+    let odd_id = PeerId(3);
+    let (mut now, mut buf) = (Instant::ZERO, Vec::new());
+    let mut ran: Vec<Vec<Frame<u16>>> = vec![Vec::new(), Vec::new()];
+    let mut told: Vec<Vec<Event>> = vec![Vec::new(), Vec::new()];
+    for step in 0..300u32 {
+        now += Duration::from_millis(33);
+        for (k, c) in honest.iter_mut().enumerate() {
+            if c.seat().is_some() {
+                let _ = c.commit_local(step as u16 * 3 + k as u16);
+            }
+            c.handle_timeout(now);
+            while let Some(t) = c.poll_transmit(&mut buf) {
+                let _ = server.handle_datagram(PeerId(k as u32 + 1), &buf[..t.len], now);
+            }
+        }
+        if odd.seat().is_some() {
+            let _ = odd.commit_local(vec![1, 2, step as u8]);
+        }
+        odd.handle_timeout(now);
+        while let Some(t) = odd.poll_transmit(&mut buf) {
+            let _ = server.handle_datagram(odd_id, &buf[..t.len], now);
+        }
+        server.handle_timeout(now);
+        while let Some(t) = server.poll_transmit(&mut buf) {
+            match t.destination.0 {
+                3 => {
+                    let _ = odd.handle_datagram(SERVER, &buf[..t.len], now);
+                }
+                k => {
+                    let c = &mut honest[k as usize - 1];
+                    let _ = c.handle_datagram(SERVER, &buf[..t.len], now);
+                }
+            }
+        }
+        for (k, c) in honest.iter_mut().enumerate() {
+            ran[k].extend(std::iter::from_fn(|| c.advance()));
+            told[k].extend(std::iter::from_fn(|| c.poll_event()));
+        }
+        while odd.advance().is_some() {}
+        while odd.poll_event().is_some() {}
+    }
+    let odd_seat = odd.seat().expect("seated");
+    let n = ran[0].len().min(ran[1].len());
+    assert!(n > 200, "{n} frames ran");
+    assert_eq!(ran[0][..n], ran[1][..n], "the honest clients agree");
+    let cells: Vec<_> = ran[0]
+        .iter()
+        .filter_map(|f| f.inputs.get(odd_seat.index()).cloned().flatten())
+        .collect();
+    assert!(cells.len() > 150, "the odd seat played: {}", cells.len());
+    assert!(cells.iter().all(|i| *i == 0), "run as the neutral input");
+    for (k, c) in honest.iter().enumerate() {
+        assert!(c.closed().is_none(), "{:?}", c.closed());
+        let undecodable: Vec<_> = told[k]
+            .iter()
+            .filter(|e| matches!(e, Event::InputUndecodable { player, .. } if *player == odd_seat))
+            .collect();
+        assert_eq!(undecodable.len(), 1, "told once: {undecodable:?}");
+        let counted = c.stats().inputs_undecodable;
+        assert!(
+            counted + 10 >= cells.len() as u64,
+            "{counted} counted, {} cells",
+            cells.len()
+        );
+    }
+}

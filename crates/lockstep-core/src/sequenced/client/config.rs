@@ -32,7 +32,9 @@ pub struct SeatInfo {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientConfig {
     /// A hash of the game's build and content; the sequencer refuses a
-    /// different one.
+    /// different one. Give every build its own: with the default (0) for
+    /// all, builds whose inputs differ share a room, and each runs the
+    /// others' inputs as neutral ([`Event::InputUndecodable`](crate::Event::InputUndecodable)).
     pub fingerprint: u64,
     /// The room to join.
     pub room: String,
@@ -215,6 +217,9 @@ pub struct ClientStats {
     pub bytes_received: u64,
     /// Datagrams rejected.
     pub datagrams_rejected: u64,
+    /// Inputs in the room's frames that did not decode as the game's input
+    /// type, run as the neutral input (see [`Event::InputUndecodable`](crate::Event::InputUndecodable)).
+    pub inputs_undecodable: u64,
     /// Frames held ahead of the next one.
     pub buffered_frames: usize,
     /// Inputs sent but not acknowledged.

@@ -218,6 +218,8 @@ pub struct ClientSession<I: Input> {
     redirect: Option<std::net::SocketAddr>,
     /// Redirects taken so far.
     redirects: u32,
+    /// Seats whose inputs did not decode as ours, told to the game once.
+    undecodable_seats: std::collections::BTreeSet<PlayerId>,
 }
 
 /// A room's lobby, as a client sees it before the match starts (see
@@ -300,6 +302,7 @@ impl<I: Input> ClientSession<I> {
             ready: false,
             redirect: None,
             redirects: 0,
+            undecodable_seats: std::collections::BTreeSet::new(),
         })
     }
 

@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// Cells of the room's frames that did not decode as the game's input
+/// type: whose, at which tick, and why.
+pub(super) type Undecodable = Vec<(PlayerId, Tick, crate::InputDecodeError)>;
+
 /// A frame of an opaque room, its inputs as the sequencer holds them (byte
 /// strings: a relay knows no input type), turned into the game's. An
 /// opaque room's chains run over encodings, from the empty one: a relay
@@ -10,24 +14,34 @@ use super::*;
 /// and a game's neutral input may well encode to bytes. So an empty
 /// encoding is the neutral input, and inputs are compared as bytes, not
 /// as values, on the way in.
-pub(super) fn typed_frame<I: Input>(f: Frame<Vec<u8>>) -> Result<Frame<I>, WireError> {
+///
+/// Bytes that do not decode as the game's input (a client of another
+/// build, or one sending bytes no build reads: a relay checks no type)
+/// are the neutral input too, noted in `bad`: every client of this build
+/// reads them so and stays in step, where refusing the frame stalled the
+/// room for good.
+pub(super) fn typed_frame<I: Input>(f: Frame<Vec<u8>>, bad: &mut Undecodable) -> Frame<I> {
+    let tick = f.tick;
     let inputs = f
         .inputs
         .into_iter()
-        .map(|i| {
+        .enumerate()
+        .map(|(seat, i)| {
             i.map(|bytes| match I::decode(&bytes) {
-                Ok(v) => Ok(v),
-                Err(_) if bytes.is_empty() => Ok(I::default()),
-                Err(e) => Err(WireError::Input(e)),
+                Ok(v) => v,
+                Err(_) if bytes.is_empty() => I::default(),
+                Err(e) => {
+                    bad.push((PlayerId(seat as u16), tick, e));
+                    I::default()
+                }
             })
-            .transpose()
         })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Frame {
-        tick: f.tick,
+        .collect();
+    Frame {
+        tick,
         inputs,
         events: f.events,
-    })
+    }
 }
 
 impl<I: Input> ClientSession<I> {
@@ -141,7 +155,9 @@ impl<I: Input> ClientSession<I> {
     /// whole, then each message handed to what owns it.
     fn take_decoded(&mut self, mut d: Datagram<'_>) -> Result<(), DatagramError> {
         // Decode typed payloads before acting on anything.
-        let (frames, waiting) = self.typed_frames(&d)?;
+        let mut bad = Undecodable::new();
+        let (frames, waiting) = self.typed_frames(&d, &mut bad)?;
+        self.note_undecodable(bad);
         let now = self.now;
         if self.link.heard(now) {
             self.push_event(Event::Recovered {
@@ -245,12 +261,16 @@ impl<I: Input> ClientSession<I> {
     /// Also returns the messages coded against a frame that has not
     /// arrived (a datagram overtaken by a later one): they wait for it,
     /// once the whole datagram is taken.
-    fn typed_frames(&self, d: &Datagram<'_>) -> Result<TypedFrames<I>, DatagramError> {
+    fn typed_frames(
+        &self,
+        d: &Datagram<'_>,
+        bad: &mut Undecodable,
+    ) -> Result<TypedFrames<I>, DatagramError> {
         let mut frames = Vec::new();
         let mut waiting = Vec::new();
         for m in &d.messages {
             let Message::Frames(f) = m else { continue };
-            match self.decode_frames(f)? {
+            match self.decode_frames(f, bad)? {
                 Some(typed) => frames.extend(typed),
                 None => waiting.push(WaitingFrames {
                     start: f.start,
@@ -266,7 +286,11 @@ impl<I: Input> ClientSession<I> {
 
     /// One `Frames` message as the game's inputs, or `None` if it is coded
     /// against a frame we do not hold.
-    fn decode_frames(&self, f: &wire::Frames<'_>) -> Result<Option<Vec<Frame<I>>>, DatagramError> {
+    fn decode_frames(
+        &self,
+        f: &wire::Frames<'_>,
+        bad: &mut Undecodable,
+    ) -> Result<Option<Vec<Frame<I>>>, DatagramError> {
         let reference = match f.reference {
             Some(t) => match self.held_frame(t) {
                 Some(cells) => Some(cells),
@@ -290,8 +314,7 @@ impl<I: Input> ClientSession<I> {
                         .collect()
                 });
                 let raw = f.decode::<Vec<u8>>(bytes.as_deref()).map_err(|_| e)?;
-                let typed = raw.into_iter().map(typed_frame).collect::<Result<_, _>>()?;
-                Ok(Some(typed))
+                Ok(Some(raw.into_iter().map(|f| typed_frame(f, bad)).collect()))
             }
             Err(e) => Err(e.into()),
         }
@@ -346,8 +369,25 @@ impl<I: Input> ClientSession<I> {
             };
             // Checked as it came but for its body: one that does not read
             // is dropped (the sequencer sends its frames again).
-            if let Ok(Some(frames)) = self.decode_frames(&f) {
+            let mut bad = Undecodable::new();
+            if let Ok(Some(frames)) = self.decode_frames(&f, &mut bad) {
+                self.note_undecodable(bad);
                 self.take_frames(frames);
+            }
+        }
+    }
+
+    /// Cells that ran as the neutral input for not decoding as ours:
+    /// counted, and each seat's first told to the game.
+    fn note_undecodable(&mut self, bad: Undecodable) {
+        for (player, tick, e) in bad {
+            self.stats.inputs_undecodable += 1;
+            if self.undecodable_seats.insert(player) {
+                self.push_event(Event::InputUndecodable {
+                    player,
+                    tick,
+                    reason: e.to_string(),
+                });
             }
         }
     }
