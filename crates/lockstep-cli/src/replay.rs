@@ -162,13 +162,47 @@ pub(crate) fn read(file: &Path) -> Result<(Vec<u8>, Replay<PlayerInputs>), Strin
     Ok((bytes, replay))
 }
 
+/// A replay file read as swarm's (`PlayerInputs`), or, where its inputs
+/// do not read as those, as opaque bytes (another game's, coded as any
+/// input is by default): whichever reads further.
+enum AnyReplay {
+    Swarm(Replay<PlayerInputs>),
+    Opaque(Replay<Vec<u8>>),
+}
+
+fn read_any(file: &Path) -> Result<(Vec<u8>, AnyReplay), String> {
+    let (bytes, swarm) = read(file)?;
+    if swarm.stopped.is_none() {
+        return Ok((bytes, AnyReplay::Swarm(swarm)));
+    }
+    let opaque = Replay::<Vec<u8>>::read(&bytes);
+    if opaque.valid_len > swarm.valid_len {
+        Ok((bytes, AnyReplay::Opaque(opaque)))
+    } else {
+        Ok((bytes, AnyReplay::Swarm(swarm)))
+    }
+}
+
 fn info(file: &Path) -> Result<(), String> {
-    let (bytes, r) = read(file)?;
+    match read_any(file)? {
+        (bytes, AnyReplay::Swarm(r)) => info_of(file, &bytes, &r, "swarm's (PlayerInputs)"),
+        (bytes, AnyReplay::Opaque(r)) => info_of(file, &bytes, &r, "another game's, read as bytes"),
+    }
+}
+
+fn info_of<I: lockstep_core::Input>(
+    file: &Path,
+    bytes: &[u8],
+    r: &Replay<I>,
+    inputs: &str,
+) -> Result<(), String> {
     let Some(h) = &r.header else {
         return Err(format!(
             "{}: {}",
             file.display(),
-            r.stopped.map_or("no header".into(), |e| e.to_string())
+            r.stopped
+                .as_ref()
+                .map_or("no header".into(), |e| e.to_string())
         ));
     };
     println!("{}: {} bytes", file.display(), bytes.len());
@@ -182,10 +216,16 @@ fn info(file: &Path) -> Result<(), String> {
         Topology::Host => "host mode",
         _ => "other",
     };
+    let by = if h.recorder.is_empty() {
+        String::new()
+    } else {
+        format!(", recorded by {}", h.recorder)
+    };
     println!(
-        "match: {:016x}, {} seats at {} Hz, {topology}, recorded by {}",
-        h.match_id, h.seats, h.tick_rate, h.recorder
+        "match: {:016x}, {} seats at {} Hz, {topology}{by}",
+        h.match_id, h.seats, h.tick_rate
     );
+    println!("inputs: {inputs}");
     if !h.names.is_empty() {
         println!("players: {}", h.names.join(", "));
     }
@@ -224,17 +264,25 @@ fn verify_file(
     json: bool,
     strict: bool,
 ) -> Result<(), String> {
-    let (_, r) = read(file)?;
-    let structure = match &r.stopped {
-        None if r.end.is_some() => Ok(()),
+    let (_, any) = read_any(file)?;
+    let (stopped, whole, frames) = match &any {
+        AnyReplay::Swarm(r) => (r.stopped.as_ref(), r.end.is_some(), r.frame_count()),
+        AnyReplay::Opaque(r) => (r.stopped.as_ref(), r.end.is_some(), r.frame_count()),
+    };
+    let structure = match stopped {
+        None if whole => Ok(()),
         None => Err("no end record (cut off at a chunk's end)".to_owned()),
         Some(e) => Err(e.to_string()),
     };
-    let game = match (seed, &r.header) {
-        (Some(seed), Some(h)) => {
-            Some(swarm(h.fingerprint, seed, creeps, force).map(|game| verify(&r, game)))
-        }
-        _ => None,
+    let game = match (seed, &any) {
+        (Some(seed), AnyReplay::Swarm(r)) => r
+            .header
+            .as_ref()
+            .map(|h| swarm(h.fingerprint, seed, creeps, force).map(|game| verify(r, game))),
+        (Some(_), AnyReplay::Opaque(_)) => Some(Err(
+            "the inputs are not swarm's: verify them with the game's own `replay::verify`".into(),
+        )),
+        (None, _) => None,
     };
     let ok = structure.is_ok()
         && match &game {
@@ -276,7 +324,7 @@ fn verify_file(
             serde_json::json!({
                 "file": file.display().to_string(),
                 "ok": ok,
-                "frames": r.frame_count(),
+                "frames": frames,
                 "structure": structure.as_ref().err(),
                 "game": verdict,
             })
@@ -285,9 +333,9 @@ fn verify_file(
         match &structure {
             Ok(()) => println!(
                 "structure: whole, every checksum and the stream hash match ({} frames)",
-                r.frame_count()
+                frames
             ),
-            Err(e) => println!("structure: {e} ({} frames read before it)", r.frame_count()),
+            Err(e) => println!("structure: {e} ({frames} frames read before it)"),
         }
         match &game {
             None => println!("game: not run (give --seed to run swarm again)"),

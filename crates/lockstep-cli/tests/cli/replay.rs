@@ -87,3 +87,42 @@ fn a_recorded_demo_verifies_and_an_altered_one_does_not() {
     assert!(out.contains("checksum") || out.contains("record"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Another game's recording (`u16` inputs, coded as any input is by
+/// default): `replay info` reads it whole and says whose inputs they are,
+/// and `replay verify` checks its structure and says swarm cannot run it
+/// (both called it malformed at its first record; found by a newcomer).
+#[test]
+fn another_games_replay_reads_whole() {
+    use lockstep_core::replay::{Header, Recorder, Topology};
+    use lockstep_core::{Frame, Tick};
+
+    let dir = std::env::temp_dir().join(format!("lockstep-other-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a directory");
+    let file = dir.join("other.lkrp");
+    let path = file.to_str().expect("a path");
+    let header = Header::new(0x51, "grid claim 0.1", 30, 2, Topology::Mesh);
+    let mut rec = Recorder::<u16, _>::new(header, Vec::new()).expect("a recorder");
+    for t in 0..90u32 {
+        let frame = Frame {
+            tick: Tick::new(t),
+            inputs: vec![Some(t as u16 * 7), Some(300 + t as u16)],
+            events: Vec::new(),
+        };
+        rec.record(&frame).expect("recorded");
+    }
+    std::fs::write(&file, rec.finish().expect("finished")).expect("written");
+    let (ok, out) = lockstep(&["replay", "info", path]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("frames: 90 (ticks 0 to 89") && out.contains("(whole)"),
+        "{out}"
+    );
+    assert!(out.contains("inputs: another game's"), "{out}");
+    assert!(!out.contains("recorded by"), "no recorder named: {out}");
+    let (ok, out) = lockstep(&["replay", "verify", path]);
+    assert!(ok && out.contains("structure: whole"), "{out}");
+    let (ok, out) = lockstep(&["replay", "verify", path, "--seed", "1"]);
+    assert!(!ok && out.contains("not swarm's"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
