@@ -108,27 +108,40 @@ fn a_client_sends_its_inputs_without_allocating() {
     }
 }
 
-/// Two clients and a sequencer for 900 ticks, every `lose_every`th
-/// datagram either way lost: the client datagrams sent over the last 600,
-/// and the allocations their `poll_transmit` made.
-fn client_sends(lose_every: Option<usize>) -> (u64, u64) {
+/// A sequencer (peer 0) and two clients of it (peers 1 and 2), not yet
+/// connected.
+fn room<I: lockstep_core::Input>() -> (
+    lockstep_core::sequenced::Sequencer<I>,
+    Vec<(
+        lockstep_core::PeerId,
+        lockstep_core::sequenced::ClientSession<I>,
+    )>,
+) {
     use lockstep_core::sequenced::{ClientConfig, ClientSession, Sequencer, SequencerConfig};
-    use lockstep_core::{Instant, PeerId, PlayerInputs};
-    use std::time::Duration;
-
-    let server_id = PeerId(0);
-    let mut server = Sequencer::<PlayerInputs>::new(SequencerConfig::default(), Instant::ZERO)
-        .expect("a valid config");
-    let mut clients: Vec<(PeerId, ClientSession<PlayerInputs>)> = (1..=2)
+    use lockstep_core::{Instant, PeerId};
+    let server = Sequencer::new(SequencerConfig::default(), Instant::ZERO).expect("a config");
+    let clients = (1..=2)
         .map(|k| {
             let config = ClientConfig {
                 name: format!("p{k}"),
                 ..ClientConfig::default()
             };
-            let c = ClientSession::new(config, server_id, Instant::ZERO).expect("a valid config");
+            let c = ClientSession::new(config, PeerId(0), Instant::ZERO).expect("a config");
             (PeerId(k), c)
         })
         .collect();
+    (server, clients)
+}
+
+/// Two clients and a sequencer for 900 ticks, every `lose_every`th
+/// datagram either way lost: the client datagrams sent over the last 600,
+/// and the allocations their `poll_transmit` made.
+fn client_sends(lose_every: Option<usize>) -> (u64, u64) {
+    use lockstep_core::{Instant, PeerId, PlayerInputs};
+    use std::time::Duration;
+
+    let server_id = PeerId(0);
+    let (mut server, mut clients) = room::<PlayerInputs>();
     let trace = Trace::generate(2, 900, 0x5EED);
     let mut buf = Vec::with_capacity(2048);
     let (mut sends, mut counted, mut n) = (0u64, 0u64, 0usize);
@@ -189,26 +202,13 @@ fn client_sends(lose_every: Option<usize>) -> (u64, u64) {
 /// player plays on.
 #[test]
 fn a_sequencer_decodes_no_more_inputs_than_the_rate_allows() {
-    use lockstep_core::sequenced::{
-        ClientConfig, ClientSession, Sequencer, SequencerConfig, SequencerError,
-    };
+    use lockstep_core::sequenced::{ClientSession, Sequencer, SequencerError};
     use lockstep_core::wire::{ChainWriter, DatagramWriter, ErrorCode, InputRun, Inputs, Message};
     use lockstep_core::{Instant, PeerId, Tick};
     use std::time::Duration;
 
     let server_id = PeerId(0);
-    let mut server =
-        Sequencer::<Vec<u8>>::new(SequencerConfig::default(), Instant::ZERO).expect("a config");
-    let mut clients: Vec<(PeerId, ClientSession<Vec<u8>>)> = (1..=2)
-        .map(|k| {
-            let config = ClientConfig {
-                name: format!("p{k}"),
-                ..ClientConfig::default()
-            };
-            let c = ClientSession::new(config, server_id, Instant::ZERO).expect("a config");
-            (PeerId(k), c)
-        })
-        .collect();
+    let (mut server, mut clients) = room::<Vec<u8>>();
     let mut now = Instant::ZERO;
     let mut step_buf = Vec::with_capacity(2048);
     let mut step = |server: &mut Sequencer<Vec<u8>>,
