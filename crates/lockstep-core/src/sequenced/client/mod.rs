@@ -55,7 +55,7 @@ const WAITING_BYTES: usize = 256 * 1024;
 
 /// A datagram's frames, and its `Frames` messages waiting for the frame
 /// they are coded against.
-type TypedFrames<I> = (Vec<Frame<I>>, Vec<WaitingFrames>);
+type TypedFrames<I> = (Vec<receive::Decoded<I>>, Vec<WaitingFrames>);
 
 /// A `Frames` message waiting for the frame it is coded against.
 #[derive(Debug, Clone)]
@@ -220,6 +220,12 @@ pub struct ClientSession<I: Input> {
     redirects: u32,
     /// Seats whose inputs did not decode as ours, told to the game once.
     undecodable_seats: std::collections::BTreeSet<PlayerId>,
+    /// In a room of opaque inputs, the relay's bytes of the frames held
+    /// (see [`receive::relay_bytes`]), by tick: what later frames are
+    /// coded against.
+    relay_frames: BTreeMap<Tick, Vec<Option<Vec<u8>>>>,
+    /// The neutral input's encoding.
+    neutral: Vec<u8>,
 }
 
 /// A room's lobby, as a client sees it before the match starts (see
@@ -303,6 +309,12 @@ impl<I: Input> ClientSession<I> {
             redirect: None,
             redirects: 0,
             undecodable_seats: std::collections::BTreeSet::new(),
+            relay_frames: BTreeMap::new(),
+            neutral: {
+                let mut v = Vec::new();
+                I::default().encode(&mut v);
+                v
+            },
         })
     }
 
@@ -550,7 +562,7 @@ impl<I: Input> ClientSession<I> {
     /// sent them.
     pub(crate) fn hold_frames(&mut self, frames: Vec<Frame<I>>) {
         for f in frames {
-            self.store_frame(f);
+            self.store_frame(receive::Decoded::typed(f));
         }
     }
 

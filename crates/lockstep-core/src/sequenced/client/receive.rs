@@ -3,44 +3,86 @@
 
 use super::*;
 
-/// Cells of the room's frames that did not decode as the game's input
-/// type: whose, at which tick, and why.
-pub(super) type Undecodable = Vec<(PlayerId, Tick, crate::InputDecodeError)>;
+/// A frame read from a `Frames` message: the game's, and, in a room of
+/// opaque inputs, the relay's bytes it was read from (what later frames
+/// are coded against) and the seats whose bytes did not decode.
+#[derive(Debug)]
+pub(super) struct Decoded<I> {
+    frame: Frame<I>,
+    relay: Option<Vec<Option<Vec<u8>>>>,
+    undecodable: Vec<(PlayerId, crate::InputDecodeError)>,
+}
 
-/// A frame of an opaque room, its inputs as the sequencer holds them (byte
-/// strings: a relay knows no input type), turned into the game's. An
-/// opaque room's chains run over encodings, from the empty one: a relay
-/// holds nothing for a seat whose input it never saw (the neutral input),
-/// and a game's neutral input may well encode to bytes. So an empty
-/// encoding is the neutral input, and inputs are compared as bytes, not
-/// as values, on the way in.
-///
-/// Bytes that do not decode as the game's input (a client of another
-/// build, or one sending bytes no build reads: a relay checks no type)
-/// are the neutral input too, noted in `bad`: every client of this build
-/// reads them so and stays in step, where refusing the frame stalled the
-/// room for good.
-pub(super) fn typed_frame<I: Input>(f: Frame<Vec<u8>>, bad: &mut Undecodable) -> Frame<I> {
-    let tick = f.tick;
-    let inputs = f
-        .inputs
-        .into_iter()
+impl<I> Decoded<I> {
+    /// A frame read as the game's inputs, with no bytes of a relay's.
+    pub(super) fn typed(frame: Frame<I>) -> Self {
+        Self {
+            frame,
+            relay: None,
+            undecodable: Vec::new(),
+        }
+    }
+}
+
+/// An input as a relay of opaque inputs holds it: its encoding XOR the
+/// neutral input's encoding `neutral` (padded with zeros, or cut, to its
+/// length). The relay's own neutral input has no bytes, and a chain's
+/// first input is coded against the neutral one.
+pub(super) fn relay_bytes<I: Input>(input: &I, neutral: &[u8]) -> Vec<u8> {
+    let mut v = Vec::new();
+    input.encode(&mut v);
+    for (b, n) in v.iter_mut().zip(neutral) {
+        *b ^= n;
+    }
+    v
+}
+
+/// A frame of an opaque room, read from its inputs as the relay holds
+/// them (see [`relay_bytes`]; a relay knows no input type): each cell's
+/// encoding is its bytes XOR the neutral input's `neutral`. No bytes at
+/// all are the neutral input (a relay holds nothing for a seat whose input
+/// it never saw). Bytes that do not decode as the game's input (a client of
+/// another build, or one sending bytes no build reads) are the neutral
+/// input too, and noted: every client of this build reads every cell from
+/// the relay's bytes alone, so all read them alike and stay in step, where
+/// refusing the frame stalled the room for good.
+pub(super) fn typed_frame<I: Input>(f: Frame<Vec<u8>>, neutral: &[u8]) -> Decoded<I> {
+    let Frame {
+        tick,
+        inputs: relay,
+        events,
+    } = f;
+    let mut undecodable = Vec::new();
+    let mut encoding = Vec::new();
+    let inputs = relay
+        .iter()
         .enumerate()
-        .map(|(seat, i)| {
-            i.map(|bytes| match I::decode(&bytes) {
-                Ok(v) => v,
-                Err(_) if bytes.is_empty() => I::default(),
-                Err(e) => {
-                    bad.push((PlayerId(seat as u16), tick, e));
-                    I::default()
+        .map(|(seat, cell)| {
+            cell.as_ref().map(|bytes| {
+                encoding.clear();
+                encoding.extend_from_slice(bytes);
+                for (b, n) in encoding.iter_mut().zip(neutral) {
+                    *b ^= n;
+                }
+                match I::decode(&encoding) {
+                    Ok(v) => v,
+                    Err(_) if bytes.is_empty() => I::default(),
+                    Err(e) => {
+                        undecodable.push((PlayerId(seat as u16), e));
+                        I::default()
+                    }
                 }
             })
         })
         .collect();
-    Frame {
-        tick,
-        inputs,
-        events: f.events,
+    Decoded {
+        frame: Frame {
+            tick,
+            inputs,
+            events,
+        },
+        relay: Some(relay),
+        undecodable,
     }
 }
 
@@ -155,9 +197,7 @@ impl<I: Input> ClientSession<I> {
     /// whole, then each message handed to what owns it.
     fn take_decoded(&mut self, mut d: Datagram<'_>) -> Result<(), DatagramError> {
         // Decode typed payloads before acting on anything.
-        let mut bad = Undecodable::new();
-        let (frames, waiting) = self.typed_frames(&d, &mut bad)?;
-        self.note_undecodable(bad);
+        let (frames, waiting) = self.typed_frames(&d)?;
         let now = self.now;
         if self.link.heard(now) {
             self.push_event(Event::Recovered {
@@ -261,16 +301,12 @@ impl<I: Input> ClientSession<I> {
     /// Also returns the messages coded against a frame that has not
     /// arrived (a datagram overtaken by a later one): they wait for it,
     /// once the whole datagram is taken.
-    fn typed_frames(
-        &self,
-        d: &Datagram<'_>,
-        bad: &mut Undecodable,
-    ) -> Result<TypedFrames<I>, DatagramError> {
+    fn typed_frames(&self, d: &Datagram<'_>) -> Result<TypedFrames<I>, DatagramError> {
         let mut frames = Vec::new();
         let mut waiting = Vec::new();
         for m in &d.messages {
             let Message::Frames(f) = m else { continue };
-            match self.decode_frames(f, bad)? {
+            match self.decode_frames(f)? {
                 Some(typed) => frames.extend(typed),
                 None => waiting.push(WaitingFrames {
                     start: f.start,
@@ -285,12 +321,30 @@ impl<I: Input> ClientSession<I> {
     }
 
     /// One `Frames` message as the game's inputs, or `None` if it is coded
-    /// against a frame we do not hold.
+    /// against a frame we do not hold. In a room of opaque inputs every
+    /// message is read as the relay's bytes, against the relay's bytes of
+    /// its reference, as the relay coded it: what a cell means depends on
+    /// nothing but those bytes, not on which frames this client held when
+    /// the message was made (a message read as the game's inputs when it
+    /// could be, and as bytes when not, read one input two ways).
     fn decode_frames(
         &self,
         f: &wire::Frames<'_>,
-        bad: &mut Undecodable,
-    ) -> Result<Option<Vec<Frame<I>>>, DatagramError> {
+    ) -> Result<Option<Vec<Decoded<I>>>, DatagramError> {
+        if I::CODEC == InputCodec::Opaque {
+            let reference = match f.reference {
+                Some(t) => match self.relay_frame(t) {
+                    Some(cells) => Some(cells),
+                    None => return Ok(None),
+                },
+                None => None,
+            };
+            let raw = f.decode::<Vec<u8>>(reference.as_deref())?;
+            let neutral = &self.neutral;
+            return Ok(Some(
+                raw.into_iter().map(|r| typed_frame(r, neutral)).collect(),
+            ));
+        }
         let reference = match f.reference {
             Some(t) => match self.held_frame(t) {
                 Some(cells) => Some(cells),
@@ -298,26 +352,28 @@ impl<I: Input> ClientSession<I> {
             },
             None => None,
         };
-        match f.decode::<I>(reference) {
-            Ok(typed) => Ok(Some(typed)),
-            Err(e) if I::CODEC == InputCodec::Opaque => {
-                let bytes: Option<Vec<Option<Vec<u8>>>> = reference.map(|cells| {
-                    cells
-                        .iter()
-                        .map(|c| {
-                            c.as_ref().map(|i| {
-                                let mut v = Vec::new();
-                                i.encode(&mut v);
-                                v
-                            })
-                        })
-                        .collect()
-                });
-                let raw = f.decode::<Vec<u8>>(bytes.as_deref()).map_err(|_| e)?;
-                Ok(Some(raw.into_iter().map(|f| typed_frame(f, bad)).collect()))
-            }
-            Err(e) => Err(e.into()),
+        Ok(Some(
+            f.decode::<I>(reference)?
+                .into_iter()
+                .map(Decoded::typed)
+                .collect(),
+        ))
+    }
+
+    /// The relay's bytes of the frame at `tick`, if we hold it: as they
+    /// came, or, for a frame that came otherwise (a survivor's, in a host
+    /// migration), worked out from its inputs.
+    fn relay_frame(&self, tick: Tick) -> Option<Vec<Option<Vec<u8>>>> {
+        let cells = self.held_frame(tick)?;
+        if let Some(relay) = self.relay_frames.get(&tick) {
+            return Some(relay.clone());
         }
+        Some(
+            cells
+                .iter()
+                .map(|c| c.as_ref().map(|i| relay_bytes(i, &self.neutral)))
+                .collect(),
+        )
     }
 
     /// Keeps `w`, whose reference has not arrived, to read once it has (the
@@ -369,25 +425,8 @@ impl<I: Input> ClientSession<I> {
             };
             // Checked as it came but for its body: one that does not read
             // is dropped (the sequencer sends its frames again).
-            let mut bad = Undecodable::new();
-            if let Ok(Some(frames)) = self.decode_frames(&f, &mut bad) {
-                self.note_undecodable(bad);
+            if let Ok(Some(frames)) = self.decode_frames(&f) {
                 self.take_frames(frames);
-            }
-        }
-    }
-
-    /// Cells that ran as the neutral input for not decoding as ours:
-    /// counted, and each seat's first told to the game.
-    fn note_undecodable(&mut self, bad: Undecodable) {
-        for (player, tick, e) in bad {
-            self.stats.inputs_undecodable += 1;
-            if self.undecodable_seats.insert(player) {
-                self.push_event(Event::InputUndecodable {
-                    player,
-                    tick,
-                    reason: e.to_string(),
-                });
             }
         }
     }
@@ -498,7 +537,7 @@ impl<I: Input> ClientSession<I> {
 
     /// The datagram's frames, stored once we know where they start (a
     /// joiner's count from its snapshot's tick).
-    fn take_frames(&mut self, frames: Vec<Frame<I>>) {
+    fn take_frames(&mut self, frames: Vec<Decoded<I>>) {
         let waiting_for_start = self
             .joining
             .as_ref()
@@ -622,7 +661,8 @@ impl<I: Input> ClientSession<I> {
         self.server_open = w.tick;
     }
 
-    pub(super) fn store_frame(&mut self, f: Frame<I>) {
+    pub(super) fn store_frame(&mut self, d: Decoded<I>) {
+        let f = d.frame;
         if f.tick < self.next_tick {
             return;
         }
@@ -639,7 +679,41 @@ impl<I: Input> ClientSession<I> {
             {
                 self.stats.late_frames += 1;
             }
+            let tick = f.tick;
             self.frames[i] = Some(f);
+            self.keep_relay_frame(tick, d.relay);
+            for (player, e) in d.undecodable {
+                self.stats.inputs_undecodable += 1;
+                if self.undecodable_seats.insert(player) {
+                    self.push_event(Event::InputUndecodable {
+                        player,
+                        tick,
+                        reason: e.to_string(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Keeps the relay's bytes of the frame at `tick` (or forgets those of
+    /// another frame for that tick, when this one has none), for as long
+    /// as the frame may be a reference.
+    fn keep_relay_frame(&mut self, tick: Tick, relay: Option<Vec<Option<Vec<u8>>>>) {
+        match relay {
+            Some(cells) => {
+                self.relay_frames.insert(tick, cells);
+            }
+            None => {
+                self.relay_frames.remove(&tick);
+            }
+        }
+        let oldest = self.next_tick.saturating_sub(recent::KEPT as u32);
+        if self
+            .relay_frames
+            .first_key_value()
+            .is_some_and(|(t, _)| *t < oldest)
+        {
+            self.relay_frames = self.relay_frames.split_off(&oldest);
         }
     }
 }

@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 /// the first one we lack as the sequencer last heard it, so a few round
 /// trips' worth is plenty, and a reference older than this only costs the
 /// message (the sequencer's later ones name a newer one).
-const KEPT: usize = 256;
+pub(super) const KEPT: usize = 256;
 
 /// The cells of the frames run last, consecutive.
 #[derive(Debug, Clone)]
