@@ -28,6 +28,10 @@ pub struct Verification {
     /// stopped the reading. A file cut short (its process killed, or a
     /// recording still being written) verifies as far as it goes.
     pub whole: bool,
+    /// Why reading stopped at a record that did not read (a corrupt file,
+    /// or another game's inputs; not one the file ends inside): nothing
+    /// after it was checked, and the replay does not [match](Self::matches).
+    pub unread: Option<String>,
 }
 
 impl Verification {
@@ -36,12 +40,13 @@ impl Verification {
     /// resync replaced it (the match itself ran on as recorded; that
     /// machine's divergence is still listed in [`parted`](Self::parted)).
     /// States taken across a gap are trusted: see
-    /// [`unchecked`](Self::unchecked). It says nothing of what the file
-    /// lacks: see [`whole`](Self::whole), and
+    /// [`unchecked`](Self::unchecked). A record that did not read is no
+    /// match ([`unread`](Self::unread)); a file that merely ends early
+    /// verifies as far as it goes: see [`whole`](Self::whole), and
     /// [`checkpoints`](Self::checkpoints) (none compared, nothing was
     /// checked).
     pub fn matches(&self) -> bool {
-        self.parted.iter().all(|p| p.resynced.is_some())
+        self.unread.is_none() && self.parted.iter().all(|p| p.resynced.is_some())
     }
 }
 
@@ -228,6 +233,12 @@ pub fn verify<G: Game>(replay: &Replay<G::Input>, start: G) -> Result<Verificati
             parted: Vec::new(),
             unchecked: Vec::new(),
             whole: replay.end.is_some() && replay.stopped.is_none(),
+            // A file cut off mid-record is only short.
+            unread: replay
+                .stopped
+                .as_ref()
+                .filter(|e| !matches!(e, super::ReplayError::Truncated { .. }))
+                .map(ToString::to_string),
         },
         open: None,
         last_agreed: None,

@@ -294,4 +294,36 @@ fn a_runner_dropped_while_recording_leaves_a_whole_file() {
     let cut = lockstep_core::replay::Replay::<u16>::read(&bytes[..bytes.len() - 20]);
     let found = lockstep_core::replay::verify(&cut, Fold::default()).unwrap();
     assert!(found.matches() && !found.whole, "{found:?}");
+    // A record that does not read is no match (a file read as another
+    // game's, stopped at its first record, matched with nothing compared;
+    // found by a newcomer), nor is another game's run.
+    let mut corrupt = bytes.clone();
+    corrupt[bytes.len() / 2] ^= 0x5a;
+    let found = lockstep_core::replay::verify(
+        &lockstep_core::replay::Replay::<u16>::read(&corrupt),
+        Fold::default(),
+    )
+    .unwrap();
+    assert!(!found.matches() && found.unread.is_some(), "{found:?}");
+    let other = lockstep_core::replay::Replay::<lockstep_core::PlayerInputs>::read(&bytes);
+    let found = lockstep_core::replay::verify(&other, Other).unwrap();
+    assert!(!found.matches(), "{found:?}");
+}
+
+/// A game of `PlayerInputs`, to read a `u16` game's recording as.
+#[derive(Debug, Default)]
+struct Other;
+
+impl Game for Other {
+    type Input = lockstep_core::PlayerInputs;
+    fn step(&mut self, _: &Frame<lockstep_core::PlayerInputs>) {}
+    fn hash(&self) -> u64 {
+        0
+    }
+    fn save(&self) -> Vec<u8> {
+        Vec::new()
+    }
+    fn restore(_: &[u8]) -> Result<Self, String> {
+        Ok(Self)
+    }
 }
