@@ -42,8 +42,11 @@ pub(crate) struct RelayArgs {
     max_seats: Option<u16>,
     /// When a room's match starts: with its first player, once
     /// `--start-players` seats are taken, or once at least that many are
-    /// seated and all are ready. Any but at-once opens a lobby: players
-    /// see each other by name and nothing runs until the match starts.
+    /// seated and all are ready (or 60 s after that many are ready,
+    /// without the rest: `ready_wait_secs` in the config file; with
+    /// exactly that many seated, every one must say ready). Any but
+    /// at-once opens a lobby: players see each other by name and nothing
+    /// runs until the match starts.
     #[arg(long, value_enum)]
     start: Option<StartRule>,
     /// The count `--start` names (1 to the seats).

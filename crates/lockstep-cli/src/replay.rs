@@ -185,7 +185,7 @@ fn read_any(file: &Path) -> Result<(Vec<u8>, AnyReplay), String> {
 
 fn info(file: &Path) -> Result<(), String> {
     match read_any(file)? {
-        (bytes, AnyReplay::Swarm(r)) => info_of(file, &bytes, &r, "swarm's (PlayerInputs)"),
+        (bytes, AnyReplay::Swarm(r)) => info_of(file, &bytes, &r, "PlayerInputs (as swarm's)"),
         (bytes, AnyReplay::Opaque(r)) => info_of(file, &bytes, &r, "another game's, read as bytes"),
     }
 }

@@ -85,7 +85,11 @@ impl<I: Input> Sequencer<I> {
         if hello.codec != I::CODEC {
             return self.refuse(
                 peer,
-                Rejection::Other("the room uses another input codec".into()),
+                Rejection::Other(
+                    "the room's players use another input type (another build of the game? \
+                     give each build its own fingerprint)"
+                        .into(),
+                ),
             );
         }
         // A known token takes its seat back on this new connection, once the
