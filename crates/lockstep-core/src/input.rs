@@ -97,6 +97,55 @@ pub trait Input: Clone + Eq + Default + fmt::Debug + 'static {
     }
 }
 
+/// Inputs as a relay of opaque inputs holds them: a relay knows no input
+/// type, holds each input as the bytes it reads from the chains it is sent,
+/// and codes its own chains over those. A chain's first input is coded
+/// against the neutral input, whose bytes on the relay are none, so an
+/// input's relay bytes are its encoding XOR the neutral input's encoding
+/// (that padded with zeros, or cut, to the input's length). One rule, for
+/// every reader of a relay's frames (a client, a replay of a relay's
+/// recording or of any opaque game's).
+pub(crate) mod relay {
+    use super::{Input, InputDecodeError};
+
+    /// The neutral input's encoding.
+    pub(crate) fn neutral<I: Input>() -> Vec<u8> {
+        let mut v = Vec::new();
+        I::default().encode(&mut v);
+        v
+    }
+
+    /// `input`'s relay bytes; `neutral` is [`neutral`]'s.
+    pub(crate) fn bytes_of<I: Input>(input: &I, neutral: &[u8]) -> Vec<u8> {
+        let mut v = Vec::new();
+        input.encode(&mut v);
+        for (b, n) in v.iter_mut().zip(neutral) {
+            *b ^= n;
+        }
+        v
+    }
+
+    /// The input whose relay bytes are `bytes` (`scratch` a buffer to
+    /// work in): no bytes are the neutral input (a relay holds none for a
+    /// seat whose input it never saw); bytes that do not decode as `I`
+    /// are an error, for the caller to run as the neutral input.
+    pub(crate) fn input_of<I: Input>(
+        bytes: &[u8],
+        neutral: &[u8],
+        scratch: &mut Vec<u8>,
+    ) -> Result<I, InputDecodeError> {
+        scratch.clear();
+        scratch.extend_from_slice(bytes);
+        for (b, n) in scratch.iter_mut().zip(neutral) {
+            *b ^= n;
+        }
+        match I::decode(scratch) {
+            Err(_) if bytes.is_empty() => Ok(I::default()),
+            decoded => decoded,
+        }
+    }
+}
+
 macro_rules! int_input {
     ($($t:ty),*) => {$(
         impl Input for $t {

@@ -221,7 +221,7 @@ pub struct ClientSession<I: Input> {
     /// Seats whose inputs did not decode as ours, told to the game once.
     undecodable_seats: std::collections::BTreeSet<PlayerId>,
     /// In a room of opaque inputs, the relay's bytes of the frames held
-    /// (see [`receive::relay_bytes`]), by tick: what later frames are
+    /// (see [`crate::input::relay`]), by tick: what later frames are
     /// coded against.
     relay_frames: BTreeMap<Tick, Vec<Option<Vec<u8>>>>,
     /// The neutral input's encoding.
@@ -310,11 +310,7 @@ impl<I: Input> ClientSession<I> {
             redirects: 0,
             undecodable_seats: std::collections::BTreeSet::new(),
             relay_frames: BTreeMap::new(),
-            neutral: {
-                let mut v = Vec::new();
-                I::default().encode(&mut v);
-                v
-            },
+            neutral: crate::input::relay::neutral::<I>(),
         })
     }
 

@@ -24,26 +24,11 @@ impl<I> Decoded<I> {
     }
 }
 
-/// An input as a relay of opaque inputs holds it: its encoding XOR the
-/// neutral input's encoding `neutral` (padded with zeros, or cut, to its
-/// length). The relay's own neutral input has no bytes, and a chain's
-/// first input is coded against the neutral one.
-pub(super) fn relay_bytes<I: Input>(input: &I, neutral: &[u8]) -> Vec<u8> {
-    let mut v = Vec::new();
-    input.encode(&mut v);
-    for (b, n) in v.iter_mut().zip(neutral) {
-        *b ^= n;
-    }
-    v
-}
-
 /// A frame of an opaque room, read from its inputs as the relay holds
-/// them (see [`relay_bytes`]; a relay knows no input type): each cell's
-/// encoding is its bytes XOR the neutral input's `neutral`. No bytes at
-/// all are the neutral input (a relay holds nothing for a seat whose input
-/// it never saw). Bytes that do not decode as the game's input (a client of
+/// them (see [`crate::input::relay`]; `neutral` the neutral input's
+/// encoding). Bytes that do not decode as the game's input (a client of
 /// another build, or one sending bytes no build reads) are the neutral
-/// input too, and noted: every client of this build reads every cell from
+/// input, and noted: every client of this build reads every cell from
 /// the relay's bytes alone, so all read them alike and stay in step, where
 /// refusing the frame stalled the room for good.
 pub(super) fn typed_frame<I: Input>(f: Frame<Vec<u8>>, neutral: &[u8]) -> Decoded<I> {
@@ -53,25 +38,16 @@ pub(super) fn typed_frame<I: Input>(f: Frame<Vec<u8>>, neutral: &[u8]) -> Decode
         events,
     } = f;
     let mut undecodable = Vec::new();
-    let mut encoding = Vec::new();
+    let mut scratch = Vec::new();
     let inputs = relay
         .iter()
         .enumerate()
         .map(|(seat, cell)| {
             cell.as_ref().map(|bytes| {
-                encoding.clear();
-                encoding.extend_from_slice(bytes);
-                for (b, n) in encoding.iter_mut().zip(neutral) {
-                    *b ^= n;
-                }
-                match I::decode(&encoding) {
-                    Ok(v) => v,
-                    Err(_) if bytes.is_empty() => I::default(),
-                    Err(e) => {
-                        undecodable.push((PlayerId(seat as u16), e));
-                        I::default()
-                    }
-                }
+                crate::input::relay::input_of(bytes, neutral, &mut scratch).unwrap_or_else(|e| {
+                    undecodable.push((PlayerId(seat as u16), e));
+                    I::default()
+                })
             })
         })
         .collect();
@@ -371,7 +347,10 @@ impl<I: Input> ClientSession<I> {
         Some(
             cells
                 .iter()
-                .map(|c| c.as_ref().map(|i| relay_bytes(i, &self.neutral)))
+                .map(|c| {
+                    c.as_ref()
+                        .map(|i| crate::input::relay::bytes_of(i, &self.neutral))
+                })
                 .collect(),
         )
     }
