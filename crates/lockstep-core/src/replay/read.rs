@@ -389,12 +389,47 @@ pub(super) fn read_record(
 /// in its raw bytes.
 type Chunk<I> = (Vec<Frame<I>>, Vec<ReplayCheckpoint>, u64, usize);
 
+/// A chunk's frames. Opaque inputs are read as a relay holds them (see
+/// [`crate::input::relay`]), as a client of a relay's room reads them: a
+/// relay's recording holds its bytes, a game's its values, which read as
+/// bytes the same; an input that does not decode as `I` is the neutral
+/// input, as every client of the match ran it.
+fn frames_body<I: Input>(
+    start: Tick,
+    count: usize,
+    seats: usize,
+    body: &[u8],
+) -> Result<Vec<Frame<I>>, WireError> {
+    if I::CODEC != wire::InputCodec::Opaque {
+        return wire::decode_frames_body::<I>(start, count, seats, None, body);
+    }
+    let neutral = crate::input::relay::neutral::<I>();
+    let mut scratch = Vec::new();
+    let bytes = wire::decode_frames_body::<Vec<u8>>(start, count, seats, None, body)?;
+    Ok(bytes
+        .into_iter()
+        .map(|f| Frame {
+            tick: f.tick,
+            inputs: f
+                .inputs
+                .iter()
+                .map(|cell| {
+                    cell.as_ref().map(|b| {
+                        crate::input::relay::input_of(b, &neutral, &mut scratch).unwrap_or_default()
+                    })
+                })
+                .collect(),
+            events: f.events,
+        })
+        .collect())
+}
+
 fn decode_chunk<I: Input>(raw: &[u8], seats: usize) -> Result<Chunk<I>, WireError> {
     let mut r = Reader::new(raw);
     let start = r.tick()?;
     let count = r.len("frames", wire::MAX_FRAMES)?;
     let body = r.byte_string("frames", MAX_CHUNK_LEN)?;
-    let frames = wire::decode_frames_body::<I>(start, count, seats, None, body)?;
+    let frames = frames_body::<I>(start, count, seats, body)?;
     let head = raw.len() - r.remaining();
     let n = r.count("checkpoint", MAX_CHECKPOINTS, 9)?;
     let checkpoints = (0..n)

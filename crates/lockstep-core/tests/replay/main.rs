@@ -383,3 +383,40 @@ fn nothing_follows_the_last_tick() {
     assert!(r.stopped.is_none(), "{:?}", r.stopped);
     assert_eq!(r.frame_count(), 2);
 }
+
+/// A relay's recording of an opaque room holds its bytes: the game reads
+/// them as its clients ran them, each input its bytes XOR the neutral
+/// input's encoding, and bytes that do not decode as its input as the
+/// neutral input (it stopped there as malformed, where every client had
+/// played on; found in review).
+#[test]
+fn a_relays_recording_reads_as_its_clients_ran_it() {
+    let header = Header::new(0, "a relay", 30, 2, Topology::Relay);
+    let mut rec = Recorder::<Vec<u8>, _>::new(header, Vec::new()).expect("a recorder");
+    for t in 0..40u32 {
+        let odd = if t % 10 == 5 {
+            vec![1, 2, 3]
+        } else {
+            vec![t as u8, 1]
+        };
+        let frame = Frame {
+            tick: Tick::new(t),
+            inputs: vec![Some(vec![t as u8, 0]), Some(odd)],
+            events: Vec::new(),
+        };
+        rec.record(&frame).expect("recorded");
+    }
+    let bytes = rec.finish().expect("finished");
+    let replay = Replay::<u16>::read(&bytes);
+    assert!(
+        replay.stopped.is_none() && replay.end.is_some(),
+        "{:?}",
+        replay.stopped
+    );
+    let frames: Vec<Frame<u16>> = replay.frames().collect();
+    assert_eq!(frames.len(), 40);
+    for (t, f) in frames.iter().enumerate() {
+        let odd = if t % 10 == 5 { 0 } else { t as u16 | 0x100 };
+        assert_eq!(f.inputs, vec![Some(t as u16), Some(odd)], "tick {t}");
+    }
+}
