@@ -107,7 +107,12 @@ pub(crate) struct RelayArgs {
     )]
     directory: Option<String>,
     /// This relay's id in the fleet (1 to 64 of A-Z a-z 0-9 - _ .).
-    #[arg(long, env = "LOCKSTEP_RELAY_ID", requires = "directory")]
+    #[arg(
+        long,
+        env = "LOCKSTEP_RELAY_ID",
+        requires = "directory",
+        value_parser = crate::ticket::relay_id
+    )]
     relay_id: Option<String>,
     /// The UDP address clients reach this relay at, as the fleet tells
     /// them (the bound one if not given).

@@ -34,7 +34,7 @@ pub(crate) struct TicketArgs {
 }
 
 /// A relay id the directory takes (a clap value parser).
-fn relay_id(s: &str) -> Result<String, String> {
+pub(crate) fn relay_id(s: &str) -> Result<String, String> {
     lockstep_relay::directory::check_relay_id(s)
         .map(|()| s.to_owned())
         .map_err(|e| e.to_string())

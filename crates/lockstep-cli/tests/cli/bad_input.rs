@@ -190,6 +190,25 @@ fn a_relay_configuration_that_cannot_run_stops_before_listening() {
         &["ticket", "--secret", "short", "--room", "r", "--name", "n"],
         "at least 16",
     );
+    // Refused as an option, before anything listens (it said `listening`
+    // first, which a script waiting for that line took for a start; found
+    // by a newcomer).
+    let (code, err) = run(&[
+        &[
+            "relay",
+            "--directory",
+            "redis://127.0.0.1:1/",
+            "--relay-id",
+            "eu 1",
+        ][..],
+        &UDP_ONLY,
+    ]
+    .concat());
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("bad relay id") && !err.contains("listening"),
+        "{err}"
+    );
 }
 
 #[test]
