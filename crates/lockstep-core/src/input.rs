@@ -107,6 +107,7 @@ pub trait Input: Clone + Eq + Default + fmt::Debug + 'static {
 /// recording or of any opaque game's).
 pub(crate) mod relay {
     use super::{Input, InputDecodeError};
+    use crate::{Frame, PlayerId};
 
     /// The neutral input's encoding.
     pub(crate) fn neutral<I: Input>() -> Vec<u8> {
@@ -142,6 +143,36 @@ pub(crate) mod relay {
         match I::decode(scratch) {
             Err(_) if bytes.is_empty() => Ok(I::default()),
             decoded => decoded,
+        }
+    }
+
+    /// A frame whose inputs are relay bytes, as the game's inputs (see
+    /// [`input_of`]): bytes that do not decode are the neutral input, and
+    /// `undecodable` hears of each (its seat and why), so that every
+    /// reader of a build reads a frame alike.
+    pub(crate) fn frame_of<I: Input>(
+        f: &Frame<Vec<u8>>,
+        neutral: &[u8],
+        mut undecodable: impl FnMut(PlayerId, InputDecodeError),
+    ) -> Frame<I> {
+        let mut scratch = Vec::new();
+        let inputs = f
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(seat, cell)| {
+                cell.as_ref().map(|bytes| {
+                    input_of(bytes, neutral, &mut scratch).unwrap_or_else(|e| {
+                        undecodable(PlayerId(seat as u16), e);
+                        I::default()
+                    })
+                })
+            })
+            .collect();
+        Frame {
+            tick: f.tick,
+            inputs,
+            events: f.events.clone(),
         }
     }
 }

@@ -404,23 +404,10 @@ fn frames_body<I: Input>(
         return wire::decode_frames_body::<I>(start, count, seats, None, body);
     }
     let neutral = crate::input::relay::neutral::<I>();
-    let mut scratch = Vec::new();
     let bytes = wire::decode_frames_body::<Vec<u8>>(start, count, seats, None, body)?;
     Ok(bytes
         .into_iter()
-        .map(|f| Frame {
-            tick: f.tick,
-            inputs: f
-                .inputs
-                .iter()
-                .map(|cell| {
-                    cell.as_ref().map(|b| {
-                        crate::input::relay::input_of(b, &neutral, &mut scratch).unwrap_or_default()
-                    })
-                })
-                .collect(),
-            events: f.events,
-        })
+        .map(|f| crate::input::relay::frame_of(&f, &neutral, |_, _| {}))
         .collect())
 }
 

@@ -2,6 +2,7 @@
 //! handed to what owns it.
 
 use super::*;
+use std::borrow::Cow;
 
 /// A frame read from a `Frames` message: the game's, and, in a room of
 /// opaque inputs, the relay's bytes it was read from (what later frames
@@ -31,33 +32,14 @@ impl<I> Decoded<I> {
 /// input, and noted: every client of this build reads every cell from
 /// the relay's bytes alone, so all read them alike and stay in step, where
 /// refusing the frame stalled the room for good.
-pub(super) fn typed_frame<I: Input>(f: Frame<Vec<u8>>, neutral: &[u8]) -> Decoded<I> {
-    let Frame {
-        tick,
-        inputs: relay,
-        events,
-    } = f;
+pub(super) fn typed_frame<I: Input>(relay: Frame<Vec<u8>>, neutral: &[u8]) -> Decoded<I> {
     let mut undecodable = Vec::new();
-    let mut scratch = Vec::new();
-    let inputs = relay
-        .iter()
-        .enumerate()
-        .map(|(seat, cell)| {
-            cell.as_ref().map(|bytes| {
-                crate::input::relay::input_of(bytes, neutral, &mut scratch).unwrap_or_else(|e| {
-                    undecodable.push((PlayerId(seat as u16), e));
-                    I::default()
-                })
-            })
-        })
-        .collect();
+    let frame = crate::input::relay::frame_of(&relay, neutral, |seat, e| {
+        undecodable.push((seat, e));
+    });
     Decoded {
-        frame: Frame {
-            tick,
-            inputs,
-            events,
-        },
-        relay: Some(relay),
+        frame,
+        relay: Some(relay.inputs),
         undecodable,
     }
 }
@@ -337,14 +319,14 @@ impl<I: Input> ClientSession<I> {
     }
 
     /// The relay's bytes of the frame at `tick`, if we hold it: as they
-    /// came, or, for a frame that came otherwise (a survivor's, in a host
-    /// migration), worked out from its inputs.
-    fn relay_frame(&self, tick: Tick) -> Option<Vec<Option<Vec<u8>>>> {
+    /// came (lent), or, for a frame that came otherwise (a survivor's, in
+    /// a host migration), worked out from its inputs.
+    fn relay_frame(&self, tick: Tick) -> Option<Cow<'_, [Option<Vec<u8>>]>> {
         let cells = self.held_frame(tick)?;
         if let Some(relay) = self.relay_frames.get(&tick) {
-            return Some(relay.clone());
+            return Some(Cow::Borrowed(relay));
         }
-        Some(
+        Some(Cow::Owned(
             cells
                 .iter()
                 .map(|c| {
@@ -352,7 +334,7 @@ impl<I: Input> ClientSession<I> {
                         .map(|i| crate::input::relay::bytes_of(i, &self.neutral))
                 })
                 .collect(),
-        )
+        ))
     }
 
     /// Keeps `w`, whose reference has not arrived, to read once it has (the
