@@ -169,22 +169,23 @@ where
         if let Some(prepare) = self.prepare {
             prepare(self.runner.session_mut(), &mut self.transport);
         }
-        if let Some((rule, reopen)) = &mut self.reconnect
-            && rule.due(&self.runner, false, now) == Attempt::Now
-            && let Ok(new) = reopen()
-            && self
-                .runner
-                .session_mut()
-                .reconnect(new.server, new.secret, now)
-        {
-            self.transport = new.transport;
-            self.buffers = Buffers::default();
-            rule.reconnected();
-        }
-        if let Some((rule, _)) = &self.reconnect
-            && rule.gave_up(self.runner.session().connected(), now)
-        {
-            Extras::give_up(self.runner.session_mut());
+        if let Some((rule, reopen)) = &mut self.reconnect {
+            match rule.due(&self.runner, false, now) {
+                Attempt::Now => {
+                    if let Ok(new) = reopen()
+                        && self
+                            .runner
+                            .session_mut()
+                            .reconnect(new.server, new.secret, now)
+                    {
+                        self.transport = new.transport;
+                        self.buffers = Buffers::default();
+                        rule.reconnected();
+                    }
+                }
+                Attempt::GiveUp => Extras::give_up(self.runner.session_mut()),
+                Attempt::Later | Attempt::None => {}
+            }
         }
         // The session is fed every datagram; one it refuses (a stranger's,
         // a forged one) is dropped, as `lockstep_net::drive` does.

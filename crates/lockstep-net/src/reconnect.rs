@@ -24,6 +24,9 @@ pub enum Attempt {
     Later,
     /// Open a new transport and take the seat back now.
     Now,
+    /// It has been lost for the rule's `give_up`: stop, ending the session
+    /// with `ClientSession::give_up` (so that it says why).
+    GiveUp,
 }
 
 /// When to take a seat back on a new connection: once the server has been
@@ -37,7 +40,7 @@ pub enum Attempt {
 /// let mut rule = Reconnect::default();
 /// // Each turn, before the runner's: when rule.due(&runner, broken, now) is
 /// // Attempt::Now, open a transport, session.reconnect(..), and on success
-/// // rule.reconnected(); once rule.gave_up(connected, now), session.give_up().
+/// // rule.reconnected(); on Attempt::GiveUp, session.give_up().
 /// assert_eq!(rule.reconnects(), 0);
 /// ```
 #[derive(Debug, Clone)]
@@ -82,8 +85,9 @@ impl Reconnect {
     /// the seat back (the connection is lost, as the type says, and the
     /// seat can be taken back; the last try was a second ago or more; it
     /// was lost less than `give_up` ago), which counts as a try;
-    /// [`Attempt::Later`] while lost otherwise; [`Attempt::None`] while the
-    /// connection stands.
+    /// [`Attempt::Later`] while lost otherwise; [`Attempt::GiveUp`] once it
+    /// has been lost for `give_up` without connecting again;
+    /// [`Attempt::None`] while the connection stands.
     pub fn due<G: Game, S: Played<G::Input>>(
         &mut self,
         runner: &Runner<G, S>,
@@ -91,6 +95,14 @@ impl Reconnect {
         now: Instant,
     ) -> Attempt {
         let session = runner.session();
+        // Lost for `give_up`, not connected, the seat still one to take
+        // back: the loop ends the session (then it is no longer).
+        if !session.connected()
+            && session.can_reconnect()
+            && self.outage.is_some_and(|t| now - t >= self.give_up)
+        {
+            return Attempt::GiveUp;
+        }
         let silent = runner
             .interrupted_since()
             .map(|t| self.tried.map_or(t, |tried| t.max(tried)))
@@ -124,12 +136,5 @@ impl Reconnect {
     /// never connected do not count).
     pub fn reconnects(&self) -> u32 {
         self.reconnects
-    }
-
-    /// Whether the rule stopped trying: the connection has been lost for
-    /// `give_up`, and the session is not connected. The loop then ends the
-    /// session with `ClientSession::give_up`, so that it says why.
-    pub fn gave_up(&self, connected: bool, now: Instant) -> bool {
-        !connected && self.outage.is_some_and(|t| now - t >= self.give_up)
     }
 }

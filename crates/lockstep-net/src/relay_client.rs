@@ -117,13 +117,6 @@ impl<G: Game> RelayClient<G> {
     pub fn turn(&mut self, input: impl FnMut(&G) -> G::Input) -> Result<Update, TurnError> {
         let now = self.clock.now();
         self.reconnect_if_lost(now);
-        if self
-            .reconnect
-            .gave_up(self.runner.session().connected(), now)
-        {
-            // Closed for good, saying why (a try under way is dropped).
-            self.runner.session_mut().give_up();
-        }
         let inbound = drive(&mut self.runner, &mut self.udp, now, &mut self.buffers);
         self.follow_redirect(now);
         let done = self.runner.update(now, input)?;
@@ -254,6 +247,11 @@ impl<G: Game> RelayClient<G> {
         match self.reconnect.due(&self.runner, self.broken, now) {
             Attempt::Now => {}
             Attempt::Later => return,
+            Attempt::GiveUp => {
+                // Closed for good, saying why (a try under way is dropped).
+                self.runner.session_mut().give_up();
+                return;
+            }
             Attempt::None => {
                 if self.broken
                     && let Ok((udp, _)) = open(self.relay)
