@@ -15,7 +15,9 @@
 //!    whoever holds less. Forwarded input is held and passed on but never
 //!    run on the forwarder's word. A peer whose majority for `c` goes away
 //!    (the votes came from a peer since voted out, or reached only it)
-//!    thaws `c` again, unless it has endorsed a decision for it.
+//!    thaws `c` again once it has stayed gone for `interrupt_after` (a
+//!    datagram overtaken on the way may lack a vote for a moment), unless
+//!    it has endorsed a decision for it.
 //! 3. **Proposal.** The decider, the lowest live seat (seated, neither
 //!    abandoned nor frozen), waits until every other live seat reports `c`
 //!    frozen, and until it holds as much of `c`'s input as the best of them.
@@ -53,7 +55,7 @@
 use super::MeshSession;
 use super::store::Cell;
 use crate::wire::Endorsement;
-use crate::{Event, Input, PlayerId, Tick};
+use crate::{Event, Input, Instant, PlayerId, Tick};
 use sha2::{Digest, Sha256};
 
 impl<I: Input> MeshSession<I> {
@@ -146,19 +148,51 @@ impl<I: Input> MeshSession<I> {
                 .count();
             let majority = votes * 2 > voters.len();
             let frozen = self.frozen.contains_key(&c);
+            if majority {
+                self.thawing.remove(&c);
+            }
             if majority && !frozen {
                 let held = self.held_own(c);
                 self.forget_own_past(c, held);
                 self.frozen.insert(c, held);
                 self.flush_all();
             } else if !majority && frozen && !self.endorsed.contains_key(&c) {
+                // Not at the first datagram without the votes: one sent
+                // before a vote can overtake one sent after it, and a seat
+                // thawed then takes its player's input past the tick we
+                // reported holding, which a decision may already stand on
+                // (no other peer could ever endorse it). A voter's next
+                // datagrams say its vote again well within
+                // `interrupt_after`; one silent that long counts no more.
+                let since = *self.thawing.entry(c).or_insert(self.now);
+                if self.now < since + self.config.interrupt_after {
+                    continue;
+                }
                 // Input forwarded meanwhile stays (what we told other peers
                 // we hold stays true) until the player's own replaces it:
                 // the player itself is told how far we hold its own.
+                self.thawing.remove(&c);
                 self.frozen.remove(&c);
                 self.flush_all();
             }
         }
+        // Seats no longer frozen, or endorsed meanwhile, never thaw.
+        let (frozen, endorsed) = (&self.frozen, &self.endorsed);
+        self.thawing
+            .retain(|c, _| frozen.contains_key(c) && !endorsed.contains_key(c));
+    }
+
+    /// When a frozen seat whose majority is gone thaws, if one is (while
+    /// we play: an abandoned peer weighs no votes).
+    pub(super) fn thaw_due(&self) -> Option<Instant> {
+        let me = self.local_seat?;
+        if self.seats[me.index()].empty_from.is_some() {
+            return None;
+        }
+        self.thawing
+            .values()
+            .min()
+            .map(|&since| since + self.config.interrupt_after)
     }
 
     /// Forgets `c`'s own input for ticks from `held` on: inputs go in any
@@ -380,6 +414,7 @@ impl<I: Input> MeshSession<I> {
         self.decisions.push((seat, from));
         self.votes.remove(&seat);
         self.frozen.remove(&seat);
+        self.thawing.remove(&seat);
         for (tick, slot) in self.store.iter_from_mut(self.next_tick) {
             let cell = &mut slot.cells[i];
             if tick >= effective {

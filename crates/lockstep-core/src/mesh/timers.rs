@@ -15,6 +15,8 @@ pub(crate) enum Timer {
     /// A seat silent, or sending no input, for `abandon_after` is voted
     /// out.
     Abandon(PlayerId),
+    /// A frozen seat whose majority went away thaws.
+    Thaw,
     /// A lost chunk of a snapshot for an observer is due again, or a
     /// request for one is repeated.
     Snapshot,
@@ -267,6 +269,9 @@ impl<I: Input> TimerTable for MeshSession<I> {
                     timer(Timer::Abandon(seat), t);
                 }
             }
+        }
+        if let Some(t) = self.thaw_due() {
+            timer(Timer::Thaw, t);
         }
         if let Some(t) = self.snapshot_timeout() {
             timer(Timer::Snapshot, t);

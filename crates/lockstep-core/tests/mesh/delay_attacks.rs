@@ -99,7 +99,8 @@ fn a_wantless_copy_raced_ahead_is_found_out() {
 /// address (a vote against C) and one of its own (its vote, and C's next
 /// inputs "forwarded", with a want of 16 on the first), L gets V to freeze
 /// C for a moment and take the copy and the want. At the next datagrams
-/// the majority is gone and V thaws C: C's own input replaces the copies,
+/// the majority is gone, and once it has stayed gone for `interrupt_after`
+/// V thaws C: C's own input replaces the copies,
 /// and brings its own want (none), not L's.
 #[test]
 fn a_want_forwarded_during_a_brief_freeze_does_not_outlive_the_thaw() {
