@@ -15,9 +15,12 @@
 //!    whoever holds less. Forwarded input is held and passed on but never
 //!    run on the forwarder's word. A peer whose majority for `c` goes away
 //!    (the votes came from a peer since voted out, or reached only it)
-//!    thaws `c` again once it has stayed gone for `interrupt_after` (a
-//!    datagram overtaken on the way may lack a vote for a moment), unless
-//!    it has endorsed a decision for it.
+//!    thaws `c` again, unless it has endorsed a decision for it. Both only
+//!    once what it heard has stood for `vote_hold` (a vote forged in
+//!    a voter's name stands until the voter's next datagram; a datagram
+//!    overtaken on the way may lack a vote for a moment), except that a
+//!    seat whose player said goodbye to it, or one its own vote alone is
+//!    a majority for, freezes at once.
 //! 3. **Proposal.** The decider, the lowest live seat (seated, neither
 //!    abandoned nor frozen), waits until every other live seat reports `c`
 //!    frozen, and until it holds as much of `c`'s input as the best of them.
@@ -94,6 +97,7 @@ impl<I: Input> MeshSession<I> {
     fn abandon_quiet(&self) -> bool {
         self.votes.is_empty()
             && self.frozen.is_empty()
+            && self.holds.is_empty()
             && self.endorsed.is_empty()
             && self
                 .peers
@@ -126,10 +130,25 @@ impl<I: Input> MeshSession<I> {
     /// thaws a frozen seat whose majority is gone (its votes came from a
     /// peer since voted out, or reached only some peers) as long as this
     /// peer has endorsed nothing for it: no decision can have used it.
+    ///
+    /// Either way only once what we heard has stood for `vote_hold`, as
+    /// each voter's word is its latest datagram's. A vote forged in a
+    /// voter's name (mesh datagrams are not sealed) stands only until the
+    /// voter's next datagram; freezing on it at once, with a thaw that
+    /// waits, would let a single forgery freeze a seat everywhere for
+    /// long enough to decide it. A datagram sent before a vote can arrive
+    /// after one carrying it; thawing on it at once would let us take the
+    /// player's input past the tick we reported holding, which a decision
+    /// may already stand on (no peer could then ever endorse it). A voter
+    /// says its vote again in its next datagrams, well within `vote_hold`
+    /// (and one silent for `interrupt_after` counts no more). A seat
+    /// whose player said goodbye to us, or one our own vote alone is a
+    /// majority for, freezes at once: nobody else's word is needed.
     pub(super) fn freeze_majorities(&mut self, me: PlayerId) {
         if self.abandon_quiet() {
             return;
         }
+        let hold = self.config.vote_hold;
         for c in (0..self.seats.len()).filter_map(super::seat_id) {
             let s = &self.seats[c.index()];
             if c == me || s.peer.is_none() || s.empty_from.is_some() {
@@ -149,50 +168,60 @@ impl<I: Input> MeshSession<I> {
             let majority = votes * 2 > voters.len();
             let frozen = self.frozen.contains_key(&c);
             if majority {
-                self.thawing.remove(&c);
+                self.holds.remove(&(c, false));
+            } else {
+                self.holds.remove(&(c, true));
             }
             if majority && !frozen {
+                let own_word = self.peer_of(c).is_some_and(|p| p.left)
+                    || (self.votes.contains(&c) && voters.len() < 2);
+                let since = *self.holds.entry((c, true)).or_insert(self.now);
+                if !own_word && self.now < since + hold {
+                    continue;
+                }
+                self.holds.remove(&(c, true));
                 let held = self.held_own(c);
                 self.forget_own_past(c, held);
                 self.frozen.insert(c, held);
                 self.flush_all();
             } else if !majority && frozen && !self.endorsed.contains_key(&c) {
-                // Not at the first datagram without the votes: one sent
-                // before a vote can overtake one sent after it, and a seat
-                // thawed then takes its player's input past the tick we
-                // reported holding, which a decision may already stand on
-                // (no other peer could ever endorse it). A voter's next
-                // datagrams say its vote again well within
-                // `interrupt_after`; one silent that long counts no more.
-                let since = *self.thawing.entry(c).or_insert(self.now);
-                if self.now < since + self.config.interrupt_after {
+                let since = *self.holds.entry((c, false)).or_insert(self.now);
+                if self.now < since + hold {
                     continue;
                 }
                 // Input forwarded meanwhile stays (what we told other peers
                 // we hold stays true) until the player's own replaces it:
                 // the player itself is told how far we hold its own.
-                self.thawing.remove(&c);
+                self.holds.remove(&(c, false));
                 self.frozen.remove(&c);
                 self.flush_all();
             }
         }
-        // Seats no longer frozen, or endorsed meanwhile, never thaw.
-        let (frozen, endorsed) = (&self.frozen, &self.endorsed);
-        self.thawing
-            .retain(|c, _| frozen.contains_key(c) && !endorsed.contains_key(c));
+        // A hold ends with what it waits for: a seat frozen (or decided)
+        // meanwhile never freezes again, one endorsed never thaws.
+        let (frozen, endorsed, seats) = (&self.frozen, &self.endorsed, &self.seats);
+        self.holds.retain(|&(c, freeze), _| {
+            seats[c.index()].empty_from.is_none()
+                && if freeze {
+                    !frozen.contains_key(&c)
+                } else {
+                    frozen.contains_key(&c) && !endorsed.contains_key(&c)
+                }
+        });
     }
 
-    /// When a frozen seat whose majority is gone thaws, if one is (while
-    /// we play: an abandoned peer weighs no votes).
-    pub(super) fn thaw_due(&self) -> Option<Instant> {
+    /// When a seat's majority (or its absence) will have stood `vote_hold`
+    /// to freeze (or thaw) it, if one is waiting (while we play: an
+    /// abandoned peer weighs no votes).
+    pub(super) fn hold_due(&self) -> Option<Instant> {
         let me = self.local_seat?;
         if self.seats[me.index()].empty_from.is_some() {
             return None;
         }
-        self.thawing
+        self.holds
             .values()
             .min()
-            .map(|&since| since + self.config.interrupt_after)
+            .map(|&since| since + self.config.vote_hold)
     }
 
     /// Forgets `c`'s own input for ticks from `held` on: inputs go in any
@@ -414,7 +443,7 @@ impl<I: Input> MeshSession<I> {
         self.decisions.push((seat, from));
         self.votes.remove(&seat);
         self.frozen.remove(&seat);
-        self.thawing.remove(&seat);
+        self.holds.retain(|(c, _), _| *c != seat);
         for (tick, slot) in self.store.iter_from_mut(self.next_tick) {
             let cell = &mut slot.cells[i];
             if tick >= effective {

@@ -64,6 +64,19 @@ pub struct MeshConfig {
     /// Silence after which a player is abandoned automatically; `None`
     /// leaves it to the game to call [`MeshSession::abandon`].
     pub abandon_after: Option<Duration>,
+    /// How long a strict majority of votes to abandon a seat must stand
+    /// before this peer freezes the seat, and how long that majority must
+    /// stay gone before it thaws a frozen one (abandonment: `docs/mesh.md`).
+    /// Each voter's word is its latest datagram's, and mesh datagrams are
+    /// not sealed: a vote forged in a player's name stands until that
+    /// player's next datagram, and a datagram sent before a vote may
+    /// arrive after one carrying it. Keep it above `keepalive_interval`
+    /// plus the network's jitter. A seat whose player said goodbye to us,
+    /// or one our own vote alone is a majority for (two players), freezes
+    /// at once. Zero takes every datagram's word at once: a single forged
+    /// datagram per peer can then get an honest player abandoned, and
+    /// reordering can stall an abandonment for good.
+    pub vote_hold: Duration,
     /// How many frames are kept for an observer that has fallen behind;
     /// one further behind (or one that joins late) is sent a snapshot.
     pub observer_window: u32,
@@ -111,6 +124,7 @@ impl Default for MeshConfig {
             keepalive_interval: Duration::from_millis(250),
             interrupt_after: Duration::from_millis(1000),
             abandon_after: Some(Duration::from_secs(10)),
+            vote_hold: Duration::from_millis(1000),
             observer_window: 1024,
             snapshot: SnapshotLimits::default(),
             checksum_window: 512,

@@ -15,8 +15,9 @@ pub(crate) enum Timer {
     /// A seat silent, or sending no input, for `abandon_after` is voted
     /// out.
     Abandon(PlayerId),
-    /// A frozen seat whose majority went away thaws.
-    Thaw,
+    /// A seat whose majority (or its absence) stood long enough freezes
+    /// (or thaws).
+    Hold,
     /// A lost chunk of a snapshot for an observer is due again, or a
     /// request for one is repeated.
     Snapshot,
@@ -270,8 +271,8 @@ impl<I: Input> TimerTable for MeshSession<I> {
                 }
             }
         }
-        if let Some(t) = self.thaw_due() {
-            timer(Timer::Thaw, t);
+        if let Some(t) = self.hold_due() {
+            timer(Timer::Hold, t);
         }
         if let Some(t) = self.snapshot_timeout() {
             timer(Timer::Snapshot, t);

@@ -391,6 +391,14 @@ pub fn exchange(sessions: &mut [(PeerId, Session)], clock: &mut Instant) {
     }
 }
 
+/// [`exchange`] until `d` has passed, and once more.
+pub fn exchange_for(sessions: &mut [(PeerId, Session)], clock: &mut Instant, d: Duration) {
+    let until = *clock + d;
+    while *clock <= until {
+        exchange(sessions, clock);
+    }
+}
+
 /// `len` bytes that follow from `state` and do not compress.
 fn filler(state: u64, len: usize) -> impl Iterator<Item = u8> {
     let mut x = state | 1;

@@ -238,9 +238,14 @@ fn digest(net: &Net, who: usize, seat: usize, from: Tick, extra: &[(Tick, Option
     u64::from_le_bytes(out[..8].try_into().unwrap())
 }
 
+/// Every datagram's word on votes is taken at once (`vote_hold` zero), so
+/// that each attack below can place a freeze between two chosen datagrams:
+/// what the attacks aim at is the endorsement rules, which do not lean on
+/// the hold. (The hold itself is attacked in `thaw_attacks.rs`.)
 fn config() -> MeshConfig {
     MeshConfig {
         abandon_after: None,
+        vote_hold: Duration::ZERO,
         ..MeshConfig::default()
     }
 }
@@ -505,14 +510,22 @@ fn the_liar_alone_cannot_abandon_an_honest_player_while_a_third_is_frozen() {
 /// to X alone: X counts a majority (X and B of B, X, Y) and freezes C,
 /// while Y and C never see one. When a freeze could not be undone, voting B
 /// out changed nothing: X never took C's input again, and the only way on
-/// was to vote out C too. A peer whose majority is gone thaws the seat.
+/// was to vote out C too. A peer whose majority is gone thaws the seat
+/// (here with the default `vote_hold`: the freeze and the thaw each wait
+/// for what X heard to stand).
 #[test]
 fn a_vote_sent_to_one_peer_does_not_freeze_an_innocent_player_for_good() {
     const B: usize = 0;
     const X: usize = 1;
     const Y: usize = 2;
     const C: usize = 3;
-    let mut net = Net::new(4, config());
+    let mut net = Net::new(
+        4,
+        MeshConfig {
+            abandon_after: None,
+            ..MeshConfig::default()
+        },
+    );
     for r in 0..5 {
         net.round(100 + 10 * r);
     }

@@ -16,3 +16,4 @@ mod resync;
 mod resync_attacks;
 mod rules;
 mod runner;
+mod vote_forgery_attacks;

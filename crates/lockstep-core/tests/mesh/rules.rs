@@ -2,7 +2,7 @@
 //! isolation, plus hostile input.
 
 use crate::common;
-use common::{Session, exchange};
+use common::{Session, exchange, exchange_for};
 use lockstep_core::wire::{
     self, ChainWriter, Datagram, DatagramWriter, Hello, InputRun, Inputs, List, Message, WireError,
 };
@@ -459,10 +459,16 @@ fn abandoning_a_silent_player_unsticks_the_waiting_tick() {
     exchange(&mut live, &mut t);
     assert!(live.iter().all(|(_, s)| s.abandoned().is_empty()));
     assert_eq!(live[0].1.awaiting(), vec![PlayerId(2)]);
-    // With the second vote the seat is frozen; the lowest seat proposes,
-    // the other endorses, and both apply.
+    // With the second vote, once the majority has stood for `vote_hold`,
+    // the seat is frozen; the lowest seat proposes, the other endorses,
+    // and both apply.
     live[0].1.abandon(PlayerId(2)).unwrap();
     exchange(&mut live, &mut t);
+    assert!(
+        live.iter().all(|(_, s)| s.abandoned().is_empty()),
+        "not before the hold"
+    );
+    exchange_for(&mut live, &mut t, config().vote_hold);
     for (_, s) in live.iter_mut() {
         assert_eq!(s.abandoned(), &[(PlayerId(2), Tick::new(3))]);
         let frames = advance_all(s);
@@ -519,7 +525,7 @@ fn abandonment_uses_input_only_some_peers_hold() {
     );
     peers[0].1.abandon(PlayerId(2)).unwrap();
     peers[1].1.abandon(PlayerId(2)).unwrap();
-    exchange(&mut peers, &mut t);
+    exchange_for(&mut peers, &mut t, config().vote_hold);
     assert_eq!(peers[0].1.abandoned(), &[(PlayerId(2), Tick::new(4))]);
     let a_ran = advance_all(&mut peers[0].1);
     assert_eq!(a_ran[..b_ran.len()], b_ran[..]);
