@@ -266,9 +266,11 @@ impl<I: Input> MeshSession<I> {
     /// Leaves the session: every peer is told goodbye (and empties this
     /// seat at once instead of waiting for silence: the frame stream
     /// records [`SystemEvent::Left`] when the deciding peer heard the
-    /// goodbye), and commits stop. Keep
-    /// driving the session for a moment (a few resend intervals) so the
-    /// goodbye gets through loss.
+    /// goodbye), and commits stop. Nothing is sent until the session is
+    /// next driven: keep driving it until the others have emptied the
+    /// seat ([`abandoned`](Self::abandoned) lists our own; a
+    /// [`Runner`](crate::Runner)'s status turns `Ended`), so the goodbye
+    /// gets through loss.
     pub fn leave(&mut self) {
         self.stir();
         self.leaving = true;

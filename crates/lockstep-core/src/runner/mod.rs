@@ -149,8 +149,9 @@ pub enum Status {
     Paused,
     /// Our state parted from the others' and is being replaced with theirs.
     Resyncing,
-    /// The session is over (left, closed, refused, or diverged too often);
-    /// the last events say why.
+    /// The session is over (left, closed, refused, or diverged too often;
+    /// in a mesh, once our seat is empty: the others took our goodbye, or
+    /// voted us out); the last events say why.
     Ended,
     /// The game ran the match's last tick
     /// ([`set_last_tick`](Runner::set_last_tick)) and runs no more.

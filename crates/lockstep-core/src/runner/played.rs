@@ -37,7 +37,7 @@ pub trait Played<I: Input>: Endpoint {
     /// Whether it has been let into the match (a mesh always is).
     fn connected(&self) -> bool;
     /// Whether the connection is over (a sequenced session closed or
-    /// refused; until it reconnects).
+    /// refused, until it reconnects; a mesh player's seat emptied).
     fn closed(&self) -> bool;
     /// Whether a seat is held that a new connection could take back (see
     /// `ClientSession::can_reconnect`; a host or a mesh player: never).
@@ -243,7 +243,11 @@ played!(
     |s| Some(s.config().tick_rate),
     |s| s.snapshot_progress().is_some(),
     |_| true,
-    |_| false,
+    // A mesh player is out once its own seat is empty: it left and the
+    // others took its goodbye, or they voted it out.
+    |s| s
+        .seat()
+        .is_some_and(|me| s.abandoned().iter().any(|(p, _)| *p == me)),
     |_| false,
     |s| u32::try_from(s.frames_ready()).unwrap_or(u32::MAX),
     |s| s.resyncing(),

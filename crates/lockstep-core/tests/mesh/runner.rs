@@ -327,3 +327,113 @@ impl Game for Other {
         Ok(Self)
     }
 }
+
+/// Four mesh players, one runner each; `out` either leaves at 3 s (and
+/// keeps its loop running), or is cut off from the others from 3 s to
+/// 20 s (they vote it out after `abandon_after`, and it hears so when the
+/// link comes back; it votes nobody out itself). Returns each runner's status at 30 s, the frames the
+/// others ran, and the tick `out`'s seat was emptied from on each.
+fn one_goes(leave: bool) -> (Vec<Status>, Vec<u32>, Vec<Option<Tick>>) {
+    let link = LinkConditions {
+        latency: Duration::from_millis(20),
+        ..LinkConditions::default()
+    };
+    let mut sim = Sim::new(SimNetwork::new(7, link));
+    let mut roster = Roster::new();
+    for i in 0..4 {
+        roster = roster.player(PeerId(i), PlayerId(i as u16));
+    }
+    let config = MeshConfig {
+        abandon_after: Some(Duration::from_secs(2)),
+        ..MeshConfig::default()
+    };
+    for i in 0..4 {
+        // Cut off, `out` votes nobody out, as a process that hung would
+        // not (one that votes the others out plays on alone: a split).
+        let config = MeshConfig {
+            abandon_after: config.abandon_after.filter(|_| leave || i != 2),
+            ..config.clone()
+        };
+        let session = MeshSession::new(config, roster.clone(), PeerId(i), Instant::ZERO)
+            .expect("valid config");
+        let runner =
+            Runner::new(session, Fold::default(), RunnerConfig::default()).expect("runner");
+        sim.add(PeerId(i), Player(runner, SimRng::new(u64::from(i) + 1)));
+    }
+    let out = PeerId(2);
+    if !leave {
+        sim.net.partition(
+            &[out],
+            &[PeerId(0), PeerId(1), PeerId(3)],
+            Instant::from_millis(3_000),
+            Instant::from_millis(20_000),
+        );
+    }
+    let mut left = false;
+    sim.run(
+        Instant::from_millis(30_000),
+        Duration::from_micros(16_667),
+        |id, p, now| {
+            if leave && id == out && !left && now >= Instant::from_millis(3_000) {
+                p.0.session_mut().leave();
+                left = true;
+            }
+            if p.0.status() != Status::Ended {
+                p.0.update(now, |_| (p.1.next_u64() as u16) | 1)
+                    .expect("the runner goes on");
+            }
+        },
+        |_| false,
+    );
+    let players: Vec<&Player> = (0..4)
+        .map(|i| sim.endpoint(PeerId(i)).expect("a player"))
+        .collect();
+    let statuses = players.iter().map(|p| p.0.status()).collect();
+    let frames = players
+        .iter()
+        .map(|p| p.0.session().frame().get())
+        .collect();
+    let emptied = players
+        .iter()
+        .map(|p| {
+            let seats = p.0.session().abandoned();
+            seats.iter().find(|(s, _)| s.index() == 2).map(|(_, t)| *t)
+        })
+        .collect();
+    (statuses, frames, emptied)
+}
+
+/// A mesh player that leaves ends: its runner's status turns `Ended` once
+/// the others have emptied its seat (it stayed `Playing` for good, running
+/// the others' frames, so a loop waiting for `Ended` never stopped: found
+/// by a newcomer's review). The others play on.
+#[test]
+fn a_mesh_player_that_leaves_ends() {
+    let (status, frames, emptied) = one_goes(true);
+    assert_eq!(status[2], Status::Ended);
+    for i in [0, 1, 3] {
+        assert_eq!(status[i], Status::Playing, "{i}");
+        assert!(frames[i] > 800, "{i} ran {}", frames[i]);
+    }
+    assert!(
+        emptied.iter().all(|e| e.is_some() && *e == emptied[0]),
+        "{emptied:?}"
+    );
+}
+
+/// A player the others voted out while it was cut off hears so when the
+/// link comes back, and its runner ends (it sat at its last tick,
+/// `Playing`, waiting on players who had moved on).
+#[test]
+fn a_mesh_player_voted_out_ends() {
+    let (status, frames, emptied) = one_goes(false);
+    assert_eq!(status[2], Status::Ended);
+    for i in [0, 1, 3] {
+        assert_eq!(status[i], Status::Playing, "{i}");
+        assert!(frames[i] > 700, "{i} ran {}", frames[i]);
+    }
+    assert!(
+        emptied.iter().all(|e| e.is_some() && *e == emptied[0]),
+        "{emptied:?}"
+    );
+}
