@@ -63,7 +63,10 @@ impl<I: Input> MeshSession<I> {
             }
             let (id, seat) = (self.peers[i].id, self.peers[i].seat);
             let quiet = self.config.interrupt_after;
-            if let Some(silent) = self.peers[i].link.interrupt(now, quiet, true) {
+            // A peer that said goodbye is gone, not interrupted.
+            if let Some(silent) = self.peers[i].link.interrupt(now, quiet, true)
+                && !self.peers[i].left
+            {
                 self.push_event(Event::Interrupted {
                     peer: id,
                     player: seat,

@@ -333,7 +333,11 @@ impl Game for Other {
 /// 20 s (they vote it out after `abandon_after`, and it hears so when the
 /// link comes back; it votes nobody out itself). Returns each runner's status at 30 s, the frames the
 /// others ran, and the tick `out`'s seat was emptied from on each.
-fn one_goes(leave: bool) -> (Vec<Status>, Vec<u32>, Vec<Option<Tick>>) {
+/// Per player: its runner's status, its next frame, the tick it has `out`'s
+/// seat empty from, and the events it heard.
+type Outcomes = (Vec<Status>, Vec<u32>, Vec<Option<Tick>>, Vec<Vec<Event>>);
+
+fn one_goes(leave: bool) -> Outcomes {
     let link = LinkConditions {
         latency: Duration::from_millis(20),
         ..LinkConditions::default()
@@ -370,21 +374,28 @@ fn one_goes(leave: bool) -> (Vec<Status>, Vec<u32>, Vec<Option<Tick>>) {
         );
     }
     let mut left = false;
-    sim.run(
-        Instant::from_millis(30_000),
-        Duration::from_micros(16_667),
-        |id, p, now| {
-            if leave && id == out && !left && now >= Instant::from_millis(3_000) {
-                p.0.session_mut().leave();
-                left = true;
-            }
-            if p.0.status() != Status::Ended {
-                p.0.update(now, |_| (p.1.next_u64() as u16) | 1)
-                    .expect("the runner goes on");
-            }
-        },
-        |_| false,
-    );
+    let mut events = vec![Vec::new(); 4];
+    let mut app = |id: PeerId, p: &mut Player, now: Instant| {
+        if leave && id == out && !left && now >= Instant::from_millis(3_000) {
+            p.0.session_mut().leave();
+            left = true;
+        }
+        if p.0.status() != Status::Ended {
+            p.0.update(now, |_| (p.1.next_u64() as u16) | 1)
+                .expect("the runner goes on");
+        }
+        while let Some(e) = p.0.poll_event() {
+            events[id.0 as usize].push(e);
+        }
+    };
+    let period = Duration::from_micros(16_667);
+    sim.run(Instant::from_millis(8_000), period, &mut app, |_| false);
+    if leave {
+        // Its game over, the leaver's process ends.
+        assert_eq!(sim.endpoint(out).map(|p| p.0.status()), Some(Status::Ended));
+        sim.freeze(out);
+    }
+    sim.run(Instant::from_millis(30_000), period, &mut app, |_| false);
     let players: Vec<&Player> = (0..4)
         .map(|i| sim.endpoint(PeerId(i)).expect("a player"))
         .collect();
@@ -400,7 +411,7 @@ fn one_goes(leave: bool) -> (Vec<Status>, Vec<u32>, Vec<Option<Tick>>) {
             seats.iter().find(|(s, _)| s.index() == 2).map(|(_, t)| *t)
         })
         .collect();
-    (statuses, frames, emptied)
+    (statuses, frames, emptied, events)
 }
 
 /// A mesh player that leaves ends: its runner's status turns `Ended` once
@@ -409,11 +420,27 @@ fn one_goes(leave: bool) -> (Vec<Status>, Vec<u32>, Vec<Option<Tick>>) {
 /// by a newcomer's review). The others play on.
 #[test]
 fn a_mesh_player_that_leaves_ends() {
-    let (status, frames, emptied) = one_goes(true);
+    let (status, frames, emptied, events) = one_goes(true);
     assert_eq!(status[2], Status::Ended);
     for i in [0, 1, 3] {
         assert_eq!(status[i], Status::Playing, "{i}");
         assert!(frames[i] > 800, "{i} ran {}", frames[i]);
+        // Gone, not a lost connection: no `Interrupted` for a HUD to show
+        // once its process stops sending.
+        assert!(
+            events[i]
+                .iter()
+                .any(|e| matches!(e, Event::PeerLeft { peer, .. } if *peer == PeerId(2))),
+            "{i}: {:?}",
+            events[i]
+        );
+        assert!(
+            !events[i]
+                .iter()
+                .any(|e| matches!(e, Event::Interrupted { peer, .. } if *peer == PeerId(2))),
+            "{i}: {:?}",
+            events[i]
+        );
     }
     assert!(
         emptied.iter().all(|e| e.is_some() && *e == emptied[0]),
@@ -426,7 +453,7 @@ fn a_mesh_player_that_leaves_ends() {
 /// `Playing`, waiting on players who had moved on).
 #[test]
 fn a_mesh_player_voted_out_ends() {
-    let (status, frames, emptied) = one_goes(false);
+    let (status, frames, emptied, _) = one_goes(false);
     assert_eq!(status[2], Status::Ended);
     for i in [0, 1, 3] {
         assert_eq!(status[i], Status::Playing, "{i}");
