@@ -15,12 +15,13 @@
 //!    whoever holds less. Forwarded input is held and passed on but never
 //!    run on the forwarder's word. A peer whose majority for `c` goes away
 //!    (the votes came from a peer since voted out, or reached only it)
-//!    thaws `c` again, unless it has endorsed a decision for it. Both only
-//!    once what it heard has stood for `vote_hold` (a vote forged in
-//!    a voter's name stands until the voter's next datagram; a datagram
-//!    overtaken on the way may lack a vote for a moment), except that a
-//!    seat whose player said goodbye to it, or one its own vote alone is
-//!    a majority for, freezes at once.
+//!    thaws `c` again, unless it has endorsed a decision for it. Another
+//!    voter's vote counts towards freezing once all its packets have
+//!    carried it for `vote_hold`, and towards keeping `c` frozen until it
+//!    has been gone from them that long: a packet forged in a voter's name
+//!    says something only until the voter's next one, and a packet sent
+//!    before a vote may arrive after one carrying it. A seat whose player
+//!    said goodbye to this peer freezes on the votes as they are.
 //! 3. **Proposal.** The decider, the lowest live seat (seated, neither
 //!    abandoned nor frozen), waits until every other live seat reports `c`
 //!    frozen, and until it holds as much of `c`'s input as the best of them.
@@ -56,6 +57,7 @@
 //! change.
 
 use super::MeshSession;
+use super::members::Peer;
 use super::store::Cell;
 use crate::wire::Endorsement;
 use crate::{Event, Input, Instant, PlayerId, Tick};
@@ -97,7 +99,6 @@ impl<I: Input> MeshSession<I> {
     fn abandon_quiet(&self) -> bool {
         self.votes.is_empty()
             && self.frozen.is_empty()
-            && self.holds.is_empty()
             && self.endorsed.is_empty()
             && self
                 .peers
@@ -131,97 +132,81 @@ impl<I: Input> MeshSession<I> {
     /// peer since voted out, or reached only some peers) as long as this
     /// peer has endorsed nothing for it: no decision can have used it.
     ///
-    /// Either way only once what we heard has stood for `vote_hold`, as
-    /// each voter's word is its latest datagram's. A vote forged in a
-    /// voter's name (mesh datagrams are not sealed) stands only until the
-    /// voter's next datagram; freezing on it at once, with a thaw that
-    /// waits, would let a single forgery freeze a seat everywhere for
-    /// long enough to decide it. A datagram sent before a vote can arrive
-    /// after one carrying it; thawing on it at once would let us take the
-    /// player's input past the tick we reported holding, which a decision
-    /// may already stand on (no peer could then ever endorse it). A voter
-    /// says its vote again in its next datagrams, well within `vote_hold`
-    /// (and one silent for `interrupt_after` counts no more). A seat
-    /// whose player said goodbye to us, or one our own vote alone is a
-    /// majority for, freezes at once: nobody else's word is needed.
+    /// Each voter's word is its latest datagram's, and mesh datagrams are
+    /// not sealed: a datagram forged in a voter's name says something only
+    /// until the voter's next one. So another voter's vote counts towards
+    /// freezing once every datagram from it has carried it for
+    /// `vote_hold`, and towards keeping a seat frozen until it has been
+    /// gone from them that long (see [`VoteWord`](super::members::VoteWord)).
+    /// Freezing on a forged vote at once let forgeries in several voters'
+    /// names, each sent after the voter's every datagram, freeze an honest
+    /// player everywhere long enough to decide it; thawing at once on a
+    /// datagram sent before a vote but read after one carrying it let us
+    /// take the player's input past the tick we reported holding, which a
+    /// decision may already stand on (no peer could then ever endorse it).
+    /// Our own vote counts at once, and a seat whose player said goodbye
+    /// to us freezes on the votes as they are: its own word is enough.
     pub(super) fn freeze_majorities(&mut self, me: PlayerId) {
         if self.abandon_quiet() {
             return;
         }
-        let hold = self.config.vote_hold;
+        let (now, hold) = (self.now, self.config.vote_hold);
         for c in (0..self.seats.len()).filter_map(super::seat_id) {
             let s = &self.seats[c.index()];
             if c == me || s.peer.is_none() || s.empty_from.is_some() {
                 continue;
             }
             let voters = self.voters(c);
-            let votes = voters
-                .iter()
-                .filter(|&&v| {
-                    if v == me {
-                        self.votes.contains(&c)
-                    } else {
-                        self.peer_of(v).is_some_and(|p| p.votes.contains(&c))
-                    }
-                })
-                .count();
-            let majority = votes * 2 > voters.len();
+            let said_bye = self.peer_of(c).is_some_and(|p| p.left);
+            let count = |word: &dyn Fn(&Peer) -> bool| {
+                voters
+                    .iter()
+                    .filter(|&&v| {
+                        if v == me {
+                            self.votes.contains(&c)
+                        } else {
+                            self.peer_of(v).is_some_and(word)
+                        }
+                    })
+                    .count()
+            };
+            let majority = |n: usize| n * 2 > voters.len();
             let frozen = self.frozen.contains_key(&c);
-            if majority {
-                self.holds.remove(&(c, false));
-            } else {
-                self.holds.remove(&(c, true));
-            }
-            if majority && !frozen {
-                let own_word = self.peer_of(c).is_some_and(|p| p.left)
-                    || (self.votes.contains(&c) && voters.len() < 2);
-                let since = *self.holds.entry((c, true)).or_insert(self.now);
-                if !own_word && self.now < since + hold {
+            if !frozen {
+                let now_said = count(&|p| p.votes.contains(&c));
+                let standing = count(&|p| p.vote_stands(c, now, hold));
+                if !(majority(standing) || (said_bye && majority(now_said))) {
                     continue;
                 }
-                self.holds.remove(&(c, true));
                 let held = self.held_own(c);
                 self.forget_own_past(c, held);
                 self.frozen.insert(c, held);
                 self.flush_all();
-            } else if !majority && frozen && !self.endorsed.contains_key(&c) {
-                let since = *self.holds.entry((c, false)).or_insert(self.now);
-                if self.now < since + hold {
-                    continue;
-                }
+            } else if !self.endorsed.contains_key(&c)
+                && !majority(count(&|p| p.vote_lingers(c, now, hold)))
+            {
                 // Input forwarded meanwhile stays (what we told other peers
                 // we hold stays true) until the player's own replaces it:
                 // the player itself is told how far we hold its own.
-                self.holds.remove(&(c, false));
                 self.frozen.remove(&c);
                 self.flush_all();
             }
         }
-        // A hold ends with what it waits for: a seat frozen (or decided)
-        // meanwhile never freezes again, one endorsed never thaws.
-        let (frozen, endorsed, seats) = (&self.frozen, &self.endorsed, &self.seats);
-        self.holds.retain(|&(c, freeze), _| {
-            seats[c.index()].empty_from.is_none()
-                && if freeze {
-                    !frozen.contains_key(&c)
-                } else {
-                    frozen.contains_key(&c) && !endorsed.contains_key(&c)
-                }
-        });
     }
 
-    /// When a seat's majority (or its absence) will have stood `vote_hold`
-    /// to freeze (or thaw) it, if one is waiting (while we play: an
+    /// When another voter's vote next starts or stops counting (see
+    /// [`freeze_majorities`](Self::freeze_majorities)), while we play (an
     /// abandoned peer weighs no votes).
     pub(super) fn hold_due(&self) -> Option<Instant> {
         let me = self.local_seat?;
         if self.seats[me.index()].empty_from.is_some() {
             return None;
         }
-        self.holds
-            .values()
+        let (now, hold) = (self.now, self.config.vote_hold);
+        self.peers
+            .iter()
+            .filter_map(|p| p.vote_word_due(now, hold))
             .min()
-            .map(|&since| since + self.config.vote_hold)
     }
 
     /// Forgets `c`'s own input for ticks from `held` on: inputs go in any
@@ -443,7 +428,6 @@ impl<I: Input> MeshSession<I> {
         self.decisions.push((seat, from));
         self.votes.remove(&seat);
         self.frozen.remove(&seat);
-        self.holds.retain(|(c, _), _| *c != seat);
         for (tick, slot) in self.store.iter_from_mut(self.next_tick) {
             let cell = &mut slot.cells[i];
             if tick >= effective {

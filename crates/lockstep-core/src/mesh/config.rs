@@ -64,18 +64,19 @@ pub struct MeshConfig {
     /// Silence after which a player is abandoned automatically; `None`
     /// leaves it to the game to call [`MeshSession::abandon`].
     pub abandon_after: Option<Duration>,
-    /// How long a strict majority of votes to abandon a seat must stand
-    /// before this peer freezes the seat, and how long that majority must
-    /// stay gone before it thaws a frozen one (abandonment: `docs/mesh.md`).
-    /// Each voter's word is its latest datagram's, and mesh datagrams are
-    /// not sealed: a vote forged in a player's name stands until that
-    /// player's next datagram, and a datagram sent before a vote may
-    /// arrive after one carrying it. Keep it above `keepalive_interval`
-    /// plus the network's jitter. A seat whose player said goodbye to us,
-    /// or one our own vote alone is a majority for (two players), freezes
-    /// at once. Zero takes every datagram's word at once: a single forged
-    /// datagram per peer can then get an honest player abandoned, and
-    /// reordering can stall an abandonment for good.
+    /// How long another player's vote to abandon a seat must have been in
+    /// every datagram from that player before it counts towards freezing
+    /// the seat, and how long it must have been gone from them before it
+    /// stops counting towards keeping the seat frozen (abandonment:
+    /// `docs/mesh.md`). Each voter's word is its latest datagram's, and
+    /// mesh datagrams are not sealed: a vote forged in a player's name
+    /// stands until that player's next datagram, and a datagram sent before
+    /// a vote may arrive after one carrying it. Keep it above
+    /// `keepalive_interval` plus the network's jitter. Our own vote counts
+    /// at once, and a seat whose player said goodbye to us freezes on the
+    /// votes as they are. Zero takes every datagram's word at once: forged
+    /// datagrams can then get an honest player abandoned, and reordering
+    /// can stall an abandonment for good.
     pub vote_hold: Duration,
     /// How many frames are kept for an observer that has fallen behind;
     /// one further behind (or one that joins late) is sent a snapshot.

@@ -40,6 +40,9 @@ pub(super) struct Peer {
     pub(super) inputs_sent: crate::link::Resend,
     /// The seats it votes to abandon, as of its latest packet.
     pub(super) votes: Vec<PlayerId>,
+    /// Per seat it voted against lately: whether its latest packet has the
+    /// vote, and since when that has been so (see [`VoteWord`]).
+    pub(super) vote_word: BTreeMap<PlayerId, VoteWord>,
     /// The seats it has frozen and how far it held their own input then,
     /// as of its latest packet.
     pub(super) frozen: Vec<(PlayerId, Tick)>,
@@ -114,6 +117,7 @@ impl Peer {
             ack_watch: AckWatch::default(),
             inputs_sent: crate::link::Resend::new(first),
             votes: Vec::new(),
+            vote_word: BTreeMap::new(),
             frozen: Vec::new(),
             endorsed: Vec::new(),
             last_input: None,
@@ -294,5 +298,71 @@ impl<I: Input> MeshSession<I> {
         floor = floor.min(self.next_tick.saturating_sub(self.abandon_window()));
         self.store.prune_below(floor);
         self.delays.prune_below(self.store.base());
+    }
+}
+
+/// A peer's word on one seat's abandonment, as its packets said it: whether
+/// its latest packet votes against the seat, and since when that has been
+/// so. A packet forged in the peer's name says something only until the
+/// peer's next packet; so a vote counts towards freezing a seat once every
+/// packet from the voter has carried it for `vote_hold`, and a vote gone
+/// from its packets stops counting towards keeping a seat frozen once it
+/// has been gone that long (a packet sent before the vote may come after
+/// one carrying it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct VoteWord {
+    /// The latest packet votes against the seat.
+    pub(super) votes: bool,
+    /// Since when the packets have said so.
+    pub(super) since: Instant,
+}
+
+impl Peer {
+    /// Takes the votes of its latest packet (`votes`), read at `now`.
+    pub(super) fn hear_votes(&mut self, now: Instant, hold: Duration) {
+        let votes = &self.votes;
+        for (seat, word) in &mut self.vote_word {
+            let says = votes.contains(seat);
+            if word.votes != says {
+                *word = VoteWord {
+                    votes: says,
+                    since: now,
+                };
+            }
+        }
+        for &seat in votes {
+            self.vote_word.entry(seat).or_insert(VoteWord {
+                votes: true,
+                since: now,
+            });
+        }
+        // A vote gone for good counts no more either way.
+        self.vote_word
+            .retain(|_, w| w.votes || now < w.since + hold);
+    }
+
+    /// Whether its vote against `seat` has stood for `hold`: it counts
+    /// towards freezing the seat.
+    pub(super) fn vote_stands(&self, seat: PlayerId, now: Instant, hold: Duration) -> bool {
+        self.vote_word
+            .get(&seat)
+            .is_some_and(|w| w.votes && now >= w.since + hold)
+    }
+
+    /// Whether its vote against `seat` is in its latest packet, or has been
+    /// gone for less than `hold`: it counts towards keeping the seat frozen.
+    pub(super) fn vote_lingers(&self, seat: PlayerId, now: Instant, hold: Duration) -> bool {
+        self.vote_word
+            .get(&seat)
+            .is_some_and(|w| w.votes || now < w.since + hold)
+    }
+
+    /// The next moment one of its votes starts or stops counting, if any.
+    pub(super) fn vote_word_due(&self, now: Instant, hold: Duration) -> Option<Instant> {
+        self.vote_word
+            .values()
+            .map(|w| w.since + hold)
+            .filter(|&t| t > now)
+            .min()
     }
 }

@@ -167,10 +167,6 @@ pub struct MeshSession<I: Input> {
     /// takes, not yet decided; with the first tick of the seat's own input
     /// it lacked when it froze them.
     frozen: BTreeMap<PlayerId, Tick>,
-    /// Seats waiting for what we heard to stand for `vote_hold`:
-    /// `(seat, true)` a majority for a seat not frozen, `(seat, false)` no
-    /// majority for a frozen one; with since when.
-    holds: BTreeMap<(PlayerId, bool), Instant>,
     /// The decision this peer endorses for each seat (never changed).
     endorsed: BTreeMap<PlayerId, Endorsement>,
     /// Seats and peers already reported as disputing an abandonment.
@@ -327,7 +323,6 @@ impl<I: Input> MeshSession<I> {
             pause: PauseAgreement::default(),
             votes: BTreeSet::new(),
             frozen: BTreeMap::new(),
-            holds: BTreeMap::new(),
             endorsed: BTreeMap::new(),
             disputed: BTreeSet::new(),
             decisions: Vec::new(),

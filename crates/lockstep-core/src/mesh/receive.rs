@@ -451,6 +451,9 @@ impl<I: Input> MeshSession<I> {
                 p.endorsed.clear();
             }
         }
+        let (now, hold) = (self.now, self.config.vote_hold);
+        let p = &mut self.peers[idx];
+        p.hear_votes(now, hold);
         // Before this datagram's inputs: forwarded ones for a seat its
         // votes just froze are taken.
         if let Some(me) = self.local_seat {

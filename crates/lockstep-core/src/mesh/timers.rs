@@ -15,8 +15,9 @@ pub(crate) enum Timer {
     /// A seat silent, or sending no input, for `abandon_after` is voted
     /// out.
     Abandon(PlayerId),
-    /// A seat whose majority (or its absence) stood long enough freezes
-    /// (or thaws).
+    /// Another voter's vote starts (or stops) counting towards freezing a
+    /// seat (or keeping it frozen), having stood (or been gone) for
+    /// `vote_hold`.
     Hold,
     /// A lost chunk of a snapshot for an observer is due again, or a
     /// request for one is repeated.

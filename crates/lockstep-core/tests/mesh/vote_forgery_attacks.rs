@@ -1,9 +1,9 @@
 //! Votes to abandon forged in other players' names (a mesh datagram is not
 //! sealed, so its source address is all that says who sent it), against
-//! the rule that a majority of votes, or its absence, must stand for
-//! `vote_hold` before a seat freezes or thaws. Each attack runs beside
-//! honest players on a perfect network; the target is an honest player
-//! that keeps playing.
+//! the rule that another player's vote counts towards freezing a seat only
+//! once every datagram from that player has carried it for `vote_hold`.
+//! Each attack runs beside honest players on a perfect network; the target
+//! is an honest player that keeps playing.
 
 use crate::common;
 use common::hand::{Net, datagram};
@@ -76,8 +76,8 @@ fn seated_forger(vote_hold: Duration, every_tick: bool) -> (Vec<usize>, usize) {
 /// One forged datagram per honest peer, with the attacker's own vote:
 /// taken at once and then held, it froze C everywhere for long enough to
 /// decide it, and an honest, connected player was voted out (found in
-/// review). With the hold before freezing, the next honest datagram of
-/// the peer named takes the forged vote back first.
+/// review). The next honest datagram of the peer named takes the forged
+/// vote back before it has stood for `vote_hold`.
 #[test]
 fn one_forged_vote_per_peer_does_not_vote_an_honest_player_out() {
     let (out, frames) = seated_forger(config(Duration::ZERO).vote_hold, false);
@@ -147,4 +147,64 @@ fn one_forged_vote_a_second_stalls_nobody() {
         let ran = net.frames[i].len() - start;
         assert!(ran >= 590, "{i} ran {ran} frames of 600");
     }
+}
+
+/// `players` honest players (and, with `seated`, peer `A` voting against
+/// C for real): after every datagram from a voter to a peer, a vote
+/// against C follows in the voter's name. Returns which peers gave C up,
+/// and what each ran in the 600 ticks of the attack.
+fn chase(players: usize, seated: bool) -> (Vec<usize>, Vec<usize>) {
+    let mut net = Net::new(players, &config(MeshConfig::default().vote_hold));
+    for _ in 0..60 {
+        net.tick(&mut |f, t, b, _| vec![(f, t, b)]);
+    }
+    if seated {
+        net.s[A].abandon(PlayerId(C as u16)).expect("a vote");
+    }
+    let vote = [Message::Abandon(Abandon {
+        votes: vec![PlayerId(C as u16)],
+        frozen: vec![],
+        endorsements: vec![],
+    })];
+    let start: Vec<usize> = net.frames.iter().map(Vec::len).collect();
+    for _ in 0..600 {
+        net.tick(&mut |f, t, b, n: &Net| {
+            let mut out = vec![(f, t, b)];
+            if f != C && t != C && !(seated && f == A) {
+                out.push((f, t, datagram(n.s[t].frame(), &vote)));
+            }
+            out
+        });
+    }
+    let out = (0..players)
+        .filter(|&i| net.s[i].abandoned().iter().any(|(p, _)| p.index() == C))
+        .collect();
+    let ran = net
+        .frames
+        .iter()
+        .zip(start)
+        .map(|(f, s)| f.len() - s)
+        .collect();
+    (out, ran)
+}
+
+/// Six players and someone with no seat forging a vote after every
+/// datagram of every voter. With the hold on the count of votes, the other
+/// voters' forged votes were each peer's latest word whenever one voter's
+/// honest datagram came, so the majority never lapsed, the hold ran out,
+/// and all six gave C up (found in the second review). Counted per voter,
+/// a vote stands only once all of that voter's datagrams carried it.
+#[test]
+fn forged_votes_after_every_voters_every_datagram_vote_nobody_out() {
+    let (out, ran) = chase(6, false);
+    assert_eq!(out, Vec::<usize>::new(), "C abandoned; ran {ran:?}");
+    assert!(ran.iter().all(|&r| r >= 590), "{ran:?}");
+}
+
+/// The same chase in a four-player mesh, beside the attacker's real vote.
+#[test]
+fn a_seated_voter_chasing_every_datagram_freezes_nothing() {
+    let (out, ran) = chase(4, true);
+    assert_eq!(out, Vec::<usize>::new(), "C abandoned; ran {ran:?}");
+    assert!(ran.iter().all(|&r| r >= 590), "{ran:?}");
 }
