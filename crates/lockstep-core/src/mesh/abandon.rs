@@ -313,7 +313,25 @@ impl<I: Input> MeshSession<I> {
     /// (a frozen one included: it may have applied before it froze here)
     /// endorses another. A peer abandoned by the others learns its fate the
     /// same way.
+    ///
+    /// A decision on our own seat is taken only from endorsements that
+    /// every packet of their senders has carried for `vote_hold` (unless we
+    /// are leaving): one forged in each other player's name, taken at
+    /// once, emptied an honest player's seat in its own eyes.
     fn apply_agreed(&mut self, me: PlayerId) {
+        let now = self.now;
+        let hold_own = if self.leaving {
+            std::time::Duration::ZERO
+        } else {
+            self.config.vote_hold
+        };
+        let hold = |seat: PlayerId| {
+            if seat == me {
+                hold_own
+            } else {
+                std::time::Duration::ZERO
+            }
+        };
         // Ours, and what the lowest other live seat endorses about our own
         // seat (checked against every other live seat below).
         let mut candidates: Vec<Endorsement> = self.endorsed.values().copied().collect();
@@ -322,7 +340,7 @@ impl<I: Input> MeshSession<I> {
             .find(|&s| s != me)
             .and_then(|s| self.peer_of(s))
         {
-            candidates.extend(p.endorsed.iter().filter(|e| e.seat == me).copied());
+            candidates.extend(p.endorsement(me, now, hold_own));
         }
         for e in candidates {
             if self.seats[e.seat.index()].empty_from.is_some() {
@@ -336,8 +354,8 @@ impl<I: Input> MeshSession<I> {
                     agreed = false;
                     continue;
                 };
-                match p.endorsed.iter().find(|x| x.seat == e.seat) {
-                    Some(x) if *x == e => endorsers += 1,
+                match p.endorsement(e.seat, now, hold(e.seat)) {
+                    Some(x) if x == e => endorsers += 1,
                     Some(_) => {
                         disputes.push(p.id);
                         agreed = false;

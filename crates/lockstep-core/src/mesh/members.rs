@@ -48,6 +48,8 @@ pub(super) struct Peer {
     pub(super) frozen: Vec<(PlayerId, Tick)>,
     /// The abandonment decisions it endorses, as of its latest packet.
     pub(super) endorsed: Vec<Endorsement>,
+    /// Since when each of `endorsed` has been in every packet from it.
+    pub(super) endorsed_since: Vec<Instant>,
     /// When it last sent us an input of its own seat we did not have.
     pub(super) last_input: Option<Instant>,
     /// Whether its latest datagram said its game waits on its own input
@@ -120,6 +122,7 @@ impl Peer {
             vote_word: BTreeMap::new(),
             frozen: Vec::new(),
             endorsed: Vec::new(),
+            endorsed_since: Vec::new(),
             last_input: None,
             waits_on_itself: false,
             waits_on_us: false,
@@ -357,11 +360,45 @@ impl Peer {
             .is_some_and(|w| w.votes || now < w.since + hold)
     }
 
-    /// The next moment one of its votes starts or stops counting, if any.
+    /// Takes the endorsements of its latest packet, read at `now`: one it
+    /// has sent all along keeps its time.
+    pub(super) fn hear_endorsements(&mut self, endorsements: &[Endorsement], now: Instant) {
+        let mut since = Vec::with_capacity(endorsements.len());
+        for e in endorsements {
+            let kept = self
+                .endorsed
+                .iter()
+                .zip(&self.endorsed_since)
+                .find_map(|(x, t)| (x == e).then_some(*t));
+            since.push(kept.unwrap_or(now));
+        }
+        self.endorsed.clear();
+        self.endorsed.extend_from_slice(endorsements);
+        self.endorsed_since = since;
+    }
+
+    /// Its endorsement of a decision on `seat`, once every packet from it
+    /// has carried it for `hold` (a packet forged in its name says
+    /// something only until its next one).
+    pub(super) fn endorsement(
+        &self,
+        seat: PlayerId,
+        now: Instant,
+        hold: Duration,
+    ) -> Option<Endorsement> {
+        let i = self.endorsed.iter().position(|e| e.seat == seat)?;
+        let since = *self.endorsed_since.get(i)?;
+        (now >= since + hold).then_some(self.endorsed[i])
+    }
+
+    /// The next moment one of its votes or endorsements starts or stops
+    /// counting, if any.
     pub(super) fn vote_word_due(&self, now: Instant, hold: Duration) -> Option<Instant> {
         self.vote_word
             .values()
-            .map(|w| w.since + hold)
+            .map(|w| w.since)
+            .chain(self.endorsed_since.iter().copied())
+            .map(|since| since + hold)
             .filter(|&t| t > now)
             .min()
     }

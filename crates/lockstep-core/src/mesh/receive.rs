@@ -439,20 +439,19 @@ impl<I: Input> MeshSession<I> {
         if p.seat.is_none() || self.local_seat.is_none() {
             return;
         }
+        let (now, hold) = (self.now, self.config.vote_hold);
         match abandon {
             Some(a) => {
                 p.votes.clone_from(&a.votes);
                 p.frozen.clone_from(&a.frozen);
-                p.endorsed.clone_from(&a.endorsements);
+                p.hear_endorsements(&a.endorsements, now);
             }
             None => {
                 p.votes.clear();
                 p.frozen.clear();
-                p.endorsed.clear();
+                p.hear_endorsements(&[], now);
             }
         }
-        let (now, hold) = (self.now, self.config.vote_hold);
-        let p = &mut self.peers[idx];
         p.hear_votes(now, hold);
         // Before this datagram's inputs: forwarded ones for a seat its
         // votes just froze are taken.

@@ -7,7 +7,7 @@
 
 use crate::common;
 use common::hand::{Net, datagram};
-use lockstep_core::wire::{Abandon, Message};
+use lockstep_core::wire::{Abandon, Endorsement, Message};
 use lockstep_core::{MeshConfig, PeerId, PlayerId};
 use std::time::Duration;
 
@@ -207,4 +207,46 @@ fn a_seated_voter_chasing_every_datagram_freezes_nothing() {
     let (out, ran) = chase(4, true);
     assert_eq!(out, Vec::<usize>::new(), "C abandoned; ran {ran:?}");
     assert!(ran.iter().all(|&r| r >= 590), "{ran:?}");
+}
+
+/// Three players; someone with no seat hands player 0 one datagram in each
+/// other player's name, both endorsing the abandonment of player 0's own
+/// seat. Taken at once, player 0 emptied its own seat (its runner ended)
+/// while the others, who never decided anything, waited on it until they
+/// voted it out (found in the second review). Now another player's word
+/// on our own seat counts once its datagrams have carried it for
+/// `vote_hold`, and the next honest ones do not.
+#[test]
+fn forged_endorsements_of_a_players_own_seat_do_not_evict_it() {
+    let mut net = Net::new(3, &config(MeshConfig::default().vote_hold));
+    for _ in 0..60 {
+        net.tick(&mut |f, t, b, _| vec![(f, t, b)]);
+    }
+    let from = net.s[0].frame().saturating_add(3);
+    for claimed in [1, 2] {
+        let endorse = [Message::Abandon(Abandon {
+            votes: vec![],
+            frozen: vec![],
+            endorsements: vec![Endorsement {
+                seat: PlayerId(0),
+                from,
+                digest: 0xdead_beef,
+                left: false,
+            }],
+        })];
+        let d = datagram(net.s[0].frame(), &endorse);
+        let now = net.now;
+        net.s[0]
+            .handle_datagram(PeerId(claimed), &d, now)
+            .expect("taken");
+    }
+    let start: Vec<usize> = net.frames.iter().map(Vec::len).collect();
+    for _ in 0..300 {
+        net.tick(&mut |f, t, b, _| vec![(f, t, b)]);
+    }
+    for (i, s) in net.s.iter().enumerate() {
+        assert!(s.abandoned().is_empty(), "{i}: {:?}", s.abandoned());
+        let ran = net.frames[i].len() - start[i];
+        assert!(ran >= 290, "{i} ran {ran} frames of 300");
+    }
 }
