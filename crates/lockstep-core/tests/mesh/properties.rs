@@ -7,7 +7,7 @@
 
 use crate::common;
 use common::props::{cases, link};
-use common::{Scenario, outcome_ok, secs};
+use common::{Harness, Scenario, outcome_ok, secs};
 use lockstep_core::sim::Outcome;
 use lockstep_core::{Event, PeerId, PlayerId, SystemEvent, Tick};
 use proptest::prelude::*;
@@ -317,15 +317,7 @@ fn a_player_leaves(
     );
     prop_assert_eq!(warmup, Outcome::TimedOut);
     let crashed = PeerId(((leaver + 1 + other % (sc.players - 1)) % sc.players) as u32);
-    h.sim.endpoint_mut(gone).unwrap().leave();
-    if crash {
-        h.sim.freeze(crashed);
-    }
-    let later = h.sim.now() + Duration::from_millis(300);
-    let _ = h.run(later, |_, _, _, _| {}, |_| false);
-    h.sim.freeze(gone);
-    let done = h.run_until_tick(300, secs(300));
-    outcome_ok(done, "the others reach tick 300", sc.seed);
+    leave_then_play_on(&mut h, gone, crash.then_some(crashed), sc.seed);
     let rest: Vec<PeerId> = sc
         .peer_ids()
         .into_iter()
@@ -351,6 +343,21 @@ fn a_player_leaves(
         decided
     );
     Ok(())
+}
+
+/// `gone` says goodbye and keeps its session 300 ms before its process
+/// ends, `crashed` (if any) falls silent at the goodbye; the others must
+/// reach tick 300.
+fn leave_then_play_on(h: &mut Harness, gone: PeerId, crashed: Option<PeerId>, seed: u64) {
+    h.sim.endpoint_mut(gone).unwrap().leave();
+    if let Some(c) = crashed {
+        h.sim.freeze(c);
+    }
+    let later = h.sim.now() + Duration::from_millis(300);
+    let _ = h.run(later, |_, _, _, _| {}, |_| false);
+    h.sim.freeze(gone);
+    let done = h.run_until_tick(300, secs(300));
+    outcome_ok(done, "the others reach tick 300", seed);
 }
 
 /// A case the property found: the decider (seat 0) says goodbye at 900 ms
@@ -556,13 +563,7 @@ fn a_player_held_back_by_a_crashed_one_is_not_voted_out() {
     );
     assert_eq!(warmup, Outcome::TimedOut);
     let (gone, crashed) = (PeerId(1), PeerId(0));
-    h.sim.endpoint_mut(gone).unwrap().leave();
-    h.sim.freeze(crashed);
-    let later = h.sim.now() + Duration::from_millis(300);
-    let _ = h.run(later, |_, _, _, _| {}, |_| false);
-    h.sim.freeze(gone);
-    let done = h.run_until_tick(300, secs(300));
-    outcome_ok(done, "the others reach tick 300", sc.seed);
+    leave_then_play_on(&mut h, gone, Some(crashed), sc.seed);
     let rest = [PeerId(2), PeerId(3)];
     h.assert_streams_agree(&rest);
     h.assert_no_desync();
