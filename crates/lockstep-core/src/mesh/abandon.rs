@@ -173,9 +173,8 @@ impl<I: Input> MeshSession<I> {
             let majority = |n: usize| n * 2 > voters.len();
             let frozen = self.frozen.contains_key(&c);
             if !frozen {
-                let now_said = count(&|p| p.votes.contains(&c));
-                let standing = count(&|p| p.vote_stands(c, now, hold));
-                if !(majority(standing) || (said_bye && majority(now_said))) {
+                let stands = majority(count(&|p| p.vote_stands(c, now, hold)));
+                if !(stands || (said_bye && majority(count(&|p| p.votes.contains(&c))))) {
                     continue;
                 }
                 let held = self.held_own(c);

@@ -80,7 +80,7 @@ fn seated_forger(vote_hold: Duration, every_tick: bool) -> (Vec<usize>, usize) {
 /// vote back before it has stood for `vote_hold`.
 #[test]
 fn one_forged_vote_per_peer_does_not_vote_an_honest_player_out() {
-    let (out, frames) = seated_forger(config(Duration::ZERO).vote_hold, false);
+    let (out, frames) = seated_forger(Duration::ZERO, false);
     assert_eq!(
         out,
         Vec::<usize>::new(),
